@@ -1,0 +1,98 @@
+# evictd — build, test and demo targets. Everything a fresh machine needs is
+# built here from the Go module proxy; nothing is downloaded any other way.
+
+GO          ?= go
+OUT         := _output
+BIN         := $(OUT)/bin
+TOOLS       := $(OUT)/tools
+STATICCHECK := $(TOOLS)/staticcheck
+STATICCHECK_VERSION := v0.8.2
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS     := -s -w -X main.version=$(VERSION)
+# Packages whose tests need the real control plane.
+E2E_PKGS    := ./test/e2e/...
+UNIT_PKGS    = $(shell $(GO) list ./... | grep -v '/test/e2e')
+BENCH_COUNT ?= 6
+
+export CGO_ENABLED ?= 0
+
+.PHONY: all build observe test unit e2e bench bench-latency bench-oom verify fmt vet lint \
+        fuzz cluster-bins demo image clean FORCE
+
+all: build
+
+## build: the evictd binary and the test workload binary into _output/bin.
+build: $(BIN)/evictd $(BIN)/workload
+
+$(BIN)/evictd: FORCE
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/evictd
+
+$(BIN)/workload: FORCE
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $@ ./test/cmd/workload
+
+## observe: one observation of this host, as a table (run as root).
+observe: $(BIN)/evictd
+	$(BIN)/evictd observe -o table
+
+## cluster-bins: etcd, kube-apiserver and kube-controller-manager from hack/cluster.
+cluster-bins:
+	hack/build-cluster.sh $(BIN)
+
+## test: everything CI runs: static checks, unit tests, end-to-end tests.
+test: verify build cluster-bins
+	$(GO) test -count=1 -timeout 30m $(UNIT_PKGS)
+	$(GO) test -count=1 -p 1 -timeout 50m $(E2E_PKGS)
+
+unit:
+	$(GO) test -count=1 $(UNIT_PKGS)
+
+## e2e: only the end-to-end tests against the real control plane.
+e2e: build cluster-bins
+	$(GO) test -count=1 -p 1 -v -timeout 50m $(E2E_PKGS)
+
+## bench: observation and ranking benchmarks (medians over BENCH_COUNT runs).
+bench:
+	hack/bench.sh $(BENCH_COUNT)
+
+## bench-latency / bench-oom: the fast-path benchmarks on real cgroups and the test cluster.
+bench-latency: build cluster-bins
+	hack/bench-latency.sh
+
+bench-oom: build cluster-bins
+	hack/bench-oom.sh
+
+## fuzz: every fuzz target for FUZZTIME (default 60s) each.
+fuzz:
+	hack/fuzz.sh $(or $(FUZZTIME),60s)
+
+## verify: gofmt, go vet and staticcheck.
+verify: fmt vet lint
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+lint: $(STATICCHECK)
+	$(STATICCHECK) ./...
+
+$(STATICCHECK):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(abspath $(TOOLS)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+## demo: a local real cluster, a simulated node under memory pressure, evictd at work.
+demo: build cluster-bins
+	hack/demo.sh
+
+## image: the container image (needs a Docker engine; none runs on the dev machines).
+image:
+	docker build -t evictd:$(VERSION) .
+
+clean:
+	rm -rf $(OUT)
+
+FORCE:
