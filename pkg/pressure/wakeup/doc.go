@@ -1,0 +1,34 @@
+// Package wakeup tells the agent loop when to look at memory again: one epoll
+// set holds every event-driven source the kernel offers, and an adaptive poll
+// interval covers the rest.
+//
+// Sources, each armed and failing over on its own (a source that cannot be
+// armed is logged with the reason and reported inactive, and the agent relies
+// on polling for it):
+//
+//   - memcg_threshold (cgroup v1): cgroup.event_control + an eventfd on
+//     memory.usage_in_bytes of a cgroup directory (the node's root memcg and
+//     kubepods). The kernel signals when usage crosses the armed value in
+//     either direction, at the crossing. ThresholdUsage turns an eviction
+//     threshold into that usage value; it drifts with inactive_file, so the
+//     caller re-arms when NeedRearm says so.
+//   - memory_events (cgroup v2): inotify IN_MODIFY on a memory.events file
+//     (kubepods). The kernel rate-limits these to 100 per second per file and
+//     defers rather than drops the rest.
+//   - psi: a PSI trigger on /proc/pressure/memory or <cgroup>/memory.pressure,
+//     signalled as EPOLLPRI. Without CAP_SYS_RESOURCE, kernels since 6.5 only
+//     accept windows that are multiples of 2 s (other windows fail with
+//     EINVAL) and evaluate such triggers on the 2 s averaging clock. Such an
+//     unprivileged trigger has two pitfalls this package handles or exposes:
+//     its first event can be spurious (the trigger's window is seeded from a
+//     different counter than it is compared against), so that event is
+//     swallowed; and reading any pressure file of the same group from a
+//     polling loop advances the group's averaging clock so the trigger is
+//     never evaluated, so such groups are reported by PressureReadable and the
+//     caller must not read them in its loop.
+//   - poll: Wait's timeout expired; the caller sizes that timeout with
+//     PollPolicy.Next.
+//
+// The package takes absolute file and directory paths (the caller resolves
+// them under its host root) and an injected clock for wake-up timestamps.
+package wakeup

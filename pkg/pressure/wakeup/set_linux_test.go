@@ -1,0 +1,195 @@
+//go:build linux
+
+package wakeup
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"k8s.io/utils/clock"
+)
+
+func newSet(t *testing.T) *Set {
+	t.Helper()
+	s, err := New(zaptest.NewLogger(t), clock.RealClock{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestWaitTimesOutWithAPoll(t *testing.T) {
+	s := newSet(t)
+	for _, timeout := range []time.Duration{0, -time.Second, 30 * time.Millisecond} {
+		start := time.Now()
+		w, err := s.Wait(context.Background(), timeout)
+		took := time.Since(start)
+		if err != nil || w.Source != SourcePoll || w.Name != "" || w.At.IsZero() {
+			t.Errorf("Wait(%v) = %+v, %v; want a poll wake-up", timeout, w, err)
+		}
+		if took < max(timeout, 0) || took > max(timeout, 0)+time.Second {
+			t.Errorf("Wait(%v) returned after %v", timeout, took)
+		}
+	}
+	if !s.Active(SourcePoll) || s.Active(SourceMemoryEvents) {
+		t.Errorf("an empty set: Active(poll) = %v, Active(memory_events) = %v", s.Active(SourcePoll), s.Active(SourceMemoryEvents))
+	}
+}
+
+func TestWaitEndsWithItsContext(t *testing.T) {
+	s := newSet(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := s.Wait(ctx, time.Minute)
+	if !errors.Is(err, context.Canceled) || time.Since(start) > 5*time.Second {
+		t.Fatalf("Wait = %v after %v, want context.Canceled soon after 50ms", err, time.Since(start))
+	}
+	// The set is still usable with a fresh context.
+	if w, err := s.Wait(context.Background(), 10*time.Millisecond); err != nil || w.Source != SourcePoll {
+		t.Errorf("Wait after a cancelled one = %+v, %v", w, err)
+	}
+	done, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if _, err := s.Wait(done, time.Minute); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait on a done context = %v, want context.Canceled", err)
+	}
+}
+
+func TestWaitRefusesConcurrentCallers(t *testing.T) {
+	s := newSet(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { _, err := s.Wait(ctx, time.Minute); errc <- err }()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := s.Wait(context.Background(), 0); err == nil || !strings.Contains(err.Error(), "concurrently") {
+		t.Errorf("a second Wait = %v, want a concurrency error", err)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("the first Wait = %v", err)
+	}
+}
+
+func TestClosedSetRefusesWork(t *testing.T) {
+	s := newSet(t)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+	if _, err := s.Wait(context.Background(), 0); !errors.Is(err, ErrClosed) {
+		t.Errorf("Wait after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.WatchMemoryEvents("x", "/"); !errors.Is(err, ErrClosed) {
+		t.Errorf("WatchMemoryEvents after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestMemoryEventsWatchOnAFile checks the inotify mechanism on an ordinary
+// file, whose writes raise IN_MODIFY just as the kernel's notifications on
+// memory.events do. (This machine has no cgroup v2 memory controller, so no
+// memory.events exists; the kernfs path itself is exercised on cgroup.events
+// below.)
+func TestMemoryEventsWatchOnAFile(t *testing.T) {
+	s := newSet(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.events"), filepath.Join(dir, "b.events")
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte("low 0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wa, err := s.WatchMemoryEvents("a", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WatchMemoryEvents("b", b); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Wait(context.Background(), 50*time.Millisecond); err != nil || w.Source != SourcePoll {
+		t.Fatalf("Wait before any write = %+v, %v; want a poll", w, err)
+	}
+
+	// Three writes to a, one to b: a is coalesced into one wake-up.
+	for i := 0; i < 3; i++ {
+		if err := os.WriteFile(a, []byte("high 1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(b, []byte("high 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for {
+		w, err := s.Wait(context.Background(), 100*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Source == SourcePoll {
+			break
+		}
+		if w.Source != SourceMemoryEvents {
+			t.Fatalf("woken by %s, want memory_events", w.Source)
+		}
+		got[w.Name]++
+	}
+	if got["a"] != 1 || got["b"] != 1 || len(got) != 2 {
+		t.Errorf("wake-ups by name = %v, want a:1 b:1", got)
+	}
+
+	// Removing the file ends the watch: the source reports inactive.
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for wa.Status().Active && time.Now().Before(deadline) {
+		if _, err := s.Wait(context.Background(), 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := wa.Status(); st.Active || !strings.Contains(st.Reason, "removed") {
+		t.Errorf("after removing the file: %+v, want inactive, reason naming the removal", st)
+	}
+	if !s.Active(SourceMemoryEvents) {
+		t.Errorf("the other watch went inactive too")
+	}
+	if _, err := s.WatchMemoryEvents("missing", filepath.Join(dir, "nope")); err == nil {
+		t.Errorf("watching a missing file succeeded")
+	}
+}
+
+// TestMemoryEventsWatchOnKernfs watches cgroup.events of a real cgroup2
+// group: the kernel notifies it through the same cgroup_file_notify path as
+// memory.events, and its "populated" field changes when a process enters.
+func TestMemoryEventsWatchOnKernfs(t *testing.T) {
+	requireCgroup2(t)
+	group := makeCgroup(t, unifiedRoot(), "evictd-wakeup-events")
+	s := newSet(t)
+	if _, err := s.WatchMemoryEvents("group", filepath.Join(group, "cgroup.events")); err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, "idle")
+	start := time.Now()
+	if err := enterCgroup(group, c.cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Wait(context.Background(), 2*time.Second)
+	if err != nil || w.Source != SourceMemoryEvents || w.Name != "group" {
+		t.Fatalf("Wait = %+v, %v; want memory_events/group", w, err)
+	}
+	t.Logf("kernfs notification %v after the write to cgroup.procs", time.Since(start))
+	b, err := os.ReadFile(filepath.Join(group, "cgroup.events"))
+	if err != nil || !strings.Contains(string(b), "populated 1") {
+		t.Errorf("cgroup.events = %q, %v; want populated 1", b, err)
+	}
+}

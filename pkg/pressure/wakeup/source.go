@@ -1,0 +1,53 @@
+package wakeup
+
+import "time"
+
+// Source is the kind of event that woke the agent; its value is the label
+// used in metrics.
+type Source string
+
+// The wake-up sources.
+const (
+	SourceMemcgThreshold Source = "memcg_threshold"
+	SourceMemoryEvents   Source = "memory_events"
+	SourcePSI            Source = "psi"
+	SourcePoll           Source = "poll"
+)
+
+// AllSources lists every source kind, for initialising per-source metrics.
+func AllSources() []Source {
+	return []Source{SourceMemcgThreshold, SourceMemoryEvents, SourcePSI, SourcePoll}
+}
+
+// Wakeup is one reason to look at memory now.
+type Wakeup struct {
+	Source Source
+	// Name is the name the caller gave the source instance when adding it
+	// (e.g. "node", "kubepods"); empty for SourcePoll.
+	Name string
+	// At is when the wake-up was taken from the kernel, on the injected clock.
+	At time.Time
+}
+
+// Status describes one added source instance, for logs and the active-sources
+// gauge.
+type Status struct {
+	Source Source
+	Name   string
+	// Path is the file the source watches or writes (memory.usage_in_bytes,
+	// memory.events, the pressure file).
+	Path string
+	// Active is false when the source could not be armed or has gone away;
+	// the agent must poll instead.
+	Active bool
+	// Reason says why the source is inactive, or, for an active PSI trigger,
+	// which regime the kernel granted.
+	Reason string
+	// Privileged is true for a PSI trigger armed with CAP_SYS_RESOURCE (or a
+	// sub-2 s window the kernel accepted), false for the unprivileged 2 s
+	// regime; always false for other sources.
+	Privileged bool
+	// Ignored counts events swallowed by design (the first event of an
+	// unprivileged PSI trigger).
+	Ignored int
+}
