@@ -1,24 +1,38 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver and kube-controller-manager from the tools module
 # in hack/cluster into the given directory. A build is skipped when the three
-# binaries exist and were built from the same tools module (a hash stamp).
+# binaries exist and were built from the same tools module (a hash stamp of
+# the module files and this script).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "${1:?usage: build-cluster.sh OUTDIR}" && cd "$1" && pwd)
 stamp="$out/.cluster-stamp"
-want=$(cat "$here/cluster/go.mod" "$here/cluster/go.sum" "$here/cluster/tools.go" "$0" | sha256sum | cut -d' ' -f1)
+bins=(etcd kube-apiserver kube-controller-manager)
+want=$(cat "$here/cluster/go.mod" "$here/cluster/go.sum" "$here/cluster/tools.go" "$here/build-cluster.sh" \
+  | sha256sum | cut -d' ' -f1)
 
-if [ -x "$out/etcd" ] && [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] \
-   && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+up_to_date=true
+for b in "${bins[@]}"; do [ -x "$out/$b" ] || up_to_date=false; done
+if $up_to_date && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   echo "cluster binaries are up to date in $out"
   exit 0
 fi
 
+# An interrupted build must not leave a stamp that vouches for it.
+rm -f "$stamp"
 cd "$here/cluster"
 start=$(date +%s)
 echo "building the test control plane from Go modules (about 10 minutes from a cold cache)..."
-go build -o "$out/etcd" go.etcd.io/etcd/server/v3
-go build -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-go build -o "$out/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+declare -A pkg=(
+  [etcd]=go.etcd.io/etcd/server/v3
+  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+)
+for b in "${bins[@]}"; do
+  # Build beside the target and rename, so a running test cluster keeps its
+  # old executable instead of failing with "text file busy".
+  go build -o "$out/.$b.tmp" "${pkg[$b]}"
+  mv -f "$out/.$b.tmp" "$out/$b"
+done
 echo "$want" > "$stamp"
 echo "cluster binaries built in $(( $(date +%s) - start ))s"

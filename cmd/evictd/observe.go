@@ -2,12 +2,274 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"sort"
+	"strconv"
+	"text/tabwriter"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/pkg/pressure"
 )
 
-// observeCmd is not built yet.
-func observeCmd(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "evictd: observe is not implemented yet")
-	return exitFailure
+const observeUsage = `Usage: evictd observe [--host-root DIR] [--cgroup-root PATH] [--image-fs PATH] [-o json|table]
+
+One observation of node and pod pressure. JSON is a kubelet stats Summary;
+the table is for people: node signals first, then the pods by working set.
+
+Flags:
+`
+
+// observeCmd runs "evictd observe".
+func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("observe", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported in one line below
+	hostRoot := fs.String("host-root", pressure.DefaultHostRoot, "directory under which every host path is read")
+	cgroupRoot := fs.String("cgroup-root", pressure.DefaultCgroupRoot, "cgroup under which kubepods lives (the kubelet's --cgroup-root)")
+	imageFs := fs.String("image-fs", pressure.DefaultImageFsPath, "the container runtime's image store (imagefs)")
+	output := fs.String("o", "json", "output format: json or table")
+	verbose := fs.Bool("v", false, "log debug messages")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, observeUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "evictd observe: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *output != "json" && *output != "table" {
+		fmt.Fprintf(stderr, "evictd observe: invalid value %q for -o: want json or table\n", *output)
+		return exitUsage
+	}
+
+	log := cliLogger(stderr, *verbose)
+	defer func() { _ = log.Sync() }()
+	o, err := pressure.NewObserver(pressure.Options{HostRoot: *hostRoot, CgroupRoot: *cgroupRoot, ImageFsPath: *imageFs}, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
+		if errors.Is(err, pressure.ErrHostRoot) || errors.Is(err, pressure.ErrInvalidOptions) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	defer o.Close()
+	obs, err := o.Observe(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
+		return exitFailure
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(obs.Summary)
+	} else {
+		err = writeObservationTable(stdout, obs)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd observe: writing output: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// cliLogger logs for a person at a terminal: console format, warnings and
+// up unless verbose.
+func cliLogger(w io.Writer, verbose bool) *zap.Logger {
+	level := zapcore.WarnLevel
+	if verbose {
+		level = zapcore.DebugLevel
+	}
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.TimeKey = ""
+	return zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(w), level))
+}
+
+// writeObservationTable prints node signals, then one row per pod sorted by
+// working set (largest first).
+func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	node := &obs.Summary.Node
+	l := obs.Layout
+	driver := string(l.Driver)
+	if driver == "" {
+		driver = "none (no kubepods cgroup)"
+	}
+	// No tab in this line: it stays out of the column widths below.
+	fmt.Fprintf(tw, "NODE %s (cgroups %s, driver %s, cgroup root %s)\n", orDash(node.NodeName), l.Mode, driver, l.CgroupRoot)
+	fmt.Fprintln(tw, "SIGNAL\tAVAILABLE\tCAPACITY\tDETAIL")
+	if m := node.Memory; m != nil && m.AvailableBytes != nil {
+		fmt.Fprintf(tw, "memory.available\t%s\t%s\tworking set %s, usage %s\n", bytesOf(m.AvailableBytes),
+			formatBytes(obs.Node.MemoryCapacityBytes), bytesOf(m.WorkingSetBytes), bytesOf(m.UsageBytes))
+	} else {
+		fmt.Fprintln(tw, "memory.available\t-\t-\tunreadable (see warnings)")
+	}
+	if pods := podsContainer(node); pods != nil && pods.Memory != nil {
+		m := pods.Memory
+		fmt.Fprintf(tw, "allocatableMemory.available\t%s\t%s\tkubepods working set %s\n", bytesOf(m.AvailableBytes),
+			formatBytes(*m.AvailableBytes+*m.WorkingSetBytes), bytesOf(m.WorkingSetBytes))
+	} else {
+		fmt.Fprintln(tw, "allocatableMemory.available\t-\t-\tno kubepods cgroup")
+	}
+	for _, f := range []struct {
+		name string
+		fs   *statsv1alpha1.FsStats
+	}{{"nodefs", node.Fs}, {"imagefs", imageFs(node)}} {
+		if f.fs == nil {
+			fmt.Fprintf(tw, "%s.available\t-\t-\tunreadable\n", f.name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s.available\t%s\t%s\t\n", f.name, bytesOf(f.fs.AvailableBytes), bytesOf(f.fs.CapacityBytes))
+		fmt.Fprintf(tw, "%s.inodesFree\t%s\t%s\t\n", f.name, countOf(f.fs.InodesFree), countOf(f.fs.Inodes))
+	}
+	if r := node.Rlimit; r != nil && r.MaxPID != nil && r.NumOfRunningProcesses != nil {
+		fmt.Fprintf(tw, "pid.available\t%d\t%d\t%d tasks\n", *r.MaxPID-*r.NumOfRunningProcesses, *r.MaxPID, *r.NumOfRunningProcesses)
+	} else {
+		fmt.Fprintln(tw, "pid.available\t-\t-\tunreadable")
+	}
+	for _, p := range []struct {
+		name string
+		psi  *statsv1alpha1.PSIStats
+	}{{"memory", memPSI(node.Memory)}, {"cpu", cpuPSI(node.CPU)}, {"io", ioPSI(node.IO)}} {
+		if p.psi != nil {
+			fmt.Fprintf(tw, "psi.%s\t\t\t%s\n", p.name, formatPSI(p.psi))
+		}
+	}
+	if obs.SkippedFiles > 0 {
+		fmt.Fprintf(tw, "skipped\t\t\t%d unusable files, %d pods left out\n", obs.SkippedFiles, obs.SkippedPods)
+	}
+	fmt.Fprintln(tw)
+
+	fmt.Fprintf(tw, "PODS (%d)\n", len(obs.Summary.Pods))
+	fmt.Fprintln(tw, "UID\tPOD\tQOS\tWORKING SET\tUSAGE\tPROCESSES\tEPHEMERAL\tMEMORY PSI")
+	order := make([]int, len(obs.Summary.Pods))
+	for i := range order {
+		order[i] = i
+	}
+	pods := obs.Summary.Pods
+	sort.SliceStable(order, func(a, b int) bool {
+		wa, wb := valueOf(pods[order[a]].Memory.WorkingSetBytes), valueOf(pods[order[b]].Memory.WorkingSetBytes)
+		if wa != wb {
+			return wa > wb
+		}
+		return pods[order[a]].PodRef.UID < pods[order[b]].PodRef.UID
+	})
+	for _, i := range order {
+		p := &pods[i]
+		name := "-"
+		if p.PodRef.Name != "" {
+			name = p.PodRef.Namespace + "/" + p.PodRef.Name
+		}
+		procs := "-"
+		if p.ProcessStats != nil && p.ProcessStats.ProcessCount != nil {
+			procs = strconv.FormatUint(*p.ProcessStats.ProcessCount, 10)
+		}
+		eph := "-"
+		if p.EphemeralStorage != nil {
+			eph = bytesOf(p.EphemeralStorage.UsedBytes)
+		}
+		psi := "-"
+		if p.Memory.PSI != nil {
+			psi = formatPSI(p.Memory.PSI)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.PodRef.UID, name, obs.Pods[i].QoS,
+			bytesOf(p.Memory.WorkingSetBytes), bytesOf(p.Memory.UsageBytes), procs, eph, psi)
+	}
+	return tw.Flush()
+}
+
+func podsContainer(n *statsv1alpha1.NodeStats) *statsv1alpha1.ContainerStats {
+	for i := range n.SystemContainers {
+		if n.SystemContainers[i].Name == statsv1alpha1.SystemContainerPods {
+			return &n.SystemContainers[i]
+		}
+	}
+	return nil
+}
+
+func imageFs(n *statsv1alpha1.NodeStats) *statsv1alpha1.FsStats {
+	if n.Runtime == nil {
+		return nil
+	}
+	return n.Runtime.ImageFs
+}
+
+func memPSI(m *statsv1alpha1.MemoryStats) *statsv1alpha1.PSIStats {
+	if m == nil {
+		return nil
+	}
+	return m.PSI
+}
+
+func cpuPSI(c *statsv1alpha1.CPUStats) *statsv1alpha1.PSIStats {
+	if c == nil {
+		return nil
+	}
+	return c.PSI
+}
+
+func ioPSI(c *statsv1alpha1.IOStats) *statsv1alpha1.PSIStats {
+	if c == nil {
+		return nil
+	}
+	return c.PSI
+}
+
+func formatPSI(p *statsv1alpha1.PSIStats) string {
+	return fmt.Sprintf("some avg10=%.2f full avg10=%.2f", p.Some.Avg10, p.Full.Avg10)
+}
+
+func valueOf(p *uint64) uint64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func bytesOf(p *uint64) string {
+	if p == nil {
+		return "-"
+	}
+	return formatBytes(*p)
+}
+
+func countOf(p *uint64) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatUint(*p, 10)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// formatBytes prints a byte count with a binary unit, as kubectl quantities read.
+func formatBytes(b uint64) string {
+	const unit = 1024
+	if b < unit {
+		return strconv.FormatUint(b, 10) + "B"
+	}
+	v := float64(b)
+	for _, u := range []string{"Ki", "Mi", "Gi", "Ti", "Pi"} {
+		v /= unit
+		if v < unit || u == "Pi" {
+			return strconv.FormatFloat(v, 'f', 1, 64) + u
+		}
+	}
+	return strconv.FormatUint(b, 10) + "B"
 }

@@ -54,7 +54,7 @@ type Set struct {
 	log   *zap.Logger
 	clk   clock.PassiveClock
 	epfd  int
-	cfd   int // eventfd written when a Wait's context ends
+	cfd   int // eventfd written when a Wait's context ends or on Kick
 	ctok  int32
 	sysPS map[string]bool
 
@@ -178,10 +178,29 @@ func (s *Set) Statuses() []Status {
 	return out
 }
 
+// Kick makes the current or next Wait return a SourceKick wake-up named
+// name, without waiting for its timeout. It may be called from any
+// goroutine; kicks of the same name that have not been collected yet are
+// coalesced.
+func (s *Set) Kick(name string) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	defer s.mu.Unlock()
+	s.queueLocked(SourceKick, name, s.clk.Now())
+	// The cancel eventfd doubles as the doorbell: Wait drains it and then
+	// finds the queued kick. Written under the lock so that Close cannot
+	// hand the fd number to another file in between.
+	var one = [8]byte{1}
+	_, _ = unix.Write(s.cfd, one[:])
+}
+
 // Active reports whether at least one source of kind src is active (for the
-// active-sources gauge; SourcePoll is always active).
+// active-sources gauge; SourcePoll and SourceKick are always active).
 func (s *Set) Active(src Source) bool {
-	if src == SourcePoll {
+	if src == SourcePoll || src == SourceKick {
 		return true
 	}
 	s.mu.Lock()
@@ -356,6 +375,13 @@ func (s *Set) Close() error {
 	}
 	return nil
 }
+
+// HasCapSysResource reports whether this process may arm PSI triggers with
+// sub-2 s windows on the kernel's real-time poll path. Without it, triggers
+// fall back to the unprivileged regime, whose groups must not be read from a
+// polling loop (see PressureReadable); callers that build their observer
+// before arming use this to decide up front.
+func HasCapSysResource() bool { return hasCapSysResource() }
 
 // hasCapSysResource reports whether this process has CAP_SYS_RESOURCE in its
 // effective set; the kernel checks it on the opener of a pressure file.

@@ -193,3 +193,35 @@ func TestMemoryEventsWatchOnKernfs(t *testing.T) {
 		t.Errorf("cgroup.events = %q, %v; want populated 1", b, err)
 	}
 }
+
+func TestKickWakesAWaitAndCoalesces(t *testing.T) {
+	s := newSet(t)
+	// A kick before the Wait is collected at once; two of the same name
+	// coalesce, another name is a wake-up of its own.
+	s.Kick("pod_gone")
+	s.Kick("pod_gone")
+	s.Kick("other")
+	for _, want := range []string{"pod_gone", "other"} {
+		w, err := s.Wait(context.Background(), time.Minute)
+		if err != nil || w.Source != SourceKick || w.Name != want {
+			t.Fatalf("Wait = %+v, %v; want a kick named %q", w, err, want)
+		}
+	}
+	// Nothing else is pending: the doorbell's leftover count must not turn
+	// into a spurious wake-up.
+	if w, err := s.Wait(context.Background(), 20*time.Millisecond); err != nil || w.Source != SourcePoll {
+		t.Fatalf("Wait after the kicks = %+v, %v; want a poll", w, err)
+	}
+	// A kick during a Wait ends it early.
+	time.AfterFunc(30*time.Millisecond, func() { s.Kick("late") })
+	start := time.Now()
+	w, err := s.Wait(context.Background(), time.Minute)
+	if err != nil || w.Source != SourceKick || w.Name != "late" || time.Since(start) > 10*time.Second {
+		t.Fatalf("Wait = %+v, %v after %v; want the late kick", w, err, time.Since(start))
+	}
+	if !s.Active(SourceKick) {
+		t.Error("Active(kick) = false, want true")
+	}
+	_ = s.Close()
+	s.Kick("after close") // must not write to a closed fd or panic
+}

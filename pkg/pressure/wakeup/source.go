@@ -12,18 +12,21 @@ const (
 	SourceMemoryEvents   Source = "memory_events"
 	SourcePSI            Source = "psi"
 	SourcePoll           Source = "poll"
+	// SourceKick: the caller asked for a look now (Set.Kick), e.g. because
+	// an evicted pod is gone and pressure may need the next eviction.
+	SourceKick Source = "kick"
 )
 
 // AllSources lists every source kind, for initialising per-source metrics.
 func AllSources() []Source {
-	return []Source{SourceMemcgThreshold, SourceMemoryEvents, SourcePSI, SourcePoll}
+	return []Source{SourceMemcgThreshold, SourceMemoryEvents, SourcePSI, SourcePoll, SourceKick}
 }
 
 // Wakeup is one reason to look at memory now.
 type Wakeup struct {
 	Source Source
 	// Name is the name the caller gave the source instance when adding it
-	// (e.g. "node", "kubepods"); empty for SourcePoll.
+	// (e.g. "node", "kubepods"), or passed to Kick; empty for SourcePoll.
 	Name string
 	// At is when the wake-up was taken from the kernel, on the injected clock.
 	At time.Time

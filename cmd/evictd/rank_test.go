@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func td(name string) string { return filepath.Join("testdata", "rank", name) }
+
+func runRank(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := rankCmd(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+type rankJSON struct {
+	Signal     string `json:"signal"`
+	Candidates []struct {
+		Namespace         string `json:"namespace"`
+		Name              string `json:"name"`
+		UID               string `json:"uid"`
+		Eligible          bool   `json:"eligible"`
+		SkipReason        string `json:"skipReason"`
+		Priority          int32  `json:"priority"`
+		EffectivePriority int32  `json:"effectivePriority"`
+		ExceedsRequest    bool   `json:"exceedsRequest"`
+		Usage             int64  `json:"usage"`
+		Request           int64  `json:"request"`
+	} `json:"candidates"`
+}
+
+func TestRankCommandJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		// want is the order of namespace/name, eligible ones first.
+		want       []string
+		wantSignal string
+		eligible   int
+	}{
+		{
+			// Over their requests by 344Mi, 100Mi and 44Mi at priority 0;
+			// then db-0 under its request; then cart-5 without stats. The
+			// ineligible ones follow in the order they would have had.
+			name:       "memory, default config",
+			args:       []string{"-o", "json"},
+			wantSignal: "memory.available",
+			want: []string{
+				"shop/web-1", "batch/report-7f9", "shop/web-2", "shop/db-0", "shop/cart-5",
+				"shop/payments-0", "monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
+			},
+			eligible: 5,
+		},
+		{
+			// The batch group's offset puts the report first; DaemonSet
+			// pods become eligible (50Mi over, so before web-2's 44Mi).
+			name:       "memory, with a config",
+			args:       []string{"-o", "json", "--config", td("config.yaml")},
+			wantSignal: "memory.available",
+			want: []string{
+				"batch/report-7f9", "shop/web-1", "monitoring/node-exporter-xyz", "shop/web-2", "shop/db-0", "shop/cart-5",
+				"shop/payments-0", "kube-system/etcd-node-1", "shop/migrate-1",
+			},
+			eligible: 6,
+		},
+		{
+			// Priority, then more processes first.
+			name:       "pids",
+			args:       []string{"-o", "json", "--signal", "pid.available"},
+			wantSignal: "pid.available",
+			want: []string{
+				"shop/web-1", "shop/web-2", "batch/report-7f9", "shop/db-0", "shop/cart-5",
+				"shop/payments-0", "monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
+			},
+			eligible: 5,
+		},
+		{
+			// The report writes 3Gi with no ephemeral-storage request; the
+			// web pods stay under theirs, web-1 closer to it.
+			name:       "nodefs bytes",
+			args:       []string{"-o", "json", "--signal", "nodefs.available"},
+			wantSignal: "nodefs.available",
+			want: []string{
+				"batch/report-7f9", "shop/web-1", "shop/web-2", "shop/db-0", "shop/cart-5",
+				"shop/payments-0", "monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
+			},
+			eligible: 5,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--summary", td("summary.json"), "--pods", td("pods.json")}, tc.args...)
+			code, out, errOut := runRank(t, args...)
+			if code != exitOK {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			var res rankJSON
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatalf("output is not JSON: %v\n%s", err, out)
+			}
+			if res.Signal != tc.wantSignal {
+				t.Errorf("signal = %q, want %q", res.Signal, tc.wantSignal)
+			}
+			var got []string
+			eligible := 0
+			for _, c := range res.Candidates {
+				got = append(got, c.Namespace+"/"+c.Name)
+				if c.Eligible {
+					eligible++
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("order = %v\nwant    %v", got, tc.want)
+			}
+			if eligible != tc.eligible {
+				t.Errorf("%d eligible, want %d", eligible, tc.eligible)
+			}
+		})
+	}
+}
+
+func TestRankCommandFields(t *testing.T) {
+	code, out, errOut := runRank(t, "--summary", td("summary.json"), "--pods", td("pods.json"), "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res rankJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]int{}
+	for i, c := range res.Candidates {
+		byName[c.Name] = i
+	}
+	web := res.Candidates[byName["web-1"]]
+	if web.UID != "uid-web-1" || web.Usage != 600<<20 || web.Request != 256<<20 || !web.ExceedsRequest || web.SkipReason != "" {
+		t.Errorf("web-1 = %+v", web)
+	}
+	etcd := res.Candidates[byName["etcd-node-1"]]
+	if etcd.Eligible || etcd.Priority != 2000001000 ||
+		etcd.SkipReason != "static: config source file; mirror: mirror of a static pod; critical: priority 2000001000" {
+		t.Errorf("etcd = %+v", etcd)
+	}
+	if c := res.Candidates[byName["payments-0"]]; c.Eligible || !strings.HasPrefix(c.SkipReason, "opt-out:") {
+		t.Errorf("payments-0 = %+v", c)
+	}
+	if c := res.Candidates[byName["cart-5"]]; !c.Eligible || c.Usage != 0 || c.ExceedsRequest {
+		t.Errorf("cart-5 (no stats) = %+v", c)
+	}
+}
+
+func TestRankCommandTable(t *testing.T) {
+	code, out, errOut := runRank(t, "--summary", td("summary.json"), "--pods", td("pods.json"))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 10 {
+		t.Fatalf("got %d lines, want a header and 9 pods:\n%s", len(lines), out)
+	}
+	for _, col := range []string{"RANK", "POD", "PRIORITY", "EFFECTIVE", "USAGE", "REQUEST", "EXCEEDS", "SKIP REASON"} {
+		if !strings.Contains(lines[0], col) {
+			t.Errorf("header %q lacks %s", lines[0], col)
+		}
+	}
+	wantRows := map[int][]string{
+		1: {"1", "shop/web-1", "0", "0", "600Mi", "256Mi", "yes"},
+		5: {"5", "shop/cart-5", "0", "0", "-", "128Mi", "no"},
+		8: {"-", "kube-system/etcd-node-1", "2000001000", "2000001000", "400Mi", "100Mi", "yes", "static:"},
+	}
+	for i, want := range wantRows {
+		if got := strings.Fields(lines[i]); len(got) < len(want) || !reflect.DeepEqual(got[:len(want)], want) {
+			t.Errorf("line %d = %q, want it to start with %v", i, lines[i], want)
+		}
+	}
+}
+
+func TestRankCommandNamespaceSelector(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	ns := filepath.Join(dir, "namespaces.json")
+	writeFile(t, cfg, "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\npriorityGroups:\n- name: shop\n  namespaceSelector:\n    matchLabels: {team: shop}\n  offset: 5000\n  fence: true\n")
+	writeFile(t, ns, `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"shop","labels":{"team":"shop"}}}]}`)
+
+	base := []string{"--summary", td("summary.json"), "--pods", td("pods.json"), "-o", "json", "--config", cfg}
+	code, out, errOut := runRank(t, append(base, "--namespaces", ns)...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res rankJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	// The fenced shop group looks like priority 5000 from outside, so the
+	// batch report goes first.
+	if first := res.Candidates[0]; first.Name != "report-7f9" {
+		t.Errorf("first = %s, want report-7f9", first.Name)
+	}
+	for _, c := range res.Candidates {
+		if c.Namespace == "shop" && c.EffectivePriority != 5000 {
+			t.Errorf("%s effective priority %d, want 5000", c.Name, c.EffectivePriority)
+		}
+	}
+
+	// Without --namespaces the selector has nothing to match: a warning.
+	code, _, errOut = runRank(t, base...)
+	if code != exitOK || !strings.Contains(errOut, "warning: priority groups with a namespaceSelector") {
+		t.Errorf("exit %d, stderr %q; want 0 and a warning", code, errOut)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRankCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	single := filepath.Join(dir, "pod.json")
+	writeFile(t, single, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}`)
+	s, p := td("summary.json"), td("pods.json")
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "no summary", args: []string{"--pods", p}, wantErr: "--summary FILE is required"},
+		{name: "no pods", args: []string{"--summary", s}, wantErr: "--pods FILE is required"},
+		{name: "stray argument", args: []string{"--summary", s, "--pods", p, "extra"}, wantErr: `unexpected argument "extra"`},
+		{name: "unknown flag", args: []string{"--sumary", s}, wantErr: "flag provided but not defined: -sumary"},
+		{name: "bad output", args: []string{"--summary", s, "--pods", p, "-o", "yaml"}, wantErr: `-o "yaml": want json or table`},
+		{name: "bad signal", args: []string{"--summary", s, "--pods", p, "--signal", "memory"}, wantErr: `--signal: unknown eviction signal "memory"`},
+		{name: "missing summary file", args: []string{"--summary", filepath.Join(dir, "nope.json"), "--pods", p}, wantErr: "nope.json: no such file"},
+		{name: "truncated summary", args: []string{"--summary", td("truncated.json"), "--pods", p}, wantErr: "truncated.json: not valid JSON"},
+		{name: "pods file as summary", args: []string{"--summary", p, "--pods", p}, wantErr: `no "node" object`},
+		{name: "summary file as pods", args: []string{"--summary", s, "--pods", s}, wantErr: `no "items"; want a PodList`},
+		{name: "a single pod", args: []string{"--summary", s, "--pods", single}, wantErr: `kind "Pod"; want a PodList`},
+		{name: "bad config", args: []string{"--summary", s, "--pods", p, "--config", td("bad-config.yaml")}, wantErr: `namespace "batch" is already in group "batch"`},
+		{name: "bad namespaces file", args: []string{"--summary", s, "--pods", p, "--namespaces", td("truncated.json")}, wantErr: "--namespaces"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runRank(t, tc.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d", code, exitUsage)
+			}
+			if out != "" {
+				t.Errorf("stdout = %q, want nothing", out)
+			}
+			if !strings.Contains(errOut, tc.wantErr) {
+				t.Errorf("stderr = %q, want it to contain %q", errOut, tc.wantErr)
+			}
+			if tc.name != "unknown flag" && strings.Count(errOut, "\n") != 1 {
+				t.Errorf("stderr is not one line: %q", errOut)
+			}
+		})
+	}
+}
+
+func TestRankCommandHelp(t *testing.T) {
+	code, _, errOut := runRank(t, "--help")
+	if code != exitOK || !strings.Contains(errOut, "kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary") {
+		t.Errorf("exit %d, help %q", code, errOut)
+	}
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Observation and ranking benchmarks, summarized as medians over COUNT runs.
+#
+#   hack/bench.sh [COUNT]        (make bench runs it with BENCH_COUNT, default 6)
+#
+# Runs every benchmark of pkg/pressure and pkg/rank COUNT times, keeps the raw
+# output in _output/bench/bench.txt, summarizes it with benchstat (built here
+# from the Go module proxy into _output/tools) and prints, per observation
+# benchmark, the median ns/op and allocs/op and the ratio observe/floor.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+count="${1:-6}"
+case "$count" in
+'' | *[!0-9]* | 0)
+	echo "hack/bench.sh: COUNT must be a positive integer, got \"$count\"" >&2
+	exit 2
+	;;
+esac
+GO="${GO:-go}"
+out=_output/bench
+tools="$(pwd)/_output/tools"
+BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
+mkdir -p "$out" "$tools"
+
+if [ ! -x "$tools/benchstat" ] || [ "$(cat "$tools/.benchstat-version" 2>/dev/null)" != "$BENCHSTAT_VERSION" ]; then
+	echo "building benchstat $BENCHSTAT_VERSION into $tools"
+	GOBIN="$tools" CGO_ENABLED=0 "$GO" install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
+	echo "$BENCHSTAT_VERSION" >"$tools/.benchstat-version"
+fi
+
+pkgs=()
+for p in ./pkg/pressure ./pkg/rank; do
+	[ -d "$p" ] && pkgs+=("$p/")
+done
+
+raw="$out/bench.txt"
+"$GO" test -run '^$' -bench . -benchmem -count "$count" -timeout 60m "${pkgs[@]}" | tee "$raw"
+
+echo
+echo "== benchstat (medians, 95% confidence over $count runs)"
+"$tools/benchstat" "$raw" | tee "$out/benchstat.txt"
+
+echo
+echo "== observation vs floor (medians over $count runs)"
+# Benchmark lines: "BenchmarkObserve/mode=v1/pods=250/kind=observe-2  200  4896535 ns/op  108544 B/op  23 allocs/op".
+awk '
+function median(list,    n, a, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+/^BenchmarkObserve\// {
+	name = $1; sub(/-[0-9]+$/, "", name)
+	for (i = 3; i < NF; i++) {
+		if ($(i + 1) == "ns/op") ns[name] = ns[name] " " $i
+		if ($(i + 1) == "allocs/op") allocs[name] = allocs[name] " " $i
+	}
+	if (name ~ /kind=observe$/ && !(name in seen)) { seen[name] = 1; order[++k] = name }
+}
+END {
+	if (k == 0) { print "no observation benchmarks found"; exit 1 }
+	printf "%-28s %14s %10s %14s %8s %16s\n", "benchmark", "observe ns/op", "allocs/op", "floor ns/op", "ratio", "floor-open ns/op"
+	for (i = 1; i <= k; i++) {
+		o = order[i]; base = o; sub(/\/kind=observe$/, "", base)
+		f = base "/kind=floor"; fo = base "/kind=floor-open"
+		mo = median(ns[o]); mf = median(ns[f]); mfo = median(ns[fo])
+		label = base; sub(/^BenchmarkObserve\//, "", label)
+		printf "%-28s %14.0f %10.0f %14.0f %8.2f %16.0f\n", label, mo, median(allocs[o]), mf, (mf > 0 ? mo / mf : 0), mfo
+	}
+}' "$raw" | tee "$out/observe-vs-floor.txt"

@@ -1,0 +1,432 @@
+// Package decide is the agent's decision step: given the threshold state,
+// the ranked pods and the reclaim already in flight, which pod to evict now,
+// if any, and with what grace. It is pure (no I/O, no clock: the time is an
+// input), so every rule below is table-tested.
+//
+// The rules:
+//
+//   - Targets are the active thresholds with a fresh observation, plus, with
+//     ActEarly, every hard memory threshold whose crossing is predicted
+//     within Lead (the time an eviction takes to give memory back). They are
+//     taken in action order: memory, then disk, then PIDs; hard before soft.
+//   - A target needs Reclaim = threshold + minimum reclaim − available
+//     (for a predicted crossing: measured against the available amount
+//     predicted Lead from now). Reclaim in flight is subtracted; a target
+//     whose need is covered gets no eviction, so evictd never evicts more
+//     than the pressure needs.
+//   - Reclaim in flight is, per pod: its current usage of the signal's
+//     resource while its cgroup is still there; for memory and PIDs nothing
+//     once the cgroup is gone (what it held is already back in "available");
+//     for disk its last known usage (the kubelet removes a pod's volumes and
+//     logs before the pod object goes).
+//   - Escalation (kubernetes#123872): for a hard target, a pod in flight
+//     counts only if its grace ends within HardHorizon. A soft eviction with a
+//     long grace period therefore cannot hold back a hard threshold, and
+//     pressure that keeps rising past what is in flight raises the need.
+//   - The victim is the first eligible candidate of the ranking that is not
+//     in flight, not blocked by a PodDisruptionBudget in this episode and not
+//     already tried in this pass. When every eligible candidate is blocked,
+//     the target is met now (not only held by minimum reclaim), is hard (not
+//     only predicted), and the PDB policy is best-effort, the first blocked
+//     one is deleted anyway (ForceDelete). Otherwise the next target is tried.
+package decide
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/evictd/evictd/pkg/agent/inflight"
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/predict"
+	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// Action is what to do now.
+type Action string
+
+const (
+	// None: nothing to evict now; Decision.Reason says why.
+	None Action = "none"
+	// Evict: evict Decision.Candidate through the Eviction API.
+	Evict Action = "evict"
+	// ForceDelete: delete Decision.Candidate past its PodDisruptionBudget
+	// (--pdb-policy=best-effort only).
+	ForceDelete Action = "force-delete"
+)
+
+// Reasons for None, stable for logs and tests.
+const (
+	ReasonNoThreshold = "no threshold to act on"
+	ReasonCovered     = "reclaim in flight covers the pressure"
+	ReasonNoCandidate = "no eligible pod left to evict"
+	ReasonAllBlocked  = "every eligible pod is blocked by a PodDisruptionBudget"
+)
+
+// Options are the decision's settings.
+type Options struct {
+	// Evict gives the grace periods evictions get (Options.GracePeriod) and
+	// the PDB policy.
+	Evict evict.Options
+	// HardHorizon: a pod in flight counts toward a hard threshold only if
+	// its grace ends within this long from now.
+	HardHorizon time.Duration
+	// ActEarly treats a hard memory threshold as met when its crossing is
+	// predicted within Lead.
+	ActEarly bool
+	// Lead is the time from an eviction request to the pod's memory being
+	// back.
+	Lead time.Duration
+	// FitGrace shortens the grace of memory evictions to the time left
+	// before available memory runs out, with Grace.
+	FitGrace bool
+	Grace    predict.GracePolicy
+}
+
+// Input is everything one decision looks at.
+type Input struct {
+	Now    time.Time
+	Status thresholds.Status
+	// Thresholds are all tracked thresholds (for predicted crossings).
+	Thresholds []thresholds.Threshold
+	// Observations are the signals as last observed.
+	Observations map[thresholds.Signal]thresholds.Observation
+	// Rates are the fill rates of memory signals in bytes per second,
+	// positive while available memory falls (predict.Estimator.Rate).
+	Rates map[thresholds.Signal]float64
+	// Rank returns the ranking for a signal, eligible pods first in
+	// eviction order; ineligible pods (terminating ones included) follow,
+	// with their usage, which is how in-flight reclaim is valued.
+	Rank func(thresholds.Signal) []rank.Candidate
+	// InFlight are the pods whose resources are on their way back.
+	InFlight []inflight.Entry
+	// Blocked are pods a PodDisruptionBudget protected recently.
+	Blocked map[types.UID]bool
+	// Tried are pods already tried in this pass without result.
+	Tried map[types.UID]bool
+}
+
+// Target is one threshold considered, with its accounting.
+type Target struct {
+	Threshold   thresholds.Threshold
+	Observation thresholds.Observation
+	// Amount is the threshold resolved against capacity.
+	Amount int64
+	// Need is what must be reclaimed, before reclaim in flight.
+	Need int64
+	// InFlight is the reclaim in flight counted toward it.
+	InFlight int64
+	// HeldByMinReclaim: only minimum reclaim keeps it active.
+	HeldByMinReclaim bool
+	// Early: not met yet, predicted to be within TimeLeft.
+	Early    bool
+	TimeLeft time.Duration
+	// Since is when pressure on it was first noticed.
+	Since time.Time
+}
+
+// Hard reports whether the target acts as a hard threshold.
+func (t Target) Hard() bool { return t.Threshold.Hard() }
+
+// Remaining is the need left after reclaim in flight.
+func (t Target) Remaining() int64 { return t.Need - t.InFlight }
+
+// Decision is the outcome.
+type Decision struct {
+	Action Action
+	// Target is the threshold the action relieves (for None: the first one
+	// considered, if any).
+	Target Target
+	// Candidate is the pod to evict, and Rank its 1-based place among the
+	// eligible ones.
+	Candidate rank.Candidate
+	Rank      int
+	// GraceOverride, when set, shortens the grace period (evict.Request),
+	// and GraceReason says why.
+	GraceOverride *int64
+	GraceReason   string
+	// Reason explains the action: why the pod ranks first, or why nothing
+	// is evicted.
+	Reason string
+	// Targets are every target considered, in order, with their accounting.
+	Targets []Target
+}
+
+// Decide picks the action.
+func Decide(opts Options, in Input) Decision {
+	targets := Targets(opts, in)
+	if len(targets) == 0 {
+		return Decision{Action: None, Reason: ReasonNoThreshold}
+	}
+	ranked := map[thresholds.Signal][]rank.Candidate{}
+	rankFor := func(s thresholds.Signal) []rank.Candidate {
+		if c, ok := ranked[s]; ok {
+			return c
+		}
+		var c []rank.Candidate
+		if in.Rank != nil {
+			c = in.Rank(s)
+		}
+		ranked[s] = c
+		return c
+	}
+	inFlight := make(map[types.UID]bool, len(in.InFlight))
+	for _, e := range in.InFlight {
+		inFlight[e.UID] = true
+	}
+
+	d := Decision{Action: None, Target: targets[0]}
+	reason := ""
+	for i := range targets {
+		t := &targets[i]
+		cands := rankFor(t.Threshold.Signal)
+		t.InFlight = InFlightReclaim(opts, in.Now, *t, cands, in.InFlight)
+		if t.Remaining() <= 0 {
+			continue
+		}
+		if pick, ok := pickCandidate(cands, inFlight, in.Blocked, in.Tried); ok {
+			d = Decision{Action: Evict, Target: *t, Candidate: cands[pick], Rank: pick + 1, Reason: RankReason(*t, cands[pick])}
+			break
+		}
+		blocked := allBlocked(cands, inFlight, in.Blocked)
+		if blocked && canForce(opts, *t) {
+			if pick, ok := firstBlocked(cands, inFlight, in.Tried); ok {
+				d = Decision{Action: ForceDelete, Target: *t, Candidate: cands[pick], Rank: pick + 1,
+					Reason: ReasonAllBlocked + "; " + RankReason(*t, cands[pick])}
+				break
+			}
+		}
+		if reason == "" {
+			d.Target = *t
+			reason = ReasonNoCandidate
+			if blocked {
+				reason = ReasonAllBlocked
+			}
+		}
+	}
+	d.Targets = targets
+	if d.Action == None {
+		if reason == "" {
+			reason = ReasonCovered
+		}
+		d.Reason = reason
+		return d
+	}
+	if opts.FitGrace && isMemory(d.Target.Threshold.Signal) && d.Candidate.Pod != nil {
+		d.GraceOverride, d.GraceReason = fitGrace(opts, in, d)
+	}
+	return d
+}
+
+// pickCandidate returns the index of the first eligible candidate that is
+// not in flight, not blocked and not tried.
+func pickCandidate(cands []rank.Candidate, inFlight, blocked, tried map[types.UID]bool) (int, bool) {
+	for j, c := range cands {
+		if !c.Eligible {
+			break // eligible ones come first
+		}
+		uid := types.UID(c.UID)
+		if !inFlight[uid] && !blocked[uid] && !tried[uid] {
+			return j, true
+		}
+	}
+	return 0, false
+}
+
+// firstBlocked returns the first eligible candidate not in flight and not
+// tried (all of them are blocked when it is called).
+func firstBlocked(cands []rank.Candidate, inFlight, tried map[types.UID]bool) (int, bool) {
+	for j, c := range cands {
+		if !c.Eligible {
+			break
+		}
+		uid := types.UID(c.UID)
+		if !inFlight[uid] && !tried[uid] {
+			return j, true
+		}
+	}
+	return 0, false
+}
+
+// allBlocked reports whether every eligible candidate not in flight is
+// PDB-blocked (and there is at least one).
+func allBlocked(cands []rank.Candidate, inFlight, blocked map[types.UID]bool) bool {
+	n := 0
+	for _, c := range cands {
+		if !c.Eligible {
+			break
+		}
+		uid := types.UID(c.UID)
+		if inFlight[uid] {
+			continue
+		}
+		if !blocked[uid] {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+func canForce(opts Options, t Target) bool {
+	return opts.Evict.PDBPolicy == evict.PDBBestEffort && t.Hard() && !t.Early && !t.HeldByMinReclaim
+}
+
+// Targets lists the thresholds to act on, in action order, with their need
+// (in-flight reclaim not yet counted).
+func Targets(opts Options, in Input) []Target {
+	var out []Target
+	hardActive := map[thresholds.Signal]bool{}
+	for _, a := range in.Status.Active {
+		if a.Stale {
+			continue
+		}
+		if a.Hard() {
+			hardActive[a.Signal] = true
+		}
+		out = append(out, Target{
+			Threshold:        a.Threshold,
+			Observation:      a.Observation,
+			Amount:           a.Value.Amount(a.Observation.Capacity),
+			Need:             a.Reclaim,
+			HeldByMinReclaim: a.HeldByMinReclaim,
+			Since:            a.Since,
+		})
+	}
+	if opts.ActEarly && opts.Lead > 0 {
+		for _, th := range in.Thresholds {
+			if !th.Hard() || !isMemory(th.Signal) || hardActive[th.Signal] {
+				continue
+			}
+			o, ok := in.Observations[th.Signal]
+			if !ok {
+				continue
+			}
+			rate := in.Rates[th.Signal]
+			amount := th.Value.Amount(o.Capacity)
+			left := predict.TimeLeft(o.Available, amount, rate)
+			if left > opts.Lead {
+				continue
+			}
+			target := amount
+			if th.MinReclaim != nil {
+				target = satAdd(target, th.MinReclaim.Amount(o.Capacity))
+			}
+			predicted := float64(o.Available) - rate*opts.Lead.Seconds()
+			need := int64(math.Ceil(math.Min(float64(target)-predicted, math.MaxInt64/2)))
+			out = append(out, Target{
+				Threshold: th, Observation: o, Amount: amount, Need: max(need, 1),
+				Early: true, TimeLeft: left, Since: in.Now,
+			})
+		}
+	}
+	order := map[thresholds.Signal]int{}
+	for i, s := range thresholds.Signals() {
+		order[s] = i
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Threshold.Signal != b.Threshold.Signal {
+			return order[a.Threshold.Signal] < order[b.Threshold.Signal]
+		}
+		return a.Hard() && !b.Hard()
+	})
+	return out
+}
+
+// InFlightReclaim is what the pods in flight will give back toward t (see
+// the package rules).
+func InFlightReclaim(opts Options, now time.Time, t Target, cands []rank.Candidate, entries []inflight.Entry) int64 {
+	if len(entries) == 0 {
+		return 0
+	}
+	type usage struct {
+		v  int64
+		ok bool
+	}
+	current := make(map[types.UID]usage, len(cands))
+	for _, c := range cands {
+		current[types.UID(c.UID)] = usage{c.Usage, c.HasUsage}
+	}
+	sig := t.Threshold.Signal
+	horizon := now.Add(opts.HardHorizon)
+	var sum int64
+	for _, e := range entries {
+		if t.Hard() && e.ReclaimBy.After(horizon) {
+			continue // its grace outlasts what a hard threshold can wait
+		}
+		var v int64
+		if u, ok := current[e.UID]; ok && u.ok {
+			v = u.v
+		} else if !isMemory(sig) && sig != thresholds.PIDAvailable {
+			v = e.LastUsage[sig]
+		}
+		sum = satAdd(sum, max(v, 0))
+	}
+	return sum
+}
+
+func fitGrace(opts Options, in Input, d Decision) (*int64, string) {
+	sig := d.Target.Threshold.Signal
+	o, ok := in.Observations[sig]
+	if !ok {
+		o = d.Target.Observation
+	}
+	rate := in.Rates[sig]
+	// The race is against available memory running out, when the kernel's
+	// OOM killer (or the kubelet's own hard eviction) takes over.
+	left := predict.TimeLeft(o.Available, 0, rate)
+	own := opts.Evict.GracePeriod(d.Candidate.Pod, d.Target.Hard(), nil)
+	g, err := opts.Grace.Fit(own, predict.Crossing{Signal: string(sig), Threshold: 0, TimeLeft: left, Rate: rate})
+	if err != nil || !g.Shortened {
+		return nil, ""
+	}
+	s := g.Seconds
+	return &s, g.Reason
+}
+
+// RankReason says why c is evicted for t, for logs and Events.
+func RankReason(t Target, c rank.Candidate) string {
+	sig := t.Threshold.Signal
+	var b strings.Builder
+	if !c.HasUsage {
+		b.WriteString("no usage figure")
+	} else if c.ExceedsRequest {
+		fmt.Fprintf(&b, "usage %s exceeds request %s", amount(sig, c.Usage), amount(sig, c.Request))
+	} else {
+		fmt.Fprintf(&b, "usage %s within request %s", amount(sig, c.Usage), amount(sig, c.Request))
+	}
+	fmt.Fprintf(&b, ", priority %d", c.Priority)
+	if c.EffectivePriority != c.Priority {
+		fmt.Fprintf(&b, " (effective %d)", c.EffectivePriority)
+	}
+	if t.Early {
+		fmt.Fprintf(&b, "; %s predicted below %s in %s", sig, amount(sig, t.Amount), t.TimeLeft.Round(time.Millisecond))
+	}
+	return b.String()
+}
+
+func amount(s thresholds.Signal, v int64) string {
+	switch s {
+	case thresholds.NodeFsInodesFree, thresholds.ImageFsInodesFree, thresholds.PIDAvailable:
+		return resource.NewQuantity(v, resource.DecimalSI).String()
+	}
+	return resource.NewQuantity(v, resource.BinarySI).String()
+}
+
+func isMemory(s thresholds.Signal) bool {
+	return s == thresholds.MemoryAvailable || s == thresholds.AllocatableMemoryAvailable
+}
+
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

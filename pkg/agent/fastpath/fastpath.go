@@ -1,0 +1,232 @@
+// Package fastpath arms the agent's event-driven wake-up sources
+// (pkg/pressure/wakeup) where the host's cgroup layout allows, and keeps them
+// armed as the node changes: memcg threshold eventfds on cgroup v1 at the
+// usage where each hard memory threshold is crossed (re-armed as
+// inactive_file drifts), PSI triggers on the host's and kubepods' memory
+// pressure, and inotify on kubepods' memory.events on cgroup v2. Each source
+// that cannot be armed is logged by the wake-up set and left to polling.
+package fastpath
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// Sources says which event-driven sources to use.
+type Sources struct {
+	Memcg        bool
+	PSI          bool
+	MemoryEvents bool
+}
+
+// DefaultPSITrigger wakes the agent when tasks stalled on memory for 100 ms
+// within a second: rare on a healthy node, and the first sign of reclaim
+// trouble. Without CAP_SYS_RESOURCE the wake-up set falls back to 200 ms in
+// 2 s, which the kernel accepts from anyone.
+var DefaultPSITrigger = wakeup.PSITrigger{Stall: 100 * time.Millisecond, Window: time.Second}
+
+// DefaultRetry is how long a memcg threshold that failed to arm waits
+// before the next attempt.
+const DefaultRetry = 30 * time.Second
+
+// Config configures a Manager.
+type Config struct {
+	Sources Sources
+	// Thresholds: the hard memory.available and allocatableMemory.available
+	// ones are armed as memcg thresholds.
+	Thresholds     []thresholds.Threshold
+	PSITrigger     wakeup.PSITrigger
+	RearmTolerance int64
+	Retry          time.Duration
+}
+
+// Set is the part of *wakeup.Set the manager uses.
+type Set interface {
+	AddMemcgThreshold(name, dir string, usage int64) (*wakeup.MemcgThreshold, error)
+	AddPSITrigger(name, pressureFile string, want wakeup.PSITrigger) (*wakeup.PSIWatch, error)
+	WatchMemoryEvents(name, path string) (*wakeup.EventsWatch, error)
+	Active(src wakeup.Source) bool
+}
+
+type memcgState struct {
+	dir      string
+	h        *wakeup.MemcgThreshold
+	failedAt time.Time
+}
+
+// Manager arms and re-arms the sources. Sync is called from the agent loop
+// after each observation.
+type Manager struct {
+	set     Set
+	cfg     Config
+	log     *zap.Logger
+	clk     clock.PassiveClock
+	metrics *metrics.Metrics
+
+	memcg map[thresholds.Signal]*memcgState
+	// done holds the files a PSI trigger or memory.events watch was tried on;
+	// each is tried once (a failure is logged by the set and stays reported
+	// inactive; trying again every pass would only repeat it).
+	done   map[string]bool
+	active string
+	logged bool
+}
+
+// New returns a manager adding sources to set.
+func New(set Set, cfg Config, log *zap.Logger, clk clock.PassiveClock, m *metrics.Metrics) *Manager {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if cfg.PSITrigger == (wakeup.PSITrigger{}) {
+		cfg.PSITrigger = DefaultPSITrigger
+	}
+	if cfg.RearmTolerance == 0 {
+		cfg.RearmTolerance = wakeup.DefaultRearmTolerance
+	}
+	if cfg.Retry == 0 {
+		cfg.Retry = DefaultRetry
+	}
+	return &Manager{set: set, cfg: cfg, log: log, clk: clk, metrics: m,
+		memcg: map[thresholds.Signal]*memcgState{}, done: map[string]bool{}}
+}
+
+// Sync arms what the observation's layout allows and re-arms the memcg
+// thresholds whose crossing point has drifted.
+func (m *Manager) Sync(obs *pressure.Observation, sig map[thresholds.Signal]thresholds.Observation) {
+	l := obs.Layout
+	if m.cfg.Sources.PSI {
+		if l.ProcPressureDir != "" {
+			m.once(filepath.Join(l.ProcPressureDir, "memory"), func(p string) {
+				_, _ = m.set.AddPSITrigger("node", p, m.cfg.PSITrigger)
+			})
+		}
+		if l.KubepodsPressureDir != "" {
+			m.once(filepath.Join(l.KubepodsPressureDir, "memory.pressure"), func(p string) {
+				_, _ = m.set.AddPSITrigger("kubepods", p, m.cfg.PSITrigger)
+			})
+		}
+	}
+	if m.cfg.Sources.MemoryEvents && l.Mode == pressure.ModeV2 && l.KubepodsMemoryDir != "" {
+		m.once(filepath.Join(l.KubepodsMemoryDir, "memory.events"), func(p string) {
+			_, _ = m.set.WatchMemoryEvents("kubepods", p)
+		})
+	}
+	if m.cfg.Sources.Memcg && (l.Mode == pressure.ModeV1 || l.Mode == pressure.ModeHybrid) && obs.Summary != nil {
+		for _, th := range m.cfg.Thresholds {
+			if !th.Hard() {
+				continue
+			}
+			switch th.Signal {
+			case thresholds.MemoryAvailable:
+				m.syncMemcg(th, "node", l.NodeMemoryDir, obs.Summary.Node.Memory, sig)
+			case thresholds.AllocatableMemoryAvailable:
+				m.syncMemcg(th, "kubepods", l.KubepodsMemoryDir, podsMemory(obs.Summary), sig)
+			}
+		}
+	}
+	m.export()
+}
+
+func (m *Manager) once(path string, arm func(string)) {
+	if m.done[path] {
+		return
+	}
+	m.done[path] = true
+	arm(path)
+}
+
+func podsMemory(s *statsapi.Summary) *statsapi.MemoryStats {
+	for i := range s.Node.SystemContainers {
+		if s.Node.SystemContainers[i].Name == statsapi.SystemContainerPods {
+			return s.Node.SystemContainers[i].Memory
+		}
+	}
+	return nil
+}
+
+// ArmAt is the memory.usage_in_bytes value at which a memcg threshold must be
+// armed for th, from the cgroup's memory stats (inactive_file is usage minus
+// working set) and the signal's observation (capacity).
+func ArmAt(th thresholds.Threshold, mem *statsapi.MemoryStats, o thresholds.Observation) (int64, error) {
+	if mem == nil || mem.UsageBytes == nil || mem.WorkingSetBytes == nil {
+		return 0, fmt.Errorf("no usage and working set for %s", th.Signal)
+	}
+	usage, ws := int64(*mem.UsageBytes), int64(*mem.WorkingSetBytes)
+	inactive := max(usage-ws, 0)
+	return wakeup.ThresholdUsage(o.Capacity, th.Value.Amount(o.Capacity), inactive)
+}
+
+func (m *Manager) syncMemcg(th thresholds.Threshold, name, dir string, mem *statsapi.MemoryStats, sig map[thresholds.Signal]thresholds.Observation) {
+	if dir == "" {
+		return
+	}
+	o, ok := sig[th.Signal]
+	if !ok {
+		return
+	}
+	want, err := ArmAt(th, mem, o)
+	if err != nil {
+		m.log.Debug("memcg threshold not armed", zap.String("signal", string(th.Signal)), zap.String("reason", err.Error()))
+		return
+	}
+	st := m.memcg[th.Signal]
+	now := m.clk.Now()
+	switch {
+	case st == nil || st.dir != dir:
+		h, err := m.set.AddMemcgThreshold(name, dir, want)
+		st = &memcgState{dir: dir, h: h}
+		if err != nil {
+			st.failedAt = now
+		}
+		m.memcg[th.Signal] = st
+	case st.h.Armed() == 0:
+		if now.Sub(st.failedAt) < m.cfg.Retry {
+			return
+		}
+		if err := st.h.Arm(want); err != nil {
+			st.failedAt = now
+		}
+	case wakeup.NeedRearm(st.h.Armed(), want, m.cfg.RearmTolerance):
+		m.log.Debug("re-arming memcg threshold", zap.String("signal", string(th.Signal)),
+			zap.Int64("from", st.h.Armed()), zap.Int64("to", want))
+		if err := st.h.Arm(want); err != nil {
+			st.failedAt = now
+		}
+	}
+}
+
+// export sets the active-sources gauge and logs the set of active sources
+// whenever it changes.
+func (m *Manager) export() {
+	var active []string
+	for _, src := range []wakeup.Source{wakeup.SourceMemcgThreshold, wakeup.SourcePSI, wakeup.SourceMemoryEvents} {
+		on := m.set.Active(src)
+		m.metrics.SetWakeupSourceActive(string(src), on)
+		if on {
+			active = append(active, string(src))
+		}
+	}
+	m.metrics.SetWakeupSourceActive(string(wakeup.SourcePoll), true)
+	slices.Sort(active)
+	s := strings.Join(active, ",")
+	if !m.logged || s != m.active {
+		m.active, m.logged = s, true
+		m.log.Info("wake-up sources", zap.Strings("active", active), zap.Bool("memcg", m.cfg.Sources.Memcg),
+			zap.Bool("psi", m.cfg.Sources.PSI), zap.Bool("memoryEvents", m.cfg.Sources.MemoryEvents))
+	}
+}

@@ -1,0 +1,143 @@
+package inflight
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func pod(name string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
+}
+
+func terminating(name string, deadline time.Time, grace int64, phase v1.PodPhase) *v1.Pod {
+	p := pod(name)
+	ts := metav1.NewTime(deadline)
+	p.DeletionTimestamp = &ts
+	p.DeletionGracePeriodSeconds = &grace
+	p.Status.Phase = phase
+	return p
+}
+
+func names(es []Entry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Pod)
+	}
+	return out
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAddSetsDeadlinesByOrigin(t *testing.T) {
+	s := New(Options{GoneTimeout: 30 * time.Second, VanishedTimeout: 10 * time.Second})
+	tests := []struct {
+		origin      Origin
+		wantExpires time.Time
+	}{
+		{Evicted, t0.Add(5*time.Second + 30*time.Second)},
+		{Vanished, t0.Add(10 * time.Second)},
+		{DryRun, time.Time{}},
+	}
+	for _, tc := range tests {
+		e := s.Add(Added{Pod: pod(string(tc.origin)), Origin: tc.origin, Signal: thresholds.MemoryAvailable, At: t0, GraceSeconds: 5, Usage: 42})
+		if !e.ReclaimBy.Equal(t0.Add(5*time.Second)) || !e.Expires.Equal(tc.wantExpires) {
+			t.Errorf("%s: reclaimBy %v expires %v, want %v and %v", tc.origin, e.ReclaimBy, e.Expires, t0.Add(5*time.Second), tc.wantExpires)
+		}
+		if e.LastUsage[thresholds.MemoryAvailable] != 42 {
+			t.Errorf("%s: last usage %v", tc.origin, e.LastUsage)
+		}
+	}
+	if s.Len() != 3 || !s.Contains("uid-evicted") {
+		t.Errorf("Len = %d, want 3 with uid-evicted", s.Len())
+	}
+}
+
+func TestSyncFindsTerminatingPodsAndDropsGoneAndExpired(t *testing.T) {
+	s := New(DefaultOptions())
+	s.Add(Added{Pod: pod("evicted"), Origin: Evicted, At: t0, GraceSeconds: 5})
+	s.Add(Added{Pod: pod("gone"), Origin: Evicted, At: t0, GraceSeconds: 5})
+	s.Add(Added{Pod: pod("stuck"), Origin: Evicted, At: t0.Add(-time.Minute), GraceSeconds: 5})
+	s.Add(Added{Pod: pod("dry"), Origin: DryRun, At: t0.Add(-time.Hour), GraceSeconds: 5})
+
+	listed := []*v1.Pod{
+		pod("evicted"), pod("stuck"), pod("dry"), pod("running"),
+		// Terminating since an earlier evictd, deadline in 20s.
+		terminating("restart", t0.Add(20*time.Second), 30, v1.PodRunning),
+		// Long past its deadline: gets one GoneTimeout from now.
+		terminating("late", t0.Add(-time.Hour), 30, v1.PodRunning),
+		// Finished: nothing left to reclaim.
+		terminating("done", t0.Add(20*time.Second), 30, v1.PodSucceeded),
+	}
+	gone, expired := s.Sync(listed, t0)
+	if !equal(names(gone), []string{"ns/gone"}) {
+		t.Errorf("gone = %v, want [ns/gone]", names(gone))
+	}
+	if !equal(names(expired), []string{"ns/stuck"}) {
+		t.Errorf("expired = %v, want [ns/stuck]", names(expired))
+	}
+	snap := s.Snapshot()
+	got := map[string]Entry{}
+	for _, e := range snap {
+		got[e.Pod] = e
+	}
+	if len(got) != 4 {
+		t.Fatalf("entries %v, want evicted, dry, restart, late", names(snap))
+	}
+	r := got["ns/restart"]
+	if r.Origin != Terminating || !r.ReclaimBy.Equal(t0.Add(20*time.Second)) || !r.Start.Equal(t0.Add(-10*time.Second)) || !r.Expires.Equal(t0.Add(50*time.Second)) {
+		t.Errorf("restart entry %+v", r)
+	}
+	if l := got["ns/late"]; !l.Expires.Equal(t0.Add(30 * time.Second)) {
+		t.Errorf("late entry expires %v, want now + GoneTimeout", l.Expires)
+	}
+	// A second Sync does not replace what it found (Start stays).
+	s.Sync(listed, t0.Add(time.Second))
+	if e := s.Snapshot(); len(e) != 4 {
+		t.Errorf("after a second sync: %v", names(e))
+	}
+}
+
+func TestGoneNoteUsageAndEndEpisode(t *testing.T) {
+	s := New(DefaultOptions())
+	s.Add(Added{Pod: pod("a"), Origin: Evicted, Signal: thresholds.MemoryAvailable, At: t0, GraceSeconds: 1, Usage: 1})
+	s.Add(Added{Pod: pod("b"), Origin: DryRun, Signal: thresholds.MemoryAvailable, At: t0, GraceSeconds: 1, Usage: 1})
+	s.NoteUsage("uid-a", thresholds.NodeFsAvailable, 99)
+	s.NoteUsage("uid-nobody", thresholds.NodeFsAvailable, 99) // ignored
+	snap := s.Snapshot()
+	if snap[0].LastUsage[thresholds.NodeFsAvailable] != 99 {
+		t.Errorf("NoteUsage not recorded: %+v", snap[0])
+	}
+	// Snapshots are copies.
+	snap[0].LastUsage[thresholds.NodeFsAvailable] = 1
+	if s.Snapshot()[0].LastUsage[thresholds.NodeFsAvailable] != 99 {
+		t.Error("a snapshot shares its map with the set")
+	}
+	s.EndEpisode()
+	if s.Contains("uid-b") || !s.Contains("uid-a") {
+		t.Errorf("EndEpisode must drop only dry-run entries: %v", names(s.Snapshot()))
+	}
+	if e, ok := s.Gone("uid-a"); !ok || e.Pod != "ns/a" {
+		t.Errorf("Gone = %+v, %v", e, ok)
+	}
+	if _, ok := s.Gone("uid-a"); ok || s.Len() != 0 {
+		t.Error("Gone twice found the pod again")
+	}
+}

@@ -1,0 +1,370 @@
+// Package config is evictd's configuration: the EvictdConfiguration file,
+// the kubelet-named flags that override it, defaults and validation. The
+// order is fixed: strict decoding, flag overrides, defaults, validation.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/thresholds"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// The file's type, which must be given exactly.
+const (
+	APIVersion = "evictd.io/v1alpha1"
+	Kind       = "EvictdConfiguration"
+)
+
+// DefaultPressureTransitionPeriod is the kubelet's default, kept so that
+// evictd's pressure state and the node's conditions agree.
+const DefaultPressureTransitionPeriod = 5 * time.Minute
+
+// DefaultEvictionHard returns evictd's default hard thresholds. Each acts
+// before the kubelet's own default (memory.available<100Mi,
+// nodefs.available<10%, nodefs.inodesFree<5%, imagefs.available<15%,
+// imagefs.inodesFree<5%, no PID threshold), because evictd is meant to be
+// the one that evicts: through the Eviction API, honouring
+// PodDisruptionBudgets and grace periods. The kubelet's thresholds stay as
+// the backstop, with a margin between the two for an evicted pod to
+// terminate before the kubelet kills without asking:
+//
+//   - memory.available<300Mi and allocatableMemory.available<300Mi: an
+//     absolute margin, so evictd acts 200Mi ahead of the kubelet on every
+//     node size (a percentage would fall below 100Mi on small nodes); the
+//     kubelet adds the allocatable threshold itself for every hard memory
+//     one, so evictd must match it too.
+//   - nodefs.available<15%, imagefs.available<20%, and 10% for both inode
+//     signals: the kubelet's values plus five points.
+//   - pid.available<10%: the kubelet has none at all (kubernetes#98206),
+//     and a fork bomb takes a node down faster than any other signal.
+//
+// Every signal not named in the file or flags keeps its default (unlike the
+// kubelet, kubernetes#119985); the value "none" switches one off.
+func DefaultEvictionHard() map[string]string {
+	return map[string]string{
+		string(thresholds.MemoryAvailable):            "300Mi",
+		string(thresholds.AllocatableMemoryAvailable): "300Mi",
+		string(thresholds.NodeFsAvailable):            "15%",
+		string(thresholds.NodeFsInodesFree):           "10%",
+		string(thresholds.ImageFsAvailable):           "20%",
+		string(thresholds.ImageFsInodesFree):          "10%",
+		string(thresholds.PIDAvailable):               "10%",
+	}
+}
+
+// Config is the EvictdConfiguration file, and what the flags override.
+type Config struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+
+	// The thresholds, as the kubelet's configuration spells them: signal
+	// name to "500Mi", "10%" or "none" (hard, soft, minimum reclaim), and
+	// signal name to a duration such as "1m30s" (grace periods).
+	EvictionHard            SignalMap `json:"evictionHard,omitempty"`
+	EvictionSoft            SignalMap `json:"evictionSoft,omitempty"`
+	EvictionSoftGracePeriod SignalMap `json:"evictionSoftGracePeriod,omitempty"`
+	EvictionMinimumReclaim  SignalMap `json:"evictionMinimumReclaim,omitempty"`
+
+	// EvictionMaxPodGracePeriod caps, in seconds, the grace period given to
+	// pods evicted for a soft threshold; 0 leaves the pod's own
+	// terminationGracePeriodSeconds. Negative values are rejected (the
+	// kubelet's −1 means SIGKILL, which its help text does not say).
+	EvictionMaxPodGracePeriod int32 `json:"evictionMaxPodGracePeriod,omitempty"`
+
+	// EvictionPressureTransitionPeriod is how long a pressure condition
+	// stays after its thresholds cleared; default 5m.
+	EvictionPressureTransitionPeriod *metav1.Duration `json:"evictionPressureTransitionPeriod,omitempty"`
+
+	// PriorityGroups, in order: for a namespace matched only by selectors,
+	// the first matching group wins.
+	PriorityGroups []PriorityGroup `json:"priorityGroups,omitempty"`
+
+	// ExcludedNamespaces are never evicted from.
+	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+
+	// IncludeDaemonSetPods makes DaemonSet pods eligible; by default they
+	// are skipped because their controller recreates them on the same node.
+	IncludeDaemonSetPods bool `json:"includeDaemonSetPods,omitempty"`
+
+	flags *flagValues
+}
+
+// SignalMap maps signal names to values. In the file a value may be a
+// string ("500Mi") or a bare number (pid.available: 1000), which YAML would
+// otherwise turn into a type error that names no signal.
+type SignalMap map[string]string
+
+// UnmarshalJSON accepts strings and numbers, keeping a number's text.
+func (m *SignalMap) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("want a map of signal to value: %w", err)
+	}
+	if raw == nil {
+		*m = nil
+		return nil
+	}
+	out := make(SignalMap, len(raw))
+	for k, v := range raw {
+		v = bytes.TrimSpace(v)
+		switch {
+		case len(v) > 0 && v[0] == '"':
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			out[k] = s
+		case len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')):
+			out[k] = string(v)
+		default:
+			return fmt.Errorf("%s: value %s is not a string or number", k, v)
+		}
+	}
+	*m = out
+	return nil
+}
+
+// PriorityGroup is one group of namespaces (see rank.PriorityGroup).
+type PriorityGroup struct {
+	Name              string                `json:"name"`
+	Namespaces        []string              `json:"namespaces,omitempty"`
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	Offset            int32                 `json:"offset,omitempty"`
+	Fence             bool                  `json:"fence,omitempty"`
+}
+
+// Default returns a valid configuration with every default set.
+func Default() *Config {
+	c := &Config{}
+	c.SetDefaults()
+	return c
+}
+
+// Load reads, strictly decodes, defaults and validates the file at path.
+func Load(path string) (*Config, error) {
+	c, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Decode strictly decodes data (YAML or JSON), then defaults and validates.
+func Decode(data []byte) (*Config, error) {
+	c, err := decode(data)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func readFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// decode is strict the way the kubelet's own config is: unknown fields,
+// duplicate fields and fields in the wrong case are errors, and the type
+// must be named exactly.
+func decode(data []byte) (*Config, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("empty file; want apiVersion: " + APIVersion + ", kind: " + Kind)
+	}
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, oneLine(err)
+	}
+	c := &Config{}
+	strict, err := kjson.UnmarshalStrict(js, c)
+	if err != nil {
+		return nil, oneLine(err)
+	}
+	if len(strict) > 0 {
+		return nil, oneLine(strict[0])
+	}
+	if c.APIVersion != APIVersion || c.Kind != Kind {
+		return nil, fmt.Errorf("apiVersion %q, kind %q: want apiVersion %s, kind %s", c.APIVersion, c.Kind, APIVersion, Kind)
+	}
+	return c, nil
+}
+
+// oneLine keeps decoder errors, which may quote multi-line input, to the
+// single line the CLI contract asks for.
+func oneLine(err error) error {
+	return errors.New(strings.Join(strings.Fields(err.Error()), " "))
+}
+
+// SetDefaults fills what is unset: every signal missing from EvictionHard
+// gets its default (see DefaultEvictionHard), and the transition period 5m.
+func (c *Config) SetDefaults() {
+	if c.APIVersion == "" {
+		c.APIVersion = APIVersion
+	}
+	if c.Kind == "" {
+		c.Kind = Kind
+	}
+	if c.EvictionHard == nil {
+		c.EvictionHard = SignalMap{}
+	}
+	for k, v := range DefaultEvictionHard() {
+		if _, set := c.EvictionHard[k]; !set {
+			c.EvictionHard[k] = v
+		}
+	}
+	if c.EvictionPressureTransitionPeriod == nil {
+		c.EvictionPressureTransitionPeriod = &metav1.Duration{Duration: DefaultPressureTransitionPeriod}
+	}
+}
+
+// Validate checks everything and returns the first problem, naming the bad
+// value.
+func (c *Config) Validate() error {
+	if c.APIVersion != APIVersion || c.Kind != Kind {
+		return fmt.Errorf("apiVersion %q, kind %q: want apiVersion %s, kind %s", c.APIVersion, c.Kind, APIVersion, Kind)
+	}
+	if _, err := c.Thresholds(); err != nil {
+		return err
+	}
+	if c.EvictionMaxPodGracePeriod < 0 {
+		return fmt.Errorf("evictionMaxPodGracePeriod %d must not be negative", c.EvictionMaxPodGracePeriod)
+	}
+	if c.EvictionPressureTransitionPeriod != nil && c.EvictionPressureTransitionPeriod.Duration < 0 {
+		return fmt.Errorf("evictionPressureTransitionPeriod %s must not be negative", c.EvictionPressureTransitionPeriod.Duration)
+	}
+	for i, ns := range c.ExcludedNamespaces {
+		if err := checkNamespace(ns); err != nil {
+			return fmt.Errorf("excludedNamespaces[%d]: %w", i, err)
+		}
+	}
+	return c.validateGroups()
+}
+
+func (c *Config) validateGroups() error {
+	names := map[string]bool{}
+	owner := map[string]string{}
+	for i, g := range c.PriorityGroups {
+		where := fmt.Sprintf("priorityGroups[%d]", i)
+		if g.Name == "" {
+			return fmt.Errorf("%s: name is empty", where)
+		}
+		where = fmt.Sprintf("%s (%q)", where, g.Name)
+		if names[g.Name] {
+			return fmt.Errorf("%s: name is used by another group", where)
+		}
+		names[g.Name] = true
+		if len(g.Namespaces) == 0 && g.NamespaceSelector == nil {
+			return fmt.Errorf("%s: needs namespaces or a namespaceSelector", where)
+		}
+		if g.NamespaceSelector != nil {
+			if _, err := metav1.LabelSelectorAsSelector(g.NamespaceSelector); err != nil {
+				return fmt.Errorf("%s: namespaceSelector: %w", where, oneLine(err))
+			}
+		}
+		for _, ns := range g.Namespaces {
+			if err := checkNamespace(ns); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			if prev, dup := owner[ns]; dup {
+				if prev == g.Name {
+					return fmt.Errorf("%s: namespace %q is listed twice", where, ns)
+				}
+				return fmt.Errorf("%s: namespace %q is already in group %q", where, ns, prev)
+			}
+			owner[ns] = g.Name
+		}
+	}
+	return nil
+}
+
+func checkNamespace(ns string) error {
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("namespace %q: %s", ns, errs[0])
+	}
+	return nil
+}
+
+// Thresholds parses the threshold maps.
+func (c *Config) Thresholds() ([]thresholds.Threshold, error) {
+	return thresholds.Parse(thresholds.Spec{
+		Hard:           c.EvictionHard,
+		Soft:           c.EvictionSoft,
+		GracePeriod:    c.EvictionSoftGracePeriod,
+		MinimumReclaim: c.EvictionMinimumReclaim,
+	})
+}
+
+// TransitionPeriod is the pressure transition period, defaulted.
+func (c *Config) TransitionPeriod() time.Duration {
+	if c.EvictionPressureTransitionPeriod == nil {
+		return DefaultPressureTransitionPeriod
+	}
+	return c.EvictionPressureTransitionPeriod.Duration
+}
+
+// MaxPodGracePeriod is EvictionMaxPodGracePeriod as a duration; 0 means the
+// pod's own grace period.
+func (c *Config) MaxPodGracePeriod() time.Duration {
+	return time.Duration(c.EvictionMaxPodGracePeriod) * time.Second
+}
+
+// RankOptions is the part of rank.Options the configuration holds; the
+// caller adds PriorityClasses and NamespaceLabels from the API server.
+func (c *Config) RankOptions() (rank.Options, error) {
+	opts := rank.Options{
+		ExcludedNamespaces:   append([]string(nil), c.ExcludedNamespaces...),
+		IncludeDaemonSetPods: c.IncludeDaemonSetPods,
+	}
+	for _, g := range c.PriorityGroups {
+		rg := rank.PriorityGroup{
+			Name:       g.Name,
+			Namespaces: append([]string(nil), g.Namespaces...),
+			Offset:     g.Offset,
+			Fence:      g.Fence,
+		}
+		if g.NamespaceSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(g.NamespaceSelector)
+			if err != nil {
+				return rank.Options{}, fmt.Errorf("priority group %q: namespaceSelector: %w", g.Name, oneLine(err))
+			}
+			rg.Selector = sel
+		}
+		opts.PriorityGroups = append(opts.PriorityGroups, rg)
+	}
+	return opts, nil
+}
+
+// HasSelectors reports whether any group needs namespace labels.
+func (c *Config) HasSelectors() bool {
+	for _, g := range c.PriorityGroups {
+		if g.NamespaceSelector != nil {
+			return true
+		}
+	}
+	return false
+}

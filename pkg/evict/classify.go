@@ -1,0 +1,126 @@
+package evict
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	policyv1 "k8s.io/api/policy/v1"
+)
+
+// verb is the API call: an eviction, or ForceDelete's DELETE.
+type verb int
+
+const (
+	verbEvict verb = iota
+	verbDelete
+)
+
+// classify maps an API answer to a Result and says whether trying again
+// could help.
+func classify(err error) (Result, bool) {
+	if err == nil {
+		return Evicted, false
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return NotFound, false
+	case apierrors.IsTooManyRequests(err):
+		if isPDBRefusal(err) {
+			return PDBBlocked, false
+		}
+		// API Priority and Fairness also answers 429; that one passes.
+		return Failed, true
+	case apierrors.IsConflict(err):
+		if isUIDMismatch(err) {
+			// The UID precondition failed: the pod we meant is gone and
+			// another now has its name.
+			return NotFound, false
+		}
+		// The eviction subresource retries its own update conflicts; one
+		// that escapes is worth another try.
+		return Failed, true
+	}
+	if isMultiplePDBs(err) {
+		// Permanent until someone fixes the PDBs; retrying only adds load.
+		return Failed, false
+	}
+	switch {
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsServiceUnavailable(err),
+		apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
+		return Failed, true
+	case errors.Is(err, context.DeadlineExceeded):
+		// Our own per-call timeout; the context of the whole operation is
+		// checked separately by the caller.
+		return Failed, true
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		// The server answered: 5xx may pass, anything else (403, 422, ...)
+		// will be answered the same way again.
+		return Failed, status.Status().Code >= 500
+	}
+	// No answer from the server (connection refused or reset, EOF, DNS):
+	// the API server may be restarting.
+	return Failed, true
+}
+
+// isPDBRefusal tells a PodDisruptionBudget's 429 from any other: the
+// eviction subresource adds a DisruptionBudget cause (and says so in the
+// message, which older servers without causes also did).
+func isPDBRefusal(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	st := status.Status()
+	if st.Details != nil {
+		for _, c := range st.Details.Causes {
+			if c.Type == policyv1.DisruptionBudgetCause {
+				return true
+			}
+		}
+	}
+	return strings.Contains(st.Message, "disruption budget")
+}
+
+// isUIDMismatch is the 409 of a UID precondition: the delete path of the
+// eviction subresource and the pods' DELETE word it differently.
+func isUIDMismatch(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	msg := status.Status().Message
+	return strings.Contains(msg, "UID in precondition") || strings.Contains(msg, "UID in the precondition")
+}
+
+// isMultiplePDBs is the eviction subresource's 500 for a pod covered by more
+// than one PodDisruptionBudget, which it does not support.
+func isMultiplePDBs(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	return strings.Contains(status.Status().Message, "more than one PodDisruptionBudget")
+}
+
+// pdbMessage is the server's explanation of a PDB refusal, for logs and
+// errors: the causes say which budget and how many pods it needs.
+func pdbMessage(err error) string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return err.Error()
+	}
+	st := status.Status()
+	parts := []string{st.Message}
+	if st.Details != nil {
+		for _, c := range st.Details.Causes {
+			if c.Type == policyv1.DisruptionBudgetCause && c.Message != "" {
+				parts = append(parts, c.Message)
+			}
+		}
+	}
+	return strings.Join(parts, " ")
+}

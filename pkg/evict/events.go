@@ -1,0 +1,239 @@
+package evict
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/pkg/logging"
+)
+
+// Event reasons and actions evictd writes.
+const (
+	// ReasonEvicted is on a pod evicted through the Eviction API, as the
+	// kubelet's own evictions are.
+	ReasonEvicted = "Evicted"
+	// ReasonEvictedDespitePDB is on a pod deleted by ForceDelete.
+	ReasonEvictedDespitePDB = "EvictedDespitePDB"
+	// ReasonThresholdMet is on the Node when a threshold is first met (the
+	// kubelet's reason for the same event).
+	ReasonThresholdMet = "EvictionThresholdMet"
+
+	actionEvict  = "Evict"
+	actionDelete = "Delete"
+	actionNotice = "Reclaim"
+
+	// ReportingController is the events.k8s.io reportingController.
+	ReportingController = "evictd"
+)
+
+// Limits of events.k8s.io/v1 fields, from the API's validation.
+const (
+	maxNoteBytes     = 1024
+	maxInstanceBytes = 128
+)
+
+// eventQueueSize bounds the Events waiting to be written. evictd writes one
+// per eviction and one per threshold first met, so a full queue means the API
+// server has been unreachable for long; new events are then dropped (and
+// logged) rather than holding memory or blocking an eviction.
+const eventQueueSize = 256
+
+// eventWriteTimeout bounds one create call.
+const eventWriteTimeout = 5 * time.Second
+
+// EventWriter writes events.k8s.io/v1 Events from one goroutine, so that
+// Shutdown can wait until the last ones are written before the process
+// exits; client-go's broadcaster writes each event from a goroutine of its
+// own that its Shutdown does not wait for.
+type EventWriter struct {
+	client   kubernetes.Interface
+	instance string
+	clock    clock.PassiveClock
+	log      *zap.Logger
+
+	mu     sync.Mutex
+	closed bool
+	queue  chan *eventsv1.Event
+	done   chan struct{}
+	// dropped counts events abandoned by a Shutdown that ran out of time.
+	dropped atomic.Int64
+	// stop cancels the call in flight when Shutdown runs out of time.
+	stop context.CancelFunc
+	ctx  context.Context
+}
+
+// NewEventWriter starts a writer. instance names this evictd in the Events'
+// reportingInstance (use "evictd-" + node name); clk may be nil for the real
+// clock. Call Shutdown before exiting.
+func NewEventWriter(client kubernetes.Interface, instance string, log *zap.Logger, clk clock.PassiveClock) *EventWriter {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if len(instance) > maxInstanceBytes {
+		instance = instance[:maxInstanceBytes]
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	w := &EventWriter{
+		client:   client,
+		instance: instance,
+		clock:    clk,
+		log:      log,
+		queue:    make(chan *eventsv1.Event, eventQueueSize),
+		done:     make(chan struct{}),
+		ctx:      ctx,
+		stop:     stop,
+	}
+	go w.run()
+	return w
+}
+
+// Emit queues an Event about regarding. It never blocks: when the queue is
+// full or the writer is shut down, the event is dropped and logged.
+func (w *EventWriter) Emit(regarding v1.ObjectReference, eventType, reason, action, note string) {
+	now := w.clock.Now()
+	ns := regarding.Namespace
+	if ns == "" {
+		// Events about cluster-scoped objects (the Node) live in default,
+		// as the kubelet's do.
+		ns = metav1.NamespaceDefault
+	}
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			// The name scheme of client-go's recorders: unique per object
+			// and instant.
+			Name:      fmt.Sprintf("%s.%x", regarding.Name, now.UnixNano()),
+			Namespace: ns,
+		},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: ReportingController,
+		ReportingInstance:   w.instance,
+		Action:              action,
+		Reason:              reason,
+		Regarding:           regarding,
+		Note:                truncate(note, maxNoteBytes),
+		Type:                eventType,
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		w.log.Warn("event dropped: writer shut down", zap.String("reason", reason), zap.String("object", objectName(regarding)))
+		return
+	}
+	select {
+	case w.queue <- ev:
+	default:
+		w.log.Warn("event dropped: queue full", zap.String("reason", reason), zap.String("object", objectName(regarding)))
+	}
+}
+
+func (w *EventWriter) run() {
+	defer close(w.done)
+	for ev := range w.queue {
+		if w.ctx.Err() != nil {
+			w.dropped.Add(1)
+			continue
+		}
+		w.write(ev)
+	}
+}
+
+// write creates ev, retrying a few times while the server is unreachable;
+// an answer that rejects the event is final.
+func (w *EventWriter) write(ev *eventsv1.Event) {
+	delay := 500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(w.ctx, eventWriteTimeout)
+		_, err := w.client.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+		cancel()
+		if err == nil {
+			return
+		}
+		final := attempt >= 3 || w.ctx.Err() != nil
+		var status apierrors.APIStatus
+		if errors.As(err, &status) && status.Status().Code < 500 && !apierrors.IsTooManyRequests(err) {
+			final = true
+		}
+		if final {
+			w.log.Warn("could not write event", zap.String("reason", ev.Reason),
+				zap.String("object", objectName(ev.Regarding)), zap.Int("attempts", attempt), logging.Err(err))
+			return
+		}
+		select {
+		case <-w.ctx.Done():
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+}
+
+// Shutdown stops accepting events and waits until the queued ones are
+// written or ctx ends; then the call in flight is abandoned and the rest are
+// dropped, and the error says how many.
+func (w *EventWriter) Shutdown(ctx context.Context) error {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.queue)
+	}
+	w.mu.Unlock()
+	select {
+	case <-w.done:
+		w.stop()
+		return nil
+	case <-ctx.Done():
+	}
+	w.stop()
+	<-w.done
+	return fmt.Errorf("event writer shut down with %d events unwritten: %w", w.dropped.Load(), ctx.Err())
+}
+
+func objectName(ref v1.ObjectReference) string {
+	if ref.Namespace == "" {
+		return ref.Kind + "/" + ref.Name
+	}
+	return ref.Kind + "/" + ref.Namespace + "/" + ref.Name
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 character.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// podRef is the Event's regarding for a pod.
+func podRef(pod *v1.Pod) v1.ObjectReference {
+	return v1.ObjectReference{
+		Kind: "Pod", APIVersion: "v1",
+		Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+	}
+}
+
+// nodeRef is the Event's regarding for the node; like the kubelet, it uses
+// the node name as UID so the event needs no Node lookup.
+func nodeRef(node string) v1.ObjectReference {
+	return v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)}
+}

@@ -1,0 +1,458 @@
+// Package evict is evictd's client of the policy/v1 Eviction API: it picks
+// the grace period, asks the API server to evict (or, in dry run, whether it
+// would allow it), classifies the answer, rate-limits, and reports each
+// attempt in one place (log, Event, metric).
+//
+// What to evict is not its business: the agent loop ranks candidates and
+// calls Evict on them in order, moving on to the next candidate on
+// PDBBlocked, and calls ResetEpisode when pressure ends.
+//
+// The zero grace period is never sent (see Options.GracePeriod), every
+// error names its pod, and an API failure is returned, never a panic.
+package evict
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/pkg/logging"
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// Request is one pod to evict and why; the agent fills it from the ranked
+// candidate (rank.Candidate) and the threshold state.
+type Request struct {
+	// Pod is the pod to evict, as last seen by the informer. Required,
+	// with namespace, name and UID.
+	Pod *v1.Pod
+	// Signal is the starved signal the eviction relieves.
+	Signal thresholds.Signal
+	// Hard: the threshold met is a hard one (else soft); picks the grace cap.
+	Hard bool
+	// Threshold and Available are the threshold quantity (percentages
+	// already resolved against capacity) and the observed available amount,
+	// in the signal's unit (bytes, or a count for inodes and PIDs); they
+	// appear in the pod's Event.
+	Threshold, Available int64
+	// Usage and Request are the pod's usage and request of the signal's
+	// resource (rank.Candidate.Usage and .Request).
+	Usage, Request int64
+	// Rank is the pod's 1-based place in the eviction order, and Reason
+	// why it ranks there; both are logged.
+	Rank   int
+	Reason string
+	// GraceOverride, when set, shortens the grace period further (the fast
+	// path fits it to the time the node has left); see Options.GracePeriod.
+	GraceOverride *int64
+	// PressureSince is when pressure on Signal was first noticed; when set,
+	// an accepted eviction records the time since then in
+	// evictd_eviction_latency_seconds.
+	PressureSince time.Time
+}
+
+func (r Request) podKey() string {
+	if r.Pod == nil {
+		return "<nil>"
+	}
+	return r.Pod.Namespace + "/" + r.Pod.Name
+}
+
+func (r Request) validate() error {
+	switch {
+	case r.Pod == nil:
+		return fmt.Errorf("%w: no pod", ErrInvalidRequest)
+	case r.Pod.Name == "" || r.Pod.Namespace == "":
+		return fmt.Errorf("%w: pod %q has no namespace or name", ErrInvalidRequest, r.podKey())
+	case r.Pod.UID == "":
+		return fmt.Errorf("%w: pod %s has no UID", ErrInvalidRequest, r.podKey())
+	}
+	return nil
+}
+
+// DefaultBackoff paces retries of transient API errors within one Evict call:
+// 0.5 s, 1 s, 2 s (±10%), then the call gives up with Failed and the agent's
+// next pass tries again. Never a tight loop.
+var DefaultBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 4, Cap: 5 * time.Second}
+
+// Config is what New needs.
+type Config struct {
+	// Options are the flags; they must pass Validate.
+	Options Options
+	// Client talks to the API server. Required.
+	Client kubernetes.Interface
+	// NodeName is this node, for logs and its Events. Required.
+	NodeName string
+	// Events writes Events; nil writes none. In dry-run mode none are
+	// written whatever this is.
+	Events *EventWriter
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+	// Logger may be nil (no logs).
+	Logger *zap.Logger
+	// Clock may be nil (the real clock); it drives the rate limit, the
+	// latency metric and the retry waits.
+	Clock clock.Clock
+	// Backoff paces retries; the zero value means DefaultBackoff.
+	Backoff wait.Backoff
+}
+
+// Evictor evicts pods of one node. Its methods are safe for concurrent use;
+// eviction calls run one at a time, by design.
+type Evictor struct {
+	opts    Options
+	client  kubernetes.Interface
+	node    string
+	events  *EventWriter
+	metrics *metrics.Metrics
+	log     *zap.Logger
+	clock   clock.Clock
+	backoff wait.Backoff
+
+	// call serialises Evict and ForceDelete: the limits below are checked
+	// before a call and charged after it, which is exact only one at a time.
+	call sync.Mutex
+
+	mu      sync.Mutex
+	limiter *rate.Limiter
+	// episodeCount counts accepted evictions since the last ResetEpisode.
+	episodeCount int
+	// capLogged: the per-episode cap was logged at Warn this episode.
+	capLogged bool
+	// seen holds, per pod UID, what was already logged this episode: dry
+	// run reuses the verdict; real PDB refusals log at Info only once.
+	seen map[types.UID]seenEntry
+}
+
+type seenEntry struct {
+	outcome Outcome
+	err     error
+}
+
+// New checks cfg and returns an Evictor.
+func New(cfg Config) (*Evictor, error) {
+	if err := cfg.Options.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Client == nil {
+		return nil, errors.New("evict: no API client")
+	}
+	if cfg.NodeName == "" {
+		return nil, errors.New("evict: no node name")
+	}
+	e := &Evictor{
+		opts:    cfg.Options,
+		client:  cfg.Client,
+		node:    cfg.NodeName,
+		events:  cfg.Events,
+		metrics: cfg.Metrics,
+		log:     cfg.Logger,
+		clock:   cfg.Clock,
+		backoff: cfg.Backoff,
+		seen:    map[types.UID]seenEntry{},
+	}
+	if e.opts.DryRun {
+		e.events = nil // dry run writes nothing to the cluster, Events included
+	}
+	if e.log == nil {
+		e.log = zap.NewNop()
+	}
+	e.log = e.log.With(zap.String("node", e.node))
+	if e.clock == nil {
+		e.clock = clock.RealClock{}
+	}
+	if e.backoff.Steps == 0 {
+		e.backoff = DefaultBackoff
+	}
+	// The bucket starts full.
+	e.limiter = rate.NewLimiter(rate.Limit(e.opts.Rate), e.opts.Burst)
+	return e, nil
+}
+
+// Options returns the options the Evictor runs with.
+func (e *Evictor) Options() Options { return e.opts }
+
+// ResetEpisode starts a new pressure episode: the per-episode cap counts from
+// zero again and dry-run verdicts and PDB refusals are logged afresh. Call it
+// when no threshold is met any more.
+func (e *Evictor) ResetEpisode() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.episodeCount = 0
+	e.capLogged = false
+	clear(e.seen)
+}
+
+// EpisodeEvictions is the number of accepted evictions in this episode.
+func (e *Evictor) EpisodeEvictions() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.episodeCount
+}
+
+// Evict asks the API server to evict req.Pod with the grace period
+// Options.GracePeriod gives, through the policy/v1 Eviction subresource (as
+// a server-side dry run in dry-run mode).
+//
+// Switch on Outcome.Result:
+//   - Evicted, DryRun: done; err is nil. Count the pod's usage as reclaim
+//     in flight until it is gone.
+//   - NotFound: the pod was already gone; err is nil.
+//   - PDBBlocked: err wraps ErrPDBBlocked with the server's reason; try the
+//     next candidate.
+//   - RateLimited: err wraps ErrRateLimited (Outcome.RetryAfter says when a
+//     token is free) or ErrEpisodeCap; no call was made.
+//   - Failed: err says why, after up to Backoff.Steps attempts for
+//     transient errors; try again on a later pass.
+//
+// Every non-nil err is a *PodError naming the pod. In dry-run mode each pod's
+// verdict is asked once per episode; later calls return it again with
+// Outcome.Cached set, without an API call, log line or metric.
+//
+// A call under way is not cut short when ctx is cancelled (SIGTERM must not
+// stop an eviction half-way); ctx only stops retries and new calls.
+func (e *Evictor) Evict(ctx context.Context, req Request) (Outcome, error) {
+	return e.do(ctx, req, verbEvict)
+}
+
+// ForceDelete is --pdb-policy=best-effort's last resort: a graceful DELETE
+// of req.Pod with the grace period Evict would use and a precondition on its
+// UID, bypassing its PodDisruptionBudget. The caller decides when: only
+// while a hard threshold is met and every eligible candidate was
+// PDBBlocked. It is logged at Warn, leaves an EvictedDespitePDB Event on
+// the pod and counts as forced_delete. With --pdb-policy=strict it refuses
+// (Failed, ErrStrictPDBPolicy) without a call. In dry-run mode it sends a
+// server-side dry-run delete and reports DryRun. Results otherwise as Evict
+// (a changed UID is NotFound).
+func (e *Evictor) ForceDelete(ctx context.Context, req Request) (Outcome, error) {
+	return e.do(ctx, req, verbDelete)
+}
+
+func (e *Evictor) do(ctx context.Context, req Request, v verb) (Outcome, error) {
+	if err := req.validate(); err != nil {
+		return Outcome{Result: Failed}, &PodError{Pod: req.podKey(), Result: Failed, Err: err}
+	}
+	key := req.podKey()
+	if v == verbDelete && e.opts.PDBPolicy != PDBBestEffort {
+		return Outcome{Result: Failed}, &PodError{Pod: key, Result: Failed, Err: ErrStrictPDBPolicy}
+	}
+	e.call.Lock()
+	defer e.call.Unlock()
+
+	grace := e.opts.GracePeriod(req.Pod, req.Hard, req.GraceOverride)
+	out := Outcome{GracePeriodSeconds: grace}
+
+	if e.opts.DryRun {
+		if s, ok := e.lookup(req.Pod.UID); ok {
+			s.outcome.Cached = true
+			s.outcome.Attempts = 0
+			return s.outcome, s.err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		// Shutting down: not an attempt, so neither counted nor logged.
+		return Outcome{Result: Failed, GracePeriodSeconds: grace}, &PodError{Pod: key, Result: Failed, Err: fmt.Errorf("not attempted: %w", err)}
+	}
+	if wait, err := e.admit(); err != nil {
+		out.Result, out.RetryAfter = RateLimited, wait
+		return e.finish(req, v, out, err)
+	}
+
+	var apiErr error
+	var retry bool
+	bo := e.backoff
+	for {
+		out.Attempts++
+		apiErr = e.send(ctx, req, v, grace)
+		out.Result, retry = classify(apiErr)
+		if !retry || bo.Steps <= 1 || ctx.Err() != nil {
+			break
+		}
+		e.log.Debug("eviction call failed, retrying", zap.String("pod", key), zap.Int("attempt", out.Attempts), logging.Err(apiErr))
+		t := e.clock.NewTimer(bo.Step())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+
+	if out.Result == Evicted {
+		switch {
+		case e.opts.DryRun:
+			out.Result = DryRun
+		case v == verbDelete:
+			out.Result = ForcedDelete
+			out.Accepted = e.clock.Now()
+		default:
+			out.Accepted = e.clock.Now()
+		}
+	}
+	var err error
+	switch out.Result {
+	case PDBBlocked:
+		err = fmt.Errorf("%w: %s", ErrPDBBlocked, pdbMessage(apiErr))
+	case Failed:
+		err = fmt.Errorf("after %d attempt(s): %w", out.Attempts, apiErr)
+	}
+	return e.finish(req, v, out, err)
+}
+
+// send makes one API call. It runs under a context of its own so that a
+// cancelled ctx (SIGTERM) cannot abort it half-way; CallTimeout bounds it.
+func (e *Evictor) send(ctx context.Context, req Request, v verb, grace int64) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.CallTimeout)
+	defer cancel()
+	opts := metav1.DeleteOptions{GracePeriodSeconds: &grace}
+	if e.opts.DryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	// The UID precondition makes sure a pod recreated under the same name
+	// (a StatefulSet's) is not evicted in place of the one that was ranked.
+	pod := req.Pod
+	uid := pod.UID
+	opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	if v == verbDelete {
+		return e.client.CoreV1().Pods(pod.Namespace).Delete(cctx, pod.Name, opts)
+	}
+	return e.client.PolicyV1().Evictions(pod.Namespace).Evict(cctx, &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace,
+		},
+		DeleteOptions: &opts,
+	})
+}
+
+// admit checks the per-episode cap and the token bucket before a call; the
+// caller holds e.call, and finish charges both only for accepted evictions,
+// so refusals and errors cost nothing.
+func (e *Evictor) admit() (time.Duration, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.episodeCount >= e.opts.MaxPerEpisode {
+		return 0, fmt.Errorf("%w (%d; --%s)", ErrEpisodeCap, e.opts.MaxPerEpisode, FlagMaxPerEpisode)
+	}
+	now := e.clock.Now()
+	if tokens := e.limiter.TokensAt(now); tokens < 1 {
+		wait := time.Duration((1 - tokens) / e.opts.Rate * float64(time.Second))
+		return wait, fmt.Errorf("%w (--%s=%v, --%s=%d); next token in %v", ErrRateLimited, FlagRate, e.opts.Rate, FlagBurst, e.opts.Burst, wait.Round(time.Millisecond))
+	}
+	return 0, nil
+}
+
+func (e *Evictor) lookup(uid types.UID) (seenEntry, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.seen[uid]
+	return s, ok
+}
+
+// finish records an attempt in one place: limits, metric, log, Event.
+func (e *Evictor) finish(req Request, v verb, out Outcome, err error) (Outcome, error) {
+	key := req.podKey()
+	if err != nil {
+		err = &PodError{Pod: key, Result: out.Result, Err: err}
+	}
+
+	e.mu.Lock()
+	if out.Result.Accepted() {
+		e.episodeCount++
+		e.limiter.ReserveN(e.clock.Now(), 1)
+	}
+	_, seenBefore := e.seen[req.Pod.UID]
+	if out.Result == PDBBlocked || out.Result == DryRun {
+		e.seen[req.Pod.UID] = seenEntry{outcome: out, err: err}
+	}
+	firstCap := false
+	if errors.Is(err, ErrEpisodeCap) && !e.capLogged {
+		e.capLogged, firstCap = true, true
+	}
+	e.mu.Unlock()
+
+	e.metrics.IncEviction(req.Signal, string(out.Result))
+	if (out.Result == Evicted || out.Result == ForcedDelete) && !req.PressureSince.IsZero() {
+		e.metrics.ObserveEvictionLatency(req.Signal, out.Accepted.Sub(req.PressureSince))
+	}
+
+	fields := []zap.Field{
+		zap.String("pod", key),
+		zap.String("signal", string(req.Signal)),
+		zap.String("threshold", kindWord(req.Hard)),
+		zap.Int("rank", req.Rank),
+		zap.String("reason", req.Reason),
+		zap.Int64("gracePeriodSeconds", out.GracePeriodSeconds),
+		zap.String("result", string(out.Result)),
+	}
+	if err != nil {
+		fields = append(fields, logging.Err(err))
+	}
+	if out.Attempts > 1 {
+		fields = append(fields, zap.Int("attempts", out.Attempts))
+	}
+	switch out.Result {
+	case Evicted:
+		e.log.Info("evicted pod", fields...)
+		if e.events != nil {
+			e.events.Emit(podRef(req.Pod), v1.EventTypeWarning, ReasonEvicted, actionEvict, evictionNote(req, out.GracePeriodSeconds))
+		}
+	case ForcedDelete:
+		e.log.Warn("deleted pod despite its PodDisruptionBudget (--pdb-policy=best-effort)", fields...)
+		if e.events != nil {
+			e.events.Emit(podRef(req.Pod), v1.EventTypeWarning, ReasonEvictedDespitePDB, actionDelete, forcedNote(req, out.GracePeriodSeconds))
+		}
+	case DryRun:
+		msg := "would evict pod"
+		if v == verbDelete {
+			msg = "would delete pod despite its PodDisruptionBudget"
+		}
+		e.log.Info(msg, append(fields, zap.String("verdict", "allowed"))...)
+	case PDBBlocked:
+		lvl := zap.InfoLevel
+		if seenBefore {
+			lvl = zap.DebugLevel
+		}
+		msg := "eviction blocked by PodDisruptionBudget"
+		if e.opts.DryRun {
+			msg = "would evict pod"
+			fields = append(fields, zap.String("verdict", "blocked by PodDisruptionBudget"))
+		}
+		e.log.Log(lvl, msg, fields...)
+	case NotFound:
+		e.log.Info("pod already gone", fields...)
+	case RateLimited:
+		if firstCap {
+			e.log.Warn("eviction cap for this pressure episode reached; evicting no more until pressure ends", fields...)
+		} else {
+			e.log.Debug("eviction held back by rate limit", fields...)
+		}
+	default:
+		e.log.Error("eviction failed", fields...)
+	}
+	return out, err
+}
+
+// NodeThresholdMet leaves an EvictionThresholdMet Event on the node; call it
+// when a threshold is first met in an episode. Threshold and available are in
+// the signal's unit. Nothing is written in dry-run mode.
+func (e *Evictor) NodeThresholdMet(s thresholds.Signal, hard bool, threshold, available int64) {
+	if e.events == nil {
+		return
+	}
+	e.events.Emit(nodeRef(e.node), v1.EventTypeWarning, ReasonThresholdMet, actionNotice, thresholdNote(s, hard, threshold, available))
+}

@@ -1,0 +1,65 @@
+package evict
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// formatAmount prints an amount of a signal the way the kubelet's messages
+// do: bytes as binary-SI quantities (100Mi, or plain bytes when not a round
+// multiple), counts as plain numbers.
+func formatAmount(s thresholds.Signal, v int64) string {
+	if metrics.IsCountSignal(s) {
+		return resource.NewQuantity(v, resource.DecimalSI).String()
+	}
+	return resource.NewQuantity(v, resource.BinarySI).String()
+}
+
+// resourceName is what the node is low on, in the kubelet's words.
+func resourceName(s thresholds.Signal) string {
+	if r := s.Resource(); r != "" {
+		return r
+	}
+	return string(s)
+}
+
+func kindWord(hard bool) string {
+	if hard {
+		return metrics.KindHard
+	}
+	return metrics.KindSoft
+}
+
+// evictionNote is the Event note on an evicted pod, in the kubelet's words
+// (pkg/kubelet/eviction's "The node was low on resource" message), at pod
+// rather than container level because evictd ranks whole pods, followed by
+// what evictd adds: the signal, the kind of threshold and the grace period.
+func evictionNote(req Request, grace int64) string {
+	res := resourceName(req.Signal)
+	var b strings.Builder
+	fmt.Fprintf(&b, "The node was low on resource: %s. Threshold quantity: %s, available: %s. ",
+		res, formatAmount(req.Signal, req.Threshold), formatAmount(req.Signal, req.Available))
+	fmt.Fprintf(&b, "Pod was using %s, request is %s", formatAmount(req.Signal, req.Usage), formatAmount(req.Signal, req.Request))
+	if req.Usage > req.Request {
+		fmt.Fprintf(&b, ", has larger consumption of %s", res)
+	}
+	fmt.Fprintf(&b, ". Evicted by evictd: %s met its %s threshold; grace period %ds.", req.Signal, kindWord(req.Hard), grace)
+	return b.String()
+}
+
+// forcedNote is the Event note on a pod deleted past its PDB.
+func forcedNote(req Request, grace int64) string {
+	return "PodDisruptionBudget overridden (--pdb-policy=best-effort): every eligible pod was blocked by a PodDisruptionBudget while a hard threshold was met. " +
+		evictionNote(req, grace)
+}
+
+// thresholdNote is the Event note on the Node when a threshold is first met.
+func thresholdNote(s thresholds.Signal, hard bool, threshold, available int64) string {
+	return fmt.Sprintf("Attempting to reclaim %s: %s is %s, below the %s threshold of %s.",
+		resourceName(s), s, formatAmount(s, available), kindWord(hard), formatAmount(s, threshold))
+}

@@ -1,0 +1,84 @@
+package evict
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+func TestEvictionNote(t *testing.T) {
+	tests := []struct {
+		name  string
+		req   Request
+		grace int64
+		want  string
+	}{
+		{
+			name: "memory, hard, usage above request",
+			req: Request{Signal: thresholds.MemoryAvailable, Hard: true,
+				Threshold: 100 << 20, Available: 92 << 20, Usage: 1 << 30, Request: 0},
+			grace: 5,
+			want: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 92Mi. " +
+				"Pod was using 1Gi, request is 0, has larger consumption of memory. " +
+				"Evicted by evictd: memory.available met its hard threshold; grace period 5s.",
+		},
+		{
+			name: "disk, soft, within request, odd byte count",
+			req: Request{Signal: thresholds.NodeFsAvailable, Hard: false,
+				Threshold: 1 << 30, Available: 1000000000, Usage: 200 << 20, Request: 512 << 20},
+			grace: 30,
+			want: "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 1000000000. " +
+				"Pod was using 200Mi, request is 512Mi. " +
+				"Evicted by evictd: nodefs.available met its soft threshold; grace period 30s.",
+		},
+		{
+			name: "pids are counts",
+			req: Request{Signal: thresholds.PIDAvailable, Hard: true,
+				Threshold: 1024, Available: 1000, Usage: 3000, Request: 0},
+			grace: 1,
+			want: "The node was low on resource: pids. Threshold quantity: 1024, available: 1k. " +
+				"Pod was using 3k, request is 0, has larger consumption of pids. " +
+				"Evicted by evictd: pid.available met its hard threshold; grace period 1s.",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := evictionNote(tt.req, tt.grace); got != tt.want {
+				t.Errorf("evictionNote:\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestThresholdNote(t *testing.T) {
+	got := thresholdNote(thresholds.MemoryAvailable, false, 500<<20, 300<<20)
+	want := "Attempting to reclaim memory: memory.available is 300Mi, below the soft threshold of 500Mi."
+	if got != want {
+		t.Errorf("thresholdNote = %q, want %q", got, want)
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijk", 10, "abcdefg..."},
+		{"ééééé", 8, "éé..."}, // 10 bytes; cutting at 5 would split an é
+	}
+	for _, tt := range tests {
+		got := truncate(tt.in, tt.n)
+		if got != tt.want || len(got) > tt.n || !utf8.ValidString(got) {
+			t.Errorf("truncate(%q, %d) = %q, want %q (valid UTF-8, at most %d bytes)", tt.in, tt.n, got, tt.want, tt.n)
+		}
+	}
+	long := strings.Repeat("x", 5000)
+	if got := truncate(long, maxNoteBytes); len(got) != maxNoteBytes {
+		t.Errorf("truncated note is %d bytes, want %d", len(got), maxNoteBytes)
+	}
+}

@@ -1,0 +1,136 @@
+package metrics
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/metrics.md from the registry")
+
+const docPath = "../../docs/metrics.md"
+
+// resultHelp explains each value of the result label in the doc.
+var resultHelp = map[string]string{
+	ResultEvicted:      "the API server accepted the eviction (HTTP 201)",
+	ResultDryRun:       "`--dry-run`: the server-side dry-run eviction was allowed; nothing was changed",
+	ResultPDBBlocked:   "a PodDisruptionBudget refused it (HTTP 429); in dry run, it would have",
+	ResultNotFound:     "the pod was already gone (HTTP 404, or its UID changed); not an error",
+	ResultError:        "any other failure, after bounded retries with backoff",
+	ResultRateLimited:  "held back by the per-node rate limit or the per-episode cap; no API call was made",
+	ResultForcedDelete: "`--pdb-policy=best-effort`: a PDB-blocked pod was deleted anyway under a hard threshold",
+}
+
+// TestMetricsDoc keeps docs/metrics.md equal to what the registry holds.
+// Run `go test ./pkg/metrics -run TestMetricsDoc -update` after changing a
+// metric.
+func TestMetricsDoc(t *testing.T) {
+	want := renderDoc(t)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(docPath), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(docPath, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatalf("read %s: %v (generate it with: go test ./pkg/metrics -run TestMetricsDoc -update)", docPath, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s is out of date with the registered metrics; regenerate it with:\n  go test ./pkg/metrics -run TestMetricsDoc -update\nwant:\n%s", docPath, want)
+	}
+}
+
+func TestResultHelpCoversEveryResult(t *testing.T) {
+	if len(resultHelp) != len(EvictionResults) {
+		t.Errorf("resultHelp has %d entries, EvictionResults %d", len(resultHelp), len(EvictionResults))
+	}
+	for _, r := range EvictionResults {
+		if resultHelp[r] == "" {
+			t.Errorf("result %q has no description for the doc", r)
+		}
+	}
+}
+
+func renderDoc(t *testing.T) []byte {
+	t.Helper()
+	m := populated(t)
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every evictd_* collector must show up in the gathered output, or a new
+	// family would silently be left out of the doc.
+	descs := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, c := range m.own {
+			c.Describe(descs)
+		}
+		close(descs)
+	}()
+	nDesc := 0
+	for range descs {
+		nDesc++
+	}
+
+	var b bytes.Buffer
+	b.WriteString("# evictd metrics\n\n")
+	b.WriteString("<!-- Generated from the registry by `go test ./pkg/metrics -run TestMetricsDoc -update`; a test fails when this file and the code differ. -->\n\n")
+	b.WriteString("`evictd run` serves these on `/metrics` (a private registry, next to `/healthz` and `/readyz`).\n")
+	b.WriteString("Names follow `evictd_<subsystem>_<name>_<unit>` in base units; no metric has a pod-name label.\n\n")
+	b.WriteString("| Metric | Type | Labels | Help |\n|---|---|---|---|\n")
+	nOwn := 0
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), namespace+"_") {
+			continue
+		}
+		nOwn++
+		labels := map[string]bool{}
+		for _, mm := range mf.GetMetric() {
+			for _, lp := range mm.GetLabel() {
+				labels[lp.GetName()] = true
+			}
+		}
+		names := make([]string, 0, len(labels))
+		for l := range labels {
+			names = append(names, "`"+l+"`")
+		}
+		sort.Strings(names)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", mf.GetName(), strings.ToLower(mf.GetType().String()),
+			strings.Join(names, ", "), strings.ReplaceAll(mf.GetHelp(), "|", `\|`))
+	}
+	if nOwn != nDesc {
+		t.Fatalf("gathered %d evictd_ families but %d are registered: populated() must give every family a series", nOwn, nDesc)
+	}
+
+	b.WriteString("\n## Label values\n\n")
+	b.WriteString("- `signal`: the kubelet's eviction signal names: ")
+	var sigs []string
+	for _, s := range thresholds.Signals() {
+		sigs = append(sigs, "`"+string(s)+"`")
+	}
+	b.WriteString(strings.Join(sigs, ", ") + ".\n")
+	b.WriteString("  Signals measured in bytes go to `evictd_signal_available_bytes` and `evictd_signal_capacity_bytes`;\n")
+	b.WriteString("  counts (free inodes, PIDs) go to `evictd_signal_available` and `evictd_signal_capacity`.\n")
+	b.WriteString("- `kind`: `" + KindHard + "` or `" + KindSoft + "`.\n")
+	b.WriteString("- `result` of `evictd_evictions_total`:\n")
+	for _, r := range EvictionResults {
+		fmt.Fprintf(&b, "  - `%s`: %s.\n", r, resultHelp[r])
+	}
+	b.WriteString("- `source`: the wake-up source that woke the agent loop (a small fixed set, e.g. `timer`).\n")
+	b.WriteString("\nThe standard Go runtime (`go_*`) and process (`process_*`) collectors are registered too.\n")
+	return b.Bytes()
+}

@@ -1,0 +1,341 @@
+// Package metrics holds evictd's Prometheus metrics on a private registry and
+// the small HTTP server that exposes them with /healthz and /readyz.
+//
+// Naming: evictd_<subsystem>_<name>_<unit>, base units, counters end in
+// _total, and no label ever carries a pod name (pods churn; series would
+// not). docs/metrics.md lists every metric and is checked against this file
+// by a test, so the two cannot drift.
+//
+// Every method is safe for concurrent use and on a nil *Metrics (it then does
+// nothing), so packages can take a *Metrics without guarding each call.
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+const namespace = "evictd"
+
+// Values of the result label of evictd_evictions_total. pkg/evict's Result
+// constants are these strings.
+const (
+	// ResultEvicted: the API server accepted the eviction (HTTP 201).
+	ResultEvicted = "evicted"
+	// ResultDryRun: --dry-run, and the server-side dry run allowed it.
+	ResultDryRun = "dry_run"
+	// ResultPDBBlocked: refused by a PodDisruptionBudget (HTTP 429).
+	ResultPDBBlocked = "pdb_blocked"
+	// ResultNotFound: the pod was already gone (HTTP 404); not an error.
+	ResultNotFound = "not_found"
+	// ResultError: any other failure, after bounded retries.
+	ResultError = "error"
+	// ResultRateLimited: held back by the per-node rate limit or the
+	// per-episode cap; no API call was made.
+	ResultRateLimited = "rate_limited"
+	// ResultForcedDelete: --pdb-policy=best-effort deleted a PDB-blocked pod.
+	ResultForcedDelete = "forced_delete"
+)
+
+// EvictionResults lists every result label value.
+var EvictionResults = []string{
+	ResultEvicted, ResultDryRun, ResultPDBBlocked, ResultNotFound,
+	ResultError, ResultRateLimited, ResultForcedDelete,
+}
+
+// Values of the kind label of evictd_threshold_met.
+const (
+	KindHard = "hard"
+	KindSoft = "soft"
+)
+
+// Histogram buckets, in seconds.
+var (
+	// From pressure noticed to eviction accepted: milliseconds on the fast
+	// path, up to minutes when a soft threshold's grace period is waited out.
+	evictionLatencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+	// From eviction accepted to pod gone: bounded by the grace periods
+	// evictd sends, plus the kubelet's own reaction time.
+	terminationBuckets = []float64{0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600}
+	// One observation reads a few hundred small files.
+	observationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
+)
+
+// Metrics is evictd's set of metrics. Create it with New.
+type Metrics struct {
+	reg *prometheus.Registry
+	// own lists the evictd_* collectors, so tests can tell every family was
+	// documented.
+	own []prometheus.Collector
+
+	buildInfo            *prometheus.GaugeVec
+	signalAvailableBytes *prometheus.GaugeVec
+	signalCapacityBytes  *prometheus.GaugeVec
+	signalAvailable      *prometheus.GaugeVec
+	signalCapacity       *prometheus.GaugeVec
+	thresholdMet         *prometheus.GaugeVec
+	evictions            *prometheus.CounterVec
+	evictionLatency      *prometheus.HistogramVec
+	termination          *prometheus.HistogramVec
+	observationDuration  prometheus.Histogram
+	observationErrors    prometheus.Counter
+	skippedFiles         prometheus.Counter
+	lastObservation      prometheus.Gauge
+	wakeups              *prometheus.CounterVec
+	wakeupSourceActive   *prometheus.GaugeVec
+}
+
+// New builds the metrics on a fresh private registry, with the Go and
+// process collectors, and sets evictd_build_info for version (the binary's
+// version string) and the running Go version.
+func New(version string) (*Metrics, error) {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+
+	m.buildInfo = m.gaugeVec("", "build_info",
+		"A metric with a constant '1' value labelled by the version evictd was built from and the Go version it was built with.",
+		"version", "goversion")
+	m.signalAvailableBytes = m.gaugeVec("signal", "available_bytes",
+		"Bytes available for an eviction signal measured in bytes (memory and filesystem space), as last observed.",
+		"signal")
+	m.signalCapacityBytes = m.gaugeVec("signal", "capacity_bytes",
+		"Capacity in bytes of an eviction signal measured in bytes (memory and filesystem space), as last observed.",
+		"signal")
+	m.signalAvailable = m.gaugeVec("signal", "available",
+		"Amount available for an eviction signal that is a count (free inodes, PIDs), as last observed.",
+		"signal")
+	m.signalCapacity = m.gaugeVec("signal", "capacity",
+		"Capacity of an eviction signal that is a count (inodes, PIDs), as last observed.",
+		"signal")
+	m.thresholdMet = m.gaugeVec("threshold", "met",
+		"1 while an eviction threshold is met (for a soft threshold: whether or not its grace period has passed), else 0.",
+		"signal", "kind")
+
+	m.evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "evictions_total",
+		Help: "Eviction attempts by the signal they relieve and their result.",
+	}, []string{"signal", "result"})
+	m.evictionLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "eviction", Name: "latency_seconds",
+		Help:    "Time from first noticing pressure on a signal to the API server accepting an eviction for it.",
+		Buckets: evictionLatencyBuckets,
+	}, []string{"signal"})
+	m.termination = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "eviction", Name: "termination_seconds",
+		Help:    "Time from the API server accepting an eviction to the evicted pod being gone.",
+		Buckets: terminationBuckets,
+	}, []string{"signal"})
+	m.observationDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "observation", Name: "duration_seconds",
+		Help:    "Time taken by one observation of the node (cgroups, PSI, filesystems, PIDs).",
+		Buckets: observationBuckets,
+	})
+	m.observationErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "observation", Name: "errors_total",
+		Help: "Observations of the node that failed.",
+	})
+	m.skippedFiles = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "observation", Name: "skipped_files_total",
+		Help: "Host files skipped during observation because they were malformed or unreadable.",
+	})
+	m.lastObservation = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "observation", Name: "last_success_timestamp_seconds",
+		Help: "Unix time of the last successful observation of the node.",
+	})
+	m.wakeups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "wakeups_total",
+		Help: "Times the agent loop woke up, by what woke it (timer, PSI trigger, memory cgroup event, ...).",
+	}, []string{"source"})
+	m.wakeupSourceActive = m.gaugeVec("wakeup", "source_active",
+		"1 while a wake-up source is armed, 0 when it is unavailable or has failed.",
+		"source")
+
+	m.own = append(m.own, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
+		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
+
+	all := append([]prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}, m.own...)
+	for _, c := range all {
+		if err := m.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	return m, nil
+}
+
+// gaugeVec creates a gauge family and remembers it in m.own.
+func (m *Metrics) gaugeVec(subsystem, name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: name, Help: help,
+	}, labels)
+	m.own = append(m.own, g)
+	return g
+}
+
+// Registry is the private registry, for tests and for callers that add
+// their own collectors.
+func (m *Metrics) Registry() *prometheus.Registry {
+	return m.reg
+}
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		// A failing collector should cost one series, not the whole scrape.
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      m.reg,
+	})
+}
+
+// InitSignals creates the zero-valued series of the given signals up front
+// (threshold met, evictions by every result, both histograms), so that
+// dashboards and rate() see them before the first event, as the Prometheus
+// guidelines ask.
+func (m *Metrics) InitSignals(signals ...thresholds.Signal) {
+	if m == nil {
+		return
+	}
+	for _, s := range signals {
+		sig := string(s)
+		m.thresholdMet.WithLabelValues(sig, KindHard)
+		m.thresholdMet.WithLabelValues(sig, KindSoft)
+		for _, r := range EvictionResults {
+			m.evictions.WithLabelValues(sig, r)
+		}
+		m.evictionLatency.WithLabelValues(sig)
+		m.termination.WithLabelValues(sig)
+	}
+}
+
+// InitWakeupSources creates the zero-valued wake-up series of the given
+// sources.
+func (m *Metrics) InitWakeupSources(sources ...string) {
+	if m == nil {
+		return
+	}
+	for _, s := range sources {
+		m.wakeups.WithLabelValues(s)
+		m.wakeupSourceActive.WithLabelValues(s)
+	}
+}
+
+// IsCountSignal reports whether a signal is a count (inodes, PIDs) rather
+// than bytes; it picks the metric family SetSignal writes.
+func IsCountSignal(s thresholds.Signal) bool {
+	switch s.Resource() {
+	case "inodes", "pids":
+		return true
+	}
+	return false
+}
+
+// SetSignal records the last observed available amount and capacity of a
+// signal, in bytes or as a count as IsCountSignal says.
+func (m *Metrics) SetSignal(s thresholds.Signal, available, capacity int64) {
+	if m == nil {
+		return
+	}
+	avail, capa := m.signalAvailableBytes, m.signalCapacityBytes
+	if IsCountSignal(s) {
+		avail, capa = m.signalAvailable, m.signalCapacity
+	}
+	avail.WithLabelValues(string(s)).Set(float64(available))
+	capa.WithLabelValues(string(s)).Set(float64(capacity))
+}
+
+// SetThresholdMet records whether the hard or soft threshold of a signal is
+// met.
+func (m *Metrics) SetThresholdMet(s thresholds.Signal, hard, met bool) {
+	if m == nil {
+		return
+	}
+	kind := KindSoft
+	if hard {
+		kind = KindHard
+	}
+	v := 0.0
+	if met {
+		v = 1
+	}
+	m.thresholdMet.WithLabelValues(string(s), kind).Set(v)
+}
+
+// IncEviction counts one eviction attempt; result is one of EvictionResults.
+func (m *Metrics) IncEviction(s thresholds.Signal, result string) {
+	if m == nil {
+		return
+	}
+	m.evictions.WithLabelValues(string(s), result).Inc()
+}
+
+// ObserveEvictionLatency records the time from first noticing pressure on s
+// to the API server accepting an eviction for it.
+func (m *Metrics) ObserveEvictionLatency(s thresholds.Signal, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.evictionLatency.WithLabelValues(string(s)).Observe(d.Seconds())
+}
+
+// ObservePodGone records the time from an accepted eviction for s to the
+// pod being gone (deleted from the API server, or its cgroup gone).
+func (m *Metrics) ObservePodGone(s thresholds.Signal, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.termination.WithLabelValues(string(s)).Observe(d.Seconds())
+}
+
+// ObservationDone records one observation that ran from start to end and
+// ended with err (nil for success). Times come from the caller's clock.
+func (m *Metrics) ObservationDone(start, end time.Time, err error) {
+	if m == nil {
+		return
+	}
+	m.observationDuration.Observe(end.Sub(start).Seconds())
+	if err != nil {
+		m.observationErrors.Inc()
+		return
+	}
+	m.lastObservation.Set(float64(end.UnixNano()) / 1e9)
+}
+
+// SkippedFiles counts n host files an observation skipped as malformed or
+// unreadable.
+func (m *Metrics) SkippedFiles(n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.skippedFiles.Add(float64(n))
+}
+
+// WakeUp counts one wake-up of the agent loop by source (e.g. "timer",
+// "psi", "memcg"); keep the set of sources small and fixed.
+func (m *Metrics) WakeUp(source string) {
+	if m == nil {
+		return
+	}
+	m.wakeups.WithLabelValues(source).Inc()
+}
+
+// SetWakeupSourceActive records whether a wake-up source is armed.
+func (m *Metrics) SetWakeupSourceActive(source string, active bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if active {
+		v = 1
+	}
+	m.wakeupSourceActive.WithLabelValues(source).Set(v)
+}

@@ -1,0 +1,266 @@
+package metrics
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// populated returns metrics with every evictd_* family holding at least one
+// series, as a running agent would have them.
+func populated(t *testing.T) *Metrics {
+	t.Helper()
+	m, err := New("v1.2.3-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.InitSignals(thresholds.Signals()...)
+	m.InitWakeupSources("timer", "psi")
+	m.SetSignal(thresholds.MemoryAvailable, 1<<30, 8<<30)
+	m.SetSignal(thresholds.PIDAvailable, 30000, 32768)
+	start := time.Unix(1700000000, 0)
+	m.ObservationDone(start, start.Add(3*time.Millisecond), nil)
+	return m
+}
+
+func TestLintClean(t *testing.T) {
+	m := populated(t)
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	// The lint must have seen the Go and process collectors too.
+	var sawGo, sawProcess, sawOwn bool
+	for _, mf := range mfs {
+		name := mf.GetName()
+		sawGo = sawGo || strings.HasPrefix(name, "go_")
+		sawProcess = sawProcess || strings.HasPrefix(name, "process_")
+		sawOwn = sawOwn || strings.HasPrefix(name, "evictd_")
+	}
+	if !sawGo || !sawProcess || !sawOwn {
+		t.Errorf("gathered families lack go_ (%v), process_ (%v) or evictd_ (%v)", sawGo, sawProcess, sawOwn)
+	}
+}
+
+func TestBuildInfo(t *testing.T) {
+	m, err := New("v9.9.9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP evictd_build_info A metric with a constant '1' value labelled by the version evictd was built from and the Go version it was built with.
+# TYPE evictd_build_info gauge
+evictd_build_info{goversion="` + runtime.Version() + `",version="v9.9.9"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "evictd_build_info"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestSignalFamilies(t *testing.T) {
+	tests := []struct {
+		signal        thresholds.Signal
+		avail, capa   int64
+		wantAvailName string
+		wantCapaName  string
+	}{
+		{thresholds.MemoryAvailable, 512 << 20, 4 << 30, "evictd_signal_available_bytes", "evictd_signal_capacity_bytes"},
+		{thresholds.AllocatableMemoryAvailable, 100, 200, "evictd_signal_available_bytes", "evictd_signal_capacity_bytes"},
+		{thresholds.NodeFsAvailable, 10 << 30, 100 << 30, "evictd_signal_available_bytes", "evictd_signal_capacity_bytes"},
+		{thresholds.ImageFsAvailable, 1, 2, "evictd_signal_available_bytes", "evictd_signal_capacity_bytes"},
+		{thresholds.NodeFsInodesFree, 9000, 10000, "evictd_signal_available", "evictd_signal_capacity"},
+		{thresholds.ImageFsInodesFree, 5, 6, "evictd_signal_available", "evictd_signal_capacity"},
+		{thresholds.PIDAvailable, 31000, 32768, "evictd_signal_available", "evictd_signal_capacity"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.signal), func(t *testing.T) {
+			m, err := New("test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.SetSignal(tt.signal, tt.avail, tt.capa)
+			got := map[string]float64{}
+			for _, fam := range []struct {
+				name string
+				vec  *prometheus.GaugeVec
+			}{
+				{"evictd_signal_available_bytes", m.signalAvailableBytes},
+				{"evictd_signal_capacity_bytes", m.signalCapacityBytes},
+				{"evictd_signal_available", m.signalAvailable},
+				{"evictd_signal_capacity", m.signalCapacity},
+			} {
+				if n := testutil.CollectAndCount(fam.vec); n > 0 {
+					got[fam.name] = testutil.ToFloat64(fam.vec.WithLabelValues(string(tt.signal)))
+				}
+			}
+			want := map[string]float64{tt.wantAvailName: float64(tt.avail), tt.wantCapaName: float64(tt.capa)}
+			if len(got) != len(want) || got[tt.wantAvailName] != want[tt.wantAvailName] || got[tt.wantCapaName] != want[tt.wantCapaName] {
+				t.Errorf("SetSignal(%s, %d, %d) wrote %v, want %v", tt.signal, tt.avail, tt.capa, got, want)
+			}
+		})
+	}
+}
+
+func TestCountersAndGauges(t *testing.T) {
+	mem, pid := thresholds.MemoryAvailable, thresholds.PIDAvailable
+	tests := []struct {
+		name   string
+		do     func(m *Metrics)
+		metric func(m *Metrics) prometheus.Collector
+		want   float64
+	}{
+		{"evictions add up per result", func(m *Metrics) {
+			m.IncEviction(mem, ResultEvicted)
+			m.IncEviction(mem, ResultEvicted)
+			m.IncEviction(mem, ResultPDBBlocked)
+			m.IncEviction(pid, ResultEvicted)
+		}, func(m *Metrics) prometheus.Collector { return m.evictions.WithLabelValues(string(mem), ResultEvicted) }, 2},
+		{"pdb blocked separate", func(m *Metrics) {
+			m.IncEviction(mem, ResultEvicted)
+			m.IncEviction(mem, ResultPDBBlocked)
+		}, func(m *Metrics) prometheus.Collector { return m.evictions.WithLabelValues(string(mem), ResultPDBBlocked) }, 1},
+		{"hard threshold met", func(m *Metrics) { m.SetThresholdMet(mem, true, true) },
+			func(m *Metrics) prometheus.Collector { return m.thresholdMet.WithLabelValues(string(mem), KindHard) }, 1},
+		{"soft unaffected by hard", func(m *Metrics) { m.SetThresholdMet(mem, true, true) },
+			func(m *Metrics) prometheus.Collector { return m.thresholdMet.WithLabelValues(string(mem), KindSoft) }, 0},
+		{"threshold cleared", func(m *Metrics) { m.SetThresholdMet(mem, false, true); m.SetThresholdMet(mem, false, false) },
+			func(m *Metrics) prometheus.Collector { return m.thresholdMet.WithLabelValues(string(mem), KindSoft) }, 0},
+		{"observation errors", func(m *Metrics) {
+			t0 := time.Unix(100, 0)
+			m.ObservationDone(t0, t0.Add(time.Millisecond), errors.New("read memory.stat: EIO"))
+			m.ObservationDone(t0, t0.Add(time.Millisecond), nil)
+			m.ObservationDone(t0, t0.Add(time.Millisecond), errors.New("again"))
+		}, func(m *Metrics) prometheus.Collector { return m.observationErrors }, 2},
+		{"last success is the successful end", func(m *Metrics) {
+			m.ObservationDone(time.Unix(100, 0), time.Unix(101, 500000000), nil)
+			m.ObservationDone(time.Unix(200, 0), time.Unix(201, 0), errors.New("failed later"))
+		}, func(m *Metrics) prometheus.Collector { return m.lastObservation }, 101.5},
+		{"skipped files", func(m *Metrics) { m.SkippedFiles(3); m.SkippedFiles(0); m.SkippedFiles(-2); m.SkippedFiles(1) },
+			func(m *Metrics) prometheus.Collector { return m.skippedFiles }, 4},
+		{"wakeups by source", func(m *Metrics) { m.WakeUp("psi"); m.WakeUp("timer"); m.WakeUp("psi") },
+			func(m *Metrics) prometheus.Collector { return m.wakeups.WithLabelValues("psi") }, 2},
+		{"wakeup source active", func(m *Metrics) { m.SetWakeupSourceActive("memcg", true) },
+			func(m *Metrics) prometheus.Collector { return m.wakeupSourceActive.WithLabelValues("memcg") }, 1},
+		{"wakeup source failed", func(m *Metrics) {
+			m.SetWakeupSourceActive("memcg", true)
+			m.SetWakeupSourceActive("memcg", false)
+		}, func(m *Metrics) prometheus.Collector { return m.wakeupSourceActive.WithLabelValues("memcg") }, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := New("test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.do(m)
+			if got := testutil.ToFloat64(tt.metric(m)); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHistograms(t *testing.T) {
+	m, err := New("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := thresholds.MemoryAvailable
+	m.ObserveEvictionLatency(mem, 40*time.Millisecond)
+	m.ObserveEvictionLatency(mem, 3*time.Second)
+	m.ObservePodGone(mem, 12*time.Second)
+	t0 := time.Unix(0, 0)
+	m.ObservationDone(t0, t0.Add(2*time.Millisecond), nil)
+
+	want := `
+# HELP evictd_eviction_termination_seconds Time from the API server accepting an eviction to the evicted pod being gone.
+# TYPE evictd_eviction_termination_seconds histogram
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="0.5"} 0
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="1"} 0
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="2"} 0
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="5"} 0
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="10"} 0
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="15"} 1
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="30"} 1
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="60"} 1
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="120"} 1
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="300"} 1
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="600"} 1
+evictd_eviction_termination_seconds_bucket{signal="memory.available",le="+Inf"} 1
+evictd_eviction_termination_seconds_sum{signal="memory.available"} 12
+evictd_eviction_termination_seconds_count{signal="memory.available"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "evictd_eviction_termination_seconds"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m.evictionLatency); n != 1 {
+		t.Errorf("latency histogram has %d series, want 1", n)
+	}
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "evictd_eviction_latency_seconds":
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 2 || h.GetSampleSum() != 3.04 {
+				t.Errorf("latency: count %d sum %v, want 2 and 3.04", h.GetSampleCount(), h.GetSampleSum())
+			}
+		case "evictd_observation_duration_seconds":
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 1 || h.GetSampleSum() != 0.002 {
+				t.Errorf("observation: count %d sum %v, want 1 and 0.002", h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
+	}
+}
+
+func TestInitSignalsCreatesEverySeries(t *testing.T) {
+	m, err := New("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs := thresholds.Signals()
+	m.InitSignals(sigs...)
+	if got, want := testutil.CollectAndCount(m.evictions), len(sigs)*len(EvictionResults); got != want {
+		t.Errorf("evictions series: %d, want %d", got, want)
+	}
+	if got, want := testutil.CollectAndCount(m.thresholdMet), len(sigs)*2; got != want {
+		t.Errorf("threshold_met series: %d, want %d", got, want)
+	}
+	if got := testutil.ToFloat64(m.evictions.WithLabelValues(string(thresholds.MemoryAvailable), ResultPDBBlocked)); got != 0 {
+		t.Errorf("initialised counter is %v, want 0", got)
+	}
+}
+
+func TestNilMetricsIsANoOp(t *testing.T) {
+	var m *Metrics
+	// Every one of these must return without a panic.
+	m.InitSignals(thresholds.MemoryAvailable)
+	m.InitWakeupSources("timer")
+	m.SetSignal(thresholds.MemoryAvailable, 1, 2)
+	m.SetThresholdMet(thresholds.MemoryAvailable, true, true)
+	m.IncEviction(thresholds.MemoryAvailable, ResultEvicted)
+	m.ObserveEvictionLatency(thresholds.MemoryAvailable, time.Second)
+	m.ObservePodGone(thresholds.MemoryAvailable, time.Second)
+	m.ObservationDone(time.Now(), time.Now(), nil)
+	m.SkippedFiles(1)
+	m.WakeUp("timer")
+	m.SetWakeupSourceActive("timer", true)
+}

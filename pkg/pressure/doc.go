@@ -1,0 +1,32 @@
+// Package pressure observes node and pod pressure from the kernel and
+// reports it in the shape of the kubelet's Summary API
+// (k8s.io/kubelet/pkg/apis/stats/v1alpha1), with the kubelet's definitions:
+//
+//   - memory.available: capacity − working set of the cgroup root, where
+//     capacity = min(MemTotal, the cgroup root's memory limit) and working
+//     set = usage − inactive_file. Node.Memory.AvailableBytes +
+//     WorkingSetBytes is the capacity, as the kubelet's eviction code derives it.
+//   - allocatableMemory.available: the same for the kubepods cgroup, in the
+//     Node.SystemContainers entry named "pods".
+//   - nodefs / imagefs: statfs of /var/lib/kubelet and of the image store.
+//   - pid.available: Node.Rlimit, min(pid_max, threads-max) and the task
+//     count of /proc/loadavg.
+//   - PSI of the node (/proc/pressure) and, where the cgroup has a cgroup2
+//     directory, of kubepods and each pod.
+//
+// Pods are found by listing kubepods and its QoS cgroups (cgroupfs and
+// systemd drivers; cgroup v1, v2 and hybrid hosts), the UID coming from the
+// directory name. Each pass reads only the few files each signal needs, and
+// keeps them open to re-read them with pread: containerd/cgroups' Stat()
+// opens some twenty files per cgroup, far too many for a loop that runs every
+// second or faster over hundreds of pods (reference/psi.md §5.2). Parsing is
+// done by pure, allocation-free functions over the bytes read.
+//
+// Every host path is read under Options.HostRoot, so the agent can run in a
+// container with the host mounted at /host, and tests can use fixture trees.
+//
+// A pod cgroup that disappears while it is read is skipped quietly (the pod
+// was deleted). A malformed or unreadable file skips its pod with one warning
+// naming the file and its content, and is counted in the Observation; it
+// never stops the observation.
+package pressure

@@ -1,0 +1,141 @@
+package pressure
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Mode is how the host's cgroups are mounted.
+type Mode string
+
+const (
+	// ModeV1: only cgroup v1 hierarchies; no PSI files per cgroup.
+	ModeV1 Mode = "v1"
+	// ModeV2: the unified hierarchy with the memory controller.
+	ModeV2 Mode = "v2"
+	// ModeHybrid: the v1 memory controller plus a cgroup2 mount (usually
+	// /sys/fs/cgroup/unified) that has no controllers but does have
+	// per-cgroup *.pressure files.
+	ModeHybrid Mode = "hybrid"
+)
+
+// Driver is how the kubelet names its cgroups.
+type Driver string
+
+const (
+	// DriverNone: no kubepods cgroup was found under the cgroup root (yet).
+	DriverNone Driver = ""
+	// DriverCgroupfs: kubepods/burstable/pod<uid>.
+	DriverCgroupfs Driver = "cgroupfs"
+	// DriverSystemd: kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice.
+	DriverSystemd Driver = "systemd"
+)
+
+// Layout is where the observer finds things on the host. The directories
+// are absolute on-disk paths (the host root already prepended), so the
+// wake-up sources can arm eventfds and PSI triggers on them.
+type Layout struct {
+	Mode   Mode   `json:"mode"`
+	Driver Driver `json:"driver"`
+	// CgroupRoot is the cgroup root option, cleaned.
+	CgroupRoot string `json:"cgroupRoot"`
+	// KubepodsCgroup is the kubepods cgroup relative to the hierarchy roots,
+	// e.g. "/kubepods.slice"; "" while there is none.
+	KubepodsCgroup string `json:"kubepodsCgroup"`
+
+	// MemoryMount is the root of the memory controller's hierarchy:
+	// <root>/sys/fs/cgroup/memory on v1 and hybrid, <root>/sys/fs/cgroup on v2.
+	MemoryMount string `json:"memoryMount"`
+	// UnifiedMount is the cgroup2 hierarchy, "" on pure v1.
+	UnifiedMount string `json:"unifiedMount,omitempty"`
+	// PidsMount is the root of the pids controller's hierarchy, "" when none.
+	PidsMount string `json:"pidsMount,omitempty"`
+
+	// NodeMemoryDir is the memory cgroup of CgroupRoot (the "node").
+	NodeMemoryDir string `json:"nodeMemoryDir"`
+	// KubepodsMemoryDir is the memory cgroup of kubepods, "" while there is none.
+	KubepodsMemoryDir string `json:"kubepodsMemoryDir,omitempty"`
+	// NodePressureDir and KubepodsPressureDir are the cgroup2 directories of
+	// the same cgroups, which hold memory.pressure (and, on v2,
+	// memory.events); "" when there is no such directory or the kernel has no PSI.
+	NodePressureDir     string `json:"nodePressureDir,omitempty"`
+	KubepodsPressureDir string `json:"kubepodsPressureDir,omitempty"`
+	// ProcPressureDir is <root>/proc/pressure, "" when the kernel has no PSI.
+	ProcPressureDir string `json:"procPressureDir,omitempty"`
+}
+
+// hierarchies is what detectHierarchies finds under <root>/sys/fs/cgroup.
+type hierarchies struct {
+	mode    Mode
+	memory  string
+	unified string
+	pids    string
+}
+
+// detectHierarchies tells the cgroup mode from the files under the host
+// root, not from /proc/self/mountinfo: inside a container that file
+// describes the container's mounts, not the host's.
+func detectHierarchies(hostRoot string) (hierarchies, error) {
+	cg := filepath.Join(hostRoot, "sys/fs/cgroup")
+	if ctl, err := os.ReadFile(filepath.Join(cg, "cgroup.controllers")); err == nil && hasController(ctl, "memory") {
+		h := hierarchies{mode: ModeV2, memory: cg, unified: cg}
+		if hasController(ctl, "pids") {
+			h.pids = cg
+		}
+		return h, nil
+	}
+	mem := filepath.Join(cg, "memory")
+	if _, err := os.Stat(filepath.Join(mem, "memory.stat")); err != nil {
+		return hierarchies{}, fmt.Errorf("%w: no cgroup memory controller under %s: neither cgroup.controllers listing memory (v2) nor memory/memory.stat (v1)", ErrHostRoot, cg)
+	}
+	h := hierarchies{mode: ModeV1, memory: mem}
+	if isDir(filepath.Join(cg, "pids")) {
+		h.pids = filepath.Join(cg, "pids")
+	}
+	if _, err := os.Stat(filepath.Join(cg, "unified", "cgroup.controllers")); err == nil {
+		h.mode = ModeHybrid
+		h.unified = filepath.Join(cg, "unified")
+	}
+	return h, nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// findKubepods looks in the node's memory cgroup for the kubepods cgroup:
+// "kubepods" (cgroupfs driver) or "kubepods.slice" (systemd; "<x>-kubepods.slice"
+// when the cgroup root is itself a slice). It returns the directory name and
+// the driver, or "" and DriverNone.
+func findKubepods(nodeDir string) (string, Driver, error) {
+	entries, err := os.ReadDir(nodeDir)
+	if err != nil {
+		return "", DriverNone, err
+	}
+	var name string
+	driver := DriverNone
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		switch n := e.Name(); {
+		case n == "kubepods.slice" || strings.HasSuffix(n, "-kubepods.slice"):
+			// The systemd name wins if, oddly, both exist: a kubelet on systemd
+			// never creates plain "kubepods".
+			return n, DriverSystemd, nil
+		case n == "kubepods":
+			name, driver = n, DriverCgroupfs
+		}
+	}
+	return name, driver, nil
+}
+
+// systemdPrefix is the prefix systemd-driver children of a kubepods slice
+// carry: "kubepods" for kubepods.slice.
+func systemdPrefix(kubepodsName string) []byte {
+	return bytes.TrimSuffix([]byte(kubepodsName), []byte(".slice"))
+}

@@ -1,0 +1,449 @@
+package pressure
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/shirou/gopsutil/v3/mem"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// memFiles are the memory files of one cgroup (the node or kubepods).
+type memFiles struct {
+	v2       bool
+	usage    file // memory.usage_in_bytes (v1) or memory.current (v2); no path on the v2 root
+	stat     file
+	limit    file // memory.limit_in_bytes (v1) or memory.max (v2); no path on the v2 root
+	pressure file // cgroup2 memory.pressure; no path when there is none
+}
+
+// newMemFiles sets up the memory files of the cgroup whose memory directory
+// is dir. pressureDir is its cgroup2 directory ("" when none).
+func newMemFiles(mode Mode, dir, pressureDir string) memFiles {
+	m := memFiles{v2: mode == ModeV2, usage: file{fd: -1}, limit: file{fd: -1}, pressure: file{fd: -1}}
+	m.stat = newFile(filepath.Join(dir, "memory.stat"))
+	if m.v2 {
+		if existsC(newCPath(filepath.Join(dir, "memory.current"))) {
+			m.usage = newFile(filepath.Join(dir, "memory.current"))
+			m.limit = newFile(filepath.Join(dir, "memory.max"))
+		}
+	} else {
+		m.usage = newFile(filepath.Join(dir, "memory.usage_in_bytes"))
+		m.limit = newFile(filepath.Join(dir, "memory.limit_in_bytes"))
+	}
+	if pressureDir != "" {
+		if p := filepath.Join(pressureDir, "memory.pressure"); existsC(newCPath(p)) {
+			m.pressure = newFile(p)
+		}
+	}
+	return m
+}
+
+func (m *memFiles) close(open *int) {
+	m.usage.close(open)
+	m.stat.close(open)
+	m.limit.close(open)
+	m.pressure.close(open)
+}
+
+// pressureDirFor is the cgroup2 directory of a cgroup given relative to the
+// hierarchy roots: the same directory on v2, the one under the unified mount
+// on hybrid hosts when the kubelet created it there, "" otherwise.
+func pressureDirFor(h hierarchies, rel string) string {
+	if h.unified == "" {
+		return ""
+	}
+	d := filepath.Join(h.unified, rel)
+	if !isDir(d) {
+		return ""
+	}
+	return d
+}
+
+// nodeFiles are the node-level files read every pass.
+type nodeFiles struct {
+	dir          string // memory cgroup of the cgroup root
+	mem          memFiles
+	procPressure bool
+	psi          [3]file // /proc/pressure/memory, cpu, io
+	pidMax       file
+	threadsMax   file
+	loadavg      file
+	nodefs       string // <root>/var/lib/kubelet
+	imagefs      string // <root><image fs path>
+	hostRoot     string
+	// warned remembers which node files already got a warning, so a broken
+	// file is reported once, not on every pass.
+	warned map[string]bool
+}
+
+func newNodeFiles(opts Options, h hierarchies, nodeDir string) nodeFiles {
+	n := nodeFiles{
+		dir:        nodeDir,
+		mem:        newMemFiles(h.mode, nodeDir, pressureDirFor(h, opts.CgroupRoot)),
+		pidMax:     newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/pid_max")),
+		threadsMax: newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/threads-max")),
+		loadavg:    newFile(filepath.Join(opts.HostRoot, "proc/loadavg")),
+		nodefs:     filepath.Join(opts.HostRoot, "var/lib/kubelet"),
+		imagefs:    filepath.Join(opts.HostRoot, opts.ImageFsPath),
+		hostRoot:   opts.HostRoot,
+		warned:     map[string]bool{},
+	}
+	pp := filepath.Join(opts.HostRoot, "proc/pressure")
+	n.procPressure = isDir(pp)
+	for i, r := range [...]string{"memory", "cpu", "io"} {
+		n.psi[i] = newFile(filepath.Join(pp, r))
+	}
+	return n
+}
+
+func (n *nodeFiles) close(open *int) {
+	n.mem.close(open)
+	for i := range n.psi {
+		n.psi[i].close(open)
+	}
+	n.pidMax.close(open)
+	n.threadsMax.close(open)
+	n.loadavg.close(open)
+}
+
+// memSample is what one pass read from a cgroup's memFiles.
+type memSample struct {
+	ok     bool
+	usage  uint64
+	limit  uint64 // unlimited when none
+	stat   memStat
+	psi    statsv1alpha1.PSIStats
+	hasPSI bool
+}
+
+// nodeSample is what one pass read at node level.
+type nodeSample struct {
+	mem      memSample
+	kubepods memSample
+	psi      [3]statsv1alpha1.PSIStats
+	psiOK    [3]bool
+	fs       fsSample
+	imagefs  fsSample
+	pidMax   uint64
+	tasks    uint64
+	pidsOK   bool
+}
+
+type fsSample struct {
+	ok                                            bool
+	capacity, available, used, inodes, inodesFree uint64
+}
+
+// nodeWarn reports a broken node-level file, once until it reads well again.
+func (o *Observer) nodeWarn(obs *Observation, f *file, content []byte, err error) {
+	o.nodeWarnPath(obs, f.path.String(), content, err)
+}
+
+func (o *Observer) nodeWarnPath(obs *Observation, key string, content []byte, err error) {
+	obs.SkippedFiles++
+	if o.node.warned[key] {
+		o.log.Debug("node file still unusable", zap.String("file", key), zap.Error(err))
+		return
+	}
+	o.node.warned[key] = true
+	fields := []zap.Field{zap.String("file", key), zap.Error(err)}
+	if content != nil {
+		fields = append(fields, zap.String("content", quoteContent(content)))
+	}
+	o.log.Warn("skipping unusable node file", fields...)
+}
+
+func (o *Observer) nodeOK(f *file) {
+	if len(o.node.warned) > 0 {
+		delete(o.node.warned, f.path.String())
+	}
+}
+
+// readUintFile reads and parses a single-value file at node level.
+func (o *Observer) readUintFile(obs *Observation, f *file, parse func([]byte) (uint64, error)) (uint64, bool) {
+	b, err := o.read(f)
+	if err != nil {
+		o.nodeWarn(obs, f, nil, err)
+		return 0, false
+	}
+	v, err := parse(b)
+	if err != nil {
+		o.nodeWarn(obs, f, b, err)
+		return 0, false
+	}
+	o.nodeOK(f)
+	return v, true
+}
+
+// readMem reads a cgroup's memory figures. On the v2 root there is no
+// memory.current: usage is emulated as anon + file from memory.stat (what
+// runc and cAdvisor do), or from /proc/meminfo on kernels without a root memory.stat.
+func (o *Observer) readMem(obs *Observation, m *memFiles, s *memSample, pressure bool) {
+	s.limit = unlimited
+	b, err := o.read(&m.stat)
+	if err != nil {
+		if m.v2 && m.usage.path == nil && errors.Is(err, unix.ENOENT) {
+			o.readMeminfoUsage(obs, s)
+			return
+		}
+		o.nodeWarn(obs, &m.stat, nil, err)
+		return
+	}
+	st, err := parseMemoryStat(b, m.v2)
+	if err != nil {
+		o.nodeWarn(obs, &m.stat, b, err)
+		return
+	}
+	o.nodeOK(&m.stat)
+	s.stat = st
+	if m.usage.path == nil {
+		s.usage = st.RSS + st.File
+	} else {
+		var ok bool
+		if s.usage, ok = o.readUintFile(obs, &m.usage, parseUint); !ok {
+			return
+		}
+		if s.limit, ok = o.readUintFile(obs, &m.limit, parseLimit); !ok {
+			return
+		}
+	}
+	s.ok = true
+	if pressure && m.pressure.path != nil {
+		s.psi, s.hasPSI = o.readPSIFile(obs, &m.pressure)
+	}
+}
+
+// readMeminfoUsage is the slow path for a v2 root cgroup without memory.stat
+// (kernels before root memory.stat existed): gopsutil parses /proc/meminfo.
+func (o *Observer) readMeminfoUsage(obs *Observation, s *memSample) {
+	ctx := hostProcContext(o.opts.HostRoot)
+	vm, err := mem.VirtualMemoryWithContext(ctx)
+	if err != nil {
+		o.nodeWarn(obs, &o.node.mem.stat, nil, err)
+		return
+	}
+	ex, err := mem.VirtualMemoryExWithContext(ctx)
+	if err != nil {
+		o.nodeWarn(obs, &o.node.mem.stat, nil, err)
+		return
+	}
+	s.usage = vm.Total - vm.Free
+	s.stat = memStat{InactiveFile: ex.InactiveFile}
+	s.ok = true
+}
+
+func (o *Observer) readPSIFile(obs *Observation, f *file) (statsv1alpha1.PSIStats, bool) {
+	b, err := o.read(f)
+	if err != nil {
+		// EOPNOTSUPP: PSI switched off at boot (psi=0) or for the cgroup.
+		if !errors.Is(err, unix.EOPNOTSUPP) {
+			o.nodeWarn(obs, f, nil, err)
+		}
+		return statsv1alpha1.PSIStats{}, false
+	}
+	p, err := parsePSI(b)
+	if err != nil {
+		o.nodeWarn(obs, f, b, err)
+		return p, false
+	}
+	o.nodeOK(f)
+	return p, true
+}
+
+func (o *Observer) readNode(ns *nodeSample, obs *Observation) {
+	n := &o.node
+	o.readMem(obs, &n.mem, &ns.mem, false)
+	if n.procPressure && !o.opts.NoNodePSI {
+		for i := range n.psi {
+			ns.psi[i], ns.psiOK[i] = o.readPSIFile(obs, &n.psi[i])
+		}
+	}
+	pidMax, ok1 := o.readUintFile(obs, &n.pidMax, parseUint)
+	threadsMax, ok2 := o.readUintFile(obs, &n.threadsMax, parseUint)
+	tasks, ok3 := o.readUintFile(obs, &n.loadavg, parseLoadavgTasks)
+	if ok1 && ok2 && ok3 {
+		ns.pidMax, ns.tasks, ns.pidsOK = min(pidMax, threadsMax), tasks, true
+	}
+	ns.fs = o.statfs(obs, n.nodefs)
+	ns.imagefs = o.statfs(obs, n.imagefs)
+}
+
+// statfs measures the filesystem holding p. A path that does not exist
+// (yet) is measured at its nearest existing ancestor within the host root:
+// that is the filesystem it will be created on.
+func (o *Observer) statfs(obs *Observation, p string) fsSample {
+	var st unix.Statfs_t
+	for {
+		err := unix.Statfs(p, &st)
+		if err == nil {
+			break
+		}
+		parent := filepath.Dir(p)
+		if !errors.Is(err, unix.ENOENT) || len(p) <= len(o.node.hostRoot) || parent == p {
+			o.nodeWarnPath(obs, p, nil, fmt.Errorf("statfs: %w", err))
+			return fsSample{}
+		}
+		p = parent
+	}
+	if len(o.node.warned) > 0 {
+		delete(o.node.warned, p)
+	}
+	bs := uint64(st.Bsize)
+	return fsSample{
+		ok:         true,
+		capacity:   st.Blocks * bs,
+		available:  st.Bavail * bs,
+		used:       (st.Blocks - st.Bfree) * bs,
+		inodes:     st.Files,
+		inodesFree: st.Ffree,
+	}
+}
+
+// kubepodsState is the kubepods cgroup once found.
+type kubepodsState struct {
+	name       string // directory name, e.g. kubepods.slice
+	rel        string // relative to the hierarchy roots
+	driver     Driver
+	prefix     []byte // systemd child name prefix
+	dir        cpath  // memory directory
+	burstable  string // QoS directory names inside it
+	besteffort string
+	// burstableDir and besteffortDir are their memory directories.
+	burstableDir, besteffortDir cpath
+	mem                         memFiles
+}
+
+// findKubepods looks for the kubepods cgroup and records it in the layout.
+func (o *Observer) findKubepods() error {
+	name, driver, err := findKubepods(o.node.dir)
+	if err != nil || name == "" {
+		return err
+	}
+	rel := filepath.Join(o.opts.CgroupRoot, name)
+	dir := filepath.Join(o.hier.memory, rel)
+	k := &kubepodsState{name: name, rel: rel, driver: driver, dir: newCPath(dir)}
+	if driver == DriverSystemd {
+		k.prefix = systemdPrefix(name)
+		k.burstable = string(k.prefix) + "-burstable.slice"
+		k.besteffort = string(k.prefix) + "-besteffort.slice"
+	} else {
+		k.burstable, k.besteffort = "burstable", "besteffort"
+	}
+	k.burstableDir = newCPath(filepath.Join(dir, k.burstable))
+	k.besteffortDir = newCPath(filepath.Join(dir, k.besteffort))
+	pdir := pressureDirFor(o.hier, rel)
+	k.mem = newMemFiles(o.hier.mode, dir, pdir)
+	o.kubepods = k
+	o.layoutMu.Lock()
+	o.layout.Driver = driver
+	o.layout.KubepodsCgroup = rel
+	o.layout.KubepodsMemoryDir = dir
+	if k.mem.pressure.path != nil {
+		o.layout.KubepodsPressureDir = pdir
+	}
+	o.layoutMu.Unlock()
+	o.log.Info("found the kubepods cgroup", zap.String("dir", dir), zap.String("driver", string(driver)))
+	return nil
+}
+
+// dropKubepods forgets a kubepods cgroup that went away (kubelet reset).
+func (o *Observer) dropKubepods() {
+	o.kubepods.mem.close(&o.openFiles)
+	o.kubepods = nil
+	o.layoutMu.Lock()
+	o.layout.Driver, o.layout.KubepodsCgroup, o.layout.KubepodsMemoryDir, o.layout.KubepodsPressureDir = DriverNone, "", "", ""
+	o.layoutMu.Unlock()
+	o.log.Warn("the kubepods cgroup is gone", zap.String("dir", o.node.dir))
+}
+
+func (o *Observer) readKubepods(ns *nodeSample, obs *Observation) {
+	o.readMem(obs, &o.kubepods.mem, &ns.kubepods, !o.opts.NoNodePSI)
+}
+
+// buildNode fills NodeStats from the node sample.
+func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns *nodeSample, ts metav1.Time) {
+	capacity := o.memTotal
+	if ns.mem.ok && ns.mem.limit < capacity {
+		capacity = ns.mem.limit
+		obs.Node.CgroupRootLimitBytes = ns.mem.limit
+	}
+	obs.Node.MemTotalBytes = o.memTotal
+	obs.Node.MemoryCapacityBytes = capacity
+
+	var psi []statsv1alpha1.PSIStats
+	for i := range ns.psiOK {
+		if ns.psiOK[i] {
+			psi = ns.psi[:]
+		}
+	}
+	// 6 node memory values, 3 kubepods, 5 + 5 filesystem values.
+	vals := make([]uint64, 19)
+	if ns.mem.ok {
+		ws := workingSet(ns.mem.usage, ns.mem.stat.InactiveFile)
+		vals[0], vals[1], vals[2], vals[3], vals[4], vals[5] = sub0(capacity, ws), ns.mem.usage, ws, ns.mem.stat.RSS, ns.mem.stat.PgFault, ns.mem.stat.PgMajFault
+		node.Memory = &statsv1alpha1.MemoryStats{Time: ts, AvailableBytes: &vals[0], UsageBytes: &vals[1], WorkingSetBytes: &vals[2],
+			RSSBytes: &vals[3], PageFaults: &vals[4], MajorPageFaults: &vals[5]}
+	}
+	if psi != nil {
+		if ns.psiOK[0] {
+			if node.Memory == nil {
+				node.Memory = &statsv1alpha1.MemoryStats{Time: ts}
+			}
+			node.Memory.PSI = &psi[0]
+		}
+		if ns.psiOK[1] {
+			node.CPU = &statsv1alpha1.CPUStats{Time: ts, PSI: &psi[1]}
+		}
+		if ns.psiOK[2] {
+			node.IO = &statsv1alpha1.IOStats{Time: ts, PSI: &psi[2]}
+		}
+	}
+	if k := &ns.kubepods; k.ok {
+		limit := capacity
+		if k.limit < limit {
+			limit = k.limit
+			obs.Node.KubepodsLimitBytes = k.limit
+		}
+		ws := workingSet(k.usage, k.stat.InactiveFile)
+		vals[6], vals[7], vals[8] = sub0(limit, ws), k.usage, ws
+		m := &statsv1alpha1.MemoryStats{Time: ts, AvailableBytes: &vals[6], UsageBytes: &vals[7], WorkingSetBytes: &vals[8]}
+		if k.hasPSI {
+			psiCopy := k.psi
+			m.PSI = &psiCopy
+		}
+		node.SystemContainers = []statsv1alpha1.ContainerStats{{Name: statsv1alpha1.SystemContainerPods, StartTime: ts, Memory: m}}
+	}
+	if ns.fs.ok {
+		node.Fs = fsStats(ts, &ns.fs, vals[9:14])
+	}
+	if ns.imagefs.ok {
+		node.Runtime = &statsv1alpha1.RuntimeStats{ImageFs: fsStats(ts, &ns.imagefs, vals[14:19])}
+	}
+	if ns.pidsOK {
+		r := make([]int64, 2)
+		r[0], r[1] = int64(min(ns.pidMax, 1<<62)), int64(min(ns.tasks, 1<<62))
+		node.Rlimit = &statsv1alpha1.RlimitStats{Time: ts, MaxPID: &r[0], NumOfRunningProcesses: &r[1]}
+	}
+}
+
+func fsStats(ts metav1.Time, s *fsSample, v []uint64) *statsv1alpha1.FsStats {
+	v[0], v[1], v[2], v[3], v[4] = s.available, s.capacity, s.used, s.inodesFree, s.inodes
+	f := &statsv1alpha1.FsStats{Time: ts, AvailableBytes: &v[0], CapacityBytes: &v[1], UsedBytes: &v[2], InodesFree: &v[3], Inodes: &v[4]}
+	if s.inodes >= s.inodesFree {
+		used := s.inodes - s.inodesFree
+		f.InodesUsed = &used
+	}
+	return f
+}
+
+func sub0(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}

@@ -1,0 +1,404 @@
+package pressure
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shirou/gopsutil/v3/common"
+	"github.com/shirou/gopsutil/v3/mem"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// Observation is one reading of node and pod pressure.
+type Observation struct {
+	Time time.Time `json:"time"`
+	// Summary is shaped like the kubelet's Summary API. Pods are sorted by UID.
+	Summary *statsv1alpha1.Summary `json:"summary"`
+	// Pods[i] holds what the Summary has no field for, about Summary.Pods[i].
+	Pods []PodExtras `json:"pods"`
+	// Node holds node figures the Summary has no field for.
+	Node NodeExtras `json:"node"`
+	// Layout is where this observation was read from.
+	Layout Layout `json:"layout"`
+
+	// SkippedFiles counts files that were malformed or unreadable in this
+	// pass, node files included. Pod cgroups that vanished are not counted.
+	SkippedFiles int `json:"skippedFiles"`
+	// SkippedPods counts pods left out because one of their files was
+	// malformed or unreadable.
+	SkippedPods int `json:"skippedPods"`
+	// VanishedPods counts pod cgroups that were deleted while being read
+	// (a pod going away: normal, left out quietly).
+	VanishedPods int `json:"vanishedPods"`
+}
+
+// PodExtras are per-pod facts beside the Summary's PodStats.
+type PodExtras struct {
+	UID string         `json:"uid"`
+	QoS v1.PodQOSClass `json:"qos"`
+	// Cgroup is the pod's cgroup relative to the hierarchy roots, e.g.
+	// /kubepods/burstable/pod<uid>.
+	Cgroup string `json:"cgroup"`
+	// MemoryEvents are the v2 memory.events counters; nil on v1 and hybrid.
+	MemoryEvents *MemoryEvents `json:"memoryEvents,omitempty"`
+	// EphemeralAge is how old the pod's ephemeral-storage figure is (it is
+	// refreshed every Options.EphemeralRefresh, within a walk budget).
+	EphemeralAge time.Duration `json:"ephemeralAge,omitempty"`
+	// EphemeralPartial: the walk stopped at the budget, so the figure is a lower bound.
+	EphemeralPartial bool `json:"ephemeralPartial,omitempty"`
+}
+
+// NodeExtras are node facts beside the Summary's NodeStats.
+type NodeExtras struct {
+	// MemTotalBytes is MemTotal from /proc/meminfo.
+	MemTotalBytes uint64 `json:"memTotalBytes"`
+	// MemoryCapacityBytes is min(MemTotal, the cgroup root's memory limit):
+	// what memory.available is measured against.
+	MemoryCapacityBytes uint64 `json:"memoryCapacityBytes"`
+	// CgroupRootLimitBytes is the cgroup root's memory limit, 0 when unlimited.
+	CgroupRootLimitBytes uint64 `json:"cgroupRootLimitBytes,omitempty"`
+	// KubepodsLimitBytes is the kubepods cgroup's memory limit, 0 when unlimited or absent.
+	KubepodsLimitBytes uint64 `json:"kubepodsLimitBytes,omitempty"`
+}
+
+// Observer reads node and pod pressure from the kernel. Observe is meant to
+// be called from one goroutine (the agent loop); calls are serialized.
+// Layout may be called from any goroutine.
+type Observer struct {
+	opts Options
+	log  *zap.Logger
+	hier hierarchies
+	// memTotal is read once: it changes only with memory hot-plug.
+	memTotal uint64
+	nodeName string
+
+	mu        sync.Mutex // serializes Observe: the buffers and caches below are shared
+	buf       []byte     // file content buffer
+	dbuf      []byte     // getdents buffer
+	openFiles int
+	maxOpen   int
+
+	node     nodeFiles
+	kubepods *kubepodsState // nil while there is no kubepods cgroup
+
+	pods    [3]map[string]*podEntry // per QoS directory, keyed by cgroup directory name
+	gen     uint64
+	active  []*podEntry
+	newPods int // pods that appeared in the last pass
+	samples []podSample
+	logs    logIndex
+	stale   []*podEntry
+
+	layoutMu sync.Mutex
+	layout   Layout
+
+	// trace, when set (benchmarks), sees every file and directory a pass reads.
+	trace func(p cpath, dir bool)
+}
+
+// NewObserver checks the host root, detects the cgroup mode and the
+// kubelet's cgroup driver, and returns an Observer. An error wrapping
+// ErrHostRoot means the host root lacks what evictd needs; ErrInvalidOptions
+// means an option is malformed.
+func NewObserver(opts Options, log *zap.Logger) (*Observer, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if !isDir(opts.HostRoot) {
+		return nil, fmt.Errorf("%w: %s is not a directory", ErrHostRoot, opts.HostRoot)
+	}
+	memTotal, err := readMemTotal(opts.HostRoot)
+	if err != nil {
+		return nil, err
+	}
+	hier, err := detectHierarchies(opts.HostRoot)
+	if err != nil {
+		return nil, err
+	}
+	nodeDir := filepath.Join(hier.memory, opts.CgroupRoot)
+	if !isDir(nodeDir) {
+		return nil, fmt.Errorf("%w: cgroup root %q not found in the memory hierarchy (%s is not a directory)", ErrHostRoot, opts.CgroupRoot, nodeDir)
+	}
+	o := &Observer{
+		opts:     opts,
+		log:      log,
+		hier:     hier,
+		memTotal: memTotal,
+		buf:      make([]byte, 16<<10),
+		dbuf:     make([]byte, 32<<10),
+		maxOpen:  openFileBudget(opts.MaxOpenFiles),
+		logs:     logIndex{dir: newCPath(filepath.Join(opts.HostRoot, "var/log/pods"))},
+	}
+	for i := range o.pods {
+		o.pods[i] = map[string]*podEntry{}
+	}
+	o.nodeName = readHostname(opts.HostRoot)
+	o.node = newNodeFiles(opts, hier, nodeDir)
+	o.layout = Layout{
+		Mode:          hier.mode,
+		CgroupRoot:    opts.CgroupRoot,
+		MemoryMount:   hier.memory,
+		UnifiedMount:  hier.unified,
+		PidsMount:     hier.pids,
+		NodeMemoryDir: nodeDir,
+	}
+	if o.node.mem.pressure.path != nil {
+		// Node PSI comes from /proc/pressure; the cgroup root's own file is
+		// for the wake-up sources.
+		o.layout.NodePressureDir = filepath.Dir(o.node.mem.pressure.path.String())
+	}
+	if o.node.procPressure {
+		o.layout.ProcPressureDir = filepath.Join(opts.HostRoot, "proc/pressure")
+	}
+	if err := o.findKubepods(); err != nil {
+		return nil, fmt.Errorf("%w: listing %s: %v", ErrHostRoot, nodeDir, err)
+	}
+	log.Debug("observer ready", zap.String("mode", string(hier.mode)), zap.String("driver", string(o.layout.Driver)),
+		zap.String("nodeMemoryDir", nodeDir), zap.String("kubepods", o.layout.KubepodsMemoryDir))
+	return o, nil
+}
+
+// readMemTotal uses gopsutil, pointed at the host's /proc through its context
+// environment: MemTotal is read once, so its allocations do not matter, and
+// gopsutil already copes with the corner cases of /proc/meminfo.
+func readMemTotal(hostRoot string) (uint64, error) {
+	vm, err := mem.VirtualMemoryWithContext(hostProcContext(hostRoot))
+	if err != nil {
+		return 0, fmt.Errorf("%w: reading %s: %v", ErrHostRoot, filepath.Join(hostRoot, "proc/meminfo"), err)
+	}
+	if vm.Total == 0 {
+		return 0, fmt.Errorf("%w: no MemTotal in %s", ErrHostRoot, filepath.Join(hostRoot, "proc/meminfo"))
+	}
+	return vm.Total, nil
+}
+
+func hostProcContext(hostRoot string) context.Context {
+	return context.WithValue(context.Background(), common.EnvKey,
+		common.EnvMap{common.HostProcEnvKey: filepath.Join(hostRoot, "proc")})
+}
+
+func readHostname(hostRoot string) string {
+	b, err := os.ReadFile(filepath.Join(hostRoot, "proc/sys/kernel/hostname"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// openFileBudget turns Options.MaxOpenFiles into a count.
+func openFileBudget(max int) int {
+	if max < 0 {
+		return 0
+	}
+	if max > 0 {
+		return max
+	}
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
+		return 4096
+	}
+	return int(rl.Cur / 2)
+}
+
+// Layout returns where the observer reads from. The kubepods fields fill in
+// once the kubelet has created its cgroups.
+func (o *Observer) Layout() Layout {
+	o.layoutMu.Lock()
+	defer o.layoutMu.Unlock()
+	return o.layout
+}
+
+// Close releases the files the observer keeps open between passes.
+func (o *Observer) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closeKept()
+	for _, m := range o.pods {
+		clear(m)
+	}
+	return nil
+}
+
+// closeKept closes every file kept open; they reopen on their next read.
+func (o *Observer) closeKept() {
+	for _, m := range o.pods {
+		for _, e := range m {
+			e.close(&o.openFiles)
+		}
+	}
+	if o.kubepods != nil {
+		o.kubepods.mem.close(&o.openFiles)
+	}
+	o.node.close(&o.openFiles)
+}
+
+// keep tells whether one more file may stay open between passes.
+func (o *Observer) keep() bool { return o.openFiles < o.maxOpen }
+
+// read reads one file for this pass.
+func (o *Observer) read(f *file) ([]byte, error) {
+	if o.trace != nil {
+		o.trace(f.path, false)
+	}
+	keep := o.keep()
+	b, err := f.read(o.buf, keep, &o.openFiles)
+	if keep && (err == unix.EMFILE || err == unix.ENFILE) {
+		// The process is out of descriptors: give back every kept file, keep
+		// at most half as many from now on, and read this one the slow way.
+		held := o.openFiles
+		o.closeKept()
+		o.maxOpen = held / 2
+		o.log.Warn("out of file descriptors; keeping fewer kernel files open between passes",
+			zap.Int("held", held), zap.Int("budget", o.maxOpen), zap.Error(err))
+		b, err = f.read(o.buf, false, &o.openFiles)
+	}
+	return b, err
+}
+
+// Observe takes one observation. Problems with single files are logged,
+// counted in the Observation and skipped; only a cancelled context stops it.
+func (o *Observer) Observe(ctx context.Context) (*Observation, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.opts.Clock.Now()
+	obs := &Observation{Time: now}
+	var ns nodeSample
+	o.readNode(&ns, obs)
+	if o.kubepods == nil {
+		if err := o.findKubepods(); err != nil {
+			o.log.Warn("cannot look for the kubepods cgroup", zap.String("dir", o.node.dir), zap.Error(err))
+		}
+	}
+	n := 0
+	if o.kubepods != nil {
+		o.readKubepods(&ns, obs)
+		n = o.readPods(obs)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		o.refreshNames(now)
+		o.refreshEphemeral(ctx, now)
+	}
+	o.build(obs, &ns, o.samples[:n], now)
+	obs.Layout = o.Layout()
+	return obs, nil
+}
+
+// build turns the samples of a pass into the Summary. The pointer fields
+// of the kubelet types point into a few slabs allocated per observation, so
+// the whole Summary costs a handful of allocations whatever the pod count.
+func (o *Observer) build(obs *Observation, ns *nodeSample, samples []podSample, now time.Time) {
+	ts := metav1.NewTime(now)
+	sum := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: o.nodeName}}
+	obs.Summary = sum
+	o.buildNode(&sum.Node, obs, ns, ts)
+
+	n := len(samples)
+	if n == 0 {
+		sum.Pods = []statsv1alpha1.PodStats{}
+		obs.Pods = []PodExtras{}
+		return
+	}
+	const perPod = 8
+	vals := make([]uint64, n*perPod)
+	pods := make([]statsv1alpha1.PodStats, n)
+	mems := make([]statsv1alpha1.MemoryStats, n)
+	procs := make([]statsv1alpha1.ProcessStats, n)
+	extras := make([]PodExtras, n)
+	var psis []statsv1alpha1.PSIStats
+	var events []MemoryEvents
+	var fss []statsv1alpha1.FsStats
+	for i := range samples {
+		s := &samples[i]
+		e := s.e
+		v := vals[i*perPod : (i+1)*perPod : (i+1)*perPod]
+		v[0], v[1], v[2], v[3], v[4] = workingSet(s.usage, s.stat.InactiveFile), s.usage, s.stat.RSS, s.stat.PgFault, s.stat.PgMajFault
+		m := &mems[i]
+		*m = statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: &v[0], UsageBytes: &v[1], RSSBytes: &v[2], PageFaults: &v[3], MajorPageFaults: &v[4]}
+		if s.hasPSI {
+			if psis == nil {
+				psis = make([]statsv1alpha1.PSIStats, n)
+			}
+			psis[i] = s.psi
+			m.PSI = &psis[i]
+		}
+		p := &pods[i]
+		p.PodRef = statsv1alpha1.PodReference{Name: e.name, Namespace: e.namespace, UID: e.uid}
+		p.Containers = []statsv1alpha1.ContainerStats{}
+		p.Memory = m
+		if s.hasPids {
+			v[5] = s.pids
+			procs[i].ProcessCount = &v[5]
+			p.ProcessStats = &procs[i]
+		}
+		x := &extras[i]
+		*x = PodExtras{UID: e.uid, QoS: e.qos, Cgroup: e.rel}
+		if s.hasEvents {
+			if events == nil {
+				events = make([]MemoryEvents, n)
+			}
+			events[i] = s.events
+			x.MemoryEvents = &events[i]
+		}
+		if e.eph.known {
+			if fss == nil {
+				fss = make([]statsv1alpha1.FsStats, n)
+			}
+			v[6], v[7] = e.eph.used, e.eph.inodes
+			fss[i] = statsv1alpha1.FsStats{Time: metav1.NewTime(e.eph.at), UsedBytes: &v[6], InodesUsed: &v[7]}
+			p.EphemeralStorage = &fss[i]
+			x.EphemeralAge = now.Sub(e.eph.at)
+			x.EphemeralPartial = e.eph.partial
+		}
+	}
+	sum.Pods = pods
+	obs.Pods = extras
+}
+
+// workingSet is the kubelet's (cAdvisor's) working set: usage minus
+// inactive file pages, floored at zero.
+func workingSet(usage, inactiveFile uint64) uint64 {
+	if inactiveFile > usage {
+		return 0
+	}
+	return usage - inactiveFile
+}
+
+// quoteContent renders file content for a warning. Long content is cut to
+// the part that shows the problem: the first line that is not "key value",
+// else the end of the file, where a truncated read shows.
+func quoteContent(b []byte) string {
+	const max = 160
+	if len(b) <= max {
+		return fmt.Sprintf("%q", b)
+	}
+	for i, line := range bytes.Split(b, []byte{'\n'}) {
+		k, v, ok := bytes.Cut(line, []byte{' '})
+		if _, err := atou(v); (!ok || len(k) == 0 || err != nil) && len(line) > 0 {
+			if len(line) > max {
+				line = line[:max]
+			}
+			return fmt.Sprintf("line %d: %q", i+1, line)
+		}
+	}
+	return fmt.Sprintf("...%q", b[len(b)-max:])
+}

@@ -1,0 +1,119 @@
+package pressure
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// ErrHostRoot is returned (wrapped) by NewObserver when the host root lacks
+// what evictd needs: /proc/meminfo or a cgroup memory controller.
+var ErrHostRoot = errors.New("host root is not usable")
+
+// ErrInvalidOptions is returned (wrapped) by NewObserver for options that
+// cannot be right whatever the host holds, such as a relative cgroup root.
+var ErrInvalidOptions = errors.New("invalid observer options")
+
+// Defaults of the options.
+const (
+	DefaultHostRoot         = "/"
+	DefaultCgroupRoot       = "/"
+	DefaultImageFsPath      = "/var/lib/containerd"
+	DefaultEphemeralRefresh = 10 * time.Second
+	DefaultEphemeralBudget  = 20000
+)
+
+// Options configure an Observer. The zero value of every field means its default.
+type Options struct {
+	// HostRoot is the directory under which every host path is read: /proc,
+	// /sys/fs/cgroup, /var/lib/kubelet, /var/log/pods and ImageFsPath. "/" by
+	// default; "/host" when the agent runs in a container with the host
+	// mounted there. Parts below it may be symlinks.
+	HostRoot string
+	// CgroupRoot is the cgroup (as the kubelet's --cgroup-root) under which
+	// kubepods lives, "/" by default. Node memory capacity is the smaller of
+	// MemTotal and this cgroup's memory limit, so a cgroup can stand for a node.
+	CgroupRoot string
+	// ImageFsPath is the container runtime's image store, whose filesystem is
+	// the imagefs. "/var/lib/containerd" by default.
+	ImageFsPath string
+
+	// EphemeralRefresh is how old a pod's ephemeral-storage figure may get
+	// before its directories are walked again (10s by default; the kubelet
+	// refreshes volume stats every minute).
+	EphemeralRefresh time.Duration
+	// EphemeralBudget bounds the directory entries one Observe visits while
+	// measuring ephemeral storage (20000 by default). Pods whose figure is
+	// stale are walked oldest first until the budget is spent; the others keep
+	// their previous figure until a later pass. One pod's walk stops at the
+	// budget too, and its figure is then a lower bound (PodExtras.EphemeralPartial).
+	EphemeralBudget int
+	// MaxOpenFiles bounds the kernel files kept open between passes (they are
+	// re-read with pread, several times cheaper than opening them). 0 means
+	// half the process's RLIMIT_NOFILE; a negative value keeps none open.
+	MaxOpenFiles int
+	// NoNodePSI stops the observer reading /proc/pressure/* and the kubepods
+	// cgroup's memory.pressure. Set it when an unprivileged PSI trigger is armed
+	// on those files: frequent reads of a group's pressure file keep such a
+	// trigger from firing (reference/psi.md §1.6).
+	NoNodePSI bool
+
+	// Clock stamps observations and ages the ephemeral-storage cache; the
+	// real clock by default.
+	Clock clock.PassiveClock
+}
+
+// withDefaults returns a copy of o with defaults filled in and paths cleaned,
+// or an error naming the bad value.
+func (o Options) withDefaults() (Options, error) {
+	if o.HostRoot == "" {
+		o.HostRoot = DefaultHostRoot
+	}
+	if o.CgroupRoot == "" {
+		o.CgroupRoot = DefaultCgroupRoot
+	}
+	if o.ImageFsPath == "" {
+		o.ImageFsPath = DefaultImageFsPath
+	}
+	if o.EphemeralRefresh == 0 {
+		o.EphemeralRefresh = DefaultEphemeralRefresh
+	}
+	if o.EphemeralBudget == 0 {
+		o.EphemeralBudget = DefaultEphemeralBudget
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	for _, p := range []struct{ name, val string }{
+		{"cgroup root", o.CgroupRoot}, {"image fs path", o.ImageFsPath},
+	} {
+		if !path.IsAbs(p.val) || strings.Contains(p.val, "\x00") || hasDotDot(p.val) {
+			return o, fmt.Errorf("%w: %s %q must be an absolute path without \"..\"", ErrInvalidOptions, p.name, p.val)
+		}
+	}
+	if strings.Contains(o.HostRoot, "\x00") {
+		return o, fmt.Errorf("%w: host root %q", ErrInvalidOptions, o.HostRoot)
+	}
+	if o.EphemeralRefresh < 0 {
+		return o, fmt.Errorf("%w: ephemeral refresh %v is negative", ErrInvalidOptions, o.EphemeralRefresh)
+	}
+	if o.EphemeralBudget < 0 {
+		return o, fmt.Errorf("%w: ephemeral budget %d is negative", ErrInvalidOptions, o.EphemeralBudget)
+	}
+	o.CgroupRoot = path.Clean(o.CgroupRoot)
+	o.ImageFsPath = path.Clean(o.ImageFsPath)
+	return o, nil
+}
+
+func hasDotDot(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,85 @@
+package rank
+
+import (
+	"math"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+	v1 "k8s.io/api/core/v1"
+)
+
+// podRequest is the pod's effective request for one resource, as the
+// scheduler accounts it:
+//
+//	max(sum of containers + sidecars, max over init containers of
+//	    (its request + the sidecars started before it)) + overhead
+//
+// Sidecars are init containers with restartPolicy Always (KEP-753); they run
+// alongside everything that starts after them. A pod-level request
+// (spec.resources, KEP-2837) replaces the container sum. A container with a
+// limit but no request counts its limit, as API defaulting would have set.
+func podRequest(p *v1.Pod, name v1.ResourceName) int64 {
+	var total int64
+	if v, ok := podLevelRequest(p, name); ok {
+		total = v
+	} else {
+		var sidecars, initMax, regular int64
+		for i := range p.Spec.InitContainers {
+			c := &p.Spec.InitContainers[i]
+			req := containerRequest(c, name)
+			if isSidecar(c) {
+				sidecars = addSat(sidecars, req)
+				continue
+			}
+			initMax = max(initMax, addSat(req, sidecars))
+		}
+		for i := range p.Spec.Containers {
+			regular = addSat(regular, containerRequest(&p.Spec.Containers[i], name))
+		}
+		total = max(addSat(regular, sidecars), initMax)
+	}
+	return addSat(total, quantity(p.Spec.Overhead, name))
+}
+
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+func podLevelRequest(p *v1.Pod, name v1.ResourceName) (int64, bool) {
+	if p.Spec.Resources == nil {
+		return 0, false
+	}
+	return lookup(p.Spec.Resources.Requests, name)
+}
+
+func containerRequest(c *v1.Container, name v1.ResourceName) int64 {
+	if v, ok := lookup(c.Resources.Requests, name); ok {
+		return v
+	}
+	v, _ := lookup(c.Resources.Limits, name)
+	return v
+}
+
+func quantity(l v1.ResourceList, name v1.ResourceName) int64 {
+	v, _ := lookup(l, name)
+	return v
+}
+
+// lookup reads one amount, negative ones (invalid in the API) as 0.
+func lookup(l v1.ResourceList, name v1.ResourceName) (int64, bool) {
+	if len(l) == 0 {
+		return 0, false
+	}
+	q, ok := l[name]
+	if !ok {
+		return 0, false
+	}
+	return max(thresholds.SaturatedValue(&q), 0), true
+}
+
+// addSat adds two non-negative amounts without wrapping.
+func addSat(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

@@ -1,0 +1,378 @@
+package thresholds
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Disabled is the value that switches a threshold off. evictd fills in a
+// default for every signal the operator does not name (so that setting one
+// threshold never silently drops the others, unlike kubelet#119985); naming a
+// signal with this value is how an operator says "no threshold here", e.g.
+// --eviction-hard=pid.available<none or, in the file, `pid.available: none`.
+const Disabled = "none"
+
+// Value is a threshold amount: an absolute quantity (bytes, inodes or PIDs)
+// or a fraction of the signal's capacity.
+type Value struct {
+	// Quantity is set for absolute values; nil when Percentage is used.
+	Quantity *resource.Quantity
+	// Percentage is the fraction of capacity in (0, 1] when Quantity is nil.
+	Percentage float64
+}
+
+// Amount resolves v against the capacity of an observation.
+func (v Value) Amount(capacity int64) int64 {
+	if v.Quantity != nil {
+		return SaturatedValue(v.Quantity)
+	}
+	f := math.Ceil(v.Percentage * float64(capacity))
+	if f >= math.MaxInt64 { // float64(MaxInt64) rounds up to 2^63
+		return math.MaxInt64
+	}
+	return int64(f)
+}
+
+// The int64 range as quantities, for SaturatedValue; never modified.
+var (
+	maxInt64Quantity = *resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+	minInt64Quantity = *resource.NewQuantity(math.MinInt64, resource.DecimalSI)
+)
+
+// SaturatedValue is q rounded up to an integer and clamped to the int64
+// range. resource.Quantity.Value() does not clamp: beyond int64 it returns 0
+// for some inputs ("10E") and wraps for others.
+func SaturatedValue(q *resource.Quantity) int64 {
+	switch {
+	case q.Cmp(maxInt64Quantity) >= 0:
+		return math.MaxInt64
+	case q.Cmp(minInt64Quantity) <= 0:
+		return math.MinInt64
+	}
+	return q.Value()
+}
+
+// String prints v in the syntax Parse accepts.
+func (v Value) String() string {
+	if v.Quantity != nil {
+		return v.Quantity.String()
+	}
+	return strconv.FormatFloat(v.Percentage*100, 'f', -1, 64) + "%"
+}
+
+// Threshold is one eviction threshold.
+type Threshold struct {
+	Signal Signal
+	// Value is met when the signal's available amount drops below it.
+	Value Value
+	// GracePeriod is how long a soft threshold must stay met before evictd
+	// acts; 0 means the threshold is hard and acts at once.
+	GracePeriod time.Duration
+	// MinReclaim, when set, keeps an acted-on threshold active until the
+	// available amount reaches Value + MinReclaim.
+	MinReclaim *Value
+}
+
+// Hard reports whether t acts without a grace period.
+func (t Threshold) Hard() bool { return t.GracePeriod == 0 }
+
+// String prints t as the kubelet would write it, with its grace period and
+// minimum reclaim when set.
+func (t Threshold) String() string {
+	var b strings.Builder
+	b.WriteString(string(t.Signal))
+	b.WriteByte('<')
+	b.WriteString(t.Value.String())
+	if !t.Hard() {
+		b.WriteString(" (soft, grace ")
+		b.WriteString(t.GracePeriod.String())
+		b.WriteByte(')')
+	}
+	if t.MinReclaim != nil {
+		b.WriteString(" (min-reclaim ")
+		b.WriteString(t.MinReclaim.String())
+		b.WriteByte(')')
+	}
+	return b.String()
+}
+
+// Spec is the textual form of a threshold set, keyed by signal name, as the
+// kubelet's configuration holds it (evictionHard, evictionSoft,
+// evictionSoftGracePeriod, evictionMinimumReclaim).
+type Spec struct {
+	Hard           map[string]string
+	Soft           map[string]string
+	GracePeriod    map[string]string
+	MinimumReclaim map[string]string
+}
+
+// Parse validates a Spec and turns it into thresholds, hard ones first, each
+// group in action order. It rejects unknown signals, zero or negative
+// quantities, percentages outside (0, 100], soft thresholds without a grace
+// period, and grace periods or minimum reclaims that belong to no threshold.
+// The first problem found (in signal-name order) is returned, naming the bad
+// entry.
+func Parse(spec Spec) ([]Threshold, error) {
+	hard, err := parseValues("eviction-hard", spec.Hard)
+	if err != nil {
+		return nil, err
+	}
+	soft, err := parseValues("eviction-soft", spec.Soft)
+	if err != nil {
+		return nil, err
+	}
+	grace := make(map[Signal]time.Duration, len(spec.GracePeriod))
+	for _, k := range sortedKeys(spec.GracePeriod) {
+		s, err := ParseSignal(k)
+		if err != nil {
+			return nil, fmt.Errorf("eviction-soft-grace-period: %w", err)
+		}
+		raw := strings.TrimSpace(spec.GracePeriod[k])
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return nil, fmt.Errorf("eviction-soft-grace-period: %s=%q is not a duration", k, raw)
+		}
+		if d <= 0 {
+			return nil, fmt.Errorf("eviction-soft-grace-period: %s=%s must be positive", k, raw)
+		}
+		if _, ok := soft[s]; !ok {
+			return nil, fmt.Errorf("eviction-soft-grace-period: %s has a grace period but no soft threshold", k)
+		}
+		grace[s] = d
+	}
+	minReclaim := make(map[Signal]Value, len(spec.MinimumReclaim))
+	for _, k := range sortedKeys(spec.MinimumReclaim) {
+		s, err := ParseSignal(k)
+		if err != nil {
+			return nil, fmt.Errorf("eviction-minimum-reclaim: %w", err)
+		}
+		v, err := parseValue(spec.MinimumReclaim[k], true)
+		if err != nil {
+			return nil, fmt.Errorf("eviction-minimum-reclaim: %s=%q: %w", k, spec.MinimumReclaim[k], err)
+		}
+		_, h := hard[s]
+		_, sf := soft[s]
+		if !h && !sf {
+			return nil, fmt.Errorf("eviction-minimum-reclaim: %s has a minimum reclaim but no threshold", k)
+		}
+		minReclaim[s] = v
+	}
+
+	out := make([]Threshold, 0, len(hard)+len(soft))
+	for _, s := range signalOrder {
+		if v, ok := hard[s]; ok {
+			out = append(out, Threshold{Signal: s, Value: v, MinReclaim: minReclaimFor(minReclaim, s)})
+		}
+	}
+	for _, s := range signalOrder {
+		v, ok := soft[s]
+		if !ok {
+			continue
+		}
+		g, ok := grace[s]
+		if !ok {
+			return nil, fmt.Errorf("eviction-soft: %s<%s has no grace period (set eviction-soft-grace-period %s=DURATION)", s, v, s)
+		}
+		out = append(out, Threshold{Signal: s, Value: v, GracePeriod: g, MinReclaim: minReclaimFor(minReclaim, s)})
+	}
+	return out, nil
+}
+
+// minReclaimFor gives each threshold its own copy so that callers can't
+// change one threshold through another.
+func minReclaimFor(m map[Signal]Value, s Signal) *Value {
+	v, ok := m[s]
+	if !ok || (v.Quantity != nil && v.Quantity.Sign() == 0) {
+		return nil
+	}
+	c := v
+	if v.Quantity != nil {
+		q := v.Quantity.DeepCopy()
+		c.Quantity = &q
+	}
+	return &c
+}
+
+func parseValues(what string, m map[string]string) (map[Signal]Value, error) {
+	out := make(map[Signal]Value, len(m))
+	for _, k := range sortedKeys(m) {
+		s, err := ParseSignal(k)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		raw := strings.TrimSpace(m[k])
+		if raw == Disabled {
+			continue
+		}
+		v, err := parseValue(raw, false)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s<%s: %w", what, k, printable(raw), err)
+		}
+		out[s] = v
+	}
+	return out, nil
+}
+
+// printable keeps user input readable in errors and on one line: it is
+// quoted only when it holds something that would not print plainly.
+func printable(s string) string {
+	for _, r := range s {
+		if !strconv.IsPrint(r) || r == '"' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// ParseValue parses a threshold amount: a quantity ("500Mi", "1000") that
+// must be positive, or a percentage ("10%") in (0, 100].
+func ParseValue(s string) (Value, error) {
+	return parseValue(strings.TrimSpace(s), false)
+}
+
+func parseValue(s string, allowZero bool) (Value, error) {
+	if s == "" {
+		return Value{}, fmt.Errorf("empty value")
+	}
+	if strings.HasSuffix(s, "%") {
+		num := strings.TrimSuffix(s, "%")
+		p, err := strconv.ParseFloat(num, 64)
+		if err != nil {
+			return Value{}, fmt.Errorf("%q is not a percentage", s)
+		}
+		// Written so that NaN fails too.
+		if !(p > 0 && p <= 100) {
+			return Value{}, fmt.Errorf("percentage %s is outside (0%%, 100%%]", s)
+		}
+		return Value{Percentage: p / 100}, nil
+	}
+	if err := checkQuantityShape(s); err != nil {
+		return Value{}, err
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return Value{}, fmt.Errorf("%q is not a quantity or percentage", s)
+	}
+	if q.Sign() < 0 || (q.Sign() == 0 && !allowZero) {
+		return Value{}, fmt.Errorf("quantity %s must be greater than zero", s)
+	}
+	if q.Cmp(maxInt64Quantity) > 0 {
+		return Value{}, fmt.Errorf("quantity %s is too large", s)
+	}
+	return Value{Quantity: &q}, nil
+}
+
+// checkQuantityShape rejects what resource.ParseQuantity would take
+// seconds or more to reject: its time grows with the decimal exponent
+// ("1e9999999" takes about two seconds), so a typo or hostile value in a
+// config file could stall startup.
+func checkQuantityShape(s string) error {
+	if len(s) > 64 {
+		return fmt.Errorf("quantity %.20s... is too long", s)
+	}
+	i := strings.IndexAny(s, "eE")
+	if i < 0 || i+1 >= len(s) {
+		return nil // no exponent, or the "E" (exa) suffix
+	}
+	exp, err := strconv.Atoi(s[i+1:])
+	if err != nil {
+		return nil // not an exponent ("Ei"); ParseQuantity decides
+	}
+	if exp > 30 || exp < -30 {
+		return fmt.Errorf("quantity %s: exponent out of range", s)
+	}
+	return nil
+}
+
+// SplitStatements splits the flag form of thresholds,
+// "memory.available<500Mi,nodefs.available<10%", into signal → value. The
+// only operator is "<" (the direction is implied by the signal); any other,
+// and any signal named twice, is an error. Empty items are ignored, so an
+// empty string is an empty map.
+func SplitStatements(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.IndexAny(item, "<>=!")
+		if i < 0 {
+			return nil, fmt.Errorf("%q has no operator; want SIGNAL<VALUE", item)
+		}
+		if item[i] != '<' || (i+1 < len(item) && strings.IndexByte("<>=!", item[i+1]) >= 0) {
+			return nil, fmt.Errorf("%q: unsupported operator; only < is allowed", item)
+		}
+		name, value := strings.TrimSpace(item[:i]), strings.TrimSpace(item[i+1:])
+		if err := addOnce(out, name, value, item); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// SplitPairs splits "memory.available=1m30s,nodefs.available=500Mi", the flag
+// form of grace periods and minimum reclaims, into signal → value; a signal
+// named twice is an error.
+func SplitPairs(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not SIGNAL=VALUE", item)
+		}
+		if err := addOnce(out, strings.TrimSpace(name), strings.TrimSpace(value), item); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func addOnce(m map[string]string, name, value, item string) error {
+	if name == "" {
+		return fmt.Errorf("%q has no signal", item)
+	}
+	if _, dup := m[name]; dup {
+		return fmt.Errorf("%q: signal %s is given twice", item, printable(name))
+	}
+	m[name] = value
+	return nil
+}
+
+// JoinStatements is the inverse of SplitStatements, in a stable order.
+func JoinStatements(m map[string]string) string {
+	return join(m, "<")
+}
+
+// JoinPairs is the inverse of SplitPairs, in a stable order.
+func JoinPairs(m map[string]string) string {
+	return join(m, "=")
+}
+
+func join(m map[string]string, op string) string {
+	keys := sortedKeys(m)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + op + m[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

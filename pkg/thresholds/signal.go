@@ -1,0 +1,126 @@
+// Package thresholds holds evictd's kubelet-compatible eviction thresholds:
+// the signals, the threshold syntax, the observations derived from a kubelet
+// Summary, and a clock-driven state machine that says which thresholds to act
+// on. Everything here is pure: no I/O, time comes from an injected clock.
+package thresholds
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Signal names an eviction signal, spelled as the kubelet spells it.
+type Signal string
+
+// The signals evictd understands. containerfs.* is left out on purpose: the
+// kubelet overrides user-given containerfs thresholds with the nodefs or
+// imagefs ones, so accepting them would only mislead.
+const (
+	MemoryAvailable            Signal = "memory.available"
+	AllocatableMemoryAvailable Signal = "allocatableMemory.available"
+	NodeFsAvailable            Signal = "nodefs.available"
+	NodeFsInodesFree           Signal = "nodefs.inodesFree"
+	ImageFsAvailable           Signal = "imagefs.available"
+	ImageFsInodesFree          Signal = "imagefs.inodesFree"
+	PIDAvailable               Signal = "pid.available"
+)
+
+// signalOrder is the order in which starved signals are acted on: memory
+// first, because it is the one the kernel OOM killer races us for, then disk,
+// then PIDs (the kubelet's byEvictionPriority puts memory first too).
+var signalOrder = []Signal{
+	MemoryAvailable,
+	AllocatableMemoryAvailable,
+	NodeFsAvailable,
+	NodeFsInodesFree,
+	ImageFsAvailable,
+	ImageFsInodesFree,
+	PIDAvailable,
+}
+
+// Signals returns every known signal in action order.
+func Signals() []Signal {
+	return append([]Signal(nil), signalOrder...)
+}
+
+// Valid reports whether s is a known signal.
+func (s Signal) Valid() bool {
+	return s.order() >= 0
+}
+
+func (s Signal) order() int {
+	for i, k := range signalOrder {
+		if k == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// ParseSignal returns the signal named by name, or an error that lists the
+// known ones.
+func ParseSignal(name string) (Signal, error) {
+	s := Signal(name)
+	if !s.Valid() {
+		return "", fmt.Errorf("unknown eviction signal %q (known: %s)", name, knownSignals())
+	}
+	return s, nil
+}
+
+func knownSignals() string {
+	names := make([]string, len(signalOrder))
+	for i, s := range signalOrder {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Condition is the node condition a signal drives, as the kubelet reports it.
+func (s Signal) Condition() v1.NodeConditionType {
+	switch s {
+	case MemoryAvailable, AllocatableMemoryAvailable:
+		return v1.NodeMemoryPressure
+	case PIDAvailable:
+		return v1.NodePIDPressure
+	default:
+		return v1.NodeDiskPressure
+	}
+}
+
+// Resource is what evicting a pod reclaims for this signal, in the kubelet's
+// words (it appears in its "Attempting to reclaim" events).
+func (s Signal) Resource() string {
+	switch s {
+	case MemoryAvailable, AllocatableMemoryAvailable:
+		return string(v1.ResourceMemory)
+	case NodeFsAvailable, ImageFsAvailable:
+		return string(v1.ResourceEphemeralStorage)
+	case NodeFsInodesFree, ImageFsInodesFree:
+		return "inodes"
+	case PIDAvailable:
+		return "pids"
+	}
+	return ""
+}
+
+// Conditions lists the node conditions evictd tracks, in a stable order.
+func Conditions() []v1.NodeConditionType {
+	return []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
+}
+
+// lessSignal orders signals in action order (unknown ones last, by name).
+func lessSignal(a, b Signal) bool {
+	oa, ob := a.order(), b.order()
+	if oa != ob {
+		if oa < 0 {
+			return false
+		}
+		if ob < 0 {
+			return true
+		}
+		return oa < ob
+	}
+	return a < b
+}

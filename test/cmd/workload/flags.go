@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+// dirEnv names the emptyDir the stand-in gives the container; it is the
+// default of --write-dir.
+const dirEnv = "WORKLOAD_DIR"
+
+var errHelp = errors.New("help requested")
+
+type config struct {
+	holdMiB        int64
+	growMiBPerSec  float64
+	growToMiB      int64
+	writeMiB       int64
+	writeDir       string
+	writeMiBPerSec float64
+	procs          int
+	termDelay      time.Duration
+	exitAfter      time.Duration
+	child          bool
+}
+
+// maxMiB bounds every size flag so a typo cannot ask for exabytes; 1 TiB is
+// far beyond any test node.
+const maxMiB = 1 << 20
+
+func parseFlags(args []string, getenv func(string) string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("workload", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Int64Var(&c.holdMiB, "hold-mib", 0, "anonymous memory to allocate and touch at start, MiB")
+	fs.Float64Var(&c.growMiBPerSec, "grow-mib-per-sec", 0, "after the hold, grow memory at this rate, MiB/s")
+	fs.Int64Var(&c.growToMiB, "grow-to-mib", 0, "stop growing at this total, MiB (needed with --grow-mib-per-sec)")
+	fs.Int64Var(&c.writeMiB, "write-mib", 0, "data to write into --write-dir, MiB")
+	fs.StringVar(&c.writeDir, "write-dir", getenv(dirEnv), "directory for --write-mib (default $"+dirEnv+")")
+	fs.Float64Var(&c.writeMiBPerSec, "write-mib-per-sec", 0, "write rate, MiB/s (0: as fast as possible)")
+	fs.IntVar(&c.procs, "procs", 0, "extra child processes to spawn")
+	fs.DurationVar(&c.termDelay, "term-delay", 0, "how long to keep running after SIGTERM")
+	fs.DurationVar(&c.exitAfter, "exit-after", 0, "exit 0 after this long (0: run until signalled)")
+	fs.BoolVar(&c.child, "child", false, "internal: run as a spawned child process")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(nil)
+			fs.PrintDefaults()
+			return c, errHelp
+		}
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.validate()
+}
+
+func (c config) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"--hold-mib", c.holdMiB}, {"--grow-to-mib", c.growToMiB}, {"--write-mib", c.writeMiB}} {
+		if f.v < 0 || f.v > maxMiB {
+			return fmt.Errorf("%s=%d: must be between 0 and %d", f.name, f.v, maxMiB)
+		}
+	}
+	switch {
+	case c.growMiBPerSec < 0:
+		return fmt.Errorf("--grow-mib-per-sec=%g: must not be negative", c.growMiBPerSec)
+	case c.growMiBPerSec > 0 && c.growToMiB <= c.holdMiB:
+		return fmt.Errorf("--grow-to-mib=%d: must be above --hold-mib=%d when growing", c.growToMiB, c.holdMiB)
+	case c.growMiBPerSec == 0 && c.growToMiB > 0:
+		return fmt.Errorf("--grow-to-mib=%d: needs --grow-mib-per-sec", c.growToMiB)
+	case c.writeMiBPerSec < 0:
+		return fmt.Errorf("--write-mib-per-sec=%g: must not be negative", c.writeMiBPerSec)
+	case c.writeMiB > 0 && c.writeDir == "":
+		return fmt.Errorf("--write-mib=%d: needs --write-dir or $%s", c.writeMiB, dirEnv)
+	case c.procs < 0 || c.procs > 10000:
+		return fmt.Errorf("--procs=%d: must be between 0 and 10000", c.procs)
+	case c.termDelay < 0:
+		return fmt.Errorf("--term-delay=%s: must not be negative", c.termDelay)
+	case c.exitAfter < 0:
+		return fmt.Errorf("--exit-after=%s: must not be negative", c.exitAfter)
+	}
+	return nil
+}
+
+// peakMiB is the most anonymous memory the workload will ever touch.
+func (c config) peakMiB() int64 {
+	return max(c.holdMiB, c.growToMiB)
+}

@@ -1,0 +1,66 @@
+// Command workload is the process the kubelet stand-in (test/nodesim) runs for
+// every container of a simulated pod. It makes real, measurable pressure:
+//
+//	workload [--hold-mib N] [--grow-mib-per-sec R --grow-to-mib C]
+//	         [--write-mib N [--write-dir DIR] [--write-mib-per-sec W]]
+//	         [--procs N] [--term-delay D] [--exit-after D]
+//
+// Memory is anonymous memory whose every page is written, so it is charged to
+// the memory cgroup the process runs in (reading alone would map the shared
+// zero page and charge nothing). Written files land in the pod's emptyDir
+// (WORKLOAD_DIR, set by the stand-in), so they count as the pod's ephemeral
+// storage. Extra processes are children in the same process group, so a
+// signal to the group reaches them and they count in the pod's pids cgroup.
+//
+// On SIGTERM it waits --term-delay and exits 0; a long delay makes the caller
+// fall back to SIGKILL, which is how tests check that grace periods end.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, os.Getenv)
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "workload: %v\n", err)
+		return 2
+	}
+	if cfg.child {
+		return runChild()
+	}
+	// SIGTERM is handled by run itself (term delay); SIGINT ends at once.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT)
+	defer stop()
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	defer signal.Stop(terms)
+	if err := newWorkload(cfg, stdout).run(ctx, terms); err != nil {
+		fmt.Fprintf(stderr, "workload: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runChild is what each --procs child runs: it only has to exist until its
+// group is signalled. The parent-death signal set by the parent makes sure a
+// SIGKILLed parent takes its children along.
+func runChild() int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	<-sigs
+	return 0
+}

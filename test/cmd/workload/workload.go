@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const mib = 1 << 20
+
+// growTick is how often growth is applied; 10 steps a second keeps the rate
+// smooth enough for pressure detection tests without busy work.
+const growTick = 100 * time.Millisecond
+
+type workload struct {
+	cfg      config
+	out      io.Writer
+	pageSize int
+	mem      []byte
+	touched  int64
+}
+
+func newWorkload(cfg config, out io.Writer) *workload {
+	return &workload{cfg: cfg, out: out, pageSize: os.Getpagesize()}
+}
+
+func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
+	if peak := w.cfg.peakMiB(); peak > 0 {
+		// One reservation for the whole peak: pages cost nothing until they
+		// are written, and the address range never moves.
+		mem, err := unix.Mmap(-1, 0, int(peak*mib), unix.PROT_READ|unix.PROT_WRITE,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+		if err != nil {
+			return fmt.Errorf("reserve %d MiB: %w", peak, err)
+		}
+		w.mem = mem
+		defer unix.Munmap(mem) //nolint:errcheck // the process is exiting
+	}
+
+	children, err := spawnChildren(w.cfg.procs)
+	defer stopChildren(children)
+	if err != nil {
+		return err
+	}
+	if w.cfg.procs > 0 {
+		fmt.Fprintf(w.out, "workload: spawned %d processes\n", w.cfg.procs)
+	}
+
+	w.touchTo(w.cfg.holdMiB * mib)
+	fmt.Fprintf(w.out, "workload: holding %d MiB\n", w.cfg.holdMiB)
+
+	writeDone := make(chan error, 1)
+	if w.cfg.writeMiB > 0 {
+		go func() { writeDone <- writeFiles(ctx, w.cfg.writeDir, w.cfg.writeMiB, w.cfg.writeMiBPerSec) }()
+	}
+
+	var grow <-chan time.Time
+	if w.cfg.growMiBPerSec > 0 {
+		t := time.NewTicker(growTick)
+		defer t.Stop()
+		grow = t.C
+	}
+	var exit <-chan time.Time
+	if w.cfg.exitAfter > 0 {
+		t := time.NewTimer(w.cfg.exitAfter)
+		defer t.Stop()
+		exit = t.C
+	}
+
+	growStart := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-exit:
+			fmt.Fprintln(w.out, "workload: exit-after reached")
+			return nil
+		case <-terms:
+			fmt.Fprintf(w.out, "workload: SIGTERM, exiting in %s\n", w.cfg.termDelay)
+			select {
+			case <-ctx.Done():
+			case <-time.After(w.cfg.termDelay):
+			}
+			return nil
+		case err := <-writeDone:
+			// A full disk is the point of some tests: report it and keep
+			// holding what was written instead of exiting.
+			if err != nil {
+				fmt.Fprintf(w.out, "workload: write stopped: %v\n", err)
+			} else {
+				fmt.Fprintf(w.out, "workload: wrote %d MiB to %s\n", w.cfg.writeMiB, w.cfg.writeDir)
+			}
+		case now := <-grow:
+			target := w.cfg.holdMiB*mib + int64(now.Sub(growStart).Seconds()*w.cfg.growMiBPerSec*mib)
+			target = min(target, w.cfg.growToMiB*mib)
+			w.touchTo(target)
+			if target == w.cfg.growToMiB*mib {
+				fmt.Fprintf(w.out, "workload: grew to %d MiB\n", w.cfg.growToMiB)
+				grow = nil
+			}
+		}
+	}
+}
+
+// touchTo writes one byte into every page up to n bytes. A non-zero write
+// forces the kernel to back the page with its own frame, charged to this
+// process's memory cgroup.
+func (w *workload) touchTo(n int64) {
+	for ; w.touched < n; w.touched += int64(w.pageSize) {
+		w.mem[w.touched] = 1
+	}
+}
+
+// writeFiles writes total MiB into one file in dir, at rate MiB/s when rate
+// is positive.
+func writeFiles(ctx context.Context, dir string, total int64, rate float64) error {
+	f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("workload-%d.dat", os.Getpid())),
+		os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	chunk := make([]byte, mib)
+	for i := range chunk {
+		chunk[i] = byte(i%251 + 1)
+	}
+	start := time.Now()
+	for i := int64(0); i < total; i++ {
+		if _, err := f.Write(chunk); err != nil {
+			return fmt.Errorf("after %d MiB: %w", i, err)
+		}
+		if rate <= 0 {
+			continue
+		}
+		due := start.Add(time.Duration(float64(i+1) / rate * float64(time.Second)))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(due)):
+		}
+	}
+	return f.Sync()
+}
+
+// spawnChildren starts n copies of this binary in --child mode. They stay in
+// this process group, and die with their parent even when it is SIGKILLed.
+func spawnChildren(n int) ([]*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	var cmds []*exec.Cmd
+	for range n {
+		c := exec.Command(self, "--child")
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			return cmds, fmt.Errorf("spawn process %d of %d: %w", len(cmds)+1, n, err)
+		}
+		cmds = append(cmds, c)
+	}
+	return cmds, nil
+}
+
+func stopChildren(cmds []*exec.Cmd) {
+	for _, c := range cmds {
+		if err := c.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			_ = c.Process.Kill()
+		}
+	}
+	for _, c := range cmds {
+		_ = c.Wait()
+	}
+}

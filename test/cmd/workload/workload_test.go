@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    config
+		wantErr string
+	}{
+		{name: "empty", want: config{}},
+		{name: "hold and grow", args: []string{"--hold-mib=10", "--grow-mib-per-sec=2.5", "--grow-to-mib=30"},
+			want: config{holdMiB: 10, growMiBPerSec: 2.5, growToMiB: 30}},
+		{name: "write dir from env", args: []string{"--write-mib=5"}, env: map[string]string{dirEnv: "/d"},
+			want: config{writeMiB: 5, writeDir: "/d"}},
+		{name: "flag beats env", args: []string{"--write-mib=5", "--write-dir=/x"}, env: map[string]string{dirEnv: "/d"},
+			want: config{writeMiB: 5, writeDir: "/x"}},
+		{name: "procs and delays", args: []string{"--procs=3", "--term-delay=2s", "--exit-after=1m"},
+			want: config{procs: 3, termDelay: 2 * time.Second, exitAfter: time.Minute}},
+		{name: "negative hold", args: []string{"--hold-mib=-1"}, wantErr: "--hold-mib=-1"},
+		{name: "huge hold", args: []string{"--hold-mib=99999999"}, wantErr: "--hold-mib=99999999"},
+		{name: "grow without cap", args: []string{"--grow-mib-per-sec=1"}, wantErr: "--grow-to-mib=0"},
+		{name: "cap below hold", args: []string{"--hold-mib=10", "--grow-mib-per-sec=1", "--grow-to-mib=5"}, wantErr: "--grow-to-mib=5"},
+		{name: "cap without rate", args: []string{"--grow-to-mib=5"}, wantErr: "needs --grow-mib-per-sec"},
+		{name: "write without dir", args: []string{"--write-mib=1"}, wantErr: "--write-mib=1"},
+		{name: "negative procs", args: []string{"--procs=-2"}, wantErr: "--procs=-2"},
+		{name: "not a number", args: []string{"--hold-mib=ten"}, wantErr: "ten"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: `"extra"`},
+		{name: "negative delay", args: []string{"--term-delay=-1s"}, wantErr: "--term-delay=-1s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseFlags(tt.args, env(tt.env))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("config = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRunTouchesAndWrites runs the workload in-process and checks the pages
+// it touched (resident memory growth) and the bytes it wrote.
+func TestRunTouchesAndWrites(t *testing.T) {
+	tests := []struct {
+		name      string
+		cfg       config
+		wantMiB   int64 // touched memory at the end
+		wantWrite int64 // MiB on disk
+		exitBy    time.Duration
+	}{
+		{name: "hold", cfg: config{holdMiB: 16, exitAfter: 300 * time.Millisecond}, wantMiB: 16},
+		{name: "grow to cap", cfg: config{holdMiB: 4, growMiBPerSec: 100, growToMiB: 24, exitAfter: 700 * time.Millisecond}, wantMiB: 24},
+		{name: "write", cfg: config{writeMiB: 3, exitAfter: 500 * time.Millisecond}, wantWrite: 3},
+		{name: "write at a rate", cfg: config{writeMiB: 2, writeMiBPerSec: 20, exitAfter: 600 * time.Millisecond}, wantWrite: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tt.cfg.writeDir = dir
+			var out bytes.Buffer
+			w := newWorkload(tt.cfg, &out)
+			if err := w.run(context.Background(), make(chan os.Signal)); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.touched; got < tt.wantMiB*mib || got > tt.wantMiB*mib+int64(w.pageSize) {
+				t.Errorf("touched %d bytes, want %d MiB", got, tt.wantMiB)
+			}
+			var written int64
+			files, _ := filepath.Glob(filepath.Join(dir, "*"))
+			for _, f := range files {
+				st, err := os.Stat(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				written += st.Size()
+			}
+			if written != tt.wantWrite*mib {
+				t.Errorf("wrote %d bytes, want %d MiB; output:\n%s", written, tt.wantWrite, out.String())
+			}
+		})
+	}
+}
+
+func TestTermDelay(t *testing.T) {
+	tests := []struct {
+		delay time.Duration
+	}{{0}, {400 * time.Millisecond}}
+	for _, tt := range tests {
+		t.Run(tt.delay.String(), func(t *testing.T) {
+			terms := make(chan os.Signal, 1)
+			terms <- syscall.SIGTERM
+			start := time.Now()
+			if err := newWorkload(config{termDelay: tt.delay}, &bytes.Buffer{}).run(context.Background(), terms); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took < tt.delay || took > tt.delay+2*time.Second {
+				t.Fatalf("exited after %s, want about %s", took, tt.delay)
+			}
+		})
+	}
+}
+
+func TestRunBadUsage(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"--hold-mib=x"}, &bytes.Buffer{}, &stderr); code != 2 {
+		t.Fatalf("exit code %d, want 2", code)
+	}
+	if !strings.Contains(stderr.String(), "hold-mib") {
+		t.Fatalf("stderr %q does not name the bad flag", stderr.String())
+	}
+}

@@ -1,0 +1,124 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/test/nodesim"
+)
+
+// InCI reports whether the tests run in CI (CI=true), where a missing
+// prerequisite is a failure instead of a reason to skip.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Require stops the test when err (a missing prerequisite) is not nil: it
+// fails in CI and skips elsewhere, naming the reason either way.
+func Require(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if InCI() {
+		t.Fatalf("prerequisite missing (CI=true, so this fails instead of skipping): %v", err)
+	}
+	t.Skipf("skipping: %v", err)
+}
+
+// RequireRoot requires uid 0: the simulated nodes create cgroups and mounts.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Require(t, fmt.Errorf("needs root for cgroups and mounts (euid %d)", os.Geteuid()))
+	}
+}
+
+// RequireBinary returns the path of a built binary (see Binary), or stops
+// the test as Require does.
+func RequireBinary(t testing.TB, name string) string {
+	t.Helper()
+	p, err := Binary(name)
+	Require(t, err)
+	return p
+}
+
+// Option changes the Config Start uses.
+type Option func(*Config)
+
+// WithReadyTimeout bounds the cluster start.
+func WithReadyTimeout(d time.Duration) Option { return func(c *Config) { c.ReadyTimeout = d } }
+
+// Start starts a cluster for a test (see StartCluster) and stops it in
+// t.Cleanup, printing the tail of every component log first when the test
+// has failed. Missing binaries skip the test, or fail it in CI.
+func Start(t testing.TB, opts ...Option) *Cluster {
+	t.Helper()
+	for _, name := range controlPlaneBinaries {
+		RequireBinary(t, name)
+	}
+	cfg := Config{Logger: zaptest.NewLogger(t)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := StartCluster(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log("test failed; control plane logs:\n" + c.LogTails(40))
+		}
+		c.Stop()
+	})
+	t.Logf("test cluster at %s started in %s", c.Server, c.StartDuration.Round(time.Millisecond))
+	return c
+}
+
+// Namespace creates a namespace for the test (see CreateNamespace) and
+// deletes it in t.Cleanup.
+func (c *Cluster) Namespace(t testing.TB, prefix string) string {
+	t.Helper()
+	ns, err := c.CreateNamespace(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	return ns
+}
+
+// StartNode starts a simulated node (see package nodesim) on this cluster
+// and stops it in t.Cleanup. Client defaults to the admin client, Logger to
+// the test log and WorkloadBin to the built workload binary. A host without
+// root or cgroup v1 memory and pids controllers skips the test, or fails it
+// in CI.
+func (c *Cluster) StartNode(t testing.TB, opts nodesim.Options) *nodesim.Node {
+	t.Helper()
+	RequireRoot(t)
+	Require(t, nodesim.Supported(opts.CgroupFS))
+	if opts.WorkloadBin == "" {
+		opts.WorkloadBin = RequireBinary(t, "workload")
+	}
+	if opts.Client == nil {
+		opts.Client = c.Admin
+	}
+	if opts.Logger == nil {
+		opts.Logger = zaptest.NewLogger(t)
+	}
+	n, err := nodesim.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Stop(); err != nil {
+			t.Errorf("stop simulated node %s: %v", n.Name, err)
+		}
+	})
+	return n
+}

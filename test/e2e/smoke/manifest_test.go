@@ -1,0 +1,153 @@
+package smoke
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+func newPriorityClass() *schedulingv1.PriorityClass {
+	return &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe"}, Value: 1000}
+}
+
+func readManifest(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	p, err := framework.ManifestPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := framework.ReadManifest(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// testManifestDryRun creates every object of deploy/daemonset.yaml as a
+// server-side dry run. The Namespace, ServiceAccount and RBAC objects were
+// applied for real when the cluster started (that is how evictd's identity
+// exists), so for those "already exists" is the expected answer: they passed
+// the real create already.
+func testManifestDryRun(t *testing.T, c *framework.Cluster) {
+	kinds := map[string]bool{}
+	for _, obj := range readManifest(t) {
+		kinds[obj.GetKind()] = true
+		t.Run(obj.GetKind()+"/"+obj.GetName(), func(t *testing.T) {
+			ri, err := c.ResourceFor(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			got, err := ri.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
+			if apierrors.IsAlreadyExists(err) && framework.IsIdentityObject(obj) {
+				return
+			}
+			if err != nil {
+				t.Fatalf("server-side dry run refused it: %v", err)
+			}
+			if got.GetKind() != obj.GetKind() || got.GetName() != obj.GetName() {
+				t.Errorf("dry run returned %s/%s", got.GetKind(), got.GetName())
+			}
+			if _, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("a dry run left %s %s behind (get: %v)", obj.GetKind(), obj.GetName(), err)
+			}
+		})
+	}
+	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"} {
+		if !kinds[k] {
+			t.Errorf("manifest has no %s", k)
+		}
+	}
+}
+
+// TestManifestContract checks deploy/daemonset.yaml against what the design
+// promises, without a cluster.
+func TestManifestContract(t *testing.T) {
+	var ds *appsv1.DaemonSet
+	for _, obj := range readManifest(t) {
+		if obj.GetKind() == "DaemonSet" {
+			ds = &appsv1.DaemonSet{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, ds, true); err != nil {
+				t.Fatalf("DaemonSet does not decode strictly: %v", err)
+			}
+		}
+	}
+	if ds == nil {
+		t.Fatal("no DaemonSet in the manifest")
+	}
+	spec := ds.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	}
+	ctr := spec.Containers[0]
+	sc := ctr.SecurityContext
+	hostPaths := map[string]string{} // volume -> host path
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	mounted := map[string]corev1.VolumeMount{} // host path -> mount
+	for _, m := range ctr.VolumeMounts {
+		if hp, ok := hostPaths[m.Name]; ok {
+			mounted[hp] = m
+		}
+	}
+	nodeNameFromDownwardAPI := slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+	})
+	metricsPort := slices.ContainsFunc(ctr.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" })
+
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{"priorityClassName system-node-critical", spec.PriorityClassName == "system-node-critical"},
+		{"tolerates every taint", len(spec.Tolerations) == 1 && spec.Tolerations[0].Operator == corev1.TolerationOpExists && spec.Tolerations[0].Key == "" && spec.Tolerations[0].Effect == ""},
+		{"NODE_NAME from the downward API", nodeNameFromDownwardAPI},
+		{"run --host-root=/host --node-name=$(NODE_NAME)", len(ctr.Args) > 0 && ctr.Args[0] == "run" && slices.Contains(ctr.Args, "--host-root=/host") && slices.Contains(ctr.Args, "--node-name=$(NODE_NAME)")},
+		{"requests equal limits", ctr.Resources.Requests.Cpu().Cmp(*ctr.Resources.Limits.Cpu()) == 0 && ctr.Resources.Requests.Memory().Cmp(*ctr.Resources.Limits.Memory()) == 0 && !ctr.Resources.Limits.Memory().IsZero()},
+		{"read-only root filesystem", sc != nil && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem},
+		{"no privilege escalation", sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation},
+		{"not privileged", sc != nil && (sc.Privileged == nil || !*sc.Privileged)},
+		{"drops ALL capabilities", sc != nil && sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"})},
+		{"adds only DAC_READ_SEARCH and SYS_RESOURCE", sc != nil && sc.Capabilities != nil && slices.Equal(sc.Capabilities.Add, []corev1.Capability{"DAC_READ_SEARCH", "SYS_RESOURCE"})},
+		{"metrics port named metrics", metricsPort},
+		{"liveness /healthz on metrics", ctr.LivenessProbe != nil && ctr.LivenessProbe.HTTPGet != nil && ctr.LivenessProbe.HTTPGet.Path == "/healthz" && ctr.LivenessProbe.HTTPGet.Port.StrVal == "metrics"},
+		{"readiness /readyz on metrics", ctr.ReadinessProbe != nil && ctr.ReadinessProbe.HTTPGet != nil && ctr.ReadinessProbe.HTTPGet.Path == "/readyz" && ctr.ReadinessProbe.HTTPGet.Port.StrVal == "metrics"},
+		{"no host network, PID or IPC", !spec.HostNetwork && !spec.HostPID && !spec.HostIPC},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("DaemonSet: %s: not so", c.name)
+		}
+	}
+	for hp, want := range map[string]string{"/sys/fs/cgroup": "/host/sys/fs/cgroup", "/proc": "/host/proc", "/var/lib/kubelet": "/host/var/lib/kubelet", "/var/log/pods": "/host/var/log/pods"} {
+		m, ok := mounted[hp]
+		switch {
+		case !ok:
+			t.Errorf("hostPath %s is not mounted", hp)
+		case m.MountPath != want || !m.ReadOnly:
+			t.Errorf("hostPath %s mounted at %s (read-only %v), want read-only at %s", hp, m.MountPath, m.ReadOnly, want)
+		}
+	}
+	if len(hostPaths) != 4 {
+		t.Errorf("hostPath volumes %v, want exactly the four above", hostPaths)
+	}
+	for _, m := range ctr.VolumeMounts {
+		if !m.ReadOnly && strings.HasPrefix(m.MountPath, "/host") {
+			t.Errorf("writable host mount %s", m.MountPath)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+// Package nodesim is a kubelet stand-in for end-to-end tests: it turns a
+// real cgroup subtree and a directory into a Node of a real API server, and
+// runs the pods bound to that Node as real processes.
+//
+// # What it does
+//
+// Start creates, on the cgroup v1 memory and pids hierarchies,
+//
+//	/evictd-test-<pid>-<rand>/<node>               memory.limit_in_bytes = MemoryBytes
+//	  kubepods/                                    limit = MemoryBytes - ReservedMemoryBytes
+//	    pod<uid>/<container id>/                   Guaranteed pods
+//	    burstable/pod<uid>/<container id>/
+//	    besteffort/pod<uid>/<container id>/
+//
+// (the kubelet's cgroupfs-driver layout, with the kubelet's pod and container
+// memory limits), a host root directory (see Node.HostRoot) with sys and
+// proc linked to the real ones and var/lib/kubelet, var/log/pods and
+// var/lib/containerd, optionally on a tmpfs of DiskBytes, and registers a
+// Node whose capacity and allocatable match. evictd watches such a node with
+//
+//	evictd run --node-name=<Node.Name> --host-root=<Node.HostRoot> --cgroup-root=<Node.CgroupRoot>
+//
+// For every pod bound to the node it:
+//   - creates the pod and container cgroups and the pod's emptyDir and log
+//     directories;
+//   - runs init containers to completion, then each container as a process
+//     of the workload binary (an empty command or one named "workload";
+//     anything else runs as given), with args and env from the pod spec,
+//     $(VAR) expanded; WORKLOAD_DIR names the container's first emptyDir.
+//     The process joins its cgroups before exec, so all of its memory is
+//     charged there; stdout and stderr go to var/log/pods/.../<container>/0.log;
+//   - reports status Running with Ready=True and container statuses;
+//   - on a deletionTimestamp: SIGTERM to each container's process group,
+//     up to deletionGracePeriodSeconds, SIGKILL, cgroups and directories
+//     removed, the pod deleted with grace 0 (UID precondition);
+//   - when the kernel OOM-kills one of its processes (oom_kill in
+//     memory.oom_control, polled every OOMPollInterval and on every
+//     unexpected exit): kills the rest, reports phase Failed with reason
+//     OOMKilled and counts the kill (Node.OOMKills).
+//
+// Each step is timestamped in a Timeline (Node.Record, Node.WaitRecord), so
+// tests can check grace periods against what really happened.
+// CreateStaticPod makes a static pod's mirror pod.
+//
+// Not simulated: container restarts (an exited container stays exited;
+// when all have, the pod is Succeeded or Failed), probes, images, networking,
+// Secrets/ConfigMaps in env, emptyDir medium Memory or sizeLimit, node
+// heartbeats (no node lifecycle controller runs). cgroup v2 is not
+// supported: Supported says so on such hosts.
+//
+// # Cleaning up
+//
+// Stop kills every process, removes the cgroups, unmounts the tmpfs and
+// removes the host root. Processes also die with the test binary (parent
+// death signal), and cgroups and directories that a killed test binary
+// left are removed by the next Start.
+package nodesim

@@ -1,0 +1,425 @@
+package nodesim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/evictd/evictd/test/internal/stale"
+)
+
+// cgroupPrefix names the parent cgroup of each simulated node (see package
+// stale), directly under the hierarchy roots.
+const cgroupPrefix = "evictd-test"
+
+// SimulatedLabel marks Nodes registered by this package.
+const SimulatedLabel = "evictd.test/simulated"
+
+// Node is a running simulated node.
+type Node struct {
+	// Name of the Node object.
+	Name string
+	// HostRoot is this node's "/": evictd's --host-root. It holds sys and
+	// proc (links to the real ones), var/lib/kubelet, var/log/pods and the
+	// image store var/lib/containerd.
+	HostRoot string
+	// CgroupRoot is the node cgroup's path inside each hierarchy, e.g.
+	// /evictd-test-123-0a1b2c3d/node-a: evictd's --cgroup-root. The
+	// kubelet's kubepods tree is below it.
+	CgroupRoot string
+
+	opts   Options
+	log    *zap.Logger
+	cg     cgroupV1
+	disk   *hostRoot
+	ctx    context.Context // ends when the node stops
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	stopping  bool
+	runners   map[types.UID]*podRunner
+	finished  map[types.UID]bool
+	timelines map[types.UID]*Timeline
+	oomKills  int
+	nextIP    int
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start creates the node's cgroups and host root, registers the Node object
+// and starts running the pods bound to it, until Stop or ctx ends. On error,
+// whatever was created is removed again.
+func Start(ctx context.Context, opts Options) (n *Node, err error) {
+	if err := opts.defaultAndValidate(); err != nil {
+		return nil, err
+	}
+	cg, err := newCgroupV1(opts.CgroupFS)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger.With(zap.String("node", opts.Name))
+	sweepStale(cg, opts.TempDir, log)
+
+	parent := stale.Name(cgroupPrefix)
+	n = &Node{
+		Name:       opts.Name,
+		CgroupRoot: "/" + path.Join(parent, opts.Name),
+		opts:       opts,
+		log:        log,
+		cg:         cg,
+		runners:    map[types.UID]*podRunner{},
+		finished:   map[types.UID]bool{},
+		timelines:  map[types.UID]*Timeline{},
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("start simulated node %s: %w", opts.Name, err)
+			n.cleanUpHost()
+		}
+	}()
+	if err := n.createCgroups(parent); err != nil {
+		return n, err
+	}
+	if n.disk, err = newHostRoot(opts.TempDir, opts.DiskBytes); err != nil {
+		return n, err
+	}
+	n.HostRoot = n.disk.root
+	if err := n.register(ctx); err != nil {
+		return n, err
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.ctx, n.cancel = runCtx, cancel
+	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", opts.Name).String()
+		}))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { n.dispatch(obj, false) },
+		UpdateFunc: func(_, obj any) { n.dispatch(obj, false) },
+		DeleteFunc: func(obj any) { n.dispatch(obj, true) },
+	}); err != nil {
+		cancel()
+		return n, err
+	}
+	factory.Start(runCtx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		cancel()
+		factory.Shutdown()
+		return n, errors.New("pod informer did not sync")
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		<-runCtx.Done()
+		factory.Shutdown()
+	}()
+	// Stop when the caller's context ends, as documented.
+	go func() {
+		select {
+		case <-ctx.Done():
+			n.Stop()
+		case <-runCtx.Done():
+		}
+	}()
+	log.Info("simulated node running", zap.String("hostRoot", n.HostRoot), zap.String("cgroupRoot", n.CgroupRoot))
+	return n, nil
+}
+
+func (n *Node) createCgroups(parent string) error {
+	rel := n.CgroupRoot
+	steps := []func() error{
+		func() error { return n.cg.create(parent) },
+		func() error { return n.cg.create(rel) },
+		func() error { return n.cg.setMemoryLimit(rel, n.opts.MemoryBytes) },
+		func() error { return n.cg.setPidsMax(rel, n.opts.MaxPIDs) },
+		func() error { return n.cg.create(path.Join(rel, kubepodsDir)) },
+		func() error { return n.cg.setMemoryLimit(path.Join(rel, kubepodsDir), n.allocatableMemory()) },
+		func() error { return n.cg.create(path.Join(rel, kubepodsDir, burstableDir)) },
+		func() error { return n.cg.create(path.Join(rel, kubepodsDir, besteffortDir)) },
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) runCtx() context.Context { return n.ctx }
+
+func (n *Node) allocatableMemory() int64 { return n.opts.MemoryBytes - n.opts.ReservedMemoryBytes }
+
+// register creates the Node object with capacity and allocatable taken from
+// the real cgroup limit and filesystem.
+func (n *Node) register(ctx context.Context) error {
+	diskBytes, err := n.disk.capacity()
+	if err != nil {
+		return err
+	}
+	cpu, err := resource.ParseQuantity(n.opts.CPU)
+	if err != nil {
+		return fmt.Errorf("CPU %q: %w", n.opts.CPU, err)
+	}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:              cpu,
+		corev1.ResourceMemory:           *resource.NewQuantity(n.opts.MemoryBytes, resource.BinarySI),
+		corev1.ResourcePods:             *resource.NewQuantity(n.opts.Pods, resource.DecimalSI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(diskBytes, resource.BinarySI),
+	}
+	allocatable := capacity.DeepCopy()
+	allocatable[corev1.ResourceMemory] = *resource.NewQuantity(n.allocatableMemory(), resource.BinarySI)
+	now := metav1.NewTime(n.opts.Clock.Now())
+	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name,
+			Labels: map[string]string{
+				corev1.LabelHostname: n.Name,
+				corev1.LabelOSStable: "linux", corev1.LabelArchStable: runtime.GOARCH,
+				SimulatedLabel: "true",
+			},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: allocatable,
+			Conditions: []corev1.NodeCondition{
+				cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady"),
+				cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory"),
+				cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure"),
+				cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID"),
+			},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: hostIP}, {Type: corev1.NodeHostName, Address: n.Name}},
+			NodeInfo: corev1.NodeSystemInfo{
+				OperatingSystem: "linux", Architecture: runtime.GOARCH,
+				KubeletVersion: "v1.34.4-nodesim", ContainerRuntimeVersion: "nodesim://1",
+			},
+		},
+	}
+	created, err := n.opts.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("register Node: %w", err)
+	}
+	// Status sent with a create is kept for Nodes today; writing it through
+	// the status subresource as well does not depend on that.
+	created.Status = node.Status
+	if _, err := n.opts.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("set Node status: %w", err)
+	}
+	return nil
+}
+
+// hostIP is the address pods report as status.hostIP.
+const hostIP = "127.0.0.1"
+
+// dispatch routes an informer event to the pod's runner, starting one for a
+// pod seen the first time.
+func (n *Node) dispatch(obj any, gone bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopping {
+		return
+	}
+	r := n.runners[pod.UID]
+	if r == nil {
+		if gone || n.finished[pod.UID] || terminalPhase(pod.Status.Phase) && pod.DeletionTimestamp == nil {
+			return
+		}
+		n.nextIP++
+		tl := &Timeline{}
+		n.timelines[pod.UID] = tl
+		r = newPodRunner(n, pod, fmt.Sprintf("10.244.%d.%d", n.nextIP/250%250, n.nextIP%250+1))
+		n.runners[pod.UID] = r
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			r.run()
+			n.mu.Lock()
+			delete(n.runners, pod.UID)
+			n.finished[pod.UID] = true
+			n.mu.Unlock()
+		}()
+	}
+	if gone {
+		r.markGone()
+	} else {
+		r.update(pod)
+	}
+}
+
+func terminalPhase(p corev1.PodPhase) bool {
+	return p == corev1.PodSucceeded || p == corev1.PodFailed
+}
+
+// Record returns the timeline of a pod this node has run.
+func (n *Node) Record(uid types.UID) (Timeline, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	tl, ok := n.timelines[uid]
+	if !ok {
+		return Timeline{}, false
+	}
+	return *tl, true
+}
+
+// WaitRecord polls the pod's timeline until cond holds or ctx ends.
+func (n *Node) WaitRecord(ctx context.Context, uid types.UID, cond func(Timeline) bool) (Timeline, error) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		tl, ok := n.Record(uid)
+		if ok && cond(tl) {
+			return tl, nil
+		}
+		select {
+		case <-ctx.Done():
+			return tl, fmt.Errorf("pod %s on node %s: timeline %+v: %w", uid, n.Name, tl, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (n *Node) setTimeline(uid types.UID, f func(*Timeline)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if tl, ok := n.timelines[uid]; ok {
+		f(tl)
+	}
+}
+
+// OOMKills is how many processes the kernel OOM killer has killed in this
+// node's pods so far.
+func (n *Node) OOMKills() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.oomKills
+}
+
+func (n *Node) addOOMKills(k int) {
+	n.mu.Lock()
+	n.oomKills += k
+	n.mu.Unlock()
+}
+
+// MemoryCgroupDir is the node cgroup's directory in the memory hierarchy.
+func (n *Node) MemoryCgroupDir() string { return filepath.Join(n.cg.memory, n.CgroupRoot) }
+
+// PidsCgroupDir is the node cgroup's directory in the pids hierarchy.
+func (n *Node) PidsCgroupDir() string { return filepath.Join(n.cg.pids, n.CgroupRoot) }
+
+// PodMemoryCgroupDir is the pod's cgroup directory in the memory hierarchy.
+func (n *Node) PodMemoryCgroupDir(pod *corev1.Pod) string {
+	return filepath.Join(n.MemoryCgroupDir(), PodCgroup(pod))
+}
+
+// PodPidsCgroupDir is the pod's cgroup directory in the pids hierarchy.
+func (n *Node) PodPidsCgroupDir(pod *corev1.Pod) string {
+	return filepath.Join(n.PidsCgroupDir(), PodCgroup(pod))
+}
+
+// EmptyDirPath is where the pod's emptyDir volume lives on this node.
+func (n *Node) EmptyDirPath(uid types.UID, volume string) string {
+	return n.disk.emptyDir(uid, volume)
+}
+
+// PodLogDir is the pod's directory under var/log/pods.
+func (n *Node) PodLogDir(pod *corev1.Pod) string {
+	return n.disk.podLogDir(pod)
+}
+
+// ImageFSDir is the image store (var/lib/containerd) under HostRoot.
+func (n *Node) ImageFSDir() string { return n.disk.imageFS() }
+
+// ContainerPIDs returns the main process of each running container of the
+// pod, by container name.
+func (n *Node) ContainerPIDs(uid types.UID) map[string]int {
+	n.mu.Lock()
+	r := n.runners[uid]
+	n.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	return r.pids()
+}
+
+// Stop stops every pod's processes (SIGKILL), removes the node's cgroups,
+// unmounts its filesystem, removes its host root and deletes the Node object
+// when the API server still answers. It is safe to call more than once and
+// returns the same error each time.
+func (n *Node) Stop() error {
+	n.stopOnce.Do(func() {
+		n.mu.Lock()
+		n.stopping = true
+		n.mu.Unlock()
+		if n.cancel != nil {
+			n.cancel()
+		}
+		n.wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err := n.opts.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+		cancel()
+		if err != nil && !apierrors.IsNotFound(err) {
+			n.log.Debug("could not delete the Node object", zap.Error(err))
+		}
+		n.stopErr = n.cleanUpHost()
+		n.log.Info("simulated node stopped", zap.Error(n.stopErr))
+	})
+	return n.stopErr
+}
+
+func (n *Node) cleanUpHost() error {
+	var errs []error
+	if n.CgroupRoot != "" {
+		parent := path.Dir(n.CgroupRoot)
+		if err := n.cg.remove(parent, 10*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if n.disk != nil {
+		if err := n.disk.remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sweepStale removes what simulated nodes of dead processes left behind.
+func sweepStale(cg cgroupV1, tempDir string, log *zap.Logger) {
+	for _, root := range []string{cg.memory, cg.pids} {
+		if err := stale.Sweep(root, cgroupPrefix, func(p string) error {
+			return removeTree(p, time.Now().Add(5*time.Second))
+		}); err != nil {
+			log.Warn("could not remove stale cgroups", zap.Error(err))
+		}
+	}
+	if err := stale.Sweep(tempDir, hostRootPrefix, removeHostRoot); err != nil {
+		log.Warn("could not remove stale host roots", zap.Error(err))
+	}
+}
