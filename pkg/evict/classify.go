@@ -5,16 +5,8 @@ import (
 	"errors"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	policyv1 "k8s.io/api/policy/v1"
-)
-
-// verb is the API call: an eviction, or ForceDelete's DELETE.
-type verb int
-
-const (
-	verbEvict verb = iota
-	verbDelete
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // classify maps an API answer to a Result and says whether trying again

@@ -61,7 +61,7 @@ const eventWriteTimeout = 5 * time.Second
 type EventWriter struct {
 	client   kubernetes.Interface
 	instance string
-	clock    clock.PassiveClock
+	clock    clock.Clock
 	log      *zap.Logger
 
 	mu     sync.Mutex
@@ -78,7 +78,7 @@ type EventWriter struct {
 // NewEventWriter starts a writer. instance names this evictd in the Events'
 // reportingInstance (use "evictd-" + node name); clk may be nil for the real
 // clock. Call Shutdown before exiting.
-func NewEventWriter(client kubernetes.Interface, instance string, log *zap.Logger, clk clock.PassiveClock) *EventWriter {
+func NewEventWriter(client kubernetes.Interface, instance string, log *zap.Logger, clk clock.Clock) *EventWriter {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -176,7 +176,7 @@ func (w *EventWriter) write(ev *eventsv1.Event) {
 		}
 		select {
 		case <-w.ctx.Done():
-		case <-time.After(delay):
+		case <-w.clock.After(delay):
 		}
 		delay *= 2
 	}

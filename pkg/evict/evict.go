@@ -132,9 +132,15 @@ type Evictor struct {
 	episodeCount int
 	// capLogged: the per-episode cap was logged at Warn this episode.
 	capLogged bool
-	// seen holds, per pod UID, what was already logged this episode: dry
-	// run reuses the verdict; real PDB refusals log at Info only once.
-	seen map[types.UID]seenEntry
+	// seen holds, per pod UID and call, what was already logged this
+	// episode: dry run reuses the verdict; real PDB refusals log at Info
+	// only once.
+	seen map[seenKey]seenEntry
+}
+
+type seenKey struct {
+	uid  types.UID
+	verb verb
 }
 
 type seenEntry struct {
@@ -162,7 +168,7 @@ func New(cfg Config) (*Evictor, error) {
 		log:     cfg.Logger,
 		clock:   cfg.Clock,
 		backoff: cfg.Backoff,
-		seen:    map[types.UID]seenEntry{},
+		seen:    map[seenKey]seenEntry{},
 	}
 	if e.opts.DryRun {
 		e.events = nil // dry run writes nothing to the cluster, Events included
@@ -241,6 +247,14 @@ func (e *Evictor) ForceDelete(ctx context.Context, req Request) (Outcome, error)
 	return e.do(ctx, req, verbDelete)
 }
 
+// verb is the API call: an eviction, or ForceDelete's DELETE.
+type verb int
+
+const (
+	verbEvict verb = iota
+	verbDelete
+)
+
 func (e *Evictor) do(ctx context.Context, req Request, v verb) (Outcome, error) {
 	if err := req.validate(); err != nil {
 		return Outcome{Result: Failed}, &PodError{Pod: req.podKey(), Result: Failed, Err: err}
@@ -256,7 +270,7 @@ func (e *Evictor) do(ctx context.Context, req Request, v verb) (Outcome, error) 
 	out := Outcome{GracePeriodSeconds: grace}
 
 	if e.opts.DryRun {
-		if s, ok := e.lookup(req.Pod.UID); ok {
+		if s, ok := e.lookup(seenKey{req.Pod.UID, v}); ok {
 			s.outcome.Cached = true
 			s.outcome.Attempts = 0
 			return s.outcome, s.err
@@ -356,10 +370,10 @@ func (e *Evictor) admit() (time.Duration, error) {
 	return 0, nil
 }
 
-func (e *Evictor) lookup(uid types.UID) (seenEntry, bool) {
+func (e *Evictor) lookup(k seenKey) (seenEntry, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s, ok := e.seen[uid]
+	s, ok := e.seen[k]
 	return s, ok
 }
 
@@ -375,9 +389,10 @@ func (e *Evictor) finish(req Request, v verb, out Outcome, err error) (Outcome, 
 		e.episodeCount++
 		e.limiter.ReserveN(e.clock.Now(), 1)
 	}
-	_, seenBefore := e.seen[req.Pod.UID]
+	k := seenKey{req.Pod.UID, v}
+	_, seenBefore := e.seen[k]
 	if out.Result == PDBBlocked || out.Result == DryRun {
-		e.seen[req.Pod.UID] = seenEntry{outcome: out, err: err}
+		e.seen[k] = seenEntry{outcome: out, err: err}
 	}
 	firstCap := false
 	if errors.Is(err, ErrEpisodeCap) && !e.capLogged {
@@ -393,7 +408,7 @@ func (e *Evictor) finish(req Request, v verb, out Outcome, err error) (Outcome, 
 	fields := []zap.Field{
 		zap.String("pod", key),
 		zap.String("signal", string(req.Signal)),
-		zap.String("threshold", kindWord(req.Hard)),
+		zap.String("kind", kindWord(req.Hard)),
 		zap.Int("rank", req.Rank),
 		zap.String("reason", req.Reason),
 		zap.Int64("gracePeriodSeconds", out.GracePeriodSeconds),

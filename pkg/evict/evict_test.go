@@ -637,3 +637,23 @@ func TestResultValuesMatchMetricLabels(t *testing.T) {
 		}
 	}
 }
+
+func TestDryRunForceDeleteAfterPDBVerdict(t *testing.T) {
+	h := newHarness(t, harnessOpts{mutate: func(o *Options) { o.DryRun, o.PDBPolicy = true, PDBBestEffort }})
+	pod := testPod("a", nil)
+	h.script(errPDB)
+	if out, _ := h.ev.Evict(context.Background(), memReq(pod, true)); out.Result != PDBBlocked {
+		t.Fatalf("dry-run eviction: %+v, want PDBBlocked", out)
+	}
+	// The eviction's cached verdict must not answer for the delete.
+	out, err := h.ev.ForceDelete(context.Background(), memReq(pod, true))
+	if err != nil || out.Result != DryRun || out.Cached {
+		t.Fatalf("dry-run ForceDelete: %+v, %v; want a fresh DryRun", out, err)
+	}
+	if ev, del := h.calls(); ev != 1 || del != 1 {
+		t.Errorf("%d evictions and %d deletes sent, want 1 and 1", ev, del)
+	}
+	if h.logs.FilterMessage("would delete pod despite its PodDisruptionBudget").Len() != 1 {
+		t.Error("no 'would delete' line")
+	}
+}

@@ -6,6 +6,7 @@
 package logging
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,19 @@ const (
 // ErrorKey is the field name under which errors are logged, zap's own
 // zap.Error included when callers use logging.Err.
 const ErrorKey = "err"
+
+// Flag names registered by AddFlags.
+const (
+	FlagFormat = "log-format"
+	FlagLevel  = "log-level"
+)
+
+// AddFlags registers --log-format and --log-level on fs, defaulting to
+// DefaultFormat and DefaultLevel; pass the values to New, which checks them.
+func AddFlags(fs *flag.FlagSet, format, level *string) {
+	fs.StringVar(format, FlagFormat, DefaultFormat, "Log format: "+strings.Join(Formats, " or ")+".")
+	fs.StringVar(level, FlagLevel, DefaultLevel, "Log level: "+strings.Join(Levels, ", ")+".")
+}
 
 // New returns a logger writing to stderr. format is "json" (the default,
 // for log pipelines) or "console" (for people at a terminal); level is one of

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
+	"io"
 	"strings"
 	"testing"
 
@@ -177,4 +179,31 @@ func decodeLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+func TestAddFlags(t *testing.T) {
+	tests := []struct {
+		args                  []string
+		wantFormat, wantLevel string
+		wantNewErr            bool
+	}{
+		{nil, "json", "info", false},
+		{[]string{"--log-format=console", "--log-level=debug"}, "console", "debug", false},
+		{[]string{"--log-level=loud"}, "json", "loud", true},
+	}
+	for _, tt := range tests {
+		var format, level string
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		AddFlags(fs, &format, &level)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if format != tt.wantFormat || level != tt.wantLevel {
+			t.Errorf("%v: format %q level %q, want %q %q", tt.args, format, level, tt.wantFormat, tt.wantLevel)
+		}
+		if _, err := NewTo(io.Discard, format, level); (err != nil) != tt.wantNewErr {
+			t.Errorf("%v: New error %v, want error %v", tt.args, err, tt.wantNewErr)
+		}
+	}
 }

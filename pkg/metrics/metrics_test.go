@@ -133,7 +133,9 @@ func TestCountersAndGauges(t *testing.T) {
 		{"pdb blocked separate", func(m *Metrics) {
 			m.IncEviction(mem, ResultEvicted)
 			m.IncEviction(mem, ResultPDBBlocked)
-		}, func(m *Metrics) prometheus.Collector { return m.evictions.WithLabelValues(string(mem), ResultPDBBlocked) }, 1},
+		}, func(m *Metrics) prometheus.Collector {
+			return m.evictions.WithLabelValues(string(mem), ResultPDBBlocked)
+		}, 1},
 		{"hard threshold met", func(m *Metrics) { m.SetThresholdMet(mem, true, true) },
 			func(m *Metrics) prometheus.Collector { return m.thresholdMet.WithLabelValues(string(mem), KindHard) }, 1},
 		{"soft unaffected by hard", func(m *Metrics) { m.SetThresholdMet(mem, true, true) },
