@@ -42,30 +42,38 @@ echo "== benchstat (medians, 95% confidence over $count runs)"
 "$tools/benchstat" "$raw" | tee "$out/benchstat.txt"
 
 echo
-echo "== observation vs floor (medians over $count runs)"
-# Benchmark lines: "BenchmarkObserve/mode=v1/pods=250/kind=observe-2  200  4896535 ns/op  108544 B/op  23 allocs/op".
+echo "== observation vs floor (medians over $count runs; cpu = process user+system time per op)"
+# Lines look like "BenchmarkObserve/mode=v1/pods=250/kind=observe-2  200  4896535 ns/op
+# 2132470 cpu-ns/op  108544 B/op  23 allocs/op". Wall time swings with whatever else
+# runs on the machine; CPU time per op is the steadier figure.
 awk '
 function median(list,    n, a, i, j, t) {
 	n = split(list, a, " ")
+	if (n == 0) return 0
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
 	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
+function ratio(a, b) { return b > 0 ? a / b : 0 }
 /^BenchmarkObserve\// {
 	name = $1; sub(/-[0-9]+$/, "", name)
 	for (i = 3; i < NF; i++) {
 		if ($(i + 1) == "ns/op") ns[name] = ns[name] " " $i
+		if ($(i + 1) == "cpu-ns/op") cpu[name] = cpu[name] " " $i
 		if ($(i + 1) == "allocs/op") allocs[name] = allocs[name] " " $i
 	}
 	if (name ~ /kind=observe$/ && !(name in seen)) { seen[name] = 1; order[++k] = name }
 }
 END {
 	if (k == 0) { print "no observation benchmarks found"; exit 1 }
-	printf "%-28s %14s %10s %14s %8s %16s\n", "benchmark", "observe ns/op", "allocs/op", "floor ns/op", "ratio", "floor-open ns/op"
+	printf "%-18s %12s %12s %6s %12s %12s %6s %9s %16s\n", "benchmark", "observe ns", "floor ns", "ratio",
+		"observe cpu", "floor cpu", "ratio", "allocs/op", "floor-open ns"
 	for (i = 1; i <= k; i++) {
 		o = order[i]; base = o; sub(/\/kind=observe$/, "", base)
 		f = base "/kind=floor"; fo = base "/kind=floor-open"
-		mo = median(ns[o]); mf = median(ns[f]); mfo = median(ns[fo])
 		label = base; sub(/^BenchmarkObserve\//, "", label)
-		printf "%-28s %14.0f %10.0f %14.0f %8.2f %16.0f\n", label, mo, median(allocs[o]), mf, (mf > 0 ? mo / mf : 0), mfo
+		printf "%-18s %12.0f %12.0f %6.2f %12.0f %12.0f %6.2f %9.0f %16.0f\n", label,
+			median(ns[o]), median(ns[f]), ratio(median(ns[o]), median(ns[f])),
+			median(cpu[o]), median(cpu[f]), ratio(median(cpu[o]), median(cpu[f])),
+			median(allocs[o]), median(ns[fo])
 	}
 }' "$raw" | tee "$out/observe-vs-floor.txt"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -185,5 +186,35 @@ func TestFormatBytes(t *testing.T) {
 		if got := formatBytes(in); got != want {
 			t.Errorf("formatBytes(%d) = %q; want %q", in, got, want)
 		}
+	}
+}
+
+// TestObserveThisHost runs observe on the real host root, as make observe
+// does: a host without a kubepods cgroup is zero pods, not an error.
+func TestObserveThisHost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but not root: observe needs to read the host's cgroups as root")
+		}
+		t.Skip("observe of this host runs as root")
+	}
+	code, out, errOut := runObserve(t, "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var s statsv1alpha1.Summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("output is not a Summary: %v", err)
+	}
+	m := s.Node.Memory
+	if m == nil || m.AvailableBytes == nil || m.WorkingSetBytes == nil || *m.AvailableBytes == 0 || s.Node.Rlimit == nil || s.Node.Fs == nil {
+		t.Errorf("node stats of this host incomplete: %+v", s.Node)
+	}
+	if s.Pods == nil {
+		t.Error("pods is null; want a list (empty without kubepods)")
+	}
+	code, out, errOut = runObserve(t, "-o", "table")
+	if code != exitOK || !strings.Contains(out, "memory.available") || !strings.Contains(out, "PODS (") {
+		t.Errorf("table: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

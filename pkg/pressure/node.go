@@ -22,12 +22,14 @@ type memFiles struct {
 }
 
 // newMemFiles sets up the memory files of the cgroup whose memory directory
-// is dir. pressureDir is its cgroup2 directory ("" when none).
-func newMemFiles(mode Mode, dir, pressureDir string) memFiles {
+// is dir. pressureDir is its cgroup2 directory ("" when none). v2Root tells
+// that dir is the root of a v2 hierarchy, which has no memory.current or
+// memory.max.
+func newMemFiles(mode Mode, dir, pressureDir string, v2Root bool) memFiles {
 	m := memFiles{v2: mode == ModeV2, usage: file{fd: -1}, limit: file{fd: -1}, pressure: file{fd: -1}}
 	m.stat = newFile(filepath.Join(dir, "memory.stat"))
 	if m.v2 {
-		if existsC(newCPath(filepath.Join(dir, "memory.current"))) {
+		if !v2Root {
 			m.usage = newFile(filepath.Join(dir, "memory.current"))
 			m.limit = newFile(filepath.Join(dir, "memory.max"))
 		}
@@ -84,7 +86,7 @@ type nodeFiles struct {
 func newNodeFiles(opts Options, h hierarchies, nodeDir string) nodeFiles {
 	n := nodeFiles{
 		dir:        nodeDir,
-		mem:        newMemFiles(h.mode, nodeDir, pressureDirFor(h, opts.CgroupRoot)),
+		mem:        newMemFiles(h.mode, nodeDir, pressureDirFor(h, opts.CgroupRoot), h.mode == ModeV2 && opts.CgroupRoot == "/"),
 		pidMax:     newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/pid_max")),
 		threadsMax: newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/threads-max")),
 		loadavg:    newFile(filepath.Join(opts.HostRoot, "proc/loadavg")),
@@ -337,7 +339,7 @@ func (o *Observer) findKubepods() error {
 	k.burstableDir = newCPath(filepath.Join(dir, k.burstable))
 	k.besteffortDir = newCPath(filepath.Join(dir, k.besteffort))
 	pdir := pressureDirFor(o.hier, rel)
-	k.mem = newMemFiles(o.hier.mode, dir, pdir)
+	k.mem = newMemFiles(o.hier.mode, dir, pdir, false)
 	o.kubepods = k
 	o.layoutMu.Lock()
 	o.layout.Driver = driver

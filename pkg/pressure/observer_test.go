@@ -814,3 +814,31 @@ func TestOutOfDescriptors(t *testing.T) {
 		t.Errorf("%d files kept open, budget %d; want a budget of about half the 30 descriptors left", o.openFiles, o.maxOpen)
 	}
 }
+
+// TestV2RootWithoutMemoryStat: on kernels whose v2 root cgroup has no
+// memory.stat, node usage comes from /proc/meminfo (MemTotal − MemFree) and
+// the working set subtracts Inactive(file).
+func TestV2RootWithoutMemoryStat(t *testing.T) {
+	root := copyTree(t, "testdata/v2-systemd")
+	if err := os.Remove(filepath.Join(root, "sys/fs/cgroup/memory.stat")); err != nil {
+		t.Fatal(err)
+	}
+	o, err := NewObserver(Options{HostRoot: root}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	obs, err := o.Observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := obs.Summary.Node.Memory
+	// The fixture's meminfo: MemTotal 8388608 kB, MemFree 4194304 kB, Inactive(file) 1352584 kB.
+	const usage, inactiveFile = 4 * gi, 1352584 * 1024
+	if m == nil || m.UsageBytes == nil || *m.UsageBytes != usage || *m.WorkingSetBytes != usage-inactiveFile {
+		t.Fatalf("node memory %+v; want usage %d, working set %d", m, usage, usage-inactiveFile)
+	}
+	if obs.SkippedFiles != 0 || len(obs.Summary.Pods) != 3 {
+		t.Errorf("skipped %d files, %d pods", obs.SkippedFiles, len(obs.Summary.Pods))
+	}
+}
