@@ -23,7 +23,7 @@ for pkg in $("$GO" list ./...); do
 	for t in $targets; do
 		echo "== $pkg $t for $fuzztime"
 		ran=$((ran + 1))
-		if ! "$GO" test -run '^$' -fuzz "^${t}\$" -fuzztime "$fuzztime" "$pkg"; then
+		if ! "$GO" test -run '^$' -fuzz "^${t}\$" -fuzztime "$fuzztime" -fuzzminimizetime 2s "$pkg"; then
 			failed+=("$pkg $t")
 		fi
 	done

@@ -11,6 +11,9 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -288,8 +291,45 @@ func (r *podRunner) startContainer(spec *corev1.Container, facts podFacts) (*con
 		f.Close()
 		return nil, fmt.Errorf("container %s: %w", spec.Name, err)
 	}
-	c.proc, c.started = p, r.now()
+	c.proc = p
+	if err := awaitJoin(p, cg.procsFiles(c.cgroup)); err != nil {
+		p.Stop(0)
+		f.Close()
+		return nil, fmt.Errorf("container %s: %w", spec.Name, err)
+	}
+	c.started = r.now()
 	return c, nil
+}
+
+// joinTimeout bounds how long a container's wrapper may take to join its
+// cgroups; a shell needs milliseconds.
+const joinTimeout = 10 * time.Second
+
+// awaitJoin waits until the process is listed in every one of the
+// cgroup.procs files, so that a container counts as started only once it
+// is in its cgroups (as with a real runtime, which creates it there).
+func awaitJoin(p *proc.Proc, procsFiles []string) error {
+	want := strconv.Itoa(p.Pid())
+	deadline := time.Now().Add(joinTimeout)
+	for _, f := range procsFiles {
+		for {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			if slices.Contains(strings.Fields(string(b)), want) {
+				break
+			}
+			if p.Exited() {
+				return fmt.Errorf("exited before joining %s", filepath.Dir(f))
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pid %s did not join %s within %s", want, filepath.Dir(f), joinTimeout)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // noteExit fills in how an exited container ended, the way the kubelet

@@ -147,7 +147,11 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "nothing active", in: Input{}, action: None, reason: ReasonNoThreshold},
 		{name: "stale observation is not acted on twice",
-			in:     Input{Status: thresholds.Status{Active: []thresholds.ActiveThreshold{func() thresholds.ActiveThreshold { a := active(memHard, 250*mi, memCap, false); a.Stale = true; return a }()}}},
+			in: Input{Status: thresholds.Status{Active: []thresholds.ActiveThreshold{func() thresholds.ActiveThreshold {
+				a := active(memHard, 250*mi, memCap, false)
+				a.Stale = true
+				return a
+			}()}}},
 			action: None, reason: ReasonNoThreshold},
 		{name: "hard threshold evicts the first ranked pod",
 			in:     Input{Status: hardAt(250 * mi)},
@@ -201,7 +205,9 @@ func TestDecide(t *testing.T) {
 			opts: bestEffort, in: Input{Status: hardAt(250 * mi), Blocked: uids("a")},
 			action: Evict, victim: "b"},
 		{name: "no eligible pod left",
-			in:     Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{entry("a", inflight.Evicted, time.Second, map[thresholds.Signal]int64{}), entry("b", inflight.Evicted, time.Second, nil)}, Rank: func(thresholds.Signal) []rank.Candidate { return []rank.Candidate{noStats("a", true), noStats("b", true)} }},
+			in: Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{entry("a", inflight.Evicted, time.Second, map[thresholds.Signal]int64{}), entry("b", inflight.Evicted, time.Second, nil)}, Rank: func(thresholds.Signal) []rank.Candidate {
+				return []rank.Candidate{noStats("a", true), noStats("b", true)}
+			}},
 			action: None, reason: ReasonNoCandidate},
 		{name: "memory before disk before pid",
 			in: Input{Status: thresholds.Status{Active: []thresholds.ActiveThreshold{

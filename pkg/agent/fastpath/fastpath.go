@@ -210,6 +210,13 @@ func (m *Manager) syncMemcg(th thresholds.Threshold, name, dir string, mem *stat
 	}
 }
 
+// EventDriven reports whether a memcg threshold is armed for s's hard
+// threshold: its crossing then wakes the agent at once.
+func (m *Manager) EventDriven(s thresholds.Signal) bool {
+	st := m.memcg[s]
+	return st != nil && st.h != nil && st.h.Armed() != 0
+}
+
 // export sets the active-sources gauge and logs the set of active sources
 // whenever it changes.
 func (m *Manager) export() {
@@ -222,6 +229,7 @@ func (m *Manager) export() {
 		}
 	}
 	m.metrics.SetWakeupSourceActive(string(wakeup.SourcePoll), true)
+	m.metrics.SetWakeupSourceActive(string(wakeup.SourceKick), true)
 	slices.Sort(active)
 	s := strings.Join(active, ",")
 	if !m.logged || s != m.active {

@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/evictd/evictd/test/e2e/framework"
 )
@@ -47,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cluster: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	logger, err := zap.NewDevelopment()
+	logger, err := zap.NewDevelopment(zap.AddStacktrace(zapcore.DPanicLevel))
 	if err != nil {
 		fmt.Fprintf(stderr, "cluster: %v\n", err)
 		return 1

@@ -31,6 +31,11 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// Catch SIGTERM before anything else, so that --term-delay holds even for
+	// a signal that arrives while the process is still starting.
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	defer signal.Stop(terms)
 	cfg, err := parseFlags(args, os.Getenv)
 	if errors.Is(err, errHelp) {
 		return 0
@@ -40,14 +45,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if cfg.child {
-		return runChild()
+		return runChild(terms)
 	}
 	// SIGTERM is handled by run itself (term delay); SIGINT ends at once.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT)
 	defer stop()
-	terms := make(chan os.Signal, 1)
-	signal.Notify(terms, syscall.SIGTERM)
-	defer signal.Stop(terms)
 	if err := newWorkload(cfg, stdout).run(ctx, terms); err != nil {
 		fmt.Fprintf(stderr, "workload: %v\n", err)
 		return 1
@@ -58,9 +60,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runChild is what each --procs child runs: it only has to exist until its
 // group is signalled. The parent-death signal set by the parent makes sure a
 // SIGKILLed parent takes its children along.
-func runChild() int {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	<-sigs
+func runChild(terms <-chan os.Signal) int {
+	ints := make(chan os.Signal, 1)
+	signal.Notify(ints, syscall.SIGINT)
+	select {
+	case <-terms:
+	case <-ints:
+	}
 	return 0
 }

@@ -10,24 +10,19 @@ import (
 	"go.uber.org/zap/zaptest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/evictd/evictd/test/internal/prereq"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
 // InCI reports whether the tests run in CI (CI=true), where a missing
 // prerequisite is a failure instead of a reason to skip.
-func InCI() bool { return os.Getenv("CI") == "true" }
+func InCI() bool { return prereq.InCI() }
 
 // Require stops the test when err (a missing prerequisite) is not nil: it
 // fails in CI and skips elsewhere, naming the reason either way.
 func Require(t testing.TB, err error) {
 	t.Helper()
-	if err == nil {
-		return
-	}
-	if InCI() {
-		t.Fatalf("prerequisite missing (CI=true, so this fails instead of skipping): %v", err)
-	}
-	t.Skipf("skipping: %v", err)
+	prereq.Require(t, err)
 }
 
 // RequireRoot requires uid 0: the simulated nodes create cgroups and mounts.
@@ -65,11 +60,23 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	c, err := StartCluster(context.Background(), cfg)
+	ctx := context.Background()
+	if deadline, ok := testDeadline(t); ok {
+		// Give up in time to clean up before a test timeout strikes.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-clusterGuard))
+		defer cancel()
+	}
+	c, err := StartCluster(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopGuard := beforeDeadline(t, clusterGuard, func() {
+		t.Errorf("test is about to time out: stopping the test cluster now; control plane logs:\n%s", c.LogTails(40))
+		c.Stop()
+	})
 	t.Cleanup(func() {
+		stopGuard()
 		if t.Failed() {
 			t.Log("test failed; control plane logs:\n" + c.LogTails(40))
 		}
@@ -115,10 +122,44 @@ func (c *Cluster) StartNode(t testing.TB, opts nodesim.Options) *nodesim.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopGuard := beforeDeadline(t, nodeGuard, func() {
+		t.Errorf("test is about to time out: stopping simulated node %s now", n.Name)
+		_ = n.Stop()
+	})
 	t.Cleanup(func() {
+		stopGuard()
 		if err := n.Stop(); err != nil {
 			t.Errorf("stop simulated node %s: %v", n.Name, err)
 		}
 	})
 	return n
+}
+
+// How long before `go test -timeout` strikes the guards tear down: a timeout
+// panic runs no cleanups, so this is the last chance to unmount and remove
+// cgroups (the processes would die with the test binary anyway). Nodes go
+// first, while the API server still answers.
+const (
+	nodeGuard    = 4 * time.Second
+	clusterGuard = 3 * time.Second
+)
+
+// beforeDeadline runs f that long before the test binary's deadline, if it
+// has one, and returns a function that cancels it.
+func beforeDeadline(t testing.TB, margin time.Duration, f func()) (cancel func()) {
+	deadline, ok := testDeadline(t)
+	if !ok {
+		return func() {}
+	}
+	timer := time.AfterFunc(max(time.Until(deadline)-margin, 0), f)
+	return func() { timer.Stop() }
+}
+
+// testDeadline is the -timeout deadline of the test binary, when t is a
+// *testing.T that has one.
+func testDeadline(t testing.TB) (time.Time, bool) {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		return d.Deadline()
+	}
+	return time.Time{}, false
 }

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/test/nodesim"
 )
 
 const mib = 1 << 20
@@ -163,4 +165,19 @@ func countProcs(t *testing.T, dir string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// waitLog waits until the container's log (var/log/pods/.../0.log) holds
+// substr.
+func waitLog(t *testing.T, node *nodesim.Node, pod *corev1.Pod, container, substr string) {
+	t.Helper()
+	p := filepath.Join(node.PodLogDir(pod), container, "0.log")
+	var b []byte
+	_ = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		b, _ = os.ReadFile(p)
+		return strings.Contains(string(b), substr), nil
+	})
+	if !strings.Contains(string(b), substr) {
+		t.Fatalf("%s never said %q; it holds %q", p, substr, b)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,7 @@ func TestSmoke(t *testing.T) {
 	t.Run("grace period ends in SIGKILL", func(t *testing.T) { testSIGKILL(t, c, node, ns) })
 	t.Run("OOM kill fails the pod", func(t *testing.T) { testOOM(t, c, node, ns) })
 	t.Run("mirror pod", func(t *testing.T) { testMirrorPod(t, c, node, ns) })
+	t.Run("disk on the node's own filesystem", func(t *testing.T) { testDisk(t, c, ns) })
 	t.Run("evictd RBAC", func(t *testing.T) { testRBAC(t, c, node, ns) })
 	t.Run("manifest server-side dry run", func(t *testing.T) { testManifestDryRun(t, c) })
 }
@@ -303,6 +305,9 @@ func sorted(ts []time.Time) bool {
 func testSIGKILL(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns string) {
 	const grace = 2 * time.Second
 	pod := createRunning(t, c.Admin, podSpec{name: "stubborn", args: []string{"--term-delay=1h", "--procs=2"}}.build(ns, node.Name))
+	// A SIGTERM that came before the workload had even started would end it
+	// at once; wait until it says it runs.
+	waitLog(t, node, pod, "main", "workload: holding")
 	err := c.Admin.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(grace.Seconds()))})
 	if err != nil {
 		t.Fatal(err)
@@ -381,4 +386,51 @@ func testMirrorPod(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns st
 		t.Errorf("static manifest: %v", err)
 	}
 	_ = c.Admin.CoreV1().Pods(ns).Delete(context.Background(), got.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+}
+
+// testDisk: a node with DiskBytes gets its own small tmpfs; what a pod
+// writes into its emptyDir really fills it, and its deletion frees it.
+func testDisk(t *testing.T, c *framework.Cluster, ns string) {
+	const disk, write = 64 * mib, 40
+	node := c.StartNode(t, nodesim.Options{Name: "smoke-disk", MemoryBytes: 512 * mib, DiskBytes: disk})
+	n, err := c.Admin.CoreV1().Nodes().Get(context.Background(), node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Status.Capacity.StorageEphemeral().Value(); got != disk {
+		t.Errorf("ephemeral-storage capacity %d, want %d", got, disk)
+	}
+	used := func() int64 {
+		var st unix.Statfs_t
+		if err := unix.Statfs(filepath.Join(node.HostRoot, "var", "lib", "kubelet"), &st); err != nil {
+			t.Fatal(err)
+		}
+		return int64(st.Blocks-st.Bfree) * st.Bsize
+	}
+	before := used()
+	pod := createRunning(t, c.Admin, podSpec{name: "filler", args: []string{fmt.Sprintf("--write-mib=%d", write)}}.build(ns, node.Name))
+	var now int64
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		now = used()
+		return now-before >= write*mib, nil
+	})
+	if now-before < write*mib {
+		t.Errorf("filesystem use grew by %d MiB, want %d MiB", (now-before)/mib, write)
+	}
+	// tmpfs pages are charged to the writer's memory cgroup (see
+	// nodesim.Options.DiskBytes); tests sizing memory must allow for it.
+	if usage := readInt(t, filepath.Join(node.PodMemoryCgroupDir(pod), "memory.usage_in_bytes")); usage < write*mib {
+		t.Errorf("pod memory usage %d MiB, want the %d MiB of tmpfs pages included", usage/mib, write)
+	}
+	if err := c.Admin.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := node.WaitRecord(ctx, pod.UID, func(tl nodesim.Timeline) bool { return !tl.APIDeleted.IsZero() }); err != nil {
+		t.Fatal(err)
+	}
+	if after := used(); after-before > mib {
+		t.Errorf("%d MiB still used after the pod was deleted", (after-before)/mib)
+	}
 }

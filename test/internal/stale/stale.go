@@ -60,11 +60,27 @@ func Sweep(dir, prefix string, remove func(path string) error) error {
 }
 
 // alive errs on the side of keeping things: only a process that is certainly
-// gone frees its resources.
+// gone (or a zombie waiting to be reaped) frees its resources.
 func alive(pid int) bool {
 	if pid == os.Getpid() {
 		return true
 	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	return procState(b) != 'Z'
+}
+
+// procState returns the state letter of a /proc/PID/stat line; the command
+// name before it is in parentheses and may itself hold spaces and ')'.
+func procState(stat []byte) byte {
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 || i+2 >= len(stat) {
+		return 0
+	}
+	return stat[i+2]
 }

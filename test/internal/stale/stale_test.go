@@ -74,3 +74,20 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("missing dir: %v", err)
 	}
 }
+
+func TestProcState(t *testing.T) {
+	tests := []struct {
+		stat string
+		want byte
+	}{
+		{"123 (sleep) S 1 123 123 0 -1", 'S'},
+		{"123 (a) b) Z 1 123", 'Z'},
+		{"123 (x", 0},
+		{"", 0},
+	}
+	for _, tt := range tests {
+		if got := procState([]byte(tt.stat)); got != tt.want {
+			t.Errorf("procState(%q) = %q, want %q", tt.stat, got, tt.want)
+		}
+	}
+}
