@@ -16,7 +16,7 @@ BENCH_COUNT ?= 6
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build observe test unit e2e bench bench-latency bench-oom verify fmt vet lint \
+.PHONY: all build observe test unit e2e bench bench-latency bench-oom bench-overhead verify fmt vet lint \
         fuzz cluster-bins demo image clean FORCE
 
 all: build
@@ -62,6 +62,9 @@ bench-latency: build cluster-bins
 
 bench-oom: build cluster-bins
 	hack/bench-oom.sh
+
+bench-overhead: build cluster-bins
+	hack/bench-overhead.sh
 
 ## fuzz: every fuzz target for FUZZTIME (default 60s) each.
 fuzz:
