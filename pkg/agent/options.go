@@ -1,0 +1,288 @@
+// Package agent is `evictd run`: the loop that observes the node, decides
+// with kubelet-compatible thresholds which pod to evict, evicts it through
+// the Eviction API and waits for its resources to come back, plus the wiring
+// that builds it from one validated Options (informers, observer, wake-up
+// sources, evictor, metrics server).
+//
+// The decision itself is pure and lives in pkg/agent/decide; the pods in
+// flight in pkg/agent/inflight; the informers in pkg/agent/podwatch; the
+// arming of event-driven wake-ups in pkg/agent/fastpath.
+package agent
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/evictd/evictd/pkg/agent/fastpath"
+	"github.com/evictd/evictd/pkg/config"
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
+)
+
+// Flag names of the agent's own options.
+const (
+	FlagNodeName             = "node-name"
+	FlagKubeconfig           = "kubeconfig"
+	FlagHostRoot             = "host-root"
+	FlagCgroupRoot           = "cgroup-root"
+	FlagImageFs              = "image-fs"
+	FlagHousekeeping         = "housekeeping-interval"
+	FlagMetricsAddress       = "metrics-bind-address"
+	FlagIncludeDaemonSetPods = "include-daemonset-pods"
+	FlagWakeupSources        = "wakeup-sources"
+	FlagPollMin              = "poll-min-interval"
+	FlagActEarly             = "act-early"
+	FlagFitGrace             = "fit-grace"
+	FlagGraceMargin          = "grace-margin"
+)
+
+// Wake-up source names of --wakeup-sources.
+const (
+	WakeupMemcg        = "memcg"
+	WakeupPSI          = "psi"
+	WakeupMemoryEvents = "memory-events"
+	WakeupAdaptive     = "adaptive"
+	WakeupNone         = "none"
+)
+
+// Defaults.
+const (
+	DefaultHousekeeping   = time.Second
+	DefaultMetricsAddress = ":9731"
+	DefaultWakeupSources  = WakeupMemcg + "," + WakeupPSI + "," + WakeupMemoryEvents + "," + WakeupAdaptive
+	// DefaultLead is the eviction-to-memory-back time assumed before any
+	// eviction was measured: the Eviction API round trip, the kubelet's
+	// reaction and a quick SIGTERM exit.
+	DefaultLead = 2 * time.Second
+)
+
+// ErrUsage wraps errors that are the operator's to fix (flags, files,
+// host root): `evictd run` exits 2 for them.
+var ErrUsage = errors.New("bad usage")
+
+// Options is everything `evictd run` is configured with. Fill it with the
+// defaults (NewOptions), bind its flags, then Complete and Validate it.
+type Options struct {
+	NodeName   string
+	Kubeconfig string
+	HostRoot   string
+	CgroupRoot string
+	ImageFs    string
+	// Housekeeping is the longest wait between observations.
+	Housekeeping time.Duration
+	MetricsAddr  string
+	// WakeupSources is the --wakeup-sources list as given; Complete parses
+	// it into Sources and Adaptive.
+	WakeupSources string
+	Sources       fastpath.Sources
+	Adaptive      bool
+	// PollMin is the fastest adaptive poll.
+	PollMin time.Duration
+	// ActEarly evicts when a hard memory threshold's crossing is predicted
+	// within the eviction-to-gone time; FitGrace shortens grace periods to
+	// the time left, keeping GraceMargin of it for the eviction itself.
+	ActEarly    bool
+	FitGrace    bool
+	GraceMargin time.Duration
+
+	// Config holds the thresholds, priority groups, exclusions and
+	// DaemonSet policy (file and kubelet-named flags).
+	Config *config.Config
+	// Evict holds the evictor's flags.
+	Evict evict.Options
+
+	includeDS *bool // --include-daemonset-pods, when given
+}
+
+// NewOptions returns the defaults; NODE_NAME from the environment is the
+// default node name, as the DaemonSet's downward API sets it.
+func NewOptions() *Options {
+	return &Options{
+		NodeName:      os.Getenv("NODE_NAME"),
+		HostRoot:      pressure.DefaultHostRoot,
+		CgroupRoot:    pressure.DefaultCgroupRoot,
+		ImageFs:       pressure.DefaultImageFsPath,
+		Housekeeping:  DefaultHousekeeping,
+		MetricsAddr:   DefaultMetricsAddress,
+		WakeupSources: DefaultWakeupSources,
+		PollMin:       wakeup.DefaultPollMin,
+		ActEarly:      true,
+		FitGrace:      true,
+		GraceMargin:   2 * time.Second,
+		Config:        &config.Config{},
+		Evict:         evict.Defaults(),
+	}
+}
+
+// AddFlags registers the agent's own flags (not the config's or the
+// evictor's: run.go binds those next to these).
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.NodeName, FlagNodeName, o.NodeName, "this node's name (default $NODE_NAME); required")
+	fs.StringVar(&o.Kubeconfig, FlagKubeconfig, o.Kubeconfig, "kubeconfig file; empty uses the in-cluster ServiceAccount")
+	fs.StringVar(&o.HostRoot, FlagHostRoot, o.HostRoot, "directory under which every host path (/proc, /sys/fs/cgroup, /var/lib/kubelet, /var/log/pods) is read")
+	fs.StringVar(&o.CgroupRoot, FlagCgroupRoot, o.CgroupRoot, "cgroup under which kubepods lives (the kubelet's --cgroup-root)")
+	fs.StringVar(&o.ImageFs, FlagImageFs, o.ImageFs, "the container runtime's image store, whose filesystem is the imagefs")
+	fs.DurationVar(&o.Housekeeping, FlagHousekeeping, o.Housekeeping, "longest wait between two observations (the kubelet uses 10s)")
+	fs.StringVar(&o.MetricsAddr, FlagMetricsAddress, o.MetricsAddr, "address serving /metrics, /healthz and /readyz")
+	fs.Var(optionalBool{&o.includeDS}, FlagIncludeDaemonSetPods, "make DaemonSet pods eligible for eviction (overrides includeDaemonSetPods of --config)")
+	fs.StringVar(&o.WakeupSources, FlagWakeupSources, o.WakeupSources,
+		"comma-separated wake-up sources besides the housekeeping timer: memcg (cgroup v1 threshold eventfds), psi (PSI triggers), memory-events (cgroup v2 inotify), adaptive (faster polls near thresholds); none = timer only, like the kubelet")
+	fs.DurationVar(&o.PollMin, FlagPollMin, o.PollMin, "fastest adaptive poll interval, used near a threshold and right after an event")
+	fs.BoolVar(&o.ActEarly, FlagActEarly, o.ActEarly, "evict when a hard memory threshold's crossing is predicted within the time an eviction takes to free memory")
+	fs.BoolVar(&o.FitGrace, FlagFitGrace, o.FitGrace, "shorten a memory eviction's grace period to the time left before memory runs out")
+	fs.DurationVar(&o.GraceMargin, FlagGraceMargin, o.GraceMargin, "part of the time left kept for the eviction itself when fitting a grace period")
+}
+
+// optionalBool is a boolean flag that remembers whether it was given, so
+// that it overrides the config file only then.
+type optionalBool struct{ dst **bool }
+
+func (b optionalBool) String() string {
+	if b.dst == nil || *b.dst == nil {
+		return "false"
+	}
+	return strconv.FormatBool(**b.dst)
+}
+
+func (b optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a boolean", s)
+	}
+	*b.dst = &v
+	return nil
+}
+
+func (optionalBool) IsBoolFlag() bool { return true }
+
+// Complete merges what needs merging after parsing: the config file and
+// flags (config.Complete), --include-daemonset-pods, the soft grace cap
+// (config's --eviction-max-pod-grace-period, 0 meaning the pod's own),
+// and the wake-up source list. Errors wrap ErrUsage.
+func (o *Options) Complete() error {
+	if o.Config == nil {
+		o.Config = &config.Config{}
+	}
+	if err := o.Config.Complete(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	if o.includeDS != nil {
+		o.Config.IncludeDaemonSetPods = *o.includeDS
+	}
+	// The kubelet's --eviction-max-pod-grace-period: 0 leaves the pod's own
+	// grace; the evictor takes a cap, so "no cap" is the largest one.
+	if g := o.Config.EvictionMaxPodGracePeriod; g > 0 {
+		o.Evict.MaxPodGracePeriod = int64(g)
+	} else {
+		o.Evict.MaxPodGracePeriod = math.MaxInt32
+	}
+	src, adaptive, err := ParseWakeupSources(o.WakeupSources)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	o.Sources, o.Adaptive = src, adaptive
+	return nil
+}
+
+// ParseWakeupSources parses --wakeup-sources.
+func ParseWakeupSources(s string) (fastpath.Sources, bool, error) {
+	var src fastpath.Sources
+	adaptive := false
+	items := strings.Split(s, ",")
+	seen := map[string]bool{}
+	for _, it := range items {
+		it = strings.TrimSpace(it)
+		if seen[it] {
+			return src, false, fmt.Errorf("invalid --%s %q: %q is given twice", FlagWakeupSources, s, it)
+		}
+		seen[it] = true
+		switch it {
+		case WakeupMemcg:
+			src.Memcg = true
+		case WakeupPSI:
+			src.PSI = true
+		case WakeupMemoryEvents:
+			src.MemoryEvents = true
+		case WakeupAdaptive:
+			adaptive = true
+		case WakeupNone:
+			if len(items) != 1 {
+				return src, false, fmt.Errorf("invalid --%s %q: %q cannot be combined with other sources", FlagWakeupSources, s, WakeupNone)
+			}
+		default:
+			return src, false, fmt.Errorf("invalid --%s %q: unknown source %q (want %s, %s, %s, %s, or %s alone)",
+				FlagWakeupSources, s, it, WakeupMemcg, WakeupPSI, WakeupMemoryEvents, WakeupAdaptive, WakeupNone)
+		}
+	}
+	return src, adaptive, nil
+}
+
+// Validate checks every option after Complete and returns the first
+// problem, naming the flag and its value; it wraps ErrUsage.
+func (o *Options) Validate() error {
+	if err := o.validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	return nil
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.NodeName == "":
+		return fmt.Errorf("--%s is required (or set NODE_NAME)", FlagNodeName)
+	case len(validation.IsDNS1123Subdomain(o.NodeName)) > 0:
+		return fmt.Errorf("invalid --%s %q: %s", FlagNodeName, o.NodeName, strings.Join(validation.IsDNS1123Subdomain(o.NodeName), "; "))
+	case o.Housekeeping < 10*time.Millisecond || o.Housekeeping > 10*time.Minute:
+		return fmt.Errorf("invalid --%s %v: must be within 10ms..10m", FlagHousekeeping, o.Housekeeping)
+	case o.PollMin <= 0 || o.PollMin > o.Housekeeping:
+		return fmt.Errorf("invalid --%s %v: must be more than 0 and at most --%s (%v)", FlagPollMin, o.PollMin, FlagHousekeeping, o.Housekeeping)
+	case o.GraceMargin < 0:
+		return fmt.Errorf("invalid --%s %v: must not be negative", FlagGraceMargin, o.GraceMargin)
+	case o.HostRoot == "":
+		return fmt.Errorf("invalid --%s %q: must name a directory", FlagHostRoot, o.HostRoot)
+	case o.Kubeconfig != "":
+		if _, err := os.Stat(o.Kubeconfig); err != nil {
+			return fmt.Errorf("invalid --%s %q: %w", FlagKubeconfig, o.Kubeconfig, err)
+		}
+	}
+	if err := validateAddress(o.MetricsAddr); err != nil {
+		return err
+	}
+	if o.Config == nil {
+		return errors.New("no configuration: call Complete first")
+	}
+	if err := o.Evict.Validate(); err != nil {
+		return err
+	}
+	if _, err := o.Config.Thresholds(); err != nil {
+		return err
+	}
+	if _, err := o.Config.RankOptions(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func validateAddress(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("invalid --%s %q: want [host]:port", FlagMetricsAddress, addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("invalid --%s %q: port %q is not a number in 0..65535", FlagMetricsAddress, addr, port)
+	}
+	if host != "" && net.ParseIP(host) == nil && len(validation.IsDNS1123Subdomain(host)) > 0 {
+		return fmt.Errorf("invalid --%s %q: host %q is neither an IP address nor a host name", FlagMetricsAddress, addr, host)
+	}
+	return nil
+}

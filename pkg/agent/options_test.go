@@ -1,0 +1,133 @@
+package agent
+
+import (
+	"errors"
+	"flag"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/pkg/agent/fastpath"
+)
+
+func TestParseWakeupSources(t *testing.T) {
+	tests := []struct {
+		in       string
+		src      fastpath.Sources
+		adaptive bool
+		err      string
+	}{
+		{DefaultWakeupSources, fastpath.Sources{Memcg: true, PSI: true, MemoryEvents: true}, true, ""},
+		{"none", fastpath.Sources{}, false, ""},
+		{"adaptive", fastpath.Sources{}, true, ""},
+		{"psi, memcg", fastpath.Sources{Memcg: true, PSI: true}, false, ""},
+		{"psi,psi", fastpath.Sources{}, false, "given twice"},
+		{"none,adaptive", fastpath.Sources{}, false, "cannot be combined"},
+		{"", fastpath.Sources{}, false, `unknown source ""`},
+		{"inotify", fastpath.Sources{}, false, `unknown source "inotify"`},
+	}
+	for _, tc := range tests {
+		src, adaptive, err := ParseWakeupSources(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), FlagWakeupSources) {
+				t.Errorf("%q: error %v, want one naming the flag and %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || src != tc.src || adaptive != tc.adaptive {
+			t.Errorf("%q = %+v, %v, %v; want %+v, %v", tc.in, src, adaptive, err, tc.src, tc.adaptive)
+		}
+	}
+}
+
+func TestOptionsCompleteMergesFlagsAndConfig(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		maxGrace int64
+		ds       bool
+	}{
+		// The kubelet's meaning: 0 leaves each pod its own grace period.
+		{"defaults", nil, math.MaxInt32, false},
+		{"soft grace cap", []string{"--eviction-max-pod-grace-period=45"}, 45, false},
+		{"bare boolean", []string{"--include-daemonset-pods"}, math.MaxInt32, true},
+		{"explicit false", []string{"--include-daemonset-pods=false"}, math.MaxInt32, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.NodeName = "n1"
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			o.AddFlags(fs)
+			o.Config.BindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if o.Evict.MaxPodGracePeriod != tc.maxGrace || o.Config.IncludeDaemonSetPods != tc.ds {
+				t.Errorf("max pod grace %d, daemonset pods %v; want %d, %v", o.Evict.MaxPodGracePeriod, o.Config.IncludeDaemonSetPods, tc.maxGrace, tc.ds)
+			}
+		})
+	}
+}
+
+func TestOptionsValidateWrapsErrUsage(t *testing.T) {
+	o := NewOptions()
+	o.NodeName = "n1"
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	o.MetricsAddr = "localhost"
+	err := o.Validate()
+	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), `"localhost"`) {
+		t.Errorf("Validate = %v, want ErrUsage naming the address", err)
+	}
+}
+
+type fakePasses struct{ obs, pass time.Time }
+
+func (f fakePasses) LastObservation() time.Time { return f.obs }
+func (f fakePasses) LastPass() time.Time        { return f.pass }
+
+func TestHealth(t *testing.T) {
+	clk := testclock.NewFakeClock(t0)
+	tests := []struct {
+		name            string
+		synced          bool
+		started         time.Time
+		lastObs, lastPs time.Time
+		ready, healthy  string // "" = ok, else a substring of the error
+	}{
+		{"starting: informers not synced", false, time.Time{}, time.Time{}, time.Time{}, "not synced", ""},
+		{"synced, no observation yet", true, t0, time.Time{}, time.Time{}, "no observation", ""},
+		{"fresh observation", true, t0.Add(-time.Minute), t0.Add(-time.Second), t0.Add(-time.Second), "", ""},
+		// 1s housekeeping: ready within 5×1s+5s.
+		{"stale observation", true, t0.Add(-time.Minute), t0.Add(-11 * time.Second), t0.Add(-time.Second), "ago", ""},
+		{"loop stuck for more than two minutes", true, t0.Add(-time.Hour), t0.Add(-3 * time.Minute), t0.Add(-3 * time.Minute), "ago", "has not finished a pass"},
+		{"started recently, first pass still running", true, t0.Add(-time.Minute), time.Time{}, time.Time{}, "no observation", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := Health{Housekeeping: time.Second, Synced: func() bool { return tc.synced }, Loop: fakePasses{tc.lastObs, tc.lastPs},
+				Clock: clk, Started: func() time.Time { return tc.started }}
+			check := func(what string, err error, want string) {
+				switch {
+				case want == "" && err != nil:
+					t.Errorf("%s: %v, want ok", what, err)
+				case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+					t.Errorf("%s: %v, want an error containing %q", what, err, want)
+				}
+			}
+			check("readyz", h.Readyz(), tc.ready)
+			check("healthz", h.Healthz(), tc.healthy)
+		})
+	}
+}

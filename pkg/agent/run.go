@@ -1,0 +1,333 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/agent/fastpath"
+	"github.com/evictd/evictd/pkg/agent/inflight"
+	"github.com/evictd/evictd/pkg/agent/podwatch"
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/logging"
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/predict"
+	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// Timing constants of the wiring.
+const (
+	// eventFlushTimeout bounds how long shutdown waits for queued Events.
+	eventFlushTimeout = 5 * time.Second
+	// eventFillRate is the fill rate the adaptive poll must catch by itself
+	// for a signal whose hard threshold an event source already watches:
+	// the event catches a faster fill at the crossing.
+	eventFillRate = 100 << 20
+	// burst is how long the loop polls fast after an event wake-up.
+	burst = 2 * time.Second
+	// pdbRecheck is how long a PodDisruptionBudget refusal is trusted.
+	pdbRecheck = 30 * time.Second
+	// hardSlack is added to the hard grace cap to get the horizon within
+	// which reclaim in flight counts toward a hard threshold.
+	hardSlack = 2 * time.Second
+)
+
+// Run builds everything from validated options and runs the agent until ctx
+// ends; then it stops cleanly: the eviction call under way finishes, queued
+// Events are flushed, the HTTP server shuts down gracefully. version labels
+// evictd_build_info. Errors that are the operator's to fix wrap ErrUsage.
+func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	clk := clock.RealClock{}
+	log = log.With(zap.String("node", o.NodeName))
+
+	restCfg, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	restCfg.UserAgent = "evictd/" + version
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("%w: API client: %w", ErrUsage, err)
+	}
+	ths, _ := o.Config.Thresholds() // validated
+	rankOpts, _ := o.Config.RankOptions()
+
+	m, err := metrics.New(version)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	signals := map[thresholds.Signal]bool{}
+	for _, th := range ths {
+		signals[th.Signal] = true
+	}
+	for _, s := range thresholds.Signals() {
+		if signals[s] {
+			m.InitSignals(s)
+		}
+	}
+	var srcNames []string
+	for _, s := range wakeup.AllSources() {
+		srcNames = append(srcNames, string(s))
+	}
+	m.InitWakeupSources(srcNames...)
+
+	// Listen first, so a busy address fails before anything else starts.
+	ln, err := net.Listen("tcp", o.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("listen on --%s %q: %w", FlagMetricsAddress, o.MetricsAddr, err)
+	}
+	defer ln.Close()
+
+	// An unprivileged PSI trigger on the host's or kubepods' memory pressure
+	// stops firing if the same groups' pressure files are read in the loop
+	// (reference/psi.md §1.6), so the observer leaves them alone then.
+	noNodePSI := o.Sources.PSI && !wakeup.HasCapSysResource()
+	obsv, err := pressure.NewObserver(pressure.Options{
+		HostRoot: o.HostRoot, CgroupRoot: o.CgroupRoot, ImageFsPath: o.ImageFs, NoNodePSI: noNodePSI, Clock: clk,
+	}, log.Named("observe"))
+	if err != nil {
+		if errors.Is(err, pressure.ErrHostRoot) || errors.Is(err, pressure.ErrInvalidOptions) {
+			return fmt.Errorf("%w: %w", ErrUsage, err)
+		}
+		return err
+	}
+	defer obsv.Close()
+	layout := obsv.Layout()
+
+	sysDirs := []string{filepath.Join(o.HostRoot, "proc", "pressure")}
+	if layout.UnifiedMount != "" {
+		sysDirs = append(sysDirs, layout.UnifiedMount)
+	}
+	set, err := wakeup.New(log.Named("wakeup"), clk, wakeup.Options{SystemPressureDirs: sysDirs})
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	var arming *fastpath.Manager
+	if o.Sources != (fastpath.Sources{}) {
+		arming = fastpath.New(set, fastpath.Config{Sources: o.Sources, Thresholds: ths}, log.Named("wakeup"), clk, m)
+	} else {
+		for _, s := range wakeup.AllSources() {
+			m.SetWakeupSourceActive(string(s), s == wakeup.SourcePoll || s == wakeup.SourceKick)
+		}
+	}
+
+	var events *evict.EventWriter
+	if !o.Evict.DryRun {
+		events = evict.NewEventWriter(client, "evictd-"+o.NodeName, log.Named("events"), clk)
+	}
+	ev, err := evict.New(evict.Config{Options: o.Evict, Client: client, NodeName: o.NodeName, Events: events, Metrics: m, Logger: log.Named("evict"), Clock: clk})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+
+	var loopRef struct {
+		sync.Mutex
+		l *Loop
+	}
+	watcher, err := podwatch.New(podwatch.Options{
+		Client: client, NodeName: o.NodeName, Namespaces: o.Config.HasSelectors(), Log: log.Named("podwatch"),
+		OnDelete: func(p *v1.Pod) {
+			loopRef.Lock()
+			l := loopRef.l
+			loopRef.Unlock()
+			if l != nil {
+				l.PodDeleted(p)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	cfg := loopConfig(o, ths, rankOpts)
+	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: ev, Arming: armingOrNil(arming),
+		Metrics: m, Log: log, Clock: clk})
+	if err != nil {
+		return err
+	}
+	loopRef.Lock()
+	loopRef.l = loop
+	loopRef.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	started := time.Time{}
+	var startedMu sync.Mutex
+	checks := Health{Housekeeping: o.Housekeeping, Synced: watcher.Synced, Loop: loop, Clock: clk, Started: func() time.Time {
+		startedMu.Lock()
+		defer startedMu.Unlock()
+		return started
+	}}
+	var serveErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := metrics.Serve(ctx, ln, metrics.NewMux(m, metrics.Checks{Healthz: checks.Healthz, Readyz: checks.Readyz})); err != nil {
+			serveErr = err
+			log.Error("metrics server failed", logging.Err(err))
+			cancel()
+		}
+	}()
+
+	log.Info("evictd starting", zap.String("version", version), zap.Bool("dryRun", o.Evict.DryRun),
+		zap.String("pdbPolicy", string(o.Evict.PDBPolicy)), zap.Duration("housekeepingInterval", o.Housekeeping),
+		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace),
+		zap.Stringers("thresholds", ths), zap.String("metricsAddress", ln.Addr().String()),
+		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot),
+		zap.Bool("nodePSIReadsOff", noNodePSI))
+
+	watcher.Start(ctx)
+	var runErr error
+	if err := watcher.WaitForSync(ctx); err != nil {
+		if ctx.Err() == nil {
+			runErr = err
+		}
+	} else {
+		log.Info("informers synced", zap.Int("pods", len(watcher.Pods())))
+		startedMu.Lock()
+		started = clk.Now()
+		startedMu.Unlock()
+		runErr = loop.Run(ctx)
+	}
+
+	log.Info("shutting down")
+	cancel()
+	if events != nil {
+		fctx, fcancel := context.WithTimeout(context.Background(), eventFlushTimeout)
+		if err := events.Shutdown(fctx); err != nil {
+			log.Warn("events not all written", logging.Err(err))
+		}
+		fcancel()
+	}
+	watcher.Shutdown()
+	wg.Wait()
+	log.Info("stopped")
+	if runErr != nil {
+		return runErr
+	}
+	return serveErr
+}
+
+// armingOrNil keeps a nil *fastpath.Manager from becoming a non-nil
+// interface.
+func armingOrNil(m *fastpath.Manager) Arming {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+func loopConfig(o *Options, ths []thresholds.Threshold, rankOpts rank.Options) LoopConfig {
+	grace := predict.DefaultGracePolicy()
+	grace.Margin = o.GraceMargin
+	return LoopConfig{
+		Thresholds:       ths,
+		TransitionPeriod: o.Config.TransitionPeriod(),
+		Rank:             rankOpts,
+		Decide: decide.Options{
+			Evict:       o.Evict,
+			HardHorizon: time.Duration(o.Evict.HardGracePeriod)*time.Second + hardSlack,
+			ActEarly:    o.ActEarly,
+			Lead:        DefaultLead,
+			FitGrace:    o.FitGrace,
+			Grace:       grace,
+		},
+		Housekeeping:  o.Housekeeping,
+		Adaptive:      o.Adaptive,
+		Poll:          wakeup.PollPolicy{Min: o.PollMin, Max: o.Housekeeping},
+		EventFillRate: eventFillRate,
+		Burst:         burst,
+		InFlight:      inflight.DefaultOptions(),
+		MaxAttempts:   DefaultMaxAttempts,
+		PDBRecheck:    pdbRecheck,
+	}
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--%s %q: %w", FlagKubeconfig, kubeconfig, err)
+		}
+		return c, nil
+	}
+	c, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --%s given and not running in a cluster: %w", FlagKubeconfig, err)
+	}
+	return c, nil
+}
+
+// Health holds the /healthz and /readyz checks.
+type Health struct {
+	Housekeeping time.Duration
+	// Synced reports whether the informers have synced.
+	Synced func() bool
+	Loop   interface {
+		LastObservation() time.Time
+		LastPass() time.Time
+	}
+	Clock clock.PassiveClock
+	// Started is when the loop started (zero before).
+	Started func() time.Time
+}
+
+// ReadyWindow is how recent the last successful observation must be.
+func (h Health) ReadyWindow() time.Duration { return 5*h.Housekeeping + 5*time.Second }
+
+// StuckWindow is how long the loop may go without finishing a pass before
+// /healthz fails (a restart is then the way out).
+func (h Health) StuckWindow() time.Duration { return max(10*h.Housekeeping, 2*time.Minute) }
+
+// Readyz: the informers have synced and an observation succeeded recently.
+func (h Health) Readyz() error {
+	if !h.Synced() {
+		return errors.New("informers have not synced yet")
+	}
+	last := h.Loop.LastObservation()
+	if last.IsZero() {
+		return errors.New("no observation has succeeded yet")
+	}
+	if age := h.Clock.Since(last); age > h.ReadyWindow() {
+		return fmt.Errorf("last successful observation was %v ago (more than %v)", age.Round(time.Millisecond), h.ReadyWindow())
+	}
+	return nil
+}
+
+// Healthz fails only when the loop is stuck: started, and no pass has
+// finished within StuckWindow. Waiting for the API server is not a reason
+// to restart.
+func (h Health) Healthz() error {
+	start := h.Started()
+	if start.IsZero() {
+		return nil
+	}
+	last := h.Loop.LastPass()
+	if last.Before(start) {
+		last = start
+	}
+	if age := h.Clock.Since(last); age > h.StuckWindow() {
+		return fmt.Errorf("the agent loop has not finished a pass for %v", age.Round(time.Second))
+	}
+	return nil
+}

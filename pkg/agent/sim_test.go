@@ -1,0 +1,381 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/agent/inflight"
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/predict"
+	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// This file holds a scripted node for loop tests: pods with memory usage
+// that may grow, a fake clock that the waker advances by each timeout, and
+// a fake evictor that terminates pods the way a kubelet would (SIGTERM, exit
+// after a delay or at the end of the grace period, then the API deletion).
+
+const mi = 1 << 20
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+type simPod struct {
+	name     string
+	usage    int64   // bytes at start
+	growth   float64 // bytes per second while running
+	request  int64
+	priority int32
+	grace    int64         // terminationGracePeriodSeconds
+	exitIn   time.Duration // how long it takes to exit after SIGTERM; 0 = at once
+	pdb      bool          // a PodDisruptionBudget protects it
+
+	started     time.Time
+	termAt      time.Time // deletion requested
+	exitAt      time.Time // process gone, memory freed
+	deleted     bool
+	deletionTS  *metav1.Time
+	graceActual int64
+}
+
+func (p *simPod) uid() types.UID { return types.UID("uid-" + p.name) }
+
+func (p *simPod) memAt(now time.Time) int64 {
+	return p.usage + int64(p.growth*now.Sub(p.started).Seconds())
+}
+
+type simNode struct {
+	t        *testing.T
+	mu       sync.Mutex
+	clk      *testclock.FakeClock
+	capacity int64
+	base     int64 // usage outside pods
+	pods     []*simPod
+	loop     *Loop
+
+	// Scripted by tests.
+	evictResult func(p *simPod, req evict.Request) (evict.Outcome, error)
+
+	calls      []call
+	forced     []string
+	nodeEvents int
+	resets     int
+
+	kicks []string
+	steps int
+}
+
+type call struct {
+	pod   string
+	avail int64 // memory.available when the call was made
+	at    time.Time
+	hard  bool
+	grace *int64
+	early bool
+	rank  int
+	step  int
+}
+
+func newSimNode(t *testing.T, capacity, base int64, pods ...*simPod) *simNode {
+	n := &simNode{t: t, clk: testclock.NewFakeClock(t0), capacity: capacity, base: base, pods: pods}
+	for _, p := range pods {
+		p.started = t0
+	}
+	return n
+}
+
+func (n *simNode) pod(name string) *simPod {
+	for _, p := range n.pods {
+		if p.name == name {
+			return p
+		}
+	}
+	n.t.Fatalf("no pod %q", name)
+	return nil
+}
+
+// advance applies what happened up to now: exits free memory, exited pods
+// leave the API (the informer's delete event reaches the loop).
+func (n *simNode) advance(now time.Time) {
+	var gone []*v1.Pod
+	n.mu.Lock()
+	for _, p := range n.pods {
+		if !p.termAt.IsZero() && !p.deleted && !now.Before(p.exitAt) {
+			p.deleted = true
+			gone = append(gone, n.apiPod(p))
+		}
+	}
+	n.mu.Unlock()
+	for _, p := range gone {
+		if n.loop != nil {
+			n.loop.PodDeleted(p)
+		}
+	}
+}
+
+// Observe implements Observer.
+func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
+	now := n.clk.Now()
+	n.advance(now)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ts := metav1.NewTime(now)
+	var ws = n.base
+	var pods []statsapi.PodStats
+	for _, p := range n.pods {
+		if p.deleted || (!p.exitAt.IsZero() && !now.Before(p.exitAt)) {
+			continue
+		}
+		m := uint64(p.memAt(now))
+		ws += int64(m)
+		pods = append(pods, statsapi.PodStats{
+			PodRef: statsapi.PodReference{Name: p.name, Namespace: "ns", UID: string(p.uid())},
+			Memory: &statsapi.MemoryStats{Time: ts, WorkingSetBytes: &m, UsageBytes: &m},
+		})
+	}
+	avail := uint64(max(n.capacity-ws, 0))
+	wsu := uint64(ws)
+	return &pressure.Observation{Time: now, Summary: &statsapi.Summary{
+		Node: statsapi.NodeStats{NodeName: "node-a", Memory: &statsapi.MemoryStats{Time: ts, AvailableBytes: &avail, WorkingSetBytes: &wsu, UsageBytes: &wsu}},
+		Pods: pods,
+	}}, nil
+}
+
+func (n *simNode) availableLocked(now time.Time) int64 {
+	ws := n.base
+	for _, p := range n.pods {
+		if !p.deleted && (p.exitAt.IsZero() || now.Before(p.exitAt)) {
+			ws += p.memAt(now)
+		}
+	}
+	return n.capacity - ws
+}
+
+func (n *simNode) apiPod(p *simPod) *v1.Pod {
+	grace := p.grace
+	prio := p.priority
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: p.name, UID: p.uid(), DeletionTimestamp: p.deletionTS},
+		Spec: v1.PodSpec{
+			Priority:                      &prio,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+				Requests: v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(p.request, resource.BinarySI)},
+			}}},
+		},
+		Status: v1.PodStatus{Phase: v1.PodRunning},
+	}
+	if p.deletionTS != nil {
+		pod.DeletionGracePeriodSeconds = &p.graceActual
+	}
+	return pod
+}
+
+// Pods implements PodSource.
+func (n *simNode) Pods() []*v1.Pod {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []*v1.Pod
+	for _, p := range n.pods {
+		if !p.deleted {
+			out = append(out, n.apiPod(p))
+		}
+	}
+	return out
+}
+
+func (n *simNode) PriorityClasses() map[string]int32             { return nil }
+func (n *simNode) NamespaceLabels() map[string]map[string]string { return nil }
+
+// terminate plays the API server and kubelet after an accepted eviction.
+func (n *simNode) terminate(p *simPod, grace int64, now time.Time) {
+	p.termAt = now
+	p.graceActual = grace
+	ts := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
+	p.deletionTS = &ts
+	exit := min(p.exitIn, time.Duration(grace)*time.Second)
+	p.exitAt = now.Add(exit)
+}
+
+// Evict implements Evictor.
+func (n *simNode) Evict(_ context.Context, req evict.Request) (evict.Outcome, error) {
+	return n.do(req, false)
+}
+
+// ForceDelete implements Evictor.
+func (n *simNode) ForceDelete(_ context.Context, req evict.Request) (evict.Outcome, error) {
+	return n.do(req, true)
+}
+
+func (n *simNode) do(req evict.Request, force bool) (evict.Outcome, error) {
+	now := n.clk.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.pod(req.Pod.Name)
+	n.calls = append(n.calls, call{pod: p.name, avail: n.availableLocked(now), at: now, hard: req.Hard, grace: req.GraceOverride, rank: req.Rank, step: n.steps})
+	grace := evict.Defaults().GracePeriod(req.Pod, req.Hard, req.GraceOverride)
+	if n.evictResult != nil {
+		if out, err := n.evictResult(p, req); out.Result != "" {
+			if out.Result == evict.Evicted {
+				n.terminate(p, out.GracePeriodSeconds, now)
+			}
+			return out, err
+		}
+	}
+	if force {
+		n.forced = append(n.forced, p.name)
+	} else if p.pdb {
+		return evict.Outcome{Result: evict.PDBBlocked, GracePeriodSeconds: grace, Attempts: 1},
+			&evict.PodError{Pod: "ns/" + p.name, Result: evict.PDBBlocked, Err: evict.ErrPDBBlocked}
+	}
+	if p.deleted {
+		return evict.Outcome{Result: evict.NotFound, Attempts: 1}, nil
+	}
+	n.terminate(p, grace, now)
+	res := evict.Evicted
+	if force {
+		res = evict.ForcedDelete
+	}
+	return evict.Outcome{Result: res, GracePeriodSeconds: grace, Accepted: now, Attempts: 1}, nil
+}
+
+func (n *simNode) ResetEpisode() { n.mu.Lock(); n.resets++; n.mu.Unlock() }
+
+func (n *simNode) NodeThresholdMet(thresholds.Signal, bool, int64, int64) {
+	n.mu.Lock()
+	n.nodeEvents++
+	n.mu.Unlock()
+}
+
+// simWaker implements Waker on the fake clock: a kick returns at once,
+// otherwise the clock steps by the timeout.
+type simWaker struct {
+	n       *simNode
+	mu      sync.Mutex
+	pending []string
+	waits   []time.Duration
+}
+
+func (w *simWaker) Wait(ctx context.Context, timeout time.Duration) (wakeup.Wakeup, error) {
+	if err := ctx.Err(); err != nil {
+		return wakeup.Wakeup{}, err
+	}
+	w.mu.Lock()
+	w.waits = append(w.waits, timeout)
+	if len(w.pending) > 0 {
+		k := w.pending[0]
+		w.pending = w.pending[1:]
+		w.mu.Unlock()
+		return wakeup.Wakeup{Source: wakeup.SourceKick, Name: k, At: w.n.clk.Now()}, nil
+	}
+	w.mu.Unlock()
+	w.n.clk.Step(timeout)
+	return wakeup.Wakeup{Source: wakeup.SourcePoll, At: w.n.clk.Now()}, nil
+}
+
+func (w *simWaker) Kick(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = append(w.pending, name)
+	w.n.kicks = append(w.n.kicks, name)
+}
+
+func mustThresholds(t *testing.T, spec thresholds.Spec) []thresholds.Threshold {
+	t.Helper()
+	ths, err := thresholds.Parse(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ths
+}
+
+func testLoopConfig(ths []thresholds.Threshold) LoopConfig {
+	ev := evict.Defaults()
+	ev.MaxPodGracePeriod = 1 << 31 / 2 // the pod's own, as with --eviction-max-pod-grace-period=0
+	return LoopConfig{
+		Thresholds:       ths,
+		TransitionPeriod: time.Minute,
+		Decide: decide.Options{
+			Evict: ev, HardHorizon: 7 * time.Second, Lead: DefaultLead, Grace: predict.DefaultGracePolicy(),
+		},
+		Housekeeping: time.Second,
+		Poll:         wakeup.PollPolicy{Min: 100 * time.Millisecond, Max: time.Second},
+		Burst:        2 * time.Second,
+		InFlight:     inflight.DefaultOptions(),
+		MaxAttempts:  DefaultMaxAttempts,
+		PDBRecheck:   30 * time.Second,
+	}
+}
+
+// run builds the loop on the node and runs it for the given simulated time.
+func (n *simNode) run(t *testing.T, cfg LoopConfig, d time.Duration) *simWaker {
+	t.Helper()
+	w := &simWaker{n: n}
+	l, err := NewLoop(cfg, Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.loop = l
+	n.runMore(t, d, w)
+	return w
+}
+
+func (n *simNode) runMore(t *testing.T, d time.Duration, w *simWaker) {
+	t.Helper()
+	end := n.clk.Now().Add(d)
+	ctx := context.Background()
+	timeout := time.Duration(0)
+	for i := 0; n.clk.Now().Before(end); i++ {
+		if i > 100000 {
+			t.Fatal("the loop does not advance the clock")
+		}
+		wk, err := w.Wait(ctx, timeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.steps++
+		timeout = n.loop.Step(ctx, wk)
+		if timeout <= 0 {
+			t.Fatalf("step %d returned a wait of %v", n.steps, timeout)
+		}
+	}
+}
+
+func (n *simNode) victims() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for _, c := range n.calls {
+		out = append(out, c.pod)
+	}
+	return out
+}
+
+func (n *simNode) evictedPods() []string {
+	var out []string
+	for _, p := range n.pods {
+		if !p.termAt.IsZero() {
+			out = append(out, p.name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func eq(a, b []string) bool {
+	return fmt.Sprint(a) == fmt.Sprint(b)
+}
