@@ -435,6 +435,7 @@ func (l *Loop) attempt(ctx context.Context, d decide.Decision, in *decide.Input)
 		Rank:          d.Rank,
 		Reason:        reason,
 		GraceOverride: d.GraceOverride,
+		GraceReason:   d.GraceReason,
 		PressureSince: t.Since,
 	}
 	var out evict.Outcome

@@ -58,6 +58,9 @@ type Request struct {
 	// GraceOverride, when set, shortens the grace period further (the fast
 	// path fits it to the time the node has left); see Options.GracePeriod.
 	GraceOverride *int64
+	// GraceReason says why GraceOverride shortened the grace period; it is
+	// added to the pod's Event so the owner learns why the pod got less time.
+	GraceReason string
 	// PressureSince is when pressure on Signal was first noticed; when set,
 	// an accepted eviction records the time since then in
 	// evictd_eviction_latency_seconds.

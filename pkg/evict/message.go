@@ -49,6 +49,9 @@ func evictionNote(req Request, grace int64) string {
 		fmt.Fprintf(&b, ", has larger consumption of %s", res)
 	}
 	fmt.Fprintf(&b, ". Evicted by evictd: %s met its %s threshold; grace period %ds.", req.Signal, kindWord(req.Hard), grace)
+	if req.GraceOverride != nil && req.GraceReason != "" {
+		fmt.Fprintf(&b, " The grace period was shortened: %s.", req.GraceReason)
+	}
 	return b.String()
 }
 

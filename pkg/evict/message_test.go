@@ -34,6 +34,17 @@ func TestEvictionNote(t *testing.T) {
 				"Evicted by evictd: nodefs.available met its soft threshold; grace period 30s.",
 		},
 		{
+			name: "memory, grace shortened by the fast path",
+			req: Request{Signal: thresholds.MemoryAvailable, Hard: true,
+				Threshold: 300 << 20, Available: 310 << 20, Usage: 700 << 20, Request: 100 << 20,
+				GraceOverride: ptrInt64(2), GraceReason: "memory.available predicted to cross 300Mi in 3.1s"},
+			grace: 2,
+			want: "The node was low on resource: memory. Threshold quantity: 300Mi, available: 310Mi. " +
+				"Pod was using 700Mi, request is 100Mi, has larger consumption of memory. " +
+				"Evicted by evictd: memory.available met its hard threshold; grace period 2s. " +
+				"The grace period was shortened: memory.available predicted to cross 300Mi in 3.1s.",
+		},
+		{
 			name: "pids are counts",
 			req: Request{Signal: thresholds.PIDAvailable, Hard: true,
 				Threshold: 1024, Available: 1000, Usage: 3000, Request: 0},
@@ -82,3 +93,5 @@ func TestTruncate(t *testing.T) {
 		t.Errorf("truncated note is %d bytes, want %d", len(got), maxNoteBytes)
 	}
 }
+
+func ptrInt64(v int64) *int64 { return &v }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -169,7 +170,11 @@ func renderDoc(t *testing.T) []byte {
 	for _, r := range EvictionResults {
 		fmt.Fprintf(&b, "  - `%s`: %s.\n", r, resultHelp[r])
 	}
-	b.WriteString("- `source`: the wake-up source that woke the agent loop (a small fixed set, e.g. `timer`).\n")
+	var srcs []string
+	for _, s := range wakeup.AllSources() {
+		srcs = append(srcs, "`"+string(s)+"`")
+	}
+	b.WriteString("- `source`: the wake-up source that woke the agent loop, or that is armed: " + strings.Join(srcs, ", ") + ".\n")
 	b.WriteString("\nThe standard Go runtime (`go_*`) and process (`process_*`) collectors are registered too.\n")
 	return b.Bytes()
 }
