@@ -151,7 +151,7 @@ func New(version string) (*Metrics, error) {
 	})
 	m.wakeups = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "wakeups_total",
-		Help: "Times the agent loop woke up, by what woke it (timer, PSI trigger, memory cgroup event, ...).",
+		Help: "Times the agent loop woke up, by what woke it (poll timeout, memcg threshold, PSI trigger, memory.events, ...).",
 	}, []string{"source"})
 	m.wakeupSourceActive = m.gaugeVec("wakeup", "source_active",
 		"1 while a wake-up source is armed, 0 when it is unavailable or has failed.",
