@@ -1,0 +1,146 @@
+package framework
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRepoRootAndBinary(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mod, err := moduleOf(filepath.Join(root, "go.mod")); err != nil || mod != modulePath {
+		t.Fatalf("RepoRoot %s: module %q, %v", root, mod, err)
+	}
+
+	bins := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bins, "etcd"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bins, "plain"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(BinDirEnv, bins)
+	tests := []struct {
+		name    string
+		wantErr bool
+	}{
+		{"etcd", false},
+		{"plain", true},   // not executable
+		{"missing", true}, // not there
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Binary(tt.name)
+			if tt.wantErr {
+				if !errors.Is(err, ErrMissingBinary) || !strings.Contains(err.Error(), filepath.Join(bins, tt.name)) || !strings.Contains(err.Error(), "make build cluster-bins") {
+					t.Fatalf("error %v: want ErrMissingBinary naming the path and the make target", err)
+				}
+				return
+			}
+			if err != nil || p != filepath.Join(bins, tt.name) {
+				t.Fatalf("Binary = %q, %v", p, err)
+			}
+		})
+	}
+
+	t.Setenv(RepoRootEnv, bins)
+	if got, err := RepoRoot(); err != nil || got != bins {
+		t.Fatalf("RepoRoot with %s set = %q, %v", RepoRootEnv, got, err)
+	}
+}
+
+func TestStartClusterMissingBinaries(t *testing.T) {
+	_, err := StartCluster(t.Context(), Config{BinDir: t.TempDir()})
+	if !errors.Is(err, ErrMissingBinary) {
+		t.Fatalf("StartCluster without binaries: %v, want ErrMissingBinary", err)
+	}
+}
+
+func TestReadManifest(t *testing.T) {
+	tests := []struct {
+		name      string
+		yaml      string
+		wantKinds []string
+		wantErr   string
+	}{
+		{name: "documents and comments", yaml: "# head\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n# only a comment\n---\n\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: b, namespace: a}\n",
+			wantKinds: []string{"Namespace", "ServiceAccount"}},
+		{name: "no kind", yaml: "apiVersion: v1\nmetadata: {name: a}\n", wantErr: "document 1 has no kind"},
+		{name: "not YAML", yaml: "apiVersion: v1\nkind: [\n", wantErr: "document 1"},
+		{name: "second bad", yaml: "apiVersion: v1\nkind: Namespace\n---\n- a list\n", wantErr: "document 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "m.yaml")
+			if err := os.WriteFile(p, []byte(tt.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			objs, err := ReadManifest(p)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), p) {
+					t.Fatalf("error %v, want one naming %s and containing %q", err, p, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kinds []string
+			for _, o := range objs {
+				kinds = append(kinds, o.GetKind())
+			}
+			if strings.Join(kinds, ",") != strings.Join(tt.wantKinds, ",") {
+				t.Fatalf("kinds %v, want %v", kinds, tt.wantKinds)
+			}
+		})
+	}
+	if _, err := ReadManifest(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Fatal("missing file read without error")
+	}
+}
+
+func TestDeployManifestIdentity(t *testing.T) {
+	p, err := ManifestPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := ReadManifest(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := map[string]int{}
+	for _, o := range objs {
+		if IsIdentityObject(o) {
+			identity[o.GetKind()]++
+		}
+	}
+	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} {
+		if identity[k] != 1 {
+			t.Errorf("%s: %d in %s, want 1", k, identity[k], p)
+		}
+	}
+}
+
+func TestTailFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(p, []byte("1\n2\n3\n4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		n    int
+		want string
+	}{{2, "3\n4"}, {10, "1\n2\n3\n4"}}
+	for _, tt := range tests {
+		if got := tailFile(p, tt.n); got != tt.want {
+			t.Errorf("tailFile(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+	if got := tailFile(p+".missing", 3); !strings.Contains(got, "cannot read") {
+		t.Errorf("tail of a missing file = %q", got)
+	}
+}
