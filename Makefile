@@ -21,8 +21,8 @@ export CGO_ENABLED ?= 0
 
 all: build
 
-## build: the evictd binary and the test workload binary into _output/bin.
-build: $(BIN)/evictd $(BIN)/workload
+## build: evictd and the test binaries (workload, cluster, nodesim) into _output/bin.
+build: $(BIN)/evictd $(BIN)/workload $(BIN)/cluster $(BIN)/nodesim
 
 $(BIN)/evictd: FORCE
 	@mkdir -p $(BIN)
@@ -31,6 +31,10 @@ $(BIN)/evictd: FORCE
 $(BIN)/workload: FORCE
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $@ ./test/cmd/workload
+
+$(BIN)/cluster $(BIN)/nodesim: FORCE
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $@ ./test/cmd/$(notdir $@)
 
 ## observe: one observation of this host, as a table (run as root).
 observe: $(BIN)/evictd
