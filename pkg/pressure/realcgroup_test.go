@@ -1,150 +1,51 @@
 package pressure
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 
 	"go.uber.org/zap/zaptest"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/evictd/evictd/internal/cgrouptest"
 )
-
-// Where this project's machines mount the cgroup v1 controllers the real test uses.
-const (
-	realMemoryMount = "/sys/fs/cgroup/memory"
-	realPidsMount   = "/sys/fs/cgroup/pids"
-)
-
-// needRealCgroupV1 skips, or with CI=true fails, when the test cannot build
-// cgroups on a real v1 memory controller.
-func needRealCgroupV1(t *testing.T) {
-	t.Helper()
-	reason := ""
-	switch {
-	case os.Geteuid() != 0:
-		reason = "needs root to create cgroups"
-	case !existsC(newCPath(filepath.Join(realMemoryMount, "memory.stat"))):
-		reason = "no cgroup v1 memory controller at " + realMemoryMount
-	case unix.Access(realMemoryMount, unix.W_OK) != nil:
-		reason = realMemoryMount + " is not writable"
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but the real cgroup test cannot run: %s", reason)
-	}
-	t.Skipf("skipping the real cgroup test: %s", reason)
-}
-
-// mkCgroup creates a cgroup directory and removes it when the test ends
-// (cleanups run last-in first-out, so children go before parents).
-func mkCgroup(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatalf("creating cgroup: %v", err)
-	}
-	t.Cleanup(func() {
-		// A cgroup whose last task just exited may be busy for a moment.
-		var err error
-		for i := 0; i < 50; i++ {
-			if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Errorf("removing cgroup %s: %v", dir, err)
-	})
-}
-
-func writeCgroupFile(t *testing.T, p, v string) {
-	t.Helper()
-	if err := os.WriteFile(p, []byte(v), 0); err != nil {
-		t.Fatalf("writing %q to %s: %v", v, p, err)
-	}
-}
 
 // TestRealCgroupV1 builds a node cgroup with a memory limit on the real v1
 // memory controller, kubepods/burstable/pod<uid> beneath it, runs a process
 // in the pod that touches 64 MiB and then 64 MiB more, and checks the pod's
 // working set and the node figures through CgroupRoot.
 func TestRealCgroupV1(t *testing.T) {
-	needRealCgroupV1(t)
 	const (
 		uid        = "e2e0c0de-1111-4222-8333-944455556666"
 		nodeLimit  = 512 << 20
 		touchMiB   = 64
 		slackBytes = 48 << 20 // the helper's Go runtime, stacks and page tables
 	)
-	name := fmt.Sprintf("evictd-test-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
-
-	var cgroupProcs []string
-	for _, mount := range []string{realMemoryMount, realPidsMount} {
-		if mount == realPidsMount && !isDir(realPidsMount) {
-			continue
-		}
-		dir := mount
-		for _, part := range []string{name, "kubepods", "burstable", "pod" + uid} {
-			dir = filepath.Join(dir, part)
-			mkCgroup(t, dir)
-		}
-		cgroupProcs = append(cgroupProcs, filepath.Join(dir, "cgroup.procs"))
+	// The node cgroup, with the same name in the pids hierarchy when there is
+	// one: the observer finds both at the same relative path.
+	node := cgrouptest.NewMemoryCgroup(t, "evictd-test")
+	name := node.Name()
+	node.SetMemoryLimit(t, nodeLimit)
+	hasPids := cgrouptest.HasPids()
+	roots := []*cgrouptest.Cgroup{node}
+	if hasPids {
+		roots = append(roots, cgrouptest.New(t, cgrouptest.PidsRoot, name))
 	}
-	writeCgroupFile(t, filepath.Join(realMemoryMount, name, "memory.limit_in_bytes"), strconv.Itoa(nodeLimit))
-
+	var pods []*cgrouptest.Cgroup
+	for _, cg := range roots {
+		for _, part := range []string{"kubepods", "burstable", "pod" + uid} {
+			cg = cg.Sub(t, part)
+		}
+		pods = append(pods, cg)
+	}
 	// The helper is this test binary; it waits for commands, so it is in the
 	// pod's cgroups before it touches any memory.
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=touch")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	for _, p := range cgroupProcs {
-		writeCgroupFile(t, p, strconv.Itoa(cmd.Process.Pid))
-	}
-	replies := bufio.NewScanner(stdout)
+	helper := cgrouptest.StartChild(t, pods...)
 	touch := func(mib int) {
 		t.Helper()
-		if _, err := fmt.Fprintf(stdin, "touch %d\n", mib); err != nil {
+		if _, err := helper.Touch(mib); err != nil {
 			t.Fatal(err)
-		}
-		done := make(chan string, 1)
-		go func() {
-			if replies.Scan() {
-				done <- replies.Text()
-			} else {
-				done <- fmt.Sprint("helper closed stdout: ", replies.Err())
-			}
-		}()
-		select {
-		case r := <-done:
-			if r != "ok" {
-				t.Fatalf("helper: %s", r)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("helper did not answer in 30s")
 		}
 	}
 
@@ -157,7 +58,7 @@ func TestRealCgroupV1(t *testing.T) {
 	if l.Mode != ModeV1 && l.Mode != ModeHybrid {
 		t.Fatalf("mode %q on a v1 memory controller", l.Mode)
 	}
-	if l.Driver != DriverCgroupfs || l.KubepodsMemoryDir != filepath.Join(realMemoryMount, name, "kubepods") {
+	if l.Driver != DriverCgroupfs || l.KubepodsMemoryDir != filepath.Join(node.Dir(), "kubepods") {
 		t.Fatalf("layout %+v; want cgroupfs kubepods under the test cgroup", l)
 	}
 
@@ -188,7 +89,7 @@ func TestRealCgroupV1(t *testing.T) {
 			t.Errorf("kubepods capacity %d; want %d", got, nodeLimit)
 		}
 		ps := obs.Summary.Pods[0].ProcessStats
-		if isDir(realPidsMount) {
+		if hasPids {
 			if ps == nil || ps.ProcessCount == nil {
 				t.Fatalf("no process count for the pod")
 			}
@@ -216,12 +117,8 @@ func TestRealCgroupV1(t *testing.T) {
 	t.Logf("pod working set: %d MiB before, %d MiB after 64 MiB, %d MiB after 128 MiB", ws0>>20, ws1>>20, ws2>>20)
 
 	// Once the helper exits, its anonymous memory is freed.
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			t.Fatal(err)
-		}
+	if err := helper.Stop(); err != nil {
+		t.Fatal(err)
 	}
 	ws3, _, _, _, _ := observe(false)
 	if ws3 >= ws1 {

@@ -2,21 +2,16 @@ package fastpath
 
 import (
 	"context"
-	"fmt"
-	"math/rand"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/cgrouptest"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -24,67 +19,21 @@ import (
 
 const mi = 1 << 20
 
-func need(t *testing.T, ok bool, what string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("this test needs %s (CI=true, so this is a failure)", what)
-	}
-	t.Skipf("skipped: needs %s", what)
+func TestMain(m *testing.M) {
+	// The real-crossing test re-executes this binary as its workload.
+	cgrouptest.RunChildIfRequested()
+	os.Exit(m.Run())
 }
 
-func memcgRoot() string {
-	if v := os.Getenv("EVICTD_TEST_MEMCG_ROOT"); v != "" {
-		return v
-	}
-	return "/sys/fs/cgroup/memory"
-}
-
-func makeCgroup(t *testing.T) string {
+// newSet makes a wake-up set that is closed when the test ends.
+func newSet(t *testing.T, log *zap.Logger, opts wakeup.Options) *wakeup.Set {
 	t.Helper()
-	need(t, os.Geteuid() == 0, "root")
-	_, err := os.Stat(filepath.Join(memcgRoot(), "cgroup.event_control"))
-	need(t, err == nil, "a writable cgroup v1 memory controller at "+memcgRoot())
-	dir := filepath.Join(memcgRoot(), fmt.Sprintf("evictd-fastpath-%d-%d", os.Getpid(), rand.Int63()))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-			for _, f := range strings.Fields(string(procs)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			err := os.Remove(dir)
-			if err == nil || os.IsNotExist(err) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("remove %s: %v", dir, err)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	return dir
-}
-
-func readInt(t *testing.T, path string) int64 {
-	t.Helper()
-	b, err := os.ReadFile(path)
+	set, err := wakeup.New(log, clock.RealClock{}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	t.Cleanup(func() { _ = set.Close() })
+	return set
 }
 
 // observation builds what the observer would report for a node cgroup dir
@@ -132,13 +81,10 @@ func TestArmAt(t *testing.T) {
 }
 
 func TestSyncArmsRearmsAndWakesOnARealCrossing(t *testing.T) {
-	dir := makeCgroup(t)
+	cg := cgrouptest.NewMemoryCgroup(t, "evictd-fastpath")
+	dir := cg.Dir()
 	log := zaptest.NewLogger(t)
-	set, err := wakeup.New(log, clock.RealClock{}, wakeup.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = set.Close() })
+	set := newSet(t, log, wakeup.Options{})
 	ths, err := thresholds.Parse(thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +93,10 @@ func TestSyncArmsRearmsAndWakesOnARealCrossing(t *testing.T) {
 
 	// Capacity chosen so that the threshold is crossed 32Mi above the
 	// cgroup's current usage.
-	usage := readInt(t, filepath.Join(dir, "memory.usage_in_bytes"))
+	usage, err := cg.MemoryUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
 	capacity := usage + 32*mi + 300*mi
 	obs, sig := observation(dir, usage, usage, capacity)
 	m.Sync(obs, sig)
@@ -171,16 +120,14 @@ func TestSyncArmsRearmsAndWakesOnARealCrossing(t *testing.T) {
 	if got := h.h.Armed(); got != usage+52*mi {
 		t.Errorf("armed at %d after a 20Mi drift, want %d", got, usage+52*mi)
 	}
-	// Back to the first arming point, then charge 64Mi of shmem to the
-	// cgroup from a process inside it: the crossing wakes the set.
+	// Back to the first arming point, then charge 64Mi of anonymous memory
+	// to the cgroup from a process inside it: the crossing wakes the set.
 	obs, sig = observation(dir, usage, usage, capacity)
 	m.Sync(obs, sig)
-	shm := filepath.Join("/dev/shm", filepath.Base(dir))
-	t.Cleanup(func() { _ = os.Remove(shm) })
-	cmd := exec.Command("sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && head -c %d /dev/zero > %s", dir, 64*mi, shm))
+	c := cgrouptest.StartChild(t, cg)
 	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("charging the cgroup: %v: %s", err, out)
+	if _, err := c.Touch(64); err != nil {
+		t.Fatalf("charging the cgroup: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -188,16 +135,12 @@ func TestSyncArmsRearmsAndWakesOnARealCrossing(t *testing.T) {
 	if err != nil || w.Source != wakeup.SourceMemcgThreshold || w.Name != "node" {
 		t.Fatalf("Wait = %+v, %v; want the node memcg threshold", w, err)
 	}
-	t.Logf("woken %v after the write started", w.At.Sub(start))
+	t.Logf("woken %v after the touch started", w.At.Sub(start))
 }
 
 func TestSyncLeavesOtherModesAndDisabledSourcesAlone(t *testing.T) {
 	log := zaptest.NewLogger(t)
-	set, err := wakeup.New(log, clock.RealClock{}, wakeup.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = set.Close() })
+	set := newSet(t, log, wakeup.Options{})
 	ths, _ := thresholds.Parse(thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})
 	tests := []struct {
 		name string
@@ -222,13 +165,9 @@ func TestSyncLeavesOtherModesAndDisabledSourcesAlone(t *testing.T) {
 
 func TestSyncArmsPSIOnce(t *testing.T) {
 	_, err := os.Stat("/proc/pressure/memory")
-	need(t, err == nil, "PSI (/proc/pressure/memory)")
+	cgrouptest.Need(t, err == nil, "PSI (/proc/pressure/memory)")
 	log := zaptest.NewLogger(t)
-	set, err := wakeup.New(log, clock.RealClock{}, wakeup.Options{SystemPressureDirs: []string{"/proc/pressure"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = set.Close() })
+	set := newSet(t, log, wakeup.Options{SystemPressureDirs: []string{"/proc/pressure"}})
 	m := New(set, Config{Sources: Sources{PSI: true}}, log, clock.RealClock{}, nil)
 	obs, sig := observation("", 0, 0, 1024*mi)
 	obs.Layout.ProcPressureDir = "/proc/pressure"

@@ -14,39 +14,40 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/internal/cgrouptest"
 )
 
 // memcgRig is a kubepods-like memory cgroup with a pod cgroup inside it and a
 // threshold armed on the parent: the child charges the pod cgroup, the
 // notification must come from the parent, as it would for kubepods.
 type memcgRig struct {
-	kubepods, pod string
+	kubepods, pod *cgrouptest.Cgroup
 	set           *Set
 	th            *MemcgThreshold
 }
 
 const (
-	trialAbove = 32 << 20 // arm this far above the current usage
-	trialAlloc = 64 << 20 // and let the child touch this much
+	trialAbove    = 32 << 20 // arm this far above the current usage
+	trialAllocMiB = 64       // and let the child touch this much
 )
 
 func newMemcgRig(tb testing.TB) *memcgRig {
 	tb.Helper()
-	requireMemcgV1(tb)
 	r := &memcgRig{}
-	r.kubepods = makeCgroup(tb, memcgRoot(), "evictd-wakeup-kubepods")
-	r.pod = makeCgroup(tb, r.kubepods, "pod")
+	r.kubepods = cgrouptest.NewMemoryCgroup(tb, "evictd-wakeup-kubepods")
+	r.pod = r.kubepods.Sub(tb, "pod")
 	set, err := New(zaptest.NewLogger(tb), clock.RealClock{}, Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = set.Close() })
 	r.set = set
-	usage, err := readInt(filepath.Join(r.kubepods, "memory.usage_in_bytes"))
+	usage, err := r.kubepods.MemoryUsage()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r.th, err = set.AddMemcgThreshold("kubepods", r.kubepods, usage+trialAbove)
+	r.th, err = set.AddMemcgThreshold("kubepods", r.kubepods.Dir(), usage+trialAbove)
 	if err != nil {
 		tb.Fatalf("arm threshold on a fresh memcg: %v", err)
 	}
@@ -61,13 +62,9 @@ func newMemcgRig(tb testing.TB) *memcgRig {
 func (r *memcgRig) trial(tb testing.TB) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c := startChild(tb, "alloc")
-	defer c.stop()
-	if err := enterCgroup(r.pod, c.cmd.Process.Pid); err != nil {
-		return 0, err
-	}
-	usagePath := filepath.Join(r.kubepods, "memory.usage_in_bytes")
-	usage, err := readInt(usagePath)
+	c := cgrouptest.StartChild(tb, r.pod)
+	defer func() { _ = c.Stop() }() // a failing child shows in its answer
+	usage, err := r.kubepods.MemoryUsage()
 	if err != nil {
 		return 0, err
 	}
@@ -85,26 +82,26 @@ func (r *memcgRig) trial(tb testing.TB) (time.Duration, error) {
 			break
 		}
 	}
-	if err := c.send("go %d %s %d", at, usagePath, trialAlloc); err != nil {
+	watch := &cgrouptest.Watch{File: r.kubepods.Path("memory.usage_in_bytes"), Threshold: at}
+	if err := c.BeginTouch(trialAllocMiB, watch); err != nil {
 		return 0, err
 	}
 	w, err := r.set.Wait(ctx, 5*time.Second)
-	woke := monotonicNow()
+	woke := cgrouptest.Now()
 	if err != nil {
 		return 0, err
 	}
 	if w.Source != SourceMemcgThreshold || w.Name != "kubepods" {
 		return 0, fmt.Errorf("woken by %s/%q, want %s/%q (armed at %d, usage was %d)", w.Source, w.Name, SourceMemcgThreshold, "kubepods", at, usage)
 	}
-	l, err := c.line(5 * time.Second)
+	touched, err := c.EndTouch(5 * time.Second)
 	if err != nil {
 		return 0, err
 	}
-	var crossed int64
-	if _, err := fmt.Sscanf(l, "cross %d", &crossed); err != nil {
-		return 0, fmt.Errorf("child said %q, want \"cross <ns>\"", l)
+	if touched.Crossed == 0 {
+		return 0, fmt.Errorf("the child never read a usage at or above %d (last %d)", at, touched.Last)
 	}
-	return time.Duration(woke - crossed), nil
+	return woke.Sub(touched.Crossed), nil
 }
 
 func TestMemcgThresholdWakesOnCrossing(t *testing.T) {
@@ -158,8 +155,7 @@ func BenchmarkMemcgThresholdLatency(b *testing.B) {
 func TestMemcgThresholdRearmReplacesTheOldOne(t *testing.T) {
 	r := newMemcgRig(t)
 	ctx := context.Background()
-	usagePath := filepath.Join(r.kubepods, "memory.usage_in_bytes")
-	usage, err := readInt(usagePath)
+	usage, err := r.kubepods.MemoryUsage()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,15 +175,13 @@ func TestMemcgThresholdRearmReplacesTheOldOne(t *testing.T) {
 	if err := r.th.Arm(usage + 1<<30); err != nil {
 		t.Fatal(err)
 	}
-	c := startChild(t, "alloc")
-	if err := enterCgroup(r.pod, c.cmd.Process.Pid); err != nil {
+	c := cgrouptest.StartChild(t, r.pod)
+	watch := &cgrouptest.Watch{File: r.kubepods.Path("memory.usage_in_bytes"), Threshold: usage + trialAbove}
+	if err := c.BeginTouch(trialAllocMiB, watch); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.send("go %d %s %d", usage+trialAbove, usagePath, trialAlloc); err != nil {
-		t.Fatal(err)
-	}
-	if l, err := c.line(5 * time.Second); err != nil || !strings.HasPrefix(l, "cross ") {
-		t.Fatalf("child: %q, %v; want it to cross the old threshold", l, err)
+	if touched, err := c.EndTouch(5 * time.Second); err != nil || touched.Crossed == 0 {
+		t.Fatalf("child: %+v, %v; want it to cross the old threshold", touched, err)
 	}
 	if w, err := r.set.Wait(ctx, 300*time.Millisecond); err != nil || w.Source != SourcePoll {
 		t.Errorf("Wait after crossing only a replaced threshold = %+v, %v; want a poll timeout", w, err)
@@ -195,18 +189,16 @@ func TestMemcgThresholdRearmReplacesTheOldOne(t *testing.T) {
 }
 
 func TestMemcgThresholdFailsOverPerSource(t *testing.T) {
-	requireMemcgV1(t)
-	requireCgroup2(t)
+	good := cgrouptest.NewMemoryCgroup(t, "evictd-wakeup-good")
+	notMemcg := cgrouptest.NewUnifiedCgroup(t, "evictd-wakeup-v2").Dir() // no memory.usage_in_bytes here
+	missing := filepath.Join(t.TempDir(), "gone")
 	set, err := New(zaptest.NewLogger(t), clock.RealClock{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer set.Close()
-	good := makeCgroup(t, memcgRoot(), "evictd-wakeup-good")
-	notMemcg := makeCgroup(t, unifiedRoot(), "evictd-wakeup-v2") // no memory.usage_in_bytes here
-	missing := filepath.Join(t.TempDir(), "gone")
 
-	okTh, err := set.AddMemcgThreshold("good", good, 1<<30)
+	okTh, err := set.AddMemcgThreshold("good", good.Dir(), 1<<30)
 	if err != nil {
 		t.Fatalf("arming a real memcg: %v", err)
 	}
@@ -230,7 +222,7 @@ func TestMemcgThresholdFailsOverPerSource(t *testing.T) {
 		t.Errorf("a rejected Arm changed the source: %+v armed %d", okTh.Status(), okTh.Armed())
 	}
 	// The cgroup disappears: re-arming fails and the source goes inactive.
-	if err := removeCgroup(good); err != nil {
+	if err := good.Remove(); err != nil {
 		t.Fatal(err)
 	}
 	if err := okTh.Arm(2 << 30); err == nil {
@@ -251,17 +243,17 @@ func TestMemcgThresholdFailsOverPerSource(t *testing.T) {
 func TestMemcgThresholdOnTheRootMemcgArms(t *testing.T) {
 	// The agent arms the node's root memcg too. Whether it fires depends on
 	// the whole machine's usage, so only the arming is checked here.
-	requireMemcgV1(t)
+	cgrouptest.Require(t)
 	set, err := New(zaptest.NewLogger(t), clock.RealClock{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer set.Close()
-	usage, err := readInt(filepath.Join(memcgRoot(), "memory.usage_in_bytes"))
+	usage, err := cgrouptest.ReadInt(filepath.Join(cgrouptest.MemoryRoot, "memory.usage_in_bytes"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, err := set.AddMemcgThreshold("node", memcgRoot(), usage+(1<<40))
+	th, err := set.AddMemcgThreshold("node", cgrouptest.MemoryRoot, usage+(1<<40))
 	if err != nil {
 		t.Fatalf("arming the root memcg: %v", err)
 	}
@@ -274,7 +266,7 @@ func TestMemcgThresholdOnTheRootMemcgArms(t *testing.T) {
 	if th.Status().Active {
 		t.Errorf("source still active after Close")
 	}
-	if _, err := os.Stat(memcgRoot()); err != nil {
+	if _, err := os.Stat(cgrouptest.MemoryRoot); err != nil {
 		t.Fatal(err)
 	}
 }

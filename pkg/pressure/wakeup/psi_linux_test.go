@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/internal/cgrouptest"
 )
 
 // capSysResourceFromStatus reads CAP_SYS_RESOURCE from /proc/self/status, a
@@ -42,7 +44,7 @@ func capSysResourceFromStatus(t *testing.T) bool {
 func requirePSI(t *testing.T, file string) {
 	t.Helper()
 	_, err := os.Stat(file)
-	need(t, err == nil, "PSI ("+file+"; boot with psi=1 if the kernel has CONFIG_PSI_DEFAULT_DISABLED)")
+	cgrouptest.Need(t, err == nil, "PSI ("+file+"; boot with psi=1 if the kernel has CONFIG_PSI_DEFAULT_DISABLED)")
 }
 
 // TestPSITriggerArmsOnThisKernel arms a sub-second trigger on the system and
@@ -50,9 +52,8 @@ func requirePSI(t *testing.T, file string) {
 // against this process's capabilities.
 func TestPSITriggerArmsOnThisKernel(t *testing.T) {
 	requirePSI(t, "/proc/pressure/memory")
-	requireCgroup2(t)
-	group := makeCgroup(t, unifiedRoot(), "evictd-wakeup-psi")
-	set, err := New(zaptest.NewLogger(t), clock.RealClock{}, Options{SystemPressureDirs: []string{"/proc/pressure", unifiedRoot()}})
+	group := cgrouptest.NewUnifiedCgroup(t, "evictd-wakeup-psi")
+	set, err := New(zaptest.NewLogger(t), clock.RealClock{}, Options{SystemPressureDirs: []string{"/proc/pressure", cgrouptest.UnifiedRoot}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestPSITriggerArmsOnThisKernel(t *testing.T) {
 
 	for _, tc := range []struct{ name, file string }{
 		{"system", "/proc/pressure/memory"},
-		{"group", filepath.Join(group, "memory.pressure")},
+		{"group", group.Path("memory.pressure")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := set.AddPSITrigger(tc.name, tc.file, want)
@@ -97,10 +98,10 @@ func TestPSITriggerArmsOnThisKernel(t *testing.T) {
 		})
 	}
 	// The cgroup2 root is the system group too; other groups stay readable.
-	if !privileged && set.PressureReadable(filepath.Join(unifiedRoot(), "memory.pressure")) {
+	if !privileged && set.PressureReadable(filepath.Join(cgrouptest.UnifiedRoot, "memory.pressure")) {
 		t.Errorf("the cgroup2 root's memory.pressure is readable next to a system trigger")
 	}
-	if !set.PressureReadable(filepath.Join(unifiedRoot(), "other", "memory.pressure")) {
+	if !set.PressureReadable(filepath.Join(cgrouptest.UnifiedRoot, "other", "memory.pressure")) {
 		t.Errorf("an untriggered group is unreadable")
 	}
 	if !set.Active(SourcePSI) {
@@ -159,38 +160,26 @@ func TestPSITriggerFiresUnderRealStall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped in -short mode: needs ~10 s of real memory stall")
 	}
-	requireMemcgV1(t)
-	requireCgroup2(t)
-	memcg := makeCgroup(t, memcgRoot(), "evictd-wakeup-stall")
-	group := makeCgroup(t, unifiedRoot(), "evictd-wakeup-stall")
-	requirePSI(t, filepath.Join(group, "memory.pressure"))
-	if err := os.WriteFile(filepath.Join(memcg, "memory.limit_in_bytes"), []byte("33554432"), 0); err != nil {
-		t.Fatal(err)
-	}
-	file := coldFile(t, 128<<20)
+	memcg := cgrouptest.NewMemoryCgroup(t, "evictd-wakeup-stall")
+	group := cgrouptest.NewUnifiedCgroup(t, "evictd-wakeup-stall")
+	requirePSI(t, group.Path("memory.pressure"))
+	memcg.SetMemoryLimit(t, 32<<20)
+	file := cgrouptest.ColdFile(t, 128<<20)
 
 	set, err := New(zaptest.NewLogger(t), clock.RealClock{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer set.Close()
-	p, err := set.AddPSITrigger("pod", filepath.Join(group, "memory.pressure"), PSITrigger{Stall: 10 * time.Millisecond, Window: time.Second})
+	p, err := set.AddPSITrigger("pod", group.Path("memory.pressure"), PSITrigger{Stall: 10 * time.Millisecond, Window: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("armed %q, privileged=%v", p.Spec(), p.Privileged())
 
-	c := startChild(t, "stall")
-	for _, dir := range []string{memcg, group} {
-		if err := enterCgroup(dir, c.cmd.Process.Pid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.send("go %s %d", file, 20); err != nil {
+	c := cgrouptest.StartChild(t, memcg, group)
+	if err := c.BeginStall(file, 20*time.Second); err != nil {
 		t.Fatal(err)
-	}
-	if l, err := c.line(5 * time.Second); err != nil || l != "stalling" {
-		t.Fatalf("child: %q, %v", l, err)
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 16*time.Second)
@@ -219,51 +208,21 @@ func TestPSITriggerFiresUnderRealStall(t *testing.T) {
 	}
 }
 
-// coldFile writes a file of size bytes in a temporary directory and drops it
-// from the page cache, so that the reader's faults are charged to the
-// reader's memory cgroup.
-func coldFile(t *testing.T, size int) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "cold")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 1<<20)
-	for i := range chunk {
-		chunk[i] = byte(i)
-	}
-	for written := 0; written < size; written += len(chunk) {
-		if _, err := f.Write(chunk); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // TestPSITriggerGoneWithItsCgroup removes a triggered cgroup: the kernel
 // reports POLLERR and the source must go inactive on its own.
 func TestPSITriggerGoneWithItsCgroup(t *testing.T) {
-	requireCgroup2(t)
-	group := makeCgroup(t, unifiedRoot(), "evictd-wakeup-gone")
-	requirePSI(t, filepath.Join(group, "memory.pressure"))
+	group := cgrouptest.NewUnifiedCgroup(t, "evictd-wakeup-gone")
+	requirePSI(t, group.Path("memory.pressure"))
 	set, err := New(zaptest.NewLogger(t), clock.RealClock{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer set.Close()
-	p, err := set.AddPSITrigger("gone", filepath.Join(group, "memory.pressure"), PSITrigger{Stall: 100 * time.Millisecond, Window: 2 * time.Second})
+	p, err := set.AddPSITrigger("gone", group.Path("memory.pressure"), PSITrigger{Stall: 100 * time.Millisecond, Window: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := removeCgroup(group); err != nil {
+	if err := group.Remove(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(3 * time.Second)

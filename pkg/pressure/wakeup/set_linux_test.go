@@ -13,6 +13,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/internal/cgrouptest"
 )
 
 func newSet(t *testing.T) *Set {
@@ -172,15 +174,14 @@ func TestMemoryEventsWatchOnAFile(t *testing.T) {
 // group: the kernel notifies it through the same cgroup_file_notify path as
 // memory.events, and its "populated" field changes when a process enters.
 func TestMemoryEventsWatchOnKernfs(t *testing.T) {
-	requireCgroup2(t)
-	group := makeCgroup(t, unifiedRoot(), "evictd-wakeup-events")
+	group := cgrouptest.NewUnifiedCgroup(t, "evictd-wakeup-events")
 	s := newSet(t)
-	if _, err := s.WatchMemoryEvents("group", filepath.Join(group, "cgroup.events")); err != nil {
+	if _, err := s.WatchMemoryEvents("group", group.Path("cgroup.events")); err != nil {
 		t.Fatal(err)
 	}
-	c := startChild(t, "idle")
+	c := cgrouptest.StartChild(t)
 	start := time.Now()
-	if err := enterCgroup(group, c.cmd.Process.Pid); err != nil {
+	if err := group.Add(c.Pid()); err != nil {
 		t.Fatal(err)
 	}
 	w, err := s.Wait(context.Background(), 2*time.Second)
@@ -188,7 +189,7 @@ func TestMemoryEventsWatchOnKernfs(t *testing.T) {
 		t.Fatalf("Wait = %+v, %v; want memory_events/group", w, err)
 	}
 	t.Logf("kernfs notification %v after the write to cgroup.procs", time.Since(start))
-	b, err := os.ReadFile(filepath.Join(group, "cgroup.events"))
+	b, err := os.ReadFile(group.Path("cgroup.events"))
 	if err != nil || !strings.Contains(string(b), "populated 1") {
 		t.Errorf("cgroup.events = %q, %v; want populated 1", b, err)
 	}

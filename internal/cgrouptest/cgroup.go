@@ -1,0 +1,207 @@
+package cgrouptest
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cgroup is a cgroup directory a test created; it is removed when the test
+// ends.
+type Cgroup struct {
+	dir string
+}
+
+// removeTimeout bounds how long Remove waits for killed processes to leave:
+// a cgroup whose last task just exited stays busy for a moment.
+const removeTimeout = 10 * time.Second
+
+// UniqueName returns prefix followed by this process's id and a random
+// number, so that parallel test binaries and reruns after a crash never
+// collide.
+func UniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), rand.Int64())
+}
+
+// NewMemoryCgroup checks Require and creates a uniquely named cgroup (see
+// UniqueName) directly under MemoryRoot.
+func NewMemoryCgroup(t testing.TB, prefix string) *Cgroup {
+	t.Helper()
+	Require(t)
+	return New(t, MemoryRoot, UniqueName(prefix))
+}
+
+// NewUnifiedCgroup checks RequireUnified and creates a uniquely named group
+// directly under UnifiedRoot.
+func NewUnifiedCgroup(t testing.TB, prefix string) *Cgroup {
+	t.Helper()
+	RequireUnified(t)
+	return New(t, UnifiedRoot, UniqueName(prefix))
+}
+
+// New creates the cgroup parent/name, failing the test if it cannot, and
+// removes it with everything below it when the test ends (see Remove). Use
+// it where the name must be exact, such as the same relative path in two
+// hierarchies.
+func New(t testing.TB, parent, name string) *Cgroup {
+	t.Helper()
+	dir, err := childDir(parent, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cgroup{dir: dir}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		t.Fatalf("creating cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Remove(); err != nil {
+			t.Errorf("cleaning up cgroup: %v", err)
+		}
+	})
+	return c
+}
+
+// childDir joins parent and name, refusing a name that would land anywhere
+// but directly below parent.
+func childDir(parent, name string) (string, error) {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return "", fmt.Errorf("cgroup name %q is not a single path element", name)
+	}
+	return filepath.Join(parent, name), nil
+}
+
+// Sub creates the child cgroup name inside c. Cleanups run last in, first
+// out, so it goes before its parent.
+func (c *Cgroup) Sub(t testing.TB, name string) *Cgroup {
+	t.Helper()
+	return New(t, c.dir, name)
+}
+
+// Dir is the cgroup's directory.
+func (c *Cgroup) Dir() string { return c.dir }
+
+// Name is the last element of Dir.
+func (c *Cgroup) Name() string { return filepath.Base(c.dir) }
+
+// Path is the path of one of the cgroup's interface files.
+func (c *Cgroup) Path(file string) string { return filepath.Join(c.dir, file) }
+
+// Write writes value to one of the cgroup's interface files.
+func (c *Cgroup) Write(file, value string) error {
+	if err := os.WriteFile(c.Path(file), []byte(value), 0); err != nil {
+		return fmt.Errorf("writing %q to %s: %w", value, c.Path(file), err)
+	}
+	return nil
+}
+
+// SetMemoryLimit sets the v1 memory.limit_in_bytes, failing the test if the
+// kernel refuses it.
+func (c *Cgroup) SetMemoryLimit(t testing.TB, bytes int64) {
+	t.Helper()
+	if err := c.Write("memory.limit_in_bytes", strconv.FormatInt(bytes, 10)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// MemoryUsage reads the v1 memory.usage_in_bytes.
+func (c *Cgroup) MemoryUsage() (int64, error) {
+	return ReadInt(c.Path("memory.usage_in_bytes"))
+}
+
+// Add moves the process pid into the cgroup.
+func (c *Cgroup) Add(pid int) error {
+	return c.Write("cgroup.procs", strconv.Itoa(pid))
+}
+
+// Remove removes the cgroup and every cgroup below it, deepest first,
+// killing the processes still in them; this test process itself is moved
+// to the parent instead. It retries while the kernel still counts exiting
+// processes, and succeeds at once when the cgroup is already gone.
+func (c *Cgroup) Remove() error {
+	deadline := time.Now().Add(removeTimeout)
+	for {
+		err := removeTree(c.dir)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// removeTree makes one pass over dir's tree, children before parents.
+func removeTree(dir string) error {
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listing cgroup %s: %w", dir, err)
+	}
+	// WalkDir visits parents before children: backwards, children go first.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		procs := evacuate(d)
+		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("removing cgroup %s: %w (processes in it: %q)", d, err, procs)
+		}
+	}
+	return nil
+}
+
+// evacuate kills every process in the cgroup dir except this one, which it
+// moves to the parent cgroup, and returns the pids it found.
+func evacuate(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return ""
+	}
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		if pid == os.Getpid() {
+			parent := &Cgroup{dir: filepath.Dir(dir)}
+			_ = parent.Add(pid)
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
+}
+
+// ReadInt reads a file holding one decimal integer, as most cgroup
+// interface files do.
+func ReadInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
+}
