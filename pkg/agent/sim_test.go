@@ -85,7 +85,6 @@ type call struct {
 	at    time.Time
 	hard  bool
 	grace *int64
-	early bool
 	rank  int
 	step  int
 }
