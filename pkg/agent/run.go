@@ -112,7 +112,12 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	defer obsv.Close()
 	layout := obsv.Layout()
 
+	// The host's /proc/pressure and this process's own are the same
+	// system-wide group (the PSI fallback arms the latter in a container).
 	sysDirs := []string{filepath.Join(o.HostRoot, "proc", "pressure")}
+	if own := filepath.Dir(fastpath.OwnProcPressureMemory); own != sysDirs[0] {
+		sysDirs = append(sysDirs, own)
+	}
 	if layout.UnifiedMount != "" {
 		sysDirs = append(sysDirs, layout.UnifiedMount)
 	}

@@ -105,6 +105,10 @@ func New(set Set, cfg Config, log *zap.Logger, clk clock.PassiveClock, m *metric
 		memcg: map[thresholds.Signal]*memcgState{}, done: map[string]bool{}}
 }
 
+// OwnProcPressureMemory is system-wide memory PSI as this process sees it;
+// the node PSI trigger falls back to it when the host root's is read-only.
+const OwnProcPressureMemory = "/proc/pressure/memory"
+
 // Sync arms what the observation's layout allows and re-arms the memcg
 // thresholds whose crossing point has drifted.
 func (m *Manager) Sync(obs *pressure.Observation, sig map[thresholds.Signal]thresholds.Observation) {
@@ -112,7 +116,16 @@ func (m *Manager) Sync(obs *pressure.Observation, sig map[thresholds.Signal]thre
 	if m.cfg.Sources.PSI {
 		if l.ProcPressureDir != "" {
 			m.once(filepath.Join(l.ProcPressureDir, "memory"), func(p string) {
-				_, _ = m.set.AddPSITrigger("node", p, m.cfg.PSITrigger)
+				_, err := m.set.AddPSITrigger("node", p, m.cfg.PSITrigger)
+				if err != nil && p != OwnProcPressureMemory {
+					// The DaemonSet mounts the host's /proc read-only, so a
+					// trigger cannot be written there (EROFS). System-wide PSI
+					// is not namespaced: this process's own procfs shows the
+					// same file, and it is writable.
+					m.once(OwnProcPressureMemory, func(own string) {
+						_, _ = m.set.AddPSITrigger("node", own, m.cfg.PSITrigger)
+					})
+				}
 			})
 		}
 		if l.KubepodsPressureDir != "" {

@@ -3,6 +3,7 @@ package fastpath
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -184,5 +185,35 @@ func TestSyncArmsPSIOnce(t *testing.T) {
 	}
 	if !st[0].Privileged && set.PressureReadable("/proc/pressure/memory") {
 		t.Error("an unprivileged trigger left /proc/pressure readable for the polling loop")
+	}
+}
+
+// The DaemonSet mounts the host's /proc read-only; a node trigger that cannot
+// be armed under the host root must fall back to this process's own
+// /proc/pressure/memory, which shows the same system-wide PSI.
+func TestSyncFallsBackToOwnProcPressure(t *testing.T) {
+	_, err := os.Stat(OwnProcPressureMemory)
+	cgrouptest.Need(t, err == nil, "PSI (/proc/pressure/memory)")
+	log := zaptest.NewLogger(t)
+	set := newSet(t, log, wakeup.Options{SystemPressureDirs: []string{"/proc/pressure"}})
+	m := New(set, Config{Sources: Sources{PSI: true}}, log, clock.RealClock{}, nil)
+	obs, sig := observation("", 0, 0, 1024*mi)
+	unusable := filepath.Join(t.TempDir(), "proc", "pressure") // no such directory: arming fails
+	obs.Layout.ProcPressureDir = unusable
+	for range 3 {
+		m.Sync(obs, sig)
+	}
+	var paths []string
+	for _, st := range set.Statuses() {
+		paths = append(paths, st.Path)
+		if st.Path == filepath.Join(unusable, "memory") && st.Active {
+			t.Errorf("a trigger on a missing file reports active: %+v", st)
+		}
+		if st.Path == OwnProcPressureMemory && !st.Active {
+			t.Errorf("fallback trigger inactive: %s", st.Reason)
+		}
+	}
+	if len(paths) != 2 || paths[1] != OwnProcPressureMemory {
+		t.Fatalf("trigger paths %v, want the host-root one then %s", paths, OwnProcPressureMemory)
 	}
 }
