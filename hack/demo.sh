@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The demo behind `make demo` (which builds evictd, the workload and the
+# control plane first): starts the test control plane (test/cmd/cluster),
+# then test/cmd/demo, which runs a simulated 1 GiB node, starts evictd against
+# it, creates pods and a memory hog and tells what happens. Everything it
+# starts is stopped and removed at the end, also on Ctrl-C. Needs root: the
+# simulated node is made of real cgroups and processes.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/_output/bin"
+cd "$root"
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "demo: run as root: the simulated node creates cgroups (sudo make demo)" >&2
+  exit 1
+fi
+for b in evictd workload etcd kube-apiserver kube-controller-manager; do
+  if [ ! -x "$bin/$b" ]; then
+    echo "demo: $bin/$b is missing: run make build cluster-bins, or make demo" >&2
+    exit 1
+  fi
+done
+
+echo "Building the demo's tools..."
+go build -o "$bin/cluster" ./test/cmd/cluster
+go build -o "$bin/demo" ./test/cmd/demo
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/evictd-demo.XXXXXX")
+cluster_pid=""
+cleanup() {
+  local code=$?
+  # A second Ctrl-C must not cut the cleanup short.
+  trap '' INT TERM HUP
+  if [ -n "$cluster_pid" ] && kill -0 "$cluster_pid" 2>/dev/null; then
+    echo "Stopping the control plane..."
+    kill -TERM "$cluster_pid" 2>/dev/null || true
+    wait "$cluster_pid" 2>/dev/null || true
+  fi
+  if [ "$code" -ne 0 ] && [ "$code" -ne 130 ] && [ -s "$work/node.log" ]; then
+    echo "The simulated node's log ended with:" >&2
+    tail -n 20 "$work/node.log" >&2
+  fi
+  rm -rf "$work"
+  exit "$code"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'exit 129' HUP
+
+echo "Starting a local Kubernetes control plane (about 10 s)..."
+"$bin/cluster" --env-file "$work/cluster.env" >"$work/cluster.log" 2>&1 &
+cluster_pid=$!
+for _ in $(seq 1 180); do
+  [ -s "$work/cluster.env" ] && break
+  if ! kill -0 "$cluster_pid" 2>/dev/null; then
+    echo "demo: the control plane did not start; its log:" >&2
+    tail -n 30 "$work/cluster.log" >&2
+    exit 1
+  fi
+  sleep 1
+done
+if [ ! -s "$work/cluster.env" ]; then
+  echo "demo: the control plane was not ready after 3 minutes" >&2
+  exit 1
+fi
+# shellcheck disable=SC1091
+. "$work/cluster.env"
+
+"$bin/demo" --kubeconfig "$KUBECONFIG" --evictd-kubeconfig "$EVICTD_KUBECONFIG" \
+  --bin-dir "$bin" --work-dir "$work"

@@ -1,0 +1,557 @@
+// Command demo narrates evictd at work for `make demo` (hack/demo.sh starts
+// the test control plane first and passes its kubeconfigs):
+//
+//	demo --kubeconfig ADMIN --evictd-kubeconfig EVICTD --bin-dir DIR --work-dir DIR
+//
+// It runs a simulated 1 GiB node itself (package nodesim, the code
+// test/cmd/nodesim runs; only the node's owner can play a static pod),
+// starts evictd as a real process with only its ServiceAccount's
+// kubeconfig, creates a handful of pods of different QoS classes and
+// priorities (one protected by a PodDisruptionBudget, one static, one
+// node-critical) and a pod whose memory keeps growing, and tells in plain
+// words what happens: memory falling, evictd's ranking, each eviction with
+// its reason, and the final state. On SIGINT or SIGTERM, or at the end, it
+// stops evictd and removes the node's processes, cgroups and directories.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/test/e2e/agent/evictdproc"
+	"github.com/evictd/evictd/test/nodesim"
+)
+
+const (
+	mib        = 1 << 20
+	nodeName   = "demo-node"
+	namespace  = "demo"
+	nodeMemory = 1 << 30
+	threshold  = 300 * mib
+	minReclaim = 100 * mib
+	// pressureTimeout bounds the pressure phase; the hog is evicted after
+	// about 15 s.
+	pressureTimeout = 90 * time.Second
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "admin kubeconfig of the test cluster (required)")
+	evictdKubeconfig := fs.String("evictd-kubeconfig", "", "kubeconfig with evictd's ServiceAccount token (required)")
+	binDir := fs.String("bin-dir", "", "directory holding evictd and workload (required)")
+	workDir := fs.String("work-dir", "", "directory for evictd's log and captured files (required)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	for _, f := range []struct{ name, v string }{{"--kubeconfig", *kubeconfig}, {"--evictd-kubeconfig", *evictdKubeconfig},
+		{"--bin-dir", *binDir}, {"--work-dir", *workDir}} {
+		if f.v == "" {
+			fmt.Fprintf(stderr, "demo: %s is required\n", f.name)
+			return 2
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: --kubeconfig %q: %v\n", *kubeconfig, err)
+		return 2
+	}
+	// The node stand-in writes pod status often; client-go's default of 5
+	// requests per second would hold it back.
+	cfg.QPS, cfg.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	d := &demo{out: stdout, client: client, evictdKubeconfig: *evictdKubeconfig, binDir: *binDir, workDir: *workDir,
+		evicted: map[string]string{}}
+	err = d.run(ctx)
+	d.cleanup()
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stdout, "\nInterrupted; everything the demo started has been stopped and removed.")
+		return 130
+	case err != nil:
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type demo struct {
+	out              io.Writer
+	client           kubernetes.Interface
+	evictdKubeconfig string
+	binDir, workDir  string
+
+	node    *nodesim.Node
+	evictd  *evictdproc.Process
+	logOff  int64
+	mirror  string
+	hogName string
+	// why each evicted pod went, from evictd's log, by pod name.
+	evicted map[string]string
+}
+
+func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
+
+func (d *demo) step(n int, format string, args ...any) {
+	fmt.Fprintf(d.out, "\n%d. %s\n", n, fmt.Sprintf(format, args...))
+}
+
+// pod is one of the demo's workloads.
+type pod struct {
+	name, class, note string
+	holdMiB           int64
+	args              []string
+	requests, limits  corev1.ResourceList
+	labels            map[string]string
+}
+
+var pods = []pod{
+	{name: "batch-report", holdMiB: 100, note: "a batch job with no requests"},
+	{name: "web-frontend", class: "web", holdMiB: 150, requests: mem("64Mi"), labels: map[string]string{"app": "web"},
+		note: "protected by a PodDisruptionBudget (minAvailable: 1)"},
+	{name: "cache", class: "web", holdMiB: 120, requests: mem("64Mi")},
+	{name: "database", class: "important", holdMiB: 120, requests: guaranteed("256Mi"), limits: guaranteed("256Mi"),
+		note: "uses less than it requested"},
+	{name: "node-agent", class: "system-node-critical", holdMiB: 20, note: "critical: never evicted"},
+}
+
+// The hog starts at 10 MiB and grows by 25 MiB/s up to 500 MiB.
+var hog = pod{name: "memory-leak", class: "important", holdMiB: 10, requests: mem("100Mi"),
+	args: []string{"--grow-mib-per-sec=25", "--grow-to-mib=500"}}
+
+var staticPod = pod{name: "node-proxy", holdMiB: 20, note: "a static pod (its API object is a mirror pod): never evicted"}
+
+func mem(q string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}
+}
+
+func guaranteed(q string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q), corev1.ResourceCPU: resource.MustParse("100m")}
+}
+
+func (p pod) object() *corev1.Pod {
+	args := append([]string{fmt.Sprintf("--hold-mib=%d", p.holdMiB)}, p.args...)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: namespace, Labels: p.labels},
+		Spec: corev1.PodSpec{
+			NodeName:                      nodeName,
+			PriorityClassName:             p.class,
+			TerminationGracePeriodSeconds: ptr.To[int64](10),
+			Containers: []corev1.Container{{
+				Name: "main", Image: "demo.evictd.io/workload", Command: []string{nodesim.WorkloadCommand}, Args: args,
+				Resources: corev1.ResourceRequirements{Requests: p.requests, Limits: p.limits},
+			}},
+		},
+	}
+}
+
+func (d *demo) run(ctx context.Context) error {
+	d.say("evictd demo: a node runs out of memory, and evictd picks who goes.")
+	d.step(1, "A local Kubernetes control plane is up (etcd, kube-apiserver, kube-controller-manager with the disruption controller).")
+
+	d.step(2, "Starting a simulated node %q with 1 GiB of memory.", nodeName)
+	workload := filepath.Join(d.binDir, "workload")
+	logCfg := zap.NewDevelopmentConfig()
+	logCfg.OutputPaths = []string{filepath.Join(d.workDir, "node.log")}
+	logCfg.ErrorOutputPaths = logCfg.OutputPaths
+	nodeLog, err := logCfg.Build()
+	if err != nil {
+		return err
+	}
+	node, err := nodesim.Start(ctx, nodesim.Options{Client: d.client, Name: nodeName, MemoryBytes: nodeMemory, WorkloadBin: workload, Logger: nodeLog})
+	if err != nil {
+		return fmt.Errorf("start the simulated node: %w", err)
+	}
+	d.node = node
+	d.say("   Its memory is a real cgroup (%s) and its pods are real processes;", node.MemoryCgroupDir())
+	d.say("   a stand-in for the kubelet starts them, and stops them when they are deleted.")
+
+	d.step(3, "Creating the workloads (namespace %q).", namespace)
+	if err := d.createWorkloads(ctx); err != nil {
+		return err
+	}
+
+	d.step(4, "Starting evictd for this node, with only its ServiceAccount's rights.")
+	flags := []string{
+		"--kubeconfig=" + d.evictdKubeconfig, "--node-name=" + nodeName,
+		"--host-root=" + node.HostRoot, "--cgroup-root=" + node.CgroupRoot,
+		"--eviction-hard=memory.available<300Mi,allocatableMemory.available<none,nodefs.available<none," +
+			"nodefs.inodesFree<none,imagefs.available<none,imagefs.inodesFree<none,pid.available<none",
+		"--eviction-minimum-reclaim=memory.available=100Mi",
+	}
+	d.evictd, err = evictdproc.Start(evictdproc.Options{Bin: filepath.Join(d.binDir, "evictd"), Args: flags, LogPath: filepath.Join(d.workDir, "evictd.log")})
+	if err != nil {
+		return err
+	}
+	if err := d.evictd.WaitReady(ctx, time.Minute); err != nil {
+		return err
+	}
+	d.say("   Rule: evict when memory.available < 300 MiB, and keep going until it is back above 400 MiB (100 MiB minimum reclaim).")
+	d.say("   Metrics on http://%s/metrics, log in %s.", d.evictd.Addr(), d.evictd.LogPath())
+	d.say("   The bars below show memory.available as evictd reports it; '|' marks the 300 MiB threshold.")
+	d.skipLog()
+
+	d.step(5, "If memory ran short now, evictd would evict in this order (`evictd observe` + `evictd rank`):")
+	if err := d.showRanking(ctx); err != nil {
+		return err
+	}
+
+	d.step(6, "Starting %q: it grows by 25 MiB/s up to 500 MiB.", hog.name)
+	d.say("   Left alone the pods would need more than the node's 1 GiB, and the kernel's OOM killer would strike.")
+	d.say("   evictd evicts when memory.available is below 300 MiB, or when its fill rate says it will be within")
+	d.say("   the time an eviction takes (--act-early), so the memory is back before the node runs out.")
+	if _, err := d.client.CoreV1().Pods(namespace).Create(ctx, hog.object(), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	d.hogName = hog.name
+	d.say("")
+	if err := d.watchPressure(ctx); err != nil {
+		return err
+	}
+
+	d.step(7, "Final state.")
+	return d.showFinal(ctx)
+}
+
+func (d *demo) createWorkloads(ctx context.Context) error {
+	for name, v := range map[string]int32{"web": 1000, "important": 10000} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v}
+		if _, err := d.client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	if _, err := d.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// Pods are admitted once the namespace's default ServiceAccount exists;
+	// the controller manager creates it.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := d.client.CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("namespace %s has no default ServiceAccount: %w", namespace, err)
+	}
+	d.say("   %-22s %-11s %-32s %-8s %s", "POD", "QOS", "PRIORITY", "MEMORY", "")
+	for _, p := range pods {
+		if _, err := d.client.CoreV1().Pods(namespace).Create(ctx, p.object(), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create pod %s: %w", p.name, err)
+		}
+	}
+	mirror, err := d.node.CreateStaticPod(ctx, staticPod.object())
+	if err != nil {
+		return err
+	}
+	d.mirror = mirror.Name
+	for _, p := range append(append([]pod{}, pods...), staticPod) {
+		name := p.name
+		if p.name == staticPod.name {
+			name = d.mirror
+		}
+		got, err := d.waitRunning(ctx, name)
+		if err != nil {
+			return err
+		}
+		class := p.class
+		if class == "" {
+			class = "0 (no class)"
+		} else {
+			class = fmt.Sprintf("%d (%s)", ptr.Deref(got.Spec.Priority, 0), class)
+		}
+		d.say("   %-22s %-11s %-32s %-8s %s", name, nodesim.QOSClass(got), class, fmt.Sprintf("%d MiB", p.holdMiB), p.note)
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-frontend", Namespace: namespace},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}
+	if _, err := d.client.PolicyV1().PodDisruptionBudgets(namespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// The disruption controller must have counted the pod before the
+	// budget protects it.
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := d.client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, pdb.Name, metav1.GetOptions{})
+		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == 1, nil
+	})
+}
+
+func (d *demo) waitRunning(ctx context.Context, name string) (*corev1.Pod, error) {
+	var got *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := d.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		got = p
+		return p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pod %s did not start: %w", name, err)
+	}
+	// Give the process a moment to touch its memory, so the ranking
+	// below shows real usage.
+	time.Sleep(300 * time.Millisecond)
+	return got, nil
+}
+
+// showRanking captures the node's stats with `evictd observe` and its pods
+// from the API server, as an operator would with kubectl, and prints
+// `evictd rank`'s table.
+func (d *demo) showRanking(ctx context.Context) error {
+	evictd := filepath.Join(d.binDir, "evictd")
+	summary := filepath.Join(d.workDir, "summary.json")
+	podsFile := filepath.Join(d.workDir, "pods.json")
+	obs, err := exec.CommandContext(ctx, evictd, "observe", "-o", "json", "--host-root", d.node.HostRoot, "--cgroup-root", d.node.CgroupRoot).Output()
+	if err != nil {
+		return fmt.Errorf("evictd observe: %w", err)
+	}
+	if err := os.WriteFile(summary, obs, 0o644); err != nil {
+		return err
+	}
+	list, err := d.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+	if err != nil {
+		return err
+	}
+	list.APIVersion, list.Kind = "v1", "PodList"
+	b, err := json.Marshal(list)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(podsFile, b, 0o644); err != nil {
+		return err
+	}
+	table, err := exec.CommandContext(ctx, evictd, "rank", "--summary", summary, "--pods", podsFile, "--signal", "memory.available", "-o", "table").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("evictd rank: %v: %s", err, table)
+	}
+	for _, line := range strings.Split(strings.TrimRight(string(table), "\n"), "\n") {
+		d.say("   %s", line)
+	}
+	d.say("   Order: pods using more than they requested first, then lower priority, then larger usage above request.")
+	return nil
+}
+
+// watchPressure prints memory.available as evictd sees it every second and
+// evictd's log lines as they come, until the hog has been evicted and
+// pressure has ended, or pressureTimeout.
+func (d *demo) watchPressure(ctx context.Context) error {
+	start := time.Now()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var lastPrint time.Time
+	hogGone, ended := false, false
+	for !(hogGone && ended) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		if time.Since(start) > pressureTimeout {
+			d.say("   (still under pressure after %s; stopping here)", pressureTimeout)
+			return nil
+		}
+		if d.evictd.Exited() {
+			return fmt.Errorf("evictd exited:\n%s", d.evictd.Tail(20))
+		}
+		for _, l := range d.newLogLines() {
+			if line := narrate(l); line != "" {
+				d.say(" %s  %s", elapsed(l.TS.Sub(start)), line)
+			}
+			switch {
+			case l.Msg == "evicted pod":
+				reason, _, _ := strings.Cut(l.Reason, ";")
+				d.evicted[strings.TrimPrefix(l.Pod, namespace+"/")] = fmt.Sprintf("evicted as rank %v: %s", l.Fields["rank"], reason)
+			case l.Msg == "evicted pod gone" && l.Pod == namespace+"/"+d.hogName:
+				hogGone = true
+			case l.Msg == "pressure episode ended" && hogGone:
+				ended = true
+			}
+		}
+		if time.Since(lastPrint) >= time.Second {
+			lastPrint = time.Now()
+			m, err := d.evictd.Scrape(ctx)
+			if err != nil {
+				continue
+			}
+			avail := m.Sum("evictd_signal_available_bytes", map[string]string{"signal": "memory.available"})
+			d.say(" %s  memory.available %4.0f MiB %s", elapsed(time.Since(start)), avail/mib, bar(avail))
+		}
+	}
+	return nil
+}
+
+// bar draws memory.available against the node's memory, with the threshold
+// marked.
+func bar(avail float64) string {
+	const width = 40
+	n := int(avail / nodeMemory * width)
+	n = min(max(n, 0), width)
+	mark := threshold * width / nodeMemory
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := range width {
+		switch {
+		case i == mark:
+			b.WriteByte('|')
+		case i < n:
+			b.WriteByte('#')
+		default:
+			b.WriteByte('.')
+		}
+	}
+	b.WriteString("]")
+	if avail < threshold {
+		b.WriteString("  below the threshold!")
+	}
+	return b.String()
+}
+
+func elapsed(d time.Duration) string { return fmt.Sprintf("t+%5.1fs", d.Seconds()) }
+
+// narrate turns one of evictd's log lines into a sentence, or "" for lines
+// the demo does not tell about.
+func narrate(l evictdproc.Entry) string {
+	switch l.Msg {
+	case "threshold met":
+		avail, _ := l.Num("available")
+		return fmt.Sprintf("evictd: threshold met: %s (available %.0f MiB)", l.Str("threshold"), avail/mib)
+	case "acting early: threshold crossing predicted":
+		rate, _ := l.Num("fillRateBytesPerSecond")
+		return fmt.Sprintf("evictd: memory is falling at %.0f MiB/s and will cross the threshold in %s: acting now, before it does",
+			rate/mib, roundDur(l.Str("timeLeft")))
+	case "evicted pod":
+		g, _ := l.Num("gracePeriodSeconds")
+		return fmt.Sprintf("evictd: EVICTED %s (rank %v, %.0f s to shut down)\n             why: %s", l.Pod, l.Fields["rank"], g, l.Reason)
+	case "eviction blocked by PodDisruptionBudget":
+		return fmt.Sprintf("evictd: %s is protected by its PodDisruptionBudget (the API server answered 429): trying the next pod", l.Pod)
+	case "evicted pod gone":
+		return fmt.Sprintf("evictd: %s is gone (%s after the eviction); its memory is free again", l.Pod, roundDur(l.Str("took")))
+	case "pressure episode started":
+		return "evictd: pressure episode started"
+	case "pressure episode ended":
+		return fmt.Sprintf("evictd: pressure episode ended (it lasted %s)", roundDur(l.Str("lasted")))
+	case "no pod to evict", "eviction failed", "pod in flight not gone in time; its reclaim no longer counts":
+		return fmt.Sprintf("evictd: %s %s %s", l.Msg, l.Pod, l.Reason)
+	}
+	return ""
+}
+
+func roundDur(s string) string {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return s
+	}
+	return d.Round(10 * time.Millisecond).String()
+}
+
+// newLogLines returns the complete log lines evictd wrote since the last
+// call.
+func (d *demo) newLogLines() []evictdproc.Entry {
+	f, err := os.Open(d.evictd.LogPath())
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(d.logOff, io.SeekStart); err != nil {
+		return nil
+	}
+	var out []evictdproc.Entry
+	n, _ := evictdproc.ReadEntries(f, func(l evictdproc.Entry) { out = append(out, l) })
+	d.logOff += n
+	return out
+}
+
+// skipLog moves past what evictd logged at start-up.
+func (d *demo) skipLog() { d.newLogLines() }
+
+func (d *demo) showFinal(ctx context.Context) error {
+	time.Sleep(time.Second)
+	list, err := d.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	present := map[string]bool{}
+	for _, p := range list.Items {
+		present[p.Name] = p.DeletionTimestamp == nil
+	}
+	all := append(append([]pod{}, pods...), staticPod, hog)
+	for _, p := range all {
+		name := p.name
+		if p.name == staticPod.name {
+			name = d.mirror
+		}
+		state := "running    " + p.note
+		switch {
+		case d.evicted[name] != "":
+			state = d.evicted[name]
+		case !present[name]:
+			state = "gone"
+		}
+		d.say("   %-22s %s", name, state)
+	}
+	m, err := d.evictd.Scrape(ctx)
+	if err != nil {
+		return err
+	}
+	avail := m.Sum("evictd_signal_available_bytes", map[string]string{"signal": "memory.available"})
+	d.say("   memory.available is back at %.0f MiB; the kernel OOM killer struck %d times.", avail/mib, d.node.OOMKills())
+	d.say("   evictd_evictions_total: %.0f evicted, %.0f refused by a PodDisruptionBudget.", m.Evictions("evicted"), m.Evictions("pdb_blocked"))
+	if u, err := evictdproc.ReadUsage("/proc", d.evictd.Pid()); err == nil {
+		d.say("   evictd itself: %.0f MiB resident, %.2f s of CPU so far.", u.RSS/mib, u.CPU.Seconds())
+	}
+	return nil
+}
+
+// cleanup stops evictd and the node; it is safe after a partial start.
+func (d *demo) cleanup() {
+	d.step(8, "Cleaning up: stopping evictd, the node's processes, cgroups and directories.")
+	if d.evictd != nil {
+		if killed, code, err := d.evictd.Stop(15 * time.Second); killed || code != 0 || err != nil {
+			d.say("   evictd did not stop cleanly (killed %v, exit code %d, %v)", killed, code, err)
+		}
+	}
+	if d.node != nil {
+		// Delete the workloads first so the stand-in has nothing left to
+		// run; the node's Stop kills whatever remains.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.client.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
+		if err := d.node.Stop(); err != nil && !errors.Is(err, context.Canceled) {
+			d.say("   the node was not removed completely: %v", err)
+		}
+	}
+}
