@@ -356,15 +356,17 @@ func (l *Loop) act(ctx context.Context, obs *pressure.Observation, st thresholds
 	opts := l.cfg.Decide
 	opts.Lead = l.currentLead()
 	rates := make(map[thresholds.Signal]float64, len(l.estimates))
+	sustained := make(map[thresholds.Signal]bool, len(l.estimates))
 	for s, e := range l.estimates {
 		rates[s] = e.Rate()
+		sustained[s] = e.Sustained()
 	}
 	rankOpts := l.cfg.Rank
 	rankOpts.PriorityClasses = l.deps.Pods.PriorityClasses()
 	rankOpts.NamespaceLabels = l.deps.Pods.NamespaceLabels()
 	ranked := map[thresholds.Signal][]rank.Candidate{}
 	in := decide.Input{
-		Now: now, Status: st, Thresholds: l.cfg.Thresholds, Observations: sig, Rates: rates,
+		Now: now, Status: st, Thresholds: l.cfg.Thresholds, Observations: sig, Rates: rates, Sustained: sustained,
 		Rank: func(s thresholds.Signal) []rank.Candidate {
 			if c, ok := ranked[s]; ok {
 				return c

@@ -175,6 +175,28 @@ func (e *Estimator) Push(at time.Time, available int64) {
 	}
 }
 
+// SustainedFalls is how many consecutive falls of available memory make a
+// fill a trend worth extrapolating.
+const SustainedFalls = 2
+
+// Sustained reports whether available memory fell in each of the newest
+// SustainedFalls intervals. One fall alone may be a one-off allocation (a pod
+// starting, a cache filling in one step) rather than a fill that will go on:
+// acting early on it would evict a pod for pressure that never comes. While
+// memory really fills, adaptive polling samples every 100 ms or so, so waiting
+// for a second fall costs about one short poll.
+func (e *Estimator) Sustained() bool {
+	if e.n <= SustainedFalls {
+		return false
+	}
+	for i := e.n - SustainedFalls; i < e.n; i++ {
+		if e.samples[e.slot(i)].available >= e.samples[e.slot(i-1)].available {
+			return false
+		}
+	}
+	return true
+}
+
 // Latest returns the newest sample; ok is false when there is none.
 func (e *Estimator) Latest() (at time.Time, available int64, ok bool) {
 	if e.n == 0 {

@@ -421,3 +421,35 @@ func BenchmarkPushTimeLeft(b *testing.B) {
 	}
 	_ = sink
 }
+
+func TestSustained(t *testing.T) {
+	const mib = 1 << 20
+	at := time.Unix(1000, 0)
+	tests := []struct {
+		name    string
+		samples []int64 // available, one per 100 ms
+		want    bool
+	}{
+		{"no samples", nil, false},
+		{"one fall is not enough history", []int64{900 * mib, 800 * mib}, false},
+		{"steady fill", []int64{900 * mib, 880 * mib, 860 * mib, 840 * mib}, true},
+		{"one-off step then flat", []int64{900 * mib, 900 * mib, 650 * mib, 650 * mib}, false},
+		{"step just now after a flat interval", []int64{900 * mib, 900 * mib, 900 * mib, 650 * mib}, false},
+		{"fall then rise", []int64{900 * mib, 850 * mib, 800 * mib, 810 * mib}, false},
+		{"rise then two falls", []int64{800 * mib, 900 * mib, 890 * mib, 880 * mib}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := NewEstimator(Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, a := range tc.samples {
+				e.Push(at.Add(time.Duration(i)*100*time.Millisecond), a)
+			}
+			if got := e.Sustained(); got != tc.want {
+				t.Errorf("Sustained() = %v, want %v (rate %.0f B/s)", got, tc.want, e.Rate())
+			}
+		})
+	}
+}

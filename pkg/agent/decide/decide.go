@@ -6,8 +6,8 @@
 // The rules:
 //
 //   - Targets are the active thresholds with a fresh observation, plus, with
-//     ActEarly, every hard memory threshold whose crossing is predicted
-//     within Lead (the time an eviction takes to give memory back). They are
+//     ActEarly, every hard memory threshold whose crossing is predicted,
+//     from a sustained fall (not a one-off step), within Lead (the time an eviction takes to give memory back). They are
 //     taken in action order: memory, then disk, then PIDs; hard before soft.
 //   - A target needs Reclaim = threshold + minimum reclaim − available
 //     (for a predicted crossing: measured against the available amount
@@ -100,6 +100,10 @@ type Input struct {
 	// Rates are the fill rates of memory signals in bytes per second,
 	// positive while available memory falls (predict.Estimator.Rate).
 	Rates map[thresholds.Signal]float64
+	// Sustained tells, per memory signal, whether the fall behind its rate
+	// has lasted (predict.Estimator.Sustained); only a sustained fall is
+	// extrapolated to act early.
+	Sustained map[thresholds.Signal]bool
 	// Rank returns the ranking for a signal, eligible pods first in
 	// eviction order; ineligible pods (terminating ones included) follow,
 	// with their usage, which is how in-flight reclaim is valued.
@@ -301,7 +305,7 @@ func Targets(opts Options, in Input) []Target {
 	}
 	if opts.ActEarly && opts.Lead > 0 {
 		for _, th := range in.Thresholds {
-			if !th.Hard() || !isMemory(th.Signal) || hardActive[th.Signal] {
+			if !th.Hard() || !isMemory(th.Signal) || hardActive[th.Signal] || !in.Sustained[th.Signal] {
 				continue
 			}
 			o, ok := in.Observations[th.Signal]

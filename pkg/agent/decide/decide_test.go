@@ -264,18 +264,21 @@ func TestDecideActsEarlyOnAPredictedCrossing(t *testing.T) {
 	const memCap = 4096 * mi
 	ranking := []rank.Candidate{cand("a", 400*mi, 100*mi, true), cand("b", 200*mi, 100*mi, true)}
 	tests := []struct {
-		name     string
-		actEarly bool
-		avail    int64
-		rate     float64
-		action   Action
-		need     int64
+		name      string
+		actEarly  bool
+		avail     int64
+		rate      float64
+		sustained bool
+		action    Action
+		need      int64
 	}{
 		// 400Mi − 100Mi/s × 2s lead = 200Mi predicted: 100Mi short.
-		{"crossing within the lead", true, 400 * mi, 100 * mi, Evict, 100 * mi},
-		{"crossing later than the lead", true, 400 * mi, 10 * mi, None, 0},
-		{"not falling", true, 400 * mi, -50 * mi, None, 0},
-		{"acting early switched off", false, 400 * mi, 100 * mi, None, 0},
+		{"crossing within the lead", true, 400 * mi, 100 * mi, true, Evict, 100 * mi},
+		{"crossing later than the lead", true, 400 * mi, 10 * mi, true, None, 0},
+		{"not falling", true, 400 * mi, -50 * mi, true, None, 0},
+		{"acting early switched off", false, 400 * mi, 100 * mi, true, None, 0},
+		// The same rate from a single step is not extrapolated.
+		{"one-off step, not a sustained fall", true, 400 * mi, 100 * mi, false, None, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,6 +288,7 @@ func TestDecideActsEarlyOnAPredictedCrossing(t *testing.T) {
 				Now: t0, Thresholds: ths,
 				Observations: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Available: tc.avail, Capacity: memCap, Time: t0}},
 				Rates:        map[thresholds.Signal]float64{thresholds.MemoryAvailable: tc.rate},
+				Sustained:    map[thresholds.Signal]bool{thresholds.MemoryAvailable: tc.sustained},
 				Rank:         func(thresholds.Signal) []rank.Candidate { return ranking },
 			}
 			d := Decide(opts, in)
@@ -311,6 +315,7 @@ func TestDecideActsEarlyOnAPredictedCrossing(t *testing.T) {
 		Now: t0, Thresholds: ths,
 		Observations: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Available: 400 * mi, Capacity: memCap, Time: t0}},
 		Rates:        map[thresholds.Signal]float64{thresholds.MemoryAvailable: 100 * mi},
+		Sustained:    map[thresholds.Signal]bool{thresholds.MemoryAvailable: true},
 		Rank:         func(thresholds.Signal) []rank.Candidate { return ranking },
 		Blocked:      uids("a", "b"),
 	})
