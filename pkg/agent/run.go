@@ -56,6 +56,8 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 		return err
 	}
 	clk := clock.RealClock{}
+	// pkg/evict names the node in its own lines; everything else gets it here.
+	evictLog := log.Named("evict")
 	log = log.With(zap.String("node", o.NodeName))
 
 	restCfg, err := restConfig(o.Kubeconfig)
@@ -139,7 +141,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	if !o.Evict.DryRun {
 		events = evict.NewEventWriter(client, "evictd-"+o.NodeName, log.Named("events"), clk)
 	}
-	ev, err := evict.New(evict.Config{Options: o.Evict, Client: client, NodeName: o.NodeName, Events: events, Metrics: m, Logger: log.Named("evict"), Clock: clk})
+	ev, err := evict.New(evict.Config{Options: o.Evict, Client: client, NodeName: o.NodeName, Events: events, Metrics: m, Logger: evictLog, Clock: clk})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}

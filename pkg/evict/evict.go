@@ -104,8 +104,7 @@ type Config struct {
 	Events *EventWriter
 	// Metrics may be nil.
 	Metrics *metrics.Metrics
-	// Logger may be nil (no logs). The caller's logger already names the
-	// node (the agent adds it once for every package), so it is not added here.
+	// Logger may be nil (no logs).
 	Logger *zap.Logger
 	// Clock may be nil (the real clock); it drives the rate limit, the
 	// latency metric and the retry waits.
@@ -180,6 +179,7 @@ func New(cfg Config) (*Evictor, error) {
 	if e.log == nil {
 		e.log = zap.NewNop()
 	}
+	e.log = e.log.With(zap.String("node", e.node))
 	if e.clock == nil {
 		e.clock = clock.RealClock{}
 	}
