@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    config
+		wantErr string
+	}{
+		{[]string{"--step-mib=300"}, config{stepMiB: 300}, ""},
+		{[]string{"--grow-mib-per-sec=1000", "--grow-to-mib=1024"}, config{growRate: 1000, growTo: 1024}, ""},
+		{nil, config{}, "nothing to do"},
+		{[]string{"--step-mib=-1"}, config{}, "--step-mib=-1"},
+		{[]string{"--grow-mib-per-sec=100"}, config{}, "--grow-to-mib=0"},
+		{[]string{"--grow-to-mib=10"}, config{}, "needs --grow-mib-per-sec"},
+		{[]string{"--step-mib=1", "extra"}, config{}, `unexpected argument "extra"`},
+		{[]string{"--step-mib=x"}, config{}, "invalid value"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			got, err := parse(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("parse = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
