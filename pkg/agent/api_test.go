@@ -10,9 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -24,6 +22,8 @@ import (
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/test/e2e/framework"
+	"github.com/evictd/evictd/test/e2e/metricstest"
+	"github.com/evictd/evictd/test/e2e/podtest"
 )
 
 // These tests run the loop against a real API server (and its disruption
@@ -95,44 +95,25 @@ func startAPIFixture(t *testing.T, dryRun bool) *apiFixture {
 		name    string
 		request string
 	}{{"a", "100Mi"}, {"b", "0"}, {"c", "1000Mi"}} {
-		grace := int64(30)
-		pod := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: f.ns, Labels: map[string]string{"app": p.name}},
-			Spec: v1.PodSpec{
-				NodeName:                      f.node,
-				TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{Name: "c", Image: "none", Resources: v1.ResourceRequirements{
-					Requests: v1.ResourceList{v1.ResourceMemory: resource.MustParse(p.request)},
-				}}},
-			},
-		}
-		created, err := c.Admin.CoreV1().Pods(f.ns).Create(ctx, pod, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		pod := podtest.New(f.ns, p.name, podtest.OnNode(f.node), podtest.Labels(map[string]string{"app": p.name}), podtest.Grace(30),
+			podtest.Container("c", "none"), podtest.Resources(podtest.List("memory", p.request), nil))
 		// Running and Ready, as a kubelet would report: a Pending pod is
 		// evicted past any PodDisruptionBudget.
-		created.Status.Phase = v1.PodRunning
-		created.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-		if created, err = c.Admin.CoreV1().Pods(f.ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		created, err := podtest.CreateReady(ctx, c.Admin, pod)
+		if err != nil {
 			t.Fatal(err)
 		}
 		f.pods[p.name] = created
 	}
-	minAvail := intstr.FromInt32(1)
-	_, err := c.Admin.PolicyV1().PodDisruptionBudgets(f.ns).Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "a"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvail, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}}},
-	}, metav1.CreateOptions{})
+	pdb := podtest.PDB(f.ns, "a", 1, map[string]string{"app": "a"})
+	_, err := c.Admin.PolicyV1().PodDisruptionBudgets(f.ns).Create(ctx, pdb, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Wait until the disruption controller has looked at it.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pdb, err := c.Admin.PolicyV1().PodDisruptionBudgets(f.ns).Get(ctx, "a", metav1.GetOptions{})
-		return err == nil && pdb.Status.ObservedGeneration >= pdb.Generation && pdb.Status.ExpectedPods == 1, nil
-	})
-	if err != nil {
+	if _, err := podtest.WaitPDB(ctx, c.Admin, f.ns, "a", time.Minute, func(pdb *policyv1.PodDisruptionBudget) bool {
+		return podtest.Settled(pdb) && pdb.Status.ExpectedPods == 1
+	}); err != nil {
 		t.Fatalf("the PDB was never processed: %v", err)
 	}
 
@@ -221,25 +202,11 @@ func (f *apiFixture) get(t *testing.T, name string) *v1.Pod {
 
 func (f *apiFixture) evictionCount(t *testing.T, result string) float64 {
 	t.Helper()
-	mfs, err := f.metrics.Registry().Gather()
+	v, err := metricstest.Counter(f.metrics.Registry(), "evictd_evictions_total", map[string]string{"signal": "memory.available", "result": result})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "evictd_evictions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["signal"] == "memory.available" && labels["result"] == result {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return v
 }
 
 func TestAPIEvictsPastAPDBThroughTheEvictionAPI(t *testing.T) {

@@ -24,9 +24,9 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/evictd/evictd/test/e2e/framework"
+	"github.com/evictd/evictd/test/internal/cmdutil"
 )
 
 func main() {
@@ -48,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cluster: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	logger, err := zap.NewDevelopment(zap.AddStacktrace(zapcore.DPanicLevel))
+	logger, err := cmdutil.Logger()
 	if err != nil {
 		fmt.Fprintf(stderr, "cluster: %v\n", err)
 		return 1
@@ -66,12 +66,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer c.Stop()
 
 	env := fmt.Sprintf("KUBECONFIG=%s\nEVICTD_KUBECONFIG=%s\nCLUSTER_DIR=%s\n", c.AdminKubeconfig, c.EvictdKubeconfig, c.Dir)
-	fmt.Fprint(stdout, env)
-	if envFile != "" {
-		if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
-			logger.Error("cannot write env file", zap.String("path", envFile), zap.Error(err))
-			return 1
-		}
+	if err := cmdutil.PublishEnv(stdout, env, envFile, 0o600); err != nil {
+		logger.Error("cannot write env file", zap.String("path", envFile), zap.Error(err))
+		return 1
 	}
 	<-ctx.Done()
 	logger.Info("stopping the test cluster")

@@ -34,15 +34,14 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/test/e2e/agent/evictdproc"
+	"github.com/evictd/evictd/test/e2e/podtest"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
@@ -155,28 +154,15 @@ var hog = pod{name: "memory-leak", class: "important", holdMiB: 10, requests: me
 
 var staticPod = pod{name: "node-proxy", holdMiB: 20, note: "a static pod (its API object is a mirror pod): never evicted"}
 
-func mem(q string) corev1.ResourceList {
-	return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}
-}
+func mem(q string) corev1.ResourceList { return podtest.List("memory", q) }
 
-func guaranteed(q string) corev1.ResourceList {
-	return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q), corev1.ResourceCPU: resource.MustParse("100m")}
-}
+func guaranteed(q string) corev1.ResourceList { return podtest.List("memory", q, "cpu", "100m") }
 
 func (p pod) object() *corev1.Pod {
 	args := append([]string{fmt.Sprintf("--hold-mib=%d", p.holdMiB)}, p.args...)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: namespace, Labels: p.labels},
-		Spec: corev1.PodSpec{
-			NodeName:                      nodeName,
-			PriorityClassName:             p.class,
-			TerminationGracePeriodSeconds: ptr.To[int64](10),
-			Containers: []corev1.Container{{
-				Name: "main", Image: "demo.evictd.io/workload", Command: []string{nodesim.WorkloadCommand}, Args: args,
-				Resources: corev1.ResourceRequirements{Requests: p.requests, Limits: p.limits},
-			}},
-		},
-	}
+	return podtest.New(namespace, p.name, podtest.OnNode(nodeName), podtest.Labels(p.labels), podtest.Priority(p.class),
+		podtest.Grace(10), podtest.Run("demo.evictd.io/workload", nodesim.WorkloadCommand, args...),
+		podtest.Resources(p.requests, p.limits))
 }
 
 func (d *demo) run(ctx context.Context) error {
@@ -293,20 +279,16 @@ func (d *demo) createWorkloads(ctx context.Context) error {
 		}
 		d.say("   %-22s %-11s %-32s %-8s %s", name, nodesim.QOSClass(got), class, fmt.Sprintf("%d MiB", p.holdMiB), p.note)
 	}
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-frontend", Namespace: namespace},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
-	}
+	pdb := podtest.PDB(namespace, "web-frontend", 1, map[string]string{"app": "web"})
 	if _, err := d.client.PolicyV1().PodDisruptionBudgets(namespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	// The disruption controller must have counted the pod before the
 	// budget protects it.
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := d.client.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, pdb.Name, metav1.GetOptions{})
-		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == 1, nil
+	_, err = podtest.WaitPDB(ctx, d.client, namespace, pdb.Name, time.Minute, func(got *policyv1.PodDisruptionBudget) bool {
+		return got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == 1
 	})
+	return err
 }
 
 func (d *demo) waitRunning(ctx context.Context, name string) (*corev1.Pod, error) {

@@ -27,11 +27,11 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/evictd/evictd/test/internal/cmdutil"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
@@ -68,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "nodesim: %v\n", err)
 		return 2
 	}
-	logger, err := zap.NewDevelopment(zap.AddStacktrace(zapcore.DPanicLevel))
+	logger, err := cmdutil.Logger()
 	if err != nil {
 		fmt.Fprintf(stderr, "nodesim: %v\n", err)
 		return 1
@@ -84,14 +84,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	env := fmt.Sprintf("NODE_NAME=%s\nHOST_ROOT=%s\nCGROUP_ROOT=%s\n", node.Name, node.HostRoot, node.CgroupRoot)
-	fmt.Fprint(stdout, env)
 	code := 0
-	if *envFile != "" {
-		if err := os.WriteFile(*envFile, []byte(env), 0o644); err != nil {
-			logger.Error("cannot write env file", zap.String("path", *envFile), zap.Error(err))
-			stop()
-			code = 1
-		}
+	if err := cmdutil.PublishEnv(stdout, env, *envFile, 0o644); err != nil {
+		logger.Error("cannot write env file", zap.String("path", *envFile), zap.Error(err))
+		stop()
+		code = 1
 	}
 	<-ctx.Done()
 	if err := node.Stop(); err != nil {

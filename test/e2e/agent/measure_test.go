@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/evictd/evictd/internal/cgrouptest"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
@@ -203,7 +204,7 @@ func memoryAvailable(node *nodesim.Node, capacity int64) func() (int64, error) {
 
 // workingSet is a v1 memory cgroup's usage minus its inactive file pages.
 func workingSet(dir string) (int64, error) {
-	usage, err := readInt(filepath.Join(dir, "memory.usage_in_bytes"))
+	usage, err := cgrouptest.ReadInt(filepath.Join(dir, "memory.usage_in_bytes"))
 	if err != nil {
 		return 0, err
 	}
@@ -232,18 +233,6 @@ func fsAvailable(path string) func() (int64, error) {
 		}
 		return int64(st.Bavail) * st.Bsize, nil
 	}
-}
-
-func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	return v, nil
 }
 
 // figureBook collects what the tests measured, for the summary TestMain

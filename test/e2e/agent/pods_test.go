@@ -11,17 +11,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/test/e2e/framework"
+	"github.com/evictd/evictd/test/e2e/podtest"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
@@ -96,24 +93,9 @@ func (s podSpec) pod(ns, node string) *corev1.Pod {
 	if grace == 0 {
 		grace = 30
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: ns, Labels: s.labels},
-		Spec: corev1.PodSpec{
-			NodeName:                      node,
-			PriorityClassName:             s.priorityClass,
-			TerminationGracePeriodSeconds: ptr.To(grace),
-			RestartPolicy:                 corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name:         "main",
-				Image:        "evictd.test/workload:latest",
-				Command:      []string{nodesim.WorkloadCommand},
-				Args:         s.args(),
-				Resources:    corev1.ResourceRequirements{Requests: s.requests, Limits: s.limits},
-				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}},
-			}},
-			Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-		},
-	}
+	return podtest.New(ns, s.name, podtest.OnNode(node), podtest.Labels(s.labels), podtest.Priority(s.priorityClass),
+		podtest.Grace(grace), podtest.NeverRestart(), podtest.Run("evictd.test/workload:latest", nodesim.WorkloadCommand, s.args()...),
+		podtest.Resources(s.requests, s.limits), podtest.Scratch())
 }
 
 // podsFor builds the pods of specs for node.
@@ -126,39 +108,13 @@ func podsFor(ns, node string, specs []podSpec) []*corev1.Pod {
 }
 
 // res builds a ResourceList from name=quantity pairs.
-func res(pairs ...string) corev1.ResourceList {
-	l := corev1.ResourceList{}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		l[corev1.ResourceName(pairs[i])] = resource.MustParse(pairs[i+1])
-	}
-	return l
-}
-
-func isReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
+func res(pairs ...string) corev1.ResourceList { return podtest.List(pairs...) }
 
 // createRunning creates each pod and waits until all are Running and Ready
 // on the simulated node. It returns them by name, as the API has them.
 func createRunning(t *testing.T, client kubernetes.Interface, pods ...*corev1.Pod) map[string]*corev1.Pod {
 	t.Helper()
-	for _, p := range pods {
-		if _, err := client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create pod %s: %v", p.Name, err)
-		}
-	}
-	out := map[string]*corev1.Pod{}
-	for _, p := range pods {
-		out[p.Name] = waitPod(t, client, p.Namespace, p.Name, 60*time.Second, "Running and Ready", func(p *corev1.Pod) bool {
-			return p.Status.Phase == corev1.PodRunning && isReady(p)
-		})
-	}
-	return out
+	return podtest.CreateRunning(t, client, 60*time.Second, pods...)
 }
 
 // waitHolding waits until each pod's workload has allocated and touched its
@@ -182,23 +138,7 @@ func waitHolding(t *testing.T, node *nodesim.Node, pods ...*corev1.Pod) {
 // waitPod polls the pod until cond holds.
 func waitPod(t *testing.T, client kubernetes.Interface, ns, name string, timeout time.Duration, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
-	var last *corev1.Pod
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = p
-		return cond(p), nil
-	})
-	if err != nil {
-		var status any
-		if last != nil {
-			status = last.Status
-		}
-		t.Fatalf("pod %s/%s never became %s within %s; last status: %+v", ns, name, what, timeout, status)
-	}
-	return last
+	return podtest.WaitPod(t, client, ns, name, timeout, what, cond)
 }
 
 // waitGone waits until the pod (by UID) is no longer in the API server.
@@ -238,34 +178,10 @@ func untouched(t *testing.T, client kubernetes.Interface, node *nodesim.Node, po
 }
 
 // createPDB protects the pods matching labels with minAvailable and waits
-// until the real disruption controller has processed it: its status has
-// caught up with its generation and allows wantAllowed disruptions.
+// until the real disruption controller has processed it (podtest.CreatePDB).
 func createPDB(t *testing.T, c *framework.Cluster, ns, name string, minAvailable int32, labels map[string]string, wantAllowed int32) {
 	t.Helper()
-	ctx := context.Background()
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(minAvailable)),
-			Selector:     &metav1.LabelSelector{MatchLabels: labels},
-		},
-	}
-	if _, err := c.Admin.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var last *policyv1.PodDisruptionBudget
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := c.Admin.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = got
-		return got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy >= minAvailable &&
-			got.Status.DisruptionsAllowed == wantAllowed, nil
-	})
-	if err != nil {
-		t.Fatalf("PDB %s/%s never settled at %d allowed disruptions; last status %+v", ns, name, wantAllowed, last.Status)
-	}
+	podtest.CreatePDB(t, c.Admin, ns, name, minAvailable, labels, wantAllowed)
 }
 
 // evictdEvents lists the events.k8s.io Events that evictd wrote in ns (""

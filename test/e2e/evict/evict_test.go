@@ -20,10 +20,8 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -32,6 +30,8 @@ import (
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/test/e2e/framework"
+	"github.com/evictd/evictd/test/e2e/metricstest"
+	"github.com/evictd/evictd/test/e2e/podtest"
 )
 
 // nodeName is a node with no kubelet behind it.
@@ -88,84 +88,36 @@ func (e *evictor) flush(t *testing.T) {
 
 func (e *evictor) count(t *testing.T, r evict.Result) float64 {
 	t.Helper()
-	mfs, err := e.metrics.Registry().Gather()
+	v, err := metricstest.Counter(e.metrics.Registry(), "evictd_evictions_total", map[string]string{"result": string(r)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "evictd_evictions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == string(r) {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return v
 }
 
 // createReadyPod creates a pod bound to nodeName and marks it Running and
 // Ready, as a kubelet would. It is force-deleted when the test ends.
 func createReadyPod(t *testing.T, c *framework.Cluster, ns, name string, grace *int64, labels map[string]string) *corev1.Pod {
 	t.Helper()
-	ctx := context.Background()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: corev1.PodSpec{
-			NodeName:                      nodeName,
-			TerminationGracePeriodSeconds: grace,
-			Containers:                    []corev1.Container{{Name: "main", Image: "evictd.test/none:latest"}},
-		},
-	}
-	created, err := c.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	opts := []podtest.Option{podtest.OnNode(nodeName), podtest.Labels(labels)}
+	if grace != nil {
+		opts = append(opts, podtest.Grace(*grace))
 	}
 	t.Cleanup(func() {
 		_ = c.Admin.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	})
-	now := metav1.Now()
-	created.Status.Phase = corev1.PodRunning
-	created.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
-	updated, err := c.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	pod, err := podtest.CreateReady(context.Background(), c.Admin, podtest.New(ns, name, opts...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return updated
+	return pod
 }
 
 // createPDB protects the pods with labels with minAvailable and waits until
-// the disruption controller has counted them.
+// the disruption controller has counted them (podtest.CreatePDB).
 func createPDB(t *testing.T, c *framework.Cluster, ns, name string, minAvailable int32, labels map[string]string, wantAllowed int32) {
 	t.Helper()
-	ctx := context.Background()
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(minAvailable)),
-			Selector:     &metav1.LabelSelector{MatchLabels: labels},
-		},
-	}
-	if _, err := c.Admin.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Admin.PolicyV1().PodDisruptionBudgets(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := c.Admin.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return got.Status.ObservedGeneration == got.Generation && got.Status.DisruptionsAllowed == wantAllowed &&
-			got.Status.CurrentHealthy > 0, nil
-	})
-	if err != nil {
-		t.Fatalf("PDB %s never reached %d allowed disruptions: %v", name, wantAllowed, err)
-	}
+	podtest.CreatePDB(t, c.Admin, ns, name, minAvailable, labels, wantAllowed)
 }
 
 func getPod(t *testing.T, c *framework.Cluster, ns, name string) *corev1.Pod {

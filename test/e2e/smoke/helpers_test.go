@@ -11,12 +11,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/cgrouptest"
+	"github.com/evictd/evictd/test/e2e/podtest"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
@@ -37,90 +36,33 @@ func (s podSpec) build(ns, node string) *corev1.Pod {
 	if grace == 0 {
 		grace = 30
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: ns, Labels: s.labels},
-		Spec: corev1.PodSpec{
-			NodeName:                      node,
-			TerminationGracePeriodSeconds: ptr.To(grace),
-			Containers: []corev1.Container{{
-				Name:    "main",
-				Image:   "evictd.test/workload:latest",
-				Command: []string{"workload"},
-				Args:    s.args,
-				Resources: corev1.ResourceRequirements{
-					Requests: s.requests,
-					Limits:   s.limits,
-				},
-				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}},
-			}},
-			Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-		},
-	}
+	return podtest.New(ns, s.name, podtest.OnNode(node), podtest.Labels(s.labels), podtest.Grace(grace),
+		podtest.Run("evictd.test/workload:latest", nodesim.WorkloadCommand, s.args...),
+		podtest.Resources(s.requests, s.limits), podtest.Scratch())
 }
 
+// resources builds a ResourceList; an empty quantity is left out.
 func resources(cpu, memory string) corev1.ResourceList {
-	l := corev1.ResourceList{}
-	if cpu != "" {
-		l[corev1.ResourceCPU] = resource.MustParse(cpu)
-	}
-	if memory != "" {
-		l[corev1.ResourceMemory] = resource.MustParse(memory)
-	}
-	return l
-}
-
-func isReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return podtest.List(string(corev1.ResourceCPU), cpu, string(corev1.ResourceMemory), memory)
 }
 
 // waitPod polls the pod until cond holds.
 func waitPod(t *testing.T, client kubernetes.Interface, ns, name string, timeout time.Duration, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
-	var last *corev1.Pod
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = p
-		return cond(p), nil
-	})
-	if err != nil {
-		var status any
-		if last != nil {
-			status = last.Status
-		}
-		t.Fatalf("pod %s/%s never became %s within %s; last status: %+v", ns, name, what, timeout, status)
-	}
-	return last
+	return podtest.WaitPod(t, client, ns, name, timeout, what, cond)
 }
 
 // createRunning creates the pod and waits until it is Running and Ready.
 func createRunning(t *testing.T, client kubernetes.Interface, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
-	created, err := client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create pod %s: %v", pod.Name, err)
-	}
-	return waitPod(t, client, pod.Namespace, created.Name, 30*time.Second, "Running and Ready", func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodRunning && isReady(p)
-	})
+	return podtest.CreateRunning(t, client, 30*time.Second, pod)[pod.Name]
 }
 
 func readInt(t *testing.T, path string) int64 {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	v, err := cgrouptest.ReadInt(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
 	}
 	return v
 }
