@@ -340,13 +340,16 @@ func hasController(b []byte, name string) bool {
 // directory names: a UUID (36 characters) or, for static pods, a 32-character
 // hex hash. Only hex digits and dashes are accepted, so names like "podman"
 // or "pod.slice" are not mistaken for pods.
-func validUID(s []byte) bool {
+func validUID(s []byte) bool { return uidWithSeparator(s, '-') }
+
+// uidWithSeparator is validUID with sep in place of the UID's dashes.
+func uidWithSeparator(s []byte, sep byte) bool {
 	if len(s) < 8 || len(s) > 64 {
 		return false
 	}
 	for _, c := range s {
 		switch {
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F', c == '-':
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F', c == sep:
 		default:
 			return false
 		}
@@ -414,19 +417,7 @@ func classifyChild(d Driver, prefix, name []byte) (childKind, []byte) {
 
 // validSystemdUID is validUID for the systemd driver, which writes the
 // UID's dashes as underscores because '-' separates slice names.
-func validSystemdUID(s []byte) bool {
-	if len(s) < 8 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		switch {
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F', c == '_':
-		default:
-			return false
-		}
-	}
-	return true
-}
+func validSystemdUID(s []byte) bool { return uidWithSeparator(s, '_') }
 
 // podUID turns the UID bytes from a cgroup name into the pod's UID string.
 // It allocates, so the observer calls it once per new pod.
