@@ -23,6 +23,11 @@ const observeUsage = `Usage: evictd observe [--host-root DIR] [--cgroup-root PAT
 One observation of node and pod pressure. JSON is a kubelet stats Summary;
 the table is for people: node signals first, then the pods by working set.
 
+Exit status: 0 when every signal was read; 1 when there is no kubepods cgroup
+under the cgroup root (nothing is printed: pods' usage is unknown) or when a
+node signal could not be read (the rest is printed, and each lost signal is
+named on stderr); 2 for bad usage or a host root evictd cannot use.
+
 Flags:
 `
 
@@ -67,6 +72,8 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer o.Close()
 	obs, err := o.Observe(ctx)
 	if err != nil {
+		// ErrNoKubepods among them: a failure at run time, as the kubelet may
+		// create its cgroups later; the error says where evictd looked.
 		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
 		return exitFailure
 	}
@@ -79,6 +86,14 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd observe: writing output: %v\n", err)
+		return exitFailure
+	}
+	// What was printed lacks these signals: say which and why, and fail, so
+	// a script never takes a partial observation for a whole one.
+	for _, se := range obs.SignalErrors {
+		fmt.Fprintf(stderr, "evictd observe: %v (left out of the output)\n", se)
+	}
+	if len(obs.SignalErrors) > 0 {
 		return exitFailure
 	}
 	return exitOK

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/cgrouptest"
 )
 
 // The observer's checked-in fixture host roots.
@@ -189,16 +191,23 @@ func TestFormatBytes(t *testing.T) {
 	}
 }
 
-// TestObserveThisHost runs observe on the real host root, as make observe
-// does: a host without a kubepods cgroup is zero pods, not an error.
+// TestObserveThisHost runs observe on the real host root, with a real
+// memory cgroup as the cgroup root: without kubepods under it observe fails
+// naming where it looked; once kubepods exists it prints the node.
 func TestObserveThisHost(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but not root: observe needs to read the host's cgroups as root")
-		}
-		t.Skip("observe of this host runs as root")
+	const limit = 512 << 20
+	node := cgrouptest.NewMemoryCgroup(t, "evictd-observe")
+	node.SetMemoryLimit(t, limit)
+	cgroupRoot := "/" + node.Name()
+
+	code, out, errOut := runObserve(t, "--cgroup-root", cgroupRoot, "-o", "json")
+	want := "looked in " + filepath.Join(cgrouptest.MemoryRoot, node.Name()) + " for kubepods"
+	if code != exitFailure || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("without kubepods: exit %d, stdout %q, stderr %q; want %d, nothing, one line with %q", code, out, errOut, exitFailure, want)
 	}
-	code, out, errOut := runObserve(t, "-o", "json")
+
+	node.Sub(t, "kubepods")
+	code, out, errOut = runObserve(t, "--cgroup-root", cgroupRoot, "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
@@ -207,14 +216,132 @@ func TestObserveThisHost(t *testing.T) {
 		t.Fatalf("output is not a Summary: %v", err)
 	}
 	m := s.Node.Memory
-	if m == nil || m.AvailableBytes == nil || m.WorkingSetBytes == nil || *m.AvailableBytes == 0 || s.Node.Rlimit == nil || s.Node.Fs == nil {
-		t.Errorf("node stats of this host incomplete: %+v", s.Node)
+	if m == nil || m.AvailableBytes == nil || m.WorkingSetBytes == nil || *m.AvailableBytes+*m.WorkingSetBytes != limit || s.Node.Rlimit == nil || s.Node.Fs == nil {
+		t.Errorf("node stats of this host incomplete or not capped by the cgroup limit %d: %+v", limit, s.Node)
 	}
-	if s.Pods == nil {
-		t.Error("pods is null; want a list (empty without kubepods)")
+	if s.Pods == nil || len(s.Pods) != 0 {
+		t.Errorf("pods %v; want an empty list", s.Pods)
 	}
-	code, out, errOut = runObserve(t, "-o", "table")
-	if code != exitOK || !strings.Contains(out, "memory.available") || !strings.Contains(out, "PODS (") {
+	code, out, errOut = runObserve(t, "--cgroup-root", cgroupRoot, "-o", "table")
+	if code != exitOK || !strings.Contains(out, "memory.available") || !strings.Contains(out, "PODS (0)") {
 		t.Errorf("table: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestObserveNoKubepods: with no kubepods cgroup under the cgroup root
+// (here a wrong --cgroup-root: the fixture's kubelet uses /node-a) observe
+// prints nothing, says on one stderr line where it looked, and exits 1: a
+// failure at run time, not bad usage (the kubelet may create it later).
+func TestObserveNoKubepods(t *testing.T) {
+	for _, format := range []string{"json", "table"} {
+		t.Run(format, func(t *testing.T) {
+			code, out, errOut := runObserve(t, "--host-root", filepath.Join(fixtureRoot, "v2-cgroupfs"), "--cgroup-root", "/", "-o", format)
+			if code != exitFailure {
+				t.Errorf("exit %d; want %d", code, exitFailure)
+			}
+			if out != "" {
+				t.Errorf("stdout %q; want nothing", out)
+			}
+			want := []string{"evictd observe: no kubepods cgroup", `--cgroup-root "/"`, "looked in /sys/fs/cgroup for kubepods", "kubepods.slice", "will not evict"}
+			if strings.Count(errOut, "\n") != 1 {
+				t.Errorf("stderr %q; want one line", errOut)
+			}
+			for _, w := range want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q does not mention %q", errOut, w)
+				}
+			}
+		})
+	}
+}
+
+// TestObserveLostSignals: when node files a signal needs are broken, observe
+// prints what it has, the signal left out, names each lost signal on its
+// own stderr line with the file and the cause, and exits 1.
+func TestObserveLostSignals(t *testing.T) {
+	// A copy of a clean fixture whose kubelet directory is a symlink loop:
+	// statfs fails, so both nodefs signals are lost.
+	loop := t.TempDir()
+	if err := os.CopyFS(loop, os.DirFS(filepath.Join(fixtureRoot, "v1-cgroupfs"))); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := filepath.Join(loop, "var/lib/kubelet")
+	if err := os.RemoveAll(kubelet); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("kubelet", kubelet); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		root     string
+		lost     []string // "signal path"
+		cause    string
+		tableRow []string
+		check    func(t *testing.T, s *statsv1alpha1.Summary)
+	}{
+		{
+			// The malformed fixture's /proc/loadavg reads "3-412" for "3/412".
+			name: "malformed loadavg", root: filepath.Join(fixtureRoot, "malformed"),
+			lost: []string{"pid.available /proc/loadavg"}, cause: "unexpected syntax",
+			tableRow: []string{"pid.available", "-", "-", "unreadable"},
+			check: func(t *testing.T, s *statsv1alpha1.Summary) {
+				if s.Node.Rlimit != nil || s.Node.Memory == nil || s.Node.Fs == nil {
+					t.Errorf("rlimit %+v, memory %+v, fs %+v; want no rlimit, the rest", s.Node.Rlimit, s.Node.Memory, s.Node.Fs)
+				}
+			},
+		},
+		{
+			name: "nodefs statfs fails", root: loop,
+			lost:  []string{"nodefs.available /var/lib/kubelet", "nodefs.inodesFree /var/lib/kubelet"},
+			cause: "too many levels of symbolic links", tableRow: []string{"nodefs.available", "-", "-", "unreadable"},
+			check: func(t *testing.T, s *statsv1alpha1.Summary) {
+				if s.Node.Fs != nil || s.Node.Rlimit == nil || s.Node.Runtime == nil || len(s.Pods) != 3 {
+					t.Errorf("fs %+v, rlimit %+v, runtime %+v, %d pods; want no fs, the rest", s.Node.Fs, s.Node.Rlimit, s.Node.Runtime, len(s.Pods))
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runObserve(t, "--host-root", tc.root, "-o", "json")
+			if code != exitFailure {
+				t.Errorf("exit %d; want %d", code, exitFailure)
+			}
+			var s statsv1alpha1.Summary
+			if err := json.Unmarshal([]byte(out), &s); err != nil {
+				t.Fatalf("stdout is not a Summary: %v\n%s", err, out)
+			}
+			tc.check(t, &s)
+			var lines []string
+			for _, l := range strings.Split(errOut, "\n") {
+				if strings.HasPrefix(l, "evictd observe: ") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) != len(tc.lost) {
+				t.Fatalf("stderr has %d evictd observe lines; want one per lost signal %q:\n%s", len(lines), tc.lost, errOut)
+			}
+			for i, l := range lines {
+				sig, path, _ := strings.Cut(tc.lost[i], " ")
+				if !strings.Contains(l, sig) || !strings.Contains(l, path) || !strings.Contains(l, tc.cause) || strings.Contains(l, tc.root) {
+					t.Errorf("line %q; want %s, %s (as seen from the host root) and %q", l, sig, path, tc.cause)
+				}
+			}
+
+			code, out, _ = runObserve(t, "--host-root", tc.root, "-o", "table")
+			if code != exitFailure {
+				t.Errorf("table: exit %d; want %d", code, exitFailure)
+			}
+			found := false
+			for _, l := range strings.Split(out, "\n") {
+				if f := strings.Fields(l); len(f) >= len(tc.tableRow) && strings.Join(f[:len(tc.tableRow)], " ") == strings.Join(tc.tableRow, " ") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("table has no row %q:\n%s", tc.tableRow, out)
+			}
+		})
 	}
 }

@@ -58,6 +58,7 @@ current-context: x
 		{"missing kubeconfig", []string{"--node-name=n1", "--kubeconfig=/nonexistent/kc"}, `"/nonexistent/kc"`},
 		{"unreadable config file", []string{"--node-name=n1", "--config=/nonexistent/cfg.yaml"}, "/nonexistent/cfg.yaml"},
 		{"poll faster than zero", []string{"--node-name=n1", "--poll-min-interval=0s"}, "--poll-min-interval 0s"},
+		{"no informer sync time", []string{"--node-name=n1", "--informer-sync-timeout=0s"}, "--informer-sync-timeout 0s"},
 		{"bad log level", []string{"--node-name=n1", "--log-level=loud"}, `"loud"`},
 		{"bad log format", []string{"--node-name=n1", "--log-format=xml"}, `"xml"`},
 		{"bad boolean", []string{"--node-name=n1", "--include-daemonset-pods=perhaps"}, `"perhaps"`},

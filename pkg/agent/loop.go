@@ -14,9 +14,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/evict"
-	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/predict"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -36,12 +36,15 @@ type Waker interface {
 	Kick(name string)
 }
 
-// Evictor evicts pods (*evict.Evictor).
+// Evictor evicts pods (*evict.Evictor). Its methods are called from several
+// goroutines at once: one per eviction call under way.
 type Evictor interface {
 	Evict(ctx context.Context, req evict.Request) (evict.Outcome, error)
 	ForceDelete(ctx context.Context, req evict.Request) (evict.Outcome, error)
-	ResetEpisode()
+	NewBudget() *evict.Budget
 	NodeThresholdMet(s thresholds.Signal, hard bool, threshold, available int64)
+	PressureEnded(note string)
+	VictimStuck(namespace, name string, uid types.UID, note string)
 }
 
 // PodSource is the API server's view of the node (*podwatch.Watcher).
@@ -59,15 +62,22 @@ type Arming interface {
 	EventDriven(s thresholds.Signal) bool
 }
 
-// KickPodGone is the name of the kick the loop gets when a pod in flight is
-// deleted: the reclaim it waited for has landed, so look again at once
-// rather than at the next poll (the kubelet, too, re-checks right after a
-// victim's cleanup).
-const KickPodGone = "pod_gone"
+// Kicks the loop gets besides the wake-up sources.
+const (
+	// KickPodGone: a pod in flight was deleted; the reclaim it waited for
+	// has landed, so look again at once rather than at the next poll (the
+	// kubelet, too, re-checks right after a victim's cleanup).
+	KickPodGone = "pod_gone"
+	// KickCallDone: an eviction call came back; its answer may let the
+	// next candidate go (a PodDisruptionBudget refusal) at once.
+	KickCallDone = "call_done"
+)
 
 // LoopConfig is the loop's settings, already validated (Options.loopConfig).
 type LoopConfig struct {
-	Thresholds       []thresholds.Threshold
+	Thresholds []thresholds.Threshold
+	// TransitionPeriod is how long a resource's pressure episode lasts after
+	// its last threshold cleared (the kubelet's pressure transition period).
 	TransitionPeriod time.Duration
 	// Rank holds the configured part of the ranking options; the loop adds
 	// PriorityClasses and NamespaceLabels from the PodSource on each pass.
@@ -86,8 +96,8 @@ type LoopConfig struct {
 	// Burst is how long the loop polls at Poll.Min after an event wake-up.
 	Burst    time.Duration
 	InFlight inflight.Options
-	// MaxAttempts bounds the eviction calls of one pass (429s move on to the
-	// next candidate).
+	// MaxAttempts bounds the eviction calls of one pass for one resource
+	// (429s move on to the next candidate).
 	MaxAttempts int
 	// PDBRecheck is how long a PodDisruptionBudget refusal is trusted before
 	// the pod is asked about again.
@@ -95,6 +105,9 @@ type LoopConfig struct {
 	// FailureBackoff is the first pause after a failed eviction call,
 	// doubling up to MaxFailureBackoff.
 	FailureBackoff, MaxFailureBackoff time.Duration
+	// WarnEvery is the least time between two Warn lines about the same
+	// observation problem.
+	WarnEvery time.Duration
 }
 
 // Deps are the loop's collaborators.
@@ -108,9 +121,17 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	Log     *zap.Logger
 	Clock   clock.Clock
+	// Go runs an eviction call; nil runs it on a goroutine of its own, so
+	// that observing and deciding go on while the API server is slow.
+	// Tests pass a synchronous runner for scripted, repeatable passes.
+	Go func(func())
 }
 
-// Loop is the agent: observe, decide, evict, wait.
+// Loop is the agent: observe, decide, act, wait.
+//
+// Step, and everything it calls, runs on one goroutine; the state it shares
+// with others is the in-flight set (the informer removes deleted pods), the
+// queue of calls that came back, and the health figures.
 type Loop struct {
 	cfg  LoopConfig
 	deps Deps
@@ -118,29 +139,14 @@ type Loop struct {
 	clk  clock.Clock
 
 	tracker   *thresholds.Tracker
+	episodes  *episode.Tracker
 	inflight  *inflight.Set
 	estimates map[thresholds.Signal]*predict.Estimator
-
-	// State of the pressure episode.
-	episode      bool
-	episodeStart time.Time
-	metEvents    map[string]bool
-	blocked      map[types.UID]time.Time
-	capReached   bool
-	retryAt      time.Time
-	failUntil    time.Time
-	failBackoff  time.Duration
-	lastNone     string
-	earlyLogged  map[thresholds.Signal]bool
-	prevPoll     time.Duration
-	burstUntil   time.Time
-	lastSignals  map[thresholds.Signal]thresholds.Observation
-
-	leadMu sync.Mutex
-	lead   time.Duration
-
-	lastObservation atomic.Int64 // unix nanos of the last successful observation
-	lastPass        atomic.Int64 // unix nanos of the end of the last pass
+	calls     callQueue
+	gone      goneQueue
+	lead      leadTime
+	pace      pacing
+	health    health
 }
 
 // NewLoop builds a loop.
@@ -160,6 +166,9 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
+	if deps.Go == nil {
+		deps.Go = func(f func()) { go f() }
+	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
@@ -169,18 +178,19 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 	if cfg.MaxFailureBackoff < cfg.FailureBackoff {
 		cfg.MaxFailureBackoff = max(30*time.Second, cfg.FailureBackoff)
 	}
+	if cfg.WarnEvery <= 0 {
+		cfg.WarnEvery = time.Minute
+	}
 	l := &Loop{
-		cfg:         cfg,
-		deps:        deps,
-		log:         deps.Log,
-		clk:         deps.Clock,
-		tracker:     thresholds.NewTracker(cfg.Thresholds, cfg.TransitionPeriod, deps.Clock),
-		inflight:    inflight.New(cfg.InFlight),
-		estimates:   map[thresholds.Signal]*predict.Estimator{},
-		metEvents:   map[string]bool{},
-		blocked:     map[types.UID]time.Time{},
-		earlyLogged: map[thresholds.Signal]bool{},
-		lead:        cfg.Decide.Lead,
+		cfg:       cfg,
+		deps:      deps,
+		log:       deps.Log,
+		clk:       deps.Clock,
+		tracker:   thresholds.NewTracker(cfg.Thresholds, cfg.TransitionPeriod, deps.Clock),
+		episodes:  episode.NewTracker(cfg.TransitionPeriod, deps.Evictor.NewBudget),
+		inflight:  inflight.New(cfg.InFlight),
+		estimates: map[thresholds.Signal]*predict.Estimator{},
+		lead:      leadTime{value: cfg.Decide.Lead},
 	}
 	for _, s := range []thresholds.Signal{thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable} {
 		e, err := predict.NewEstimator(predict.Options{})
@@ -189,14 +199,22 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		}
 		l.estimates[s] = e
 	}
+	var resources []string
+	for _, r := range episode.Resources() {
+		resources = append(resources, string(r))
+	}
+	deps.Metrics.InitResources(resources...)
 	return l, nil
 }
 
 // DefaultMaxAttempts bounds the eviction calls of one pass.
 const DefaultMaxAttempts = 8
 
-// Run loops until ctx ends. The first observation is taken at once.
+// Run loops until ctx ends. The first observation is taken at once. On the
+// way out it waits for the eviction calls under way: SIGTERM must not leave
+// an eviction half-made.
 func (l *Loop) Run(ctx context.Context) error {
+	defer l.calls.wait()
 	timeout := time.Duration(0)
 	for {
 		w, err := l.deps.Waker.Wait(ctx, timeout)
@@ -213,107 +231,156 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 }
 
-// LastObservation is when the last observation succeeded (zero if none).
-func (l *Loop) LastObservation() time.Time { return unixNano(l.lastObservation.Load()) }
-
-// LastPass is when the loop last finished a pass (zero if none).
-func (l *Loop) LastPass() time.Time { return unixNano(l.lastPass.Load()) }
-
-func unixNano(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n)
-}
-
 // InFlight returns the pods in flight, for tests and debugging.
 func (l *Loop) InFlight() []inflight.Entry { return l.inflight.Snapshot() }
 
 // PodDeleted is the pod informer's delete handler: a pod in flight is gone,
-// its reclaim has landed.
+// its reclaim has landed. The loop takes note on its next pass, which the
+// kick starts at once.
 func (l *Loop) PodDeleted(p *v1.Pod) {
 	e, ok := l.inflight.Gone(p.UID)
 	if !ok {
 		return
 	}
-	l.podGone(e, l.clk.Now())
+	l.gone.push(e, l.clk.Now())
 	l.deps.Waker.Kick(KickPodGone)
 }
 
-func (l *Loop) podGone(e inflight.Entry, now time.Time) {
-	took := now.Sub(e.Start)
-	switch e.Origin {
-	case inflight.Evicted:
-		l.deps.Metrics.ObservePodGone(e.Signal, took)
-		l.log.Info("evicted pod gone", zap.String("pod", e.Pod), zap.String("signal", string(e.Signal)), zap.Duration("took", took))
-		l.leadMu.Lock()
-		// A moving average of eviction-to-gone times: how early to act on a
-		// predicted crossing.
-		l.lead = min(max((7*l.lead+3*took)/10, 500*time.Millisecond), 30*time.Second)
-		l.leadMu.Unlock()
-	default:
-		l.log.Debug("pod in flight gone", zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)), zap.Duration("took", took))
-	}
-}
-
-func (l *Loop) currentLead() time.Duration {
-	l.leadMu.Lock()
-	defer l.leadMu.Unlock()
-	return l.lead
-}
-
-// Step is one pass: observe, update the threshold state and metrics, act,
-// and return how long to wait for the next wake-up.
+// Step is one pass: observe, decide, act, and return how long to wait for
+// the next wake-up.
 func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
-	defer func() { l.lastPass.Store(l.clk.Now().UnixNano()) }()
-	m := l.deps.Metrics
-	m.WakeUp(string(w.Source))
-	if w.Source != wakeup.SourcePoll && w.Source != "" {
-		l.burstUntil = l.clk.Now().Add(l.cfg.Burst)
+	defer func() { l.health.passDone(l.clk.Now()) }()
+	l.pace.woke(w, l.clk.Now(), l.cfg.Burst)
+	l.deps.Metrics.WakeUp(string(w.Source))
+	for _, r := range l.calls.drain() {
+		l.answer(r)
 	}
 
+	obs, ok := l.observe(ctx)
+	if !ok {
+		return l.cfg.Housekeeping
+	}
+	v := l.assess(obs)
+	l.settleVictims(v)
+	for _, ep := range l.episodes.All() {
+		l.act(ctx, ep, v)
+	}
+	return l.nextWait(v.signals)
+}
+
+// view is what one pass sees: the observation and what it means.
+type view struct {
+	obs     *pressure.Observation
+	signals map[thresholds.Signal]thresholds.Observation
+	status  thresholds.Status
+	// targets are every threshold to act on, all resources, in action order.
+	targets []decide.Target
+	pods    []*v1.Pod
+	rates   map[thresholds.Signal]float64
+	trends  map[thresholds.Signal]bool
+	rank    rank.Options
+	ranked  map[thresholds.Signal][]rank.Candidate
+	now     time.Time
+}
+
+// rankFor ranks the pods for a signal once per pass.
+func (v *view) rankFor(s thresholds.Signal) []rank.Candidate {
+	if c, ok := v.ranked[s]; ok {
+		return c
+	}
+	c := rank.Rank(s, v.obs.Summary, v.pods, v.rank).Candidates
+	v.ranked[s] = c
+	return c
+}
+
+// observe takes an observation and records what it says about the loop's
+// health; false means there is nothing to act on.
+func (l *Loop) observe(ctx context.Context) (*pressure.Observation, bool) {
+	m := l.deps.Metrics
 	start := l.clk.Now()
 	obs, err := l.deps.Observer.Observe(ctx)
 	end := l.clk.Now()
 	m.ObservationDone(start, end, err)
 	if err != nil {
 		if ctx.Err() == nil {
-			l.log.Warn("observation failed", logging.Err(err))
+			l.health.observed(end, err, nil)
+			if l.health.shouldWarn("observation", err.Error(), end, l.cfg.WarnEvery) {
+				l.log.Warn("observation failed; not acting until it succeeds", zap.Error(err))
+			}
 		}
-		return l.cfg.Housekeeping
+		return nil, false
 	}
-	l.lastObservation.Store(end.UnixNano())
 	m.SkippedFiles(obs.SkippedFiles)
+	for _, se := range obs.SignalErrors {
+		m.SignalReadError(se.Signal)
+	}
+	// The observer logs each unreadable signal itself (rate-limited);
+	// readiness reports it until it reads again.
+	l.health.observed(end, nil, obs.SignalErrors)
+	return obs, true
+}
 
-	sig := thresholds.Observe(obs.Summary)
-	l.lastSignals = sig
-	for s, o := range sig {
+// assess turns an observation into the pass's view: signals, fill rates,
+// the threshold state and the episodes it starts or ends.
+func (l *Loop) assess(obs *pressure.Observation) *view {
+	m := l.deps.Metrics
+	v := &view{obs: obs, signals: thresholds.Observe(obs.Summary), ranked: map[thresholds.Signal][]rank.Candidate{}}
+	for s, o := range v.signals {
 		m.SetSignal(s, o.Available, o.Capacity)
 	}
+	v.rates = make(map[thresholds.Signal]float64, len(l.estimates))
+	v.trends = make(map[thresholds.Signal]bool, len(l.estimates))
 	for s, e := range l.estimates {
-		if o, ok := sig[s]; ok {
+		if o, ok := v.signals[s]; ok {
 			e.Push(o.Time, o.Available)
 		}
+		v.rates[s] = e.Rate()
+		v.trends[s] = e.Sustained()
 	}
-	status := l.tracker.Update(sig)
-	l.thresholdMetrics(status)
-	l.nodeEvents(status)
+	v.status = l.tracker.Update(v.signals)
+	l.thresholdMetrics(v.status)
 	if l.deps.Arming != nil {
-		l.deps.Arming.Sync(obs, sig)
+		l.deps.Arming.Sync(obs, v.signals)
 	}
+	v.pods = l.deps.Pods.Pods()
+	v.now = l.clk.Now()
+	v.rank = l.cfg.Rank
+	v.rank.PriorityClasses = l.deps.Pods.PriorityClasses()
+	v.rank.NamespaceLabels = l.deps.Pods.NamespaceLabels()
+	v.targets = decide.Targets(l.decideOptions(), l.decideInput(v, nil))
+	l.trackEpisodes(v)
+	return v
+}
 
-	pods := l.deps.Pods.Pods()
-	now := l.clk.Now()
-	gone, expired := l.inflight.Sync(pods, now)
-	for _, e := range gone {
-		l.podGone(e, now)
+func (l *Loop) decideOptions() decide.Options {
+	opts := l.cfg.Decide
+	opts.Lead = l.lead.get()
+	return opts
+}
+
+// decideInput is the decision's input for the thresholds keep admits (all
+// when nil).
+func (l *Loop) decideInput(v *view, keep func(thresholds.Threshold) bool) decide.Input {
+	st := v.status
+	ths := l.cfg.Thresholds
+	if keep != nil {
+		st = thresholds.Status{Time: st.Time}
+		for _, a := range v.status.Active {
+			if keep(a.Threshold) {
+				st.Active = append(st.Active, a)
+			}
+		}
+		ths = nil
+		for _, th := range l.cfg.Thresholds {
+			if keep(th) {
+				ths = append(ths, th)
+			}
+		}
 	}
-	for _, e := range expired {
-		l.log.Warn("pod in flight not gone in time; its reclaim no longer counts",
-			zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)), zap.Time("reclaimBy", e.ReclaimBy))
+	return decide.Input{
+		Now: v.now, Status: st, Thresholds: ths, Observations: v.signals, Rates: v.rates, Sustained: v.trends,
+		Rank: v.rankFor, InFlight: l.inflight.Snapshot(), Tried: map[types.UID]bool{},
 	}
-	l.act(ctx, obs, status, sig, pods, now)
-	return l.nextWait(sig)
 }
 
 func (l *Loop) thresholdMetrics(st thresholds.Status) {
@@ -331,293 +398,96 @@ func (l *Loop) thresholdMetrics(st thresholds.Status) {
 	}
 }
 
-// nodeEvents leaves an Event on the Node the first time each threshold is
-// met while pressure lasts.
-func (l *Loop) nodeEvents(st thresholds.Status) {
-	if len(st.Met) == 0 && len(st.Active) == 0 {
-		clear(l.metEvents)
-		return
-	}
-	for _, th := range st.Met {
-		k := th.String()
-		if l.metEvents[k] {
-			continue
-		}
-		l.metEvents[k] = true
-		o := l.lastSignals[th.Signal]
-		amount := th.Value.Amount(o.Capacity)
-		l.log.Info("threshold met", zap.String("signal", string(th.Signal)), zap.String("threshold", th.String()),
-			zap.Bool("hard", th.Hard()), zap.Int64("available", o.Available), zap.Int64("thresholdAmount", amount))
-		l.deps.Evictor.NodeThresholdMet(th.Signal, th.Hard(), amount, o.Available)
-	}
+// leadTime is the time from an accepted eviction to the victim's memory
+// being back: how early to act on a predicted crossing.
+type leadTime struct {
+	mu    sync.Mutex
+	value time.Duration
 }
 
-func (l *Loop) act(ctx context.Context, obs *pressure.Observation, st thresholds.Status, sig map[thresholds.Signal]thresholds.Observation, pods []*v1.Pod, now time.Time) {
-	opts := l.cfg.Decide
-	opts.Lead = l.currentLead()
-	rates := make(map[thresholds.Signal]float64, len(l.estimates))
-	sustained := make(map[thresholds.Signal]bool, len(l.estimates))
-	for s, e := range l.estimates {
-		rates[s] = e.Rate()
-		sustained[s] = e.Sustained()
-	}
-	rankOpts := l.cfg.Rank
-	rankOpts.PriorityClasses = l.deps.Pods.PriorityClasses()
-	rankOpts.NamespaceLabels = l.deps.Pods.NamespaceLabels()
-	ranked := map[thresholds.Signal][]rank.Candidate{}
-	in := decide.Input{
-		Now: now, Status: st, Thresholds: l.cfg.Thresholds, Observations: sig, Rates: rates, Sustained: sustained,
-		Rank: func(s thresholds.Signal) []rank.Candidate {
-			if c, ok := ranked[s]; ok {
-				return c
-			}
-			c := rank.Rank(s, obs.Summary, pods, rankOpts).Candidates
-			ranked[s] = c
-			return c
-		},
-		InFlight: l.inflight.Snapshot(),
-		Blocked:  l.freshBlocked(now),
-		Tried:    map[types.UID]bool{},
-	}
-	targets := decide.Targets(opts, in)
-	// A stale observation (no newer reading than the last pass) is not acted
-	// on, but it does not end the episode either.
-	acting := len(st.Active) > 0
-	for _, t := range targets {
-		acting = acting || t.Early
-	}
-	l.episodeTransition(acting, targets, st, now)
-	if len(targets) == 0 {
-		l.lastNone = ""
-		return
-	}
-	for attempt := 0; attempt < l.cfg.MaxAttempts && ctx.Err() == nil; attempt++ {
-		d := decide.Decide(opts, in)
-		l.noteDiskUsage(ranked)
-		if d.Action == decide.None {
-			l.logNone(d)
-			return
-		}
-		l.lastNone = ""
-		if d.Target.Early && !l.earlyLogged[d.Target.Threshold.Signal] {
-			l.earlyLogged[d.Target.Threshold.Signal] = true
-			l.log.Info("acting early: threshold crossing predicted", zap.String("signal", string(d.Target.Threshold.Signal)),
-				zap.String("threshold", d.Target.Threshold.String()), zap.Duration("timeLeft", d.Target.TimeLeft),
-				zap.Float64("fillRateBytesPerSecond", rates[d.Target.Threshold.Signal]), zap.Duration("lead", opts.Lead))
-		}
-		if reason := l.deferred(now); reason != "" {
-			l.log.Debug("eviction deferred", zap.String("pod", podKey(d.Candidate)), zap.String("reason", reason))
-			return
-		}
-		if !l.attempt(ctx, d, &in) {
-			return
-		}
-		now = l.clk.Now()
-	}
+func (t *leadTime) get() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.value
 }
 
-// attempt makes one eviction call and reports whether the pass should try
-// the next candidate.
-func (l *Loop) attempt(ctx context.Context, d decide.Decision, in *decide.Input) bool {
-	t := d.Target
-	reason := d.Reason
-	if d.GraceOverride != nil {
-		reason += "; " + d.GraceReason
-		l.log.Info("grace shortened", zap.String("pod", podKey(d.Candidate)), zap.String("signal", string(t.Threshold.Signal)),
-			zap.Int64("gracePeriodSeconds", *d.GraceOverride), zap.String("reason", d.GraceReason))
-	}
-	req := evict.Request{
-		Pod:           d.Candidate.Pod,
-		Signal:        t.Threshold.Signal,
-		Hard:          t.Hard(),
-		Threshold:     t.Amount,
-		Available:     t.Observation.Available,
-		Usage:         d.Candidate.Usage,
-		Request:       d.Candidate.Request,
-		Rank:          d.Rank,
-		Reason:        reason,
-		GraceOverride: d.GraceOverride,
-		GraceReason:   d.GraceReason,
-		PressureSince: t.Since,
-	}
-	var out evict.Outcome
-	var err error
-	if d.Action == decide.ForceDelete {
-		out, err = l.deps.Evictor.ForceDelete(ctx, req)
-	} else {
-		out, err = l.deps.Evictor.Evict(ctx, req)
-	}
-	now := l.clk.Now()
-	uid := d.Candidate.Pod.UID
-	add := func(origin inflight.Origin, at time.Time) {
-		l.inflight.Add(inflight.Added{Pod: d.Candidate.Pod, Origin: origin, Signal: t.Threshold.Signal,
-			At: at, GraceSeconds: out.GracePeriodSeconds, Usage: d.Candidate.Usage})
-	}
-	switch out.Result {
-	case evict.Evicted, evict.ForcedDelete:
-		at := out.Accepted
-		if at.IsZero() {
-			at = now
+// sample folds one measured eviction-to-memory-back time into a moving
+// average, kept within bounds so one odd sample cannot make act-early
+// reckless or useless.
+func (t *leadTime) sample(took time.Duration) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.value = min(max((7*t.value+3*took)/10, 500*time.Millisecond), 30*time.Second)
+	return t.value
+}
+
+// health is what /readyz and /healthz are told by the loop.
+type health struct {
+	lastObservation atomic.Int64 // unix nanos of the last successful observation
+	lastPass        atomic.Int64 // unix nanos of the end of the last pass
+
+	mu      sync.Mutex
+	problem error // why the last observation cannot be acted on (fully)
+	warned  map[string]warnState
+}
+
+type warnState struct {
+	msg string
+	at  time.Time
+}
+
+func (h *health) passDone(t time.Time) { h.lastPass.Store(t.UnixNano()) }
+
+// observed records the outcome of an observation: err when it failed, or
+// the signals it could not read.
+func (h *health) observed(t time.Time, err error, lost []pressure.SignalError) {
+	var errs []error
+	if err == nil {
+		h.lastObservation.Store(t.UnixNano())
+		for _, se := range lost {
+			errs = append(errs, se)
 		}
-		add(inflight.Evicted, at)
-		l.failBackoff = 0
-		return false
-	case evict.DryRun:
-		add(inflight.DryRun, now)
-		return false
-	case evict.PDBBlocked:
-		l.blocked[uid] = now
-		in.Blocked[uid] = true
-		return true
-	case evict.NotFound:
-		add(inflight.Vanished, now)
-		return false
-	case evict.RateLimited:
-		if errors.Is(err, evict.ErrEpisodeCap) {
-			l.capReached = true
-		} else {
-			l.retryAt = now.Add(max(out.RetryAfter, 10*time.Millisecond))
-		}
-		return false
-	default:
-		in.Tried[uid] = true
-		if ctx.Err() != nil {
-			return false // shutting down: not a failure of the API
-		}
-		l.failBackoff = min(max(2*l.failBackoff, l.cfg.FailureBackoff), l.cfg.MaxFailureBackoff)
-		l.failUntil = now.Add(l.failBackoff)
-		l.log.Debug("pausing evictions after a failure", zap.Duration("backoff", l.failBackoff), logging.Err(err))
+		err = errors.Join(errs...)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.problem = err
+}
+
+// shouldWarn rate-limits Warn lines per topic: a new message, or the same
+// one after every.
+func (h *health) shouldWarn(topic, msg string, now time.Time, every time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.warned == nil {
+		h.warned = map[string]warnState{}
+	}
+	w, ok := h.warned[topic]
+	if ok && w.msg == msg && now.Sub(w.at) < every {
 		return false
 	}
+	h.warned[topic] = warnState{msg: msg, at: now}
+	return true
 }
 
-// deferred says why no eviction call may be made now, or "".
-func (l *Loop) deferred(now time.Time) string {
-	switch {
-	case l.capReached:
-		return "eviction cap for this pressure episode reached"
-	case now.Before(l.retryAt):
-		return "rate limited"
-	case now.Before(l.failUntil):
-		return "backing off after a failed eviction"
-	}
-	return ""
+// LastObservation is when the last observation succeeded (zero if none).
+func (l *Loop) LastObservation() time.Time { return unixNano(l.health.lastObservation.Load()) }
+
+// LastPass is when the loop last finished a pass (zero if none).
+func (l *Loop) LastPass() time.Time { return unixNano(l.health.lastPass.Load()) }
+
+// Problem is what keeps the last observation from being acted on in full:
+// the observation failed (no kubepods cgroup, say) or a node signal could
+// not be read. Nil when all is well.
+func (l *Loop) Problem() error {
+	l.health.mu.Lock()
+	defer l.health.mu.Unlock()
+	return l.health.problem
 }
 
-func (l *Loop) freshBlocked(now time.Time) map[types.UID]bool {
-	out := make(map[types.UID]bool, len(l.blocked))
-	for uid, at := range l.blocked {
-		if now.Sub(at) < l.cfg.PDBRecheck {
-			out[uid] = true
-		} else {
-			delete(l.blocked, uid)
-		}
+func unixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
 	}
-	return out
+	return time.Unix(0, n)
 }
-
-// noteDiskUsage remembers the disk usage of pods in flight while their
-// cgroups are still measured.
-func (l *Loop) noteDiskUsage(ranked map[thresholds.Signal][]rank.Candidate) {
-	for s, cands := range ranked {
-		if s == thresholds.MemoryAvailable || s == thresholds.AllocatableMemoryAvailable || s == thresholds.PIDAvailable {
-			continue
-		}
-		for _, c := range cands {
-			if c.HasUsage {
-				l.inflight.NoteUsage(types.UID(c.UID), s, c.Usage)
-			}
-		}
-	}
-}
-
-func (l *Loop) logNone(d decide.Decision) {
-	if d.Reason == decide.ReasonCovered {
-		l.log.Debug("no eviction", zap.String("signal", string(d.Target.Threshold.Signal)), zap.String("reason", d.Reason))
-		return
-	}
-	if d.Reason == l.lastNone {
-		return
-	}
-	l.lastNone = d.Reason
-	l.log.Warn("no pod to evict", zap.String("signal", string(d.Target.Threshold.Signal)),
-		zap.String("threshold", d.Target.Threshold.String()), zap.Int64("need", d.Target.Remaining()), zap.String("reason", d.Reason))
-}
-
-// episodeTransition starts a pressure episode when a threshold is first acted
-// on and ends it when none is: the per-episode cap, the dry-run dedup and
-// the PDB refusals start afresh.
-func (l *Loop) episodeTransition(acting bool, targets []decide.Target, st thresholds.Status, now time.Time) {
-	switch {
-	case acting && !l.episode:
-		l.episode, l.episodeStart = true, now
-		var t decide.Target
-		if len(targets) > 0 {
-			t = targets[0]
-		} else {
-			a := st.Active[0]
-			t = decide.Target{Threshold: a.Threshold, Observation: a.Observation}
-		}
-		l.log.Info("pressure episode started", zap.String("signal", string(t.Threshold.Signal)),
-			zap.String("threshold", t.Threshold.String()), zap.Int64("available", t.Observation.Available), zap.Bool("predicted", t.Early))
-	case !acting && l.episode:
-		l.episode = false
-		l.deps.Evictor.ResetEpisode()
-		l.inflight.EndEpisode()
-		clear(l.blocked)
-		clear(l.earlyLogged)
-		l.capReached = false
-		l.lastNone = ""
-		l.log.Info("pressure episode ended", zap.Duration("lasted", now.Sub(l.episodeStart)))
-	}
-}
-
-// nextWait sizes the wait until the next observation.
-func (l *Loop) nextWait(sig map[thresholds.Signal]thresholds.Observation) time.Duration {
-	now := l.clk.Now()
-	wait := l.cfg.Housekeeping
-	if l.cfg.Adaptive {
-		p := l.cfg.Poll
-		if p.Max == 0 || p.Max > l.cfg.Housekeeping {
-			p.Max = l.cfg.Housekeeping
-		}
-		for s, e := range l.estimates {
-			o, ok := sig[s]
-			if !ok {
-				continue
-			}
-			ps := p
-			if l.deps.Arming != nil && l.cfg.EventFillRate > 0 && l.deps.Arming.EventDriven(s) {
-				ps.AssumedFillRate = l.cfg.EventFillRate
-			}
-			var amounts []int64
-			for _, th := range l.cfg.Thresholds {
-				if th.Signal == s {
-					amounts = append(amounts, th.Value.Amount(o.Capacity))
-				}
-			}
-			if len(amounts) == 0 {
-				continue
-			}
-			next, ok := predict.Nearest(o.Available, amounts)
-			if !ok {
-				next = o.Available // below every threshold: poll fast
-			}
-			wait = min(wait, ps.Next(wakeup.PollInput{Available: o.Available, Threshold: next, FillRate: e.Rate(), Previous: l.prevPoll}))
-		}
-		if now.Before(l.burstUntil) {
-			fast := p.Min
-			if fast == 0 {
-				fast = wakeup.DefaultPollMin
-			}
-			wait = min(wait, fast)
-		}
-		l.prevPoll = wait
-	}
-	if l.retryAt.After(now) && !l.capReached {
-		wait = min(wait, max(l.retryAt.Sub(now), 10*time.Millisecond))
-	}
-	return wait
-}
-
-func podKey(c rank.Candidate) string { return c.Namespace + "/" + c.Name }

@@ -92,7 +92,7 @@ func TestLoopEscalatesPastALongSoftGrace(t *testing.T) {
 	if d := n.calls[0].at.Sub(t0); d < 5*time.Second || d > 7*time.Second {
 		t.Errorf("soft eviction after %v, want right after the 5s grace period", d)
 	}
-	var hard *call
+	var hard *simCall
 	for i := range n.calls {
 		if n.calls[i].hard {
 			hard = &n.calls[i]
@@ -158,16 +158,16 @@ func TestLoopEpisodes(t *testing.T) {
 	n := newSimNode(t, 4096*mi, base250, threePods()...)
 	cfg := testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi")))
 	w := n.run(t, cfg, 20*time.Second)
-	if !eq(n.victims(), []string{"a"}) || n.resets != 1 || n.nodeEvents != 1 {
-		t.Fatalf("first episode: calls %v resets %d node events %d; want [a], 1, 1", n.victims(), n.resets, n.nodeEvents)
+	if !eq(n.victims(), []string{"a"}) || len(n.ended) != 1 || n.nodeEvents != 1 {
+		t.Fatalf("first episode: calls %v resets %d node events %d; want [a], 1, 1", n.victims(), len(n.ended), n.nodeEvents)
 	}
 	// Pressure again: a new episode, a new Node event, the next pod.
 	n.mu.Lock()
 	n.base += 1000 * mi
 	n.mu.Unlock()
 	n.runMore(t, 20*time.Second, w)
-	if !eq(n.victims(), []string{"a", "b"}) || n.resets != 2 || n.nodeEvents != 2 {
-		t.Fatalf("second episode: calls %v resets %d node events %d; want [a b], 2, 2", n.victims(), n.resets, n.nodeEvents)
+	if !eq(n.victims(), []string{"a", "b"}) || len(n.ended) != 2 || n.nodeEvents != 2 {
+		t.Fatalf("second episode: calls %v resets %d node events %d; want [a b], 2, 2", n.victims(), len(n.ended), n.nodeEvents)
 	}
 }
 
@@ -191,8 +191,8 @@ func TestLoopDryRunNamesEachPodOncePerEpisode(t *testing.T) {
 	n.base -= 2000 * mi
 	n.mu.Unlock()
 	n.runMore(t, 5*time.Second, w)
-	if n.resets != 1 {
-		t.Fatalf("resets %d after pressure ended, want 1", n.resets)
+	if len(n.ended) != 1 {
+		t.Fatalf("resets %d after pressure ended, want 1", len(n.ended))
 	}
 	n.mu.Lock()
 	n.base += 2000 * mi

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/evictd/evictd/pkg/agent/fastpath"
+	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -44,6 +45,7 @@ const (
 	FlagActEarly             = "act-early"
 	FlagFitGrace             = "fit-grace"
 	FlagGraceMargin          = "grace-margin"
+	FlagInformerSyncTimeout  = "informer-sync-timeout"
 )
 
 // Wake-up source names of --wakeup-sources.
@@ -94,6 +96,9 @@ type Options struct {
 	ActEarly    bool
 	FitGrace    bool
 	GraceMargin time.Duration
+	// InformerSyncTimeout bounds the informers' initial list and watch; a
+	// 403 Forbidden fails at once instead.
+	InformerSyncTimeout time.Duration
 
 	// Config holds the thresholds, priority groups, exclusions and
 	// DaemonSet policy (file and kubelet-named flags).
@@ -121,6 +126,8 @@ func NewOptions() *Options {
 		GraceMargin:   2 * time.Second,
 		Config:        &config.Config{},
 		Evict:         evict.Defaults(),
+
+		InformerSyncTimeout: podwatch.DefaultSyncTimeout,
 	}
 }
 
@@ -141,6 +148,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.ActEarly, FlagActEarly, o.ActEarly, "evict when a hard memory threshold's crossing is predicted within the time an eviction takes to free memory")
 	fs.BoolVar(&o.FitGrace, FlagFitGrace, o.FitGrace, "shorten a memory eviction's grace period to the time left before memory runs out")
 	fs.DurationVar(&o.GraceMargin, FlagGraceMargin, o.GraceMargin, "part of the time left kept for the eviction itself when fitting a grace period")
+	fs.DurationVar(&o.InformerSyncTimeout, FlagInformerSyncTimeout, o.InformerSyncTimeout, "how long to wait for the initial list and watch of pods, PriorityClasses and namespaces before exiting (a 403 Forbidden exits at once)")
 }
 
 // optionalBool is a boolean flag that remembers whether it was given, so
@@ -248,6 +256,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid --%s %v: must be more than 0 and at most --%s (%v)", FlagPollMin, o.PollMin, FlagHousekeeping, o.Housekeeping)
 	case o.GraceMargin < 0:
 		return fmt.Errorf("invalid --%s %v: must not be negative", FlagGraceMargin, o.GraceMargin)
+	case o.InformerSyncTimeout <= 0:
+		return fmt.Errorf("invalid --%s %v: must be more than 0", FlagInformerSyncTimeout, o.InformerSyncTimeout)
 	case o.HostRoot == "":
 		return fmt.Errorf("invalid --%s %q: must name a directory", FlagHostRoot, o.HostRoot)
 	case o.Kubeconfig != "":

@@ -152,6 +152,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	}
 	watcher, err := podwatch.New(podwatch.Options{
 		Client: client, NodeName: o.NodeName, Namespaces: o.Config.HasSelectors(), Log: log.Named("podwatch"),
+		SyncTimeout: o.InformerSyncTimeout,
 		OnDelete: func(p *v1.Pod) {
 			loopRef.Lock()
 			l := loopRef.l
@@ -205,12 +206,17 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 
 	watcher.Start(ctx)
 	var runErr error
+	// A 403 (a ClusterRole without a grant the code needs) fails at once,
+	// anything else after --informer-sync-timeout: never hang unready.
 	if err := watcher.WaitForSync(ctx); err != nil {
 		if ctx.Err() == nil {
 			runErr = err
+			if errors.Is(err, podwatch.ErrSyncTimeout) {
+				runErr = fmt.Errorf("%w (--%s)", err, FlagInformerSyncTimeout)
+			}
 		}
 	} else {
-		log.Info("informers synced", zap.Int("pods", len(watcher.Pods())))
+		log.Info("informers synced", zap.Int("pods", len(watcher.Pods())), zap.Int("namespaces", len(watcher.NamespaceLabels())))
 		startedMu.Lock()
 		started = clk.Now()
 		startedMu.Unlock()
@@ -293,6 +299,7 @@ type Health struct {
 	Loop   interface {
 		LastObservation() time.Time
 		LastPass() time.Time
+		Problem() error
 	}
 	Clock clock.PassiveClock
 	// Started is when the loop started (zero before).
@@ -306,10 +313,15 @@ func (h Health) ReadyWindow() time.Duration { return 5*h.Housekeeping + 5*time.S
 // /healthz fails (a restart is then the way out).
 func (h Health) StuckWindow() time.Duration { return max(10*h.Housekeeping, 2*time.Minute) }
 
-// Readyz: the informers have synced and an observation succeeded recently.
+// Readyz: the informers have synced, an observation succeeded recently, and
+// the last one could read every node signal. An agent that cannot see what
+// it protects must say so, not look healthy.
 func (h Health) Readyz() error {
 	if !h.Synced() {
 		return errors.New("informers have not synced yet")
+	}
+	if err := h.Loop.Problem(); err != nil {
+		return err
 	}
 	last := h.Loop.LastObservation()
 	if last.IsZero() {

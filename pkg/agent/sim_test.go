@@ -43,6 +43,9 @@ type simPod struct {
 	grace    int64         // terminationGracePeriodSeconds
 	exitIn   time.Duration // how long it takes to exit after SIGTERM; 0 = at once
 	pdb      bool          // a PodDisruptionBudget protects it
+	hang     bool          // the runtime cannot stop it: it stays, terminating, with its memory
+	noStats  bool          // its cgroup is never observed: no usage figure
+	teardown time.Duration // from its exit to the API deletion (volume teardown, status sync)
 
 	started     time.Time
 	termAt      time.Time // deletion requested
@@ -70,16 +73,17 @@ type simNode struct {
 	// Scripted by tests.
 	evictResult func(p *simPod, req evict.Request) (evict.Outcome, error)
 
-	calls      []call
+	calls      []simCall
 	forced     []string
 	nodeEvents int
-	resets     int
+	ended      []string // pressure-ended Event notes
+	stuck      []string // pods given an EvictionStuck Event
 
 	kicks []string
 	steps int
 }
 
-type call struct {
+type simCall struct {
 	pod   string
 	avail int64 // memory.available when the call was made
 	at    time.Time
@@ -113,7 +117,7 @@ func (n *simNode) advance(now time.Time) {
 	var gone []*v1.Pod
 	n.mu.Lock()
 	for _, p := range n.pods {
-		if !p.termAt.IsZero() && !p.deleted && !now.Before(p.exitAt) {
+		if !p.termAt.IsZero() && !p.deleted && !now.Before(p.exitAt.Add(p.teardown)) {
 			p.deleted = true
 			gone = append(gone, n.apiPod(p))
 		}
@@ -141,6 +145,9 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 		}
 		m := uint64(p.memAt(now))
 		ws += int64(m)
+		if p.noStats {
+			continue
+		}
 		pods = append(pods, statsapi.PodStats{
 			PodRef: statsapi.PodReference{Name: p.name, Namespace: "ns", UID: string(p.uid())},
 			Memory: &statsapi.MemoryStats{Time: ts, WorkingSetBytes: &m, UsageBytes: &m},
@@ -208,6 +215,9 @@ func (n *simNode) terminate(p *simPod, grace int64, now time.Time) {
 	p.deletionTS = &ts
 	exit := min(p.exitIn, time.Duration(grace)*time.Second)
 	p.exitAt = now.Add(exit)
+	if p.hang {
+		p.exitAt = now.Add(1000 * time.Hour)
+	}
 }
 
 // Evict implements Evictor.
@@ -225,7 +235,7 @@ func (n *simNode) do(req evict.Request, force bool) (evict.Outcome, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	p := n.pod(req.Pod.Name)
-	n.calls = append(n.calls, call{pod: p.name, avail: n.availableLocked(now), at: now, hard: req.Hard, grace: req.GraceOverride, rank: req.Rank, step: n.steps})
+	n.calls = append(n.calls, simCall{pod: p.name, avail: n.availableLocked(now), at: now, hard: req.Hard, grace: req.GraceOverride, rank: req.Rank, step: n.steps})
 	grace := evict.Defaults().GracePeriod(req.Pod, req.Hard, req.GraceOverride)
 	if n.evictResult != nil {
 		if out, err := n.evictResult(p, req); out.Result != "" {
@@ -252,7 +262,20 @@ func (n *simNode) do(req evict.Request, force bool) (evict.Outcome, error) {
 	return evict.Outcome{Result: res, GracePeriodSeconds: grace, Accepted: now, Attempts: 1}, nil
 }
 
-func (n *simNode) ResetEpisode() { n.mu.Lock(); n.resets++; n.mu.Unlock() }
+// NewBudget implements Evictor: the scripted evictor keeps no limits.
+func (n *simNode) NewBudget() *evict.Budget { return nil }
+
+func (n *simNode) PressureEnded(note string) {
+	n.mu.Lock()
+	n.ended = append(n.ended, note)
+	n.mu.Unlock()
+}
+
+func (n *simNode) VictimStuck(namespace, name string, _ types.UID, _ string) {
+	n.mu.Lock()
+	n.stuck = append(n.stuck, namespace+"/"+name)
+	n.mu.Unlock()
+}
 
 func (n *simNode) NodeThresholdMet(thresholds.Signal, bool, int64, int64) {
 	n.mu.Lock()
@@ -287,11 +310,18 @@ func (w *simWaker) Wait(ctx context.Context, timeout time.Duration) (wakeup.Wake
 }
 
 func (w *simWaker) Kick(name string) {
+	if name == KickCallDone {
+		return // calls run synchronously here: answered in the pass that made them
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.pending = append(w.pending, name)
 	w.n.kicks = append(w.n.kicks, name)
 }
+
+// syncCall runs an eviction call in the pass that makes it, so that scripted
+// runs are repeatable.
+func syncCall(f func()) { f() }
 
 func mustThresholds(t *testing.T, spec thresholds.Spec) []thresholds.Threshold {
 	t.Helper()
@@ -306,8 +336,10 @@ func testLoopConfig(ths []thresholds.Threshold) LoopConfig {
 	ev := evict.Defaults()
 	ev.MaxPodGracePeriod = 1 << 31 / 2 // the pod's own, as with --eviction-max-pod-grace-period=0
 	return LoopConfig{
-		Thresholds:       ths,
-		TransitionPeriod: time.Minute,
+		Thresholds: ths,
+		// No transition period: an episode ends at the first pass without
+		// pressure, so scripted episodes can follow each other quickly.
+		TransitionPeriod: 0,
 		Decide: decide.Options{
 			Evict: ev, HardHorizon: 7 * time.Second, Lead: DefaultLead, Grace: predict.DefaultGracePolicy(),
 		},
@@ -324,7 +356,7 @@ func testLoopConfig(ths []thresholds.Threshold) LoopConfig {
 func (n *simNode) run(t *testing.T, cfg LoopConfig, d time.Duration) *simWaker {
 	t.Helper()
 	w := &simWaker{n: n}
-	l, err := NewLoop(cfg, Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk})
+	l, err := NewLoop(cfg, Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,13 @@ const (
 	// ReasonThresholdMet is on the Node when a threshold is first met (the
 	// kubelet's reason for the same event).
 	ReasonThresholdMet = "EvictionThresholdMet"
+	// ReasonVictimStuck is on a pod evicted (or found terminating) that
+	// outlived its grace period and evictd's wait for it: its reclaim no
+	// longer counts and the next candidate may be evicted.
+	ReasonVictimStuck = "EvictionStuck"
+	// ReasonPressureEnded is on the Node when a resource's pressure episode
+	// ends: no threshold of it met for the pressure transition period.
+	ReasonPressureEnded = "EvictionPressureEnded"
 
 	actionEvict  = "Evict"
 	actionDelete = "Delete"

@@ -15,11 +15,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,6 +63,9 @@ type Request struct {
 	// an accepted eviction records the time since then in
 	// evictd_eviction_latency_seconds.
 	PressureSince time.Time
+	// Budget is the pressure episode the eviction is charged to; nil charges
+	// the evictor's shared one (ResetEpisode).
+	Budget *Budget
 }
 
 func (r Request) podKey() string {
@@ -113,8 +114,9 @@ type Config struct {
 	Backoff wait.Backoff
 }
 
-// Evictor evicts pods of one node. Its methods are safe for concurrent use;
-// eviction calls run one at a time, by design.
+// Evictor evicts pods of one node. Its methods are safe for concurrent use:
+// a slow API server must not hold a hard threshold's eviction behind a soft
+// one's, so calls run side by side, each charged to its request's Budget.
 type Evictor struct {
 	opts    Options
 	client  kubernetes.Interface
@@ -125,30 +127,8 @@ type Evictor struct {
 	clock   clock.Clock
 	backoff wait.Backoff
 
-	// call serialises Evict and ForceDelete: the limits below are checked
-	// before a call and charged after it, which is exact only one at a time.
-	call sync.Mutex
-
-	mu      sync.Mutex
-	limiter *rate.Limiter
-	// episodeCount counts accepted evictions since the last ResetEpisode.
-	episodeCount int
-	// capLogged: the per-episode cap was logged at Warn this episode.
-	capLogged bool
-	// seen holds, per pod UID and call, what was already logged this
-	// episode: dry run reuses the verdict; real PDB refusals log at Info
-	// only once.
-	seen map[seenKey]seenEntry
-}
-
-type seenKey struct {
-	uid  types.UID
-	verb verb
-}
-
-type seenEntry struct {
-	outcome Outcome
-	err     error
+	// budget is charged by requests that name none (one shared episode).
+	budget *Budget
 }
 
 // New checks cfg and returns an Evictor.
@@ -171,7 +151,6 @@ func New(cfg Config) (*Evictor, error) {
 		log:     cfg.Logger,
 		clock:   cfg.Clock,
 		backoff: cfg.Backoff,
-		seen:    map[seenKey]seenEntry{},
 	}
 	if e.opts.DryRun {
 		e.events = nil // dry run writes nothing to the cluster, Events included
@@ -186,31 +165,21 @@ func New(cfg Config) (*Evictor, error) {
 	if e.backoff.Steps == 0 {
 		e.backoff = DefaultBackoff
 	}
-	// The bucket starts full.
-	e.limiter = rate.NewLimiter(rate.Limit(e.opts.Rate), e.opts.Burst)
+	e.budget = e.NewBudget()
 	return e, nil
 }
 
 // Options returns the options the Evictor runs with.
 func (e *Evictor) Options() Options { return e.opts }
 
-// ResetEpisode starts a new pressure episode: the per-episode cap counts from
-// zero again and dry-run verdicts and PDB refusals are logged afresh. Call it
-// when no threshold is met any more.
-func (e *Evictor) ResetEpisode() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.episodeCount = 0
-	e.capLogged = false
-	clear(e.seen)
-}
+// ResetEpisode starts the shared budget afresh (requests with no Budget of
+// their own): the cap counts from zero again and dry-run verdicts and PDB
+// refusals are logged afresh.
+func (e *Evictor) ResetEpisode() { e.budget.reset() }
 
-// EpisodeEvictions is the number of accepted evictions in this episode.
-func (e *Evictor) EpisodeEvictions() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.episodeCount
-}
+// EpisodeEvictions is the number of accepted evictions charged to the
+// shared budget.
+func (e *Evictor) EpisodeEvictions() int { return e.budget.Evictions() }
 
 // Evict asks the API server to evict req.Pod with the grace period
 // Options.GracePeriod gives, through the policy/v1 Eviction subresource (as
@@ -266,14 +235,15 @@ func (e *Evictor) do(ctx context.Context, req Request, v verb) (Outcome, error) 
 	if v == verbDelete && e.opts.PDBPolicy != PDBBestEffort {
 		return Outcome{Result: Failed}, &PodError{Pod: key, Result: Failed, Err: ErrStrictPDBPolicy}
 	}
-	e.call.Lock()
-	defer e.call.Unlock()
-
+	b := req.Budget
+	if b == nil {
+		b = e.budget
+	}
 	grace := e.opts.GracePeriod(req.Pod, req.Hard, req.GraceOverride)
 	out := Outcome{GracePeriodSeconds: grace}
 
 	if e.opts.DryRun {
-		if s, ok := e.lookup(seenKey{req.Pod.UID, v}); ok {
+		if s, ok := b.lookup(seenKey{req.Pod.UID, v}); ok {
 			s.outcome.Cached = true
 			s.outcome.Attempts = 0
 			return s.outcome, s.err
@@ -283,9 +253,10 @@ func (e *Evictor) do(ctx context.Context, req Request, v verb) (Outcome, error) 
 		// Shutting down: not an attempt, so neither counted nor logged.
 		return Outcome{Result: Failed, GracePeriodSeconds: grace}, &PodError{Pod: key, Result: Failed, Err: fmt.Errorf("not attempted: %w", err)}
 	}
-	if wait, err := e.admit(); err != nil {
+	c, wait, err := b.admit(e.clock.Now())
+	if err != nil {
 		out.Result, out.RetryAfter = RateLimited, wait
-		return e.finish(req, v, out, err)
+		return e.finish(req, b, v, out, err)
 	}
 
 	var apiErr error
@@ -321,14 +292,15 @@ func (e *Evictor) do(ctx context.Context, req Request, v verb) (Outcome, error) 
 			out.Accepted = e.clock.Now()
 		}
 	}
-	var err error
+	b.settle(c, out.Result.Accepted(), e.clock.Now())
+	err = nil
 	switch out.Result {
 	case PDBBlocked:
 		err = fmt.Errorf("%w: %s", ErrPDBBlocked, pdbMessage(apiErr))
 	case Failed:
 		err = fmt.Errorf("after %d attempt(s): %w", out.Attempts, apiErr)
 	}
-	return e.finish(req, v, out, err)
+	return e.finish(req, b, v, out, err)
 }
 
 // send makes one API call. It runs under a context of its own so that a
@@ -356,52 +328,13 @@ func (e *Evictor) send(ctx context.Context, req Request, v verb, grace int64) er
 	})
 }
 
-// admit checks the per-episode cap and the token bucket before a call; the
-// caller holds e.call, and finish charges both only for accepted evictions,
-// so refusals and errors cost nothing.
-func (e *Evictor) admit() (time.Duration, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.episodeCount >= e.opts.MaxPerEpisode {
-		return 0, fmt.Errorf("%w (%d; --%s)", ErrEpisodeCap, e.opts.MaxPerEpisode, FlagMaxPerEpisode)
-	}
-	now := e.clock.Now()
-	if tokens := e.limiter.TokensAt(now); tokens < 1 {
-		wait := time.Duration((1 - tokens) / e.opts.Rate * float64(time.Second))
-		return wait, fmt.Errorf("%w (--%s=%v, --%s=%d); next token in %v", ErrRateLimited, FlagRate, e.opts.Rate, FlagBurst, e.opts.Burst, wait.Round(time.Millisecond))
-	}
-	return 0, nil
-}
-
-func (e *Evictor) lookup(k seenKey) (seenEntry, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s, ok := e.seen[k]
-	return s, ok
-}
-
 // finish records an attempt in one place: limits, metric, log, Event.
-func (e *Evictor) finish(req Request, v verb, out Outcome, err error) (Outcome, error) {
+func (e *Evictor) finish(req Request, b *Budget, v verb, out Outcome, err error) (Outcome, error) {
 	key := req.podKey()
 	if err != nil {
 		err = &PodError{Pod: key, Result: out.Result, Err: err}
 	}
-
-	e.mu.Lock()
-	if out.Result.Accepted() {
-		e.episodeCount++
-		e.limiter.ReserveN(e.clock.Now(), 1)
-	}
-	k := seenKey{req.Pod.UID, v}
-	_, seenBefore := e.seen[k]
-	if out.Result == PDBBlocked || out.Result == DryRun {
-		e.seen[k] = seenEntry{outcome: out, err: err}
-	}
-	firstCap := false
-	if errors.Is(err, ErrEpisodeCap) && !e.capLogged {
-		e.capLogged, firstCap = true, true
-	}
-	e.mu.Unlock()
+	seenBefore, firstCap := b.remember(seenKey{req.Pod.UID, v}, out, err, errors.Is(err, ErrEpisodeCap))
 
 	e.metrics.IncEviction(req.Signal, string(out.Result))
 	if (out.Result == Evicted || out.Result == ForcedDelete) && !req.PressureSince.IsZero() {
@@ -473,4 +406,24 @@ func (e *Evictor) NodeThresholdMet(s thresholds.Signal, hard bool, threshold, av
 		return
 	}
 	e.events.Emit(nodeRef(e.node), v1.EventTypeWarning, ReasonThresholdMet, actionNotice, thresholdNote(s, hard, threshold, available))
+}
+
+// VictimStuck leaves an EvictionStuck Event on a pod that was evicted or
+// found terminating and is still there past its grace period and the wait
+// after it. Nothing is written in dry-run mode.
+func (e *Evictor) VictimStuck(namespace, name string, uid types.UID, note string) {
+	if e.events == nil {
+		return
+	}
+	ref := v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name, UID: uid}
+	e.events.Emit(ref, v1.EventTypeWarning, ReasonVictimStuck, actionNotice, note)
+}
+
+// PressureEnded leaves an EvictionPressureEnded Event on the node when a
+// resource's pressure episode ends. Nothing is written in dry-run mode.
+func (e *Evictor) PressureEnded(note string) {
+	if e.events == nil {
+		return
+	}
+	e.events.Emit(nodeRef(e.node), v1.EventTypeNormal, ReasonPressureEnded, actionNotice, note)
 }

@@ -657,3 +657,56 @@ func TestDryRunForceDeleteAfterPDBVerdict(t *testing.T) {
 		t.Error("no 'would delete' line")
 	}
 }
+
+// Each pressure episode has its own budget: one resource using up its cap
+// and tokens (disk pressure evictions cannot fix) leaves another's whole.
+func TestBudgetsAreIndependent(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := newHarness(t, harnessOpts{clock: clk, mutate: func(o *Options) { o.MaxPerEpisode, o.Rate, o.Burst = 2, 1, 1 }})
+	ctx := context.Background()
+	disk, mem := h.ev.NewBudget(), h.ev.NewBudget()
+	req := func(name string, b *Budget) Request {
+		r := memReq(testPod(name, nil), true)
+		r.Signal, r.Budget = thresholds.NodeFsAvailable, b
+		return r
+	}
+	for i, name := range []string{"d1", "d2"} {
+		clk.Step(time.Second)
+		if out, err := h.ev.Evict(ctx, req(name, disk)); out.Result != Evicted {
+			t.Fatalf("disk eviction %d: %s %v", i, out.Result, err)
+		}
+	}
+	clk.Step(time.Second)
+	if out, err := h.ev.Evict(ctx, req("d3", disk)); out.Result != RateLimited || !errors.Is(err, ErrEpisodeCap) {
+		t.Fatalf("third disk eviction: %s %v, want the disk episode's cap", out.Result, err)
+	}
+	// Same instant: the disk budget's token was just spent, the memory
+	// budget's bucket is full.
+	m := memReq(testPod("m1", nil), true)
+	m.Budget = mem
+	if out, err := h.ev.Evict(ctx, m); out.Result != Evicted {
+		t.Fatalf("memory eviction after the disk cap: %s %v, want Evicted", out.Result, err)
+	}
+	if disk.Evictions() != 2 || mem.Evictions() != 1 || h.ev.EpisodeEvictions() != 0 {
+		t.Errorf("charged disk %d, memory %d, shared %d; want 2, 1, 0", disk.Evictions(), mem.Evictions(), h.ev.EpisodeEvictions())
+	}
+}
+
+// Calls of one budget may run at once (a hard call must not queue behind a
+// slow soft one); the cap still holds exactly: a call under way is charged
+// until it answers, and refunded if it is not accepted.
+func TestBudgetChargesCallsUnderWay(t *testing.T) {
+	h := newHarness(t, harnessOpts{mutate: func(o *Options) { o.MaxPerEpisode = 1 }})
+	b := h.ev.NewBudget()
+	c, _, err := b.admit(time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.admit(time.Unix(1_700_000_000, 0)); !errors.Is(err, ErrEpisodeCap) {
+		t.Fatalf("second admit while the first call is under way: %v, want the cap", err)
+	}
+	b.settle(c, false, time.Unix(1_700_000_000, 0)) // refused: refunded
+	if _, _, err := b.admit(time.Unix(1_700_000_000, 0)); err != nil {
+		t.Fatalf("admit after a refund: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -177,4 +178,28 @@ func renderDoc(t *testing.T) []byte {
 	b.WriteString("- `source`: the wake-up source that woke the agent loop, or that is armed: " + strings.Join(srcs, ", ") + ".\n")
 	b.WriteString("\nThe standard Go runtime (`go_*`) and process (`process_*`) collectors are registered too.\n")
 	return b.Bytes()
+}
+
+// TestSignalReadError: each signal an observation could not measure counts
+// in evictd_observation_signal_errors_total under its name, and every known
+// signal has its zero series from InitSignals before its first error.
+func TestSignalReadError(t *testing.T) {
+	m, err := New("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.InitSignals(thresholds.Signals()...)
+	if n := testutil.CollectAndCount(m.Registry(), "evictd_observation_signal_errors_total"); n != len(thresholds.Signals()) {
+		t.Errorf("%d signal error series after InitSignals; want one per signal, %d", n, len(thresholds.Signals()))
+	}
+	m.SignalReadError(string(thresholds.PIDAvailable))
+	m.SignalReadError(string(thresholds.PIDAvailable))
+	m.SignalReadError(string(thresholds.NodeFsAvailable))
+	for sig, want := range map[thresholds.Signal]float64{thresholds.PIDAvailable: 2, thresholds.NodeFsAvailable: 1, thresholds.MemoryAvailable: 0} {
+		if got := testutil.ToFloat64(m.signalErrors.WithLabelValues(string(sig))); got != want {
+			t.Errorf("signal errors of %s = %v; want %v", sig, got, want)
+		}
+	}
+	var none *Metrics
+	none.SignalReadError("memory.available") // a nil *Metrics does nothing
 }

@@ -91,6 +91,9 @@ type Metrics struct {
 	lastObservation      prometheus.Gauge
 	wakeups              *prometheus.CounterVec
 	wakeupSourceActive   *prometheus.GaugeVec
+	signalErrors         *prometheus.CounterVec
+	pressure             *prometheus.GaugeVec
+	victimsStuck         *prometheus.CounterVec
 }
 
 // New builds the metrics on a fresh private registry, with the Go and
@@ -157,6 +160,21 @@ func New(version string) (*Metrics, error) {
 		"1 while a wake-up source is armed, 0 when it is unavailable or has failed.",
 		"source")
 
+	m.signalErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "observation", Name: "signal_errors_total",
+		Help: "Observations that could not measure an eviction signal because a node file it needs was unreadable or malformed (the signal was left out, not guessed).",
+	}, []string{"signal"})
+	m.own = append(m.own, m.signalErrors)
+
+	m.pressure = m.gaugeVec("pressure", "episode",
+		"1 while a resource (memory, nodefs, imagefs, pids) is in a pressure episode: from a threshold of it being met until none has been for the pressure transition period.",
+		"resource")
+	m.victimsStuck = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "eviction", Name: "stuck_total",
+		Help: "Pods evicted (or found terminating) that were still there after their grace period and evictd's wait; their reclaim stopped counting and the next candidate became eligible.",
+	}, []string{"resource"})
+	m.own = append(m.own, m.victimsStuck)
+
 	m.own = append(m.own, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 
@@ -214,6 +232,7 @@ func (m *Metrics) InitSignals(signals ...thresholds.Signal) {
 		}
 		m.evictionLatency.WithLabelValues(sig)
 		m.termination.WithLabelValues(sig)
+		m.signalErrors.WithLabelValues(sig)
 	}
 }
 
@@ -338,4 +357,50 @@ func (m *Metrics) SetWakeupSourceActive(source string, active bool) {
 		v = 1
 	}
 	m.wakeupSourceActive.WithLabelValues(source).Set(v)
+}
+
+// SignalReadError counts one observation that could not measure signal (a
+// kubelet signal name, e.g. "memory.available") because a node file it needs
+// was unreadable or malformed.
+func (m *Metrics) SignalReadError(signal string) {
+	if m == nil {
+		return
+	}
+	m.signalErrors.WithLabelValues(signal).Inc()
+}
+
+// InitResources creates the per-resource series at zero, so that a
+// dashboard sees every resource (and a stuck-victim rate of 0) from the start.
+func (m *Metrics) InitResources(resources ...string) {
+	if m == nil {
+		return
+	}
+	for _, r := range resources {
+		m.pressure.WithLabelValues(r).Set(0)
+		m.victimsStuck.WithLabelValues(r)
+	}
+}
+
+// SetPressure records whether resource is in a pressure episode.
+func (m *Metrics) SetPressure(resource string, on bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.pressure.WithLabelValues(resource).Set(v)
+}
+
+// VictimStuck counts a pod in flight for resource ("" when it was found
+// terminating) that outlived its grace period and evictd's wait.
+func (m *Metrics) VictimStuck(resource string) {
+	if m == nil {
+		return
+	}
+	if resource == "" {
+		resource = "unknown"
+	}
+	m.victimsStuck.WithLabelValues(resource).Inc()
 }

@@ -24,6 +24,7 @@ func populated(t *testing.T) *Metrics {
 	}
 	m.InitSignals(thresholds.Signals()...)
 	m.InitWakeupSources("timer", "psi")
+	m.InitResources("memory", "nodefs")
 	m.SetSignal(thresholds.MemoryAvailable, 1<<30, 8<<30)
 	m.SetSignal(thresholds.PIDAvailable, 30000, 32768)
 	start := time.Unix(1700000000, 0)

@@ -26,7 +26,12 @@
 // container with the host mounted at /host, and tests can use fixture trees.
 //
 // A pod cgroup that disappears while it is read is skipped quietly (the pod
-// was deleted). A malformed or unreadable file skips its pod with one warning
-// naming the file and its content, and is counted in the Observation; it
-// never stops the observation.
+// was deleted). A malformed or unreadable pod file skips its pod with one
+// warning naming the file and its content, and is counted in the
+// Observation; it never stops the observation. A node-level file a signal
+// needs that is malformed or unreadable leaves that signal out of the
+// Summary (never a guessed or zero value) and is listed in
+// Observation.SignalErrors, with a warning at most once a minute per file
+// and cause. Without a kubepods cgroup there is no observation at all:
+// Observe fails with ErrNoKubepods, naming where it looked.
 package pressure

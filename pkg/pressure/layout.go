@@ -107,6 +107,13 @@ func isDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// The names of the kubepods cgroup: the systemd driver's may carry the
+// cgroup root's slice as a prefix ("<x>-kubepods.slice").
+const (
+	kubepodsCgroupfs = "kubepods"
+	kubepodsSystemd  = "kubepods.slice"
+)
+
 // findKubepods looks in the node's memory cgroup for the kubepods cgroup:
 // "kubepods" (cgroupfs driver) or "kubepods.slice" (systemd; "<x>-kubepods.slice"
 // when the cgroup root is itself a slice). It returns the directory name and
@@ -123,11 +130,11 @@ func findKubepods(nodeDir string) (string, Driver, error) {
 			continue
 		}
 		switch n := e.Name(); {
-		case n == "kubepods.slice" || strings.HasSuffix(n, "-kubepods.slice"):
+		case n == kubepodsSystemd || strings.HasSuffix(n, "-"+kubepodsSystemd):
 			// The systemd name wins if, oddly, both exist: a kubelet on systemd
 			// never creates plain "kubepods".
 			return n, DriverSystemd, nil
-		case n == "kubepods":
+		case n == kubepodsCgroupfs:
 			name, driver = n, DriverCgroupfs
 		}
 	}

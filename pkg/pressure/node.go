@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/shirou/gopsutil/v3/mem"
 	"go.uber.org/zap"
@@ -78,9 +79,13 @@ type nodeFiles struct {
 	nodefs       string // <root>/var/lib/kubelet
 	imagefs      string // <root><image fs path>
 	hostRoot     string
-	// warned remembers which node files already got a warning, so a broken
-	// file is reported once, not on every pass.
+	// warned remembers which node PSI files already got a warning, so a
+	// broken file is reported once, not on every pass.
 	warned map[string]bool
+	// signalWarned is when each lost signal was last logged, by file and
+	// cause; signalLost holds the signals lost since they last read well.
+	signalWarned map[signalWarnKey]time.Time
+	signalLost   map[string]bool
 }
 
 func newNodeFiles(opts Options, h hierarchies, nodeDir string) nodeFiles {
@@ -94,6 +99,9 @@ func newNodeFiles(opts Options, h hierarchies, nodeDir string) nodeFiles {
 		imagefs:    filepath.Join(opts.HostRoot, opts.ImageFsPath),
 		hostRoot:   opts.HostRoot,
 		warned:     map[string]bool{},
+
+		signalWarned: map[signalWarnKey]time.Time{},
+		signalLost:   map[string]bool{},
 	}
 	pp := filepath.Join(opts.HostRoot, "proc/pressure")
 	n.procPressure = isDir(pp)
@@ -115,12 +123,13 @@ func (n *nodeFiles) close(open *int) {
 
 // memSample is what one pass read from a cgroup's memFiles.
 type memSample struct {
-	ok     bool
-	usage  uint64
-	limit  uint64 // unlimited when none
-	stat   memStat
-	psi    statsv1alpha1.PSIStats
-	hasPSI bool
+	ok      bool // usage, stat and limit all read
+	limitOK bool // the limit was read (or the cgroup has no limit file)
+	usage   uint64
+	limit   uint64 // unlimited when none
+	stat    memStat
+	psi     statsv1alpha1.PSIStats
+	hasPSI  bool
 }
 
 // nodeSample is what one pass read at node level.
@@ -166,77 +175,81 @@ func (o *Observer) nodeOK(f *file) {
 	}
 }
 
-// readUintFile reads and parses a single-value file at node level.
-func (o *Observer) readUintFile(obs *Observation, f *file, parse func([]byte) (uint64, error)) (uint64, bool) {
+// readSignalFile reads and parses a single-value node-level file that the
+// given signals need.
+func (o *Observer) readSignalFile(obs *Observation, f *file, parse func([]byte) (uint64, error), signals ...string) (uint64, bool) {
 	b, err := o.read(f)
 	if err != nil {
-		o.nodeWarn(obs, f, nil, err)
+		o.signalFileErr(obs, f.path.String(), nil, err, signals...)
 		return 0, false
 	}
 	v, err := parse(b)
 	if err != nil {
-		o.nodeWarn(obs, f, b, err)
+		o.signalFileErr(obs, f.path.String(), b, err, signals...)
 		return 0, false
 	}
-	o.nodeOK(f)
 	return v, true
 }
 
-// readMem reads a cgroup's memory figures. On the v2 root there is no
-// memory.current: usage is emulated as anon + file from memory.stat (what
-// runc and cAdvisor do), or from /proc/meminfo on kernels without a root memory.stat.
-func (o *Observer) readMem(obs *Observation, m *memFiles, s *memSample, pressure bool) {
-	s.limit = unlimited
+// readMem reads a cgroup's memory figures. usageSignals are the signals
+// that need its usage and memory.stat, limitSignals those that need its
+// limit. On the v2 root there is no memory.current and no memory.max: usage
+// is emulated as anon + file from memory.stat (what runc and cAdvisor do), or
+// from /proc/meminfo on kernels without a root memory.stat.
+func (o *Observer) readMem(obs *Observation, m *memFiles, s *memSample, pressure bool, usageSignals, limitSignals []string) {
+	s.limit, s.limitOK = unlimited, true
+	if m.limit.path != nil {
+		if s.limit, s.limitOK = o.readSignalFile(obs, &m.limit, parseLimit, limitSignals...); !s.limitOK {
+			s.limit = unlimited
+		}
+	}
 	b, err := o.read(&m.stat)
 	if err != nil {
 		if m.v2 && m.usage.path == nil && errors.Is(err, unix.ENOENT) {
-			o.readMeminfoUsage(obs, s)
+			o.readMeminfoUsage(obs, s, usageSignals)
 			return
 		}
-		o.nodeWarn(obs, &m.stat, nil, err)
+		o.signalFileErr(obs, m.stat.path.String(), nil, err, usageSignals...)
 		return
 	}
 	st, err := parseMemoryStat(b, m.v2)
 	if err != nil {
-		o.nodeWarn(obs, &m.stat, b, err)
+		o.signalFileErr(obs, m.stat.path.String(), b, err, usageSignals...)
 		return
 	}
-	o.nodeOK(&m.stat)
 	s.stat = st
 	if m.usage.path == nil {
 		s.usage = st.RSS + st.File
 	} else {
 		var ok bool
-		if s.usage, ok = o.readUintFile(obs, &m.usage, parseUint); !ok {
-			return
-		}
-		if s.limit, ok = o.readUintFile(obs, &m.limit, parseLimit); !ok {
+		if s.usage, ok = o.readSignalFile(obs, &m.usage, parseUint, usageSignals...); !ok {
 			return
 		}
 	}
-	s.ok = true
-	if pressure && m.pressure.path != nil {
+	s.ok = s.limitOK
+	if s.ok && pressure && m.pressure.path != nil {
 		s.psi, s.hasPSI = o.readPSIFile(obs, &m.pressure)
 	}
 }
 
 // readMeminfoUsage is the slow path for a v2 root cgroup without memory.stat
 // (kernels before root memory.stat existed): gopsutil parses /proc/meminfo.
-func (o *Observer) readMeminfoUsage(obs *Observation, s *memSample) {
+func (o *Observer) readMeminfoUsage(obs *Observation, s *memSample, signals []string) {
 	ctx := hostProcContext(o.opts.HostRoot)
+	meminfo := filepath.Join(o.opts.HostRoot, "proc/meminfo")
 	vm, err := mem.VirtualMemoryWithContext(ctx)
 	if err != nil {
-		o.nodeWarn(obs, &o.node.mem.stat, nil, err)
+		o.signalFileErr(obs, meminfo, nil, err, signals...)
 		return
 	}
 	ex, err := mem.VirtualMemoryExWithContext(ctx)
 	if err != nil {
-		o.nodeWarn(obs, &o.node.mem.stat, nil, err)
+		o.signalFileErr(obs, meminfo, nil, err, signals...)
 		return
 	}
 	s.usage = vm.Total - vm.Free
 	s.stat = memStat{InactiveFile: ex.InactiveFile}
-	s.ok = true
+	s.ok = s.limitOK
 }
 
 func (o *Observer) readPSIFile(obs *Observation, f *file) (statsv1alpha1.PSIStats, bool) {
@@ -257,28 +270,50 @@ func (o *Observer) readPSIFile(obs *Observation, f *file) (statsv1alpha1.PSIStat
 	return p, true
 }
 
+// The kubelet's names of the node signals, as pkg/thresholds spells them.
+const (
+	sigMemory      = "memory.available"
+	sigAllocatable = "allocatableMemory.available"
+	sigNodeFs      = "nodefs.available"
+	sigNodeInodes  = "nodefs.inodesFree"
+	sigImageFs     = "imagefs.available"
+	sigImageInodes = "imagefs.inodesFree"
+	sigPID         = "pid.available"
+)
+
+// The signals each node-level file feeds. The node's memory limit is its
+// capacity, which allocatableMemory.available is capped by too.
+var (
+	nodeUsageSignals = []string{sigMemory}
+	nodeLimitSignals = []string{sigMemory, sigAllocatable}
+	kubepodsSignals  = []string{sigAllocatable}
+	nodeFsSignals    = []string{sigNodeFs, sigNodeInodes}
+	imageFsSignals   = []string{sigImageFs, sigImageInodes}
+	pidSignals       = []string{sigPID}
+)
+
 func (o *Observer) readNode(ns *nodeSample, obs *Observation) {
 	n := &o.node
-	o.readMem(obs, &n.mem, &ns.mem, false)
+	o.readMem(obs, &n.mem, &ns.mem, false, nodeUsageSignals, nodeLimitSignals)
 	if n.procPressure && !o.opts.NoNodePSI {
 		for i := range n.psi {
 			ns.psi[i], ns.psiOK[i] = o.readPSIFile(obs, &n.psi[i])
 		}
 	}
-	pidMax, ok1 := o.readUintFile(obs, &n.pidMax, parseUint)
-	threadsMax, ok2 := o.readUintFile(obs, &n.threadsMax, parseUint)
-	tasks, ok3 := o.readUintFile(obs, &n.loadavg, parseLoadavgTasks)
+	pidMax, ok1 := o.readSignalFile(obs, &n.pidMax, parseUint, pidSignals...)
+	threadsMax, ok2 := o.readSignalFile(obs, &n.threadsMax, parseUint, pidSignals...)
+	tasks, ok3 := o.readSignalFile(obs, &n.loadavg, parseLoadavgTasks, pidSignals...)
 	if ok1 && ok2 && ok3 {
 		ns.pidMax, ns.tasks, ns.pidsOK = min(pidMax, threadsMax), tasks, true
 	}
-	ns.fs = o.statfs(obs, n.nodefs)
-	ns.imagefs = o.statfs(obs, n.imagefs)
+	ns.fs = o.statfs(obs, n.nodefs, nodeFsSignals)
+	ns.imagefs = o.statfs(obs, n.imagefs, imageFsSignals)
 }
 
-// statfs measures the filesystem holding p. A path that does not exist
-// (yet) is measured at its nearest existing ancestor within the host root:
-// that is the filesystem it will be created on.
-func (o *Observer) statfs(obs *Observation, p string) fsSample {
+// statfs measures the filesystem holding p, which signals need. A path that
+// does not exist (yet) is measured at its nearest existing ancestor within
+// the host root: that is the filesystem it will be created on.
+func (o *Observer) statfs(obs *Observation, p string, signals []string) fsSample {
 	var st unix.Statfs_t
 	for {
 		err := unix.Statfs(p, &st)
@@ -287,13 +322,10 @@ func (o *Observer) statfs(obs *Observation, p string) fsSample {
 		}
 		parent := filepath.Dir(p)
 		if !errors.Is(err, unix.ENOENT) || len(p) <= len(o.node.hostRoot) || parent == p {
-			o.nodeWarnPath(obs, p, nil, fmt.Errorf("statfs: %w", err))
+			o.signalFileErr(obs, p, nil, fmt.Errorf("statfs: %w", err), signals...)
 			return fsSample{}
 		}
 		p = parent
-	}
-	if len(o.node.warned) > 0 {
-		delete(o.node.warned, p)
 	}
 	bs := uint64(st.Bsize)
 	return fsSample{
@@ -364,18 +396,21 @@ func (o *Observer) dropKubepods() {
 }
 
 func (o *Observer) readKubepods(ns *nodeSample, obs *Observation) {
-	o.readMem(obs, &o.kubepods.mem, &ns.kubepods, !o.opts.NoNodePSI)
+	o.readMem(obs, &o.kubepods.mem, &ns.kubepods, !o.opts.NoNodePSI, kubepodsSignals, kubepodsSignals)
 }
 
-// buildNode fills NodeStats from the node sample.
+// buildNode fills NodeStats from the node sample. A signal whose files
+// could not be read is left out (its SignalError says why), never guessed.
 func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns *nodeSample, ts metav1.Time) {
 	capacity := o.memTotal
-	if ns.mem.ok && ns.mem.limit < capacity {
+	if ns.mem.limitOK && ns.mem.limit < capacity {
 		capacity = ns.mem.limit
 		obs.Node.CgroupRootLimitBytes = ns.mem.limit
 	}
 	obs.Node.MemTotalBytes = o.memTotal
-	obs.Node.MemoryCapacityBytes = capacity
+	if ns.mem.limitOK {
+		obs.Node.MemoryCapacityBytes = capacity
+	}
 
 	var psi []statsv1alpha1.PSIStats
 	for i := range ns.psiOK {
@@ -405,7 +440,7 @@ func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns
 			node.IO = &statsv1alpha1.IOStats{Time: ts, PSI: &psi[2]}
 		}
 	}
-	if k := &ns.kubepods; k.ok {
+	if k := &ns.kubepods; k.ok && ns.mem.limitOK {
 		limit := capacity
 		if k.limit < limit {
 			limit = k.limit

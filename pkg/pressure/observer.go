@@ -40,6 +40,9 @@ type Observation struct {
 	// VanishedPods counts pod cgroups that were deleted while being read
 	// (a pod going away: normal, left out quietly).
 	VanishedPods int `json:"vanishedPods"`
+	// SignalErrors lists the node-level eviction signals this observation
+	// could not measure; each is absent from Summary.
+	SignalErrors []SignalError `json:"signalErrors,omitempty"`
 }
 
 // PodExtras are per-pod facts beside the Summary's PodStats.
@@ -63,7 +66,8 @@ type NodeExtras struct {
 	// MemTotalBytes is MemTotal from /proc/meminfo.
 	MemTotalBytes uint64 `json:"memTotalBytes"`
 	// MemoryCapacityBytes is min(MemTotal, the cgroup root's memory limit):
-	// what memory.available is measured against.
+	// what memory.available is measured against; 0 when that limit could not
+	// be read (see SignalErrors).
 	MemoryCapacityBytes uint64 `json:"memoryCapacityBytes"`
 	// CgroupRootLimitBytes is the cgroup root's memory limit, 0 when unlimited.
 	CgroupRootLimitBytes uint64 `json:"cgroupRootLimitBytes,omitempty"`
@@ -269,8 +273,14 @@ func (o *Observer) read(f *file) ([]byte, error) {
 	return b, err
 }
 
-// Observe takes one observation. Problems with single files are logged,
-// counted in the Observation and skipped; only a cancelled context stops it.
+// Observe takes one observation. Problems with single pod files are logged,
+// counted in the Observation and skipped. A node-level file a signal needs
+// that is unreadable or malformed leaves that signal out of the Summary and
+// is listed in SignalErrors (and logged at most once a minute per cause).
+// Observe fails, with no observation, when the context is cancelled and
+// when there is no kubepods cgroup (ErrNoKubepods): without it the pods'
+// usage is unknown, and a list of no pods would be a lie. It looks for
+// kubepods again on every call.
 func (o *Observer) Observe(ctx context.Context) (*Observation, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -282,18 +292,20 @@ func (o *Observer) Observe(ctx context.Context) (*Observation, error) {
 	var ns nodeSample
 	o.readNode(&ns, obs)
 	if o.kubepods == nil {
-		if err := o.findKubepods(); err != nil {
-			o.log.Warn("cannot look for the kubepods cgroup", zap.String("dir", o.node.dir), zap.Error(err))
+		if err := o.findKubepods(); err != nil || o.kubepods == nil {
+			return nil, o.noKubepodsErr(err)
 		}
 	}
-	n := 0
-	if o.kubepods != nil {
-		o.readKubepods(&ns, obs)
-		n = o.readPods(obs)
+	k := o.kubepods
+	o.readKubepods(&ns, obs)
+	n := o.readPods(obs)
+	if o.kubepods == nil {
+		return nil, o.kubepodsGoneErr(k.dir.String())
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	o.signalsRecovered(obs)
 	if n > 0 {
 		o.refreshNames(now)
 		o.refreshEphemeral(ctx, now)

@@ -320,6 +320,9 @@ func TestObserveMalformed(t *testing.T) {
 	if obs.Summary.Node.Rlimit != nil {
 		t.Errorf("rlimit %+v from a malformed /proc/loadavg", obs.Summary.Node.Rlimit)
 	}
+	if se := obs.SignalErrors; len(se) != 1 || se[0].Signal != "pid.available" || se[0].Path != "/proc/loadavg" || !errors.Is(se[0].Err, errSyntax) {
+		t.Errorf("signal errors %v; want pid.available lost to /proc/loadavg's syntax", se)
+	}
 	if obs.Summary.Node.Memory == nil {
 		t.Error("node memory missing although its files are fine")
 	}
@@ -472,9 +475,9 @@ func keys[V any](m map[string]V) []string {
 	return k
 }
 
-// TestKubepodsAppearsLater: a node without kubepods is zero pods, not an
-// error; once the kubelet creates its cgroups, the next pass finds them and
-// Layout tells the wake-up sources where they are.
+// TestKubepodsAppearsLater: a node without kubepods is an ErrNoKubepods
+// error, not zero pods; once the kubelet creates its cgroups, the next pass
+// finds them and Layout tells the wake-up sources where they are.
 func TestKubepodsAppearsLater(t *testing.T) {
 	root := t.TempDir()
 	w := treeWriter{t, root}
@@ -489,14 +492,14 @@ func TestKubepodsAppearsLater(t *testing.T) {
 	}
 	t.Cleanup(func() { o.Close() })
 	obs, err := o.Observe(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, ErrNoKubepods) || obs != nil {
+		t.Fatalf("without kubepods: %d pods, err %v; want ErrNoKubepods", podCount(obs), err)
 	}
-	if len(obs.Summary.Pods) != 0 || obs.Layout.Driver != DriverNone || obs.Layout.KubepodsMemoryDir != "" || len(obs.Summary.Node.SystemContainers) != 0 {
-		t.Fatalf("without kubepods: %d pods, layout %+v", len(obs.Summary.Pods), obs.Layout)
+	if !strings.Contains(err.Error(), "/sys/fs/cgroup/memory for kubepods") {
+		t.Errorf("error %q does not say where it looked", err)
 	}
-	if obs.Summary.Pods == nil {
-		t.Error("pods is nil; want an empty list (JSON [])")
+	if l := o.Layout(); l.Driver != DriverNone || l.KubepodsMemoryDir != "" {
+		t.Fatalf("without kubepods: layout %+v", l)
 	}
 	writeTree(t, root, ModeV1, DriverSystemd, genPods(5))
 	obs, err = o.Observe(context.Background())

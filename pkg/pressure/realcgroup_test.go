@@ -2,7 +2,9 @@ package pressure
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
@@ -123,5 +125,37 @@ func TestRealCgroupV1(t *testing.T) {
 	ws3, _, _, _, _ := observe(false)
 	if ws3 >= ws1 {
 		t.Errorf("pod working set %d MiB after the process exited; want below %d MiB", ws3>>20, ws1>>20)
+	}
+}
+
+// TestRealCgroupV1NoKubepods points the observer at a real memory cgroup
+// that has no kubepods child: Observe fails with ErrNoKubepods naming the
+// cgroup directory as seen from the host root, and succeeds once the
+// kubepods cgroup is created, without a new observer.
+func TestRealCgroupV1NoKubepods(t *testing.T) {
+	node := cgrouptest.NewMemoryCgroup(t, "evictd-test")
+	name := node.Name()
+	o, err := NewObserver(Options{HostRoot: "/", CgroupRoot: "/" + name}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	obs, err := o.Observe(context.Background())
+	if !errors.Is(err, ErrNoKubepods) || obs != nil {
+		t.Fatalf("Observe without kubepods: %d pods, err %v; want ErrNoKubepods", podCount(obs), err)
+	}
+	for _, want := range []string{`--cgroup-root "/` + name + `"`, "looked in " + filepath.Join(cgrouptest.MemoryRoot, name) + " for kubepods"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	node.Sub(t, "kubepods")
+	obs, err = o.Observe(context.Background())
+	if err != nil {
+		t.Fatalf("Observe once kubepods exists: %v", err)
+	}
+	if len(obs.Summary.Pods) != 0 || len(obs.SignalErrors) != 0 || len(obs.Summary.Node.SystemContainers) != 1 {
+		t.Errorf("pods %d, signal errors %v, system containers %+v; want no pods, no errors, the pods container",
+			len(obs.Summary.Pods), obs.SignalErrors, obs.Summary.Node.SystemContainers)
 	}
 }

@@ -3,8 +3,10 @@
 // armed as the node changes: memcg threshold eventfds on cgroup v1 at the
 // usage where each hard memory threshold is crossed (re-armed as
 // inactive_file drifts), PSI triggers on the host's and kubepods' memory
-// pressure, and inotify on kubepods' memory.events on cgroup v2. Each source
-// that cannot be armed is logged by the wake-up set and left to polling.
+// pressure, and inotify on kubepods' memory.events.local (or memory.events)
+// on cgroup v2, watched again whenever kubepods is removed and created anew.
+// Each source that cannot be armed is logged by the wake-up set and left to
+// polling.
 package fastpath
 
 import (
@@ -76,12 +78,16 @@ type Manager struct {
 	metrics *metrics.Metrics
 
 	memcg map[thresholds.Signal]*memcgState
-	// done holds the files a PSI trigger or memory.events watch was tried on;
-	// each is tried once (a failure is logged by the set and stays reported
-	// inactive; trying again every pass would only repeat it).
-	done   map[string]bool
-	active string
-	logged bool
+	// done holds the files a PSI trigger was tried on; each is tried once
+	// (a failure is logged by the set and stays reported inactive; trying
+	// again every pass would only repeat it).
+	done map[string]bool
+	// events is the kubepods memory.events watch, on eventsPath; re-armed
+	// on every Sync (one stat when nothing changed).
+	events     *wakeup.EventsWatch
+	eventsPath string
+	active     string
+	logged     bool
 }
 
 // New returns a manager adding sources to set.
@@ -134,10 +140,8 @@ func (m *Manager) Sync(obs *pressure.Observation, sig map[thresholds.Signal]thre
 			})
 		}
 	}
-	if m.cfg.Sources.MemoryEvents && l.Mode == pressure.ModeV2 && l.KubepodsMemoryDir != "" {
-		m.once(filepath.Join(l.KubepodsMemoryDir, "memory.events"), func(p string) {
-			_, _ = m.set.WatchMemoryEvents("kubepods", p)
-		})
+	if m.cfg.Sources.MemoryEvents && l.Mode == pressure.ModeV2 {
+		m.syncEvents(l.KubepodsMemoryDir)
 	}
 	if m.cfg.Sources.Memcg && (l.Mode == pressure.ModeV1 || l.Mode == pressure.ModeHybrid) && obs.Summary != nil {
 		for _, th := range m.cfg.Thresholds {
@@ -153,6 +157,31 @@ func (m *Manager) Sync(obs *pressure.Observation, sig map[thresholds.Signal]thre
 		}
 	}
 	m.export()
+}
+
+// syncEvents keeps the memory.events watch on kubepods' current directory
+// (dir; "" while the observer has lost kubepods). kubepods may be removed
+// and created again, under the same name or another driver's: the kernel
+// then drops the watch with IN_IGNORED, or, on cgroupfs, silently leaves it
+// on the removed file. Rearm notices both and watches the file again once it
+// exists.
+func (m *Manager) syncEvents(dir string) {
+	path := ""
+	if dir != "" {
+		path = filepath.Join(dir, "memory.events")
+	}
+	if m.events != nil && path != "" && path != m.eventsPath {
+		m.events.Close()
+		m.events = nil
+	}
+	switch {
+	case m.events != nil:
+		// A failure keeps the watch inactive; the set logs it once.
+		_, _ = m.events.Rearm()
+	case path != "":
+		m.events, _ = m.set.WatchMemoryEvents("kubepods", path)
+		m.eventsPath = path
+	}
 }
 
 func (m *Manager) once(path string, arm func(string)) {

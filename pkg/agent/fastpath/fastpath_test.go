@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
@@ -215,5 +217,167 @@ func TestSyncFallsBackToOwnProcPressure(t *testing.T) {
 	}
 	if len(paths) != 2 || paths[1] != OwnProcPressureMemory {
 		t.Fatalf("trigger paths %v, want the host-root one then %s", paths, OwnProcPressureMemory)
+	}
+}
+
+// writeEvents writes a memory.events-format file with the given max count.
+func writeEvents(t *testing.T, path string, max int) {
+	t.Helper()
+	s := fmt.Sprintf("low 0\nhigh 12\nmax %d\noom 0\noom_kill 0\noom_group_kill 0\n", max)
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// makeKubepods creates kubepods with memory.events and memory.events.local.
+func makeKubepods(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeEvents(t, filepath.Join(dir, "memory.events"), 3)
+	writeEvents(t, filepath.Join(dir, "memory.events.local"), 0)
+}
+
+// waitFor runs Wait until cond holds or 2 s pass, and returns the wake-ups
+// seen on the way.
+func waitFor(t *testing.T, set *wakeup.Set, cond func() bool) []wakeup.Wakeup {
+	t.Helper()
+	var got []wakeup.Wakeup
+	for deadline := time.Now().Add(2 * time.Second); !cond() && time.Now().Before(deadline); {
+		w, err := set.Wait(context.Background(), 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Source != wakeup.SourcePoll {
+			got = append(got, w)
+		}
+	}
+	return got
+}
+
+// drain returns the wake-ups Wait delivers before it first times out after
+// 100 ms (inotify events arrive within milliseconds).
+func drain(t *testing.T, set *wakeup.Set) []wakeup.Wakeup {
+	t.Helper()
+	var got []wakeup.Wakeup
+	for len(got) < 100 {
+		w, err := set.Wait(context.Background(), 100*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Source == wakeup.SourcePoll {
+			break
+		}
+		got = append(got, w)
+	}
+	return got
+}
+
+// kubepods can be removed and created again (the kubelet restarted with
+// another cgroup driver, the node's slices reset). The kernel then drops an
+// inotify watch on a regular file with IN_IGNORED, and sends nothing at all
+// for a cgroupfs file: Sync must notice either way and watch the new file.
+func TestSyncRearmsMemoryEventsAfterKubepodsIsRecreated(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	log := zap.New(core)
+	set := newSet(t, log, wakeup.Options{MemoryEventsInterval: -1}) // no rate limit: re-arming is under test
+	m := New(set, Config{Sources: Sources{MemoryEvents: true}}, log, clock.RealClock{}, nil)
+	kubepods := filepath.Join(t.TempDir(), "kubepods")
+	makeKubepods(t, kubepods)
+	obs := &pressure.Observation{Layout: pressure.Layout{Mode: pressure.ModeV2, KubepodsMemoryDir: kubepods}}
+	m.Sync(obs, nil)
+	if !set.Active(wakeup.SourceMemoryEvents) {
+		t.Fatalf("memory.events watch inactive after the first Sync: %+v", set.Statuses())
+	}
+
+	// Removed: IN_IGNORED makes the watch inactive, and Sync keeps it so
+	// while the file is missing.
+	if err := os.RemoveAll(kubepods); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, set, func() bool { return !set.Active(wakeup.SourceMemoryEvents) })
+	m.Sync(obs, nil)
+	if set.Active(wakeup.SourceMemoryEvents) {
+		t.Fatalf("memory.events watch active while kubepods is gone: %+v", set.Statuses())
+	}
+
+	// Created again: the next Sync watches the new file.
+	makeKubepods(t, kubepods)
+	m.Sync(obs, nil)
+	if !set.Active(wakeup.SourceMemoryEvents) {
+		t.Fatalf("memory.events watch not re-armed once kubepods is back: %+v", set.Statuses())
+	}
+	writeEvents(t, filepath.Join(kubepods, "memory.events.local"), 1)
+	got := drain(t, set)
+	if len(got) != 1 || got[0].Source != wakeup.SourceMemoryEvents || got[0].Name != "kubepods" {
+		t.Fatalf("wake-ups after a bump of the re-armed file: %+v, want one memory_events/kubepods", got)
+	}
+
+	// Replaced without any notice, as cgroupfs does (here: the old file is
+	// kept open, so the kernel cannot report its removal yet).
+	old, err := os.Open(filepath.Join(kubepods, "memory.events.local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := os.RemoveAll(kubepods); err != nil {
+		t.Fatal(err)
+	}
+	makeKubepods(t, kubepods)
+	drain(t, set)
+	m.Sync(obs, nil)
+	m.Sync(obs, nil)
+	writeEvents(t, filepath.Join(kubepods, "memory.events.local"), 1)
+	got = drain(t, set)
+	if len(got) != 1 || got[0].Source != wakeup.SourceMemoryEvents {
+		t.Fatalf("wake-ups after a bump of the replacing file: %+v, want one memory_events", got)
+	}
+	if n := logs.FilterMessage("wake-up source re-armed").Len(); n != 2 {
+		t.Errorf("logged %d re-arms, want 2 (one per re-arm): %v", n, logs.All())
+	}
+}
+
+// The observer forgets kubepods when it goes away (KubepodsMemoryDir "")
+// and may find it again under the other driver's name: the watch follows,
+// and the set keeps one memory_events source, not one per path ever seen.
+func TestSyncMovesMemoryEventsWatchWithKubepods(t *testing.T) {
+	log := zaptest.NewLogger(t)
+	set := newSet(t, log, wakeup.Options{})
+	m := New(set, Config{Sources: Sources{MemoryEvents: true}}, log, clock.RealClock{}, nil)
+	root := t.TempDir()
+	cgroupfs, systemd := filepath.Join(root, "kubepods"), filepath.Join(root, "kubepods.slice")
+	makeKubepods(t, cgroupfs)
+	sync := func(dir string) []wakeup.Status {
+		m.Sync(&pressure.Observation{Layout: pressure.Layout{Mode: pressure.ModeV2, KubepodsMemoryDir: dir}}, nil)
+		return set.Statuses()
+	}
+	if st := sync(cgroupfs); len(st) != 1 || !st[0].Active || st[0].Path != filepath.Join(cgroupfs, "memory.events.local") {
+		t.Fatalf("statuses %+v, want one active watch on kubepods/memory.events.local", st)
+	}
+	if err := os.RemoveAll(cgroupfs); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, set)
+	if st := sync(""); len(st) != 1 || st[0].Active {
+		t.Fatalf("statuses with kubepods gone: %+v, want one inactive watch", st)
+	}
+	// Found again under kubepods.slice, on a kernel without
+	// memory.events.local: the hierarchical file is watched.
+	if err := os.Mkdir(systemd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeEvents(t, filepath.Join(systemd, "memory.events"), 3)
+	st := sync(systemd)
+	if len(st) != 1 || !st[0].Active || st[0].Path != filepath.Join(systemd, "memory.events") {
+		t.Fatalf("statuses %+v, want one active watch on kubepods.slice/memory.events", st)
+	}
+	// A pod hitting its own limit there does not wake the loop.
+	writeEvents(t, filepath.Join(systemd, "memory.events"), 40)
+	if got := drain(t, set); len(got) != 0 {
+		t.Errorf("woken by %+v for a pod's own limit", got)
+	}
+	if !set.Active(wakeup.SourceMemoryEvents) {
+		t.Errorf("memory_events inactive: %+v", set.Statuses())
 	}
 }

@@ -39,8 +39,9 @@ const (
 type Entry struct {
 	UID types.UID
 	// Pod is namespace/name, for logs.
-	Pod    string
-	Origin Origin
+	Pod             string
+	Namespace, Name string
+	Origin          Origin
 	// Signal is the signal it was evicted for; empty for Terminating.
 	Signal thresholds.Signal
 	// Start is when the eviction was accepted or the deletion requested.
@@ -56,6 +57,9 @@ type Entry struct {
 	// resources outlive the pod's cgroup (disk: the kubelet removes volumes
 	// and logs before the pod object goes).
 	LastUsage map[thresholds.Signal]int64
+	// MemoryGoneAt is when an observation first found the pod's cgroup gone
+	// or empty (zero until then).
+	MemoryGoneAt time.Time
 }
 
 // Options configure a Set.
@@ -78,11 +82,15 @@ type Set struct {
 	opts    Options
 	mu      sync.Mutex
 	entries map[types.UID]*Entry
+	// stuck holds the pods whose entry expired while they were still
+	// listed: they do not come back as Terminating, or a pod held by a
+	// finalizer or a hung runtime would count as reclaim for ever.
+	stuck map[types.UID]bool
 }
 
 // New returns an empty set.
 func New(opts Options) *Set {
-	return &Set{opts: opts, entries: map[types.UID]*Entry{}}
+	return &Set{opts: opts, entries: map[types.UID]*Entry{}, stuck: map[types.UID]bool{}}
 }
 
 // Added is what the agent knows about an eviction it just made.
@@ -105,6 +113,8 @@ func (s *Set) Add(a Added) Entry {
 	e := &Entry{
 		UID:       a.Pod.UID,
 		Pod:       a.Pod.Namespace + "/" + a.Pod.Name,
+		Namespace: a.Pod.Namespace,
+		Name:      a.Pod.Name,
 		Origin:    a.Origin,
 		Signal:    a.Signal,
 		Start:     a.At,
@@ -130,7 +140,8 @@ func (s *Set) Add(a Added) Entry {
 // after a restart, the pods an earlier run evicted); entries whose pod is
 // no longer listed are removed and returned (they are gone; the delete
 // event may have been missed); expired entries are removed and returned
-// too, separately.
+// too, separately, and their pods never join again while they are listed
+// (they are stuck: their usage is back in the observation, not on its way).
 func (s *Set) Sync(pods []*v1.Pod, now time.Time) (gone, expired []Entry) {
 	listed := make(map[types.UID]*v1.Pod, len(pods))
 	for _, p := range pods {
@@ -147,10 +158,16 @@ func (s *Set) Sync(pods []*v1.Pod, now time.Time) (gone, expired []Entry) {
 		if !e.Expires.IsZero() && !now.Before(e.Expires) {
 			expired = append(expired, *e)
 			delete(s.entries, uid)
+			s.stuck[uid] = true
+		}
+	}
+	for uid := range s.stuck {
+		if _, ok := listed[uid]; !ok {
+			delete(s.stuck, uid)
 		}
 	}
 	for uid, p := range listed {
-		if p.DeletionTimestamp == nil {
+		if p.DeletionTimestamp == nil || s.stuck[uid] {
 			continue
 		}
 		if _, ok := s.entries[uid]; ok {
@@ -174,7 +191,7 @@ func (s *Set) Sync(pods []*v1.Pod, now time.Time) (gone, expired []Entry) {
 			exp = now
 		}
 		s.entries[uid] = &Entry{
-			UID: uid, Pod: p.Namespace + "/" + p.Name, Origin: Terminating,
+			UID: uid, Pod: p.Namespace + "/" + p.Name, Namespace: p.Namespace, Name: p.Name, Origin: Terminating,
 			Start: start, ReclaimBy: by, Expires: exp.Add(s.opts.GoneTimeout),
 			LastUsage: map[thresholds.Signal]int64{},
 		}
@@ -200,6 +217,27 @@ func (s *Set) Gone(uid types.UID) (Entry, bool) {
 	return *e, true
 }
 
+// MemoryGone records that an observation at t found the pod's cgroup gone
+// or empty, and returns the entry the first time (false after that, or when
+// the pod is not in flight).
+func (s *Set) MemoryGone(uid types.UID, t time.Time) (Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[uid]
+	if !ok || !e.MemoryGoneAt.IsZero() {
+		return Entry{}, false
+	}
+	e.MemoryGoneAt = t
+	return *e, true
+}
+
+// Stuck reports whether the pod outlived its entry.
+func (s *Set) Stuck(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stuck[uid]
+}
+
 // NoteUsage records the pod's current usage of a signal's resource, for the
 // signals whose resources outlive the pod's cgroup.
 func (s *Set) NoteUsage(uid types.UID, sig thresholds.Signal, usage int64) {
@@ -210,13 +248,14 @@ func (s *Set) NoteUsage(uid types.UID, sig thresholds.Signal, usage int64) {
 	}
 }
 
-// EndEpisode removes the dry-run entries: those pods were never evicted, and
-// the next episode must be free to name them again.
-func (s *Set) EndEpisode() {
+// EndEpisode removes the dry-run entries made for the signals of an episode
+// that ended: those pods were never evicted, and the next episode must be
+// free to name them again.
+func (s *Set) EndEpisode(of func(thresholds.Signal) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for uid, e := range s.entries {
-		if e.Origin == DryRun {
+		if e.Origin == DryRun && of(e.Signal) {
 			delete(s.entries, uid)
 		}
 	}

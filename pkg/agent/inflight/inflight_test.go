@@ -119,6 +119,7 @@ func TestGoneNoteUsageAndEndEpisode(t *testing.T) {
 	s := New(DefaultOptions())
 	s.Add(Added{Pod: pod("a"), Origin: Evicted, Signal: thresholds.MemoryAvailable, At: t0, GraceSeconds: 1, Usage: 1})
 	s.Add(Added{Pod: pod("b"), Origin: DryRun, Signal: thresholds.MemoryAvailable, At: t0, GraceSeconds: 1, Usage: 1})
+	s.Add(Added{Pod: pod("c"), Origin: DryRun, Signal: thresholds.NodeFsAvailable, At: t0, GraceSeconds: 1, Usage: 1})
 	s.NoteUsage("uid-a", thresholds.NodeFsAvailable, 99)
 	s.NoteUsage("uid-nobody", thresholds.NodeFsAvailable, 99) // ignored
 	snap := s.Snapshot()
@@ -130,14 +131,47 @@ func TestGoneNoteUsageAndEndEpisode(t *testing.T) {
 	if s.Snapshot()[0].LastUsage[thresholds.NodeFsAvailable] != 99 {
 		t.Error("a snapshot shares its map with the set")
 	}
-	s.EndEpisode()
-	if s.Contains("uid-b") || !s.Contains("uid-a") {
-		t.Errorf("EndEpisode must drop only dry-run entries: %v", names(s.Snapshot()))
+	s.EndEpisode(func(sig thresholds.Signal) bool { return sig == thresholds.MemoryAvailable })
+	if s.Contains("uid-b") || !s.Contains("uid-a") || !s.Contains("uid-c") {
+		t.Errorf("EndEpisode must drop only the ended episode's dry-run entries: %v", names(s.Snapshot()))
 	}
+	s.Gone("uid-c")
 	if e, ok := s.Gone("uid-a"); !ok || e.Pod != "ns/a" {
 		t.Errorf("Gone = %+v, %v", e, ok)
 	}
 	if _, ok := s.Gone("uid-a"); ok || s.Len() != 0 {
 		t.Error("Gone twice found the pod again")
+	}
+}
+
+// A victim held by a finalizer or a hung runtime stays listed, terminating,
+// for ever. Once its entry expires it must not come back as Terminating:
+// its usage is back in the observation, and counting it as reclaim again
+// would keep evictd from choosing the next victim (issue 9, item 1).
+func TestSyncDoesNotReaddStuckVictim(t *testing.T) {
+	s := New(DefaultOptions()) // GoneTimeout 30s
+	s.Add(Added{Pod: pod("v"), Origin: Evicted, Signal: thresholds.MemoryAvailable, At: t0, GraceSeconds: 5, Usage: 100})
+	stuck := terminating("v", t0.Add(5*time.Second), 5, v1.PodRunning)
+	listed := []*v1.Pod{stuck, pod("next")}
+
+	if _, expired := s.Sync(listed, t0.Add(10*time.Second)); len(expired) != 0 || !s.Contains("uid-v") {
+		t.Fatalf("within grace + GoneTimeout: expired %v, in flight %v", names(expired), names(s.Snapshot()))
+	}
+	_, expired := s.Sync(listed, t0.Add(35*time.Second))
+	if !equal(names(expired), []string{"ns/v"}) {
+		t.Fatalf("at grace + GoneTimeout: expired %v, want [ns/v]", names(expired))
+	}
+	for _, after := range []time.Duration{35 * time.Second, time.Minute, time.Hour} {
+		if _, again := s.Sync(listed, t0.Add(after)); len(again) != 0 || s.Contains("uid-v") {
+			t.Fatalf("%v after the eviction the stuck pod is in flight again (%v); its reclaim would count for ever", after, names(s.Snapshot()))
+		}
+	}
+	if !s.Stuck("uid-v") {
+		t.Error("Stuck(uid-v) = false while the pod is still listed")
+	}
+	// Gone at last: forgotten, so a new pod reusing nothing is not held.
+	s.Sync([]*v1.Pod{pod("next")}, t0.Add(2*time.Hour))
+	if s.Stuck("uid-v") {
+		t.Error("a pod no longer listed is still remembered as stuck")
 	}
 }

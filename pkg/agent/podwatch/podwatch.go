@@ -3,25 +3,52 @@
 // spec.priority is unset) and, only when priority groups select namespaces
 // by label, the namespaces. Informers list once and then watch; there is no
 // periodic resync, so an idle node costs the API server nothing but a watch.
+//
+// Every list and watch goes through this package's own ListWatch, so that a
+// 403 Forbidden is seen where it happens, with its verb and resource: the
+// initial sync then fails at once with an error naming the permission the
+// ClusterRole lacks, instead of client-go retrying the forbidden list for
+// ever. The sync also has a deadline (Options.SyncTimeout) for every other
+// reason an informer cannot list (an API server that is down or too slow).
 package podwatch
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/evictd/evictd/pkg/logging"
 )
+
+// DefaultSyncTimeout is how long WaitForSync waits when Options.SyncTimeout
+// is 0.
+const DefaultSyncTimeout = 2 * time.Minute
+
+// ErrSyncTimeout is wrapped by WaitForSync's error when the informers have
+// not synced within the timeout.
+var ErrSyncTimeout = errors.New("informers did not sync in time")
+
+// syncPoll is how often WaitForSync looks at the informers; a Forbidden
+// answer wakes it at once.
+const syncPoll = 50 * time.Millisecond
 
 // Options configure a Watcher.
 type Options struct {
@@ -32,21 +59,39 @@ type Options struct {
 	// OnDelete is called, from an informer goroutine, for every pod of the
 	// node deleted from the API server. It must not block.
 	OnDelete func(*v1.Pod)
-	Log      *zap.Logger
+	// SyncTimeout bounds WaitForSync; 0 means DefaultSyncTimeout.
+	SyncTimeout time.Duration
+	Log         *zap.Logger
 }
 
 // Watcher holds the informers.
 type Watcher struct {
-	nodeFactory    informers.SharedInformerFactory
-	clusterFactory informers.SharedInformerFactory
-	podsInformer   cache.SharedIndexInformer
-	pods           corelisters.PodLister
-	classes        schedlisters.PriorityClassLister
-	namespaces     corelisters.NamespaceLister
-	synced         []cache.InformerSynced
+	log         *zap.Logger
+	syncTimeout time.Duration
+	informers   []*informer
+	pods        corelisters.PodLister
+	classes     schedlisters.PriorityClassLister
+	namespaces  corelisters.NamespaceLister
 
-	mu      sync.Mutex
-	started bool
+	mu       sync.Mutex
+	started  bool
+	wg       sync.WaitGroup
+	waitDone bool  // WaitForSync has returned: a Forbidden is no longer fatal
+	fatal    error // the first Forbidden answer before that
+	failed   chan struct{}
+}
+
+// informer is one resource's informer and what its list and watch calls
+// have answered so far.
+type informer struct {
+	resource string // plural, as in RBAC rules
+	group    string // API group, "" for core
+	why      string // what evictd uses it for, for error messages
+	inf      cache.SharedIndexInformer
+
+	mu       sync.Mutex
+	watching bool  // a watch was opened since the last list
+	lastErr  error // the last failed list or watch
 }
 
 // New sets up the informers; Start runs them.
@@ -57,23 +102,34 @@ func New(o Options) (*Watcher, error) {
 	if o.NodeName == "" {
 		return nil, errors.New("podwatch: no node name")
 	}
+	if o.SyncTimeout < 0 {
+		return nil, fmt.Errorf("podwatch: negative sync timeout %v", o.SyncTimeout)
+	}
 	log := o.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	// Resync 0: the lists are never re-read after the initial sync.
-	onNode := informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-		lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", o.NodeName).String()
-	})
-	w := &Watcher{
-		nodeFactory:    informers.NewSharedInformerFactoryWithOptions(o.Client, 0, onNode, informers.WithTransform(trim)),
-		clusterFactory: informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithTransform(trim)),
+	w := &Watcher{log: log, syncTimeout: o.SyncTimeout, failed: make(chan struct{})}
+	if w.syncTimeout == 0 {
+		w.syncTimeout = DefaultSyncTimeout
 	}
-	podInf := w.nodeFactory.Core().V1().Pods()
-	w.podsInformer = podInf.Informer()
-	w.pods = podInf.Lister()
+
+	// Only this node's pods; RBAC cannot restrict this, the selector does.
+	onNode := fields.OneTermEqualSelector("spec.nodeName", o.NodeName).String()
+	core := o.Client.CoreV1()
+	pods := w.add(&informer{resource: "pods", why: "for the informer on this node's pods"}, &v1.Pod{},
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.FieldSelector = onNode
+			return core.Pods(metav1.NamespaceAll).List(ctx, lo)
+		},
+		func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.FieldSelector = onNode
+			return core.Pods(metav1.NamespaceAll).Watch(ctx, lo)
+		})
+	w.pods = corelisters.NewPodLister(pods.GetIndexer())
 	if o.OnDelete != nil {
-		_, err := w.podsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			DeleteFunc: func(obj any) {
 				if p := podOf(obj); p != nil {
 					o.OnDelete(p)
@@ -84,17 +140,134 @@ func New(o Options) (*Watcher, error) {
 			return nil, fmt.Errorf("podwatch: pod handler: %w", err)
 		}
 	}
-	pcInf := w.clusterFactory.Scheduling().V1().PriorityClasses()
-	w.classes = pcInf.Lister()
-	w.synced = append(w.synced, w.podsInformer.HasSynced, pcInf.Informer().HasSynced)
+
+	sched := o.Client.SchedulingV1()
+	classes := w.add(&informer{resource: "priorityclasses", group: schedulingv1.GroupName,
+		why: "to resolve priorityClassName when a pod has no spec.priority"}, &schedulingv1.PriorityClass{}, cache.Indexers{},
+		func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			return sched.PriorityClasses().List(ctx, lo)
+		},
+		func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			return sched.PriorityClasses().Watch(ctx, lo)
+		})
+	w.classes = schedlisters.NewPriorityClassLister(classes.GetIndexer())
+
 	if o.Namespaces {
-		nsInf := w.clusterFactory.Core().V1().Namespaces()
-		w.namespaces = nsInf.Lister()
-		w.synced = append(w.synced, nsInf.Informer().HasSynced)
+		nss := w.add(&informer{resource: "namespaces", why: "used by priority groups with a namespaceSelector"}, &v1.Namespace{}, cache.Indexers{},
+			func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+				return core.Namespaces().List(ctx, lo)
+			},
+			func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+				return core.Namespaces().Watch(ctx, lo)
+			})
+		w.namespaces = corelisters.NewNamespaceLister(nss.GetIndexer())
 	}
-	log.Debug("informers set up", zap.String("node", o.NodeName), zap.Bool("namespaces", o.Namespaces))
+	log.Debug("informers set up", zap.String("node", o.NodeName), zap.Bool("namespaces", o.Namespaces),
+		zap.Duration("syncTimeout", w.syncTimeout))
 	return w, nil
 }
+
+// add builds the informer of one resource on list and watch calls that
+// record what the API server answers. Resync 0: the lists are never re-read
+// after the initial sync.
+func (w *Watcher) add(in *informer, obj runtime.Object, idx cache.Indexers,
+	list cache.ListWithContextFunc, watchFn cache.WatchFuncWithContext) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			in.mu.Lock()
+			in.watching = false
+			in.mu.Unlock()
+			out, err := list(ctx, lo)
+			w.answered(in, "list", err, false)
+			return out, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			out, err := watchFn(ctx, lo)
+			w.answered(in, "watch", err, err == nil)
+			return out, err
+		},
+	}
+	in.inf = cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{
+		Indexers: idx, ObjectDescription: in.resource,
+	})
+	// Both only fail once the informer has started.
+	_ = in.inf.SetTransform(trim)
+	_ = in.inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		switch {
+		case apierrors.IsForbidden(err):
+			return // answered has reported it, with what to grant
+		case ctx.Err() != nil:
+			return // a call cut short by Shutdown is no error
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
+	w.informers = append(w.informers, in)
+	return in.inf
+}
+
+// answered records one list or watch answer. A Forbidden one before
+// WaitForSync has returned makes it fail at once; after that the cache
+// keeps what it has and the error is logged, since evicting with a
+// slightly stale view beats not protecting the node at all.
+func (w *Watcher) answered(in *informer, verb string, err error, watching bool) {
+	in.mu.Lock()
+	if err == nil {
+		in.watching = in.watching || watching
+	} else {
+		in.lastErr = err
+	}
+	in.mu.Unlock()
+	if err == nil || !apierrors.IsForbidden(err) {
+		return
+	}
+	ferr := &ForbiddenError{Verb: verb, Resource: in.resource, Group: in.group, Why: in.why, Err: err}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waitDone {
+		w.log.Error("API access lost; the cache is no longer kept up to date", logging.Err(ferr))
+		return
+	}
+	if w.fatal == nil {
+		w.fatal = ferr
+		close(w.failed)
+	}
+}
+
+// ForbiddenError is a list or watch the API server refused with 403: the
+// ClusterRole lacks the grant.
+type ForbiddenError struct {
+	Verb     string // list or watch
+	Resource string // plural, as in RBAC rules
+	Group    string // API group, "" for core
+	Why      string // what evictd needs it for
+	Err      error  // the API server's answer
+}
+
+// forbiddenUser finds the user in the API server's Forbidden message.
+var forbiddenUser = regexp.MustCompile(`User "([^"]*)"`)
+
+func (e *ForbiddenError) Error() string {
+	res := e.Resource
+	if e.Group != "" {
+		res += "." + e.Group
+	}
+	who := ""
+	msg := e.Err.Error()
+	if m := forbiddenUser.FindStringSubmatch(msg); m != nil {
+		who = " for " + m[1]
+		// The RBAC authorizer appends why nothing matched (a missing
+		// ClusterRole, say); keep that, it is the rest of the story.
+		if _, rest, ok := strings.Cut(msg, ": RBAC: "); ok {
+			who += " (RBAC: " + rest + ")"
+		}
+	} else {
+		who = " (" + msg + ")"
+	}
+	return fmt.Sprintf("podwatch: cannot %s %s: forbidden%s (the ClusterRole needs list and watch on %s, %s)",
+		e.Verb, res, who, res, e.Why)
+}
+
+func (e *ForbiddenError) Unwrap() error { return e.Err }
 
 // trim drops what evictd never reads from cached objects, to keep the cache
 // small on nodes with many pods.
@@ -120,39 +293,109 @@ func podOf(obj any) *v1.Pod {
 func (w *Watcher) Start(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.started = true
-	w.nodeFactory.Start(ctx.Done())
-	w.clusterFactory.Start(ctx.Done())
-}
-
-// WaitForSync blocks until every informer has listed once, or ctx ends.
-func (w *Watcher) WaitForSync(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
-		return fmt.Errorf("podwatch: informers did not sync: %w", context.Cause(ctx))
+	if w.started {
+		return
 	}
-	return nil
+	w.started = true
+	for _, in := range w.informers {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			in.inf.RunWithContext(ctx)
+		}()
+	}
 }
 
-// Synced reports whether every informer has listed once.
-func (w *Watcher) Synced() bool {
-	for _, s := range w.synced {
-		if !s() {
+// WaitForSync blocks until every informer has listed once and opened its
+// watch. It fails at once when the API server forbids a list or watch (a
+// *ForbiddenError naming the missing grant), after the sync timeout
+// otherwise (wrapping ErrSyncTimeout and naming what is missing), or when
+// ctx ends.
+func (w *Watcher) WaitForSync(ctx context.Context) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, w.syncTimeout, ErrSyncTimeout)
+	defer cancel()
+	tick := time.NewTicker(syncPoll)
+	defer tick.Stop()
+	for {
+		w.mu.Lock()
+		fatal := w.fatal
+		if fatal == nil && w.synced() {
+			w.waitDone = true
+		}
+		done := w.waitDone
+		w.mu.Unlock()
+		if fatal != nil {
+			return fatal
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-w.failed:
+		case <-tick.C:
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); errors.Is(cause, ErrSyncTimeout) {
+				return fmt.Errorf("podwatch: %w within %v: %s", ErrSyncTimeout, w.syncTimeout, w.pending())
+			}
+			return fmt.Errorf("podwatch: informers did not sync: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// pending describes the informers that have not synced, with the last
+// error each saw.
+func (w *Watcher) pending() string {
+	var parts []string
+	for _, in := range w.informers {
+		in.mu.Lock()
+		watching, lastErr := in.watching, in.lastErr
+		in.mu.Unlock()
+		var s string
+		switch {
+		case !in.inf.HasSynced():
+			s = in.resource + " not listed yet"
+		case !watching:
+			s = in.resource + " listed but not watched yet"
+		default:
+			continue
+		}
+		if lastErr != nil {
+			s += " (last error: " + lastErr.Error() + ")"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "every informer synced at the deadline"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// synced reports whether every informer has listed once and has a watch
+// open, or had one since its last list.
+func (w *Watcher) synced() bool {
+	for _, in := range w.informers {
+		in.mu.Lock()
+		watching := in.watching
+		in.mu.Unlock()
+		if !watching || !in.inf.HasSynced() {
 			return false
 		}
 	}
 	return true
 }
 
+// Synced reports whether WaitForSync has succeeded: every informer has
+// listed once and opened its watch.
+func (w *Watcher) Synced() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waitDone && w.fatal == nil
+}
+
 // Shutdown waits for the informer goroutines to end; cancel Start's
 // context first.
 func (w *Watcher) Shutdown() {
-	w.mu.Lock()
-	started := w.started
-	w.mu.Unlock()
-	if started {
-		w.nodeFactory.Shutdown()
-		w.clusterFactory.Shutdown()
-	}
+	w.wg.Wait()
 }
 
 // Pods returns the node's pods from the cache. They are shared: read only.

@@ -12,9 +12,17 @@
 //     either direction, at the crossing. ThresholdUsage turns an eviction
 //     threshold into that usage value; it drifts with inactive_file, so the
 //     caller re-arms when NeedRearm says so.
-//   - memory_events (cgroup v2): inotify IN_MODIFY on a memory.events file
-//     (kubepods). The kernel rate-limits these to 100 per second per file and
-//     defers rather than drops the rest.
+//   - memory_events (cgroup v2): inotify IN_MODIFY on kubepods'
+//     memory.events.local (or, before kernel 5.2, memory.events). The kernel
+//     rate-limits these to 100 per second per file and defers rather than
+//     drops the rest. Each notification is read, and only a rise of a counter
+//     that means kubepods' own pressure wakes the agent (a pod hitting its
+//     own limit bumps kubepods' hierarchical memory.events too, and is not
+//     node pressure; see events.go); at most one wake-up per
+//     Options.MemoryEventsInterval, with the rises in between delivered as one
+//     when it ends. cgroupfs sends no inotify event when a cgroup is removed,
+//     so the caller calls EventsWatch.Rearm after each observation to notice
+//     a removed or re-created kubepods and watch its new file.
 //   - psi: a PSI trigger on /proc/pressure/memory or <cgroup>/memory.pressure,
 //     signalled as EPOLLPRI. Without CAP_SYS_RESOURCE, kernels since 6.5 only
 //     accept windows that are multiples of 2 s (other windows fail with

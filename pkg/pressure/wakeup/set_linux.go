@@ -26,6 +26,10 @@ type Options struct {
 	// cgroup2 root. A trigger on a file in one of them marks all of them as
 	// unreadable (see Set.PressureReadable).
 	SystemPressureDirs []string
+	// MemoryEventsInterval is the shortest time between two wake-ups of
+	// one memory.events watch (see WatchMemoryEvents): 0 means
+	// DefaultMemoryEventsInterval, a negative value no limit.
+	MemoryEventsInterval time.Duration
 }
 
 type regKind int
@@ -59,6 +63,7 @@ type Set struct {
 	sysPS map[string]bool
 
 	capSysResource bool
+	eventsInterval time.Duration
 
 	mu       sync.Mutex
 	closed   bool
@@ -97,6 +102,10 @@ func New(log *zap.Logger, clk clock.PassiveClock, opts Options) (*Set, error) {
 		capSysResource: hasCapSysResource(),
 		regs:           map[int32]*registration{},
 		noRead:         map[string]string{},
+		eventsInterval: opts.MemoryEventsInterval,
+	}
+	if s.eventsInterval == 0 {
+		s.eventsInterval = DefaultMemoryEventsInterval
 	}
 	for _, d := range opts.SystemPressureDirs {
 		s.sysPS[filepath.Clean(d)] = true
@@ -239,7 +248,10 @@ func (s *Set) pressureGroup(path string) string {
 // Wait blocks until a source fires, ctx ends, or timeout passes; on timeout
 // it returns a SourcePoll wake-up. A timeout of zero or less only collects
 // what is already pending. Wakeups of the same source instance that arrive
-// together are coalesced. Only one goroutine may Wait at a time.
+// together are coalesced. A memory.events rise held back by the rate limit
+// (Options.MemoryEventsInterval) is delivered when its interval ends, by
+// this Wait if that comes before the timeout. Only one goroutine may Wait at
+// a time.
 func (s *Set) Wait(ctx context.Context, timeout time.Duration) (Wakeup, error) {
 	if !s.waiting.CompareAndSwap(false, true) {
 		return Wakeup{}, errors.New("wakeup: Wait called concurrently")
@@ -251,6 +263,7 @@ func (s *Set) Wait(ctx context.Context, timeout time.Duration) (Wakeup, error) {
 		s.mu.Unlock()
 		return Wakeup{}, ErrClosed
 	}
+	s.fireDueLocked(s.clk.Now())
 	if w, ok := s.popLocked(); ok {
 		s.mu.Unlock()
 		return w, nil
@@ -267,7 +280,15 @@ func (s *Set) Wait(ctx context.Context, timeout time.Duration) (Wakeup, error) {
 
 	deadline := s.clk.Now().Add(timeout)
 	for {
-		remaining := deadline.Sub(s.clk.Now())
+		now := s.clk.Now()
+		remaining := deadline.Sub(now)
+		s.mu.Lock()
+		if due, ok := s.nextDueLocked(); ok {
+			// A rate-limited memory.events rise is delivered when its
+			// interval ends.
+			remaining = min(remaining, due.Sub(now))
+		}
+		s.mu.Unlock()
 		n, err := unix.EpollWait(s.epfd, s.events[:], epollMillis(remaining))
 		if errors.Is(err, unix.EINTR) {
 			continue
@@ -275,7 +296,7 @@ func (s *Set) Wait(ctx context.Context, timeout time.Duration) (Wakeup, error) {
 		if err != nil {
 			return Wakeup{}, fmt.Errorf("wakeup: epoll_wait: %w", err)
 		}
-		now := s.clk.Now()
+		now = s.clk.Now()
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -284,6 +305,7 @@ func (s *Set) Wait(ctx context.Context, timeout time.Duration) (Wakeup, error) {
 		for _, ev := range s.events[:n] {
 			s.dispatchLocked(ev, now)
 		}
+		s.fireDueLocked(now)
 		w, ok := s.popLocked()
 		s.mu.Unlock()
 		if err := ctx.Err(); err != nil {

@@ -19,7 +19,12 @@ import (
 
 func newSet(t *testing.T) *Set {
 	t.Helper()
-	s, err := New(zaptest.NewLogger(t), clock.RealClock{}, Options{})
+	return newSetWith(t, Options{})
+}
+
+func newSetWith(t *testing.T, opts Options) *Set {
+	t.Helper()
+	s, err := New(zaptest.NewLogger(t), clock.RealClock{}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,15 +106,13 @@ func TestClosedSetRefusesWork(t *testing.T) {
 // file, whose writes raise IN_MODIFY just as the kernel's notifications on
 // memory.events do. (This machine has no cgroup v2 memory controller, so no
 // memory.events exists; the kernfs path itself is exercised on cgroup.events
-// below.)
+// below.) Files not named memory.events are read as a cgroup's own counters.
 func TestMemoryEventsWatchOnAFile(t *testing.T) {
-	s := newSet(t)
+	s := newSetWith(t, Options{MemoryEventsInterval: -1}) // coalescing, not rate limiting, is under test
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.events"), filepath.Join(dir, "b.events")
 	for _, p := range []string{a, b} {
-		if err := os.WriteFile(p, []byte("low 0\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeCounters(t, p, counters{})
 	}
 	wa, err := s.WatchMemoryEvents("a", a)
 	if err != nil {
@@ -123,14 +126,10 @@ func TestMemoryEventsWatchOnAFile(t *testing.T) {
 	}
 
 	// Three writes to a, one to b: a is coalesced into one wake-up.
-	for i := 0; i < 3; i++ {
-		if err := os.WriteFile(a, []byte("high 1\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	for i := range 3 {
+		writeCounters(t, a, counters{high: int64(i + 1)})
 	}
-	if err := os.WriteFile(b, []byte("high 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeCounters(t, b, counters{high: 1})
 	got := map[string]int{}
 	for {
 		w, err := s.Wait(context.Background(), 100*time.Millisecond)
@@ -173,10 +172,13 @@ func TestMemoryEventsWatchOnAFile(t *testing.T) {
 // TestMemoryEventsWatchOnKernfs watches cgroup.events of a real cgroup2
 // group: the kernel notifies it through the same cgroup_file_notify path as
 // memory.events, and its "populated" field changes when a process enters.
+// It holds none of the memory counters, so the notification is read and
+// ignored.
 func TestMemoryEventsWatchOnKernfs(t *testing.T) {
 	group := cgrouptest.NewUnifiedCgroup(t, "evictd-wakeup-events")
 	s := newSet(t)
-	if _, err := s.WatchMemoryEvents("group", group.Path("cgroup.events")); err != nil {
+	ew, err := s.WatchMemoryEvents("group", group.Path("cgroup.events"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	c := cgrouptest.StartChild(t)
@@ -184,14 +186,67 @@ func TestMemoryEventsWatchOnKernfs(t *testing.T) {
 	if err := group.Add(c.Pid()); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.Wait(context.Background(), 2*time.Second)
-	if err != nil || w.Source != SourceMemoryEvents || w.Name != "group" {
-		t.Fatalf("Wait = %+v, %v; want memory_events/group", w, err)
+	if took, ok := waitIgnored(t, s, ew, 1); !ok {
+		t.Fatalf("no notification read within %v of the write to cgroup.procs: %+v", took, ew.Status())
 	}
-	t.Logf("kernfs notification %v after the write to cgroup.procs", time.Since(start))
+	t.Logf("kernfs notification read %v after the write to cgroup.procs", time.Since(start))
 	b, err := os.ReadFile(group.Path("cgroup.events"))
 	if err != nil || !strings.Contains(string(b), "populated 1") {
 		t.Errorf("cgroup.events = %q, %v; want populated 1", b, err)
+	}
+}
+
+// waitIgnored runs Wait until ew has ignored at least n notifications, for
+// up to 2 s, failing on any wake-up that is not a poll.
+func waitIgnored(t *testing.T, s *Set, ew *EventsWatch, n int) (time.Duration, bool) {
+	t.Helper()
+	start := time.Now()
+	for ew.Status().Ignored < n && time.Since(start) < 2*time.Second {
+		w, err := s.Wait(context.Background(), 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Source != SourcePoll {
+			t.Errorf("woken by %s/%s for a file without memory counters", w.Source, w.Name)
+		}
+	}
+	return time.Since(start), ew.Status().Ignored >= n
+}
+
+// TestMemoryEventsRearmOnKernfs removes a real cgroup2 group and creates it
+// again. cgroupfs sends no inotify event for the removal, so only Rearm's
+// check of the file's identity can find that the watch is dead.
+func TestMemoryEventsRearmOnKernfs(t *testing.T) {
+	parent := cgrouptest.NewUnifiedCgroup(t, "evictd-wakeup-rearm")
+	group := parent.Sub(t, "kubepods")
+	s := newSet(t)
+	ew, err := s.WatchMemoryEvents("group", group.Path("cgroup.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := ew.Rearm(); again || err != nil {
+		t.Fatalf("Rearm of a current watch = %v, %v; want false, nil", again, err)
+	}
+	if err := group.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Wait(context.Background(), 100*time.Millisecond); err != nil || w.Source != SourcePoll {
+		t.Fatalf("Wait after removing the group = %+v, %v; want a poll", w, err)
+	}
+	t.Logf("after rmdir, before Rearm: %+v", ew.Status())
+	if again, err := ew.Rearm(); again || err == nil || ew.Status().Active {
+		t.Fatalf("Rearm with the group gone = %v, %v, %+v; want false, an error, inactive", again, err, ew.Status())
+	}
+	group = parent.Sub(t, "kubepods")
+	if again, err := ew.Rearm(); !again || err != nil || !ew.Status().Active {
+		t.Fatalf("Rearm with the group back = %v, %v, %+v; want true, nil, active", again, err, ew.Status())
+	}
+	c := cgrouptest.StartChild(t)
+	if err := group.Add(c.Pid()); err != nil {
+		t.Fatal(err)
+	}
+	if took, ok := waitIgnored(t, s, ew, 1); !ok {
+		t.Fatalf("no notification from the new group within %v: %+v", took, ew.Status())
 	}
 }
 

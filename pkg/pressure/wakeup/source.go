@@ -50,7 +50,13 @@ type Status struct {
 	// sub-2 s window the kernel accepted), false for the unprivileged 2 s
 	// regime; always false for other sources.
 	Privileged bool
-	// Ignored counts events swallowed by design (the first event of an
-	// unprivileged PSI trigger).
+	// Ignored counts events swallowed by design: the first event of an
+	// unprivileged PSI trigger; memory.events notifications that showed no
+	// rise of a counter meaning the cgroup's own pressure (a pod hitting its
+	// own limit, on kubepods), or could not be read.
 	Ignored int
+	// Suppressed counts memory.events rises not delivered at once because
+	// the watch had woken the agent less than Options.MemoryEventsInterval
+	// before; one wake-up is delivered for them when the interval ends.
+	Suppressed int
 }

@@ -195,6 +195,8 @@ func (d *demo) run(ctx context.Context) error {
 	flags := []string{
 		"--kubeconfig=" + d.evictdKubeconfig, "--node-name=" + nodeName,
 		"--host-root=" + node.HostRoot, "--cgroup-root=" + node.CgroupRoot,
+		// Short, so that the demo shows the episode end (the default is 5m).
+		"--eviction-pressure-transition-period=3s",
 		"--eviction-hard=memory.available<300Mi,allocatableMemory.available<none,nodefs.available<none," +
 			"nodefs.inodesFree<none,imagefs.available<none,imagefs.inodesFree<none,pid.available<none",
 		"--eviction-minimum-reclaim=memory.available=100Mi",

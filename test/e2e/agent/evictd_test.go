@@ -43,6 +43,10 @@ func startEvictd(t *testing.T, c *framework.Cluster, node *nodesim.Node, extra .
 		"--node-name=" + node.Name,
 		"--host-root=" + node.HostRoot,
 		"--cgroup-root=" + node.CgroupRoot,
+		// A resource's episode ends only after this long without pressure
+		// (the kubelet's default is 5m); short here so the scenarios can
+		// see episodes end. A test's own flag comes later and wins.
+		"--eviction-pressure-transition-period=2s",
 	}, extra...)
 	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), "evictd.log")})
 	if err != nil {

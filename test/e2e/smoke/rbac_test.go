@@ -2,29 +2,220 @@ package smoke
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-
-	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/evictd/evictd/test/e2e/framework"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
+// access is one permission: verb on group/resource[/subresource].
+type access struct {
+	verb, group, resource, subresource string
+	// why names the code path that needs it, or why it is not granted.
+	why string
+}
+
+func (a access) String() string {
+	r := a.resource
+	if a.subresource != "" {
+		r += "/" + a.subresource
+	}
+	if a.group != "" {
+		r += "." + a.group
+	}
+	return a.verb + " " + r
+}
+
+// usedByCode is every API call evictd makes with the shipped manifest (a
+// grep of pkg/ and cmd/ for client calls and informers): the ClusterRole of
+// deploy/daemonset.yaml must grant exactly these, cluster-wide.
+var usedByCode = []access{
+	{verb: "list", resource: "pods", why: "pkg/agent/podwatch: pod informer, field selector spec.nodeName"},
+	{verb: "watch", resource: "pods", why: "pkg/agent/podwatch: pod informer, field selector spec.nodeName"},
+	{verb: "create", resource: "pods", subresource: "eviction", why: "pkg/evict: the Eviction API, dry run included"},
+	{verb: "create", group: "events.k8s.io", resource: "events", why: "pkg/evict: EventWriter (events.k8s.io/v1, created once, never patched)"},
+	{verb: "list", group: "scheduling.k8s.io", resource: "priorityclasses", why: "pkg/agent/podwatch: PriorityClass informer"},
+	{verb: "watch", group: "scheduling.k8s.io", resource: "priorityclasses", why: "pkg/agent/podwatch: PriorityClass informer"},
+	{verb: "list", resource: "namespaces", why: "pkg/agent/podwatch: namespace informer, for priority groups with a namespaceSelector"},
+	{verb: "watch", resource: "namespaces", why: "pkg/agent/podwatch: namespace informer, for priority groups with a namespaceSelector"},
+}
+
+// notGranted is what the code does not use (or uses only behind an opt-in
+// the shipped manifest leaves out): each must be denied.
+var notGranted = []access{
+	{verb: "list", resource: "nodes", why: "no Node informer: capacity comes from the host"},
+	{verb: "watch", resource: "nodes", why: "no Node informer"},
+	{verb: "get", resource: "nodes", why: "nothing reads the Node object"},
+	{verb: "patch", resource: "nodes", why: "evictd never changes the Node"},
+	{verb: "patch", resource: "nodes", subresource: "status", why: "conditions are the kubelet's"},
+	{verb: "delete", resource: "pods", why: "only --pdb-policy=best-effort, an opt-in the manifest does not grant"},
+	{verb: "deletecollection", resource: "pods", why: "never"},
+	{verb: "get", resource: "pods", why: "reads come from the informer's cache"},
+	{verb: "create", resource: "pods", why: "never"},
+	{verb: "patch", resource: "pods", why: "never"},
+	{verb: "patch", resource: "pods", subresource: "status", why: "never"},
+	{verb: "patch", group: "events.k8s.io", resource: "events", why: "Events are created once, never patched"},
+	{verb: "create", resource: "events", why: "only events.k8s.io/v1 Events are written"},
+	{verb: "patch", resource: "events", why: "only events.k8s.io/v1 Events are written"},
+	{verb: "get", group: "scheduling.k8s.io", resource: "priorityclasses", why: "reads come from the informer's cache"},
+	{verb: "create", group: "scheduling.k8s.io", resource: "priorityclasses", why: "never"},
+	{verb: "get", resource: "namespaces", why: "reads come from the informer's cache"},
+	{verb: "patch", resource: "namespaces", why: "never"},
+	{verb: "list", resource: "secrets", why: "never"},
+	{verb: "get", resource: "secrets", why: "never"},
+	{verb: "list", resource: "configmaps", why: "the config is a file"},
+	{verb: "list", group: "policy", resource: "poddisruptionbudgets", why: "the Eviction API checks PDBs server-side"},
+	{verb: "create", resource: "serviceaccounts", subresource: "token", why: "never"},
+	{verb: "get", group: "coordination.k8s.io", resource: "leases", why: "no leader election: one agent per node"},
+}
+
+// clusterRoleAccess expands the manifest's ClusterRole into one access per
+// verb and resource, failing on anything that cannot be expanded exactly
+// (wildcards, resourceNames, non-resource URLs, aggregation).
+func clusterRoleAccess(t *testing.T) map[string]bool {
+	t.Helper()
+	var role *rbacv1.ClusterRole
+	for _, obj := range readManifest(t) {
+		if obj.GetKind() != "ClusterRole" {
+			continue
+		}
+		if role != nil {
+			t.Fatal("the manifest has more than one ClusterRole")
+		}
+		role = &rbacv1.ClusterRole{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, role, true); err != nil {
+			t.Fatalf("ClusterRole does not decode strictly: %v", err)
+		}
+	}
+	if role == nil {
+		t.Fatal("no ClusterRole in the manifest")
+	}
+	if role.AggregationRule != nil {
+		t.Error("the ClusterRole aggregates other roles: its grants are not in the file")
+	}
+	got := map[string]bool{}
+	for i, r := range role.Rules {
+		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
+			t.Errorf("rule %d: nonResourceURLs or resourceNames: %+v", i, r)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if g == "*" || res == "*" || v == "*" || strings.HasSuffix(res, "/*") {
+						t.Errorf("rule %d grants a wildcard: %+v", i, r)
+					}
+					name, sub, _ := strings.Cut(res, "/")
+					got[access{verb: v, group: g, resource: name, subresource: sub}.String()] = true
+				}
+			}
+		}
+	}
+	return got
+}
+
+// TestClusterRoleIsWhatTheCodeUses checks without a cluster that the shipped
+// ClusterRole grants exactly usedByCode: nothing missing, nothing more.
+func TestClusterRoleIsWhatTheCodeUses(t *testing.T) {
+	got := clusterRoleAccess(t)
+	want := map[string]bool{}
+	for _, a := range usedByCode {
+		want[a.String()] = true
+		if !got[a.String()] {
+			t.Errorf("the ClusterRole does not grant %s (used by %s)", a, a.why)
+		}
+	}
+	var extra []string
+	for a := range got {
+		if !want[a] {
+			extra = append(extra, a)
+		}
+	}
+	slices.Sort(extra)
+	if len(extra) > 0 {
+		t.Errorf("the ClusterRole grants what no code uses: %s", strings.Join(extra, ", "))
+	}
+	for _, a := range notGranted {
+		if want[a.String()] {
+			t.Errorf("%s is in both usedByCode and notGranted", a)
+		}
+	}
+}
+
+// clusterScoped are the resources of usedByCode and notGranted that live
+// outside namespaces.
+var clusterScoped = map[string]bool{"nodes": true, "namespaces": true, "priorityclasses": true}
+
+// testAccessReviews asks the API server, as evictd's ServiceAccount (a
+// SelfSubjectAccessReview with its own token), whether each permission the
+// code uses is allowed cluster-wide and each one it does not use is denied,
+// cluster-wide and in a namespace of its own.
+func testAccessReviews(t *testing.T, c *framework.Cluster, ns string) {
+	review := func(t *testing.T, cs kubernetes.Interface, a access, namespace string) bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("SelfSubjectAccessReview %s: %v", a, err)
+		}
+		return r.Status.Allowed
+	}
+	for _, a := range usedByCode {
+		t.Run("allowed: "+a.String(), func(t *testing.T) {
+			if !review(t, c.EvictdClient, a, metav1.NamespaceAll) {
+				t.Errorf("%s is denied cluster-wide (used by %s)", a, a.why)
+			}
+		})
+	}
+	for _, a := range notGranted {
+		t.Run("denied: "+a.String(), func(t *testing.T) {
+			scopes := []string{metav1.NamespaceAll}
+			if !clusterScoped[a.resource] {
+				scopes = append(scopes, ns)
+			}
+			for _, scope := range scopes {
+				if review(t, c.EvictdClient, a, scope) {
+					t.Errorf("%s is allowed (namespace %q); it should not be: %s", a, scope, a.why)
+				}
+			}
+			// The admin is allowed the same, so the denial is RBAC's
+			// answer to a well-formed question.
+			if !review(t, c.Admin, a, metav1.NamespaceAll) {
+				t.Errorf("admin control: %s is denied to the admin too", a)
+			}
+		})
+	}
+}
+
 // testRBAC makes real requests with evictd's ServiceAccount token (RBAC
 // objects applied from deploy/daemonset.yaml) and checks each is allowed or
-// forbidden as the least-privilege design says.
+// forbidden as the least-privilege design says; then testAccessReviews
+// covers every permission the code uses, and more denials.
 func testRBAC(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns string) {
+	t.Run("access reviews", func(t *testing.T) { testAccessReviews(t, c, ns) })
+
 	target := createRunning(t, c.Admin, podSpec{name: "rbac-target", args: []string{"--hold-mib=4"}}.build(ns, node.Name))
 	t.Cleanup(func() {
 		_ = c.Admin.CoreV1().Pods(ns).Delete(context.Background(), target.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
@@ -33,6 +224,12 @@ func testRBAC(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns string)
 	thisNode := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node.Name).String()}
 	dryRun := []string{metav1.DryRunAll}
 	now := metav1.NewMicroTime(time.Now())
+	watchOnce := func(w interface{ Stop() }, err error) error {
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	}
 
 	tests := []struct {
 		name    string
@@ -43,20 +240,12 @@ func testRBAC(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns string)
 		{"list pods on its node", true, func(ctx context.Context, cs kubernetes.Interface) error {
 			l, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, onNode)
 			if err == nil && len(l.Items) == 0 {
-				t.Errorf("list on node %s found no pods", node.Name)
+				return fmt.Errorf("list on node %s found no pods", node.Name)
 			}
 			return err
 		}},
 		{"watch pods on its node", true, func(ctx context.Context, cs kubernetes.Interface) error {
-			w, err := cs.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, onNode)
-			if err == nil {
-				w.Stop()
-			}
-			return err
-		}},
-		{"get a pod", true, func(ctx context.Context, cs kubernetes.Interface) error {
-			_, err := cs.CoreV1().Pods(ns).Get(ctx, target.Name, metav1.GetOptions{})
-			return err
+			return watchOnce(cs.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, onNode))
 		}},
 		{"create pods/eviction (dry run)", true, func(ctx context.Context, cs kubernetes.Interface) error {
 			return cs.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{
@@ -70,42 +259,35 @@ func testRBAC(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns string)
 				EventTime:  now, Reason: "Evicted", Action: "Evict", Type: corev1.EventTypeWarning,
 				Note: "smoke test", ReportingController: "evictd.io/evictd", ReportingInstance: "evictd-" + node.Name,
 				Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: target.Name, UID: target.UID, APIVersion: "v1"},
-			}, metav1.CreateOptions{})
-			return err
-		}},
-		{"create a core Event", true, func(ctx context.Context, cs kubernetes.Interface) error {
-			_, err := cs.CoreV1().Events(ns).Create(ctx, &corev1.Event{
-				ObjectMeta:     metav1.ObjectMeta{GenerateName: "evictd-", Namespace: ns},
-				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: target.Name, UID: target.UID},
-				Reason:         "Evicted", Message: "smoke test", Type: corev1.EventTypeWarning,
-				Source: corev1.EventSource{Component: "evictd"},
-			}, metav1.CreateOptions{})
-			return err
-		}},
-		{"get its node", true, func(ctx context.Context, cs kubernetes.Interface) error {
-			_, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
-			return err
-		}},
-		{"list and watch its node", true, func(ctx context.Context, cs kubernetes.Interface) error {
-			if _, err := cs.CoreV1().Nodes().List(ctx, thisNode); err != nil {
-				return err
-			}
-			w, err := cs.CoreV1().Nodes().Watch(ctx, thisNode)
-			if err == nil {
-				w.Stop()
-			}
+			}, metav1.CreateOptions{DryRun: dryRun})
 			return err
 		}},
 		{"list priorityclasses", true, func(ctx context.Context, cs kubernetes.Interface) error {
-			_, err := cs.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{})
+			l, err := cs.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{})
+			if err == nil && len(l.Items) == 0 {
+				return fmt.Errorf("no PriorityClasses listed; the built-in ones exist")
+			}
 			return err
 		}},
-		{"get a priorityclass", true, func(ctx context.Context, cs kubernetes.Interface) error {
-			_, err := cs.SchedulingV1().PriorityClasses().Get(ctx, "system-node-critical", metav1.GetOptions{})
+		{"watch priorityclasses", true, func(ctx context.Context, cs kubernetes.Interface) error {
+			return watchOnce(cs.SchedulingV1().PriorityClasses().Watch(ctx, metav1.ListOptions{}))
+		}},
+		{"list namespaces", true, func(ctx context.Context, cs kubernetes.Interface) error {
+			l, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			if err == nil && !slices.ContainsFunc(l.Items, func(n corev1.Namespace) bool { return n.Name == ns }) {
+				return fmt.Errorf("namespace %s not listed", ns)
+			}
 			return err
+		}},
+		{"watch namespaces", true, func(ctx context.Context, cs kubernetes.Interface) error {
+			return watchOnce(cs.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{}))
 		}},
 
 		// What it must not do.
+		{"get a pod", false, func(ctx context.Context, cs kubernetes.Interface) error {
+			_, err := cs.CoreV1().Pods(ns).Get(ctx, target.Name, metav1.GetOptions{})
+			return err
+		}},
 		{"delete a pod directly", false, func(ctx context.Context, cs kubernetes.Interface) error {
 			return cs.CoreV1().Pods(ns).Delete(ctx, target.Name, metav1.DeleteOptions{DryRun: dryRun})
 		}},
@@ -122,6 +304,34 @@ func testRBAC(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns string)
 		}},
 		{"patch pod status", false, func(ctx context.Context, cs kubernetes.Interface) error {
 			_, err := cs.CoreV1().Pods(ns).Patch(ctx, target.Name, types.MergePatchType, []byte(`{"status":{"phase":"Failed"}}`), metav1.PatchOptions{DryRun: dryRun}, "status")
+			return err
+		}},
+		{"create a core Event", false, func(ctx context.Context, cs kubernetes.Interface) error {
+			_, err := cs.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{GenerateName: "evictd-", Namespace: ns},
+				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: target.Name, UID: target.UID},
+				Reason:         "Evicted", Message: "smoke test", Type: corev1.EventTypeWarning,
+				Source: corev1.EventSource{Component: "evictd"},
+			}, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}},
+		{"get its node", false, func(ctx context.Context, cs kubernetes.Interface) error {
+			_, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+			return err
+		}},
+		{"list its node", false, func(ctx context.Context, cs kubernetes.Interface) error {
+			_, err := cs.CoreV1().Nodes().List(ctx, thisNode)
+			return err
+		}},
+		{"watch its node", false, func(ctx context.Context, cs kubernetes.Interface) error {
+			return watchOnce(cs.CoreV1().Nodes().Watch(ctx, thisNode))
+		}},
+		{"get a priorityclass", false, func(ctx context.Context, cs kubernetes.Interface) error {
+			_, err := cs.SchedulingV1().PriorityClasses().Get(ctx, "system-node-critical", metav1.GetOptions{})
+			return err
+		}},
+		{"get a namespace", false, func(ctx context.Context, cs kubernetes.Interface) error {
+			_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 			return err
 		}},
 		{"read a Secret", false, func(ctx context.Context, cs kubernetes.Interface) error {

@@ -1,0 +1,237 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/agent/inflight"
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/logging"
+	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// act decides for one resource's episode and starts its eviction call.
+// Each episode has two lanes: while a hard threshold's call is under way
+// nothing more is asked for the resource; while a soft one's is, only hard
+// thresholds are considered, so a slow answer to a soft eviction never
+// holds a hard one back.
+func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
+	if ep.Busy(episode.Hard) {
+		return
+	}
+	softBusy := ep.Busy(episode.Soft)
+	in := l.decideInput(v, func(th thresholds.Threshold) bool {
+		return episode.Of(th.Signal) == ep.Resource && (!softBusy || th.Hard())
+	})
+	in.Blocked = ep.FreshBlocked(v.now, l.cfg.PDBRecheck)
+	for _, c := range ep.Calls {
+		if c != nil {
+			in.Tried[c.Pod] = true
+		}
+	}
+	opts := l.decideOptions()
+	for attempt := 0; attempt < l.cfg.MaxAttempts && ctx.Err() == nil; attempt++ {
+		d := decide.Decide(opts, in)
+		l.noteDiskUsage(v.ranked)
+		if d.Action == decide.None {
+			l.logNone(ep, d)
+			return
+		}
+		ep.LastNone = ""
+		l.noteEarly(ep, d, v, opts.Lead)
+		if reason := ep.Deferred(l.clk.Now(), v.obs.Time, l.inflight.Contains); reason != "" {
+			l.log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.String("pod", podKey(d.Candidate)), zap.String("reason", reason))
+			return
+		}
+		l.launch(ctx, ep, d)
+		next := false
+		for _, r := range l.calls.drain() {
+			next = l.answer(r) && r.ep == ep || next
+		}
+		if !next {
+			return
+		}
+		// A PodDisruptionBudget refused it: the next candidate, at once.
+		in.Blocked = ep.FreshBlocked(l.clk.Now(), l.cfg.PDBRecheck)
+		in.InFlight = l.inflight.Snapshot()
+	}
+}
+
+func (l *Loop) noteEarly(ep *episode.Episode, d decide.Decision, v *view, lead time.Duration) {
+	s := d.Target.Threshold.Signal
+	if !d.Target.Early || ep.EarlyNoted[s] {
+		return
+	}
+	ep.EarlyNoted[s] = true
+	l.log.Info("acting early: threshold crossing predicted", zap.String("signal", string(s)),
+		zap.String("threshold", d.Target.Threshold.String()), zap.Duration("timeLeft", d.Target.TimeLeft),
+		zap.Float64("fillRateBytesPerSecond", v.rates[s]), zap.Duration("lead", lead))
+}
+
+func (l *Loop) logNone(ep *episode.Episode, d decide.Decision) {
+	switch d.Reason {
+	case decide.ReasonNoThreshold:
+		return
+	case decide.ReasonCovered:
+		l.log.Debug("no eviction", zap.String("resource", string(ep.Resource)), zap.String("signal", string(d.Target.Threshold.Signal)), zap.String("reason", d.Reason))
+		return
+	}
+	if d.Reason == ep.LastNone {
+		return
+	}
+	ep.LastNone = d.Reason
+	l.log.Warn("no pod to evict", zap.String("resource", string(ep.Resource)), zap.String("signal", string(d.Target.Threshold.Signal)),
+		zap.String("threshold", d.Target.Threshold.String()), zap.Int64("need", d.Target.Remaining()), zap.String("reason", d.Reason))
+}
+
+// call is an eviction call made for an episode.
+type call struct {
+	ep   *episode.Episode
+	lane episode.Lane
+	d    decide.Decision
+	req  evict.Request
+}
+
+// callResult is a call's answer.
+type callResult struct {
+	call
+	out evict.Outcome
+	err error
+	at  time.Time
+}
+
+// callQueue collects the answers of calls under way.
+type callQueue struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	done []callResult
+}
+
+func (q *callQueue) push(r callResult) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.done = append(q.done, r)
+}
+
+func (q *callQueue) drain() []callResult {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.done
+	q.done = nil
+	return out
+}
+
+// wait blocks until every call under way has answered.
+func (q *callQueue) wait() { q.wg.Wait() }
+
+// launch starts the eviction call d asks for, in its lane of ep.
+func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decision) {
+	t := d.Target
+	reason := d.Reason
+	if d.GraceOverride != nil {
+		reason += "; " + d.GraceReason
+		l.log.Info("grace shortened", zap.String("pod", podKey(d.Candidate)), zap.String("signal", string(t.Threshold.Signal)),
+			zap.Int64("gracePeriodSeconds", *d.GraceOverride), zap.String("reason", d.GraceReason))
+	}
+	c := call{ep: ep, lane: episode.LaneOf(t.Hard()), d: d, req: evict.Request{
+		Pod:           d.Candidate.Pod,
+		Signal:        t.Threshold.Signal,
+		Hard:          t.Hard(),
+		Threshold:     t.Amount,
+		Available:     t.Observation.Available,
+		Usage:         d.Candidate.Usage,
+		Request:       d.Candidate.Request,
+		Rank:          d.Rank,
+		Reason:        reason,
+		GraceOverride: d.GraceOverride,
+		GraceReason:   d.GraceReason,
+		PressureSince: t.Since,
+		Budget:        ep.Budget,
+	}}
+	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: l.clk.Now()}
+	l.calls.wg.Add(1)
+	l.deps.Go(func() {
+		defer l.calls.wg.Done()
+		var r callResult
+		r.call = c
+		if d.Action == decide.ForceDelete {
+			r.out, r.err = l.deps.Evictor.ForceDelete(ctx, c.req)
+		} else {
+			r.out, r.err = l.deps.Evictor.Evict(ctx, c.req)
+		}
+		r.at = l.clk.Now()
+		l.calls.push(r)
+		l.deps.Waker.Kick(KickCallDone)
+	})
+}
+
+// answer applies a call's answer to its episode and the in-flight set, and
+// reports whether the episode should try its next candidate at once.
+func (l *Loop) answer(r callResult) bool {
+	ep, d, out := r.ep, r.d, r.out
+	ep.Calls[r.lane] = nil
+	uid := d.Candidate.Pod.UID
+	add := func(origin inflight.Origin, at time.Time) {
+		l.inflight.Add(inflight.Added{Pod: d.Candidate.Pod, Origin: origin, Signal: d.Target.Threshold.Signal,
+			At: at, GraceSeconds: out.GracePeriodSeconds, Usage: d.Candidate.Usage})
+	}
+	switch out.Result {
+	case evict.Evicted, evict.ForcedDelete:
+		at := out.Accepted
+		if at.IsZero() {
+			at = r.at
+		}
+		add(inflight.Evicted, at)
+		ep.FailBackoff = 0
+		ep.Evictions++
+		if !d.Candidate.HasUsage {
+			ep.UnknownReclaim = uid
+		}
+	case evict.DryRun:
+		add(inflight.DryRun, r.at)
+	case evict.PDBBlocked:
+		ep.Blocked[uid] = r.at
+		return true
+	case evict.NotFound:
+		add(inflight.Vanished, r.at)
+	case evict.RateLimited:
+		if errors.Is(r.err, evict.ErrEpisodeCap) {
+			ep.CapReached = true
+		} else {
+			ep.RetryAt = r.at.Add(max(out.RetryAfter, 10*time.Millisecond))
+		}
+	default:
+		if errors.Is(r.err, context.Canceled) {
+			return false // shutting down: not a failure of the API
+		}
+		ep.Failed(r.at, l.cfg.FailureBackoff, l.cfg.MaxFailureBackoff)
+		l.log.Debug("pausing evictions after a failure", zap.String("resource", string(ep.Resource)),
+			zap.Duration("backoff", ep.FailBackoff), logging.Err(r.err))
+	}
+	return false
+}
+
+// noteDiskUsage remembers the disk usage of pods in flight while their
+// cgroups are still measured.
+func (l *Loop) noteDiskUsage(ranked map[thresholds.Signal][]rank.Candidate) {
+	for s, cands := range ranked {
+		if episode.Of(s) == episode.Memory || episode.Of(s) == episode.PIDs {
+			continue
+		}
+		for _, c := range cands {
+			if c.HasUsage {
+				l.inflight.NoteUsage(types.UID(c.UID), s, c.Usage)
+			}
+		}
+	}
+}
+
+func podKey(c rank.Candidate) string { return c.Namespace + "/" + c.Name }

@@ -1,0 +1,214 @@
+// Package episode keeps a node's pressure episodes, one per resource
+// (memory, the node filesystem, the image filesystem, PIDs). An episode
+// starts when a threshold of its resource is met (or, for memory, its
+// crossing is predicted) and ends when none has been for the pressure
+// transition period. Everything that limits or explains evictions lives in
+// the episode of the resource they relieve: the eviction cap and token
+// bucket, the PodDisruptionBudget refusals, the back-off after a failed
+// call, the calls under way, and the log and Event trail. So disk pressure
+// that evictions cannot fix can use up only its own cap, and a hard memory
+// threshold never waits behind anything another resource did.
+//
+// The package is pure state: the agent loop feeds it the time and what the
+// thresholds say, and reads back what started and ended.
+package episode
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// Resource is what one episode is about.
+type Resource string
+
+// The resources, one episode each.
+const (
+	Memory  Resource = "memory"
+	NodeFs  Resource = "nodefs"
+	ImageFs Resource = "imagefs"
+	PIDs    Resource = "pids"
+)
+
+// Resources lists every resource in action order: memory first, as the
+// kubelet acts.
+func Resources() []Resource { return []Resource{Memory, NodeFs, ImageFs, PIDs} }
+
+// Of is the resource a signal measures.
+func Of(s thresholds.Signal) Resource {
+	switch s {
+	case thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable:
+		return Memory
+	case thresholds.NodeFsAvailable, thresholds.NodeFsInodesFree:
+		return NodeFs
+	case thresholds.ImageFsAvailable, thresholds.ImageFsInodesFree:
+		return ImageFs
+	case thresholds.PIDAvailable:
+		return PIDs
+	}
+	return ""
+}
+
+// Lane is one of the two eviction calls an episode may have under way: a
+// hard threshold's call never queues behind a soft one's.
+type Lane int
+
+// The lanes.
+const (
+	Soft Lane = iota
+	Hard
+)
+
+// LaneOf is the lane of a call for a hard or soft threshold.
+func LaneOf(hard bool) Lane {
+	if hard {
+		return Hard
+	}
+	return Soft
+}
+
+// Call is an eviction call under way.
+type Call struct {
+	Pod types.UID
+	// Key is namespace/name, for logs.
+	Key   string
+	Start time.Time
+}
+
+// Episode is one resource's pressure episode.
+type Episode struct {
+	Resource Resource
+	Start    time.Time
+	// LastPressure is the last time a threshold of the resource was met,
+	// waiting out its grace, acted on, or predicted.
+	LastPressure time.Time
+	// Budget is charged with every eviction made for the resource.
+	Budget *evict.Budget
+
+	// Calls holds the call under way in each lane, if any.
+	Calls [2]*Call
+	// Blocked are pods a PodDisruptionBudget protected, and when.
+	Blocked map[types.UID]time.Time
+	// CapReached: Budget's cap refused a call; no more evictions until the
+	// episode ends.
+	CapReached bool
+	// RetryAt is when the token bucket has a token again.
+	RetryAt time.Time
+	// FailUntil and FailBackoff pace calls after a failed one.
+	FailUntil   time.Time
+	FailBackoff time.Duration
+	// UnknownReclaim is a victim evicted with no usage figure, while it is
+	// in flight: what it frees is unknown, not zero, so nothing more is
+	// evicted for the resource until it is gone and a newer observation
+	// shows what it gave back (FreshAfter).
+	UnknownReclaim types.UID
+	FreshAfter     time.Time
+
+	// The trail: what was already said in this episode.
+	ThresholdsNoted map[string]bool
+	EarlyNoted      map[thresholds.Signal]bool
+	LastNone        string
+	Evictions       int
+}
+
+// Busy reports whether a call of the lane is under way.
+func (e *Episode) Busy(l Lane) bool { return e.Calls[l] != nil }
+
+// FreshBlocked returns the pods whose PodDisruptionBudget refusal is younger
+// than recheck, and forgets the older ones.
+func (e *Episode) FreshBlocked(now time.Time, recheck time.Duration) map[types.UID]bool {
+	out := make(map[types.UID]bool, len(e.Blocked))
+	for uid, at := range e.Blocked {
+		if now.Sub(at) < recheck {
+			out[uid] = true
+		} else {
+			delete(e.Blocked, uid)
+		}
+	}
+	return out
+}
+
+// Deferred says why no eviction call may be made for the episode now, or
+// "". observed is the time of the observation a decision would act on;
+// inFlight tells whether a pod is still in flight.
+func (e *Episode) Deferred(now, observed time.Time, inFlight func(types.UID) bool) string {
+	if e.UnknownReclaim != "" {
+		if inFlight(e.UnknownReclaim) {
+			return "a victim with no usage figure is still going; what it frees is unknown"
+		}
+		e.UnknownReclaim = ""
+	}
+	switch {
+	case e.CapReached:
+		return "eviction cap for this pressure episode reached"
+	case !observed.After(e.FreshAfter):
+		return "waiting for an observation newer than the last victim's exit"
+	case now.Before(e.RetryAt):
+		return "rate limited"
+	case now.Before(e.FailUntil):
+		return "backing off after a failed eviction"
+	}
+	return ""
+}
+
+// Failed paces the next call after a failed one: the pause doubles from
+// first up to most.
+func (e *Episode) Failed(now time.Time, first, most time.Duration) {
+	e.FailBackoff = min(max(2*e.FailBackoff, first), most)
+	e.FailUntil = now.Add(e.FailBackoff)
+}
+
+// Tracker holds the episodes.
+type Tracker struct {
+	transition time.Duration
+	newBudget  func() *evict.Budget
+	episodes   map[Resource]*Episode
+}
+
+// NewTracker returns a tracker whose episodes end after transition without
+// pressure; newBudget gives each new episode its budget.
+func NewTracker(transition time.Duration, newBudget func() *evict.Budget) *Tracker {
+	return &Tracker{transition: transition, newBudget: newBudget, episodes: map[Resource]*Episode{}}
+}
+
+// Update records which resources are under pressure at now and returns the
+// episodes that started and those that ended (no pressure for the
+// transition period; a zero period ends an episode at the first pass
+// without pressure).
+func (t *Tracker) Update(now time.Time, pressure map[Resource]bool) (started, ended []*Episode) {
+	for _, r := range Resources() {
+		e := t.episodes[r]
+		switch {
+		case pressure[r] && e == nil:
+			e = &Episode{
+				Resource: r, Start: now, LastPressure: now, Budget: t.newBudget(),
+				Blocked: map[types.UID]time.Time{}, ThresholdsNoted: map[string]bool{}, EarlyNoted: map[thresholds.Signal]bool{},
+			}
+			t.episodes[r] = e
+			started = append(started, e)
+		case pressure[r]:
+			e.LastPressure = now
+		case e != nil && now.Sub(e.LastPressure) >= t.transition:
+			delete(t.episodes, r)
+			ended = append(ended, e)
+		}
+	}
+	return started, ended
+}
+
+// Get returns the resource's episode, or nil.
+func (t *Tracker) Get(r Resource) *Episode { return t.episodes[r] }
+
+// All returns the episodes under way, in action order.
+func (t *Tracker) All() []*Episode {
+	var out []*Episode
+	for _, r := range Resources() {
+		if e := t.episodes[r]; e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}

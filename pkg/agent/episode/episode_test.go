@@ -1,0 +1,99 @@
+package episode
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func names(es []*Episode) []Resource {
+	var out []Resource
+	for _, e := range es {
+		out = append(out, e.Resource)
+	}
+	return out
+}
+
+func TestOfCoversEverySignal(t *testing.T) {
+	for _, s := range thresholds.Signals() {
+		if Of(s) == "" {
+			t.Errorf("signal %s belongs to no resource", s)
+		}
+	}
+}
+
+// Episodes are per resource and end only after the transition period
+// without pressure; pressure again within it continues the same episode
+// (same budget, same trail).
+func TestTrackerTransitions(t *testing.T) {
+	budgets := 0
+	tr := NewTracker(10*time.Second, func() *evict.Budget { budgets++; return nil })
+	steps := []struct {
+		at             time.Duration
+		pressure       []Resource
+		started, ended []Resource
+	}{
+		{0, []Resource{NodeFs}, []Resource{NodeFs}, nil},
+		{time.Second, []Resource{NodeFs, Memory}, []Resource{Memory}, nil},
+		{2 * time.Second, []Resource{NodeFs}, nil, nil},
+		{10500 * time.Millisecond, []Resource{NodeFs}, nil, nil},        // memory: 9.5s without pressure
+		{12 * time.Second, []Resource{NodeFs, Memory}, nil, nil},        // back within the period: same episode
+		{22 * time.Second, []Resource{NodeFs}, nil, []Resource{Memory}}, // 10s without: ended
+		{23 * time.Second, nil, nil, nil},                               // nodefs: 1s without
+		{33 * time.Second, []Resource{Memory}, []Resource{Memory}, []Resource{NodeFs}},
+	}
+	for i, s := range steps {
+		p := map[Resource]bool{}
+		for _, r := range s.pressure {
+			p[r] = true
+		}
+		started, ended := tr.Update(t0.Add(s.at), p)
+		if got := names(started); len(got) != len(s.started) || (len(got) > 0 && got[0] != s.started[0]) {
+			t.Errorf("step %d (%v): started %v, want %v", i, s.at, got, s.started)
+		}
+		if got := names(ended); len(got) != len(s.ended) || (len(got) > 0 && got[0] != s.ended[0]) {
+			t.Errorf("step %d (%v): ended %v, want %v", i, s.at, got, s.ended)
+		}
+	}
+	if budgets != 3 {
+		t.Errorf("%d budgets made, want one per episode (3)", budgets)
+	}
+	if e := tr.Get(Memory); e == nil || !e.Start.Equal(t0.Add(33*time.Second)) {
+		t.Errorf("memory episode %+v, want one started at 33s", e)
+	}
+}
+
+func TestDeferred(t *testing.T) {
+	now := t0.Add(time.Minute)
+	inFlight := map[types.UID]bool{"going": true}
+	tests := []struct {
+		name string
+		ep   Episode
+		obs  time.Time
+		want string
+	}{
+		{"free", Episode{}, now, ""},
+		{"unknown reclaim still going", Episode{UnknownReclaim: "going"}, now, "no usage figure"},
+		{"unknown reclaim gone, observation older", Episode{UnknownReclaim: "gone", FreshAfter: now}, now.Add(-time.Millisecond), "newer than"},
+		{"unknown reclaim gone, observation newer", Episode{UnknownReclaim: "gone", FreshAfter: now.Add(-time.Second)}, now, ""},
+		{"cap", Episode{CapReached: true}, now, "cap"},
+		{"rate", Episode{RetryAt: now.Add(time.Second)}, now, "rate limited"},
+		{"backoff", Episode{FailUntil: now.Add(time.Second)}, now, "backing off"},
+	}
+	for _, tc := range tests {
+		ep := tc.ep
+		got := ep.Deferred(now, tc.obs, func(u types.UID) bool { return inFlight[u] })
+		if (tc.want == "") != (got == "") || (tc.want != "" && !contains(got, tc.want)) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

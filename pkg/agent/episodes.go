@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// trackEpisodes starts and ends the resources' pressure episodes from the
+// pass's threshold state, and leaves the trail: log lines, the pressure
+// metric, Events on the Node.
+func (l *Loop) trackEpisodes(v *view) {
+	pressure := map[episode.Resource]bool{}
+	for _, th := range v.status.Met {
+		pressure[episode.Of(th.Signal)] = true
+	}
+	for _, p := range v.status.Pending {
+		pressure[episode.Of(p.Signal)] = true
+	}
+	for _, a := range v.status.Active {
+		pressure[episode.Of(a.Signal)] = true
+	}
+	for _, t := range v.targets {
+		pressure[episode.Of(t.Threshold.Signal)] = true
+	}
+	started, ended := l.episodes.Update(v.now, pressure)
+	for _, ep := range started {
+		l.deps.Metrics.SetPressure(string(ep.Resource), true)
+		l.episodeStarted(ep, v)
+	}
+	for _, ep := range ended {
+		l.deps.Metrics.SetPressure(string(ep.Resource), false)
+		l.inflight.EndEpisode(func(s thresholds.Signal) bool { return episode.Of(s) == ep.Resource })
+		lasted := v.now.Sub(ep.Start)
+		l.log.Info("pressure episode ended", zap.String("resource", string(ep.Resource)),
+			zap.Duration("lasted", lasted), zap.Int("evictions", ep.Evictions), zap.Duration("transitionPeriod", l.cfg.TransitionPeriod))
+		l.deps.Evictor.PressureEnded(fmt.Sprintf("%s pressure ended: no %s threshold met for %s (pressure transition period); %d pod(s) evicted in the episode, which lasted %s.",
+			ep.Resource, ep.Resource, l.cfg.TransitionPeriod, ep.Evictions, lasted.Round(1e9)))
+	}
+	for _, ep := range l.episodes.All() {
+		l.noteThresholds(ep, v)
+	}
+}
+
+func (l *Loop) episodeStarted(ep *episode.Episode, v *view) {
+	fields := []zap.Field{zap.String("resource", string(ep.Resource))}
+	for _, t := range v.targets {
+		if episode.Of(t.Threshold.Signal) == ep.Resource {
+			fields = append(fields, zap.String("signal", string(t.Threshold.Signal)), zap.String("threshold", t.Threshold.String()),
+				zap.Int64("available", t.Observation.Available), zap.Bool("predicted", t.Early))
+			break
+		}
+	}
+	l.log.Info("pressure episode started", fields...)
+}
+
+// noteThresholds leaves an Event on the Node the first time each threshold
+// of the episode's resource is met in the episode.
+func (l *Loop) noteThresholds(ep *episode.Episode, v *view) {
+	for _, th := range v.status.Met {
+		if episode.Of(th.Signal) != ep.Resource {
+			continue
+		}
+		k := th.String()
+		if ep.ThresholdsNoted[k] {
+			continue
+		}
+		ep.ThresholdsNoted[k] = true
+		o := v.signals[th.Signal]
+		amount := th.Value.Amount(o.Capacity)
+		l.log.Info("threshold met", zap.String("resource", string(ep.Resource)), zap.String("signal", string(th.Signal)),
+			zap.String("threshold", th.String()), zap.Bool("hard", th.Hard()), zap.Int64("available", o.Available),
+			zap.Int64("thresholdAmount", amount))
+		l.deps.Evictor.NodeThresholdMet(th.Signal, th.Hard(), amount, o.Available)
+	}
+}
+
+// ofResource keeps the thresholds of one resource.
+func ofResource(r episode.Resource) func(thresholds.Threshold) bool {
+	return func(th thresholds.Threshold) bool { return episode.Of(th.Signal) == r }
+}

@@ -1,0 +1,156 @@
+package agent
+
+import (
+	"go.uber.org/zap/zaptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// The scripted counterparts of the end-to-end TestFault… tests
+// (test/e2e/agent): each pins one way the loop used to stop protecting the
+// node.
+
+// A victim the runtime cannot stop stays terminating, holding its memory.
+// After its grace and GoneTimeout it stops counting as reclaim, the
+// evictor is told (Event), and the next candidate goes; nothing more.
+func TestLoopStuckVictimLetsTheNextCandidateGo(t *testing.T) {
+	pods := threePods()
+	pods[0].hang = true
+	n := newSimNode(t, 4096*mi, base250, pods...)
+	cfg := testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi")))
+	w := n.run(t, cfg, 20*time.Second)
+	if !eq(n.victims(), []string{"a"}) {
+		t.Fatalf("within a's grace and wait: calls %v, want [a] (its reclaim still counts)", n.victims())
+	}
+	n.runMore(t, 30*time.Second, w)
+	if !eq(n.victims(), []string{"a", "b"}) {
+		t.Fatalf("after a's grace (5s) and GoneTimeout (30s): calls %v, want [a b]", n.victims())
+	}
+	if !eq(n.stuck, []string{"ns/a"}) {
+		t.Errorf("EvictionStuck events for %v, want [ns/a] once", n.stuck)
+	}
+	b := n.calls[1].at.Sub(n.calls[0].at)
+	if b < 35*time.Second || b > 37*time.Second {
+		t.Errorf("b evicted %v after a, want grace 5s + GoneTimeout 30s (+ a poll)", b)
+	}
+}
+
+// A victim with no usage figure may free anything: the loop waits for it to
+// go and for a newer observation before it evicts again, instead of taking
+// its reclaim as zero and evicting the next pod at once.
+func TestLoopUnknownReclaimWaitsForAFreshObservation(t *testing.T) {
+	pods := []*simPod{
+		// Ranks first: the only pod with a usage figure. Frees 100Mi of
+		// the 250Mi needed.
+		{name: "c", usage: 100 * mi, grace: 30, exitIn: 3 * time.Second},
+		// No usage figure (its cgroup is not seen): ranked after c, by name.
+		{name: "a", usage: 500 * mi, grace: 30, exitIn: 4 * time.Second, noStats: true},
+		{name: "d", usage: 500 * mi, grace: 30, exitIn: time.Second, noStats: true},
+	}
+	n := newSimNode(t, 4096*mi, 4096*mi-250*mi-1100*mi, pods...)
+	n.run(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), 20*time.Second)
+	// a's 500Mi are back when it exits: d must never be needed.
+	if !eq(n.victims(), []string{"c", "a"}) {
+		t.Fatalf("calls %v, want [c a]: a's reclaim is unknown, not zero, so d must wait for a to go", n.victims())
+	}
+}
+
+// While a soft threshold's call hangs on a slow API server the loop goes on
+// observing, and a hard threshold met meanwhile gets its own call at once.
+func TestLoopHardCallDoesNotWaitBehindSoftCall(t *testing.T) {
+	pods := threePods()
+	n := newSimNode(t, 4096*mi, 4096*mi-600*mi-2400*mi, pods...) // 600Mi available
+	spec := thresholds.Spec{
+		Hard:        map[string]string{"memory.available": "300Mi"},
+		Soft:        map[string]string{"memory.available": "700Mi"},
+		GracePeriod: map[string]string{"memory.available": "1s"},
+	}
+	cfg := testLoopConfig(mustThresholds(t, spec))
+	var held []func()
+	w := &simWaker{n: n}
+	l, err := NewLoop(cfg, Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk,
+		Go: func(f func()) {
+			if len(held) == 0 {
+				held = append(held, f) // the first call (soft) is stuck on the wire
+				return
+			}
+			f()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.loop = l
+	n.runMore(t, 5*time.Second, w)
+	if len(held) != 1 || len(n.calls) != 0 {
+		t.Fatalf("held %d calls, made %v; want the soft call held and nothing else", len(held), n.victims())
+	}
+	passes := n.steps
+	n.mu.Lock()
+	n.base += 400 * mi // 200Mi available: the hard threshold is met
+	n.mu.Unlock()
+	n.runMore(t, 3*time.Second, w)
+	if n.steps-passes < 3 {
+		t.Errorf("%d passes in 3s while a call hung: the loop must keep observing", n.steps-passes)
+	}
+	if len(n.calls) != 1 || !n.calls[0].hard {
+		t.Fatalf("calls %+v, want one hard eviction while the soft call hangs", n.calls)
+	}
+	// The soft call answers at last; the loop takes it in without a second
+	// hard eviction.
+	held[0]()
+	n.runMore(t, 3*time.Second, w)
+	hard := 0
+	for _, c := range n.calls {
+		if c.hard {
+			hard++
+		}
+	}
+	if hard != 1 {
+		t.Errorf("%d hard evictions, want 1: %+v", hard, n.calls)
+	}
+}
+
+// A resource's episode outlives its last threshold by the transition
+// period, and its end is said on the Node.
+func TestLoopEpisodeEndsAfterTransitionPeriod(t *testing.T) {
+	n := newSimNode(t, 4096*mi, base250, threePods()...)
+	cfg := testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi")))
+	cfg.TransitionPeriod = 20 * time.Second
+	w := n.run(t, cfg, 10*time.Second) // a evicted, gone after 3s
+	if len(n.ended) != 0 {
+		t.Fatalf("episode ended %v within the transition period", n.ended)
+	}
+	n.runMore(t, 15*time.Second, w)
+	if len(n.ended) != 1 || !strings.Contains(n.ended[0], "memory pressure ended") || !strings.Contains(n.ended[0], "20s") {
+		t.Fatalf("pressure-ended notes %q, want one about memory naming the 20s period", n.ended)
+	}
+	// Pressure again within a new episode: a fresh budget, a new Event.
+	n.mu.Lock()
+	n.base += 1000 * mi
+	n.mu.Unlock()
+	n.runMore(t, 10*time.Second, w)
+	if !eq(n.victims(), []string{"a", "b"}) || n.nodeEvents != 2 {
+		t.Errorf("second episode: calls %v, node events %d; want [a b], 2", n.victims(), n.nodeEvents)
+	}
+}
+
+// Act-early plans with the time from an accepted eviction to the victim's
+// memory being back, which is when its cgroup empties, not when the pod
+// object goes after volume teardown and status sync.
+func TestLoopLeadTimeIsEvictionToMemoryBack(t *testing.T) {
+	pods := threePods()
+	pods[0].exitIn, pods[0].teardown = time.Second, 20*time.Second
+	n := newSimNode(t, 4096*mi, base250, pods...)
+	n.run(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), 30*time.Second)
+	if !eq(n.victims(), []string{"a"}) {
+		t.Fatalf("calls %v, want [a]", n.victims())
+	}
+	// One sample of ~1s folded into the 2s default: (7×2 + 3×1)/10 = 1.7s.
+	// Measured to the deletion it would be (7×2 + 3×21)/10 = 7.7s.
+	if lead := n.loop.lead.get(); lead < 1500*time.Millisecond || lead > 2*time.Second {
+		t.Errorf("lead %v after a 1s exit and a 20s teardown, want ≈1.7s (eviction → memory back)", lead)
+	}
+}

@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/agent/inflight"
+)
+
+// goneQueue holds the pods in flight whose deletion the informer saw, for
+// the loop's next pass.
+type goneQueue struct {
+	mu    sync.Mutex
+	items []goneItem
+}
+
+type goneItem struct {
+	e  inflight.Entry
+	at time.Time
+}
+
+func (q *goneQueue) push(e inflight.Entry, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.items = append(q.items, goneItem{e, at})
+}
+
+func (q *goneQueue) drain() []goneItem {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.items
+	q.items = nil
+	return out
+}
+
+// settleVictims brings the pods in flight up to date with the pass: those
+// gone, those stuck past their wait, and those whose memory is back.
+func (l *Loop) settleVictims(v *view) {
+	var left []inflight.Entry
+	for _, g := range l.gone.drain() {
+		l.victimGone(g.e, g.at)
+		left = append(left, g.e)
+	}
+	gone, expired := l.inflight.Sync(v.pods, v.now)
+	for _, e := range gone {
+		l.victimGone(e, v.now)
+		left = append(left, e)
+	}
+	for _, e := range expired {
+		l.victimStuck(e, v.now)
+	}
+	l.memoryBack(v, append(left, l.inflight.Snapshot()...))
+}
+
+func (l *Loop) victimGone(e inflight.Entry, at time.Time) {
+	l.released(e.UID, at)
+	took := at.Sub(e.Start)
+	if e.Origin != inflight.Evicted {
+		l.log.Debug("pod in flight gone", zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)), zap.Duration("took", took))
+		return
+	}
+	l.deps.Metrics.ObservePodGone(e.Signal, took)
+	l.log.Info("evicted pod gone", zap.String("pod", e.Pod), zap.String("signal", string(e.Signal)), zap.Duration("took", took))
+}
+
+// victimStuck is a pod in flight still there after its grace period and the
+// wait after it (a finalizer, a hung volume unmount, a runtime that cannot
+// kill it). Its usage is back in the observation, so its reclaim stops
+// counting and the next candidate may go; said once, loudly.
+func (l *Loop) victimStuck(e inflight.Entry, now time.Time) {
+	l.released(e.UID, now)
+	if e.Origin != inflight.Evicted && e.Origin != inflight.Terminating {
+		l.log.Debug("pod in flight no longer counts", zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)))
+		return
+	}
+	res := episode.Of(e.Signal)
+	waited := now.Sub(e.Start).Round(time.Second)
+	l.deps.Metrics.VictimStuck(string(res))
+	l.log.Warn("victim not gone in time; its reclaim no longer counts", zap.String("pod", e.Pod), zap.String("resource", string(res)),
+		zap.String("origin", string(e.Origin)), zap.Time("reclaimBy", e.ReclaimBy), zap.Duration("waited", waited))
+	l.deps.Evictor.VictimStuck(e.Namespace, e.Name, e.UID, fmt.Sprintf(
+		"Pod still terminating %s after its eviction (grace period ended at %s): evictd no longer counts on what it frees and may evict the next candidate. Look for finalizers or a runtime that cannot stop it.",
+		waited, e.ReclaimBy.UTC().Format(time.RFC3339)))
+}
+
+// released ends an episode's wait for a victim with no usage figure: the
+// next eviction waits for an observation newer than this.
+func (l *Loop) released(uid types.UID, at time.Time) {
+	for _, ep := range l.episodes.All() {
+		if ep.UnknownReclaim == uid {
+			ep.UnknownReclaim = ""
+			ep.FreshAfter = at
+		}
+	}
+}
+
+// memoryBack measures the lead time act-early plans with: from an accepted
+// memory eviction to the observation that first finds the victim's cgroup
+// removed or empty, which is when its memory is back. The pod object's
+// deletion comes later (volume teardown, status sync) and would overstate it.
+func (l *Loop) memoryBack(v *view, entries []inflight.Entry) {
+	running := map[string]bool{}
+	for _, p := range v.obs.Summary.Pods {
+		running[p.PodRef.UID] = p.ProcessStats == nil || p.ProcessStats.ProcessCount == nil || *p.ProcessStats.ProcessCount > 0
+	}
+	for _, e := range entries {
+		if e.Origin != inflight.Evicted || episode.Of(e.Signal) != episode.Memory || e.LastUsage[e.Signal] <= 0 || running[string(e.UID)] {
+			continue
+		}
+		if !e.MemoryGoneAt.IsZero() {
+			continue
+		}
+		if _, first := l.inflight.MemoryGone(e.UID, v.obs.Time); !first && l.inflight.Contains(e.UID) {
+			continue
+		}
+		took := v.obs.Time.Sub(e.Start)
+		if took <= 0 {
+			continue
+		}
+		lead := l.lead.sample(took)
+		l.log.Debug("evicted pod's memory back", zap.String("pod", e.Pod), zap.Duration("took", took), zap.Duration("lead", lead))
+	}
+}

@@ -1,0 +1,126 @@
+package evict
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Budget is what one pressure episode may still spend: its cap on accepted
+// evictions, its token bucket, and what was already said in it (dry-run
+// verdicts, PDB refusals). The agent keeps one per resource, so that disk
+// pressure that evictions cannot relieve never uses up what a memory
+// episode needs. A Budget is safe for concurrent use: calls of different
+// budgets run at the same time, and so may a hard and a soft call of one.
+type Budget struct {
+	max   int
+	rate  float64
+	burst int
+
+	mu      sync.Mutex
+	limiter *rate.Limiter
+	// count counts accepted evictions, plus calls under way (admit reserves,
+	// finish refunds what was not accepted).
+	count int
+	// capLogged: the cap was logged at Warn in this episode.
+	capLogged bool
+	// seen holds, per pod UID and call, what was already logged this
+	// episode: dry run reuses the verdict; real PDB refusals log at Info
+	// only once.
+	seen map[seenKey]seenEntry
+}
+
+type seenKey struct {
+	uid  types.UID
+	verb verb
+}
+
+type seenEntry struct {
+	outcome Outcome
+	err     error
+}
+
+// NewBudget returns a fresh budget with the evictor's cap and rate.
+func (e *Evictor) NewBudget() *Budget {
+	return &Budget{
+		max: e.opts.MaxPerEpisode, rate: e.opts.Rate, burst: e.opts.Burst,
+		// The bucket starts full.
+		limiter: rate.NewLimiter(rate.Limit(e.opts.Rate), e.opts.Burst),
+		seen:    map[seenKey]seenEntry{},
+	}
+}
+
+// Evictions is the number of accepted evictions (and calls under way)
+// charged to the budget.
+func (b *Budget) Evictions() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.count
+}
+
+// reset starts the budget afresh.
+func (b *Budget) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count = 0
+	b.capLogged = false
+	clear(b.seen)
+}
+
+// charge is a reservation admit made: finish keeps it for an accepted
+// eviction and refunds it otherwise, so refusals and errors cost nothing.
+type charge struct {
+	r *rate.Reservation
+}
+
+// admit checks the cap and the token bucket before a call and reserves
+// both, so that calls under way at the same time are counted exactly.
+func (b *Budget) admit(now time.Time) (charge, time.Duration, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.count >= b.max {
+		return charge{}, 0, fmt.Errorf("%w (%d; --%s)", ErrEpisodeCap, b.max, FlagMaxPerEpisode)
+	}
+	if tokens := b.limiter.TokensAt(now); tokens < 1 {
+		wait := time.Duration((1 - tokens) / b.rate * float64(time.Second))
+		return charge{}, wait, fmt.Errorf("%w (--%s=%v, --%s=%d); next token in %v", ErrRateLimited, FlagRate, b.rate, FlagBurst, b.burst, wait.Round(time.Millisecond))
+	}
+	b.count++
+	return charge{r: b.limiter.ReserveN(now, 1)}, 0, nil
+}
+
+// settle keeps or refunds a charge.
+func (b *Budget) settle(c charge, accepted bool, now time.Time) {
+	if c.r == nil || accepted {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count--
+	c.r.CancelAt(now)
+}
+
+func (b *Budget) lookup(k seenKey) (seenEntry, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.seen[k]
+	return s, ok
+}
+
+// remember records a verdict worth reusing and reports whether the pod's
+// call was seen before and whether this is the first time the cap is hit.
+func (b *Budget) remember(k seenKey, out Outcome, err error, capHit bool) (seenBefore, firstCap bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, seenBefore = b.seen[k]
+	if out.Result == PDBBlocked || out.Result == DryRun {
+		b.seen[k] = seenEntry{outcome: out, err: err}
+	}
+	if capHit && !b.capLogged {
+		b.capLogged, firstCap = true, true
+	}
+	return seenBefore, firstCap
+}
