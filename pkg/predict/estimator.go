@@ -95,6 +95,14 @@ type Estimator struct {
 
 	rate      float64
 	rateValid bool
+
+	// trend keeps a longer, thinned history for Trend (see trendGap), in a
+	// ring like samples.
+	trend      [trendSlots]sample
+	trendHead  int
+	trendN     int
+	trendFit   Trend
+	trendValid bool
 }
 
 // NewEstimator returns an estimator configured by o.
@@ -121,6 +129,8 @@ func (e *Estimator) Window() time.Duration { return time.Duration(e.window) }
 func (e *Estimator) Reset() {
 	e.head, e.n = 0, 0
 	e.rateValid = false
+	e.trendHead, e.trendN = 0, 0
+	e.trendValid = false
 }
 
 func (e *Estimator) slot(i int) int {
@@ -164,6 +174,7 @@ func (e *Estimator) Push(at time.Time, available int64) {
 		e.head = e.slot(1)
 		e.n--
 	}
+	e.pushTrend(s)
 	b := e.slot(e.n)
 	e.samples[b] = s
 	e.n++
@@ -173,28 +184,6 @@ func (e *Estimator) Push(at time.Time, available int64) {
 			e.pair[a][b] = (float64(e.samples[a].available) - float64(available)) * 1e9 / float64(dt)
 		}
 	}
-}
-
-// SustainedFalls is how many consecutive falls of available memory make a
-// fill a trend worth extrapolating.
-const SustainedFalls = 2
-
-// Sustained reports whether available memory fell in each of the newest
-// SustainedFalls intervals. One fall alone may be a one-off allocation (a pod
-// starting, a cache filling in one step) rather than a fill that will go on:
-// acting early on it would evict a pod for pressure that never comes. While
-// memory really fills, adaptive polling samples every 100 ms or so, so waiting
-// for a second fall costs about one short poll.
-func (e *Estimator) Sustained() bool {
-	if e.n <= SustainedFalls {
-		return false
-	}
-	for i := e.n - SustainedFalls; i < e.n; i++ {
-		if e.samples[e.slot(i)].available >= e.samples[e.slot(i-1)].available {
-			return false
-		}
-	}
-	return true
 }
 
 // Latest returns the newest sample; ok is false when there is none.
@@ -286,10 +275,12 @@ func (e *Estimator) TimeLeft(threshold int64) time.Duration {
 
 // ActEarly reports whether the crossing of threshold is predicted sooner than
 // reclaim, the time an eviction takes to give memory back (measured from the
-// eviction request to the pod's memory being freed): acting later would let
-// the threshold, or the kernel OOM killer, win the race.
+// eviction request to the pod's memory being freed), from a sustained fall
+// (Sustained): acting later would let the threshold, or the kernel OOM
+// killer, win the race; acting on a fall that is not a trend would evict a
+// pod for pressure that may never come.
 func (e *Estimator) ActEarly(threshold int64, reclaim time.Duration) bool {
-	return e.TimeLeft(threshold) <= reclaim
+	return e.TimeLeft(threshold) <= reclaim && e.Sustained()
 }
 
 // TimeLeft is the time until available, falling at rate bytes per second,

@@ -279,9 +279,10 @@ func TestNearest(t *testing.T) {
 }
 
 func TestActEarly(t *testing.T) {
-	// 550Mi available, threshold 300Mi, falling 100Mi/s: 2.5 s left.
+	// 550Mi available, threshold 300Mi, falling 100Mi/s for 4 s (a
+	// sustained trend): 2.5 s left.
 	e, _ := NewEstimator(Options{Window: 2 * time.Second})
-	push(e, linear(10, 100*time.Millisecond, 640*mi, 100*mi))
+	push(e, linear(41, 100*time.Millisecond, 950*mi, 100*mi))
 	if _, a, _ := e.Latest(); a != 550*mi {
 		t.Fatalf("fixture: latest available %d, want %d", a, 550*mi)
 	}
@@ -304,6 +305,12 @@ func TestActEarly(t *testing.T) {
 	if flat.ActEarly(300*mi, time.Hour) {
 		t.Errorf("ActEarly on a flat series = true, want false")
 	}
+	// The same 2.5 s left, from a fall of only one second: no trend yet.
+	young, _ := NewEstimator(Options{Window: 2 * time.Second})
+	push(young, linear(11, 100*time.Millisecond, 650*mi, 100*mi))
+	if young.ActEarly(300*mi, time.Hour) {
+		t.Errorf("ActEarly on a fall of 1s = true, want false (trend %+v)", young.Trend())
+	}
 }
 
 func TestEstimatorDoesNotAllocate(t *testing.T) {
@@ -314,9 +321,10 @@ func TestEstimatorDoesNotAllocate(t *testing.T) {
 		avail -= 10 * mi
 		e.Push(at, avail)
 		_ = e.TimeLeft(300 * mi)
+		_ = e.Sustained()
 	})
 	if allocs != 0 {
-		t.Errorf("Push+TimeLeft allocates %.1f times per call, want 0", allocs)
+		t.Errorf("Push+TimeLeft+Sustained allocates %.1f times per call, want 0", allocs)
 	}
 }
 
@@ -377,6 +385,19 @@ func FuzzEstimator(f *testing.F) {
 			if n := e.Len(); n < 1 || n > MaxSamples {
 				t.Fatalf("Len() = %d", n)
 			}
+			tr := e.Trend()
+			switch {
+			case math.IsNaN(tr.Rate) || math.IsInf(tr.Rate, 0):
+				t.Fatalf("Trend().Rate = %v", tr.Rate)
+			case !(tr.R2 >= 0 && tr.R2 <= 1+1e-9):
+				t.Fatalf("Trend().R2 = %v", tr.R2)
+			case tr.Samples < 1 || tr.Samples > trendSlots || tr.Span < 0 || tr.Span > MaxTrendSpan:
+				t.Fatalf("Trend() fitted %d samples over %v", tr.Samples, tr.Span)
+			case tr.Sustained != (tr.Why == ""):
+				t.Fatalf("Trend() sustained %v, why %q", tr.Sustained, tr.Why)
+			case tr.Sustained && (tr.Rate <= 0 || tr.R2 < MinTrendR2 || tr.Span < MinTrendSpan || tr.Samples < MinTrendSamples):
+				t.Fatalf("Trend() sustained with %+v", tr)
+			}
 			for _, th := range []int64{math.MinInt64, 0, avail, 300 * mi, math.MaxInt64} {
 				left := e.TimeLeft(th)
 				if left < 0 {
@@ -403,8 +424,8 @@ func FuzzEstimator(f *testing.F) {
 func BenchmarkPushTimeLeft(b *testing.B) {
 	e, _ := NewEstimator(Options{Window: 2 * time.Second})
 	at, avail := t0, int64(8<<30)
-	// A full ring: the worst case for the pairwise fit.
-	for i := 0; i < MaxSamples; i++ {
+	// Full rings: the worst case for the pairwise fit and the trend.
+	for i := 0; i < trendSlots; i++ {
 		at = at.Add(100 * time.Millisecond)
 		avail -= 10 * mi
 		e.Push(at, avail)
@@ -418,38 +439,9 @@ func BenchmarkPushTimeLeft(b *testing.B) {
 		avail -= 10*mi + int64(i%7-3)*mi
 		e.Push(at, avail)
 		sink += e.TimeLeft(300 * mi)
+		if e.Sustained() {
+			sink++
+		}
 	}
 	_ = sink
-}
-
-func TestSustained(t *testing.T) {
-	const mib = 1 << 20
-	at := time.Unix(1000, 0)
-	tests := []struct {
-		name    string
-		samples []int64 // available, one per 100 ms
-		want    bool
-	}{
-		{"no samples", nil, false},
-		{"one fall is not enough history", []int64{900 * mib, 800 * mib}, false},
-		{"steady fill", []int64{900 * mib, 880 * mib, 860 * mib, 840 * mib}, true},
-		{"one-off step then flat", []int64{900 * mib, 900 * mib, 650 * mib, 650 * mib}, false},
-		{"step just now after a flat interval", []int64{900 * mib, 900 * mib, 900 * mib, 650 * mib}, false},
-		{"fall then rise", []int64{900 * mib, 850 * mib, 800 * mib, 810 * mib}, false},
-		{"rise then two falls", []int64{800 * mib, 900 * mib, 890 * mib, 880 * mib}, true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			e, err := NewEstimator(Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, a := range tc.samples {
-				e.Push(at.Add(time.Duration(i)*100*time.Millisecond), a)
-			}
-			if got := e.Sustained(); got != tc.want {
-				t.Errorf("Sustained() = %v, want %v (rate %.0f B/s)", got, tc.want, e.Rate())
-			}
-		})
-	}
 }

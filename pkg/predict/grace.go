@@ -2,6 +2,7 @@ package predict
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,6 +23,30 @@ const DefaultGraceFloor = time.Second
 // those on an idle node with some room; the agent should pass its measured
 // eviction-to-gone overhead when it has one.
 const DefaultGraceMargin = 2 * time.Second
+
+// MinSoftGrace is the shortest grace a soft-threshold eviction is ever fitted
+// to. A soft threshold is pressure that can wait: it has its own grace
+// period, often minutes, and its victims are capped by
+// --eviction-max-pod-grace-period, not by the hard cap. Its victim's grace is
+// fitted only when a sustained fall predicts that memory runs out before the
+// grace ends, and even then it is never cut below what a hard eviction
+// gets: should memory keep falling, the hard threshold is crossed first and
+// evicts with the hard cap (and a victim in flight whose grace outlasts the
+// hard horizon does not hold it back). Five seconds is evictd's default hard
+// cap; it still applies when an operator lowers that cap to one second,
+// because a soft eviction is never the emergency that would justify it.
+const MinSoftGrace = 5 * time.Second
+
+// SoftGraceFloor is the floor of a fitted soft-threshold eviction's grace:
+// the largest of floor (the policy's), MinSoftGrace and hardCapSeconds (the
+// grace cap of hard-threshold evictions, --eviction-hard-grace-period).
+func SoftGraceFloor(floor time.Duration, hardCapSeconds int64) time.Duration {
+	floor = max(floor, MinSoftGrace)
+	if hardCapSeconds > int64(floor/time.Second) {
+		floor = time.Duration(min(hardCapSeconds, int64(math.MaxInt64/time.Second))) * time.Second
+	}
+	return floor
+}
 
 // GracePolicy fits an eviction's grace period to the time the node has left.
 type GracePolicy struct {

@@ -382,12 +382,25 @@ func fitGrace(opts Options, in Input, d Decision) (*int64, string) {
 	if !ok {
 		o = d.Target.Observation
 	}
+	// Only a sustained fall is extrapolated: a rate made of one burst or
+	// one noisy sample would cut a grace for pressure that never comes.
+	if !in.Sustained[sig] || opts.Grace.Validate() != nil {
+		return nil, ""
+	}
 	rate := in.Rates[sig]
 	// The race is against available memory running out, when the kernel's
 	// OOM killer (or the kubelet's own hard eviction) takes over.
 	left := predict.TimeLeft(o.Available, 0, rate)
-	own := opts.Evict.GracePeriod(d.Candidate.Pod, d.Target.Hard(), nil)
-	g, err := opts.Grace.Fit(own, predict.Crossing{Signal: string(sig), Threshold: 0, TimeLeft: left, Rate: rate})
+	hard := d.Target.Hard()
+	own := opts.Evict.GracePeriod(d.Candidate.Pod, hard, nil)
+	policy := opts.Grace
+	if !hard {
+		// A soft eviction never gets less than a hard one would (the hard
+		// cap), nor less than predict.MinSoftGrace: should memory really
+		// run out first, the hard threshold is crossed and acts on its own.
+		policy.Floor = predict.SoftGraceFloor(policy.Floor, opts.Evict.HardGracePeriod)
+	}
+	g, err := policy.Fit(own, predict.Crossing{Signal: string(sig), Threshold: 0, TimeLeft: left, Rate: rate})
 	if err != nil || !g.Shortened {
 		return nil, ""
 	}

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -332,40 +333,225 @@ func TestDecideFitsGraceToTheTimeLeft(t *testing.T) {
 		hard      bool
 		avail     int64
 		rate      float64
+		sustained bool
 		fit       bool
+		podGrace  int64 // 0: 30
+		softCap   int64 // --eviction-max-pod-grace-period; 0: the default 30
+		hardCap   int64 // --eviction-hard-grace-period; 0: the default 5
 		wantGrace int64 // 0: no override
 	}{
-		{"not falling: the pod's own (capped) grace", true, 250 * mi, 0, true, 0},
-		{"slow fall, room for the hard cap", true, 250 * mi, 1 * mi, true, 0},
+		{name: "not falling: the pod's own (capped) grace", hard: true, avail: 250 * mi, sustained: true, fit: true},
+		{name: "slow fall, room for the hard cap", hard: true, avail: 250 * mi, rate: 1 * mi, sustained: true, fit: true},
 		// 250Mi at 200Mi/s: 1.25s left, minus the 2s margin: the 1s floor.
-		{"fast fall: floored", true, 250 * mi, 200 * mi, true, 1},
+		{name: "fast fall: floored", hard: true, avail: 250 * mi, rate: 200 * mi, sustained: true, fit: true, wantGrace: 1},
+		{name: "fast fall, not sustained: hard grace kept", hard: true, avail: 250 * mi, rate: 200 * mi, fit: true},
 		// Soft (cap 30s): 900Mi at 50Mi/s is 18s left, minus 2s: 16s.
-		{"soft eviction shortened to what fits", false, 900 * mi, 50 * mi, true, 16},
-		{"fitting switched off", true, 250 * mi, 200 * mi, false, 0},
+		{name: "soft eviction shortened to what fits", avail: 900 * mi, rate: 50 * mi, sustained: true, fit: true, wantGrace: 16},
+		{name: "fitting switched off", hard: true, avail: 250 * mi, rate: 200 * mi, sustained: true, wantGrace: 0},
+		// The defect of issue 9: one noisy sample makes a rate of GiB/s
+		// and used to cut a soft eviction's minutes of grace to 1s.
+		{name: "one noisy sample must not cut a 300s soft grace", avail: 900 * mi, rate: 2000 * mi, fit: true,
+			podGrace: 300, softCap: 300},
+		// Sustained: 900Mi at 50Mi/s is 18s, minus the margin: 16s of 300.
+		{name: "sustained fall cuts a 300s soft grace to what fits", avail: 900 * mi, rate: 50 * mi, sustained: true, fit: true,
+			podGrace: 300, softCap: 300, wantGrace: 16},
+		// Sustained but memory lasts 180s: a 30s soft grace ends first.
+		{name: "soft grace that ends before memory runs out is kept", avail: 900 * mi, rate: 5 * mi, sustained: true, fit: true},
+		// 900Mi at 900Mi/s: 1s left; a soft eviction still gets 5s.
+		{name: "soft never below MinSoftGrace", avail: 900 * mi, rate: 900 * mi, sustained: true, fit: true,
+			podGrace: 300, softCap: 300, wantGrace: 5},
+		{name: "soft never below the hard cap", avail: 900 * mi, rate: 900 * mi, sustained: true, fit: true,
+			podGrace: 300, softCap: 300, hardCap: 12, wantGrace: 12},
+		{name: "hard cap of 1s does not lower the soft floor", avail: 900 * mi, rate: 900 * mi, sustained: true, fit: true,
+			hardCap: 1, wantGrace: 5},
+		{name: "soft: a pod's own grace under the floor is left alone", avail: 900 * mi, rate: 900 * mi, sustained: true, fit: true,
+			podGrace: 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := baseOptions()
 			opts.FitGrace = tc.fit
+			if tc.softCap != 0 {
+				opts.Evict.MaxPodGracePeriod = tc.softCap
+			}
+			if tc.hardCap != 0 {
+				opts.Evict.HardGracePeriod = tc.hardCap
+			}
 			th := find(t, ths, thresholds.MemoryAvailable, tc.hard)
+			c := cand("a", 400*mi, 0, true)
+			if tc.podGrace != 0 {
+				c.Pod = pod("a", tc.podGrace)
+			}
 			in := Input{
 				Now:          t0,
 				Status:       thresholds.Status{Active: []thresholds.ActiveThreshold{active(th, tc.avail, memCap, false)}},
 				Observations: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Available: tc.avail, Capacity: memCap, Time: t0}},
 				Rates:        map[thresholds.Signal]float64{thresholds.MemoryAvailable: tc.rate},
-				Rank:         func(thresholds.Signal) []rank.Candidate { return []rank.Candidate{cand("a", 400*mi, 0, true)} },
+				Sustained:    map[thresholds.Signal]bool{thresholds.MemoryAvailable: tc.sustained},
+				Rank:         func(thresholds.Signal) []rank.Candidate { return []rank.Candidate{c} },
 			}
 			d := Decide(opts, in)
-			if d.Action != Evict {
-				t.Fatalf("action = %s (%s)", d.Action, d.Reason)
+			if d.Action != Evict || d.Target.Hard() != tc.hard {
+				t.Fatalf("action = %s (%s) for a hard=%v target, want an eviction for a hard=%v one", d.Action, d.Reason, d.Target.Hard(), tc.hard)
 			}
 			switch {
 			case tc.wantGrace == 0 && d.GraceOverride != nil:
 				t.Errorf("grace override %d (%s), want none", *d.GraceOverride, d.GraceReason)
 			case tc.wantGrace != 0 && (d.GraceOverride == nil || *d.GraceOverride != tc.wantGrace):
-				t.Errorf("grace override %v, want %d", d.GraceOverride, tc.wantGrace)
+				t.Errorf("grace override %s (%s), want %d", graceString(d.GraceOverride), d.GraceReason, tc.wantGrace)
 			case tc.wantGrace != 0 && !strings.Contains(d.GraceReason, "grace shortened"):
 				t.Errorf("grace reason %q does not say it was shortened", d.GraceReason)
+			}
+		})
+	}
+}
+
+func graceString(g *int64) string {
+	if g == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%ds", *g)
+}
+
+// TestFitGraceNeverBelowTheSoftFloor sweeps fill rates and available
+// amounts: a soft eviction is never fitted below max(MinSoftGrace, the hard
+// cap), an unsustained rate never shortens anything, and a faster sustained
+// fill never lengthens a grace.
+func TestFitGraceNeverBelowTheSoftFloor(t *testing.T) {
+	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}, Soft: map[string]string{"memory.available": "1Gi"}, GracePeriod: map[string]string{"memory.available": "10s"}})
+	soft := find(t, ths, thresholds.MemoryAvailable, false)
+	const memCap = 4096 * mi
+	opts := baseOptions()
+	opts.FitGrace = true
+	opts.Evict.MaxPodGracePeriod = 600
+	c := cand("a", 400*mi, 0, true)
+	c.Pod = pod("a", 600)
+	floor := max(int64(predict.MinSoftGrace/time.Second), opts.Evict.HardGracePeriod)
+	for _, avail := range []int64{301 * mi, 500 * mi, 1000 * mi} {
+		prev := int64(600)
+		for _, rate := range []float64{1 * mi, 10 * mi, 100 * mi, 1000 * mi, 1e6 * mi} {
+			for _, sustained := range []bool{false, true} {
+				d := Decide(opts, Input{
+					Now:          t0,
+					Status:       thresholds.Status{Active: []thresholds.ActiveThreshold{active(soft, avail, memCap, false)}},
+					Observations: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Available: avail, Capacity: memCap, Time: t0}},
+					Rates:        map[thresholds.Signal]float64{thresholds.MemoryAvailable: rate},
+					Sustained:    map[thresholds.Signal]bool{thresholds.MemoryAvailable: sustained},
+					Rank:         func(thresholds.Signal) []rank.Candidate { return []rank.Candidate{c} },
+				})
+				g := int64(600)
+				if d.GraceOverride != nil {
+					g = *d.GraceOverride
+				}
+				switch {
+				case d.Action != Evict:
+					t.Fatalf("%dMi at %.0fMi/s: %s (%s)", avail/mi, rate/mi, d.Action, d.Reason)
+				case !sustained && d.GraceOverride != nil:
+					t.Errorf("%dMi at %.0fMi/s, not sustained: grace cut to %ds (%s)", avail/mi, rate/mi, g, d.GraceReason)
+				case g < floor:
+					t.Errorf("%dMi at %.0fMi/s: soft grace %ds, below the floor %ds", avail/mi, rate/mi, g, floor)
+				case sustained && g > prev:
+					t.Errorf("%dMi at %.0fMi/s: grace %ds, longer than %ds at a slower fill", avail/mi, rate/mi, g, prev)
+				}
+				if sustained {
+					prev = g
+				}
+			}
+		}
+		if prev != floor {
+			t.Errorf("%dMi at the fastest fill: grace %ds, want the floor %ds", avail/mi, prev, floor)
+		}
+	}
+}
+
+// TestActEarlyFromEstimatorSeries runs the act-early rule on what the
+// estimator makes of two series sampled at the 100 ms fast poll, on a 1 GiB
+// node with a 300Mi hard threshold and a 2 s lead. Bursts that bring
+// memory.available to 400Mi and stop must never be extrapolated (issue 9:
+// two falls over a 2 s fit were enough); a steady leak must be, before the
+// crossing.
+func TestActEarlyFromEstimatorSeries(t *testing.T) {
+	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})
+	const (
+		memCap = 1024 * mi
+		step   = 100 * time.Millisecond
+	)
+	bursts := func(at time.Duration) int64 {
+		v := int64(850 * mi)
+		for _, b := range []time.Duration{5 * time.Second, 5300 * time.Millisecond, 5600 * time.Millisecond} {
+			switch {
+			case at >= b+step:
+				v -= 150 * mi
+			case at > b:
+				v -= int64(150 * mi * float64(at-b) / float64(step))
+			}
+		}
+		return v
+	}
+	leak := func(at time.Duration) int64 {
+		if at < 2*time.Second {
+			return 850 * mi
+		}
+		return 850*mi - int64(40*mi*(at-2*time.Second).Seconds())
+	}
+	tests := []struct {
+		name  string
+		curve func(time.Duration) int64
+		early bool
+	}{
+		{"three 150Mi bursts, then holding at 400Mi", bursts, false},
+		{"steady 40Mi/s leak", leak, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := predict.NewEstimator(predict.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := baseOptions()
+			opts.ActEarly = true
+			opts.FitGrace = true
+			ranking := []rank.Candidate{cand("a", 400*mi, 0, true)}
+			// Jitter of up to ±2Mi, as cgroup readings have, the same on
+			// every run.
+			x := uint32(7)
+			for i := 0; i*int(step) <= int(25*time.Second); i++ {
+				at := time.Duration(i) * step
+				x = x*1664525 + 1013904223
+				avail := tc.curve(at) + int64(x>>8)%(4*mi+1) - 2*mi
+				if avail < 300*mi {
+					if tc.early {
+						t.Fatalf("memory.available crossed the threshold at %s without an early eviction (rate %.0fMi/s, sustained %v)", at, e.Rate()/mi, e.Sustained())
+					}
+					t.Fatalf("fixture: the series crossed the threshold at %s", at)
+				}
+				now := t0.Add(at)
+				e.Push(now, avail)
+				d := Decide(opts, Input{
+					Now: now, Thresholds: ths,
+					Observations: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Available: avail, Capacity: memCap, Time: now}},
+					Rates:        map[thresholds.Signal]float64{thresholds.MemoryAvailable: e.Rate()},
+					Sustained:    map[thresholds.Signal]bool{thresholds.MemoryAvailable: e.Sustained()},
+					Rank:         func(thresholds.Signal) []rank.Candidate { return ranking },
+				})
+				if d.Action == None {
+					continue
+				}
+				if !tc.early {
+					t.Fatalf("at %s (%dMi available, rate %.0fMi/s) acted early: %s (%s)", at, avail/mi, e.Rate()/mi, d.Action, d.Reason)
+				}
+				if !d.Target.Early || d.Action != Evict {
+					t.Fatalf("at %s: %s for %+v, want an early eviction", at, d.Action, d.Target)
+				}
+				// Time left to 0 is about 9s: the 5s hard cap fits.
+				if d.GraceOverride != nil {
+					t.Errorf("at %s: grace cut to %ds (%s), want the hard cap", at, *d.GraceOverride, d.GraceReason)
+				}
+				t.Logf("acted early at %s with %dMi available: %s", at, avail/mi, d.Reason)
+				return
+			}
+			if tc.early {
+				t.Fatalf("never acted early on a steady leak (rate %.0fMi/s, sustained %v)", e.Rate()/mi, e.Sustained())
 			}
 		})
 	}

@@ -18,6 +18,10 @@ type config struct {
 	holdMiB        int64
 	growMiBPerSec  float64
 	growToMiB      int64
+	burstMiB       int64
+	bursts         int
+	burstDelay     time.Duration
+	burstInterval  time.Duration
 	writeMiB       int64
 	writeDir       string
 	writeMiBPerSec float64
@@ -38,6 +42,10 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.Int64Var(&c.holdMiB, "hold-mib", 0, "anonymous memory to allocate and touch at start, MiB")
 	fs.Float64Var(&c.growMiBPerSec, "grow-mib-per-sec", 0, "after the hold, grow memory at this rate, MiB/s")
 	fs.Int64Var(&c.growToMiB, "grow-to-mib", 0, "stop growing at this total, MiB (needed with --grow-mib-per-sec)")
+	fs.Int64Var(&c.burstMiB, "burst-mib", 0, "after the hold, allocate this much in each burst, as fast as possible, MiB")
+	fs.IntVar(&c.bursts, "bursts", 0, "how many bursts of --burst-mib; then hold everything")
+	fs.DurationVar(&c.burstDelay, "burst-delay", 0, "time from the hold to the first burst")
+	fs.DurationVar(&c.burstInterval, "burst-interval", 0, "time from one burst's start to the next (needed with more than one burst)")
 	fs.Int64Var(&c.writeMiB, "write-mib", 0, "data to write into --write-dir, MiB")
 	fs.StringVar(&c.writeDir, "write-dir", getenv(dirEnv), "directory for --write-mib (default $"+dirEnv+")")
 	fs.Float64Var(&c.writeMiBPerSec, "write-mib-per-sec", 0, "write rate, MiB/s (0: as fast as possible)")
@@ -63,7 +71,7 @@ func (c config) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"--hold-mib", c.holdMiB}, {"--grow-to-mib", c.growToMiB}, {"--write-mib", c.writeMiB}} {
+	}{{"--hold-mib", c.holdMiB}, {"--grow-to-mib", c.growToMiB}, {"--write-mib", c.writeMiB}, {"--burst-mib", c.burstMiB}} {
 		if f.v < 0 || f.v > maxMiB {
 			return fmt.Errorf("%s=%d: must be between 0 and %d", f.name, f.v, maxMiB)
 		}
@@ -75,6 +83,22 @@ func (c config) validate() error {
 		return fmt.Errorf("--grow-to-mib=%d: must be above --hold-mib=%d when growing", c.growToMiB, c.holdMiB)
 	case c.growMiBPerSec == 0 && c.growToMiB > 0:
 		return fmt.Errorf("--grow-to-mib=%d: needs --grow-mib-per-sec", c.growToMiB)
+	case c.bursts < 0 || c.bursts > 1000:
+		return fmt.Errorf("--bursts=%d: must be between 0 and 1000", c.bursts)
+	case c.bursts > 0 && c.burstMiB == 0:
+		return fmt.Errorf("--bursts=%d: needs --burst-mib", c.bursts)
+	case c.burstMiB > 0 && c.bursts == 0:
+		return fmt.Errorf("--burst-mib=%d: needs --bursts", c.burstMiB)
+	case c.bursts > 0 && c.growMiBPerSec > 0:
+		return fmt.Errorf("--bursts=%d: cannot be combined with --grow-mib-per-sec", c.bursts)
+	case c.bursts > 0 && c.holdMiB+int64(c.bursts)*c.burstMiB > maxMiB:
+		return fmt.Errorf("--bursts=%d of --burst-mib=%d: more than %d MiB in all", c.bursts, c.burstMiB, maxMiB)
+	case c.burstDelay < 0:
+		return fmt.Errorf("--burst-delay=%s: must not be negative", c.burstDelay)
+	case c.burstInterval < 0:
+		return fmt.Errorf("--burst-interval=%s: must not be negative", c.burstInterval)
+	case c.bursts > 1 && c.burstInterval == 0:
+		return fmt.Errorf("--bursts=%d: needs --burst-interval", c.bursts)
 	case c.writeMiBPerSec < 0:
 		return fmt.Errorf("--write-mib-per-sec=%g: must not be negative", c.writeMiBPerSec)
 	case c.writeMiB > 0 && c.writeDir == "":
@@ -91,5 +115,5 @@ func (c config) validate() error {
 
 // peakMiB is the most anonymous memory the workload will ever touch.
 func (c config) peakMiB() int64 {
-	return max(c.holdMiB, c.growToMiB)
+	return max(c.holdMiB, c.growToMiB, c.holdMiB+int64(c.bursts)*c.burstMiB)
 }

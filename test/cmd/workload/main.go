@@ -2,12 +2,15 @@
 // every container of a simulated pod. It makes real, measurable pressure:
 //
 //	workload [--hold-mib N] [--grow-mib-per-sec R --grow-to-mib C]
+//	         [--burst-mib B --bursts K [--burst-delay D] [--burst-interval I]]
 //	         [--write-mib N [--write-dir DIR] [--write-mib-per-sec W]]
 //	         [--procs N] [--term-delay D] [--exit-after D]
 //
 // Memory is anonymous memory whose every page is written, so it is charged to
 // the memory cgroup the process runs in (reading alone would map the shared
-// zero page and charge nothing). Written files land in the pod's emptyDir
+// zero page and charge nothing). Growth is steady (a leak, in 100 ms steps);
+// bursts each touch B MiB as fast as the kernel faults pages in, I apart
+// (the first D after the hold), and then everything is held. Written files land in the pod's emptyDir
 // (WORKLOAD_DIR, set by the stand-in), so they count as the pod's ephemeral
 // storage. Extra processes are children in the same process group, so a
 // signal to the group reaches them and they count in the pod's pids cgroup.

@@ -68,6 +68,14 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 		defer t.Stop()
 		grow = t.C
 	}
+	var burst <-chan time.Time
+	var burstTimer *time.Timer
+	burstsDone := 0
+	if w.cfg.bursts > 0 {
+		burstTimer = time.NewTimer(w.cfg.burstDelay)
+		defer burstTimer.Stop()
+		burst = burstTimer.C
+	}
 	var exit <-chan time.Time
 	if w.cfg.exitAfter > 0 {
 		t := time.NewTimer(w.cfg.exitAfter)
@@ -98,6 +106,19 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 			} else {
 				fmt.Fprintf(w.out, "workload: wrote %d MiB to %s\n", w.cfg.writeMiB, w.cfg.writeDir)
 			}
+		case <-burst:
+			start := time.Now()
+			w.touchTo(w.touched + w.cfg.burstMiB*mib)
+			burstsDone++
+			fmt.Fprintf(w.out, "workload: burst %d of %d: %d MiB in %s, holding %d MiB\n", burstsDone, w.cfg.bursts,
+				w.cfg.burstMiB, time.Since(start).Round(time.Millisecond), w.touched/mib)
+			if burstsDone == w.cfg.bursts {
+				fmt.Fprintf(w.out, "workload: bursts done, holding %d MiB\n", w.touched/mib)
+				burst = nil
+				continue
+			}
+			// Bursts start interval apart, however long one took.
+			burstTimer.Reset(max(time.Until(start.Add(w.cfg.burstInterval)), 0))
 		case now := <-grow:
 			target := w.cfg.holdMiB*mib + int64(now.Sub(growStart).Seconds()*w.cfg.growMiBPerSec*mib)
 			target = min(target, w.cfg.growToMiB*mib)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,6 +40,18 @@ func TestParseFlags(t *testing.T) {
 		{name: "not a number", args: []string{"--hold-mib=ten"}, wantErr: "ten"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: `"extra"`},
 		{name: "negative delay", args: []string{"--term-delay=-1s"}, wantErr: "--term-delay=-1s"},
+		{name: "bursts", args: []string{"--hold-mib=8", "--burst-mib=100", "--bursts=3", "--burst-delay=1s", "--burst-interval=300ms"},
+			want: config{holdMiB: 8, burstMiB: 100, bursts: 3, burstDelay: time.Second, burstInterval: 300 * time.Millisecond}},
+		{name: "one burst needs no interval", args: []string{"--burst-mib=100", "--bursts=1"}, want: config{burstMiB: 100, bursts: 1}},
+		{name: "bursts without size", args: []string{"--bursts=2", "--burst-interval=1s"}, wantErr: "needs --burst-mib"},
+		{name: "burst size without count", args: []string{"--burst-mib=10"}, wantErr: "needs --bursts"},
+		{name: "several bursts without interval", args: []string{"--burst-mib=10", "--bursts=2"}, wantErr: "needs --burst-interval"},
+		{name: "bursts and growth", args: []string{"--burst-mib=10", "--bursts=1", "--grow-mib-per-sec=1", "--grow-to-mib=5"},
+			wantErr: "cannot be combined"},
+		{name: "too many bursts", args: []string{"--burst-mib=10", "--bursts=1001", "--burst-interval=1s"}, wantErr: "--bursts=1001"},
+		{name: "bursts too large in all", args: []string{"--burst-mib=600000", "--bursts=2", "--burst-interval=1s"}, wantErr: "in all"},
+		{name: "negative burst interval", args: []string{"--burst-mib=10", "--bursts=2", "--burst-interval=-1s"}, wantErr: "--burst-interval=-1s"},
+		{name: "negative burst delay", args: []string{"--burst-mib=10", "--bursts=1", "--burst-delay=-1s"}, wantErr: "--burst-delay=-1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,6 +112,82 @@ func TestRunTouchesAndWrites(t *testing.T) {
 				t.Errorf("wrote %d bytes, want %d MiB; output:\n%s", written, tt.wantWrite, out.String())
 			}
 		})
+	}
+}
+
+// TestBursts runs three bursts in-process: each touches its share at once,
+// they start the interval apart, and then the memory is held.
+func TestBursts(t *testing.T) {
+	cfg := config{holdMiB: 4, burstMiB: 16, bursts: 3, burstDelay: 100 * time.Millisecond,
+		burstInterval: 300 * time.Millisecond, exitAfter: 1500 * time.Millisecond}
+	var out bytes.Buffer
+	w := newWorkload(cfg, &out)
+	start := time.Now()
+	if err := w.run(context.Background(), make(chan os.Signal)); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < cfg.exitAfter {
+		t.Fatalf("ran %s, want until --exit-after %s", took, cfg.exitAfter)
+	}
+	if want := (cfg.holdMiB + 3*cfg.burstMiB) * mib; w.touched != want {
+		t.Errorf("touched %d bytes, want %d (hold + 3 bursts)", w.touched, want)
+	}
+	got := out.String()
+	for _, line := range []string{"burst 1 of 3: 16 MiB", "burst 2 of 3: 16 MiB", "burst 3 of 3: 16 MiB", "bursts done, holding 52 MiB"} {
+		if !strings.Contains(got, line) {
+			t.Errorf("output lacks %q:\n%s", line, got)
+		}
+	}
+	if strings.Count(got, "workload: burst ") != 3 {
+		t.Errorf("want exactly 3 bursts:\n%s", got)
+	}
+}
+
+// stampedWriter records when each line was written.
+type stampedWriter struct {
+	mu    sync.Mutex
+	lines []string
+	at    []time.Time
+}
+
+func (w *stampedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lines = append(w.lines, string(p))
+	w.at = append(w.at, time.Now())
+	return len(p), nil
+}
+
+// TestBurstSpacing: the first burst comes --burst-delay after the hold, the
+// next ones --burst-interval apart.
+func TestBurstSpacing(t *testing.T) {
+	cfg := config{burstMiB: 8, bursts: 3, burstDelay: 200 * time.Millisecond, burstInterval: 400 * time.Millisecond,
+		exitAfter: 1400 * time.Millisecond}
+	out := &stampedWriter{}
+	if err := newWorkload(cfg, out).run(context.Background(), make(chan os.Signal)); err != nil {
+		t.Fatal(err)
+	}
+	var held time.Time
+	var bursts []time.Time
+	for i, l := range out.lines {
+		switch {
+		case strings.HasPrefix(l, "workload: holding"):
+			held = out.at[i]
+		case strings.HasPrefix(l, "workload: burst "):
+			bursts = append(bursts, out.at[i])
+		}
+	}
+	if held.IsZero() || len(bursts) != 3 {
+		t.Fatalf("want a hold and 3 bursts, got %q", out.lines)
+	}
+	const slack = 150 * time.Millisecond
+	if d := bursts[0].Sub(held); d < cfg.burstDelay || d > cfg.burstDelay+slack {
+		t.Errorf("first burst %s after the hold, want %s", d, cfg.burstDelay)
+	}
+	for i := 1; i < len(bursts); i++ {
+		if d := bursts[i].Sub(bursts[i-1]); d < cfg.burstInterval-slack || d > cfg.burstInterval+slack {
+			t.Errorf("burst %d came %s after the previous one, want %s", i+1, d, cfg.burstInterval)
+		}
 	}
 }
 

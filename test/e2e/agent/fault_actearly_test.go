@@ -1,0 +1,237 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/evictd/evictd/test/e2e/framework"
+	"github.com/evictd/evictd/test/nodesim"
+)
+
+// The act-early scenarios (issue 9, "Act-early guesses") run on the 1 GiB
+// node of the memory scenarios with its one hard threshold
+// (memory.available<300Mi, minimum reclaim 100Mi) and evictd's defaults:
+// --act-early and --fit-grace on. Besides the pod under test the node holds
+// db, a Guaranteed pod within its request at high priority, which no
+// eviction here may need.
+//
+// evictd may extrapolate a fall of available memory only when it is a
+// sustained trend (pkg/predict, MinTrendSpan): a workload that allocates
+// in a few fast bursts and then holds is not one, a steady leak is.
+
+// earlyLog is the log line of an eviction made for a predicted crossing.
+const earlyLog = "acting early: threshold crossing predicted"
+
+type earlyNode struct {
+	c     *framework.Cluster
+	node  *nodesim.Node
+	ns    string
+	db    *corev1.Pod
+	avail *sampler
+}
+
+func newEarlyNode(t *testing.T, name string) *earlyNode {
+	t.Helper()
+	c := framework.Start(t)
+	createPriorityClasses(t, c)
+	n := &earlyNode{c: c}
+	n.node = c.StartNode(t, nodesim.Options{Name: name, MemoryBytes: nodeMemory})
+	n.ns = c.Namespace(t, "early")
+	n.db = createRunning(t, c.Admin, podSpec{name: "db", priorityClass: classHigh, holdMiB: 100,
+		requests: res("cpu", "100m", "memory", "200Mi"), limits: res("cpu", "100m", "memory", "200Mi")}.pod(n.ns, n.node.Name))["db"]
+	waitHolding(t, n.node, n.db)
+	n.avail = startSampler(t, sampleInterval, memoryAvailable(n.node, nodeMemory))
+	time.Sleep(200 * time.Millisecond)
+	logBaseline(t, n.node, n.avail, []*corev1.Pod{n.db})
+	return n
+}
+
+// readingAt is the sampler's last reading at or before at.
+func readingAt(s *sampler, at time.Time) (sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var r sample
+	ok := false
+	for _, x := range s.samples {
+		if x.at.After(at) {
+			break
+		}
+		r, ok = x, true
+	}
+	return r, ok
+}
+
+// waitContainerLog waits until the pod's container log contains line and
+// returns when the test saw it.
+func waitContainerLog(t *testing.T, node *nodesim.Node, p *corev1.Pod, line string, timeout time.Duration) time.Time {
+	t.Helper()
+	path := filepath.Join(node.PodLogDir(p), p.Spec.Containers[0].Name, "0.log")
+	var b []byte
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		b, _ = os.ReadFile(path)
+		return strings.Contains(string(b), line), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s never logged %q within %s; %s has %q", podKey(p), line, timeout, path, b)
+	}
+	return time.Now()
+}
+
+// noEarlyAction fails the test if evictd acted early or evicted anything.
+func noEarlyAction(t *testing.T, e *evictd) {
+	t.Helper()
+	for _, l := range e.logs() {
+		if strings.Contains(l.Msg, "acting early") || strings.Contains(l.Raw, "acting early") {
+			t.Errorf("evictd acted early: %s", l.Raw)
+		}
+	}
+	if evs := evicted(e); len(evs) != 0 {
+		t.Errorf("evictd evicted %v; nothing crossed a threshold", podsOf(evs))
+	}
+	if got := e.scrape().Evictions("evicted"); got != 0 {
+		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 0", got)
+	}
+}
+
+// TestFaultActEarlyBurstThenStop: a pod allocates in three fast bursts,
+// 300 ms apart, that take memory.available from its baseline to about
+// 130 MiB above the 300 MiB hard threshold, and then holds. Over a 2 s fit
+// that looks like a fall of hundreds of MiB/s with well under a second
+// left; but it is not a sustained trend, and the threshold is never met:
+// evictd must evict nothing, during the bursts or in the 15 s after them,
+// and never log that it is acting early.
+func TestFaultActEarlyBurstThenStop(t *testing.T) {
+	const (
+		plateau   = memThreshold + 130*mib // where the bursts leave memory.available
+		bursts    = 3
+		interval  = 300 * time.Millisecond
+		holdMiB   = 8
+		overhead  = 4 * mib // the workload process itself: binary, stacks, page tables
+		holdAfter = 15 * time.Second
+	)
+	n := newEarlyNode(t, "early-burst")
+	e := startEvictd(t, n.c, n.node, memoryFlags...)
+
+	base, err := n.avail.last()
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := (base.available - plateau - holdMiB*mib - overhead) / bursts / mib
+	if per < 50 {
+		t.Fatalf("baseline memory.available %d MiB leaves bursts of %d MiB; the test is mis-sized", base.available/mib, per)
+	}
+	t.Logf("bursts: %d × %d MiB, %s apart, from %d MiB available towards %d MiB", bursts, per, interval, base.available/mib, plateau/mib)
+	p := podSpec{name: "burst", holdMiB: holdMiB}.pod(n.ns, n.node.Name)
+	p.Spec.Containers[0].Args = append(p.Spec.Containers[0].Args, "--burst-mib="+strconv.FormatInt(per, 10),
+		"--bursts="+strconv.Itoa(bursts), "--burst-delay=1s", "--burst-interval="+interval.String())
+	start := time.Now()
+	burst := createRunning(t, n.c.Admin, p)["burst"]
+	done := waitContainerLog(t, n.node, burst, "workload: bursts done", 30*time.Second)
+	time.Sleep(holdAfter)
+
+	// The bursts did what the test needs: memory.available came close to
+	// the threshold, quickly, and stayed above it.
+	low, ok := n.avail.min(start)
+	if !ok {
+		t.Fatal("no memory.available reading during the test")
+	}
+	t.Logf("bursts done at %s; lowest memory.available %d MiB at %s; %s held after", done.Format(time.StampMilli),
+		low.available/mib, low.at.Format(time.StampMilli), holdAfter)
+	if x, crossed := n.avail.crossing(start, memThreshold); crossed {
+		t.Fatalf("the bursts took memory.available below the threshold (%d MiB at %s); the test is mis-sized",
+			x.available/mib, x.at.Format(time.StampMilli))
+	}
+	if low.available > memThreshold+200*mib {
+		t.Fatalf("the bursts left memory.available at %d MiB, not close to the %d MiB threshold; the test is mis-sized",
+			low.available/mib, memThreshold/mib)
+	}
+
+	noEarlyAction(t, e)
+	untouched(t, n.c.Admin, n.node, burst)
+	untouched(t, n.c.Admin, n.node, n.db)
+	if k := n.node.OOMKills(); k != 0 {
+		t.Errorf("the kernel OOM-killed %d processes on the node", k)
+	}
+	// With the burst pod left alone, the pressure held to the end.
+	if last, _ := n.avail.last(); !t.Failed() && last.available > low.available+50*mib {
+		t.Errorf("memory.available is back at %d MiB: the burst pod did not hold its memory", last.available/mib)
+	}
+}
+
+// TestFaultActEarlyLeak: a pod leaks 40 MiB/s towards the 300 MiB hard
+// threshold (left alone it would take the node past its 1 GiB). That is a
+// sustained trend: evictd must act early, logging so, and evict the leaking
+// pod while memory.available is still above the threshold; the kernel's OOM
+// killer never strikes, and nothing else is evicted.
+func TestFaultActEarlyLeak(t *testing.T) {
+	const rate = 40 // MiB/s
+	n := newEarlyNode(t, "early-leak")
+	e := startEvictd(t, n.c, n.node, memoryFlags...)
+
+	start := time.Now()
+	leak := createRunning(t, n.c.Admin, podSpec{name: "leak", holdMiB: 16, growMiBPerSec: rate, growToMiB: 900}.pod(n.ns, n.node.Name))["leak"]
+	waitHolding(t, n.node, leak)
+	leakStart := time.Now()
+
+	early := e.waitLog(60*time.Second, earlyLog, nil)
+	evs := waitEvictions(t, e, 1, 30*time.Second)
+	ev := evs[0]
+	t.Logf("acting early at %s (%s after the leak began): %s", early.TS.Format(time.StampMilli), early.TS.Sub(leakStart).Round(time.Millisecond), early.Raw)
+	t.Logf("evicted %s at %s: %s", ev.Pod, ev.TS.Format(time.StampMilli), ev.Raw)
+	if ev.Pod != podKey(leak) {
+		t.Fatalf("evictd evicted %s, want the leaking pod %s", ev.Pod, podKey(leak))
+	}
+	if early.Signal != "memory.available" {
+		t.Errorf("acted early for signal %q, want memory.available", early.Signal)
+	}
+	if early.TS.After(ev.TS) {
+		t.Errorf("the eviction (%s) came before the early action was logged (%s)", ev.TS.Format(time.StampMilli), early.TS.Format(time.StampMilli))
+	}
+	// The point of acting early: evicted before the threshold was met.
+	for _, at := range []struct {
+		what string
+		ts   time.Time
+	}{{"acting early", early.TS}, {"the eviction", ev.TS}} {
+		r, ok := readingAt(n.avail, at.ts)
+		switch {
+		case !ok:
+			t.Errorf("no memory.available reading before %s", at.what)
+		case r.available < memThreshold:
+			t.Errorf("at %s memory.available was %d MiB, already below the %d MiB threshold", at.what, r.available/mib, memThreshold/mib)
+		default:
+			t.Logf("at %s memory.available was %d MiB", at.what, r.available/mib)
+		}
+	}
+	if x, crossed := n.avail.crossing(start, memThreshold); crossed && !x.at.After(ev.TS) {
+		t.Errorf("memory.available crossed the threshold at %s, before the eviction at %s", x.at.Format(time.StampMilli), ev.TS.Format(time.StampMilli))
+	}
+	// Not a guess either: the leak had gone on for a while.
+	if d := early.TS.Sub(leakStart); d < 2*time.Second {
+		t.Errorf("acted early %s after the leak began: too soon for a sustained trend", d)
+	}
+
+	waitGone(t, n.c.Admin, leak, 30*time.Second)
+	e.waitLog(30*time.Second, "pressure episode ended", func(l logEntry) bool { return l.TS.After(ev.TS) })
+	time.Sleep(2 * time.Second)
+	if evs := evicted(e); len(evs) != 1 {
+		t.Errorf("evictd evicted %v, want only the leaking pod", podsOf(evs))
+	}
+	untouched(t, n.c.Admin, n.node, n.db)
+	if k := n.node.OOMKills(); k != 0 {
+		t.Errorf("the kernel OOM-killed %d processes on the node", k)
+	}
+	if low, ok := n.avail.min(start); ok {
+		t.Logf("lowest memory.available: %d MiB at %s", low.available/mib, low.at.Format(time.StampMilli))
+	}
+	if got := e.scrape().Evictions("evicted"); got != 1 {
+		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 1", got)
+	}
+}
