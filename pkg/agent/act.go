@@ -40,7 +40,6 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 	opts := l.decideOptions()
 	for attempt := 0; attempt < l.cfg.MaxAttempts && ctx.Err() == nil; attempt++ {
 		d := decide.Decide(opts, in)
-		l.noteDiskUsage(v.ranked)
 		if d.Action == decide.None {
 			l.logNone(ep, d)
 			return

@@ -265,6 +265,7 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 	for _, ep := range l.episodes.All() {
 		l.act(ctx, ep, v)
 	}
+	l.noteDiskUsage(v.ranked)
 	return l.nextWait(v.signals)
 }
 

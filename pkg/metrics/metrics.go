@@ -352,11 +352,7 @@ func (m *Metrics) SetWakeupSourceActive(source string, active bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if active {
-		v = 1
-	}
-	m.wakeupSourceActive.WithLabelValues(source).Set(v)
+	m.wakeupSourceActive.WithLabelValues(source).Set(boolValue(active))
 }
 
 // SignalReadError counts one observation that could not measure signal (a
@@ -386,11 +382,7 @@ func (m *Metrics) SetPressure(resource string, on bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if on {
-		v = 1
-	}
-	m.pressure.WithLabelValues(resource).Set(v)
+	m.pressure.WithLabelValues(resource).Set(boolValue(on))
 }
 
 // VictimStuck counts a pod in flight for resource ("" when it was found
@@ -403,4 +395,12 @@ func (m *Metrics) VictimStuck(resource string) {
 		resource = "unknown"
 	}
 	m.victimsStuck.WithLabelValues(resource).Inc()
+}
+
+// boolValue is a gauge's value for a yes/no state.
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
