@@ -82,10 +82,16 @@ func parseLimit(b []byte) (uint64, error) {
 	return atou(t)
 }
 
-// scanFlatKeyed calls fn for every "key value" line of a flat-keyed cgroup file
-// (memory.stat, memory.events). Each line must be a key, one space and a
-// decimal value; anything else is an error, so a garbled file is never half-read.
-func scanFlatKeyed(b []byte, fn func(key []byte, v uint64)) error {
+// ScanFlatKeyed calls fn for every "key value" line of a flat-keyed cgroup file
+// (memory.stat, memory.events, memory.events.local). Each line must be a key,
+// one space and a decimal value, and the content must end with a newline;
+// anything else is an error, so a garbled file is never half-read (fn may
+// already have been called for the lines before the bad one: callers discard
+// what they collected when an error is returned). It does not allocate.
+//
+// It is exported so that the wake-up sources (package wakeup, which reads
+// memory.events on every notification) share the observer's parser.
+func ScanFlatKeyed(b []byte, fn func(key []byte, v uint64)) error {
 	b, err := trimNewline(b)
 	if err != nil {
 		return err
@@ -125,7 +131,7 @@ type memStat struct {
 func parseMemoryStat(b []byte, v2 bool) (memStat, error) {
 	var s memStat
 	var seen bool
-	err := scanFlatKeyed(b, func(k []byte, v uint64) {
+	err := ScanFlatKeyed(b, func(k []byte, v uint64) {
 		if v2 {
 			switch string(k) {
 			case "inactive_file":
@@ -179,7 +185,7 @@ type MemoryEvents struct {
 func parseMemoryEvents(b []byte) (MemoryEvents, error) {
 	var e MemoryEvents
 	var seen bool
-	err := scanFlatKeyed(b, func(k []byte, v uint64) {
+	err := ScanFlatKeyed(b, func(k []byte, v uint64) {
 		switch string(k) {
 		case "low":
 			e.Low = v

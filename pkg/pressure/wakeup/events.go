@@ -1,6 +1,10 @@
 package wakeup
 
-import "time"
+import (
+	"time"
+
+	"github.com/evictd/evictd/pkg/pressure"
+)
 
 // What a cgroup v2 memory.events notification means.
 //
@@ -66,71 +70,33 @@ var eventKeyNames = [numEventKeys]string{"low", "high", "max", "oom", "oom_kill"
 func (k eventKey) String() string { return eventKeyNames[k] }
 
 // eventCounters is one read of a memory.events-format file. Keys the file
-// does not hold (another kernel's, or a read that caught a file mid-write)
-// are absent, never zero.
+// does not hold (another kernel's) are absent, never zero; so is every key of
+// a read that does not parse (one that caught the file mid-write).
 type eventCounters struct {
 	v   [numEventKeys]uint64
 	has [numEventKeys]bool
 }
 
-// parseEventCounters reads the "key value" lines of a memory.events file;
-// unknown keys and malformed lines are skipped. It does not allocate.
+// parseEventCounters reads the "key value" lines of a memory.events file
+// with the observer's strict parser (pressure.ScanFlatKeyed): unknown keys
+// are skipped, but a read that does not parse as a whole (empty, truncated
+// without its final newline, or any malformed line) yields no counters at
+// all, which eventJudge.observe takes as no rise and no new baseline. It does
+// not allocate.
 func parseEventCounters(b []byte) eventCounters {
 	var c eventCounters
-	for len(b) > 0 {
-		line := b
-		if i := indexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		sp := indexByte(line, ' ')
-		if sp <= 0 {
-			continue
-		}
-		key, val := line[:sp], line[sp+1:]
-		k := eventKey(-1)
-		for i, name := range eventKeyNames {
+	err := pressure.ScanFlatKeyed(b, func(key []byte, v uint64) {
+		for k, name := range eventKeyNames {
 			if string(key) == name {
-				k = eventKey(i)
-				break
+				c.v[k], c.has[k] = v, true
+				return
 			}
 		}
-		if k < 0 {
-			continue
-		}
-		if n, ok := parseUint(val); ok {
-			c.v[k], c.has[k] = n, true
-		}
+	})
+	if err != nil {
+		return eventCounters{}
 	}
 	return c
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
-}
-
-func parseUint(b []byte) (uint64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	var n uint64
-	for _, d := range b {
-		if d < '0' || d > '9' {
-			return 0, false
-		}
-		next := n*10 + uint64(d-'0')
-		if n > (1<<64-1)/10 || next < n*10 {
-			return 0, false // overflow
-		}
-		n = next
-	}
-	return n, true
 }
 
 // eventJudge decides, read by read, whether a memory.events file shows node

@@ -230,6 +230,40 @@ func TestMemoryEventsRateLimited(t *testing.T) {
 	}
 }
 
+// A read that does not parse (a malformed line, or a file cut short of its
+// final newline) is judged as a whole: it delivers no wake-up, even when its
+// well-formed lines show a rise, is counted as ignored, and leaves the
+// baseline as it was, so the next good read still sees the rise.
+func TestMemoryEventsGarbledReadIgnored(t *testing.T) {
+	s, clk := fakeSet(t, Options{MemoryEventsInterval: -1})
+	path := filepath.Join(t.TempDir(), "memory.events.local")
+	writeCounters(t, path, counters{})
+	ew, err := s.WatchMemoryEvents("kubepods", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, garbled := range []struct{ name, content string }{
+		{"a malformed line", "low 0\nhigh 0\nmax 5\noom x\noom_kill 0\noom_group_kill 0\n"},
+		{"a truncated read", "low 0\nhigh 0\nmax 6"},
+	} {
+		clk.SetTime(clk.Now().Add(time.Minute))
+		ignored := ew.Status().Ignored
+		if err := os.WriteFile(path, []byte(garbled.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wantWakeups(t, garbled.name, collect(t, s, 200*time.Millisecond))
+		if ew.Status().Ignored == ignored {
+			t.Errorf("%s: not counted as ignored", garbled.name)
+		}
+	}
+	clk.SetTime(clk.Now().Add(time.Minute))
+	writeCounters(t, path, counters{max: 5})
+	wantWakeups(t, "the first good read after the garbled ones", collect(t, s, 200*time.Millisecond), "kubepods")
+	if st := ew.Status(); !st.Active || st.Suppressed != 0 {
+		t.Errorf("status %+v, want active with nothing suppressed", st)
+	}
+}
+
 // A custom interval is honoured, and a negative one turns the limit off.
 func TestMemoryEventsIntervalOption(t *testing.T) {
 	for _, tc := range []struct {

@@ -21,15 +21,24 @@ func TestParseEventCounters(t *testing.T) {
 		{"the kernel's format", "low 0\nhigh 12\nmax 3\noom 0\noom_kill 0\noom_group_kill 0\n", all(0, 12, 3, 0, 0, 0)},
 		{"an older kernel without oom_group_kill", "low 1\nhigh 2\nmax 3\noom 4\noom_kill 5\n", all(1, 2, 3, 4, 5)},
 		{"a newer key is skipped", "low 0\nhigh 1\nmax 2\noom 3\noom_kill 4\noom_group_kill 5\nsock_throttled 9\n", all(0, 1, 2, 3, 4, 5)},
-		{"no trailing newline", "low 0\nhigh 7", all(0, 7)},
-		{"empty (a file caught mid-write)", "", eventCounters{}},
+		{"a partial but well-formed read", "low 0\nhigh 7\n", all(0, 7)},
 		{"cgroup.events holds none", "populated 1\nfrozen 0\n", eventCounters{}},
-		{"malformed lines are skipped", "low x\nhigh\n max 3\nmax -1\nmax 4\n", func() eventCounters {
-			var c eventCounters
-			c.v[evMax], c.has[evMax] = 4, true
-			return c
-		}()},
+		// The parser is strict (pressure.ScanFlatKeyed): a read that does
+		// not parse as a whole yields no counters, not the lines before or
+		// after the bad one.
+		{"no trailing newline (a truncated read)", "low 0\nhigh 7", eventCounters{}},
+		{"empty (a file caught mid-write)", "", eventCounters{}},
+		{"a bare newline", "\n", eventCounters{}},
+		{"a value that is not a number", "low 0\nhigh 12\nmax x\noom 0\noom_kill 0\n", eventCounters{}},
+		{"a key without a value", "low 0\nhigh\nmax 3\n", eventCounters{}},
+		{"a line without a key", "low 0\n max 3\n", eventCounters{}},
+		{"a negative value", "low 0\nmax -1\n", eventCounters{}},
+		{"two spaces", "low 0\nmax  3\n", eventCounters{}},
+		{"an empty line", "low 0\n\nmax 3\n", eventCounters{}},
+		{"a malformed unknown key", "low 0\nhigh 1\nsock_throttled ?\n", eventCounters{}},
+		{"the previous parser's skipped lines", "low x\nhigh\n max 3\nmax -1\nmax 4\n", eventCounters{}},
 		{"a value too large", "high 123456789012345678901\n", eventCounters{}},
+		{"a value too large among good lines", "low 1\nhigh 18446744073709551616\nmax 3\n", eventCounters{}},
 		{"the largest counter", "oom_kill 18446744073709551615\n", func() eventCounters {
 			var c eventCounters
 			c.v[evOOMKill], c.has[evOOMKill] = 18446744073709551615, true
@@ -74,6 +83,17 @@ func TestEventJudge(t *testing.T) {
 			{2, "low 0\nhigh 10\n", ""},
 			{3, base, ""},
 			{4, "low 0\nhigh 10\nmax 12\n", "max"},
+		}},
+		{"local: a garbled read is no rise, and no new baseline", true, []read{
+			{0, base, ""},
+			{1, "low 0\nhigh 10\nmax 12\noom x\noom_kill 10\noom_group_kill 10\n", ""},
+			{2, "low 0\nhigh 10\nmax 13\noom 10\noom_kill 10", ""},
+			{3, "low 0\nhigh 10\nmax 12\noom 10\noom_kill 10\noom_group_kill 10\n", "max"},
+		}},
+		{"hierarchical: a garbled read is no rise, and no new baseline", false, []read{
+			{0, base, ""},
+			{60, "low 0\nhigh 10\nmax 10\noom 10\noom_kill 11\noom_group_kill\n", ""},
+			{61, "low 0\nhigh 10\nmax 10\noom 10\noom_kill 11\noom_group_kill 10\n", "oom_kill"},
 		}},
 		{"local: a counter going down is a new baseline", true, []read{
 			{0, base, ""},
