@@ -42,6 +42,18 @@
 // tests can check grace periods against what really happened.
 // CreateStaticPod makes a static pod's mirror pod.
 //
+// # Faults on demand
+//
+//   - A pod annotated HangTerminationAnnotation="true" hangs on deletion:
+//     SIGTERM, then nothing (no SIGKILL, no status, no final delete), as
+//     with a hung runtime; it stays Terminating with phase Running.
+//   - CreateCgroup makes an empty cgroup below the node cgroup: a cgroup
+//     root without kubepods.
+//   - NewFaultRoot makes a second host root in which chosen files of the
+//     node cgroup's memory directory are copies mounted over the real ones;
+//     FaultRoot.Break turns them into garbage and Restore puts them back,
+//     while the real files, the pods and their cgroups stay intact.
+//
 // Not simulated: container restarts (an exited container stays exited;
 // when all have, the pod is Succeeded or Failed), probes, images, networking,
 // Secrets/ConfigMaps in env, emptyDir medium Memory or sizeLimit, node
@@ -50,8 +62,8 @@
 //
 // # Cleaning up
 //
-// Stop kills every process, removes the cgroups, unmounts the tmpfs and
-// removes the host root. Processes also die with the test binary (parent
+// Stop kills every process, closes the fault roots, removes the cgroups,
+// unmounts the tmpfs and removes the host root. Processes also die with the test binary (parent
 // death signal), and cgroups and directories that a killed test binary
 // left are removed by the next Start.
 package nodesim

@@ -58,6 +58,8 @@ type Node struct {
 	timelines map[types.UID]*Timeline
 	oomKills  int
 	nextIP    int
+	// faultRoots are the fault roots made by NewFaultRoot, closed by Stop.
+	faultRoots []*FaultRoot
 
 	stopOnce sync.Once
 	stopErr  error
@@ -396,6 +398,10 @@ func (n *Node) Stop() error {
 
 func (n *Node) cleanUpHost() error {
 	var errs []error
+	// Fault roots first: their mounts sit on files of the node cgroup.
+	if err := n.closeFaultRoots(); err != nil {
+		errs = append(errs, err)
+	}
 	if n.CgroupRoot != "" {
 		parent := path.Dir(n.CgroupRoot)
 		if err := n.cg.remove(parent, 10*time.Second); err != nil {
@@ -412,6 +418,10 @@ func (n *Node) cleanUpHost() error {
 
 // sweepStale removes what simulated nodes of dead processes left behind.
 func sweepStale(cg cgroupV1, tempDir string, log *zap.Logger) {
+	// Fault roots first: their mounts sit on files of the node cgroups.
+	if err := stale.Sweep(tempDir, faultRootPrefix, removeFaultRoot); err != nil {
+		log.Warn("could not remove stale fault roots", zap.Error(err))
+	}
 	for _, root := range []string{cg.memory, cg.pids} {
 		if err := stale.Sweep(root, cgroupPrefix, func(p string) error {
 			return removeTree(p, time.Now().Add(5*time.Second))

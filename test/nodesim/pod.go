@@ -507,6 +507,10 @@ func (r *podRunner) terminate(ctx context.Context) {
 	r.record(func(t *Timeline) { t.DeletionSeen, t.GracePeriod = seen, grace })
 	r.log.Info("pod deletion seen", zap.Duration("grace", grace))
 
+	if hangsTermination(r.pod) {
+		r.hang(ctx)
+		return
+	}
 	if r.anyRunning() {
 		r.stopAll(syscall.SIGTERM)
 		termAt := r.now()
@@ -586,6 +590,41 @@ func (r *podRunner) terminate(ctx context.Context) {
 	}
 	r.record(func(t *Timeline) { t.APIDeleted = r.now() })
 	r.log.Info("pod deleted")
+}
+
+// hangsTermination reports whether the pod asks the stand-in to hang its
+// termination (HangTerminationAnnotation).
+func hangsTermination(pod *corev1.Pod) bool {
+	return pod.Annotations[HangTerminationAnnotation] == "true"
+}
+
+// hang plays a termination that never completes, as with a hung runtime or
+// a process stuck in uninterruptible sleep: SIGTERM goes out, but no SIGKILL
+// follows, nothing is cleaned up and no status is written, so the pod stays
+// in the API with its deletionTimestamp and phase Running, and whatever its
+// processes hold stays held. Only the end of the node or the pod's removal
+// from the API (a forced delete) ends them.
+func (r *podRunner) hang(ctx context.Context) {
+	if r.anyRunning() {
+		r.stopAll(syscall.SIGTERM)
+		termAt := r.now()
+		r.record(func(t *Timeline) { t.SIGTERM = termAt })
+	}
+	hungAt := r.now()
+	r.record(func(t *Timeline) { t.Hung = hungAt })
+	r.log.Info("termination hangs: SIGTERM sent, no SIGKILL will follow", zap.String("annotation", HangTerminationAnnotation))
+	for {
+		select {
+		case <-ctx.Done():
+			r.teardown()
+			return
+		case <-r.gone:
+			r.forceStop()
+			return
+		case p := <-r.updates:
+			r.pod = p
+		}
+	}
 }
 
 func (r *podRunner) anyRunning() bool {

@@ -21,6 +21,10 @@ type Timeline struct {
 	SIGTERM time.Time
 	// SIGKILL: the grace period ran out and SIGKILL was sent.
 	SIGKILL time.Time
+	// Hung: the termination was made to hang (HangTerminationAnnotation):
+	// after SIGTERM nothing more happens until the node stops or the pod is
+	// removed from the API.
+	Hung time.Time
 	// Exited: the last container process had exited.
 	Exited time.Time
 	// CgroupRemoved: the pod's cgroups and directories were removed.

@@ -40,6 +40,17 @@
 //     TokenRequest token for that ServiceAccount in EvictdClient,
 //     EvictdConfig and the kubeconfig file EvictdKubeconfig.
 //
+// # A slow path to the API server
+//
+// StartEvictdProxy puts a reverse proxy on a loopback port in front of the
+// API server, for evictd only: its Kubeconfig carries evictd's identity and
+// points at the proxy, while the test's clients and the simulated nodes talk
+// to the API server directly. The proxy passes every request on at once;
+// for the requests its hold function picks (IsEviction: POST
+// .../pods/NAME/eviction) it holds the API server's answer back, so the
+// eviction takes effect while evictd waits. HeldCalls records when each
+// held request arrived, was answered upstream and was released.
+//
 // # Teardown
 //
 // Stop (run by t.Cleanup, also after a failure) stops each process by its

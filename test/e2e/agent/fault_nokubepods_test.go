@@ -1,0 +1,70 @@
+package agent
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/evictd/evictd/test/e2e/framework"
+	"github.com/evictd/evictd/test/nodesim"
+)
+
+// TestFaultNoKubepods: evictd's --cgroup-root names a real cgroup under
+// which there is no kubepods cgroup (a wrong --cgroup-root, or a node whose
+// kubelet has not made it yet). evictd cannot see any pod's usage, so it
+// must never report ready and never evict, even with a memory threshold
+// that is always met; it must say why once, not on every pass.
+func TestFaultNoKubepods(t *testing.T) {
+	const window = 10 * time.Second
+	c := framework.Start(t)
+	node := c.StartNode(t, nodesim.Options{Name: "nokubepods", MemoryBytes: nodeMemory})
+	ns := c.Namespace(t, "nokubepods")
+	pods := createRunning(t, c.Admin, podSpec{name: "victim", holdMiB: 50}.pod(ns, node.Name))
+	waitHolding(t, node, pods["victim"])
+	root, err := node.CreateCgroup("empty-root")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// No node has 1000 GiB available: the threshold is always met.
+	e := startEvictdWith(t, c, node, evictdSetup{cgroupRoot: root, noWait: true}, memoryOnlyHard("1000Gi"))
+	start := time.Now()
+	var firstReady time.Time
+	var readyBody string
+	answers := map[int]int{}
+	for time.Since(start) < window {
+		if !e.alive() {
+			t.Fatalf("evictd exited %s after start; it should keep running and report not ready:\n%s", time.Since(start).Round(time.Millisecond), e.tail(20))
+		}
+		code, body := e.readyz()
+		answers[code]++
+		if code == http.StatusOK && firstReady.IsZero() {
+			firstReady, readyBody = time.Now(), body
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("/readyz answers over %s: %v", window, answers)
+	if !firstReady.IsZero() {
+		t.Errorf("evictd's /readyz answered 200 (%q) %s after start although --cgroup-root=%s has no kubepods cgroup; want not ready for the whole %s",
+			readyBody, firstReady.Sub(start).Round(time.Millisecond), root, window)
+	}
+	total := 0
+	for _, n := range answers {
+		total += n
+	}
+	if total == answers[0] {
+		t.Errorf("/readyz never answered at all; want an answer other than 200")
+	}
+	if evs := evicted(e); len(evs) != 0 {
+		t.Errorf("evictd evicted %v without any pod's usage (no kubepods cgroup)", podsOf(evs))
+	}
+	mt := e.scrape()
+	if got := mt.Sum("evictd_evictions_total", nil); got != 0 {
+		t.Errorf("evictd_evictions_total = %v over all results, want 0 (no eviction calls at all)", got)
+	}
+	untouched(t, c.Admin, node, pods["victim"])
+	if lines := e.warnings("no kubepods cgroup"); len(lines) != 1 {
+		t.Errorf("evictd logged %d warn/error lines containing \"no kubepods cgroup\" over %s, want exactly 1:%s\nwarnings and errors:%s",
+			len(lines), window, rawLines(lines), rawLines(e.warnings()))
+	}
+}
