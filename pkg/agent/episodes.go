@@ -77,8 +77,3 @@ func (l *Loop) noteThresholds(ep *episode.Episode, v *view) {
 		l.deps.Evictor.NodeThresholdMet(th.Signal, th.Hard(), amount, o.Available)
 	}
 }
-
-// ofResource keeps the thresholds of one resource.
-func ofResource(r episode.Resource) func(thresholds.Threshold) bool {
-	return func(th thresholds.Threshold) bool { return episode.Of(th.Signal) == r }
-}
