@@ -32,6 +32,17 @@ func TestLoopStuckVictimLetsTheNextCandidateGo(t *testing.T) {
 	if !eq(n.stuck, []string{"ns/a"}) {
 		t.Errorf("EvictionStuck events for %v, want [ns/a] once", n.stuck)
 	}
+	// The node cannot stop a pod: not ready until it goes.
+	if err := n.loop.Problem(); err == nil || !strings.Contains(err.Error(), "ns/a") {
+		t.Errorf("Problem() = %v while ns/a is stuck, want it named", err)
+	}
+	n.mu.Lock()
+	n.pod("a").exitAt = n.clk.Now() // the runtime recovers
+	n.mu.Unlock()
+	n.runMore(t, 2*time.Second, w)
+	if err := n.loop.Problem(); err != nil {
+		t.Errorf("Problem() = %v after ns/a went, want nil", err)
+	}
 	b := n.calls[1].at.Sub(n.calls[0].at)
 	if b < 35*time.Second || b > 37*time.Second {
 		t.Errorf("b evicted %v after a, want grace 5s + GoneTimeout 30s (+ a poll)", b)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -429,7 +430,11 @@ type health struct {
 
 	mu      sync.Mutex
 	problem error // why the last observation cannot be acted on (fully)
-	warned  map[string]warnState
+	// stuck are evictd's own victims still there past their wait: the node
+	// cannot stop pods (a hung runtime, a stuck unmount), which an operator
+	// must hear of even though evictd moved on to the next candidate.
+	stuck  map[types.UID]string
+	warned map[string]warnState
 }
 
 type warnState struct {
@@ -471,19 +476,53 @@ func (h *health) shouldWarn(topic, msg string, now time.Time, every time.Duratio
 	return true
 }
 
+// setStuck records an evicted pod that outlived its wait (desc says which),
+// or forgets it (desc "").
+func (h *health) setStuck(uid types.UID, desc string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stuck == nil {
+		h.stuck = map[types.UID]string{}
+	}
+	if desc == "" {
+		delete(h.stuck, uid)
+	} else {
+		h.stuck[uid] = desc
+	}
+}
+
+func (h *health) stuckUIDs() []types.UID {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]types.UID, 0, len(h.stuck))
+	for uid := range h.stuck {
+		out = append(out, uid)
+	}
+	return out
+}
+
 // LastObservation is when the last observation succeeded (zero if none).
 func (l *Loop) LastObservation() time.Time { return unixNano(l.health.lastObservation.Load()) }
 
 // LastPass is when the loop last finished a pass (zero if none).
 func (l *Loop) LastPass() time.Time { return unixNano(l.health.lastPass.Load()) }
 
-// Problem is what keeps the last observation from being acted on in full:
-// the observation failed (no kubepods cgroup, say) or a node signal could
-// not be read. Nil when all is well.
+// Problem is what keeps evictd from protecting the node as it should: the
+// last observation failed (no kubepods cgroup, say) or could not read a node
+// signal, or a pod evictd evicted is stuck terminating. Nil when all is well.
 func (l *Loop) Problem() error {
 	l.health.mu.Lock()
 	defer l.health.mu.Unlock()
-	return l.health.problem
+	errs := []error{l.health.problem}
+	descs := make([]string, 0, len(l.health.stuck))
+	for _, d := range l.health.stuck {
+		descs = append(descs, d)
+	}
+	slices.Sort(descs)
+	for _, d := range descs {
+		errs = append(errs, errors.New(d))
+	}
+	return errors.Join(errs...)
 }
 
 func unixNano(n int64) time.Time {

@@ -54,6 +54,11 @@ func (l *Loop) settleVictims(v *view) {
 	for _, e := range expired {
 		l.victimStuck(e, v.now)
 	}
+	for _, uid := range l.health.stuckUIDs() {
+		if !l.inflight.Stuck(uid) {
+			l.health.setStuck(uid, "") // gone at last
+		}
+	}
 	l.memoryBack(v, append(left, l.inflight.Snapshot()...))
 }
 
@@ -83,6 +88,9 @@ func (l *Loop) victimStuck(e inflight.Entry, now time.Time) {
 	l.deps.Metrics.VictimStuck(string(res))
 	l.log.Warn("victim not gone in time; its reclaim no longer counts", zap.String("pod", e.Pod), zap.String("resource", string(res)),
 		zap.String("origin", string(e.Origin)), zap.Time("reclaimBy", e.ReclaimBy), zap.Duration("waited", waited))
+	if e.Origin == inflight.Evicted {
+		l.health.setStuck(e.UID, fmt.Sprintf("evicted pod %s still terminating %s after its eviction: the node cannot stop it", e.Pod, waited))
+	}
 	l.deps.Evictor.VictimStuck(e.Namespace, e.Name, e.UID, fmt.Sprintf(
 		"Pod still terminating %s after its eviction (grace period ended at %s): evictd no longer counts on what it frees and may evict the next candidate. Look for finalizers or a runtime that cannot stop it.",
 		waited, e.ReclaimBy.UTC().Format(time.RFC3339)))

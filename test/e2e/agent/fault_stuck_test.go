@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -146,6 +147,11 @@ func TestFaultStuckTerminating(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("no %s Event on pod stuck; evictd's Events: %q", reasonVictimStuck, events)
+	}
+	// A node that cannot stop a pod is an error an operator must see:
+	// /readyz names the stuck victim while it stays.
+	if code, body := e.readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, podKey(pods["stuck"])) {
+		t.Errorf("/readyz answered %d %q while %s is stuck, want 503 naming it", code, body, podKey(pods["stuck"]))
 	}
 	mt := e.scrape()
 	if got := mt.Sum("evictd_eviction_stuck_total", map[string]string{"resource": "memory"}); got != 1 {
