@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"net/http"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,33 +35,7 @@ const stopGrace = 15 * time.Second
 // SIGTERM in t.Cleanup, which also checks that it stopped cleanly.
 func startEvictd(t *testing.T, c *framework.Cluster, node *nodesim.Node, extra ...string) *evictd {
 	t.Helper()
-	bin := framework.RequireBinary(t, "evictd")
-	args := append([]string{
-		"--kubeconfig=" + c.EvictdKubeconfig,
-		"--node-name=" + node.Name,
-		"--host-root=" + node.HostRoot,
-		"--cgroup-root=" + node.CgroupRoot,
-		// A resource's episode ends only after this long without pressure
-		// (the kubelet's default is 5m); short here so the scenarios can
-		// see episodes end. A test's own flag comes later and wins.
-		"--eviction-pressure-transition-period=2s",
-	}, extra...)
-	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), "evictd.log")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("started %s %s", bin, strings.Join(p.Args(), " "))
-	e := &evictd{t: t, p: p, usage: startUsageSampler(p.Pid(), 250*time.Millisecond)}
-	t.Cleanup(func() {
-		e.stop()
-		if t.Failed() {
-			t.Logf("evictd log (last 60 lines of %s):\n%s", p.LogPath(), p.Tail(60))
-		}
-	})
-	if err := p.WaitReady(context.Background(), 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return startEvictdWith(t, c, node, evictdSetup{}, extra...)
 }
 
 // stop sends SIGTERM and checks that evictd stopped by itself, with exit

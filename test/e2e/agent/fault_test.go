@@ -29,9 +29,9 @@ type evictdSetup struct {
 	noWait bool
 }
 
-// startEvictdWith is startEvictd with the setup's overrides. Like
-// startEvictd it stops evictd in t.Cleanup and checks that it stopped
-// cleanly.
+// startEvictdWith starts evictd with the setup's overrides and extra flags.
+// It stops evictd with SIGTERM in t.Cleanup, which also checks that it
+// stopped cleanly.
 func startEvictdWith(t *testing.T, c *framework.Cluster, node *nodesim.Node, s evictdSetup, extra ...string) *evictd {
 	t.Helper()
 	if s.kubeconfig == "" {
@@ -49,6 +49,10 @@ func startEvictdWith(t *testing.T, c *framework.Cluster, node *nodesim.Node, s e
 		"--node-name=" + node.Name,
 		"--host-root=" + s.hostRoot,
 		"--cgroup-root=" + s.cgroupRoot,
+		// A resource's episode ends only after this long without pressure
+		// (the kubelet's default is 5m); short here so the scenarios can
+		// see episodes end. A test's own flag comes later and wins.
+		"--eviction-pressure-transition-period=2s",
 	}, extra...)
 	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), "evictd.log")})
 	if err != nil {
