@@ -4,7 +4,8 @@
 // usage where each hard memory threshold is crossed (re-armed as
 // inactive_file drifts), PSI triggers on the host's and kubepods' memory
 // pressure, and inotify on kubepods' memory.events.local (or memory.events)
-// on cgroup v2, watched again whenever kubepods is removed and created anew.
+// on cgroup v2; the kubepods trigger and watch are armed again whenever
+// kubepods is removed and created anew.
 // Each source that cannot be armed is logged by the wake-up set and left to
 // polling.
 package fastpath
@@ -78,10 +79,14 @@ type Manager struct {
 	metrics *metrics.Metrics
 
 	memcg map[thresholds.Signal]*memcgState
-	// done holds the files a PSI trigger was tried on; each is tried once
-	// (a failure is logged by the set and stays reported inactive; trying
-	// again every pass would only repeat it).
+	// done holds the files a node PSI trigger was tried on; each is tried
+	// once (a failure is logged by the set and stays reported inactive;
+	// trying again every pass would only repeat it).
 	done map[string]bool
+	// psi is the PSI trigger on kubepods' memory.pressure, on psiPath;
+	// re-armed on every Sync (one stat when nothing changed).
+	psi     *wakeup.PSIWatch
+	psiPath string
 	// events is the kubepods memory.events watch, on eventsPath; re-armed
 	// on every Sync (one stat when nothing changed).
 	events     *wakeup.EventsWatch
@@ -115,8 +120,9 @@ func New(set Set, cfg Config, log *zap.Logger, clk clock.PassiveClock, m *metric
 // the node PSI trigger falls back to it when the host root's is read-only.
 const OwnProcPressureMemory = "/proc/pressure/memory"
 
-// Sync arms what the observation's layout allows and re-arms the memcg
-// thresholds whose crossing point has drifted.
+// Sync arms what the observation's layout allows, re-arms the memcg
+// thresholds whose crossing point has drifted, and re-arms kubepods' PSI
+// trigger and memory.events watch when kubepods was created anew.
 func (m *Manager) Sync(obs *pressure.Observation, sig map[thresholds.Signal]thresholds.Observation) {
 	l := obs.Layout
 	if m.cfg.Sources.PSI {
@@ -134,11 +140,7 @@ func (m *Manager) Sync(obs *pressure.Observation, sig map[thresholds.Signal]thre
 				}
 			})
 		}
-		if l.KubepodsPressureDir != "" {
-			m.once(filepath.Join(l.KubepodsPressureDir, "memory.pressure"), func(p string) {
-				_, _ = m.set.AddPSITrigger("kubepods", p, m.cfg.PSITrigger)
-			})
-		}
+		m.syncPSI(l.KubepodsPressureDir)
 	}
 	if m.cfg.Sources.MemoryEvents && l.Mode == pressure.ModeV2 {
 		m.syncEvents(l.KubepodsMemoryDir)
@@ -181,6 +183,30 @@ func (m *Manager) syncEvents(dir string) {
 	case path != "":
 		m.events, _ = m.set.WatchMemoryEvents("kubepods", path)
 		m.eventsPath = path
+	}
+}
+
+// syncPSI keeps the PSI trigger on kubepods' current memory.pressure (dir;
+// "" while the observer has lost kubepods). When kubepods is removed the
+// kernel reports an error on the trigger, or nothing at all if it is created
+// again first; Rearm notices both (the latter by the file's identity) and
+// arms on the new group's file once it exists.
+func (m *Manager) syncPSI(dir string) {
+	path := ""
+	if dir != "" {
+		path = filepath.Join(dir, "memory.pressure")
+	}
+	if m.psi != nil && path != "" && path != m.psiPath {
+		m.psi.Close()
+		m.psi = nil
+	}
+	switch {
+	case m.psi != nil:
+		// A failure keeps the trigger inactive; the set logs it once.
+		_, _ = m.psi.Rearm()
+	case path != "":
+		m.psi, _ = m.set.AddPSITrigger("kubepods", path, m.cfg.PSITrigger)
+		m.psiPath = path
 	}
 }
 

@@ -381,3 +381,93 @@ func TestSyncMovesMemoryEventsWatchWithKubepods(t *testing.T) {
 		t.Errorf("memory_events inactive: %+v", set.Statuses())
 	}
 }
+
+// psiStatus returns the set's one PSI trigger named name.
+func psiStatus(t *testing.T, set *wakeup.Set, name string) wakeup.Status {
+	t.Helper()
+	var found []wakeup.Status
+	for _, st := range set.Statuses() {
+		if st.Source == wakeup.SourcePSI && st.Name == name {
+			found = append(found, st)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("PSI triggers named %q: %+v, want exactly one (statuses %+v)", name, found, set.Statuses())
+	}
+	return found[0]
+}
+
+// kubepods can be removed and created again (a kubelet restart recreating
+// its cgroups). The PSI trigger on its memory.pressure then points at a dead
+// cgroup: the kernel reports POLLERR, or, if the removal is not noticed
+// before the group is back, nothing at all. Either way Sync must arm a
+// trigger on the new group's file, and report the source inactive while
+// kubepods is missing.
+func TestSyncRearmsKubepodsPSITriggerAfterKubepodsIsRecreated(t *testing.T) {
+	parent := cgrouptest.NewUnifiedCgroup(t, "evictd-fastpath-psi")
+	group := parent.Sub(t, "kubepods")
+	_, err := os.Stat(group.Path("memory.pressure"))
+	cgrouptest.Need(t, err == nil, "PSI in cgroup2 groups ("+group.Path("memory.pressure")+")")
+	core, logs := observer.New(zap.InfoLevel)
+	log := zap.New(core)
+	set := newSet(t, log, wakeup.Options{})
+	m := New(set, Config{Sources: Sources{PSI: true}}, log, clock.RealClock{}, nil)
+	obs := &pressure.Observation{Layout: pressure.Layout{Mode: pressure.ModeV2, KubepodsPressureDir: group.Dir()}}
+	m.Sync(obs, nil)
+	if st := psiStatus(t, set, "kubepods"); !st.Active || st.Path != group.Path("memory.pressure") {
+		t.Fatalf("kubepods trigger after the first Sync: %+v, want active on %s", st, group.Path("memory.pressure"))
+	}
+	t.Logf("armed: %+v", psiStatus(t, set, "kubepods"))
+	// pollErr waits until the kernel's POLLERR for a removed group has made
+	// the trigger inactive (or 2 s pass), and fails on a PSI wake-up.
+	pollErr := func() {
+		t.Helper()
+		for _, w := range waitFor(t, set, func() bool { return !set.Active(wakeup.SourcePSI) }) {
+			if w.Source == wakeup.SourcePSI {
+				t.Errorf("a removed group's trigger delivered %+v", w)
+			}
+		}
+	}
+
+	// Removed, and noticed (POLLERR) before the next Sync: inactive while
+	// kubepods is missing, armed again once it is back.
+	if err := group.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	pollErr()
+	m.Sync(obs, nil)
+	if st := psiStatus(t, set, "kubepods"); st.Active {
+		t.Fatalf("kubepods trigger active while kubepods is gone: %+v", st)
+	}
+	group = parent.Sub(t, "kubepods")
+	m.Sync(obs, nil)
+	if st := psiStatus(t, set, "kubepods"); !st.Active {
+		t.Fatalf("kubepods trigger not re-armed once kubepods is back: %+v", st)
+	}
+	// The new trigger is on the new group: removing it again errors it.
+	if err := group.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	pollErr()
+	if st := psiStatus(t, set, "kubepods"); st.Active {
+		t.Fatalf("the re-armed trigger did not notice its group's removal: %+v", st)
+	}
+
+	// Removed and created again between two Syncs, the kernel's POLLERR not
+	// yet collected: Sync finds memory.pressure is another file and re-arms;
+	// the stale error must not then turn the new trigger off.
+	group = parent.Sub(t, "kubepods")
+	m.Sync(obs, nil) // re-arms on the group created above
+	if err := group.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	group = parent.Sub(t, "kubepods")
+	m.Sync(obs, nil)
+	waitFor(t, set, func() bool { return false }) // 2 s of Wait: any stale POLLERR is dispatched
+	if st := psiStatus(t, set, "kubepods"); !st.Active {
+		t.Fatalf("kubepods trigger after a silent re-creation: %+v, want active", st)
+	}
+	if n := logs.FilterMessage("wake-up source re-armed").FilterField(zap.String("source", string(wakeup.SourcePSI))).Len(); n != 3 {
+		t.Errorf("logged %d PSI re-arms, want 3 (one per re-arm): %v", n, logs.FilterMessage("wake-up source re-armed").All())
+	}
+}

@@ -34,6 +34,10 @@
 //     polling loop advances the group's averaging clock so the trigger is
 //     never evaluated, so such groups are reported by PressureReadable and the
 //     caller must not read them in its loop.
+//     The kernel reports POLLERR on a trigger whose cgroup was removed, or
+//     nothing if the cgroup is created again first; the caller calls
+//     PSIWatch.Rearm after each observation to arm a trigger on the new
+//     group's file.
 //   - poll: Wait's timeout expired; the caller sizes that timeout with
 //     PollPolicy.Next.
 //

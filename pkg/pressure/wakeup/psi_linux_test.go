@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
@@ -240,5 +242,173 @@ func TestPSITriggerGoneWithItsCgroup(t *testing.T) {
 	}
 	if set.Active(SourcePSI) {
 		t.Errorf("Active(psi) = true with the only trigger gone")
+	}
+}
+
+// newObservedSet makes a set whose Info and higher logs the test can count.
+func newObservedSet(t *testing.T) (*Set, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
+	s, err := New(zap.New(core), clock.RealClock{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, logs
+}
+
+// TestPSITriggerRearmOnKernfs removes a triggered cgroup2 group and creates
+// it again, with the kernel's POLLERR for the removal collected before
+// Rearm and not: Rearm must arm on the new group's file either way, and a
+// stale POLLERR must not turn the new trigger off.
+func TestPSITriggerRearmOnKernfs(t *testing.T) {
+	parent := cgrouptest.NewUnifiedCgroup(t, "evictd-wakeup-psi-rearm")
+	group := parent.Sub(t, "kubepods")
+	file := group.Path("memory.pressure")
+	requirePSI(t, file)
+	s, logs := newObservedSet(t)
+	p, err := s.AddPSITrigger("kubepods", file, PSITrigger{Stall: 100 * time.Millisecond, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := p.Rearm(); again || err != nil {
+		t.Fatalf("Rearm of a current trigger = %v, %v; want false, nil", again, err)
+	}
+	ino := func() uint64 {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(file, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	armedOn := ino()
+	// rearmed checks that Rearm armed on the file the path names now.
+	rearmed := func(what string) {
+		t.Helper()
+		again, err := p.Rearm()
+		if st := p.Status(); !again || err != nil || !st.Active || st.Path != file {
+			t.Fatalf("Rearm %s = %v, %v, %+v; want true, nil, active", what, again, err, st)
+		}
+		if p.ino != ino() || p.ino == armedOn {
+			t.Fatalf("Rearm %s: armed on inode %d, the path names %d (the old group's was %d)", what, p.ino, ino(), armedOn)
+		}
+		armedOn = p.ino
+	}
+
+	// Removed, and the removal noticed by Rearm before the kernel's POLLERR
+	// is collected: inactive while the group is missing.
+	if err := group.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := p.Rearm(); again || err == nil || p.Status().Active || !strings.Contains(p.Status().Reason, "removed") {
+		t.Fatalf("Rearm with the group gone = %v, %v, %+v; want false, an error, inactive", again, err, p.Status())
+	}
+	if again, err := p.Rearm(); again || err == nil || s.Active(SourcePSI) {
+		t.Fatalf("Rearm with the group still gone = %v, %v, %+v", again, err, p.Status())
+	}
+	group = parent.Sub(t, "kubepods")
+	rearmed("once the group is back")
+
+	// Removed and created again before anything was collected: only the
+	// file's identity shows the trigger is dead.
+	if err := group.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	group = parent.Sub(t, "kubepods")
+	rearmed("after a silent re-creation")
+	for _, w := range collect(t, s, 300*time.Millisecond) {
+		if w.Source == SourcePSI {
+			t.Errorf("woken by %+v after re-arming", w)
+		}
+	}
+	if st := p.Status(); !st.Active {
+		t.Fatalf("a stale POLLERR of the old trigger turned the new one off: %+v", st)
+	}
+
+	// Removed and the POLLERR collected first: the trigger goes inactive on
+	// its own, and Rearm arms again once the group is back.
+	if err := group.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(3 * time.Second); p.Status().Active && time.Now().Before(deadline); {
+		collect(t, s, 100*time.Millisecond)
+	}
+	if st := p.Status(); st.Active || !strings.Contains(st.Reason, "gone") {
+		t.Fatalf("after POLLERR: %+v, want inactive", st)
+	}
+	if again, err := p.Rearm(); again || err == nil {
+		t.Fatalf("Rearm with the group gone after POLLERR = %v, %v; want false, an error", again, err)
+	}
+	group = parent.Sub(t, "kubepods")
+	rearmed("after POLLERR, once the group is back")
+	if n := logs.FilterMessage("wake-up source re-armed").Len(); n != 3 {
+		t.Errorf("logged %d re-arms, want 3: %v", n, logs.All())
+	}
+	if !p.Privileged() && s.PressureReadable(file) {
+		t.Errorf("the re-armed unprivileged trigger's group is readable")
+	}
+
+	// Close drops the trigger, its status and its hold on the group.
+	p.Close()
+	if len(s.Statuses()) != 0 || s.Active(SourcePSI) || !s.PressureReadable(file) {
+		t.Errorf("after Close: statuses %+v, readable %v", s.Statuses(), s.PressureReadable(file))
+	}
+	if again, err := p.Rearm(); again || err != nil {
+		t.Errorf("Rearm after Close = %v, %v; want false, nil", again, err)
+	}
+}
+
+// A failed attempt is repeated only once the path names another file: a
+// missing file is tried when it appears, a file that refused the trigger is
+// not tried again, and a replacement is.
+func TestPSITriggerRearmAfterAFailedAttempt(t *testing.T) {
+	group := cgrouptest.NewUnifiedCgroup(t, "evictd-wakeup-psi-retry")
+	requirePSI(t, group.Path("memory.pressure"))
+	s, logs := newObservedSet(t)
+	dir := t.TempDir()
+	link, plain := filepath.Join(dir, "memory.pressure"), filepath.Join(dir, "plain")
+	p, err := s.AddPSITrigger("kubepods", link, PSITrigger{Stall: time.Second, Window: 2 * time.Second})
+	if err == nil || p.Status().Active {
+		t.Fatalf("AddPSITrigger on a missing file = %v, %+v; want an error, inactive", err, p.Status())
+	}
+	if again, err := p.Rearm(); again || err == nil {
+		t.Fatalf("Rearm of a missing file = %v, %v; want false, an error", again, err)
+	}
+	// A plain file takes the trigger's write and is refused by epoll.
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(plain, link); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := p.Rearm(); again || err == nil || !strings.Contains(err.Error(), "epoll_ctl") {
+		t.Fatalf("Rearm on a plain file = %v, %v; want false, an epoll_ctl error", again, err)
+	}
+	if err := os.Truncate(plain, 0); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := p.Rearm(); again || err == nil || !strings.Contains(err.Error(), "epoll_ctl") {
+		t.Fatalf("Rearm on the same plain file = %v, %v; want false, the earlier error", again, err)
+	}
+	if b, err := os.ReadFile(plain); err != nil || len(b) != 0 {
+		t.Fatalf("Rearm tried the file that refused the trigger again (it holds %q, %v)", b, err)
+	}
+	// The path now names a pressure file: armed, and logged as active (a
+	// first arming, not a re-arm).
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(group.Path("memory.pressure"), link); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := p.Rearm(); !again || err != nil || !p.Status().Active {
+		t.Fatalf("Rearm on a pressure file = %v, %v, %+v; want true, nil, active", again, err, p.Status())
+	}
+	if n, m := logs.FilterMessage("wake-up source active").Len(), logs.FilterMessage("wake-up source re-armed").Len(); n != 1 || m != 0 {
+		t.Errorf("logged %d activations and %d re-arms, want 1 and 0: %v", n, m, logs.All())
+	}
+	if again, err := p.Rearm(); again || err != nil {
+		t.Errorf("Rearm of the current trigger = %v, %v; want false, nil", again, err)
 	}
 }
