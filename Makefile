@@ -17,7 +17,7 @@ BENCH_COUNT ?= 6
 export CGO_ENABLED ?= 0
 
 .PHONY: all build observe test unit e2e bench bench-latency bench-oom bench-overhead verify fmt vet lint \
-        fuzz cluster-bins demo image clean FORCE
+        fuzz cluster-bins demo image image-workload test-image clean FORCE
 
 all: build
 
@@ -45,7 +45,7 @@ cluster-bins:
 	hack/build-cluster.sh $(BIN)
 
 ## test: everything CI runs: static checks, unit tests, end-to-end tests.
-test: verify build cluster-bins
+test: verify test-image build cluster-bins
 	$(GO) test -count=1 -timeout 30m $(UNIT_PKGS)
 	$(GO) test -count=1 -p 1 -timeout 50m $(E2E_PKGS)
 
@@ -95,9 +95,34 @@ $(STATICCHECK):
 demo: build cluster-bins
 	hack/demo.sh
 
-## image: the container image (needs a Docker engine; none runs on the dev machines).
-image:
-	docker build -t evictd:$(VERSION) .
+## image: the container image, written without a Docker engine (none runs on the dev machines)
+## by hack/image (go-containerregistry) as _output/image/evictd-$(VERSION).tar, an OCI image
+## layout in a tar: `ctr -n k8s.io images import FILE` loads it. IMAGE_FORMAT=docker-archive
+## writes `docker save`'s format instead, for `docker load`. Where a Docker engine runs, the
+## Dockerfile builds the same image: docker build -t evictd:$(VERSION) .
+IMAGE_DIR    := $(OUT)/image
+IMAGE_TOOL   := $(TOOLS)/image
+IMAGE_FORMAT ?= oci-layout
+
+image: $(BIN)/evictd $(IMAGE_TOOL)
+	@mkdir -p $(IMAGE_DIR)
+	$(IMAGE_TOOL) --binary $(BIN)/evictd --name evictd:$(VERSION) --format $(IMAGE_FORMAT) \
+	  --out $(IMAGE_DIR)/evictd-$(VERSION).tar
+
+## image-workload: the test workload's image the same way, _output/image/workload-$(VERSION).tar.
+image-workload: $(BIN)/workload $(IMAGE_TOOL)
+	@mkdir -p $(IMAGE_DIR)
+	$(IMAGE_TOOL) --binary $(BIN)/workload --name evictd-workload:$(VERSION) --format $(IMAGE_FORMAT) \
+	  --out $(IMAGE_DIR)/workload-$(VERSION).tar
+
+# Built for this machine even when GOOS/GOARCH cross-compile the binaries it packs.
+$(IMAGE_TOOL): FORCE
+	@mkdir -p $(TOOLS)
+	cd hack/image && GOOS= GOARCH= $(GO) build -o $(abspath $@) .
+
+## test-image: the image builder's tests (hack/image, its own module).
+test-image:
+	cd hack/image && $(GO) test -count=1 ./...
 
 clean:
 	rm -rf $(OUT)

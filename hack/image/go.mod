@@ -1,0 +1,15 @@
+// Module image builds evictd's container image (and the test workload's)
+// without a Docker engine, with go-containerregistry. It is kept apart from
+// the main module so the main module never depends on it.
+module github.com/evictd/evictd/hack/image
+
+go 1.25.0
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+)
