@@ -461,7 +461,7 @@ func TestSyncRearmsKubepodsPSITriggerAfterKubepodsIsRecreated(t *testing.T) {
 	if err := group.Remove(); err != nil {
 		t.Fatal(err)
 	}
-	group = parent.Sub(t, "kubepods")
+	parent.Sub(t, "kubepods") // created again, silently
 	m.Sync(obs, nil)
 	waitFor(t, set, func() bool { return false }) // 2 s of Wait: any stale POLLERR is dispatched
 	if st := psiStatus(t, set, "kubepods"); !st.Active {

@@ -340,7 +340,7 @@ func TestPSITriggerRearmOnKernfs(t *testing.T) {
 	if again, err := p.Rearm(); again || err == nil {
 		t.Fatalf("Rearm with the group gone after POLLERR = %v, %v; want false, an error", again, err)
 	}
-	group = parent.Sub(t, "kubepods")
+	parent.Sub(t, "kubepods")
 	rearmed("after POLLERR, once the group is back")
 	if n := logs.FilterMessage("wake-up source re-armed").Len(); n != 3 {
 		t.Errorf("logged %d re-arms, want 3: %v", n, logs.All())
