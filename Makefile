@@ -128,3 +128,13 @@ clean:
 	rm -rf $(OUT)
 
 FORCE:
+
+## vm-smoke: evictd observe on a real cgroup v2 kernel under QEMU (issue 10): hack/vm/prepare.sh
+## installs QEMU and fetches a Debian kernel (apt-get, as root) into _output/vm, then the
+## test boots it. Not part of test: it needs root, apt and a few minutes.
+VM_DIR := $(OUT)/vm
+
+.PHONY: vm-smoke
+vm-smoke: $(BIN)/evictd $(BIN)/workload
+	hack/vm/prepare.sh $(VM_DIR)
+	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode -v -timeout 15m -run TestVMCgroupV2Observe ./test/vmnode
