@@ -6,6 +6,8 @@
 package logging
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -124,11 +126,40 @@ func Err(err error) zap.Field {
 // produced; with klog's default of 0 only its Info, Warning and Error lines
 // arrive. It replaces klog's process-wide logger, so main calls it once; the
 // returned function restores klog's default output (tests use it).
+//
+// Lines whose error is a cancelled context are dropped: evictd cancels its
+// own requests when it stops, and client-go logs each one as an error
+// ("Unexpected error when reading response body: context canceled"), which
+// would read as a failure in a clean shutdown.
 func RouteKlog(logger *zap.Logger) (restore func()) {
+	logger = logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return dropCanceled{c} }))
 	l := zapr.NewLoggerWithOptions(logger.Named("klog"), zapr.ErrorKey(ErrorKey))
 	klog.SetLoggerWithOptions(l, klog.ContextualLogger(true))
 	return func() {
 		klog.Flush()
 		klog.ClearLogger()
 	}
+}
+
+// dropCanceled is a core that drops entries carrying a context.Canceled error.
+type dropCanceled struct{ zapcore.Core }
+
+func (d dropCanceled) With(fields []zapcore.Field) zapcore.Core {
+	return dropCanceled{d.Core.With(fields)}
+}
+
+func (d dropCanceled) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if d.Enabled(e.Level) {
+		return ce.AddCore(e, d)
+	}
+	return ce
+}
+
+func (d dropCanceled) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	for _, f := range fields {
+		if err, ok := f.Interface.(error); ok && errors.Is(err, context.Canceled) {
+			return nil
+		}
+	}
+	return d.Core.Write(e, fields)
 }
