@@ -83,16 +83,12 @@ type Manager struct {
 	// once (a failure is logged by the set and stays reported inactive;
 	// trying again every pass would only repeat it).
 	done map[string]bool
-	// psi is the PSI trigger on kubepods' memory.pressure, on psiPath;
-	// re-armed on every Sync (one stat when nothing changed).
-	psi     *wakeup.PSIWatch
-	psiPath string
-	// events is the kubepods memory.events watch, on eventsPath; re-armed
-	// on every Sync (one stat when nothing changed).
-	events     *wakeup.EventsWatch
-	eventsPath string
-	active     string
-	logged     bool
+	// psi and events are the PSI trigger on kubepods' memory.pressure and
+	// the watch on its memory.events; both are re-armed on every Sync (one
+	// stat when nothing changed).
+	psi, events kubepodsSource
+	active      string
+	logged      bool
 }
 
 // New returns a manager adding sources to set.
@@ -161,53 +157,67 @@ func (m *Manager) Sync(obs *pressure.Observation, sig map[thresholds.Signal]thre
 	m.export()
 }
 
-// syncEvents keeps the memory.events watch on kubepods' current directory
-// (dir; "" while the observer has lost kubepods). kubepods may be removed
-// and created again, under the same name or another driver's: the kernel
-// then drops the watch with IN_IGNORED, or, on cgroupfs, silently leaves it
-// on the removed file. Rearm notices both and watches the file again once it
-// exists.
-func (m *Manager) syncEvents(dir string) {
-	path := ""
-	if dir != "" {
-		path = filepath.Join(dir, "memory.events")
-	}
-	if m.events != nil && path != "" && path != m.eventsPath {
-		m.events.Close()
-		m.events = nil
+// rearmable is a wake-up source on a kubepods file (*wakeup.PSIWatch,
+// *wakeup.EventsWatch).
+type rearmable interface {
+	Rearm() (bool, error)
+	Close()
+}
+
+// kubepodsSource is a wake-up source kept on a file of kubepods' current
+// directory.
+type kubepodsSource struct {
+	src  rearmable
+	path string
+}
+
+// keep keeps the source on path ("" while the observer has lost kubepods).
+// kubepods may be removed and created again, under the same name or another
+// driver's: the kernel then reports an error on a PSI trigger, drops an
+// inotify watch with IN_IGNORED, or, on cgroupfs, says nothing and leaves
+// either on the removed file. Rearm notices all three (the last by the
+// file's device and inode) and arms again once the file exists; add arms a
+// source on a new path.
+func (k *kubepodsSource) keep(path string, add func(string) rearmable) {
+	if k.src != nil && path != "" && path != k.path {
+		k.src.Close()
+		k.src = nil
 	}
 	switch {
-	case m.events != nil:
-		// A failure keeps the watch inactive; the set logs it once.
-		_, _ = m.events.Rearm()
+	case k.src != nil:
+		// A failure keeps the source inactive; the set logs it once.
+		_, _ = k.src.Rearm()
 	case path != "":
-		m.events, _ = m.set.WatchMemoryEvents("kubepods", path)
-		m.eventsPath = path
+		k.src, k.path = add(path), path
 	}
 }
 
-// syncPSI keeps the PSI trigger on kubepods' current memory.pressure (dir;
-// "" while the observer has lost kubepods). When kubepods is removed the
-// kernel reports an error on the trigger, or nothing at all if it is created
-// again first; Rearm notices both (the latter by the file's identity) and
-// arms on the new group's file once it exists.
+// syncEvents keeps the memory.events watch on kubepods' directory dir.
+func (m *Manager) syncEvents(dir string) {
+	m.events.keep(fileIn(dir, "memory.events"), func(p string) rearmable {
+		if w, _ := m.set.WatchMemoryEvents("kubepods", p); w != nil {
+			return w
+		}
+		return nil // a nil *EventsWatch must not become a non-nil interface
+	})
+}
+
+// syncPSI keeps the PSI trigger on kubepods' memory.pressure in dir.
 func (m *Manager) syncPSI(dir string) {
-	path := ""
-	if dir != "" {
-		path = filepath.Join(dir, "memory.pressure")
+	m.psi.keep(fileIn(dir, "memory.pressure"), func(p string) rearmable {
+		if w, _ := m.set.AddPSITrigger("kubepods", p, m.cfg.PSITrigger); w != nil {
+			return w
+		}
+		return nil
+	})
+}
+
+// fileIn is dir/name, or "" when dir is "".
+func fileIn(dir, name string) string {
+	if dir == "" {
+		return ""
 	}
-	if m.psi != nil && path != "" && path != m.psiPath {
-		m.psi.Close()
-		m.psi = nil
-	}
-	switch {
-	case m.psi != nil:
-		// A failure keeps the trigger inactive; the set logs it once.
-		_, _ = m.psi.Rearm()
-	case path != "":
-		m.psi, _ = m.set.AddPSITrigger("kubepods", path, m.cfg.PSITrigger)
-		m.psiPath = path
-	}
+	return filepath.Join(dir, name)
 }
 
 func (m *Manager) once(path string, arm func(string)) {
