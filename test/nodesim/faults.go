@@ -210,20 +210,8 @@ func (f *FaultRoot) Close() error {
 // removes the tree only once no mount is left under it: removing into the
 // bind-mounted memory hierarchy would remove real cgroups.
 func removeFaultRoot(root string) error {
-	mounts, err := mountsUnder(root)
-	if err != nil {
+	if err := unmountUnder(root); err != nil {
 		return err
-	}
-	var errs []error
-	for _, m := range mounts {
-		if err := syscall.Unmount(m, 0); err != nil {
-			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-				errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
 	}
 	if left, err := mountsUnder(root); err != nil || len(left) > 0 {
 		return fmt.Errorf("not removing %s: still mounted under it: %v (%v)", root, left, err)

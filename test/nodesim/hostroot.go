@@ -88,20 +88,8 @@ func (h *hostRoot) remove() error { return removeHostRoot(h.root) }
 // (lazily when busy), then removes the tree. The sys and proc links are
 // removed as links; their targets are never followed.
 func removeHostRoot(root string) error {
-	mounts, err := mountsUnder(root)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, m := range mounts {
-		if err := syscall.Unmount(m, 0); err != nil {
-			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-				errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...) // never delete into a mount still there
+	if err := unmountUnder(root); err != nil {
+		return err // never delete into a mount still there
 	}
 	return os.RemoveAll(root)
 }
@@ -146,4 +134,22 @@ func unescapeMountPath(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// unmountUnder unmounts whatever is mounted under root, deepest first, lazily
+// when busy.
+func unmountUnder(root string) error {
+	mounts, err := mountsUnder(root)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range mounts {
+		if err := syscall.Unmount(m, 0); err != nil {
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
