@@ -422,14 +422,7 @@ func FuzzEstimator(f *testing.F) {
 }
 
 func BenchmarkPushTimeLeft(b *testing.B) {
-	e, _ := NewEstimator(Options{Window: 2 * time.Second})
-	at, avail := t0, int64(8<<30)
-	// Full rings: the worst case for the pairwise fit and the trend.
-	for i := 0; i < trendSlots; i++ {
-		at = at.Add(100 * time.Millisecond)
-		avail -= 10 * mi
-		e.Push(at, avail)
-	}
+	e, at, avail := fullEstimator(Options{Window: 2 * time.Second})
 	b.ReportAllocs()
 	b.ResetTimer()
 	var sink time.Duration
@@ -444,4 +437,17 @@ func BenchmarkPushTimeLeft(b *testing.B) {
 		}
 	}
 	_ = sink
+}
+
+// fullEstimator returns an estimator whose rings are full of a steady fall
+// (the worst case for the pairwise fit and the trend), and the last sample.
+func fullEstimator(o Options) (*Estimator, time.Time, int64) {
+	e, _ := NewEstimator(o)
+	at, avail := t0, int64(8<<30)
+	for i := 0; i < trendSlots; i++ {
+		at = at.Add(100 * time.Millisecond)
+		avail -= 10 * mi
+		e.Push(at, avail)
+	}
+	return e, at, avail
 }

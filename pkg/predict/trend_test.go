@@ -293,13 +293,7 @@ func TestFitLineExtremes(t *testing.T) {
 }
 
 func BenchmarkPushSustained(b *testing.B) {
-	e, _ := NewEstimator(Options{})
-	at, avail := t0, int64(8<<30)
-	for i := 0; i < trendSlots; i++ {
-		at = at.Add(100 * time.Millisecond)
-		avail -= 10 * mi
-		e.Push(at, avail)
-	}
+	e, at, avail := fullEstimator(Options{})
 	b.ReportAllocs()
 	b.ResetTimer()
 	n := 0
