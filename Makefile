@@ -21,8 +21,9 @@ export CGO_ENABLED ?= 0
 
 all: build
 
-## build: evictd and the test binaries (workload, cluster, nodesim) into _output/bin.
-build: $(BIN)/evictd $(BIN)/workload $(BIN)/cluster $(BIN)/nodesim
+## build: evictd and the test binaries (workload, cluster, nodesim, and the VM node's vmagent
+## and pause) into _output/bin.
+build: $(BIN)/evictd $(BIN)/workload $(BIN)/cluster $(BIN)/nodesim $(BIN)/vmagent $(BIN)/pause
 
 $(BIN)/evictd: FORCE
 	@mkdir -p $(BIN)
@@ -32,7 +33,7 @@ $(BIN)/workload: FORCE
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $@ ./test/cmd/workload
 
-$(BIN)/cluster $(BIN)/nodesim: FORCE
+$(BIN)/cluster $(BIN)/nodesim $(BIN)/vmagent $(BIN)/pause: FORCE
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $@ ./test/cmd/$(notdir $@)
 
@@ -134,7 +135,19 @@ FORCE:
 ## test boots it. Not part of test: it needs root, apt and a few minutes.
 VM_DIR := $(OUT)/vm
 
-.PHONY: vm-smoke
+.PHONY: vm-smoke e2e-node
 vm-smoke: $(BIN)/evictd $(BIN)/workload
 	hack/vm/prepare.sh $(VM_DIR)
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode -v -timeout 15m -run TestVMCgroupV2Observe ./test/vmnode
+
+## e2e-node: the real node (issue 10): a cgroup v2 guest under QEMU with containerd and the real
+## kubelet registered to the test control plane, evictd deployed from deploy/daemonset.yaml.
+## Needs root (apt-get, the guest's disk). Ends with a line "N passed, N failed".
+NODE_IMAGES := $(IMAGE_DIR)/node
+e2e-node: build cluster-bins $(IMAGE_TOOL)
+	hack/vm/prepare.sh $(VM_DIR)
+	@mkdir -p $(NODE_IMAGES)
+	$(IMAGE_TOOL) --binary $(BIN)/evictd --name evictd:e2e-node --out $(NODE_IMAGES)/evictd.tar >/dev/null
+	$(IMAGE_TOOL) --binary $(BIN)/workload --name evictd-workload:e2e-node --out $(NODE_IMAGES)/workload.tar >/dev/null
+	$(IMAGE_TOOL) --binary $(BIN)/pause --name evictd-pause:e2e-node --user 65535:65535 --out $(NODE_IMAGES)/pause.tar >/dev/null
+	EVICTD_VM_DIR=$(abspath $(VM_DIR)) hack/vm/e2e-node.sh

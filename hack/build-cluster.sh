@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver and kube-controller-manager from the tools module
-# in hack/cluster into the given directory. A build is skipped when the three
-# binaries exist and were built from the same tools module (a hash stamp of
-# the module files and this script).
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the
+# kubelet from the tools module in hack/cluster into the given directory. The
+# scheduler and the kubelet serve the VM node (test/vmnode, make e2e-node). A
+# build is skipped when the binaries exist and were built from the same tools
+# module (a hash stamp of the module files and this script).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "${1:?usage: build-cluster.sh OUTDIR}" && cd "$1" && pwd)
 stamp="$out/.cluster-stamp"
-bins=(etcd kube-apiserver kube-controller-manager)
+bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet)
 want=$(cat "$here/cluster/go.mod" "$here/cluster/go.sum" "$here/cluster/tools.go" "$here/build-cluster.sh" \
   | sha256sum | cut -d' ' -f1)
 
@@ -27,11 +28,21 @@ declare -A pkg=(
   [etcd]=go.etcd.io/etcd/server/v3
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kubelet]=k8s.io/kubernetes/cmd/kubelet
 )
+# Without these the Kubernetes commands report v0.0.0-master, and the kubelet
+# registers its node with that version. The version is the module's own.
+kver=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+kmajor=${kver#v}; kmajor=${kmajor%%.*}
+kminor=${kver#v*.}; kminor=${kminor%%.*}
+vpkg=k8s.io/component-base/version
+ldflags="-X $vpkg.gitVersion=$kver -X $vpkg.gitMajor=$kmajor -X $vpkg.gitMinor=$kminor"
 for b in "${bins[@]}"; do
   # Build beside the target and rename, so a running test cluster keeps its
   # old executable instead of failing with "text file busy".
-  go build -o "$out/.$b.tmp" "${pkg[$b]}"
+  # Static, so the kubelet also runs in the VM guest, which has no libc.
+  CGO_ENABLED=0 go build -ldflags "$ldflags" -o "$out/.$b.tmp" "${pkg[$b]}"
   mv -f "$out/.$b.tmp" "$out/$b"
 done
 echo "$want" > "$stamp"

@@ -1,10 +1,14 @@
 //go:build tools
 
-// Package tools pins the control-plane commands this module builds.
+// Package tools pins the Kubernetes commands this module builds: the control
+// plane for every e2e test, and the scheduler and kubelet of the VM node
+// (test/vmnode).
 package tools
 
 import (
 	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

@@ -6,6 +6,8 @@
 #   OUTDIR/initramfs.cpio.gz   busybox-static, the virtio/9p/overlay modules and an /init (below)
 #   OUTDIR/kernel/             the kernel package unpacked with dpkg-deb -x (modules, depmod'ed)
 #   OUTDIR/kver                the kernel release, e.g. 6.1.0-56-amd64
+#   OUTDIR/node/               containerd, runc and the CNI plugins (Debian's packages, unpacked
+#                              with dpkg-deb -x, never installed on the host) for the VM node
 #
 # Host packages come from apt-get (qemu-system-x86, busybox-static, kmod, cpio); the kernel
 # package is fetched with apt-get download and never installed. The guest's /init mounts a
@@ -24,7 +26,7 @@ start=$(date +%s.%N)
 elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1fs", e - s }'; }
 say() { echo "prepare.sh: $*"; }
 
-tools=(qemu-system-x86_64 busybox depmod modprobe cpio)
+tools=(qemu-system-x86_64 busybox depmod modprobe cpio mkfs.ext4)
 have_tools() {
   local t
   for t in "${tools[@]}"; do command -v "$t" >/dev/null || return 1; done
@@ -34,7 +36,9 @@ have_tools() {
 
 up_to_date=true
 have_tools || up_to_date=false
-for f in vmlinuz initramfs.cpio.gz kver; do [ -s "$out/$f" ] || up_to_date=false; done
+for f in vmlinuz initramfs.cpio.gz kver node/usr/bin/containerd node/usr/sbin/runc node/usr/lib/cni/bridge; do
+  [ -s "$out/$f" ] || up_to_date=false
+done
 if $up_to_date && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   say "VM pieces are up to date in $out (kernel $(cat "$out/kver"); checked in $(elapsed))"
   exit 0
@@ -55,8 +59,8 @@ apt-get update -qq
 if have_tools; then
   say "host tools already installed: ${tools[*]}"
 else
-  say "installing qemu-system-x86 busybox-static kmod cpio"
-  apt-get install -y -qq --no-install-recommends qemu-system-x86 busybox-static kmod cpio >/dev/null
+  say "installing qemu-system-x86 busybox-static kmod cpio e2fsprogs"
+  apt-get install -y -qq --no-install-recommends qemu-system-x86 busybox-static kmod cpio e2fsprogs >/dev/null
   have_tools || { echo "prepare.sh: tools still missing after apt-get install" >&2; exit 1; }
 fi
 say "host packages ready in $(( $(date +%s) - t ))s ($(qemu-system-x86_64 --version | head -1))"
@@ -77,7 +81,7 @@ mkdir -p "$dl"
 deb=$(ls "$dl/${pkg}_"*.deb 2>/dev/null | head -1 || true)
 if [ -z "$deb" ]; then
   say "apt-get download $pkg"
-  rm -f "$dl"/*.deb
+  rm -f "$dl"/linux-image-*.deb
   # As root into a directory _apt may not read: say so, or apt warns about its sandbox.
   (cd "$dl" && apt-get download -qq -o APT::Sandbox::User=root "$pkg")
   deb=$(ls "$dl/${pkg}_"*.deb | head -1)
@@ -103,6 +107,23 @@ if command -v xz >/dev/null; then
 fi
 say "kernel $kver unpacked in $(( $(date +%s) - t ))s$([ -f "$out/vmlinux" ] && echo ' (with an uncompressed vmlinux)')"
 
+# --- the node's runtime ---------------------------------------------------------------------------
+# The guest runs them from the host's root (it overlays the 9p share), so their libraries
+# (libc, libseccomp) are the host's own.
+t=$(date +%s)
+node_pkgs=(containerd runc containernetworking-plugins)
+rm -rf "$out/node"
+mkdir -p "$out/node"
+for p in "${node_pkgs[@]}"; do
+  nd=$(ls "$dl/${p}_"*.deb 2>/dev/null | head -1 || true)
+  if [ -z "$nd" ]; then
+    (cd "$dl" && apt-get download -qq -o APT::Sandbox::User=root "$p")
+    nd=$(ls "$dl/${p}_"*.deb | head -1)
+  fi
+  dpkg-deb -x "$nd" "$out/node"
+done
+say "node runtime ($("$out/node/usr/bin/containerd" --version | awk '{print $1, $3}'), $("$out/node/usr/sbin/runc" --version | head -1)) in $(( $(date +%s) - t ))s"
+
 # --- initramfs ---------------------------------------------------------------------------------
 t=$(date +%s)
 root="$out/initramfs"
@@ -114,7 +135,8 @@ for applet in $(/bin/busybox --list); do
 done
 
 # The modules and what they need, in load order, without duplicates.
-mods=(virtio_pci 9pnet_virtio 9p virtio_net virtio_console overlay)
+# virtio_blk and ext4 for the node's disk; bridge and veth for the CNI bridge plugin.
+mods=(virtio_pci 9pnet_virtio 9p virtio_net virtio_console overlay virtio_blk ext4 bridge veth)
 : >"$root/lib/modules/load-order"
 declare -A seen=()
 for m in "${mods[@]}"; do

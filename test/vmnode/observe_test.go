@@ -91,7 +91,6 @@ exit 0
 }
 
 // shellQuote quotes s for sh, as one word.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // checkSummary checks evictd's Summary from the guest: the pod is there with
 // at least minWorkingSet, and so is the node's memory signal. It returns the

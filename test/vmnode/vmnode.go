@@ -84,6 +84,15 @@ type Options struct {
 	Timeout time.Duration
 	// Console, when set, receives the serial console as it arrives.
 	Console io.Writer
+	// Disk is a raw disk image, the guest's /dev/vda; none when empty.
+	Disk string
+	// HostForwards and GuestForwards give the guest a network device
+	// (QEMU user networking, 10.0.2.15/24, restricted to these forwards);
+	// without any it has none.
+	HostForwards  []HostForward
+	GuestForwards []GuestForward
+	// KernelArgs are appended to the kernel command line.
+	KernelArgs []string
 }
 
 // Result of one boot.
@@ -172,6 +181,34 @@ func Need(t testing.TB) {
 // the script's end (killed at the timeout, QEMU failed); a script that
 // fails is a Result with a non-zero ExitCode and no error.
 func Boot(ctx context.Context, opts Options) (*Result, error) {
+	vm, err := Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return vm.Wait()
+}
+
+// VM is a guest started by Start and still running until Wait returns.
+type VM struct {
+	opts    Options
+	cmd     *exec.Cmd
+	cancel  context.CancelFunc
+	ctx     context.Context
+	start   time.Time
+	pw      *io.PipeWriter
+	done    chan struct{} // the console reader has finished
+	logFile *os.File
+
+	mu      sync.Mutex
+	console bytes.Buffer
+	res     *Result
+	waitErr error
+	waited  chan struct{}
+}
+
+// Start boots the guest and returns while it runs. Wait for its end, or
+// Kill it; either way Wait must be called to release it.
+func Start(ctx context.Context, opts Options) (*VM, error) {
 	if opts.Dir == "" {
 		opts.Dir = DefaultDir()
 	}
@@ -202,92 +239,153 @@ func Boot(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close()
 
-	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, QEMU, qemuArgs(opts, out)...)
-	cmd.Stdin = nil // /dev/null: nothing reaches the serial console or the monitor
+	vm := &VM{opts: opts, logFile: logFile, done: make(chan struct{}), waited: make(chan struct{})}
+	vm.ctx, vm.cancel = context.WithTimeout(ctx, opts.Timeout)
+	vm.cmd = exec.CommandContext(vm.ctx, QEMU, qemuArgs(opts, out)...)
+	vm.cmd.Stdin = nil // /dev/null: nothing reaches the serial console or the monitor
 	pr, pw := io.Pipe()
-	cmd.Stdout = pw
-	cmd.Stderr = pw
-	cmd.WaitDelay = 5 * time.Second
-
-	res := &Result{ConsoleLog: logPath, ExitCode: -1}
-	var console bytes.Buffer
-	var mu sync.Mutex
-	start := time.Now()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sink := io.Writer(logFile)
-		if opts.Console != nil {
-			sink = io.MultiWriter(logFile, opts.Console)
-		}
-		r := bufio.NewReader(pr)
-		for {
-			line, err := r.ReadBytes('\n')
-			if len(line) > 0 {
-				mu.Lock()
-				if res.BootTime == 0 && bytes.Contains(line, readyLine) {
-					res.BootTime = time.Since(start)
-				}
-				console.Write(line)
-				mu.Unlock()
-				_, _ = sink.Write(line)
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	if err := cmd.Start(); err != nil {
+	vm.pw = pw
+	vm.cmd.Stdout = pw
+	vm.cmd.Stderr = pw
+	vm.cmd.WaitDelay = 5 * time.Second
+	vm.res = &Result{ConsoleLog: logPath, ExitCode: -1}
+	vm.start = time.Now()
+	go vm.readConsole(pr)
+	if err := vm.cmd.Start(); err != nil {
+		vm.cancel()
+		_ = pw.Close()
+		<-vm.done
+		logFile.Close()
 		return nil, fmt.Errorf("vmnode: starting %s: %w", QEMU, err)
 	}
-	waitErr := cmd.Wait()
-	res.Duration = time.Since(start)
-	_ = pw.Close()
-	<-done
+	go vm.wait()
+	return vm, nil
+}
 
-	mu.Lock()
-	defer mu.Unlock()
-	res.Console = escapeRE.ReplaceAllString(console.String(), "")
+func (vm *VM) readConsole(pr io.Reader) {
+	defer close(vm.done)
+	sink := io.Writer(vm.logFile)
+	if vm.opts.Console != nil {
+		sink = io.MultiWriter(vm.logFile, vm.opts.Console)
+	}
+	r := bufio.NewReader(pr)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			vm.mu.Lock()
+			if vm.res.BootTime == 0 && bytes.Contains(line, readyLine) {
+				vm.res.BootTime = time.Since(vm.start)
+			}
+			vm.console.Write(line)
+			vm.mu.Unlock()
+			_, _ = sink.Write(line)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (vm *VM) wait() {
+	defer close(vm.waited)
+	err := vm.cmd.Wait()
+	vm.mu.Lock()
+	vm.res.Duration = time.Since(vm.start)
+	vm.waitErr = err
+	vm.mu.Unlock()
+	_ = vm.pw.Close()
+	<-vm.done
+	vm.logFile.Close()
+}
+
+// Done is closed when QEMU has exited.
+func (vm *VM) Done() <-chan struct{} { return vm.waited }
+
+// Console is the serial console so far, without terminal escapes.
+func (vm *VM) Console() string {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return escapeRE.ReplaceAllString(vm.console.String(), "")
+}
+
+// Kill ends QEMU at once (the guest's disks are throwaway).
+func (vm *VM) Kill() {
+	vm.cancel()
+}
+
+// Wait waits for QEMU to exit and says how the guest ended (see Boot).
+func (vm *VM) Wait() (*Result, error) {
+	<-vm.waited
+	defer vm.cancel()
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	res := vm.res
+	res.Console = escapeRE.ReplaceAllString(vm.console.String(), "")
 	if m := exitRE.FindAllStringSubmatch(res.Console, -1); len(m) > 0 {
 		res.ExitCode, _ = strconv.Atoi(m[len(m)-1][1])
 	}
-	reachedPoweroff := bytes.Contains(console.Bytes(), poweroffLine)
+	reachedPoweroff := bytes.Contains(vm.console.Bytes(), poweroffLine)
 	switch {
-	case ctx.Err() != nil:
-		return res, fmt.Errorf("vmnode: the guest did not power off within %s (killed): %w", opts.Timeout, ctx.Err())
-	case waitErr != nil:
-		return res, fmt.Errorf("vmnode: %s: %w", QEMU, waitErr)
+	case vm.ctx.Err() != nil:
+		return res, fmt.Errorf("vmnode: the guest did not power off within %s (killed): %w", vm.opts.Timeout, vm.ctx.Err())
+	case vm.waitErr != nil:
+		return res, fmt.Errorf("vmnode: %s: %w", QEMU, vm.waitErr)
 	case !reachedPoweroff:
-		return res, errors.New("vmnode: QEMU exited before the guest's init powered off (a kernel panic?); see " + logPath)
+		return res, errors.New("vmnode: QEMU exited before the guest's init powered off (a kernel panic?); see " + res.ConsoleLog)
 	}
 	res.PoweredOff = true
 	return res, nil
 }
 
+// HostForward makes the guest's TCP port GuestPort reachable on the host at
+// 127.0.0.1:HostPort.
+type HostForward struct{ HostPort, GuestPort int }
+
+// GuestForward runs Command on the host for every guest connection to
+// GuestAddr (for example 10.0.2.100:6443), the connection on its stdin and
+// stdout: a relay to a host loopback service (vmagent dial).
+type GuestForward struct {
+	GuestAddr string
+	Command   string
+}
+
 // qemuArgs is QEMU's command line: TCG, serial console on stdout, the host's
-// root read-only and out writable over 9p, no network device at all.
+// root read-only and out writable over 9p; a network device only when there
+// are forwards, and then restricted to them.
 func qemuArgs(opts Options, out string) []string {
-	cmdline := strings.Join([]string{
+	cmdline := strings.Join(append([]string{
 		"console=ttyS0", "panic=-1", "quiet", "loglevel=3",
 		"cgroup_no_v1=all", "systemd.unified_cgroup_hierarchy=1",
 		"evictd.cmd=/out/" + scriptName,
-	}, " ")
-	return []string{
+	}, opts.KernelArgs...), " ")
+	args := []string{
 		"-accel", "tcg", "-cpu", "max",
 		"-smp", strconv.Itoa(opts.CPUs),
 		"-m", strconv.Itoa(opts.MemoryMiB),
 		"-nographic", "-no-reboot",
-		"-nic", "none",
 		"-kernel", kernel(opts.Dir),
 		"-initrd", filepath.Join(opts.Dir, initramfs),
 		"-append", cmdline,
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 		"-virtfs", "local,path=" + qemuEscape(out) + ",mount_tag=out,security_model=none",
 	}
+	if opts.Disk != "" {
+		args = append(args, "-drive", "file="+qemuEscape(opts.Disk)+",format=raw,if=virtio,cache=unsafe")
+	}
+	if len(opts.HostForwards) == 0 && len(opts.GuestForwards) == 0 {
+		return append(args, "-nic", "none")
+	}
+	// restrict=on: the guest reaches nothing but the forwards below, and
+	// the host side of each is a loopback address.
+	netdev := "user,id=n0,restrict=on"
+	for _, f := range opts.HostForwards {
+		netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", f.HostPort, f.GuestPort)
+	}
+	for _, f := range opts.GuestForwards {
+		netdev += ",guestfwd=tcp:" + f.GuestAddr + "-cmd:" + qemuEscape(f.Command)
+	}
+	return append(args, "-netdev", netdev, "-device", "virtio-net-pci,netdev=n0")
 }
 
 // qemuEscape doubles commas, QEMU's escape inside an option value.

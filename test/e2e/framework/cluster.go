@@ -44,6 +44,12 @@ type Config struct {
 	Logger *zap.Logger
 	// ReadyTimeout bounds the whole start; default 3 minutes.
 	ReadyTimeout time.Duration
+	// RealNodes readies the control plane for real kubelets (test/vmnode):
+	// kube-scheduler runs, the controller manager also runs the daemonset,
+	// replicaset and deployment controllers, and NodeCredentials can issue
+	// kubelet identities. The tests that use the kubelet stand-in bind pods
+	// to their node themselves and need none of it.
+	RealNodes bool
 }
 
 // Cluster is a running control plane. Its fields are set by StartCluster and
@@ -76,6 +82,7 @@ type Cluster struct {
 	StartDuration time.Duration
 
 	log        *zap.Logger
+	pki        *pki
 	ownDir     bool
 	components []*component
 	stopOnce   sync.Once
@@ -146,6 +153,7 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return c, err
 	}
 	c.CAData = pki.caPEM
+	c.pki = pki
 	adminToken, err := randomToken()
 	if err != nil {
 		return c, err
@@ -190,7 +198,11 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		"--service-account-key-file="+pki.saVerifyingKey,
 		"--service-account-signing-key-file="+pki.saSigningKey,
 		"--token-auth-file="+tokenFile,
-		"--authorization-mode=RBAC",
+		// Kubelets (test/vmnode) authenticate with client certificates and
+		// are authorized as nodes, the way kubeadm sets up a cluster.
+		"--client-ca-file="+pki.caFile,
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
@@ -211,15 +223,25 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	}
 	c.log.Info("kube-apiserver ready", zap.String("server", c.Server), zap.Duration("after", time.Since(start)))
 
-	if err := c.start("kube-controller-manager", bins["kube-controller-manager"],
+	kcmArgs := []string{"--controllers=disruption,garbagecollector,namespace,serviceaccount,serviceaccount-token,podgc"}
+	if cfg.RealNodes {
+		// nodelifecycle lifts the not-ready taint once a kubelet reports
+		// Ready. An emulated guest is slow: give its heartbeats room before
+		// the node counts as lost.
+		kcmArgs = []string{
+			"--controllers=disruption,garbagecollector,namespace,serviceaccount,serviceaccount-token,podgc," +
+				"daemonset,replicaset,deployment,nodelifecycle,root-ca-certificate-publisher-controller",
+			"--node-monitor-grace-period=2m",
+		}
+	}
+	if err := c.start("kube-controller-manager", bins["kube-controller-manager"], append(kcmArgs,
 		"--kubeconfig="+c.AdminKubeconfig,
-		"--controllers=disruption,garbagecollector,namespace,serviceaccount,serviceaccount-token,podgc",
 		"--service-account-private-key-file="+pki.saSigningKey,
 		"--root-ca-file="+pki.caFile,
 		"--use-service-account-credentials=false",
 		"--leader-elect=false",
 		"--secure-port=0",
-	); err != nil {
+	)...); err != nil {
 		return c, err
 	}
 	// The service account controller creating "default" in "default" shows
@@ -232,6 +254,20 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return err == nil, err
 	}); err != nil {
 		return c, err
+	}
+
+	if cfg.RealNodes {
+		sched := filepath.Join(cfg.BinDir, "kube-scheduler")
+		if st, err := os.Stat(sched); err != nil || st.Mode()&0o111 == 0 {
+			return c, fmt.Errorf("no executable %s: %w", sched, ErrMissingBinary)
+		}
+		if err := c.start("kube-scheduler", sched,
+			"--kubeconfig="+c.AdminKubeconfig,
+			"--leader-elect=false",
+			"--secure-port=0",
+		); err != nil {
+			return c, err
+		}
 	}
 
 	if err := c.setUpEvictdIdentity(ctx, cfg.Manifest); err != nil {
@@ -305,6 +341,26 @@ func (c *Cluster) writeKubeconfig(path, user, token string) error {
 	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: user}
 	kc.CurrentContext = "test"
 	return clientcmd.WriteToFile(*kc, path)
+}
+
+// NodeCredentials issues the identity a kubelet of node registers with:
+// a kubeconfig (client certificate system:node:NAME in group system:nodes,
+// the cluster's CA) that reaches the API server at server, which is how the
+// node sees it (a relay on a VM node), not necessarily c.Server.
+func (c *Cluster) NodeCredentials(node, server string) ([]byte, error) {
+	if c.pki == nil {
+		return nil, errors.New("the cluster has no PKI")
+	}
+	cert, key, err := c.pki.clientCertificate("system:node:"+node, []string{"system:nodes"})
+	if err != nil {
+		return nil, err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: c.CAData}
+	kc.AuthInfos[node] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: node}
+	kc.CurrentContext = "test"
+	return clientcmd.Write(*kc)
 }
 
 // Stop stops the processes by their own process groups (SIGTERM, then

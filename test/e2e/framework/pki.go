@@ -27,7 +27,16 @@ type pki struct {
 	servingKey     string
 	saSigningKey   string // RSA private key: signs service account tokens
 	saVerifyingKey string // its public half: verifies them
+
+	// The CA's own pair, kept to sign client certificates for kubelets.
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
 }
+
+// ServiceIP is the ClusterIP of the "kubernetes" Service: the first address
+// of --service-cluster-ip-range. Pods on a VM node reach the API server
+// there through the node's relay, so the serving certificate names it.
+var ServiceIP = net.IPv4(10, 0, 0, 1)
 
 func writePKI(dir string) (*pki, error) {
 	p := &pki{
@@ -60,6 +69,7 @@ func writePKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	p.caCert, p.caKey = caCert, caKey
 
 	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -72,7 +82,7 @@ func writePKI(dir string) (*pki, error) {
 		NotAfter:     now.Add(7 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), ServiceIP},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
@@ -110,4 +120,36 @@ func writePKI(dir string) (*pki, error) {
 		}
 	}
 	return p, nil
+}
+
+// clientCertificate signs a client certificate for user in groups, for the
+// API server's --client-ca-file authentication. It returns PEM cert and key.
+func (p *pki) clientCertificate(user string, groups []string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: user, Organization: groups},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(7 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign client certificate for %s: %w", user, err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }

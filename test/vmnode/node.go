@@ -1,0 +1,456 @@
+package vmnode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+// Addresses inside the guest. The guest's side of QEMU user networking is
+// 10.0.2.0/24; 10.0.2.100 is where the guest finds the API server (a
+// guestfwd to vmagent dial on the host), ServiceIP where its pods do.
+const (
+	guestAgentPort    = 7000
+	guestReadOnlyPort = 10255 // the kubelet's read-only port: /stats/summary without credentials
+	guestAPIAddr      = "10.0.2.100:6443"
+	// The pods' network, the CNI bridge plugin's range.
+	podSubnet = "10.88.0.0/16"
+)
+
+// NodeOptions configure StartNode.
+type NodeOptions struct {
+	// Cluster is the control plane the kubelet registers with; it must
+	// have been started with framework.Config.RealNodes.
+	Cluster *framework.Cluster
+	// Name is the node's name; default "evictd-vm".
+	Name string
+	// OutDir receives the node's configs, logs and disk; required.
+	OutDir string
+	// MemoryMiB and CPUs of the guest; defaults 2048 and 2.
+	MemoryMiB, CPUs int
+	// DiskMiB is the size of the node's ext4 disk; default 3072.
+	DiskMiB int
+	// Images are OCI archives imported into containerd before the
+	// kubelet starts (the pause image among them).
+	Images []string
+	// PauseImage is the sandbox image's reference; required.
+	PauseImage string
+	// Kubelet adds to or overrides the KubeletConfiguration (a JSON object
+	// merged at the top level), e.g. evictionHard.
+	Kubelet map[string]any
+	// Timeout bounds the VM's whole life; default 40 minutes.
+	Timeout time.Duration
+	// Logf receives progress; default none.
+	Logf func(format string, args ...any)
+}
+
+// Node is a running VM node: containerd and a real kubelet in a cgroup v2
+// guest, registered with the test cluster.
+type Node struct {
+	Name    string
+	VM      *VM
+	Agent   *Agent
+	OutDir  string
+	Cluster *framework.Cluster
+	// ReadOnlyURL is the kubelet's read-only port through a loopback
+	// forward: http://127.0.0.1:PORT.
+	ReadOnlyURL string
+	// Paths of the node's tools as the guest sees them (host paths).
+	Ctr, Containerd string
+	// StartupTimes records how long each step took.
+	StartupTimes []Step
+
+	kubeletPID int
+	logf       func(string, ...any)
+}
+
+// Step is one named stage of StartNode and its duration.
+type Step struct {
+	Name string
+	Took time.Duration
+}
+
+// StartNode boots the guest, starts containerd and the kubelet there and
+// waits until the Node is Ready in the cluster. On error the VM is killed.
+func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
+	if o.Cluster == nil || o.OutDir == "" || o.PauseImage == "" {
+		return nil, errors.New("vmnode: NodeOptions need Cluster, OutDir and PauseImage")
+	}
+	if o.Name == "" {
+		o.Name = "evictd-vm"
+	}
+	if o.MemoryMiB == 0 {
+		o.MemoryMiB = 2048
+	}
+	if o.CPUs == 0 {
+		o.CPUs = 2
+	}
+	if o.DiskMiB == 0 {
+		o.DiskMiB = 3072
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 40 * time.Minute
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	vmDir := DefaultDir()
+	bin := filepath.Join(root, "_output", "bin")
+	runtime := filepath.Join(vmDir, "node")
+	need := []string{
+		filepath.Join(bin, "kubelet"), filepath.Join(bin, "vmagent"),
+		filepath.Join(runtime, "usr", "bin", "containerd"), filepath.Join(runtime, "usr", "sbin", "runc"),
+		filepath.Join(runtime, "usr", "lib", "cni", "bridge"),
+	}
+	for _, p := range need {
+		if !isFile(p) {
+			return nil, fmt.Errorf("vmnode: missing %s (make build cluster-bins, hack/vm/prepare.sh)", p)
+		}
+	}
+	out, err := filepath.Abs(o.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	n = &Node{Name: o.Name, OutDir: out, Cluster: o.Cluster, logf: o.Logf,
+		Ctr: filepath.Join(runtime, "usr", "bin", "ctr"), Containerd: filepath.Join(runtime, "usr", "bin", "containerd")}
+	began := time.Now()
+	step := func(name string, since time.Time) {
+		n.StartupTimes = append(n.StartupTimes, Step{name, time.Since(since)})
+		o.Logf("node %s: %s in %s", o.Name, name, time.Since(since).Round(time.Millisecond))
+	}
+
+	disk := filepath.Join(out, "disk.img")
+	if err := makeDisk(ctx, disk, o.DiskMiB); err != nil {
+		return nil, err
+	}
+	if err := n.writeConfigs(o, runtime); err != nil {
+		return nil, err
+	}
+	apiPort, err := portOf(o.Cluster.Server)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freeLoopbackPorts(2)
+	if err != nil {
+		return nil, err
+	}
+	n.Agent = NewAgent(ports[0])
+	n.ReadOnlyURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+
+	script := strings.Join([]string{
+		"export NODE_OUT=" + shellQuote(out),
+		"export NODE_DISK=/dev/vda",
+		"export NODE_SERVICE_IP=" + framework.ServiceIP.String(),
+		"export NODE_AGENT=" + shellQuote(filepath.Join(bin, "vmagent")),
+		"export NODE_AGENT_ARGS=" + shellQuote(fmt.Sprintf("serve --listen=:%d --relay=%s:443=%s",
+			guestAgentPort, framework.ServiceIP, guestAPIAddr)),
+		"exec sh /host" + filepath.Join(root, "hack", "vm", "node.sh"),
+		"",
+	}, "\n")
+	t := time.Now()
+	n.VM, err = Start(ctx, Options{
+		Dir:       vmDir,
+		MemoryMiB: o.MemoryMiB,
+		CPUs:      o.CPUs,
+		Script:    script,
+		OutDir:    out,
+		Timeout:   o.Timeout,
+		Disk:      disk,
+		HostForwards: []HostForward{
+			{HostPort: ports[0], GuestPort: guestAgentPort},
+			{HostPort: ports[1], GuestPort: guestReadOnlyPort},
+		},
+		GuestForwards: []GuestForward{{
+			GuestAddr: guestAPIAddr,
+			Command:   filepath.Join(bin, "vmagent") + " dial 127.0.0.1:" + strconv.Itoa(apiPort),
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, n.Diagnostics())
+			n.VM.Kill()
+			_, _ = n.VM.Wait()
+		}
+	}()
+	if err := n.waitAgent(ctx, 3*time.Minute); err != nil {
+		return n, err
+	}
+	step("boot to agent", t)
+
+	t = time.Now()
+	if _, err := n.Agent.Spawn(ctx, []string{n.Containerd, "--config", filepath.Join(out, "containerd.toml")},
+		filepath.Join(out, "containerd.log"), n.env()...); err != nil {
+		return n, fmt.Errorf("start containerd: %w", err)
+	}
+	if err := n.poll(ctx, 2*time.Minute, "containerd answering", func(ctx context.Context) error {
+		r, err := n.Exec(ctx, []string{n.Ctr, "version"})
+		if err != nil {
+			return err
+		}
+		return r.Err()
+	}); err != nil {
+		return n, err
+	}
+	step("containerd ready", t)
+
+	t = time.Now()
+	for _, img := range o.Images {
+		if err := n.ImportImage(ctx, img); err != nil {
+			return n, err
+		}
+	}
+	step(fmt.Sprintf("%d images imported", len(o.Images)), t)
+
+	t = time.Now()
+	if err := n.StartKubelet(ctx); err != nil {
+		return n, err
+	}
+	if err := n.WaitReady(ctx, 4*time.Minute); err != nil {
+		return n, err
+	}
+	step("kubelet started, node Ready", t)
+	o.Logf("node %s ready in %s", o.Name, time.Since(began).Round(time.Millisecond))
+	return n, nil
+}
+
+// env is the PATH under which containerd finds its shim and runc.
+func (n *Node) env() []string {
+	runtime := filepath.Dir(filepath.Dir(filepath.Dir(n.Containerd)))
+	return []string{"PATH=" + strings.Join([]string{
+		filepath.Join(runtime, "usr", "bin"), filepath.Join(runtime, "usr", "sbin"),
+		"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
+	}, ":")}
+}
+
+// Exec runs argv in the guest (as root, in the node's root filesystem).
+func (n *Node) Exec(ctx context.Context, argv []string, opts ...ExecOption) (*ExecResult, error) {
+	return n.Agent.Exec(ctx, argv, append([]ExecOption{WithEnv(n.env()...)}, opts...)...)
+}
+
+// Sh runs a busybox shell command line in the guest and fails on a non-zero exit.
+func (n *Node) Sh(ctx context.Context, script string) (string, error) {
+	r, err := n.Exec(ctx, []string{"/bin/sh", "-c", script}, WithTimeout(2*time.Minute))
+	if err != nil {
+		return "", err
+	}
+	return r.Stdout, r.Err()
+}
+
+// ImportImage loads an OCI archive (a host path) into containerd's k8s.io
+// namespace, where the kubelet finds it.
+func (n *Node) ImportImage(ctx context.Context, archive string) error {
+	r, err := n.Exec(ctx, []string{n.Ctr, "-n", "k8s.io", "images", "import", "--no-unpack=false", archive},
+		WithTimeout(5*time.Minute))
+	if err != nil {
+		return fmt.Errorf("import %s: %w", archive, err)
+	}
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("import %s: %w", archive, err)
+	}
+	return nil
+}
+
+// StartKubelet starts the kubelet (again, after StopKubelet).
+func (n *Node) StartKubelet(ctx context.Context) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	pid, err := n.Agent.Spawn(ctx, []string{
+		filepath.Join(root, "_output", "bin", "kubelet"),
+		"--config=" + filepath.Join(n.OutDir, "kubelet.yaml"),
+		"--kubeconfig=" + filepath.Join(n.OutDir, "kubelet.kubeconfig"),
+		"--hostname-override=" + n.Name,
+		"--v=2",
+	}, filepath.Join(n.OutDir, "kubelet.log"), n.env()...)
+	if err != nil {
+		return fmt.Errorf("start the kubelet: %w", err)
+	}
+	n.kubeletPID = pid
+	return nil
+}
+
+// WaitReady waits until the Node reports Ready and the kubelet's
+// read-only port answers.
+func (n *Node) WaitReady(ctx context.Context, timeout time.Duration) error {
+	if err := n.poll(ctx, timeout, "node "+n.Name+" Ready", func(ctx context.Context) error {
+		node, err := n.Cluster.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				if c.Status == corev1.ConditionTrue {
+					return nil
+				}
+				return fmt.Errorf("condition Ready=%s: %s", c.Status, c.Message)
+			}
+		}
+		return errors.New("no Ready condition yet")
+	}); err != nil {
+		return err
+	}
+	return n.poll(ctx, timeout, "the kubelet's /healthz", func(ctx context.Context) error {
+		_, err := n.get(ctx, "/healthz")
+		return err
+	})
+}
+
+// Summary is the kubelet's /stats/summary.
+func (n *Node) Summary(ctx context.Context) (*statsv1alpha1.Summary, []byte, error) {
+	body, err := n.get(ctx, "/stats/summary")
+	if err != nil {
+		return nil, nil, err
+	}
+	var s statsv1alpha1.Summary
+	if err := json.Unmarshal(body, &s); err != nil {
+		return nil, body, fmt.Errorf("kubelet /stats/summary: %w", err)
+	}
+	return &s, body, nil
+}
+
+func (n *Node) get(ctx context.Context, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.ReadOnlyURL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	if _, err := copyLimited(&b, resp.Body, 64<<20); err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("kubelet %s: %s: %s", path, resp.Status, firstLine(b.String()))
+	}
+	return []byte(b.String()), nil
+}
+
+// Stop powers the guest off (its disk is thrown away with OutDir).
+func (n *Node) Stop() {
+	if n == nil || n.VM == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The agent's answer may never come: poweroff ends it.
+	_, _ = n.Agent.Exec(ctx, []string{"/bin/busybox", "sh", "-c", "sync; (sleep 1; poweroff -f) >/dev/null 2>&1 &"})
+	select {
+	case <-n.VM.Done():
+	case <-time.After(30 * time.Second):
+		n.VM.Kill()
+	}
+	_, _ = n.VM.Wait()
+}
+
+// Diagnostics is what a failed test prints: the tails of the node's logs.
+func (n *Node) Diagnostics() string {
+	var b strings.Builder
+	for _, f := range []string{"vmagent.log", "containerd.log", "kubelet.log"} {
+		fmt.Fprintf(&b, "==== %s (last 40 lines) ====\n%s\n", f, tail(filepath.Join(n.OutDir, f), 40))
+	}
+	if n.VM != nil {
+		fmt.Fprintf(&b, "==== console (last 30 lines) ====\n%s\n", lastLines(n.VM.Console(), 30))
+	}
+	return b.String()
+}
+
+func (n *Node) waitAgent(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- n.Agent.WaitReady(ctx) }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return fmt.Errorf("the guest agent never answered: %w", err)
+		}
+		return nil
+	case <-n.VM.Done():
+		cancel()
+		return errors.New("the guest stopped before its agent answered")
+	}
+}
+
+// poll retries f every second until it succeeds, the timeout passes or the
+// VM stops, and then names what it waited for and f's last error.
+func (n *Node) poll(ctx context.Context, timeout time.Duration, what string, f func(context.Context) error) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-n.VM.Done():
+			return false, errors.New("the guest stopped")
+		default:
+		}
+		last = f(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w (last error: %v)", what, err, last)
+	}
+	return nil
+}
+
+func makeDisk(ctx context.Context, path string, mib int) error {
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return err
+	}
+	if err := os.Truncate(path, int64(mib)<<20); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", "nodefs", path).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("mkfs.ext4 %s: %w: %s", path, err, out)
+	}
+	return nil
+}
+
+func portOf(url string) (int, error) {
+	i := strings.LastIndex(url, ":")
+	if i < 0 {
+		return 0, fmt.Errorf("no port in %s", url)
+	}
+	return strconv.Atoi(strings.TrimRight(url[i+1:], "/"))
+}
+
+// freeLoopbackPorts asks the kernel for n free loopback ports.
+func freeLoopbackPorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,226 @@
+//go:build vmnode
+
+package vmnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+// The images make e2e-node builds (hack/image) and the guest imports.
+const (
+	evictdImage   = "evictd:e2e-node"
+	workloadImage = "evictd-workload:e2e-node"
+	pauseImage    = "evictd-pause:e2e-node"
+)
+
+// One control plane and one VM node serve every node test: booting the
+// guest and getting the kubelet Ready takes minutes under TCG.
+var shared struct {
+	once    sync.Once
+	cluster *framework.Cluster
+	node    *Node
+	err     error
+	dir     string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.node != nil {
+		shared.node.Stop()
+	}
+	if shared.cluster != nil {
+		shared.cluster.Stop()
+	}
+	if shared.dir != "" && code == 0 {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+// sharedNode starts the control plane and the node on first use; a test
+// that needs them fails (never skips under CI=true) when they cannot start.
+func sharedNode(t *testing.T) *Node {
+	t.Helper()
+	Need(t)
+	shared.once.Do(func() {
+		shared.err = startShared(t)
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.node
+}
+
+func startShared(t *testing.T) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	images := filepath.Join(root, "_output", "image", "node")
+	var archives []string
+	for _, f := range []string{"pause.tar", "evictd.tar", "workload.tar"} {
+		p := filepath.Join(images, f)
+		if !isFile(p) {
+			return fmt.Errorf("missing %s (make e2e-node builds it)", p)
+		}
+		archives = append(archives, p)
+	}
+	shared.dir, err = os.MkdirTemp("", "evictd-vmnode-")
+	if err != nil {
+		return err
+	}
+	t.Logf("node test files in %s (kept when a test fails)", shared.dir)
+	ctx := context.Background()
+	logger, _ := zap.NewDevelopment()
+	shared.cluster, err = framework.StartCluster(ctx, framework.Config{
+		Dir:       filepath.Join(shared.dir, "cluster"),
+		RealNodes: true,
+		Logger:    logger,
+	})
+	if err != nil {
+		return err
+	}
+	nodeDir := filepath.Join(shared.dir, "node")
+	if err := os.MkdirAll(nodeDir, 0o755); err != nil {
+		return err
+	}
+	shared.node, err = StartNode(ctx, NodeOptions{
+		Cluster:    shared.cluster,
+		OutDir:     nodeDir,
+		Images:     archives,
+		PauseImage: pauseImage,
+		Logf:       t.Logf,
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, shared.cluster.LogTails(20))
+	}
+	return nil
+}
+
+// deployEvictd applies deploy/daemonset.yaml as shipped, changing only the
+// image reference, and waits for its pod on the node to be Ready.
+func deployEvictd(t *testing.T, ctx context.Context, n *Node) *corev1.Pod {
+	t.Helper()
+	objs, err := framework.ReadManifest(mustManifest(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if obj.GetKind() == "DaemonSet" {
+			setImage(t, obj, evictdImage)
+		}
+		ri, err := n.Cluster.ResourceFor(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "evictd-vmnode", Force: true}); err != nil {
+			t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	var pod *corev1.Pod
+	err = n.poll(ctx, 5*time.Minute, "the evictd DaemonSet pod Ready", func(ctx context.Context) error {
+		pods, err := n.Cluster.Admin.CoreV1().Pods("evictd-system").List(ctx, metav1.ListOptions{
+			LabelSelector: "app.kubernetes.io/name=evictd",
+		})
+		if err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.Spec.NodeName == n.Name && p.DeletionTimestamp == nil && podReady(p) {
+				pod = p
+				return nil
+			}
+		}
+		return fmt.Errorf("pods: %s", describePods(pods.Items))
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, n.Diagnostics())
+	}
+	return pod
+}
+
+func mustManifest(t *testing.T) string {
+	t.Helper()
+	p, err := framework.ManifestPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func setImage(t *testing.T, obj *unstructured.Unstructured, image string) {
+	t.Helper()
+	var ds appsv1.DaemonSet
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &ds); err != nil {
+		t.Fatal(err)
+	}
+	for i := range ds.Spec.Template.Spec.Containers {
+		ds.Spec.Template.Spec.Containers[i].Image = image
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.Object = m
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func describePods(pods []corev1.Pod) string {
+	if len(pods) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, p := range pods {
+		s := fmt.Sprintf("%s on %q phase %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, cs := range p.Status.ContainerStatuses {
+			switch {
+			case cs.State.Waiting != nil:
+				s += fmt.Sprintf(" (%s waiting: %s %s)", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message)
+			case cs.State.Terminated != nil:
+				s += fmt.Sprintf(" (%s terminated: %s exit %d)", cs.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
+			case cs.State.Running != nil:
+				s += fmt.Sprintf(" (%s running, ready %v, restarts %d)", cs.Name, cs.Ready, cs.RestartCount)
+			}
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// TestNodeDaemonSet: evictd starts from the shipped manifest on a real node
+// and becomes Ready.
+func TestNodeDaemonSet(t *testing.T) {
+	n := sharedNode(t)
+	ctx := context.Background()
+	for _, s := range n.StartupTimes {
+		t.Logf("startup: %-32s %s", s.Name, s.Took.Round(time.Millisecond))
+	}
+	start := time.Now()
+	pod := deployEvictd(t, ctx, n)
+	t.Logf("evictd pod %s Ready %s after the DaemonSet was applied", pod.Name, time.Since(start).Round(time.Millisecond))
+}
