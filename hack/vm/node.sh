@@ -66,8 +66,13 @@ echo "nameserver 127.0.0.1" >/rw/upper/etc/resolv.conf 2>/dev/null ||
 hostname >/rw/upper/etc/hostname
 
 say "node root ready at uptime $(cut -d' ' -f1 /proc/uptime)s; starting the agent"
+# The node root becomes the mount namespace's root, as switch_root does: moved onto / and
+# entered with chroot. A plain chroot into $r is not enough: runc's containers would end up
+# beneath the initramfs, and an exec into one (setns) would land in the initramfs instead.
+cd "$r"
+mount -o move . / || fail "cannot move the node root onto /"
 # The agent runs in the node root, like every process the host starts from now on.
-chroot "$r" "$NODE_AGENT" $NODE_AGENT_ARGS >>"/out/vmagent.log" 2>&1
+chroot . "$NODE_AGENT" $NODE_AGENT_ARGS >>"/out/vmagent.log" 2>&1
 rc=$?
 say "agent exited $rc"
 exit "$rc"

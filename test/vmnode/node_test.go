@@ -216,11 +216,73 @@ func describePods(pods []corev1.Pod) string {
 // and becomes Ready.
 func TestNodeDaemonSet(t *testing.T) {
 	n := sharedNode(t)
-	ctx := context.Background()
 	for _, s := range n.StartupTimes {
 		t.Logf("startup: %-32s %s", s.Name, s.Took.Round(time.Millisecond))
 	}
 	start := time.Now()
-	pod := deployEvictd(t, ctx, n)
+	pod := evictdPod(t, n)
 	t.Logf("evictd pod %s Ready %s after the DaemonSet was applied", pod.Name, time.Since(start).Round(time.Millisecond))
+}
+
+// TestNodeParity: evictd observe, run inside the evictd pod through its
+// read-only host mounts, and the kubelet's /stats/summary agree on the same
+// node at the same moment.
+func TestNodeParity(t *testing.T) {
+	n := sharedNode(t)
+	ctx := context.Background()
+	evictd := evictdPod(t, n)
+	ns := newNamespace(t, n, "parity")
+	pods := createRunning(t, ctx, n,
+		workloadPod(ns, "hold64", 32<<20, 0, "--hold-mib=64"),
+		workloadPod(ns, "hold16", 16<<20, 64<<20, "--hold-mib=16"),
+	)
+	var uids []string
+	for _, p := range pods {
+		uids = append(uids, string(p.UID))
+	}
+	// The kubelet's pod figures appear with cAdvisor's next housekeeping.
+	if err := n.poll(ctx, time.Minute, "the pods in the kubelet's summary", func(ctx context.Context) error {
+		s, _, err := n.Summary(ctx)
+		if err != nil {
+			return err
+		}
+		for _, uid := range uids {
+			if p := podByUID(s, uid); p == nil || p.Memory == nil || p.Memory.WorkingSetBytes == nil {
+				return fmt.Errorf("pod %s not in the summary yet", uid)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	t0 := time.Now()
+	ev, raw, err := observeInPod(ctx, n, evictd)
+	if err != nil {
+		t.Fatalf("evictd observe in the pod: %v\n%s", err, raw)
+	}
+	t1 := time.Now()
+	ku, _, err := n.Summary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("evictd observe took %s in the guest; the summary came %s after it", t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
+	if ku.Node.Memory != nil && ku.Node.Memory.Time.Time.Before(t0) {
+		t.Logf("the kubelet's node memory figures are from %s, %s before evictd's read began (cAdvisor's housekeeping)",
+			ku.Node.Memory.Time.Format(time.RFC3339), t0.Sub(ku.Node.Memory.Time.Time).Round(time.Millisecond))
+	}
+	tol := ParityTolerance{
+		Memory:    64 << 20,
+		PodMemory: 1 << 20,
+		Bytes:     16 << 20,
+		Inodes:    64,
+		Processes: 32,
+	}
+	rows := CompareParity(ev, ku, uids, tol)
+	t.Logf("evictd (in its pod) against the kubelet's /stats/summary:\n%s", ParityTable(rows))
+	for _, r := range rows {
+		if !r.Agrees() {
+			t.Errorf("%s: evictd %d, kubelet %d (missing in: %q), tolerance %d", r.Signal, r.Evictd, r.Kubelet, r.Missing, r.Tolerance)
+		}
+	}
 }

@@ -1,0 +1,172 @@
+//go:build vmnode
+
+package vmnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/ptr"
+)
+
+// workloadPod is a pod of the workload image on the node: args for the
+// workload binary, memory request and limit (0: none).
+func workloadPod(ns, name string, request, limit int64, args ...string) *corev1.Pod {
+	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
+	if request > 0 {
+		res.Requests[corev1.ResourceMemory] = *resource.NewQuantity(request, resource.BinarySI)
+	}
+	if limit > 0 {
+		res.Limits[corev1.ResourceMemory] = *resource.NewQuantity(limit, resource.BinarySI)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: ptr.To[int64](5),
+			Containers: []corev1.Container{{
+				Name:            "work",
+				Image:           workloadImage,
+				ImagePullPolicy: corev1.PullNever,
+				Args:            args,
+				Resources:       res,
+			}},
+		},
+	}
+}
+
+// createRunning creates the pods and waits until each runs.
+func createRunning(t *testing.T, ctx context.Context, n *Node, pods ...*corev1.Pod) []*corev1.Pod {
+	t.Helper()
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if _, err := n.Cluster.Admin.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create pod %s/%s: %v", p.Namespace, p.Name, err)
+		}
+	}
+	for _, p := range pods {
+		var got *corev1.Pod
+		err := n.poll(ctx, 4*time.Minute, "pod "+p.Namespace+"/"+p.Name+" running", func(ctx context.Context) error {
+			q, err := n.Cluster.Admin.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if q.Status.Phase == corev1.PodRunning && len(q.Status.ContainerStatuses) > 0 && q.Status.ContainerStatuses[0].State.Running != nil {
+				got = q
+				return nil
+			}
+			return fmt.Errorf("%s", describePods([]corev1.Pod{*q}))
+		})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, n.Diagnostics())
+		}
+		out = append(out, got)
+	}
+	return out
+}
+
+// newNamespace makes a namespace for one test and deletes it at the end.
+func newNamespace(t *testing.T, n *Node, prefix string) string {
+	t.Helper()
+	ns, err := n.Cluster.CreateNamespace(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = n.Cluster.Admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		// Wait for its pods to go, so the next test starts on a quiet node.
+		_ = n.poll(ctx, 2*time.Minute, "namespace "+ns+" gone", func(ctx context.Context) error {
+			_, err := n.Cluster.Admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+	})
+	return ns
+}
+
+// containerID is a running container's ID in containerd.
+func containerID(p *corev1.Pod, name string) (string, error) {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == name {
+			id, ok := strings.CutPrefix(cs.ContainerID, "containerd://")
+			if !ok {
+				return "", fmt.Errorf("pod %s container %s: ID %q is not containerd's", p.Name, name, cs.ContainerID)
+			}
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("pod %s has no container %s", p.Name, name)
+}
+
+var execSeq struct {
+	sync.Mutex
+	n int
+}
+
+// execInContainer runs argv in a running container, as kubectl exec would
+// (the API server never dials the node, so through ctr in the guest).
+func execInContainer(ctx context.Context, n *Node, p *corev1.Pod, container string, argv ...string) (*ExecResult, error) {
+	id, err := containerID(p, container)
+	if err != nil {
+		return nil, err
+	}
+	execSeq.Lock()
+	execSeq.n++
+	execID := fmt.Sprintf("vmnode-%d", execSeq.n)
+	execSeq.Unlock()
+	return n.Exec(ctx, append([]string{n.Ctr, "-n", "k8s.io", "task", "exec", "--exec-id", execID, id}, argv...),
+		WithTimeout(3*time.Minute))
+}
+
+// observeInPod runs evictd observe -o json in the evictd pod, through its
+// host mounts, as an operator would.
+func observeInPod(ctx context.Context, n *Node, evictd *corev1.Pod) (*statsv1alpha1.Summary, []byte, error) {
+	r, err := execInContainer(ctx, n, evictd, "evictd", "/evictd", "observe", "--host-root=/host", "-o", "json")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := r.Err(); err != nil {
+		return nil, nil, err
+	}
+	var s statsv1alpha1.Summary
+	if err := json.Unmarshal([]byte(r.Stdout), &s); err != nil {
+		return nil, []byte(r.Stdout), fmt.Errorf("evictd observe -o json: %w", err)
+	}
+	return &s, []byte(r.Stdout), nil
+}
+
+var evictdOnce struct {
+	sync.Mutex
+	pod *corev1.Pod
+}
+
+// evictdPod deploys evictd once (or again after a test removed it) and
+// returns its current pod.
+func evictdPod(t *testing.T, n *Node) *corev1.Pod {
+	t.Helper()
+	evictdOnce.Lock()
+	defer evictdOnce.Unlock()
+	ctx := context.Background()
+	if evictdOnce.pod != nil {
+		p, err := n.Cluster.Admin.CoreV1().Pods("evictd-system").Get(ctx, evictdOnce.pod.Name, metav1.GetOptions{})
+		if err == nil && p.DeletionTimestamp == nil && podReady(p) {
+			evictdOnce.pod = p
+			return p
+		}
+	}
+	evictdOnce.pod = deployEvictd(t, ctx, n)
+	return evictdOnce.pod
+}
