@@ -45,10 +45,12 @@ observe: $(BIN)/evictd
 cluster-bins:
 	hack/build-cluster.sh $(BIN)
 
-## test: everything CI runs: static checks, unit tests, end-to-end tests.
+## test: everything CI runs: static checks, unit tests, end-to-end tests on the host's cgroup v1,
+## then the real node's tests in a cgroup v2 VM (e2e-node; needs root for apt-get).
 test: verify test-image build cluster-bins
 	$(GO) test -count=1 -timeout 30m $(UNIT_PKGS)
 	$(GO) test -count=1 -p 1 -timeout 50m $(E2E_PKGS)
+	$(MAKE) e2e-node
 
 unit:
 	$(GO) test -count=1 $(UNIT_PKGS)

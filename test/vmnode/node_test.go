@@ -4,6 +4,7 @@ package vmnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/test/e2e/framework"
 )
@@ -222,6 +224,53 @@ func TestNodeDaemonSet(t *testing.T) {
 	start := time.Now()
 	pod := evictdPod(t, n)
 	t.Logf("evictd pod %s Ready %s after the DaemonSet was applied", pod.Name, time.Since(start).Round(time.Millisecond))
+
+	// Its footprint on this node, idle, from the kubelet's own figures: RSS
+	// and working set of the container, CPU over a minute.
+	ctx := context.Background()
+	first, err := evictdContainerStats(ctx, n, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Second)
+	last, err := evictdContainerStats(ctx, n, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := float64(*last.CPU.UsageCoreNanoSeconds-*first.CPU.UsageCoreNanoSeconds) /
+		float64(last.CPU.Time.Sub(first.CPU.Time.Time).Nanoseconds())
+	t.Logf("evictd's container, idle on the node: RSS %.1f MiB, working set %.1f MiB, CPU %.2f%% of a core over %s (emulated guest: CPU is inflated)",
+		float64(*last.Memory.RSSBytes)/(1<<20), float64(*last.Memory.WorkingSetBytes)/(1<<20), 100*cpu,
+		last.CPU.Time.Sub(first.CPU.Time.Time).Round(time.Second))
+	if limit := int64(64 << 20); int64(*last.Memory.WorkingSetBytes) > limit*9/10 {
+		t.Errorf("evictd's working set %d MiB is within 10%% of its 64 MiB limit", *last.Memory.WorkingSetBytes>>20)
+	}
+}
+
+// evictdContainerStats is the evictd container's entry in the summary, once
+// it has CPU and memory figures.
+func evictdContainerStats(ctx context.Context, n *Node, pod *corev1.Pod) (*statsv1alpha1.ContainerStats, error) {
+	var c *statsv1alpha1.ContainerStats
+	err := n.poll(ctx, time.Minute, "evictd's container stats", func(ctx context.Context) error {
+		s, _, err := n.Summary(ctx)
+		if err != nil {
+			return err
+		}
+		p := podByUID(s, string(pod.UID))
+		if p == nil {
+			return errors.New("the evictd pod is not in the summary")
+		}
+		for i := range p.Containers {
+			x := &p.Containers[i]
+			if x.Name == "evictd" && x.CPU != nil && x.CPU.UsageCoreNanoSeconds != nil && x.Memory != nil &&
+				x.Memory.RSSBytes != nil && x.Memory.WorkingSetBytes != nil {
+				c = x
+				return nil
+			}
+		}
+		return errors.New("no evictd container with CPU and memory figures")
+	})
+	return c, err
 }
 
 // TestNodeParity: evictd observe, run inside the evictd pod through its

@@ -1,0 +1,205 @@
+package vmnode
+
+import (
+	"bufio"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Who ended a pod during a head-to-head run.
+const (
+	ByEvictd  = "evictd"  // an Eviction API call (DisruptionTarget EvictionByEvictionAPI)
+	ByKubelet = "kubelet" // the kubelet's eviction manager (DisruptionTarget TerminationByKubelet, or Evicted)
+	ByOOM     = "oom"     // the kernel's OOM killer (a container OOMKilled)
+)
+
+// PodFate is the first thing that ended a pod, and when it was seen.
+type PodFate struct {
+	Pod string
+	By  string
+	At  time.Time
+}
+
+// FateOf says who ended p, from its status alone; "" while nothing has.
+func FateOf(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			switch c.Reason {
+			case "EvictionByEvictionAPI":
+				return ByEvictd
+			case "TerminationByKubelet":
+				return ByKubelet
+			}
+		}
+	}
+	if p.Status.Reason == "Evicted" {
+		return ByKubelet
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.Reason == "OOMKilled" {
+			return ByOOM
+		}
+		if t := cs.LastTerminationState.Terminated; t != nil && t.Reason == "OOMKilled" {
+			return ByOOM
+		}
+	}
+	return ""
+}
+
+// MemorySample is the node's memory.available as the kubelet computes it
+// on cgroup v2 (cAdvisor over runc's libcontainer: the root cgroup has no
+// memory.current, so usage is MemTotal-MemFree from /proc/meminfo, and the
+// working set is usage minus the root memory.stat's inactive_file; available
+// is MemTotal minus that), read in the guest at a host time.
+type MemorySample struct {
+	At        time.Time
+	Available int64
+}
+
+// AvailableFromMeminfo computes memory.available from /proc/meminfo followed
+// by the root cgroup's memory.stat (both files in one read): MemFree plus
+// inactive_file.
+func AvailableFromMeminfo(meminfoAndStat string) (int64, error) {
+	var free, inactiveFile int64 = -1, -1
+	s := bufio.NewScanner(strings.NewReader(meminfoAndStat))
+	for s.Scan() {
+		f := strings.Fields(s.Text())
+		if len(f) < 2 || (f[0] != "MemFree:" && f[0] != "inactive_file") {
+			continue
+		}
+		v, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("line %q: %w", s.Text(), err)
+		}
+		if f[0] == "MemFree:" {
+			free = v << 10 // kB
+		} else {
+			inactiveFile = v // bytes
+		}
+	}
+	if free < 0 || inactiveFile < 0 {
+		return 0, fmt.Errorf("no MemFree (/proc/meminfo) or inactive_file (memory.stat) in %q", firstLine(meminfoAndStat))
+	}
+	return free + inactiveFile, nil
+}
+
+// FirstBelow is the time of the first sample under threshold, zero if none.
+func FirstBelow(samples []MemorySample, threshold int64) time.Time {
+	for _, s := range samples {
+		if s.Available < threshold {
+			return s.At
+		}
+	}
+	return time.Time{}
+}
+
+// FillRate is how fast memory.available fell from hi to lo, in MiB/s: from
+// the last sample at or above hi to the first below lo. It is the leak's
+// real rate in the guest, which emulation may hold below the rate asked.
+// 0 when the samples never crossed both.
+func FillRate(samples []MemorySample, hi, lo int64) float64 {
+	b := -1
+	for i, s := range samples {
+		if s.Available < lo {
+			b = i
+			break
+		}
+	}
+	for a := b - 1; a >= 0; a-- {
+		if samples[a].Available >= hi {
+			dt := samples[b].At.Sub(samples[a].At).Seconds()
+			if dt <= 0 {
+				return 0
+			}
+			return float64(samples[a].Available-samples[b].Available) / (1 << 20) / dt
+		}
+	}
+	return 0
+}
+
+// RaceRun is one leak at one fill rate, with or without evictd.
+type RaceRun struct {
+	Mode       string  // "evictd + kubelet" or "kubelet alone"
+	Rate       float64 // the leak's asked fill rate, MiB/s
+	Leaker     string  // the pod that leaks
+	Fates      []PodFate
+	Samples    []MemorySample
+	OOMKills   int64 // /proc/vmstat oom_kill over the run
+	Start      time.Time
+	Thresholds map[string]int64 // name -> memory.available threshold, bytes
+}
+
+// Count is how many pods ended by who.
+func (r RaceRun) Count(who string) int {
+	n := 0
+	for _, f := range r.Fates {
+		if f.By == who {
+			n++
+		}
+	}
+	return n
+}
+
+// First is the earliest fate, if any.
+func (r RaceRun) First() (PodFate, bool) {
+	if len(r.Fates) == 0 {
+		return PodFate{}, false
+	}
+	fs := append([]PodFate(nil), r.Fates...)
+	sort.Slice(fs, func(i, j int) bool { return fs[i].At.Before(fs[j].At) })
+	return fs[0], true
+}
+
+// OrderKept: the first pod to go, if any went, is the leaker, the pod the
+// kubelet's order puts first (furthest above its request).
+func (r RaceRun) OrderKept() bool {
+	f, ok := r.First()
+	return !ok || f.Pod == r.Leaker
+}
+
+// MinAvailable is the lowest memory.available sampled.
+func (r RaceRun) MinAvailable() int64 {
+	low := int64(-1)
+	for _, s := range r.Samples {
+		if low < 0 || s.Available < low {
+			low = s.Available
+		}
+	}
+	return low
+}
+
+// RaceTable prints the runs side by side: who acted, how often, and how
+// long after memory.available crossed each threshold.
+func RaceTable(runs []RaceRun) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "mode\trate MiB/s (asked/seen)\tfirst\tevictd evictions\tkubelet evictions\tOOM kills\torder kept\tcrossing 300Mi → first\tcrossing 100Mi → first\tlowest available")
+	for _, r := range runs {
+		first, ok := r.First()
+		who, since300, since100 := "none", "-", "-"
+		if ok {
+			who = first.By + " (" + first.Pod + ")"
+			since300 = sinceCrossing(r.Samples, r.Thresholds["evictd"], first.At)
+			since100 = sinceCrossing(r.Samples, r.Thresholds["kubelet"], first.At)
+		}
+		seen := FillRate(r.Samples, r.Thresholds["evictd"]+(200<<20), r.Thresholds["evictd"])
+		fmt.Fprintf(w, "%s\t%g/%.0f\t%s\t%d\t%d\t%d\t%v\t%s\t%s\t%.0f MiB\n", r.Mode, r.Rate, seen, who,
+			r.Count(ByEvictd), r.Count(ByKubelet), r.OOMKills, r.OrderKept(), since300, since100, float64(r.MinAvailable())/(1<<20))
+	}
+	w.Flush()
+	return b.String()
+}
+
+func sinceCrossing(samples []MemorySample, threshold int64, at time.Time) string {
+	c := FirstBelow(samples, threshold)
+	if c.IsZero() {
+		return "not crossed"
+	}
+	return at.Sub(c).Round(10 * time.Millisecond).String()
+}

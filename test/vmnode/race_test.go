@@ -1,0 +1,108 @@
+package vmnode
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestFateOf(t *testing.T) {
+	cond := func(reason string) corev1.PodStatus {
+		return corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason}}}
+	}
+	oom := corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}}}}}
+	for _, c := range []struct {
+		name   string
+		status corev1.PodStatus
+		want   string
+	}{
+		{"eviction API", cond("EvictionByEvictionAPI"), ByEvictd},
+		{"kubelet condition", cond("TerminationByKubelet"), ByKubelet},
+		{"kubelet status", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted"}, ByKubelet},
+		{"OOM killed", oom, ByOOM},
+		{"running", corev1.PodStatus{Phase: corev1.PodRunning}, ""},
+		{"condition false", corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionFalse, Reason: "EvictionByEvictionAPI"}}}, ""},
+	} {
+		p := &corev1.Pod{Status: c.status}
+		if got := FateOf(p); got != c.want {
+			t.Errorf("%s: FateOf = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// A real /proc/meminfo and root memory.stat of the guest (kernel 6.1),
+// abridged only of lines the parser ignores.
+const guestMeminfo = `MemTotal:        2014556 kB
+MemFree:         1512340 kB
+MemAvailable:    1760232 kB
+Buffers:           10240 kB
+Cached:           301524 kB
+SwapCached:            0 kB
+Active:            98124 kB
+Inactive:         295012 kB
+Active(anon):      61236 kB
+Inactive(anon):    20480 kB
+Active(file):      36888 kB
+Inactive(file):   274532 kB
+anon 83886080
+file 318767104
+inactive_anon 20971520
+active_anon 62914560
+inactive_file 268435456
+active_file 37748736
+`
+
+func TestAvailableFromMeminfo(t *testing.T) {
+	got, err := AvailableFromMeminfo(guestMeminfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(1512340<<10 + 268435456); got != want {
+		t.Errorf("available = %d, want MemFree+inactive_file = %d", got, want)
+	}
+	if _, err := AvailableFromMeminfo("MemFree: 1 kB\n"); err == nil || !strings.Contains(err.Error(), "inactive_file") {
+		t.Errorf("meminfo without memory.stat: err %v", err)
+	}
+	if _, err := AvailableFromMeminfo("MemFree: x kB\n"); err == nil || !strings.Contains(err.Error(), "MemFree: x kB") {
+		t.Errorf("malformed meminfo: err %v, want one naming the line", err)
+	}
+}
+
+func TestRaceRun(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	samples := []MemorySample{{t0, 600 << 20}, {t0.Add(time.Second), 250 << 20}, {t0.Add(2 * time.Second), 90 << 20}}
+	r := RaceRun{Mode: "m", Rate: 25, Leaker: "leaker", Samples: samples,
+		Thresholds: map[string]int64{"evictd": 300 << 20, "kubelet": 100 << 20},
+		Fates:      []PodFate{{"besteffort", ByKubelet, t0.Add(4 * time.Second)}, {"leaker", ByEvictd, t0.Add(3 * time.Second)}}}
+	if f, _ := r.First(); f.Pod != "leaker" || !r.OrderKept() {
+		t.Errorf("first %+v, order kept %v; want the leaker first", f, r.OrderKept())
+	}
+	if r.Count(ByKubelet) != 1 || r.Count(ByEvictd) != 1 || r.Count(ByOOM) != 0 {
+		t.Errorf("counts %d %d %d", r.Count(ByEvictd), r.Count(ByKubelet), r.Count(ByOOM))
+	}
+	if got := FirstBelow(samples, 300<<20); !got.Equal(t0.Add(time.Second)) {
+		t.Errorf("FirstBelow 300Mi = %v", got)
+	}
+	if got := FillRate(samples, 600<<20, 300<<20); got < 349 || got > 351 {
+		t.Errorf("FillRate 600Mi→300Mi = %.1f MiB/s, want 350", got)
+	}
+	if got := FillRate(samples, 600<<20, 50<<20); got != 0 {
+		t.Errorf("FillRate to a floor never crossed = %.1f, want 0", got)
+	}
+	if r.MinAvailable() != 90<<20 {
+		t.Errorf("MinAvailable = %d", r.MinAvailable())
+	}
+	table := RaceTable([]RaceRun{r})
+	for _, want := range []string{"evictd (leaker)", "2s", "1s", "90 MiB"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	r.Fates[1].At = t0.Add(5 * time.Second)
+	if r.OrderKept() {
+		t.Error("besteffort went first, yet the order counts as kept")
+	}
+}

@@ -1,0 +1,227 @@
+//go:build vmnode
+
+package vmnode
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// The scenarios of the e2e suite (memory, PDB, critical and static pods)
+// on the real node, with the kubelet's real pod lifecycle. Each sets the
+// node's memory.available between evictd's threshold (300Mi) and the
+// kubelet's (100Mi), so evictd alone is expected to act, and checks whom.
+
+// settle is where the scenarios park memory.available: under evictd's
+// 300Mi, over the kubelet's 100Mi.
+const settle = 200 << 20
+
+// fillTo is how much more memory the pods of a scenario may hold, in MiB,
+// for memory.available to settle at settle; the rest of the node is as the
+// last sample found it.
+func fillTo(t *testing.T, n *Node) int64 {
+	t.Helper()
+	avail, err := nodeAvailable(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return (avail - settle) >> 20
+}
+
+// TestNodePDB: the pod first in the kubelet's order is guarded by a
+// PodDisruptionBudget; evictd evicts the next pod instead, through the
+// Eviction API (DisruptionTarget, the pod's own grace), and the guarded pod
+// keeps running.
+func TestNodePDB(t *testing.T) {
+	n := sharedNode(t)
+	evictdPod(t, n)
+	waitNoMemoryPressure(t, n)
+	ctx := context.Background()
+	ns := newNamespace(t, n, "pdb")
+	room := fillTo(t, n)
+	spare := int64(200)
+	guarded := room - spare
+	t.Logf("guarded pod grows to %d MiB, the spare holds %d MiB", guarded, spare)
+
+	createRunning(t, ctx, n, workloadPod(ns, "spare", 32<<20, 0, "--hold-mib="+strconv.FormatInt(spare, 10)))
+	labels := map[string]string{"app": "guarded"}
+	tmpl := workloadPod(ns, "unused", 64<<20, 0, "--grow-mib-per-sec=50", "--grow-to-mib="+strconv.FormatInt(guarded, 10))
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec},
+		},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector:     &metav1.LabelSelector{MatchLabels: labels},
+		},
+	}
+	if _, err := n.Cluster.Admin.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Cluster.Admin.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var spareFate, guardedFate string
+	err := n.poll(ctx, 4*time.Minute, "evictd to evict the spare", func(ctx context.Context) error {
+		pods, err := n.Cluster.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		spareFate = "gone"
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			switch {
+			case p.Name == "spare":
+				spareFate = FateOf(p)
+			case strings.HasPrefix(p.Name, "guarded-") && FateOf(p) != "":
+				guardedFate = FateOf(p) + " (" + p.Name + ")"
+			}
+		}
+		if spareFate == "" {
+			return fmt.Errorf("the spare still runs; %s", describePods(pods.Items))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, n.Diagnostics())
+	}
+	if spareFate != ByEvictd && spareFate != "gone" {
+		t.Errorf("the spare pod ended by %s, want an eviction by evictd", spareFate)
+	}
+	// A while longer: the guarded pod must stay, and nothing else goes.
+	time.Sleep(20 * time.Second)
+	pods, err := n.Cluster.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; strings.HasPrefix(p.Name, "guarded-") && FateOf(p) != "" {
+			guardedFate = FateOf(p) + " (" + p.Name + ")"
+		}
+	}
+	if guardedFate != "" {
+		t.Errorf("the PDB-guarded pod was ended by %s", guardedFate)
+	}
+	events := podEvents(t, n, ns)
+	t.Logf("events in %s:\n%s", ns, events)
+	if !strings.Contains(events, "spare") {
+		t.Errorf("no Event on the evicted spare pod")
+	}
+}
+
+// TestNodeCriticalAndStatic: the pods that hold the memory are a static pod
+// (its mirror in the API) and a system-node-critical pod, both far above
+// their requests; evictd evicts neither and takes the ordinary pod, though
+// it frees less.
+func TestNodeCriticalAndStatic(t *testing.T) {
+	n := sharedNode(t)
+	evictdPod(t, n)
+	waitNoMemoryPressure(t, n)
+	ctx := context.Background()
+	ns := newNamespace(t, n, "critical")
+	room := fillTo(t, n)
+	ordinary := int64(150)
+	each := (room - ordinary) / 2
+
+	static := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: static-hog
+  namespace: %s
+spec:
+  restartPolicy: Never
+  containers:
+    - name: work
+      image: %s
+      imagePullPolicy: Never
+      args: ["--grow-mib-per-sec=50", "--grow-to-mib=%d"]
+      resources:
+        requests:
+          memory: 16Mi
+`, ns, workloadImage, each)
+	manifest := n.OutDir + "/manifests/static-hog.yaml"
+	r, err := n.Exec(ctx, []string{"/bin/sh", "-c", "cat > " + manifest}, WithStdin(static))
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = n.Exec(context.Background(), []string{"/bin/rm", "-f", manifest}) })
+
+	critical := workloadPod(ns, "critical-hog", 16<<20, 0, "--grow-mib-per-sec=50", "--grow-to-mib="+strconv.FormatInt(each, 10))
+	critical.Spec.PriorityClassName = "system-node-critical"
+	createRunning(t, ctx, n, workloadPod(ns, "ordinary", 64<<20, 0, "--hold-mib="+strconv.FormatInt(ordinary, 10)), critical)
+
+	var fates map[string]string
+	err = n.poll(ctx, 5*time.Minute, "evictd to evict the ordinary pod", func(ctx context.Context) error {
+		pods, err := n.Cluster.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		fates = map[string]string{"ordinary": "gone"}
+		for i := range pods.Items {
+			fates[pods.Items[i].Name] = FateOf(&pods.Items[i])
+		}
+		if fates["ordinary"] == "" {
+			return fmt.Errorf("the ordinary pod still runs; %s", describePods(pods.Items))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, n.Diagnostics())
+	}
+	time.Sleep(15 * time.Second)
+	pods, err := n.Cluster.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sawMirror := false
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+			sawMirror = true
+		}
+		if f := FateOf(p); f == ByEvictd && p.Name != "ordinary" {
+			t.Errorf("evictd evicted %s, a static or critical pod", p.Name)
+		}
+	}
+	if !sawMirror {
+		t.Errorf("no mirror pod of the static pod in %s: %s", ns, describePods(pods.Items))
+	}
+	t.Logf("fates: %v", fates)
+}
+
+// podEvents lists a namespace's Events, one per line.
+func podEvents(t *testing.T, n *Node, ns string) string {
+	t.Helper()
+	evs, err := n.Cluster.Admin.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range evs.Items {
+		fmt.Fprintf(&b, "%s %s %s/%s: %s (%s)\n", e.Type, e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Note, e.ReportingController)
+	}
+	return b.String()
+}
