@@ -1,6 +1,8 @@
 package vmnode
 
 import (
+	"github.com/evictd/evictd/test/vmnode/vmapi"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -64,54 +66,23 @@ func (r *ExecResult) Err() error {
 }
 
 // ExecOption sets a field of an exec request.
-type ExecOption func(*execRequest)
+type ExecOption func(*vmapi.ExecRequest)
 
 // WithStdin gives the command stdin as its standard input (/dev/null by
 // default).
 func WithStdin(stdin string) ExecOption {
-	return func(r *execRequest) { r.Stdin = stdin }
+	return func(r *vmapi.ExecRequest) { r.Stdin = stdin }
 }
 
 // WithTimeout bounds the command in the guest, which kills its process group
 // when d passes (the agent's default is 10 minutes).
 func WithTimeout(d time.Duration) ExecOption {
-	return func(r *execRequest) { r.TimeoutSeconds = d.Seconds() }
+	return func(r *vmapi.ExecRequest) { r.TimeoutSeconds = d.Seconds() }
 }
 
 // WithEnv adds K=V entries to the agent's environment for the command.
 func WithEnv(env ...string) ExecOption {
-	return func(r *execRequest) { r.Env = append(r.Env, env...) }
-}
-
-// The agent's request and response bodies (test/cmd/vmagent/handler.go).
-type execRequest struct {
-	Argv           []string `json:"argv"`
-	Stdin          string   `json:"stdin,omitempty"`
-	TimeoutSeconds float64  `json:"timeoutSeconds,omitempty"`
-	Env            []string `json:"env,omitempty"`
-}
-
-type execResponse struct {
-	ExitCode int     `json:"exitCode"`
-	Stdout   string  `json:"stdout"`
-	Stderr   string  `json:"stderr"`
-	Seconds  float64 `json:"seconds"`
-	Error    string  `json:"error"`
-}
-
-type spawnRequest struct {
-	Argv []string `json:"argv"`
-	Log  string   `json:"log,omitempty"`
-	Env  []string `json:"env,omitempty"`
-}
-
-type spawnResponse struct {
-	PID int `json:"pid"`
-}
-
-type signalRequest struct {
-	PID    int    `json:"pid"`
-	Signal string `json:"signal"`
+	return func(r *vmapi.ExecRequest) { r.Env = append(r.Env, env...) }
 }
 
 // Exec runs argv in the guest and waits for its end. A non-zero exit is not
@@ -119,11 +90,19 @@ type signalRequest struct {
 // not start or timed out, is. In the last two cases the result comes with the
 // error, holding whatever output there was.
 func (a *Agent) Exec(ctx context.Context, argv []string, opts ...ExecOption) (*ExecResult, error) {
-	req := execRequest{Argv: argv}
+	req := vmapi.ExecRequest{Argv: argv}
 	for _, opt := range opts {
 		opt(&req)
 	}
-	var resp execResponse
+	// A guest that stops answering (a reclaim livelock, a panic) must not
+	// hang the test: the request ends a little after the command's own limit.
+	limit := defaultExecLimit
+	if req.TimeoutSeconds > 0 {
+		limit = time.Duration(req.TimeoutSeconds * float64(time.Second))
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit+execSlack)
+	defer cancel()
+	var resp vmapi.ExecResponse
 	if err := a.post(ctx, "/exec", req, &resp); err != nil {
 		return nil, fmt.Errorf("guest exec %q: %w", argv, err)
 	}
@@ -138,8 +117,8 @@ func (a *Agent) Exec(ctx context.Context, argv []string, opts ...ExecOption) (*E
 // are appended to the guest file log (discarded when empty), env added to
 // the agent's environment, and returns its pid in the guest.
 func (a *Agent) Spawn(ctx context.Context, argv []string, log string, env ...string) (int, error) {
-	var resp spawnResponse
-	if err := a.post(ctx, "/spawn", spawnRequest{Argv: argv, Log: log, Env: env}, &resp); err != nil {
+	var resp vmapi.SpawnResponse
+	if err := a.post(ctx, "/spawn", vmapi.SpawnRequest{Argv: argv, Log: log, Env: env}, &resp); err != nil {
 		return 0, fmt.Errorf("guest spawn %q: %w", argv, err)
 	}
 	return resp.PID, nil
@@ -148,11 +127,18 @@ func (a *Agent) Spawn(ctx context.Context, argv []string, log string, env ...str
 // Signal sends sig ("TERM", "KILL", "INT" or "HUP") to pid in the guest. It
 // fails for a daemon Spawn started that has ended since.
 func (a *Agent) Signal(ctx context.Context, pid int, sig string) error {
-	if err := a.post(ctx, "/signal", signalRequest{PID: pid, Signal: sig}, &struct{}{}); err != nil {
+	if err := a.post(ctx, "/signal", vmapi.SignalRequest{PID: pid, Signal: sig}, &struct{}{}); err != nil {
 		return fmt.Errorf("guest signal %s to pid %d: %w", sig, pid, err)
 	}
 	return nil
 }
+
+// defaultExecLimit is the agent's own limit on a command given no timeout;
+// execSlack is how much longer the host waits for the answer.
+const (
+	defaultExecLimit = 10 * time.Minute
+	execSlack        = 30 * time.Second
+)
 
 // readyPollInterval is how often WaitReady asks.
 const readyPollInterval = 200 * time.Millisecond

@@ -284,7 +284,9 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 		"--config=" + filepath.Join(n.OutDir, "kubelet.yaml"),
 		"--kubeconfig=" + filepath.Join(n.OutDir, "kubelet.kubeconfig"),
 		"--hostname-override=" + n.Name,
-		"--v=2",
+		// 3: the eviction manager logs its observations every loop, the
+		// evidence of what the kubelet saw in the head-to-head.
+		"--v=3",
 	}, filepath.Join(n.OutDir, "kubelet.log"), n.env()...)
 	if err != nil {
 		return fmt.Errorf("start the kubelet: %w", err)

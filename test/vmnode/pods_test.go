@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -150,23 +151,41 @@ func observeInPod(ctx context.Context, n *Node, evictd *corev1.Pod) (*statsv1alp
 
 var evictdOnce struct {
 	sync.Mutex
-	pod *corev1.Pod
+	pod  *corev1.Pod
+	args []string // the extra arguments it runs with
 }
 
-// evictdPod deploys evictd once (or again after a test removed it) and
-// returns its current pod.
+// evictdPod deploys evictd as shipped once (or again after a test removed
+// or reconfigured it) and returns its current pod.
 func evictdPod(t *testing.T, n *Node) *corev1.Pod {
+	return evictdPodWith(t, n)
+}
+
+// evictdPodWith is evictdPod with extra arguments for evictd; the next
+// evictdPod puts the shipped configuration back.
+func evictdPodWith(t *testing.T, n *Node, extraArgs ...string) *corev1.Pod {
 	t.Helper()
 	evictdOnce.Lock()
 	defer evictdOnce.Unlock()
 	ctx := context.Background()
-	if evictdOnce.pod != nil {
+	if evictdOnce.pod != nil && slices.Equal(evictdOnce.args, extraArgs) {
 		p, err := n.Cluster.Admin.CoreV1().Pods("evictd-system").Get(ctx, evictdOnce.pod.Name, metav1.GetOptions{})
 		if err == nil && p.DeletionTimestamp == nil && podReady(p) {
 			evictdOnce.pod = p
 			return p
 		}
 	}
-	evictdOnce.pod = deployEvictd(t, ctx, n)
+	evictdOnce.pod = deployEvictd(t, ctx, n, extraArgs...)
+	evictdOnce.args = extraArgs
 	return evictdOnce.pod
+}
+
+// evictdLog is the evictd container's log on the node, as the kubelet keeps it.
+func evictdLog(t *testing.T, n *Node, p *corev1.Pod) string {
+	t.Helper()
+	out, err := n.Sh(context.Background(), fmt.Sprintf("cat /var/log/pods/%s_%s_%s/evictd/*.log", p.Namespace, p.Name, p.UID))
+	if err != nil {
+		t.Fatalf("evictd's log: %v", err)
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package vmnode
 import (
 	"bufio"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -183,6 +184,9 @@ func RaceTable(runs []RaceRun) string {
 	for _, r := range runs {
 		first, ok := r.First()
 		who, since300, since100 := "none", "-", "-"
+		if !ok && r.OOMKills > 0 {
+			who = "the OOM killer, late"
+		}
 		if ok {
 			who = first.By + " (" + first.Pod + ")"
 			since300 = sinceCrossing(r.Samples, r.Thresholds["evictd"], first.At)
@@ -202,4 +206,68 @@ func sinceCrossing(samples []MemorySample, threshold int64, at time.Time) string
 		return "not crossed"
 	}
 	return at.Sub(c).Round(10 * time.Millisecond).String()
+}
+
+// kubeletObservationRE matches the eviction manager's -v=3 line for one
+// signal's observation, e.g.
+// I1122 19:16:12.744486     210 helpers.go:978] "Eviction manager:" log="observations" signal="memory.available" resourceName="memory" available="1742396Ki" capacity="1967Mi" time="2026-11-22 19:16:05.1 +0000 UTC"
+var kubeletObservationRE = regexp.MustCompile(`^I(\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s.*log="observations" signal="memory\.available".* available="([^"]+)".* time="([^"]+)"`)
+
+// KubeletObservations picks the eviction manager's memory.available
+// observations logged between from and to out of a kubelet log, as lines
+// "loop time  available  stats time".
+func KubeletObservations(log string, from, to time.Time) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		m := kubeletObservationRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		// klog's header has no year: the run's own.
+		at, err := time.ParseInLocation("2006 0102 15:04:05.000000", strconv.Itoa(from.UTC().Year())+" "+m[1], time.UTC)
+		if err != nil || at.Before(from) || at.After(to) {
+			continue
+		}
+		stats := m[3]
+		// time.Time's String, with its monotonic reading (" m=+…") when it has one.
+		wall, _, _ := strings.Cut(m[3], " m=")
+		if st, err := time.Parse("2006-01-02 15:04:05.999999999 -0700 MST", wall); err == nil {
+			stats = st.UTC().Format("15:04:05.000") + fmt.Sprintf(" (%s old)", at.Sub(st).Round(100*time.Millisecond))
+		}
+		out = append(out, fmt.Sprintf("%s  %s  %s", at.Format("15:04:05.000"), m[2], stats))
+	}
+	return out
+}
+
+// oomKillRE matches the kernel's line for each OOM kill, e.g.
+// [ 1080.592534] Out of memory: Killed process 6984 (workload) total-vm:…
+// (memory cgroup OOM kills say "Memory cgroup out of memory: Killed process").
+var oomKillRE = regexp.MustCompile(`^\[\s*(\d+\.\d+)\] (?:Memory cgroup out of memory|Out of memory): Killed process (\d+) \(([^)]*)\)`)
+
+// OOMKill is one kill the kernel logged: when (seconds of uptime), whom.
+type OOMKill struct {
+	Uptime  float64
+	PID     int
+	Command string
+}
+
+// OOMKills lists the kills in dmesg's output, each once (the kernel may
+// print a kill's line twice).
+func OOMKills(dmesg string) []OOMKill {
+	var out []OOMKill
+	seen := map[int]bool{}
+	for _, line := range strings.Split(dmesg, "\n") {
+		m := oomKillRE.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		up, err1 := strconv.ParseFloat(m[1], 64)
+		pid, err2 := strconv.Atoi(m[2])
+		if err1 != nil || err2 != nil || seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		out = append(out, OOMKill{Uptime: up, PID: pid, Command: m[3]})
+	}
+	return out
 }

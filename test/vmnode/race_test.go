@@ -106,3 +106,30 @@ func TestRaceRun(t *testing.T) {
 		t.Error("besteffort went first, yet the order counts as kept")
 	}
 }
+
+func TestKubeletObservations(t *testing.T) {
+	log := `I1122 19:16:12.744486     210 helpers.go:978] "Eviction manager:" log="observations" signal="memory.available" resourceName="memory" available="1742396Ki" capacity="1967Mi" time="2026-11-22 19:16:05.1 +0000 UTC"
+I1122 19:16:12.744500     210 helpers.go:978] "Eviction manager:" log="observations" signal="nodefs.available" resourceName="ephemeral-storage" available="2Gi" capacity="3Gi" time="2026-11-22 19:16:05.1 +0000 UTC"
+I1122 19:17:22.000001     210 helpers.go:978] "Eviction manager:" log="observations" signal="memory.available" resourceName="memory" available="90Mi" capacity="1967Mi" time="2026-11-22 19:17:10 +0000 UTC m=+70.1"
+I1122 19:30:00.000001     210 helpers.go:978] "Eviction manager:" log="observations" signal="memory.available" resourceName="memory" available="1Gi" capacity="1967Mi" time="2026-11-22 19:29:59 +0000 UTC"`
+	from := time.Date(2026, 11, 22, 19, 16, 0, 0, time.UTC)
+	got := KubeletObservations(log, from, from.Add(5*time.Minute))
+	want := []string{
+		"19:16:12.744  1742396Ki  19:16:05.100 (7.6s old)",
+		"19:17:22.000  90Mi  19:17:10.000 (12s old)",
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestOOMKills(t *testing.T) {
+	dmesg := `[ 1080.584105] containerd-shim invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=1
+[ 1080.592534] Out of memory: Killed process 6984 (workload) total-vm:5390124kB, anon-rss:1737956kB, file-rss:0kB, shmem-rss:0kB, UID:65532 pgtables:3492kB oom_score_adj:968
+[ 1080.593346] Out of memory: Killed process 6984 (workload) total-vm:5390124kB, anon-rss:1737956kB, file-rss:0kB, shmem-rss:0kB, UID:65532 pgtables:3492kB oom_score_adj:968
+[ 1200.000001] Memory cgroup out of memory: Killed process 7001 (workload) total-vm:1kB`
+	got := OOMKills(dmesg)
+	if len(got) != 2 || got[0] != (OOMKill{1080.592534, 6984, "workload"}) || got[1].PID != 7001 {
+		t.Errorf("OOMKills = %+v; want the two kills, each once", got)
+	}
+}

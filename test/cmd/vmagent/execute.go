@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/evictd/evictd/test/vmnode/vmapi"
+
 	"bytes"
 	"context"
 	"errors"
@@ -27,7 +29,7 @@ const (
 
 // execute runs one command to its end, its timeout, or ctx's end, and
 // reports what happened; it never fails as such.
-func execute(ctx context.Context, req execRequest) execResponse {
+func execute(ctx context.Context, req vmapi.ExecRequest) vmapi.ExecResponse {
 	timeout := defaultExecTimeout
 	if req.TimeoutSeconds > 0 {
 		timeout = time.Duration(req.TimeoutSeconds * float64(time.Second))
@@ -51,7 +53,7 @@ func execute(ctx context.Context, req execRequest) execResponse {
 
 	start := time.Now()
 	err := cmd.Run()
-	resp := execResponse{
+	resp := vmapi.ExecResponse{
 		ExitCode: -1,
 		Stdout:   stdout.String(),
 		Stderr:   stderr.String(),

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/evictd/evictd/test/vmnode/vmapi"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,48 +16,6 @@ import (
 // large field (a manifest, a script).
 const maxRequestBytes = 64 << 20
 
-type execRequest struct {
-	Argv []string `json:"argv"`
-	// Stdin is the command's standard input; empty means /dev/null.
-	Stdin string `json:"stdin,omitempty"`
-	// TimeoutSeconds bounds the command; 0 means defaultExecTimeout.
-	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
-	// Env is appended to the agent's environment (later entries win).
-	Env []string `json:"env,omitempty"`
-}
-
-type execResponse struct {
-	// ExitCode is the command's exit status, 128+N when signal N killed
-	// it, -1 when it could not be started or timed out (Error says which).
-	ExitCode int     `json:"exitCode"`
-	Stdout   string  `json:"stdout"`
-	Stderr   string  `json:"stderr"`
-	Seconds  float64 `json:"seconds"`
-	Error    string  `json:"error,omitempty"`
-}
-
-type spawnRequest struct {
-	Argv []string `json:"argv"`
-	// Log receives the daemon's stdout and stderr, appended; empty means
-	// /dev/null.
-	Log string   `json:"log,omitempty"`
-	Env []string `json:"env,omitempty"`
-}
-
-type spawnResponse struct {
-	PID int `json:"pid"`
-}
-
-type signalRequest struct {
-	PID    int    `json:"pid"`
-	Signal string `json:"signal"`
-}
-
-type signalResponse struct {
-	PID    int    `json:"pid"`
-	Signal string `json:"signal"`
-}
-
 // newHandler is the agent's HTTP API (see the package comment).
 func newHandler(logger *log.Logger) http.Handler {
 	d := newDaemons(logger)
@@ -65,12 +25,12 @@ func newHandler(logger *log.Logger) http.Handler {
 		io.WriteString(w, "ok")
 	})
 	mux.HandleFunc("POST /exec", func(w http.ResponseWriter, r *http.Request) {
-		var req execRequest
+		var req vmapi.ExecRequest
 		if err := decodeRequest(w, r, &req); err != nil {
 			badRequest(w, r, err)
 			return
 		}
-		if err := req.validate(); err != nil {
+		if err := validateExec(req); err != nil {
 			badRequest(w, r, err)
 			return
 		}
@@ -78,7 +38,7 @@ func newHandler(logger *log.Logger) http.Handler {
 		writeJSON(w, execute(r.Context(), req))
 	})
 	mux.HandleFunc("POST /spawn", func(w http.ResponseWriter, r *http.Request) {
-		var req spawnRequest
+		var req vmapi.SpawnRequest
 		if err := decodeRequest(w, r, &req); err != nil {
 			badRequest(w, r, err)
 			return
@@ -92,10 +52,10 @@ func newHandler(logger *log.Logger) http.Handler {
 			http.Error(w, oneLine(err), http.StatusInternalServerError)
 			return
 		}
-		writeJSON(w, spawnResponse{PID: pid})
+		writeJSON(w, vmapi.SpawnResponse{PID: pid})
 	})
 	mux.HandleFunc("POST /signal", func(w http.ResponseWriter, r *http.Request) {
-		var req signalRequest
+		var req vmapi.SignalRequest
 		if err := decodeRequest(w, r, &req); err != nil {
 			badRequest(w, r, err)
 			return
@@ -117,12 +77,12 @@ func newHandler(logger *log.Logger) http.Handler {
 			http.Error(w, oneLine(err), status)
 			return
 		}
-		writeJSON(w, signalResponse(req))
+		writeJSON(w, vmapi.SignalResponse(req))
 	})
 	return mux
 }
 
-func (req execRequest) validate() error {
+func validateExec(req vmapi.ExecRequest) error {
 	if req.TimeoutSeconds < 0 {
 		return fmt.Errorf("timeoutSeconds %v is negative", req.TimeoutSeconds)
 	}

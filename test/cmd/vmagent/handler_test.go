@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/evictd/evictd/test/vmnode/vmapi"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -80,8 +82,8 @@ func TestHealthz(t *testing.T) {
 
 func TestExecReportsOutputAndExitCode(t *testing.T) {
 	srv := newTestServer(t)
-	var got execResponse
-	postJSON(t, srv, "/exec", execRequest{Argv: []string{"sh", "-c", "echo hi; echo err >&2; exit 3"}}, &got)
+	var got vmapi.ExecResponse
+	postJSON(t, srv, "/exec", vmapi.ExecRequest{Argv: []string{"sh", "-c", "echo hi; echo err >&2; exit 3"}}, &got)
 	if got.ExitCode != 3 || got.Stdout != "hi\n" || got.Stderr != "err\n" || got.Error != "" {
 		t.Fatalf("got %+v; want exit 3, stdout \"hi\\n\", stderr \"err\\n\", no error", got)
 	}
@@ -92,8 +94,8 @@ func TestExecReportsOutputAndExitCode(t *testing.T) {
 
 func TestExecPassesStdinAndEnv(t *testing.T) {
 	srv := newTestServer(t)
-	var got execResponse
-	postJSON(t, srv, "/exec", execRequest{
+	var got vmapi.ExecResponse
+	postJSON(t, srv, "/exec", vmapi.ExecRequest{
 		Argv:  []string{"sh", "-c", `cat; printf '%s,%s' "$GREETING" "$HOME"`},
 		Stdin: "from stdin\n",
 		Env:   []string{"GREETING=hello"},
@@ -107,8 +109,8 @@ func TestExecPassesStdinAndEnv(t *testing.T) {
 
 func TestExecReportsDeathBySignalAsShellWould(t *testing.T) {
 	srv := newTestServer(t)
-	var got execResponse
-	postJSON(t, srv, "/exec", execRequest{Argv: []string{"sh", "-c", "kill -KILL $$"}}, &got)
+	var got vmapi.ExecResponse
+	postJSON(t, srv, "/exec", vmapi.ExecRequest{Argv: []string{"sh", "-c", "kill -KILL $$"}}, &got)
 	if got.ExitCode != 128+9 || got.Error != "" {
 		t.Fatalf("got %+v; want exit code 137 and no error", got)
 	}
@@ -116,8 +118,8 @@ func TestExecReportsDeathBySignalAsShellWould(t *testing.T) {
 
 func TestExecCommandThatCannotStart(t *testing.T) {
 	srv := newTestServer(t)
-	var got execResponse
-	postJSON(t, srv, "/exec", execRequest{Argv: []string{"/nonexistent/vmagent-test-command"}}, &got)
+	var got vmapi.ExecResponse
+	postJSON(t, srv, "/exec", vmapi.ExecRequest{Argv: []string{"/nonexistent/vmagent-test-command"}}, &got)
 	if got.ExitCode != -1 || !strings.Contains(got.Error, "/nonexistent/vmagent-test-command") {
 		t.Fatalf("got %+v; want exit code -1 and an error naming the command", got)
 	}
@@ -125,10 +127,10 @@ func TestExecCommandThatCannotStart(t *testing.T) {
 
 func TestExecTimeoutKillsTheProcessGroup(t *testing.T) {
 	srv := newTestServer(t)
-	var got execResponse
+	var got vmapi.ExecResponse
 	// The shell prints its background child's pid and waits for it; the
 	// child holds the stdout pipe, so only a group kill ends this early.
-	postJSON(t, srv, "/exec", execRequest{
+	postJSON(t, srv, "/exec", vmapi.ExecRequest{
 		Argv:           []string{"sh", "-c", "sleep 60 & echo $!; wait"},
 		TimeoutSeconds: 0.5,
 	}, &got)
@@ -233,8 +235,8 @@ func TestSpawnDetachesAndSignalReachesIt(t *testing.T) {
 	if err := os.WriteFile(logPath, []byte("earlier run\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var spawned spawnResponse
-	postJSON(t, srv, "/spawn", spawnRequest{
+	var spawned vmapi.SpawnResponse
+	postJSON(t, srv, "/spawn", vmapi.SpawnRequest{
 		Argv: []string{"sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo "started $GREETING"; echo to stderr >&2; while :; do sleep 0.05; done`},
 		Log:  logPath,
 		Env:  []string{"GREETING=hello"},
@@ -256,9 +258,9 @@ func TestSpawnDetachesAndSignalReachesIt(t *testing.T) {
 		t.Fatalf("daemon %d is in session %s; want a session of its own", spawned.PID, stat[3])
 	}
 
-	var signalled signalResponse
-	postJSON(t, srv, "/signal", signalRequest{PID: spawned.PID, Signal: "TERM"}, &signalled)
-	if signalled != (signalResponse{PID: spawned.PID, Signal: "TERM"}) {
+	var signalled vmapi.SignalResponse
+	postJSON(t, srv, "/signal", vmapi.SignalRequest{PID: spawned.PID, Signal: "TERM"}, &signalled)
+	if signalled != (vmapi.SignalResponse{PID: spawned.PID, Signal: "TERM"}) {
 		t.Fatalf("signal answer %+v", signalled)
 	}
 	waitForLog(t, logPath, "got TERM\n")

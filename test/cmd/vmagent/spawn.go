@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/evictd/evictd/test/vmnode/vmapi"
+
 	"errors"
 	"fmt"
 	"log"
@@ -37,7 +39,7 @@ func newDaemons(logger *log.Logger) *daemons {
 // spawn starts req.Argv detached: a session of its own (so that the agent's
 // terminal and process group signals do not reach it), stdin on /dev/null,
 // stdout and stderr appended to req.Log.
-func (d *daemons) spawn(req spawnRequest) (int, error) {
+func (d *daemons) spawn(req vmapi.SpawnRequest) (int, error) {
 	logPath := req.Log
 	if logPath == "" {
 		logPath = os.DevNull

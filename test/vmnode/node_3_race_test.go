@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,6 +127,12 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The guest's clock against the host's, to place the kernel's OOM
+	// kills (dmesg, seconds of uptime) on the samples' time line.
+	upAt, uptime, err := guestUptime(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -187,7 +194,7 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 	run.Start = time.Now()
 	// Until the leaker has met its end, then a little longer for whatever
 	// else goes in the same episode.
-	deadline := time.Now().Add(4 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		mu.Lock()
 		_, done := fates["leaker"]
@@ -206,20 +213,53 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 	}
 	run.OOMKills = oomAfter - oomBefore
 	if run.OOMKills > 0 {
-		// Whom the kernel killed, in its own words.
-		if out, err := n.Sh(ctx, "dmesg | grep -E 'Killed process|invoked oom-killer' | tail -n "+strconv.FormatInt(2*run.OOMKills, 10)); err == nil {
+		// Whom the kernel killed, and when, in its own words.
+		if out, err := n.Sh(ctx, "dmesg | grep -E 'Killed process|invoked oom-killer' | tail -n "+strconv.FormatInt(3*run.OOMKills, 10)); err == nil {
 			t.Logf("the guest kernel's OOM kills:\n%s", out)
+			// A kill the pod's status never showed (the kubelet was too
+			// starved to report it in time) still ended the leak.
+			if _, seen := fates["leaker"]; !seen {
+				for _, k := range OOMKills(out) {
+					if k.Uptime >= uptime && k.Command == "workload" {
+						at := upAt.Add(time.Duration((k.Uptime - uptime) * float64(time.Second)))
+						fates["leaker"] = PodFate{Pod: "leaker", By: ByOOM, At: at}
+						break
+					}
+				}
+			}
 		}
 	}
 	for _, f := range fates {
 		run.Fates = append(run.Fates, f)
 	}
 	if _, ok := fates["leaker"]; !ok {
-		t.Logf("nothing ended the leaker within 4 minutes\n%s", n.Diagnostics())
+		t.Logf("nothing ended the leaker within 3 minutes\n%s", n.Diagnostics())
+	}
+	// What the kubelet's eviction manager saw meanwhile, loop by loop (it
+	// logs its observations at -v=3), the evidence of why it did or did not act.
+	klog, _ := os.ReadFile(filepath.Join(n.OutDir, "kubelet.log"))
+	if obs := KubeletObservations(string(klog), run.Start, time.Now()); len(obs) > 0 {
+		t.Logf("the kubelet's memory.available observations during the run (loop time, available, stats time):\n%s",
+			strings.Join(obs, "\n"))
+	} else {
+		t.Logf("the kubelet's eviction manager logged no memory.available observation during the run")
 	}
 	t.Logf("%s at %g MiB/s: hold %d MiB, %d samples, lowest memory.available %d MiB, fates %v, OOM kills %d",
 		mode, rate, hold, len(run.Samples), run.MinAvailable()>>20, run.Fates, run.OOMKills)
 	return run
+}
+
+// guestUptime is the guest's uptime (seconds) at a host time, read in one
+// short exec (its error is half the round trip, well under the samples').
+func guestUptime(ctx context.Context, n *Node) (time.Time, float64, error) {
+	before := time.Now()
+	out, err := n.Sh(ctx, "cut -d' ' -f1 /proc/uptime")
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	at := before.Add(time.Since(before) / 2)
+	up, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+	return at, up, err
 }
 
 // nodeAvailable reads memory.available as the kubelet computes it.

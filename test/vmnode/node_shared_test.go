@@ -4,10 +4,10 @@ package vmnode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/test/e2e/framework"
 )
@@ -116,16 +115,19 @@ func startShared(t *testing.T) error {
 }
 
 // deployEvictd applies deploy/daemonset.yaml as shipped, changing only the
-// image reference, and waits for its pod on the node to be Ready.
-func deployEvictd(t *testing.T, ctx context.Context, n *Node) *corev1.Pod {
+// image reference (and appending extraArgs to evictd's, for the scenarios
+// that need another configuration), and waits until the node runs a Ready
+// pod with exactly those arguments.
+func deployEvictd(t *testing.T, ctx context.Context, n *Node, extraArgs ...string) *corev1.Pod {
 	t.Helper()
 	objs, err := framework.ReadManifest(mustManifest(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var wantArgs []string
 	for _, obj := range objs {
 		if obj.GetKind() == "DaemonSet" {
-			setImage(t, obj, evictdImage)
+			wantArgs = setImage(t, obj, evictdImage, extraArgs)
 		}
 		ri, err := n.Cluster.ResourceFor(obj)
 		if err != nil {
@@ -145,7 +147,8 @@ func deployEvictd(t *testing.T, ctx context.Context, n *Node) *corev1.Pod {
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if p.Spec.NodeName == n.Name && p.DeletionTimestamp == nil && podReady(p) {
+			if p.Spec.NodeName == n.Name && p.DeletionTimestamp == nil && podReady(p) &&
+				slices.Equal(p.Spec.Containers[0].Args, wantArgs) {
 				pod = p
 				return nil
 			}
@@ -167,20 +170,23 @@ func mustManifest(t *testing.T) string {
 	return p
 }
 
-func setImage(t *testing.T, obj *unstructured.Unstructured, image string) {
+// setImage sets the DaemonSet's image, appends extraArgs to evictd's
+// arguments and returns them.
+func setImage(t *testing.T, obj *unstructured.Unstructured, image string, extraArgs []string) []string {
 	t.Helper()
 	var ds appsv1.DaemonSet
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &ds); err != nil {
 		t.Fatal(err)
 	}
-	for i := range ds.Spec.Template.Spec.Containers {
-		ds.Spec.Template.Spec.Containers[i].Image = image
-	}
+	c := &ds.Spec.Template.Spec.Containers[0]
+	c.Image = image
+	c.Args = append(c.Args, extraArgs...)
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	obj.Object = m
+	return c.Args
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -212,126 +218,4 @@ func describePods(pods []corev1.Pod) string {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
-}
-
-// TestNodeDaemonSet: evictd starts from the shipped manifest on a real node
-// and becomes Ready.
-func TestNodeDaemonSet(t *testing.T) {
-	n := sharedNode(t)
-	for _, s := range n.StartupTimes {
-		t.Logf("startup: %-32s %s", s.Name, s.Took.Round(time.Millisecond))
-	}
-	start := time.Now()
-	pod := evictdPod(t, n)
-	t.Logf("evictd pod %s Ready %s after the DaemonSet was applied", pod.Name, time.Since(start).Round(time.Millisecond))
-
-	// Its footprint on this node, idle, from the kubelet's own figures: RSS
-	// and working set of the container, CPU over a minute.
-	ctx := context.Background()
-	first, err := evictdContainerStats(ctx, n, pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(60 * time.Second)
-	last, err := evictdContainerStats(ctx, n, pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpu := float64(*last.CPU.UsageCoreNanoSeconds-*first.CPU.UsageCoreNanoSeconds) /
-		float64(last.CPU.Time.Sub(first.CPU.Time.Time).Nanoseconds())
-	t.Logf("evictd's container, idle on the node: RSS %.1f MiB, working set %.1f MiB, CPU %.2f%% of a core over %s (emulated guest: CPU is inflated)",
-		float64(*last.Memory.RSSBytes)/(1<<20), float64(*last.Memory.WorkingSetBytes)/(1<<20), 100*cpu,
-		last.CPU.Time.Sub(first.CPU.Time.Time).Round(time.Second))
-	if limit := int64(64 << 20); int64(*last.Memory.WorkingSetBytes) > limit*9/10 {
-		t.Errorf("evictd's working set %d MiB is within 10%% of its 64 MiB limit", *last.Memory.WorkingSetBytes>>20)
-	}
-}
-
-// evictdContainerStats is the evictd container's entry in the summary, once
-// it has CPU and memory figures.
-func evictdContainerStats(ctx context.Context, n *Node, pod *corev1.Pod) (*statsv1alpha1.ContainerStats, error) {
-	var c *statsv1alpha1.ContainerStats
-	err := n.poll(ctx, time.Minute, "evictd's container stats", func(ctx context.Context) error {
-		s, _, err := n.Summary(ctx)
-		if err != nil {
-			return err
-		}
-		p := podByUID(s, string(pod.UID))
-		if p == nil {
-			return errors.New("the evictd pod is not in the summary")
-		}
-		for i := range p.Containers {
-			x := &p.Containers[i]
-			if x.Name == "evictd" && x.CPU != nil && x.CPU.UsageCoreNanoSeconds != nil && x.Memory != nil &&
-				x.Memory.RSSBytes != nil && x.Memory.WorkingSetBytes != nil {
-				c = x
-				return nil
-			}
-		}
-		return errors.New("no evictd container with CPU and memory figures")
-	})
-	return c, err
-}
-
-// TestNodeParity: evictd observe, run inside the evictd pod through its
-// read-only host mounts, and the kubelet's /stats/summary agree on the same
-// node at the same moment.
-func TestNodeParity(t *testing.T) {
-	n := sharedNode(t)
-	ctx := context.Background()
-	evictd := evictdPod(t, n)
-	ns := newNamespace(t, n, "parity")
-	pods := createRunning(t, ctx, n,
-		workloadPod(ns, "hold64", 32<<20, 0, "--hold-mib=64"),
-		workloadPod(ns, "hold16", 16<<20, 64<<20, "--hold-mib=16"),
-	)
-	var uids []string
-	for _, p := range pods {
-		uids = append(uids, string(p.UID))
-	}
-	// The kubelet's pod figures appear with cAdvisor's next housekeeping.
-	if err := n.poll(ctx, time.Minute, "the pods in the kubelet's summary", func(ctx context.Context) error {
-		s, _, err := n.Summary(ctx)
-		if err != nil {
-			return err
-		}
-		for _, uid := range uids {
-			if p := podByUID(s, uid); p == nil || p.Memory == nil || p.Memory.WorkingSetBytes == nil {
-				return fmt.Errorf("pod %s not in the summary yet", uid)
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-
-	t0 := time.Now()
-	ev, raw, err := observeInPod(ctx, n, evictd)
-	if err != nil {
-		t.Fatalf("evictd observe in the pod: %v\n%s", err, raw)
-	}
-	t1 := time.Now()
-	ku, _, err := n.Summary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("evictd observe took %s in the guest; the summary came %s after it", t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
-	if ku.Node.Memory != nil && ku.Node.Memory.Time.Time.Before(t0) {
-		t.Logf("the kubelet's node memory figures are from %s, %s before evictd's read began (cAdvisor's housekeeping)",
-			ku.Node.Memory.Time.Format(time.RFC3339), t0.Sub(ku.Node.Memory.Time.Time).Round(time.Millisecond))
-	}
-	tol := ParityTolerance{
-		Memory:    64 << 20,
-		PodMemory: 1 << 20,
-		Bytes:     16 << 20,
-		Inodes:    64,
-		Processes: 32,
-	}
-	rows := CompareParity(ev, ku, uids, tol)
-	t.Logf("evictd (in its pod) against the kubelet's /stats/summary:\n%s", ParityTable(rows))
-	for _, r := range rows {
-		if !r.Agrees() {
-			t.Errorf("%s: evictd %d, kubelet %d (missing in: %q), tolerance %d", r.Signal, r.Evictd, r.Kubelet, r.Missing, r.Tolerance)
-		}
-	}
 }

@@ -4,6 +4,7 @@ package vmnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/pkg/evict"
 )
 
 // The scenarios of the e2e suite (memory, PDB, critical and static pods)
@@ -124,8 +127,8 @@ func TestNodePDB(t *testing.T) {
 	}
 	events := podEvents(t, n, ns)
 	t.Logf("events in %s:\n%s", ns, events)
-	if !strings.Contains(events, "spare") {
-		t.Errorf("no Event on the evicted spare pod")
+	if !strings.Contains(events, "Pod/spare: ") || !strings.Contains(events, "("+evict.ReportingController+")") {
+		t.Errorf("no Event from evictd on the evicted spare pod")
 	}
 }
 
@@ -224,4 +227,120 @@ func podEvents(t *testing.T, n *Node, ns string) string {
 		fmt.Fprintf(&b, "%s %s %s/%s: %s (%s)\n", e.Type, e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Note, e.ReportingController)
 	}
 	return b.String()
+}
+
+// TestNodeDryRun: with --dry-run, evictd asks the API server about the pod
+// it would evict, logs the verdict, and nothing is evicted.
+func TestNodeDryRun(t *testing.T) {
+	n := sharedNode(t)
+	ev := evictdPodWith(t, n, "--dry-run")
+	waitNoMemoryPressure(t, n)
+	ctx := context.Background()
+	ns := newNamespace(t, n, "dryrun")
+	createRunning(t, ctx, n, workloadPod(ns, "hog", 32<<20, 0, "--grow-mib-per-sec=50",
+		"--grow-to-mib="+strconv.FormatInt(fillTo(t, n), 10)))
+	if err := n.poll(ctx, 3*time.Minute, "a dry-run verdict on the hog in evictd's log", func(ctx context.Context) error {
+		if log := evictdLog(t, n, ev); strings.Contains(log, "would evict pod") && strings.Contains(log, ns+"/hog") {
+			return nil
+		}
+		return errors.New("not yet")
+	}); err != nil {
+		t.Fatalf("%v\nevictd's log (tail):\n%s", err, lastLines(evictdLog(t, n, ev), 30))
+	}
+	time.Sleep(20 * time.Second)
+	p, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the hog is gone in a dry run: %v", err)
+	}
+	if f := FateOf(p); f != "" {
+		t.Errorf("in a dry run the hog was ended by %s", f)
+	}
+	if events := podEvents(t, n, ns); strings.Contains(events, "("+evict.ReportingController+")") {
+		t.Errorf("a dry run wrote Events:\n%s", events)
+	}
+	for _, line := range strings.Split(evictdLog(t, n, ev), "\n") {
+		if strings.Contains(line, "would evict pod") {
+			t.Logf("evictd: %s", line)
+			break
+		}
+	}
+}
+
+// TestNodeSoftThresholdAcrossRestart: a soft threshold with a 20 s grace
+// period is met, and evictd's pod is deleted 8 s into the grace period. The
+// DaemonSet's new pod starts the grace period afresh (it keeps no state
+// across restarts, so it never evicts on time it did not see) and then
+// evicts the one pod the pressure needs, once.
+func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
+	n := sharedNode(t)
+	const soft, grace = 800 << 20, 20 * time.Second
+	args := []string{"--eviction-soft=memory.available<800Mi", "--eviction-soft-grace-period=memory.available=20s"}
+	old := evictdPodWith(t, n, args...)
+	waitNoMemoryPressure(t, n)
+	ctx := context.Background()
+	ns := newNamespace(t, n, "soft")
+	avail, err := nodeAvailable(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// memory.available ends about 500 MiB: under the soft threshold, well
+	// over the hard one.
+	hold := (avail - soft + 300<<20) >> 20
+	createRunning(t, ctx, n,
+		workloadPod(ns, "bystander", 64<<20, 0, "--hold-mib=16"),
+		workloadPod(ns, "hog", 32<<20, 0, "--hold-mib="+strconv.FormatInt(hold, 10)))
+	met := time.Now()
+	time.Sleep(8 * time.Second)
+	if err := n.Cluster.Admin.CoreV1().Pods("evictd-system").Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var restarted *corev1.Pod
+	if err := n.poll(ctx, 4*time.Minute, "the DaemonSet's new evictd pod Ready", func(ctx context.Context) error {
+		pods, err := n.Cluster.Admin.CoreV1().Pods("evictd-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.Name != old.Name && p.DeletionTimestamp == nil && podReady(p) {
+				restarted = p
+				return nil
+			}
+		}
+		return fmt.Errorf("pods: %s", describePods(pods.Items))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	readyAt := time.Now()
+	evictdOnce.Lock()
+	evictdOnce.pod = restarted
+	evictdOnce.Unlock()
+	t.Logf("evictd restarted: %s Ready %s after the threshold was met", restarted.Name, readyAt.Sub(met).Round(time.Second))
+
+	var evictedAt time.Time
+	if err := n.poll(ctx, 3*time.Minute, "the hog evicted", func(ctx context.Context) error {
+		p, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && FateOf(p) != "") {
+			evictedAt = time.Now()
+			if err == nil && FateOf(p) != ByEvictd {
+				return fmt.Errorf("the hog ended by %s", FateOf(p))
+			}
+			return nil
+		}
+		return errors.New("the hog still runs")
+	}); err != nil {
+		t.Fatalf("%v\nevictd's log (tail):\n%s", err, lastLines(evictdLog(t, n, restarted), 30))
+	}
+	t.Logf("the hog was evicted %s after the threshold was met, %s after the new evictd pod was Ready",
+		evictedAt.Sub(met).Round(time.Second), evictedAt.Sub(readyAt).Round(time.Second))
+	if evictedAt.Sub(met) < grace {
+		t.Errorf("evicted %s after the soft threshold was met, before its %s grace period", evictedAt.Sub(met), grace)
+	}
+	time.Sleep(15 * time.Second)
+	p, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "bystander", metav1.GetOptions{})
+	if err != nil || FateOf(p) != "" {
+		t.Errorf("the bystander went too (err %v); one eviction relieved the pressure", err)
+	}
+	if log := evictdLog(t, n, restarted); strings.Count(log, `"evicted pod"`) != 1 {
+		t.Errorf("the new evictd logged %d evictions, want 1:\n%s", strings.Count(log, `"evicted pod"`), lastLines(log, 30))
+	}
 }

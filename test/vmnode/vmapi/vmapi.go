@@ -1,0 +1,52 @@
+// Package vmapi is the wire format of the VM node's guest agent
+// (test/cmd/vmagent) and its host-side client (test/vmnode.Agent): JSON
+// bodies of POST /exec, /spawn and /signal.
+package vmapi
+
+// ExecRequest asks the agent to run a command and wait for it.
+type ExecRequest struct {
+	Argv []string `json:"argv"`
+	// Stdin is the command's standard input; empty means /dev/null.
+	Stdin string `json:"stdin,omitempty"`
+	// TimeoutSeconds bounds the command; 0 means the agent's default.
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
+	// Env is appended to the agent's environment (later entries win).
+	Env []string `json:"env,omitempty"`
+}
+
+// ExecResponse is how the command ended.
+type ExecResponse struct {
+	// ExitCode is the command's exit status, 128+N when signal N killed
+	// it, -1 when it could not be started or timed out (Error says which).
+	ExitCode int     `json:"exitCode"`
+	Stdout   string  `json:"stdout"`
+	Stderr   string  `json:"stderr"`
+	Seconds  float64 `json:"seconds"`
+	Error    string  `json:"error,omitempty"`
+}
+
+// SpawnRequest starts a detached daemon.
+type SpawnRequest struct {
+	Argv []string `json:"argv"`
+	// Log receives the daemon's stdout and stderr, appended; empty means
+	// /dev/null.
+	Log string   `json:"log,omitempty"`
+	Env []string `json:"env,omitempty"`
+}
+
+// SpawnResponse names the daemon's pid in the guest.
+type SpawnResponse struct {
+	PID int `json:"pid"`
+}
+
+// SignalRequest signals a daemon the agent spawned ("TERM", "KILL", "INT", "HUP").
+type SignalRequest struct {
+	PID    int    `json:"pid"`
+	Signal string `json:"signal"`
+}
+
+// SignalResponse echoes what was sent.
+type SignalResponse struct {
+	PID    int    `json:"pid"`
+	Signal string `json:"signal"`
+}
