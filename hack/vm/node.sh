@@ -44,7 +44,8 @@ mkdir -p "$r/dev/pts" "$r/dev/shm"
 mount -t devpts devpts "$r/dev/pts"
 mount -t tmpfs -o mode=1777 tmpfs "$r/dev/shm"
 mount -t tmpfs -o mode=755 tmpfs "$r/run"
-mount -t tmpfs -o mode=1777 tmpfs "$r/tmp"
+# /tmp stays the overlay's (writable in the tmpfs upper): a checkout or an OutDir under the
+# host's /tmp must stay visible at its path.
 
 mkdir -p /disk
 mount -t ext4 "$NODE_DISK" /disk || fail "cannot mount the node disk $NODE_DISK as ext4"
