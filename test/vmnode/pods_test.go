@@ -189,3 +189,19 @@ func evictdLog(t *testing.T, n *Node, p *corev1.Pod) string {
 	}
 	return out
 }
+
+// evictdLogSince is evictd's log from since on.
+func evictdLogSince(t *testing.T, n *Node, p *corev1.Pod, since time.Time) string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(evictdLog(t, n, p), "\n") {
+		// CRI log lines start with an RFC 3339 time.
+		ts, _, ok := strings.Cut(line, " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if !ok || err != nil || at.Before(since) {
+			continue
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
