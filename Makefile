@@ -134,7 +134,7 @@ FORCE:
 
 ## vm-smoke: evictd observe on a real cgroup v2 kernel under QEMU (issue 10): hack/vm/prepare.sh
 ## installs QEMU and fetches a Debian kernel (apt-get, as root) into _output/vm, then the
-## test boots it. Not part of test: it needs root, apt and a few minutes.
+## test boots it. make e2e-node runs the same test among the node's; this target is the quick one.
 VM_DIR := $(OUT)/vm
 
 .PHONY: vm-smoke e2e-node

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,9 +50,6 @@ type NodeOptions struct {
 	Images []string
 	// PauseImage is the sandbox image's reference; required.
 	PauseImage string
-	// Kubelet adds to or overrides the KubeletConfiguration (a JSON object
-	// merged at the top level), e.g. evictionHard.
-	Kubelet map[string]any
 	// Timeout bounds the VM's whole life; default 40 minutes.
 	Timeout time.Duration
 	// Logf receives progress; default none.
@@ -76,8 +72,7 @@ type Node struct {
 	// StartupTimes records how long each step took.
 	StartupTimes []Step
 
-	kubeletPID int
-	logf       func(string, ...any)
+	logf func(string, ...any)
 }
 
 // Step is one named stage of StartNode and its duration.
@@ -150,7 +145,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freeLoopbackPorts(2)
+	ports, err := framework.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -273,13 +268,13 @@ func (n *Node) ImportImage(ctx context.Context, archive string) error {
 	return nil
 }
 
-// StartKubelet starts the kubelet (again, after StopKubelet).
+// StartKubelet starts the kubelet as a daemon of the guest agent.
 func (n *Node) StartKubelet(ctx context.Context) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
 	}
-	pid, err := n.Agent.Spawn(ctx, []string{
+	_, err = n.Agent.Spawn(ctx, []string{
 		filepath.Join(root, "_output", "bin", "kubelet"),
 		"--config=" + filepath.Join(n.OutDir, "kubelet.yaml"),
 		"--kubeconfig=" + filepath.Join(n.OutDir, "kubelet.kubeconfig"),
@@ -291,7 +286,6 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start the kubelet: %w", err)
 	}
-	n.kubeletPID = pid
 	return nil
 }
 
@@ -377,10 +371,10 @@ func (n *Node) Stop() {
 func (n *Node) Diagnostics() string {
 	var b strings.Builder
 	for _, f := range []string{"vmagent.log", "containerd.log", "kubelet.log"} {
-		fmt.Fprintf(&b, "==== %s (last 40 lines) ====\n%s\n", f, tail(filepath.Join(n.OutDir, f), 40))
+		fmt.Fprintf(&b, "==== %s (last 40 lines) ====\n%s\n", f, framework.TailFile(filepath.Join(n.OutDir, f), 40))
 	}
 	if n.VM != nil {
-		fmt.Fprintf(&b, "==== console (last 30 lines) ====\n%s\n", lastLines(n.VM.Console(), 30))
+		fmt.Fprintf(&b, "==== console (last 30 lines) ====\n%s\n", framework.LastLines(n.VM.Console(), 30))
 	}
 	return b.String()
 }
@@ -441,18 +435,4 @@ func portOf(url string) (int, error) {
 		return 0, fmt.Errorf("no port in %s", url)
 	}
 	return strconv.Atoi(strings.TrimRight(url[i+1:], "/"))
-}
-
-// freeLoopbackPorts asks the kernel for n free loopback ports.
-func freeLoopbackPorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/test/e2e/framework"
 )
 
 // The scenarios of the e2e suite (memory, PDB, critical and static pods)
@@ -245,7 +246,7 @@ func TestNodeDryRun(t *testing.T) {
 		}
 		return errors.New("not yet")
 	}); err != nil {
-		t.Fatalf("%v\nevictd's log (tail):\n%s", err, lastLines(evictdLog(t, n, ev), 30))
+		t.Fatalf("%v\nevictd's log (tail):\n%s", err, framework.LastLines(evictdLog(t, n, ev), 30))
 	}
 	time.Sleep(20 * time.Second)
 	p, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
@@ -328,7 +329,7 @@ func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
 		}
 		return errors.New("the hog still runs")
 	}); err != nil {
-		t.Fatalf("%v\nevictd's log (tail):\n%s", err, lastLines(evictdLog(t, n, restarted), 30))
+		t.Fatalf("%v\nevictd's log (tail):\n%s", err, framework.LastLines(evictdLog(t, n, restarted), 30))
 	}
 	t.Logf("the hog was evicted %s after the threshold was met, %s after the new evictd pod was Ready",
 		evictedAt.Sub(met).Round(time.Second), evictedAt.Sub(readyAt).Round(time.Second))
@@ -341,6 +342,6 @@ func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
 		t.Errorf("the bystander went too (err %v); one eviction relieved the pressure", err)
 	}
 	if log := evictdLog(t, n, restarted); strings.Count(log, `"evicted pod"`) != 1 {
-		t.Errorf("the new evictd logged %d evictions, want 1:\n%s", strings.Count(log, `"evicted pod"`), lastLines(log, 30))
+		t.Errorf("the new evictd logged %d evictions, want 1:\n%s", strings.Count(log, `"evicted pod"`), framework.LastLines(log, 30))
 	}
 }

@@ -33,7 +33,7 @@ func (n *Node) writeConfigs(o NodeOptions, runtime string) error {
 }
 `),
 	}
-	kc, err := kubeletConfig(n.OutDir, o.Kubelet)
+	kc, err := kubeletConfig(n.OutDir)
 	if err != nil {
 		return err
 	}
@@ -83,11 +83,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 		filepath.Join(runtime, "usr", "lib", "cni"), filepath.Join(out, "cni"))
 }
 
-// kubeletConfig is the KubeletConfiguration (JSON, which is YAML) with
-// overrides merged at the top level. The kubelet keeps its default eviction
-// thresholds and housekeeping unless overridden: the tests measure evictd
-// against the kubelet as operators run it.
-func kubeletConfig(out string, overrides map[string]any) ([]byte, error) {
+// kubeletConfig is the KubeletConfiguration (JSON, which is YAML). The
+// kubelet keeps its default eviction thresholds and housekeeping: the tests
+// measure evictd against the kubelet as operators run it.
+func kubeletConfig(out string) ([]byte, error) {
 	cfg := map[string]any{
 		"apiVersion":             "kubelet.config.k8s.io/v1beta1",
 		"kind":                   "KubeletConfiguration",
@@ -115,9 +114,6 @@ func kubeletConfig(out string, overrides map[string]any) ([]byte, error) {
 		"registerNode":              true,
 		"nodeStatusReportFrequency": "20s",
 	}
-	for k, v := range overrides {
-		cfg[k] = v
-	}
 	return json.MarshalIndent(cfg, "", "  ")
 }
 
@@ -134,20 +130,4 @@ func copyLimited(w io.Writer, r io.Reader, limit int64) (int64, error) {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read %s: %v)", path, err)
-	}
-	return lastLines(string(b), n)
 }

@@ -1,8 +1,8 @@
 //go:build vmnode
 
-// The tests that boot a VM. They build only with -tags vmnode (make
-// vm-smoke), so make test, which CI runs with CI=true on machines without the
-// VM's pieces, neither runs nor fails on them.
+// The tests that boot a VM of their own. They build only with -tags vmnode:
+// make e2e-node (part of make test, so of CI) runs them after preparing the
+// VM's pieces; plain go test ./... leaves them out.
 
 package vmnode
 

@@ -162,7 +162,7 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := os.WriteFile(tokenFile, []byte(adminToken+",admin,admin,system:masters\n"), 0o600); err != nil {
 		return c, err
 	}
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return c, err
 	}
@@ -386,7 +386,7 @@ func (c *Cluster) Stop() {
 func (c *Cluster) LogTails(n int) string {
 	var b strings.Builder
 	for _, comp := range c.components {
-		fmt.Fprintf(&b, "==== %s (%s), last %d lines ====\n%s\n", comp.name, comp.logPath, n, tailFile(comp.logPath, n))
+		fmt.Fprintf(&b, "==== %s (%s), last %d lines ====\n%s\n", comp.name, comp.logPath, n, TailFile(comp.logPath, n))
 	}
 	return b.String()
 }
@@ -406,10 +406,10 @@ func (c *Cluster) CreateNamespace(ctx context.Context, prefix string) (string, e
 	return ns.Name, nil
 }
 
-// freePorts asks the kernel for n distinct free loopback ports. They are
+// FreePorts asks the kernel for n distinct free loopback ports. They are
 // released before use, so another process could take one in between; the
 // window is short and a clash shows as a component failing to start.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var ls []net.Listener
 	defer func() {

@@ -1,7 +1,6 @@
 package framework
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -51,7 +50,7 @@ func (c *component) exitErr() error {
 	if err == nil {
 		err = fmt.Errorf("%s", state)
 	}
-	return fmt.Errorf("%s exited: %w; last log lines:\n%s", c.name, err, tailFile(c.logPath, 20))
+	return fmt.Errorf("%s exited: %w; last log lines:\n%s", c.name, err, TailFile(c.logPath, 20))
 }
 
 func (c *component) stop() {
@@ -59,15 +58,19 @@ func (c *component) stop() {
 	c.log.Close()
 }
 
-// tailFile returns the last n lines of a file, or a note saying why it
+// TailFile returns the last n lines of a file, or a note saying why it
 // cannot.
-func tailFile(path string, n int) string {
+func TailFile(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read %s: %v)", path, err)
 	}
-	b = bytes.TrimRight(b, "\n")
-	lines := strings.Split(string(b), "\n")
+	return LastLines(string(b), n)
+}
+
+// LastLines returns the last n lines of s.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

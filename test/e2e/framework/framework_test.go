@@ -136,11 +136,11 @@ func TestTailFile(t *testing.T) {
 		want string
 	}{{2, "3\n4"}, {10, "1\n2\n3\n4"}}
 	for _, tt := range tests {
-		if got := tailFile(p, tt.n); got != tt.want {
-			t.Errorf("tailFile(%d) = %q, want %q", tt.n, got, tt.want)
+		if got := TailFile(p, tt.n); got != tt.want {
+			t.Errorf("TailFile(%d) = %q, want %q", tt.n, got, tt.want)
 		}
 	}
-	if got := tailFile(p+".missing", 3); !strings.Contains(got, "cannot read") {
+	if got := TailFile(p+".missing", 3); !strings.Contains(got, "cannot read") {
 		t.Errorf("tail of a missing file = %q", got)
 	}
 }
