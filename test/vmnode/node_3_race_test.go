@@ -21,12 +21,14 @@ import (
 
 // The leak's fill rates, MiB/s: slow enough for the kubelet's 10 s loop,
 // in between, and faster than any 10 s loop can follow. The kubelet alone
-// is not run at the fastest: there the guest livelocks in reclaim for
-// minutes (soft lockups, neither the kubelet nor the OOM killer acts; seen
-// with EVICTD_RACE_ALONE_FAST=1), and the rest of the suite needs the node.
+// runs the faster rate first: at either rate the guest may be left in a
+// reclaim livelock (soft lockups, neither the kubelet nor the OOM killer
+// acting for minutes; CI saw over 9 minutes at 25 MiB/s), and a run given up
+// on a livelocked node ends the kubelet-alone runs. The fastest rate alone
+// (EVICTD_RACE_ALONE_FAST=1) livelocked the guest every time it was tried.
 var (
 	raceRates      = []float64{25, 100, 400}
-	raceAloneRates = []float64{25, 100}
+	raceAloneRates = []float64{100, 25}
 )
 
 // TestNodeHeadToHead: a memory leak in a pod at several fill rates, first
@@ -46,12 +48,21 @@ func TestNodeHeadToHead(t *testing.T) {
 	removeEvictd(t, n)
 	alone := raceAloneRates
 	if os.Getenv("EVICTD_RACE_ALONE_FAST") == "1" {
-		alone = raceRates
+		alone = append(alone, 400)
 	}
-	for _, rate := range alone {
+	for i, rate := range alone {
+		var r RaceRun
 		t.Run(fmt.Sprintf("kubelet-alone/%gMiBps", rate), func(t *testing.T) {
-			runs = append(runs, raceOnce(t, n, "kubelet alone", rate))
+			r = raceOnce(t, n, "kubelet alone", rate)
+			runs = append(runs, r)
 		})
+		if r.Unresponsive > 0 {
+			// The baseline's own finding, not a failure of the test: the
+			// node is gone for the runs that would follow.
+			t.Logf("the guest stayed livelocked %s after the kubelet-alone run at %g MiB/s; not run on it: %v MiB/s",
+				r.Unresponsive.Round(time.Second), rate, alone[i+1:])
+			break
+		}
 	}
 	t.Logf("head to head on the VM node (TCG-emulated guest, %d MiB):\n%s", 2048, RaceTable(runs))
 	for _, r := range runs {
@@ -208,13 +219,27 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 	stop()
 	wg.Wait()
 	// A guest left in a reclaim livelock (the kubelet alone) answers again
-	// only once the OOM killer has struck; give it time.
+	// only once the OOM killer has struck; give it time. With evictd there
+	// must be no livelock at all.
 	var oomAfter int64
-	if err := n.poll(ctx, 6*time.Minute, "the guest answering after the run", func(ctx context.Context) error {
+	if err := n.poll(ctx, 5*time.Minute, "the guest answering after the run", func(ctx context.Context) error {
 		oomAfter, err = oomKills(ctx, n)
 		return err
 	}); err != nil {
-		t.Fatal(err)
+		if mode == "evictd + kubelet" {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		lastAnswer := run.Start
+		if len(run.Samples) > 0 {
+			lastAnswer = run.Samples[len(run.Samples)-1].At
+		}
+		mu.Unlock()
+		run.Unresponsive = time.Since(lastAnswer)
+		run.Fates = fatesOf(fates)
+		t.Logf("%s at %g MiB/s: the guest has not answered for %s (%v); fates %v\n%s", mode, rate,
+			run.Unresponsive.Round(time.Second), err, run.Fates, n.Diagnostics())
+		return run
 	}
 	run.OOMKills = oomAfter - oomBefore
 	if run.OOMKills > 0 {
@@ -234,9 +259,7 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 			}
 		}
 	}
-	for _, f := range fates {
-		run.Fates = append(run.Fates, f)
-	}
+	run.Fates = fatesOf(fates)
 	if _, ok := fates["leaker"]; !ok {
 		t.Logf("nothing ended the leaker within 3 minutes\n%s", n.Diagnostics())
 	}
@@ -261,6 +284,14 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 	t.Logf("%s at %g MiB/s: hold %d MiB, %d samples, lowest memory.available %d MiB, fates %v, OOM kills %d",
 		mode, rate, hold, len(run.Samples), run.MinAvailable()>>20, run.Fates, run.OOMKills)
 	return run
+}
+
+func fatesOf(m map[string]PodFate) []PodFate {
+	out := make([]PodFate, 0, len(m))
+	for _, f := range m {
+		out = append(out, f)
+	}
+	return out
 }
 
 // guestUptime is the guest's uptime (seconds) at a host time, read in one

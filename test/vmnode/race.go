@@ -126,14 +126,18 @@ func FillRate(samples []MemorySample, hi, lo int64) float64 {
 
 // RaceRun is one leak at one fill rate, with or without evictd.
 type RaceRun struct {
-	Mode       string  // "evictd + kubelet" or "kubelet alone"
-	Rate       float64 // the leak's asked fill rate, MiB/s
-	Leaker     string  // the pod that leaks
-	Fates      []PodFate
-	Samples    []MemorySample
-	OOMKills   int64 // /proc/vmstat oom_kill over the run
-	Start      time.Time
-	Thresholds map[string]int64 // name -> memory.available threshold, bytes
+	Mode     string  // "evictd + kubelet" or "kubelet alone"
+	Rate     float64 // the leak's asked fill rate, MiB/s
+	Leaker   string  // the pod that leaks
+	Fates    []PodFate
+	Samples  []MemorySample
+	OOMKills int64 // /proc/vmstat oom_kill over the run
+	// Unresponsive is how long the guest had gone without answering when
+	// the run was given up (a reclaim livelock); 0 when it answered. Its
+	// OOM kills are then unknown.
+	Unresponsive time.Duration
+	Start        time.Time
+	Thresholds   map[string]int64 // name -> memory.available threshold, bytes
 }
 
 // Count is how many pods ended by who.
@@ -187,14 +191,21 @@ func RaceTable(runs []RaceRun) string {
 		if !ok && r.OOMKills > 0 {
 			who = "the OOM killer, late"
 		}
+		ooms := strconv.FormatInt(r.OOMKills, 10)
+		if r.Unresponsive > 0 {
+			ooms = "unknown"
+			if !ok {
+				who = "none: node livelocked for " + r.Unresponsive.Round(time.Second).String() + "+"
+			}
+		}
 		if ok {
 			who = first.By + " (" + first.Pod + ")"
 			since300 = sinceCrossing(r.Samples, r.Thresholds["evictd"], first.At)
 			since100 = sinceCrossing(r.Samples, r.Thresholds["kubelet"], first.At)
 		}
 		seen := FillRate(r.Samples, r.Thresholds["evictd"]+(200<<20), r.Thresholds["evictd"])
-		fmt.Fprintf(w, "%s\t%g/%.0f\t%s\t%d\t%d\t%d\t%v\t%s\t%s\t%.0f MiB\n", r.Mode, r.Rate, seen, who,
-			r.Count(ByEvictd), r.Count(ByKubelet), r.OOMKills, r.OrderKept(), since300, since100, float64(r.MinAvailable())/(1<<20))
+		fmt.Fprintf(w, "%s\t%g/%.0f\t%s\t%d\t%d\t%s\t%v\t%s\t%s\t%.0f MiB\n", r.Mode, r.Rate, seen, who,
+			r.Count(ByEvictd), r.Count(ByKubelet), ooms, r.OrderKept(), since300, since100, float64(r.MinAvailable())/(1<<20))
 	}
 	w.Flush()
 	return b.String()

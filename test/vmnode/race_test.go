@@ -101,6 +101,11 @@ func TestRaceRun(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
 	}
+	stuck := RaceRun{Mode: "kubelet alone", Rate: 25, Leaker: "leaker", Samples: samples, Thresholds: r.Thresholds,
+		Unresponsive: 9*time.Minute + 15*time.Second + 400*time.Millisecond}
+	if table := RaceTable([]RaceRun{stuck}); !strings.Contains(table, "none: node livelocked for 9m15s+") || !strings.Contains(table, "unknown") {
+		t.Errorf("a run given up on a livelocked guest does not say so:\n%s", table)
+	}
 	r.Fates[1].At = t0.Add(5 * time.Second)
 	if r.OrderKept() {
 		t.Error("besteffort went first, yet the order counts as kept")
