@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/agent/decide"
@@ -282,7 +283,20 @@ type view struct {
 	trends  map[thresholds.Signal]bool
 	rank    rank.Options
 	ranked  map[thresholds.Signal][]rank.Candidate
+	byUID   map[types.UID]*statsapi.PodStats
 	now     time.Time
+}
+
+// podStats is the observation's figures for a pod, nil when it has none.
+func (v *view) podStats(uid types.UID) *statsapi.PodStats {
+	if v.byUID == nil {
+		v.byUID = make(map[types.UID]*statsapi.PodStats, len(v.obs.Summary.Pods))
+		for i := range v.obs.Summary.Pods {
+			ps := &v.obs.Summary.Pods[i]
+			v.byUID[types.UID(ps.PodRef.UID)] = ps
+		}
+	}
+	return v.byUID[uid]
 }
 
 // rankFor ranks the pods for a signal once per pass.

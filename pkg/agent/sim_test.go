@@ -69,6 +69,14 @@ type simNode struct {
 	base     int64 // usage outside pods
 	pods     []*simPod
 	loop     *Loop
+	// podReadLag is how long after the node's memory the pods' cgroups are
+	// read in one observation: a pod exiting in between is missing from
+	// both (the real observer reads the node first). Keep it under the
+	// poll interval: real observations do not overlap.
+	podReadLag time.Duration
+	// torn lists memory.available in each observation that missed an
+	// exiting pod's memory that way.
+	torn []int64
 
 	// Scripted by tests.
 	evictResult func(p *simPod, req evict.Request) (evict.Outcome, error)
@@ -139,12 +147,17 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 	ts := metav1.NewTime(now)
 	var ws = n.base
 	var pods []statsapi.PodStats
+	tornRead := false
 	for _, p := range n.pods {
 		if p.deleted || (!p.exitAt.IsZero() && !now.Before(p.exitAt)) {
 			continue
 		}
 		m := uint64(p.memAt(now))
 		ws += int64(m)
+		if !p.exitAt.IsZero() && !now.Add(n.podReadLag).Before(p.exitAt) {
+			tornRead = true
+			continue
+		}
 		if p.noStats {
 			continue
 		}
@@ -154,6 +167,9 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 		})
 	}
 	avail := uint64(max(n.capacity-ws, 0))
+	if tornRead {
+		n.torn = append(n.torn, int64(avail))
+	}
 	wsu := uint64(ws)
 	return &pressure.Observation{Time: now, Summary: &statsapi.Summary{
 		Node: statsapi.NodeStats{NodeName: "node-a", Memory: &statsapi.MemoryStats{Time: ts, AvailableBytes: &avail, WorkingSetBytes: &wsu, UsageBytes: &wsu}},

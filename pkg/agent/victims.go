@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -59,6 +60,13 @@ func (l *Loop) settleVictims(v *view) {
 			l.health.setStuck(uid, "") // gone at last
 		}
 	}
+	l.inflight.NoteMemory(func(uid types.UID) (int64, bool) {
+		ps := v.podStats(uid)
+		if ps == nil || ps.Memory == nil || ps.Memory.WorkingSetBytes == nil {
+			return 0, false
+		}
+		return int64(min(*ps.Memory.WorkingSetBytes, uint64(math.MaxInt64))), true
+	})
 	l.memoryBack(v, append(left, l.inflight.Snapshot()...))
 }
 

@@ -79,6 +79,11 @@ func TestNodeHeadToHead(t *testing.T) {
 		if r.Count(ByKubelet) > 0 {
 			t.Errorf("%g MiB/s with evictd: the kubelet still evicted %d pods", r.Rate, r.Count(ByKubelet))
 		}
+		// The leaker alone frees all the pressure asks for: a second pod
+		// would be more than the pressure needs.
+		if got := r.Count(ByEvictd); got != 1 {
+			t.Errorf("%g MiB/s with evictd: evictd evicted %d pods, want 1 (the leaker)", r.Rate, got)
+		}
 		if r.OOMKills > 0 {
 			t.Errorf("%g MiB/s with evictd: the OOM killer struck %d times", r.Rate, r.OOMKills)
 		}

@@ -18,7 +18,11 @@
 //     resource while its cgroup is still there; for memory and PIDs nothing
 //     once the cgroup is gone (what it held is already back in "available");
 //     for disk its last known usage (the kubelet removes a pod's volumes and
-//     logs before the pod object goes).
+//     logs before the pod object goes). For memory, what the pod gave back
+//     since the previous observation counts too, for one observation: the
+//     node is read before the pods, so a victim exiting in between is in
+//     neither figure (seen on a real node: a second pod evicted while the
+//     first one's 1.4 GiB was being freed).
 //   - Escalation (kubernetes#123872): for a hard target, a pod in flight
 //     counts only if its grace ends within HardHorizon. A soft eviction with a
 //     long grace period therefore cannot hold back a hard threshold, and
@@ -370,6 +374,9 @@ func InFlightReclaim(opts Options, now time.Time, t Target, cands []rank.Candida
 			v = u.v
 		} else if !isMemory(sig) && sig != thresholds.PIDAvailable {
 			v = e.LastUsage[sig]
+		}
+		if isMemory(sig) {
+			v = satAdd(max(v, 0), e.MemoryReleased)
 		}
 		sum = satAdd(sum, max(v, 0))
 	}

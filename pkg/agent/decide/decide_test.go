@@ -172,6 +172,21 @@ func TestDecide(t *testing.T) {
 		{name: "in-flight pod whose cgroup is gone gave its memory back already",
 			in:     Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{entry("d", inflight.Evicted, time.Second, map[thresholds.Signal]int64{thresholds.MemoryAvailable: 900 * mi})}},
 			action: Evict, victim: "a", need: 150 * mi},
+		{name: "memory a victim gave back since the last observation still counts for this one (the node was read before it left)",
+			in: Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{func() inflight.Entry {
+				e := entry("d", inflight.Evicted, time.Second, nil)
+				e.MemoryReleased = 900 * mi
+				return e
+			}()}},
+			action: None, reason: ReasonCovered},
+		{name: "memory given back counts on top of what the victim still holds, and not for disk",
+			in: Input{Status: thresholds.Status{Active: []thresholds.ActiveThreshold{active(memHard, 100*mi, memCap, false), active(diskHard, 512*mi, 10240*mi, false)}},
+				InFlight: []inflight.Entry{func() inflight.Entry {
+					e := entry("c", inflight.Evicted, time.Second, map[thresholds.Signal]int64{})
+					e.MemoryReleased = 150 * mi
+					return e
+				}()}},
+			action: Evict, victim: "a", need: 512 * mi},
 		{name: "escalation: a soft eviction's long grace does not hold back a hard threshold",
 			in:     Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{entry("a", inflight.Evicted, 25*time.Second, nil)}},
 			action: Evict, victim: "b", rank: 2, need: 150 * mi},

@@ -60,6 +60,14 @@ type Entry struct {
 	// MemoryGoneAt is when an observation first found the pod's cgroup gone
 	// or empty (zero until then).
 	MemoryGoneAt time.Time
+	// MemorySeen is the pod's memory working set in the latest observation
+	// (0 once its cgroup is gone; -1 while unknown), and MemoryReleased what
+	// it gave back since the observation before. An observation reads the
+	// node before the pods, so memory freed in between is missing from both
+	// of its figures: it still counts as reclaim in flight for that one
+	// observation (see NoteMemory).
+	MemorySeen     int64
+	MemoryReleased int64
 }
 
 // Options configure a Set.
@@ -111,15 +119,19 @@ type Added struct {
 // the same pod.
 func (s *Set) Add(a Added) Entry {
 	e := &Entry{
-		UID:       a.Pod.UID,
-		Pod:       a.Pod.Namespace + "/" + a.Pod.Name,
-		Namespace: a.Pod.Namespace,
-		Name:      a.Pod.Name,
-		Origin:    a.Origin,
-		Signal:    a.Signal,
-		Start:     a.At,
-		ReclaimBy: a.At.Add(time.Duration(a.GraceSeconds) * time.Second),
-		LastUsage: map[thresholds.Signal]int64{a.Signal: a.Usage},
+		UID:        a.Pod.UID,
+		Pod:        a.Pod.Namespace + "/" + a.Pod.Name,
+		Namespace:  a.Pod.Namespace,
+		Name:       a.Pod.Name,
+		Origin:     a.Origin,
+		Signal:     a.Signal,
+		Start:      a.At,
+		ReclaimBy:  a.At.Add(time.Duration(a.GraceSeconds) * time.Second),
+		LastUsage:  map[thresholds.Signal]int64{a.Signal: a.Usage},
+		MemorySeen: -1,
+	}
+	if isMemory(a.Signal) {
+		e.MemorySeen = a.Usage
 	}
 	switch a.Origin {
 	case DryRun:
@@ -193,7 +205,7 @@ func (s *Set) Sync(pods []*v1.Pod, now time.Time) (gone, expired []Entry) {
 		s.entries[uid] = &Entry{
 			UID: uid, Pod: p.Namespace + "/" + p.Name, Namespace: p.Namespace, Name: p.Name, Origin: Terminating,
 			Start: start, ReclaimBy: by, Expires: exp.Add(s.opts.GoneTimeout),
-			LastUsage: map[thresholds.Signal]int64{},
+			LastUsage: map[thresholds.Signal]int64{}, MemorySeen: -1,
 		}
 	}
 	sortEntries(gone)
@@ -229,6 +241,30 @@ func (s *Set) MemoryGone(uid types.UID, t time.Time) (Entry, bool) {
 	}
 	e.MemoryGoneAt = t
 	return *e, true
+}
+
+// NoteMemory records, for every pod in flight, its memory working set in a
+// new observation: workingSet(uid) returns it, with false when the
+// observation has no figure for the pod. A pod with a figure before and none
+// now has left its cgroup: 0. What fell since the previous observation is
+// MemoryReleased until the next one; a pod never measured releases nothing.
+func (s *Set) NoteMemory(workingSet func(types.UID) (int64, bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for uid, e := range s.entries {
+		now, ok := workingSet(uid)
+		if !ok {
+			if e.MemorySeen < 0 {
+				continue
+			}
+			now = 0
+		}
+		e.MemoryReleased = 0
+		if e.MemorySeen > now {
+			e.MemoryReleased = e.MemorySeen - now
+		}
+		e.MemorySeen = now
+	}
 }
 
 // Stuck reports whether the pod outlived its entry.
@@ -300,4 +336,8 @@ func sortEntries(es []Entry) {
 		}
 		return es[i].Pod < es[j].Pod
 	})
+}
+
+func isMemory(s thresholds.Signal) bool {
+	return s == thresholds.MemoryAvailable || s == thresholds.AllocatableMemoryAvailable
 }

@@ -175,3 +175,38 @@ func TestSyncDoesNotReaddStuckVictim(t *testing.T) {
 		t.Error("a pod no longer listed is still remembered as stuck")
 	}
 }
+
+func TestNoteMemoryKeepsWhatEachVictimGaveBack(t *testing.T) {
+	s := New(DefaultOptions())
+	s.Add(Added{Pod: pod("leaker"), Origin: Evicted, Signal: thresholds.MemoryAvailable, At: t0, GraceSeconds: 5, Usage: 1400})
+	s.Add(Added{Pod: pod("disk"), Origin: Evicted, Signal: thresholds.NodeFsAvailable, At: t0, GraceSeconds: 5, Usage: 9999})
+	ws := map[types.UID]int64{}
+	note := func() map[string][2]int64 {
+		s.NoteMemory(func(uid types.UID) (int64, bool) { v, ok := ws[uid]; return v, ok })
+		out := map[string][2]int64{}
+		for _, e := range s.Snapshot() {
+			out[e.Name] = [2]int64{e.MemorySeen, e.MemoryReleased}
+		}
+		return out
+	}
+	steps := []struct {
+		name   string
+		ws     map[types.UID]int64
+		leaker [2]int64 // seen, released
+		disk   [2]int64
+	}{
+		// The disk victim's usage at eviction is bytes of disk, not memory:
+		// it has no memory figure until an observation gives one.
+		{"still holding, and a little more", map[types.UID]int64{"uid-leaker": 1500}, [2]int64{1500, 0}, [2]int64{-1, 0}},
+		{"exiting", map[types.UID]int64{"uid-leaker": 600, "uid-disk": 50}, [2]int64{600, 900}, [2]int64{50, 0}},
+		{"cgroups gone: what was left counts once", map[types.UID]int64{}, [2]int64{0, 600}, [2]int64{0, 50}},
+		{"and not again", map[types.UID]int64{}, [2]int64{0, 0}, [2]int64{0, 0}},
+	}
+	for _, st := range steps {
+		ws = st.ws
+		got := note()
+		if got["leaker"] != st.leaker || got["disk"] != st.disk {
+			t.Errorf("%s: leaker (seen, released) %v, want %v; disk %v, want %v", st.name, got["leaker"], st.leaker, got["disk"], st.disk)
+		}
+	}
+}
