@@ -137,7 +137,7 @@ FORCE:
 ## test boots it. make e2e-node runs the same test among the node's; this target is the quick one.
 VM_DIR := $(OUT)/vm
 
-.PHONY: vm-smoke e2e-node
+.PHONY: vm-smoke e2e-node bench-latency-node node-ready
 vm-smoke: $(BIN)/evictd $(BIN)/workload
 	hack/vm/prepare.sh $(VM_DIR)
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode -v -timeout 15m -run TestVMCgroupV2Observe ./test/vmnode
@@ -146,10 +146,24 @@ vm-smoke: $(BIN)/evictd $(BIN)/workload
 ## kubelet registered to the test control plane, evictd deployed from deploy/daemonset.yaml.
 ## Needs root (apt-get, the guest's disk). Ends with a line "N passed, N failed".
 NODE_IMAGES := $(IMAGE_DIR)/node
-e2e-node: build cluster-bins $(IMAGE_TOOL)
+e2e-node: node-ready
+	EVICTD_VM_DIR=$(abspath $(VM_DIR)) hack/vm/e2e-node.sh
+
+## bench-latency-node: the v2 fast path's detection latency on that node, per wake-up
+## configuration against the timer alone (issue 10); not part of test. Table in
+## _output/bench/latency-node.txt.
+bench-latency-node: node-ready $(BIN)/filler
+	$(IMAGE_TOOL) --binary $(BIN)/filler --name evictd-filler:e2e-node --out $(NODE_IMAGES)/filler.tar >/dev/null
+	EVICTD_VM_DIR=$(abspath $(VM_DIR)) hack/vm/bench-latency-node.sh
+
+# node-ready: the guest's kernel and packages, and the node's images.
+node-ready: build cluster-bins $(IMAGE_TOOL)
 	hack/vm/prepare.sh $(VM_DIR)
 	@mkdir -p $(NODE_IMAGES)
 	$(IMAGE_TOOL) --binary $(BIN)/evictd --name evictd:e2e-node --out $(NODE_IMAGES)/evictd.tar >/dev/null
 	$(IMAGE_TOOL) --binary $(BIN)/workload --name evictd-workload:e2e-node --out $(NODE_IMAGES)/workload.tar >/dev/null
 	$(IMAGE_TOOL) --binary $(BIN)/pause --name evictd-pause:e2e-node --user 65535:65535 --out $(NODE_IMAGES)/pause.tar >/dev/null
-	EVICTD_VM_DIR=$(abspath $(VM_DIR)) hack/vm/e2e-node.sh
+
+$(BIN)/filler: FORCE
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $@ ./test/bench/filler

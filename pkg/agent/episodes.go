@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -73,7 +74,16 @@ func (l *Loop) noteThresholds(ep *episode.Episode, v *view) {
 		amount := th.Value.Amount(o.Capacity)
 		l.log.Info("threshold met", zap.String("resource", string(ep.Resource)), zap.String("signal", string(th.Signal)),
 			zap.String("threshold", th.String()), zap.Bool("hard", th.Hard()), zap.Int64("available", o.Available),
-			zap.Int64("thresholdAmount", amount))
+			zap.Int64("thresholdAmount", amount), zap.String("wokenBy", wokenBy(v.woke)))
 		l.deps.Evictor.NodeThresholdMet(th.Signal, th.Hard(), amount, o.Available)
 	}
+}
+
+// wokenBy names the wake-up that found a threshold met, as "psi/kubepods"
+// or "poll": how fast it was noticed depends on it.
+func wokenBy(w wakeup.Wakeup) string {
+	if w.Name == "" {
+		return string(w.Source)
+	}
+	return string(w.Source) + "/" + w.Name
 }

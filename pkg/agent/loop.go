@@ -262,7 +262,7 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 	if !ok {
 		return l.cfg.Housekeeping
 	}
-	v := l.assess(obs)
+	v := l.assess(obs, w)
 	l.settleVictims(v)
 	for _, ep := range l.episodes.All() {
 		l.act(ctx, ep, v)
@@ -285,6 +285,8 @@ type view struct {
 	ranked  map[thresholds.Signal][]rank.Candidate
 	byUID   map[types.UID]*statsapi.PodStats
 	now     time.Time
+	// woke is the wake-up that started the pass.
+	woke wakeup.Wakeup
 }
 
 // podStats is the observation's figures for a pod, nil when it has none.
@@ -338,9 +340,9 @@ func (l *Loop) observe(ctx context.Context) (*pressure.Observation, bool) {
 
 // assess turns an observation into the pass's view: signals, fill rates,
 // the threshold state and the episodes it starts or ends.
-func (l *Loop) assess(obs *pressure.Observation) *view {
+func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	m := l.deps.Metrics
-	v := &view{obs: obs, signals: thresholds.Observe(obs.Summary), ranked: map[thresholds.Signal][]rank.Candidate{}}
+	v := &view{obs: obs, woke: w, signals: thresholds.Observe(obs.Summary), ranked: map[thresholds.Signal][]rank.Candidate{}}
 	for s, o := range v.signals {
 		m.SetSignal(s, o.Available, o.Capacity)
 	}

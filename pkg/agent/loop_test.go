@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -367,5 +368,20 @@ func TestLoopWaitAdaptsToHeadroom(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestWokenByNamesTheWakeup(t *testing.T) {
+	for _, tc := range []struct {
+		w    wakeup.Wakeup
+		want string
+	}{
+		{wakeup.Wakeup{Source: wakeup.SourcePoll}, "poll"},
+		{wakeup.Wakeup{Source: wakeup.SourcePSI, Name: "kubepods"}, "psi/kubepods"},
+		{wakeup.Wakeup{Source: wakeup.SourceMemcgThreshold, Name: "node"}, "memcg_threshold/node"},
+	} {
+		if got := wokenBy(tc.w); got != tc.want {
+			t.Errorf("wokenBy(%+v) = %q, want %q", tc.w, got, tc.want)
+		}
 	}
 }

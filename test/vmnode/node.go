@@ -68,7 +68,7 @@ type Node struct {
 	// forward: http://127.0.0.1:PORT.
 	ReadOnlyURL string
 	// Paths of the node's tools as the guest sees them (host paths).
-	Ctr, Containerd string
+	Ctr, Containerd, VMAgent string
 	// StartupTimes records how long each step took.
 	StartupTimes []Step
 
@@ -127,7 +127,8 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		return nil, err
 	}
 	n = &Node{Name: o.Name, OutDir: out, Cluster: o.Cluster, logf: o.Logf,
-		Ctr: filepath.Join(runtime, "usr", "bin", "ctr"), Containerd: filepath.Join(runtime, "usr", "bin", "containerd")}
+		Ctr: filepath.Join(runtime, "usr", "bin", "ctr"), Containerd: filepath.Join(runtime, "usr", "bin", "containerd"),
+		VMAgent: filepath.Join(bin, "vmagent")}
 	began := time.Now()
 	step := func(name string, since time.Time) {
 		n.StartupTimes = append(n.StartupTimes, Step{name, time.Since(since)})

@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/evictd/evictd/test/vmnode/guestmem"
 )
 
 // The leak's fill rates, MiB/s: slow enough for the kubelet's 10 s loop,
@@ -314,7 +316,7 @@ func guestUptime(ctx context.Context, n *Node) (time.Time, float64, error) {
 
 // nodeAvailable reads memory.available as the kubelet computes it.
 func nodeAvailable(ctx context.Context, n *Node) (int64, error) {
-	r, err := n.Exec(ctx, []string{"/bin/cat", "/proc/meminfo", "/sys/fs/cgroup/memory.stat"}, WithTimeout(20*time.Second))
+	r, err := n.Exec(ctx, append([]string{"/bin/cat"}, guestmem.Files...), WithTimeout(20*time.Second))
 	if err != nil {
 		return 0, err
 	}

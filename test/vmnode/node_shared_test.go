@@ -30,6 +30,10 @@ const (
 	pauseImage    = "evictd-pause:e2e-node"
 )
 
+// extraImages are archives besides those every node test needs, which the
+// node imports when a test file built in asks for them (the benchmarks).
+var extraImages []string
+
 // One control plane and one VM node serve every node test: booting the
 // guest and getting the kubelet Ready takes minutes under TCG.
 var shared struct {
@@ -75,7 +79,7 @@ func startShared(t *testing.T) error {
 	}
 	images := filepath.Join(root, "_output", "image", "node")
 	var archives []string
-	for _, f := range []string{"pause.tar", "evictd.tar", "workload.tar"} {
+	for _, f := range append([]string{"pause.tar", "evictd.tar", "workload.tar"}, extraImages...) {
 		p := filepath.Join(images, f)
 		if !isFile(p) {
 			return fmt.Errorf("missing %s (make e2e-node builds it)", p)

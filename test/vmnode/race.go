@@ -1,7 +1,6 @@
 package vmnode
 
 import (
-	"bufio"
 	"fmt"
 	"regexp"
 	"sort"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/evictd/evictd/test/vmnode/guestmem"
 )
 
 // Who ended a pod during a head-to-head run.
@@ -54,40 +55,16 @@ func FateOf(p *corev1.Pod) string {
 }
 
 // MemorySample is the node's memory.available as the kubelet computes it
-// on cgroup v2 (cAdvisor over runc's libcontainer: the root cgroup has no
-// memory.current, so usage is MemTotal-MemFree from /proc/meminfo, and the
-// working set is usage minus the root memory.stat's inactive_file; available
-// is MemTotal minus that), read in the guest at a host time.
+// on cgroup v2 (guestmem), read in the guest at a host time.
 type MemorySample struct {
 	At        time.Time
 	Available int64
 }
 
 // AvailableFromMeminfo computes memory.available from /proc/meminfo followed
-// by the root cgroup's memory.stat (both files in one read): MemFree plus
-// inactive_file.
+// by the root cgroup's memory.stat (both files in one read).
 func AvailableFromMeminfo(meminfoAndStat string) (int64, error) {
-	var free, inactiveFile int64 = -1, -1
-	s := bufio.NewScanner(strings.NewReader(meminfoAndStat))
-	for s.Scan() {
-		f := strings.Fields(s.Text())
-		if len(f) < 2 || (f[0] != "MemFree:" && f[0] != "inactive_file") {
-			continue
-		}
-		v, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("line %q: %w", s.Text(), err)
-		}
-		if f[0] == "MemFree:" {
-			free = v << 10 // kB
-		} else {
-			inactiveFile = v // bytes
-		}
-	}
-	if free < 0 || inactiveFile < 0 {
-		return 0, fmt.Errorf("no MemFree (/proc/meminfo) or inactive_file (memory.stat) in %q", firstLine(meminfoAndStat))
-	}
-	return free + inactiveFile, nil
+	return guestmem.Available([]byte(meminfoAndStat))
 }
 
 // FirstBelow is the time of the first sample under threshold, zero if none.

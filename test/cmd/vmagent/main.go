@@ -4,6 +4,7 @@
 //
 //	vmagent serve --listen=ADDR [--relay=LISTEN=TARGET]...
 //	vmagent dial ADDR
+//	vmagent crossing --below=BYTES [--interval=1ms] [--timeout=1m] [COMMAND...]
 //
 // serve runs in the guest. It answers an HTTP API on ADDR (reached from the
 // host through QEMU's hostfwd) that runs commands, starts and signals
@@ -31,7 +32,13 @@
 // with that connection on stdin and stdout, and dial joins it to ADDR, which
 // must be on 127.0.0.0/8.
 //
-// Both exit 2 on bad usage. The guest has no libc: build with CGO_ENABLED=0.
+// crossing runs in the guest, through /exec: it reads the node's
+// memory.available as the kubelet computes it on cgroup v2 every interval,
+// starts COMMAND after the first read, and prints as JSON when the value was
+// last seen at or above BYTES and first seen below it (guest clock), for
+// latency benchmarks that set an agent's log against it.
+//
+// All exit 2 on bad usage. The guest has no libc: build with CGO_ENABLED=0.
 package main
 
 import (
@@ -40,7 +47,7 @@ import (
 	"os"
 )
 
-const usage = "usage: vmagent serve --listen=ADDR [--relay=LISTEN=TARGET]... | vmagent dial ADDR"
+const usage = "usage: vmagent serve --listen=ADDR [--relay=LISTEN=TARGET]... | vmagent dial ADDR | vmagent crossing --below=BYTES [--interval=D] [--timeout=D] [COMMAND...]"
 
 // Exit codes.
 const (
@@ -64,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runServe(args[1:], stdout, stderr)
 	case "dial":
 		return runDial(args[1:], stderr)
+	case "crossing":
+		return runCrossing(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return exitOK

@@ -1,6 +1,7 @@
 // Package vmapi is the wire format of the VM node's guest agent
 // (test/cmd/vmagent) and its host-side client (test/vmnode.Agent): JSON
-// bodies of POST /exec, /spawn and /signal.
+// bodies of POST /exec, /spawn and /signal, and what `vmagent crossing`
+// prints.
 package vmapi
 
 // ExecRequest asks the agent to run a command and wait for it.
@@ -49,4 +50,20 @@ type SignalRequest struct {
 type SignalResponse struct {
 	PID    int    `json:"pid"`
 	Signal string `json:"signal"`
+}
+
+// Crossing is what `vmagent crossing` prints: when the guest's
+// memory.available was last seen at or above the level and first seen below
+// it (guest wall clock, Unix nanoseconds), so that a test can set an agent's
+// reaction, logged with the same clock, against it.
+type Crossing struct {
+	LastAboveUnixNano int64 `json:"lastAboveUnixNano"`
+	AtUnixNano        int64 `json:"atUnixNano"`
+	// Available is the value first seen below the level, bytes.
+	Available int64 `json:"available"`
+	// Before is the value of the first read, before the trigger ran.
+	Before int64 `json:"before"`
+	Reads  int   `json:"reads"`
+	// Trigger is the trigger command's combined output.
+	Trigger string `json:"trigger,omitempty"`
 }

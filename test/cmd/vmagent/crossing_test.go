@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evictd/evictd/test/vmnode/vmapi"
+)
+
+func TestWatchCrossingTimesTheFallAfterTheTrigger(t *testing.T) {
+	dir := t.TempDir()
+	meminfo := filepath.Join(dir, "meminfo")
+	stat := filepath.Join(dir, "memory.stat")
+	// 600 MiB free + 100 MiB inactive_file = 700 MiB available; the trigger
+	// takes free down to 100 MiB: 200 MiB available, below the 300 MiB level.
+	write := func(path, s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(meminfo, "MemTotal:        2048000 kB\nMemFree:          614400 kB\n")
+	write(stat, "anon 1\ninactive_file 104857600\nactive_file 1\n")
+	fall := filepath.Join(dir, "fall")
+	write(fall, "MemTotal:        2048000 kB\nMemFree:          102400 kB\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := watchCrossing(ctx, []string{meminfo, stat}, 300<<20, time.Millisecond,
+		// Rewritten in place, same length, without truncation: a read never
+		// sees the file empty, as with /proc.
+		[]string{"/bin/sh", "-c", "sleep 0.05; cat " + fall + " 1<>" + meminfo + "; echo stepped"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Before != 700<<20 || c.Available != 200<<20 {
+		t.Errorf("before %d, available %d; want %d and %d", c.Before, c.Available, 700<<20, 200<<20)
+	}
+	if strings.TrimSpace(c.Trigger) != "stepped" {
+		t.Errorf("trigger output %q", c.Trigger)
+	}
+	above, at := time.Unix(0, c.LastAboveUnixNano), time.Unix(0, c.AtUnixNano)
+	if !above.After(start) || !at.After(above) || at.Sub(above) > time.Second || c.Reads < 2 {
+		t.Errorf("last above %v, at %v (start %v, %d reads): want start < last above < at, close together", above, at, start, c.Reads)
+	}
+	if at.Sub(start) < 50*time.Millisecond {
+		t.Errorf("crossing seen %v after the start, before the trigger's 50 ms sleep ended", at.Sub(start))
+	}
+}
+
+func TestWatchCrossingErrors(t *testing.T) {
+	dir := t.TempDir()
+	meminfo := filepath.Join(dir, "meminfo")
+	stat := filepath.Join(dir, "memory.stat")
+	os.WriteFile(meminfo, []byte("MemFree: 614400 kB\n"), 0o644)
+	os.WriteFile(stat, []byte("inactive_file 0\n"), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := watchCrossing(ctx, []string{meminfo, stat}, 300<<20, time.Millisecond, []string{"/bin/echo", "nothing"})
+	if err == nil || !strings.Contains(err.Error(), "stayed at or above 314572800 (last 629145600") || !strings.Contains(err.Error(), "nothing") {
+		t.Errorf("no crossing: err %v, want one naming the level, the last value and the trigger's output", err)
+	}
+	os.WriteFile(stat, []byte("inactive_file x\n"), 0o644)
+	if _, err := watchCrossing(context.Background(), []string{meminfo, stat}, 1, time.Millisecond, nil); err == nil || !strings.Contains(err.Error(), "inactive_file x") {
+		t.Errorf("malformed memory.stat: err %v, want one naming the line", err)
+	}
+	if _, err := watchCrossing(context.Background(), []string{filepath.Join(dir, "missing")}, 1, time.Millisecond, nil); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("missing file: err %v", err)
+	}
+}
+
+func TestCrossingUsageAndOutput(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"crossing", "--below=0"}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "must be positive (got 0") {
+		t.Errorf("--below=0: exit %d, stderr %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"crossing", "--below=1", "--interval=x"}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "interval") {
+		t.Errorf("--interval=x: exit %d, stderr %q", code, stderr.String())
+	}
+	// On a host without the guest's files the watch fails, once, in words.
+	if _, err := os.Stat("/sys/fs/cgroup/memory.stat"); err != nil {
+		stderr.Reset()
+		if code := run([]string{"crossing", "--below=1", "--timeout=1s"}, &stdout, &stderr); code != exitFail || !strings.Contains(stderr.String(), "memory.stat") {
+			t.Errorf("no memory.stat: exit %d, stderr %q", code, stderr.String())
+		}
+	}
+	var c vmapi.Crossing
+	if err := json.Unmarshal([]byte(`{"lastAboveUnixNano":1,"atUnixNano":2,"available":3,"before":4,"reads":5}`), &c); err != nil || c.Reads != 5 {
+		t.Errorf("wire format: %+v %v", c, err)
+	}
+}
