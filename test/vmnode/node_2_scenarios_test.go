@@ -345,3 +345,138 @@ func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
 		t.Errorf("the new evictd logged %d evictions, want 1:\n%s", strings.Count(log, `"evicted pod"`), framework.LastLines(log, 30))
 	}
 }
+
+// TestNodeStuckTerminating: the runtime cannot stop the first victim. Its
+// containerd shim is stopped (SIGSTOP) before the pressure comes, as a hung
+// shim would be, so the kubelet's StopContainer never reaches the process:
+// the pod stays Terminating with its memory. After the victim's grace period
+// (5 s) and evictd's GoneTimeout (30 s), evictd must say so once (log,
+// EvictionStuck Event, its pod unready through the readiness probe) and
+// evict the next pod, and nothing more; once the shim runs again the victim
+// goes and evictd is Ready again.
+func TestNodeStuckTerminating(t *testing.T) {
+	const msgVictimStuck = "victim not gone in time; its reclaim no longer counts"
+	n := sharedNode(t)
+	ev := evictdPod(t, n)
+	waitNoMemoryPressure(t, n)
+	ctx := context.Background()
+	ns := newNamespace(t, n, "stuck")
+	// stuck (BestEffort, 300 MiB) ranks first and next (150 MiB over its
+	// 32Mi request) second; the load stays within its request and brings
+	// memory.available to settle, 100 MiB under evictd's threshold, which
+	// either of the first two covers.
+	const stuckMiB, nextMiB = 300, 150
+	room := fillTo(t, n)
+	load := room - stuckMiB - nextMiB
+	if load < 32 {
+		t.Fatalf("only %d MiB of room on the node", room)
+	}
+	pods := createRunning(t, ctx, n,
+		workloadPod(ns, "stuck", 0, 0, "--hold-mib="+strconv.Itoa(stuckMiB)),
+		workloadPod(ns, "next", 32<<20, 0, "--hold-mib="+strconv.Itoa(nextMiB)))
+	cid, err := containerID(pods[0], "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shim is the parent of the container's first process.
+	shim, err := n.Sh(ctx, fmt.Sprintf(`pid=$(%s -n k8s.io task ls | awk '$1=="%s"{print $2}'); awk '{print $4}' /proc/$pid/stat`, n.Ctr, cid))
+	shim = strings.TrimSpace(shim)
+	if err != nil || shim == "" {
+		t.Fatalf("the stuck pod's shim: %q, %v", shim, err)
+	}
+	if _, err := n.Sh(ctx, "kill -STOP "+shim); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if _, err := n.Sh(context.Background(), "kill -CONT "+shim); err != nil {
+				t.Errorf("resuming the shim %s: %v", shim, err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	t.Logf("shim %s of the stuck pod stopped; load holds %d MiB", shim, load)
+	createRunning(t, ctx, n, workloadPod(ns, "load", (load+64)<<20, 0, "--hold-mib="+strconv.FormatInt(load, 10)))
+
+	// evictd evicts stuck, waits out its grace and GoneTimeout, then next.
+	var stuckAt, nextAt time.Time
+	unready := false
+	err = n.poll(ctx, 4*time.Minute, "evictd to evict the next pod", func(ctx context.Context) error {
+		if p, err := n.Cluster.Admin.CoreV1().Pods("evictd-system").Get(ctx, ev.Name, metav1.GetOptions{}); err == nil && !podReady(p) {
+			unready = true
+		}
+		list, err := n.Cluster.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			switch {
+			case p.Name == "stuck" && stuckAt.IsZero() && FateOf(p) != "":
+				stuckAt = time.Now()
+			case p.Name == "next" && nextAt.IsZero() && FateOf(p) != "":
+				nextAt = time.Now()
+			}
+		}
+		if nextAt.IsZero() {
+			return fmt.Errorf("next not evicted; %s", describePods(list.Items))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nevictd's log (tail):\n%s", err, framework.LastLines(evictdLog(t, n, ev), 30))
+	}
+	t.Logf("stuck evicted, next evicted %s later", nextAt.Sub(stuckAt).Round(time.Second))
+	if stuckAt.IsZero() || nextAt.Sub(stuckAt) < 30*time.Second {
+		t.Errorf("next was evicted %s after stuck (seen at %v): want after stuck's grace and evictd's 30 s GoneTimeout", nextAt.Sub(stuckAt), stuckAt)
+	}
+	p, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "stuck", metav1.GetOptions{})
+	if err != nil || p.DeletionTimestamp == nil {
+		t.Errorf("the stuck pod is not Terminating (err %v): the scenario did not happen", err)
+	}
+	// A while longer: the load stays, and evictd's pod shows the stuck
+	// victim as not ready.
+	_ = n.poll(ctx, 20*time.Second, "evictd's pod unready", func(ctx context.Context) error {
+		if p, err := n.Cluster.Admin.CoreV1().Pods("evictd-system").Get(ctx, ev.Name, metav1.GetOptions{}); err == nil && !podReady(p) {
+			unready = true
+			return nil
+		}
+		return errors.New("Ready")
+	})
+	if !unready {
+		t.Errorf("evictd's pod stayed Ready while its victim could not be stopped")
+	}
+	log := evictdLog(t, n, ev)
+	if c := strings.Count(log, msgVictimStuck); c != 1 {
+		t.Errorf("evictd said %q %d times, want once", msgVictimStuck, c)
+	}
+	events := podEvents(t, n, ns)
+	if !strings.Contains(events, evict.ReasonVictimStuck+" Pod/stuck") {
+		t.Errorf("no %s Event on the stuck pod:\n%s", evict.ReasonVictimStuck, events)
+	}
+	if p, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "load", metav1.GetOptions{}); err != nil || FateOf(p) != "" {
+		t.Errorf("the load went too (err %v); two evictions relieved the pressure", err)
+	}
+
+	// The shim runs again: the kubelet stops the victim, it goes, and
+	// evictd is Ready again.
+	resume()
+	if err := n.poll(ctx, 3*time.Minute, "the stuck pod gone and evictd Ready", func(ctx context.Context) error {
+		if _, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "stuck", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("stuck still there (%v)", err)
+		}
+		p, err := n.Cluster.Admin.CoreV1().Pods("evictd-system").Get(ctx, ev.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !podReady(p) {
+			return errors.New("evictd not Ready")
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("%v\n%s", err, n.Diagnostics())
+	}
+	t.Logf("events in %s:\n%s", ns, events)
+}

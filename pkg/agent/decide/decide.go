@@ -366,6 +366,11 @@ func InFlightReclaim(opts Options, now time.Time, t Target, cands []rank.Candida
 	horizon := now.Add(opts.HardHorizon)
 	var sum int64
 	for _, e := range entries {
+		if isMemory(sig) {
+			// Already freed, whatever its grace: only this observation's
+			// node figure may not show it yet.
+			sum = satAdd(sum, max(e.MemoryReleased, 0))
+		}
 		if t.Hard() && e.ReclaimBy.After(horizon) {
 			continue // its grace outlasts what a hard threshold can wait
 		}
@@ -374,9 +379,6 @@ func InFlightReclaim(opts Options, now time.Time, t Target, cands []rank.Candida
 			v = u.v
 		} else if !isMemory(sig) && sig != thresholds.PIDAvailable {
 			v = e.LastUsage[sig]
-		}
-		if isMemory(sig) {
-			v = satAdd(max(v, 0), e.MemoryReleased)
 		}
 		sum = satAdd(sum, max(v, 0))
 	}

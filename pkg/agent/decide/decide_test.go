@@ -187,6 +187,13 @@ func TestDecide(t *testing.T) {
 					return e
 				}()}},
 			action: Evict, victim: "a", need: 512 * mi},
+		{name: "memory given back counts for a hard threshold even when the victim's grace is long",
+			in: Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{func() inflight.Entry {
+				e := entry("a", inflight.Evicted, 25*time.Second, nil)
+				e.MemoryReleased = 150 * mi
+				return e
+			}()}},
+			action: None, reason: ReasonCovered},
 		{name: "escalation: a soft eviction's long grace does not hold back a hard threshold",
 			in:     Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{entry("a", inflight.Evicted, 25*time.Second, nil)}},
 			action: Evict, victim: "b", rank: 2, need: 150 * mi},
