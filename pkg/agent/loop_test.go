@@ -371,6 +371,30 @@ func TestLoopWaitAdaptsToHeadroom(t *testing.T) {
 	}
 }
 
+func TestLoopForceDeletedVictimCountsUntilItsProcessExits(t *testing.T) {
+	// Someone force-deletes the victim's pod object (grace 0) a second
+	// after evictd evicted it; its process still holds its memory for two
+	// more seconds, as on the real node, where the kubelet kills it only
+	// after it noticed. The pod's cgroup, not its API object, says when the
+	// memory is back: b must not go for it.
+	pods := []*simPod{
+		{name: "a", usage: 1000 * mi, request: 100 * mi, grace: 30, exitIn: 3 * time.Second, teardown: -2 * time.Second},
+		{name: "b", usage: 800 * mi, grace: 30, exitIn: time.Second},
+		{name: "c", usage: 600 * mi, request: 1000 * mi, grace: 30, exitIn: time.Second},
+	}
+	n := newSimNode(t, 4096*mi, base250, pods...)
+	n.run(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), 30*time.Second)
+	if !eq(n.victims(), []string{"a"}) {
+		t.Fatalf("eviction calls %v, want [a]: a's memory was on its way back after its object was deleted", n.victims())
+	}
+	if a := n.pod("a"); !a.deleted || a.exitAt.Sub(a.termAt) != 3*time.Second {
+		t.Errorf("a deleted %v, exit %v after its eviction: the scenario did not happen", a.deleted, a.exitAt.Sub(a.termAt))
+	}
+	if len(n.loop.InFlight()) != 0 {
+		t.Errorf("pods still in flight at the end: %+v", n.loop.InFlight())
+	}
+}
+
 func TestWokenByNamesTheWakeup(t *testing.T) {
 	for _, tc := range []struct {
 		w    wakeup.Wakeup

@@ -45,7 +45,7 @@ type simPod struct {
 	pdb      bool          // a PodDisruptionBudget protects it
 	hang     bool          // the runtime cannot stop it: it stays, terminating, with its memory
 	noStats  bool          // its cgroup is never observed: no usage figure
-	teardown time.Duration // from its exit to the API deletion (volume teardown, status sync)
+	teardown time.Duration // from its exit to the API deletion (volume teardown, status sync); negative: the object is force-deleted before the process exits
 
 	started     time.Time
 	termAt      time.Time // deletion requested
@@ -149,7 +149,9 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 	var pods []statsapi.PodStats
 	tornRead := false
 	for _, p := range n.pods {
-		if p.deleted || (!p.exitAt.IsZero() && !now.Before(p.exitAt)) {
+		// A pod object force-deleted before its process exits (negative
+		// teardown) still holds its memory until then.
+		if !p.exitAt.IsZero() && !now.Before(p.exitAt) {
 			continue
 		}
 		m := uint64(p.memAt(now))
@@ -180,7 +182,7 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 func (n *simNode) availableLocked(now time.Time) int64 {
 	ws := n.base
 	for _, p := range n.pods {
-		if !p.deleted && (p.exitAt.IsZero() || now.Before(p.exitAt)) {
+		if p.exitAt.IsZero() || now.Before(p.exitAt) {
 			ws += p.memAt(now)
 		}
 	}

@@ -43,14 +43,20 @@ func (q *goneQueue) drain() []goneItem {
 // gone, those stuck past their wait, and those whose memory is back.
 func (l *Loop) settleVictims(v *view) {
 	var left []inflight.Entry
+	goneNow := func(e inflight.Entry, at time.Time) {
+		if l.stillRunning(v, e) {
+			l.inflight.Keep(e)
+			return
+		}
+		l.victimGone(e, at)
+		left = append(left, e)
+	}
 	for _, g := range l.gone.drain() {
-		l.victimGone(g.e, g.at)
-		left = append(left, g.e)
+		goneNow(g.e, g.at)
 	}
 	gone, expired := l.inflight.Sync(v.pods, v.now)
 	for _, e := range gone {
-		l.victimGone(e, v.now)
-		left = append(left, e)
+		goneNow(e, v.now)
 	}
 	for _, e := range expired {
 		l.victimStuck(e, v.now)
@@ -68,6 +74,22 @@ func (l *Loop) settleVictims(v *view) {
 		return int64(min(*ps.Memory.WorkingSetBytes, uint64(math.MaxInt64))), true
 	})
 	l.memoryBack(v, append(left, l.inflight.Snapshot()...))
+}
+
+// stillRunning: the pod's object is gone but the observation still finds
+// its processes, holding memory (a force delete, grace 0: the API forgets
+// the pod before the kubelet has killed it). Its memory is not back yet, so
+// it keeps counting as reclaim in flight, until its processes are gone or
+// its wait runs out.
+func (l *Loop) stillRunning(v *view, e inflight.Entry) bool {
+	if !e.Expires.IsZero() && !v.now.Before(e.Expires) {
+		return false
+	}
+	ps := v.podStats(e.UID)
+	if ps == nil || ps.Memory == nil || ps.Memory.WorkingSetBytes == nil || *ps.Memory.WorkingSetBytes == 0 {
+		return false
+	}
+	return ps.ProcessStats == nil || ps.ProcessStats.ProcessCount == nil || *ps.ProcessStats.ProcessCount > 0
 }
 
 func (l *Loop) victimGone(e inflight.Entry, at time.Time) {

@@ -22,7 +22,9 @@
 //     since the previous observation counts too, for one observation: the
 //     node is read before the pods, so a victim exiting in between is in
 //     neither figure (seen on a real node: a second pod evicted while the
-//     first one's 1.4 GiB was being freed).
+//     first one's 1.4 GiB was being freed). A pod whose object left the API
+//     while its processes still ran (a force delete) counts what its cgroup
+//     still holds, until its processes are gone.
 //   - Escalation (kubernetes#123872): for a hard target, a pod in flight
 //     counts only if its grace ends within HardHorizon. A soft eviction with a
 //     long grace period therefore cannot hold back a hard threshold, and
@@ -377,6 +379,8 @@ func InFlightReclaim(opts Options, now time.Time, t Target, cands []rank.Candida
 		var v int64
 		if u, ok := current[e.UID]; ok && u.ok {
 			v = u.v
+		} else if isMemory(sig) && e.ObjectGone {
+			v = e.MemorySeen // what its cgroup still holds
 		} else if !isMemory(sig) && sig != thresholds.PIDAvailable {
 			v = e.LastUsage[sig]
 		}

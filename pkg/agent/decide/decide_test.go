@@ -194,6 +194,20 @@ func TestDecide(t *testing.T) {
 				return e
 			}()}},
 			action: None, reason: ReasonCovered},
+		{name: "a victim whose object is gone counts what its cgroup still holds",
+			in: Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{func() inflight.Entry {
+				e := entry("gone", inflight.Evicted, time.Second, nil)
+				e.ObjectGone, e.MemorySeen = true, 150*mi
+				return e
+			}()}},
+			action: None, reason: ReasonCovered},
+		{name: "and only that",
+			in: Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{func() inflight.Entry {
+				e := entry("gone", inflight.Evicted, time.Second, nil)
+				e.ObjectGone, e.MemorySeen = true, 100*mi
+				return e
+			}()}},
+			action: Evict, victim: "a", need: 50 * mi},
 		{name: "escalation: a soft eviction's long grace does not hold back a hard threshold",
 			in:     Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{entry("a", inflight.Evicted, 25*time.Second, nil)}},
 			action: Evict, victim: "b", rank: 2, need: 150 * mi},

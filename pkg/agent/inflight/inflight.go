@@ -68,6 +68,10 @@ type Entry struct {
 	// observation (see NoteMemory).
 	MemorySeen     int64
 	MemoryReleased int64
+	// ObjectGone: the pod's object left the API (a force delete) while its
+	// processes still held memory; its cgroup now says what it still holds
+	// (MemorySeen), until they are gone too.
+	ObjectGone bool
 }
 
 // Options configure a Set.
@@ -227,6 +231,15 @@ func (s *Set) Gone(uid types.UID) (Entry, bool) {
 	}
 	delete(s.entries, uid)
 	return *e, true
+}
+
+// Keep puts back an entry whose pod object is gone but whose processes
+// still run, marked ObjectGone.
+func (s *Set) Keep(e Entry) {
+	e.ObjectGone = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entries[e.UID] = &e
 }
 
 // MemoryGone records that an observation at t found the pod's cgroup gone

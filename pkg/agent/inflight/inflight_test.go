@@ -210,3 +210,21 @@ func TestNoteMemoryKeepsWhatEachVictimGaveBack(t *testing.T) {
 		}
 	}
 }
+
+func TestKeepPutsBackAnEntryWhoseObjectIsGone(t *testing.T) {
+	s := New(DefaultOptions())
+	s.Add(Added{Pod: pod("a"), Origin: Evicted, Signal: thresholds.MemoryAvailable, At: t0, GraceSeconds: 5, Usage: 100})
+	e, ok := s.Gone("uid-a")
+	if !ok || s.Contains("uid-a") {
+		t.Fatalf("Gone: %v, still contained %v", ok, s.Contains("uid-a"))
+	}
+	s.Keep(e)
+	got := s.Snapshot()
+	if len(got) != 1 || !got[0].ObjectGone || got[0].MemorySeen != 100 || !got[0].ReclaimBy.Equal(t0.Add(5*time.Second)) {
+		t.Errorf("kept entry %+v: want it back as it was, marked ObjectGone", got)
+	}
+	// The next Sync finds its pod unlisted again and hands it back.
+	if gone, _ := s.Sync(nil, t0.Add(time.Second)); len(gone) != 1 || !gone[0].ObjectGone {
+		t.Errorf("Sync gone = %+v", gone)
+	}
+}
