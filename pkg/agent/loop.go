@@ -236,9 +236,10 @@ func (l *Loop) Run(ctx context.Context) error {
 // InFlight returns the pods in flight, for tests and debugging.
 func (l *Loop) InFlight() []inflight.Entry { return l.inflight.Snapshot() }
 
-// PodDeleted is the pod informer's delete handler: a pod in flight is gone,
-// its reclaim has landed. The loop takes note on its next pass, which the
-// kick starts at once.
+// PodDeleted is the pod informer's delete handler: a pod in flight is gone
+// from the API, and its reclaim has usually landed. The loop takes note on
+// its next pass, which the kick starts at once (and keeps counting the pod
+// if its processes still run: settleVictims).
 func (l *Loop) PodDeleted(p *v1.Pod) {
 	e, ok := l.inflight.Gone(p.UID)
 	if !ok {
