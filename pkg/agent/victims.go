@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/agent/inflight"
@@ -89,6 +90,12 @@ func (l *Loop) stillRunning(v *view, e inflight.Entry) bool {
 	if ps == nil || ps.Memory == nil || ps.Memory.WorkingSetBytes == nil || *ps.Memory.WorkingSetBytes == 0 {
 		return false
 	}
+	return hasProcesses(ps)
+}
+
+// hasProcesses: the pod's cgroup still has processes (or the observation
+// does not count them).
+func hasProcesses(ps *statsapi.PodStats) bool {
 	return ps.ProcessStats == nil || ps.ProcessStats.ProcessCount == nil || *ps.ProcessStats.ProcessCount > 0
 }
 
@@ -142,12 +149,11 @@ func (l *Loop) released(uid types.UID, at time.Time) {
 // removed or empty, which is when its memory is back. The pod object's
 // deletion comes later (volume teardown, status sync) and would overstate it.
 func (l *Loop) memoryBack(v *view, entries []inflight.Entry) {
-	running := map[string]bool{}
-	for _, p := range v.obs.Summary.Pods {
-		running[p.PodRef.UID] = p.ProcessStats == nil || p.ProcessStats.ProcessCount == nil || *p.ProcessStats.ProcessCount > 0
-	}
 	for _, e := range entries {
-		if e.Origin != inflight.Evicted || episode.Of(e.Signal) != episode.Memory || e.LastUsage[e.Signal] <= 0 || running[string(e.UID)] {
+		if ps := v.podStats(e.UID); ps != nil && hasProcesses(ps) {
+			continue
+		}
+		if e.Origin != inflight.Evicted || episode.Of(e.Signal) != episode.Memory || e.LastUsage[e.Signal] <= 0 {
 			continue
 		}
 		if !e.MemoryGoneAt.IsZero() {

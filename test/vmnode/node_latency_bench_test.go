@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/test/bench"
 )
 
 // The v2 fast path's detection latency on the VM node (issue 10, item 3),
@@ -135,7 +137,7 @@ func TestNodeLatency(t *testing.T) {
 					t.Logf("trial %d: no figure: %s", i, tr.Miss)
 				} else {
 					t.Logf("trial %d: crossing→threshold met %s (found by %s), →evicted %s (%s); crossing timed to %s; rest %d MiB",
-						i, msOf(tr.Detection()), tr.WokenBy, msOf(tr.ToEviction()), tr.Victim, tr.Crossing.Resolution().Round(time.Microsecond), restAvail>>20)
+						i, bench.Ms(tr.Detection()), tr.WokenBy, bench.Ms(tr.ToEviction()), tr.Victim, tr.Crossing.Resolution().Round(time.Microsecond), restAvail>>20)
 				}
 				results[cfg.name] = append(results[cfg.name], tr)
 			}
@@ -174,8 +176,6 @@ func TestNodeLatency(t *testing.T) {
 		}
 	}
 }
-
-func msOf(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
 
 // nodeLatencyTrial runs one step: a BestEffort filler pod that maps, in one
 // call when signalled, what takes memory.available from where it rests to
