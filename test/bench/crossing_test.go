@@ -109,7 +109,18 @@ func TestWatchCrossing(t *testing.T) {
 			<-started
 			written := time.Now()
 			if tt.after != "" {
-				if err := os.WriteFile(path, []byte(tt.after), 0o644); err != nil {
+				// In place, same length, no truncation: a cgroup file never
+				// reads empty, and os.WriteFile's truncate-then-write let
+				// the watch read "" now and then (EOF).
+				f, err := os.OpenFile(path, os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = f.WriteAt([]byte(tt.after), 0)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
 			}
