@@ -7,7 +7,8 @@
 # the full log is _output/bench/latency-node.log. Exits non-zero only when the
 # benchmark could not run.
 #
-#   EVICTD_BENCH_TRIALS=N   trials per configuration (default 8)
+#   EVICTD_BENCH_TRIALS=N   trials per configuration and step (default 8)
+#   EVICTD_BENCH_STEPS=S    comma-separated steps to run: plain, at-limit (default both)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${EVICTD_BENCH_OUT:-_output/bench}"

@@ -62,6 +62,29 @@ var nodeLatencyConfigs = []struct {
 	{"default", "as built: every wake-up source, acting early", nil},
 }
 
+// The steps, each measured in every configuration. A step that free memory
+// covers stalls no one and hits no limit, so PSI and memory.events have
+// nothing to report (the first run of this benchmark); a step inside a
+// memory limit that page cache fills is reclaim, which both report.
+type nodeLatencyStep struct {
+	name, about string
+	// atLimit: the step pod first writes page cache up to nodeLatencyCacheGapMiB
+	// below its step, and has a memory limit nodeLatencyLimitSlackMiB above
+	// it, so that the step must reclaim that cache.
+	atLimit bool
+}
+
+const (
+	nodeLatencyLimitSlackMiB = 16
+	nodeLatencyCacheGapMiB   = 32
+)
+
+var nodeLatencySteps = []nodeLatencyStep{
+	{"plain", "a BestEffort pod maps anonymous memory in one MAP_POPULATE call; free memory covers it: no reclaim, no stall", false},
+	{"at-limit", fmt.Sprintf("the pod first writes page cache %d MiB short of its step, and its limit is %d MiB above the step: the same MAP_POPULATE reclaims that cache inside the limit (memory.events max, a memory stall)",
+		nodeLatencyCacheGapMiB, nodeLatencyLimitSlackMiB), true},
+}
+
 func TestNodeLatency(t *testing.T) {
 	n := sharedNode(t)
 	ctx := context.Background()
@@ -70,6 +93,17 @@ func TestNodeLatency(t *testing.T) {
 		var err error
 		if trials, err = strconv.Atoi(v); err != nil || trials < 1 {
 			t.Fatalf("EVICTD_BENCH_TRIALS=%q: want a positive number", v)
+		}
+	}
+	steps := nodeLatencySteps
+	if v := os.Getenv("EVICTD_BENCH_STEPS"); v != "" {
+		steps = nil
+		for _, name := range strings.Split(v, ",") {
+			i := slices.IndexFunc(nodeLatencySteps, func(s nodeLatencyStep) bool { return s.name == name })
+			if i < 0 {
+				t.Fatalf("EVICTD_BENCH_STEPS=%q: no step %q (have plain, at-limit)", v, name)
+			}
+			steps = append(steps, nodeLatencySteps[i])
 		}
 	}
 	const rest = 3 * time.Second // longer than evictd's 2 s fill-rate window
@@ -102,8 +136,10 @@ func TestNodeLatency(t *testing.T) {
 			t.Fatalf("the node has only %d MiB available; the benchmark needs %d MiB more than its rest level", avail>>20, 64)
 		}
 		createRunning(t, ctx, n, workloadPod(ns, "base", (hold+64)<<20, (hold+64)<<20, "--hold-mib="+strconv.FormatInt(hold, 10)))
-		// Until the base holds all it asked for: two reads 3 s apart
-		// within 8 MiB.
+		// Until the base holds all it asked for: near the rest level, and
+		// two reads 3 s apart within 8 MiB. (Stable alone is not enough: the
+		// node is stable too before the base starts filling, and a step
+		// taken then met the base's own fill.)
 		last := int64(-1 << 40)
 		if err := n.poll(ctx, 3*time.Minute, "memory.available settled", func(ctx context.Context) error {
 			a, err := nodeAvailable(ctx, n)
@@ -112,9 +148,9 @@ func TestNodeLatency(t *testing.T) {
 			}
 			d := a - last
 			last = a
-			if d < -8<<20 || d > 8<<20 {
+			if a > (nodeLatencyRestMiB+48)<<20 || d < -8<<20 || d > 8<<20 {
 				time.Sleep(3 * time.Second)
-				return fmt.Errorf("%d MiB, moving", a>>20)
+				return fmt.Errorf("%d MiB, moving or above %d MiB", a>>20, nodeLatencyRestMiB+48)
 			}
 			return nil
 		}); err != nil {
@@ -122,30 +158,66 @@ func TestNodeLatency(t *testing.T) {
 		}
 	}
 
-	results := map[string][]NodeLatencyTrial{}
-	var rests []int64
+	// results[step][config]
+	results := map[string]map[string][]NodeLatencyTrial{}
+	rests := map[string][]int64{}
 	var names []string
 	for _, cfg := range nodeLatencyConfigs {
 		names = append(names, cfg.name)
 		t.Run(cfg.name, func(t *testing.T) {
 			ev := evictdPodWith(t, n, append(slices.Clone(cfg.flags), "--eviction-pressure-transition-period=1s")...)
 			sizeBase(t)
-			for i := range trials {
-				tr, restAvail := nodeLatencyTrial(t, ctx, n, ns, ev, fmt.Sprintf("step-%s-%d", strings.ReplaceAll(cfg.name, "+", "-"), i), rest)
-				rests = append(rests, restAvail>>20)
-				if tr.Miss != "" {
-					t.Logf("trial %d: no figure: %s", i, tr.Miss)
-				} else {
-					t.Logf("trial %d: crossing→threshold met %s (found by %s), →evicted %s (%s); crossing timed to %s; rest %d MiB",
-						i, bench.Ms(tr.Detection()), tr.WokenBy, bench.Ms(tr.ToEviction()), tr.Victim, tr.Crossing.Resolution().Round(time.Microsecond), restAvail>>20)
+			for _, step := range steps {
+				if results[step.name] == nil {
+					results[step.name] = map[string][]NodeLatencyTrial{}
 				}
-				results[cfg.name] = append(results[cfg.name], tr)
+				for i := range trials {
+					// A trial whose victim was the base (evictd acting on
+					// something else) leaves the node resting far higher:
+					// the next step would be too big for this guest.
+					if _, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "base", metav1.GetOptions{}); err != nil {
+						t.Logf("the base pod is gone (%v): sized anew", err)
+						sizeBase(t)
+					}
+					name := fmt.Sprintf("%s-%s-%d", step.name, strings.ReplaceAll(cfg.name, "+", "-"), i)
+					tr, restAvail := nodeLatencyTrial(t, ctx, n, ns, ev, name, step, rest)
+					rests[step.name] = append(rests[step.name], restAvail>>20)
+					if tr.Miss != "" {
+						t.Logf("%s trial %d: no figure: %s", step.name, i, tr.Miss)
+					} else {
+						t.Logf("%s trial %d: crossing→threshold met %s (found by %s), →evicted %s (%s); crossing timed to %s; rest %d MiB",
+							step.name, i, bench.Ms(tr.Detection()), tr.WokenBy, bench.Ms(tr.ToEviction()), tr.Victim, tr.Crossing.Resolution().Round(time.Microsecond), restAvail>>20)
+					}
+					results[step.name][cfg.name] = append(results[step.name][cfg.name], tr)
+				}
 			}
 		})
 	}
-	tab := NodeLatencyTable(fmt.Sprintf("Detection latency on the VM node: one-step crossing of memory.available<300Mi (one MAP_POPULATE down to ~%d MiB) -> evictd's \"threshold met\"\n"+
+	var out strings.Builder
+	for _, step := range steps {
+		out.WriteString(nodeLatencyReport(step, trials, rest, names, results[step.name], rests[step.name]))
+		out.WriteString("\n")
+		for _, name := range names {
+			if len(results[step.name][name]) == 0 {
+				t.Errorf("%s, %s step: no trial ran", name, step.name)
+			}
+		}
+	}
+	t.Logf("\n%s", out.String())
+	if dir := os.Getenv("EVICTD_BENCH_OUT"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "latency-node.txt"), []byte(out.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// nodeLatencyReport is one step's table, every configuration against the
+// timer alone.
+func nodeLatencyReport(step nodeLatencyStep, trials int, rest time.Duration, names []string, results map[string][]NodeLatencyTrial, rests []int64) string {
+	tab := NodeLatencyTable(fmt.Sprintf("Detection latency on the VM node, %s step: one-step crossing of memory.available<300Mi (down to ~%d MiB) -> evictd's \"threshold met\"\n"+
 		"cgroup v2, Debian 6.1 kernel, QEMU TCG (emulated: every figure is slower than on hardware), 2 vCPUs, 2048 MiB; evictd in its DaemonSet pod; %d trials per configuration, %s rest before each",
-		nodeLatencyEndMiB, trials, rest), names, results)
+		step.name, nodeLatencyEndMiB, trials, rest), names, results)
+	tab.Notes = append(tab.Notes, step.name+" step: "+step.about)
 	if len(rests) > 0 {
 		tab.Notes = append(tab.Notes, fmt.Sprintf("memory.available before the steps: %d-%d MiB", slices.Min(rests), slices.Max(rests)))
 	}
@@ -156,33 +228,22 @@ func TestNodeLatency(t *testing.T) {
 	for _, cfg := range nodeLatencyConfigs {
 		tab.Notes = append(tab.Notes, fmt.Sprintf("%s: %s (%s)", cfg.name, strings.Join(cfg.flags, " "), cfg.about))
 	}
-	for name, trs := range results {
-		for i, tr := range trs {
+	for _, name := range names {
+		for i, tr := range results[name] {
 			if tr.Miss != "" {
 				tab.Notes = append(tab.Notes, fmt.Sprintf("%s trial %d: no figure: %s", name, i, tr.Miss))
 			}
 		}
 	}
-	out := tab.String()
-	t.Logf("\n%s", out)
-	if dir := os.Getenv("EVICTD_BENCH_OUT"); dir != "" {
-		if err := os.WriteFile(filepath.Join(dir, "latency-node.txt"), []byte(out), 0o644); err != nil {
-			t.Error(err)
-		}
-	}
-	for _, name := range names {
-		if len(results[name]) == 0 {
-			t.Errorf("%s: no trial ran", name)
-		}
-	}
+	return tab.String()
 }
 
-// nodeLatencyTrial runs one step: a BestEffort filler pod that maps, in one
-// call when signalled, what takes memory.available from where it rests to
+// nodeLatencyTrial runs one step: a filler pod that maps, in one call when
+// signalled, what takes memory.available from where it rests to
 // nodeLatencyEndMiB; the crossing timed in the guest, evictd's lines read
 // from its log, and the pod's eviction waited for. It returns the trial and
 // memory.available just before the step.
-func nodeLatencyTrial(t *testing.T, ctx context.Context, n *Node, ns string, evictd *corev1.Pod, name string, rest time.Duration) (NodeLatencyTrial, int64) {
+func nodeLatencyTrial(t *testing.T, ctx context.Context, n *Node, ns string, evictd *corev1.Pod, name string, step nodeLatencyStep, rest time.Duration) (NodeLatencyTrial, int64) {
 	t.Helper()
 	// Page cache turns active as the node runs (pod logs, the images'
 	// binaries), which memory.available does not count: dropped before
@@ -198,7 +259,22 @@ func nodeLatencyTrial(t *testing.T, ctx context.Context, n *Node, ns string, evi
 	if level < nodeLatencyThreshold+30<<20 {
 		return NodeLatencyTrial{Miss: fmt.Sprintf("the node rested at %d MiB, too close to the threshold", level>>20)}, level
 	}
-	pod := workloadPod(ns, name, 0, 0, "--step-mib="+strconv.FormatInt(level>>20-nodeLatencyEndMiB, 10))
+	stepMiB := level>>20 - nodeLatencyEndMiB
+	pod := workloadPod(ns, name, 0, 0, "--step-mib="+strconv.FormatInt(stepMiB, 10))
+	if step.atLimit {
+		// The cache fits under the limit before the step, and the step
+		// squeezes all but the slack out of it.
+		cacheMiB := stepMiB - nodeLatencyCacheGapMiB
+		if cacheMiB < 64 {
+			return NodeLatencyTrial{Miss: fmt.Sprintf("a %d MiB step leaves too little cache to reclaim", stepMiB)}, level
+		}
+		// A small request, so that the pod ranks first (usage over
+		// request) ahead of the base, which keeps within its own.
+		pod = workloadPod(ns, name, 16<<20, (stepMiB+nodeLatencyLimitSlackMiB)<<20,
+			"--step-mib="+strconv.FormatInt(stepMiB, 10), "--cache-file=/cache/data", "--cache-mib="+strconv.FormatInt(cacheMiB, 10))
+		pod.Spec.Volumes = []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}
+	}
 	pod.Spec.Containers[0].Image = fillerImage
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
 	p := createRunning(t, ctx, n, pod)[0]

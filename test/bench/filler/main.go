@@ -10,6 +10,11 @@
 //	filler --grow-mib-per-sec R --grow-to-mib C
 //	    from the start, allocate every 10 ms what keeps the total on R·t,
 //	    up to C MiB
+//	filler --cache-file F --cache-mib N ...
+//	    before anything else, write N MiB to the file F and sync it: page
+//	    cache charged to the process's cgroup, written once and so on the
+//	    inactive list, which a step inside a memory limit must reclaim
+//	    (the stall that PSI and memory.events report)
 //
 // It prints "filler: ready", then one line per step or at the end of the
 // growth, and holds the memory until SIGTERM or SIGINT, on which it exits 0
@@ -35,9 +40,11 @@ const mib = 1 << 20
 const tick = 10 * time.Millisecond
 
 type config struct {
-	stepMiB  int64
-	growRate float64
-	growTo   int64
+	stepMiB   int64
+	growRate  float64
+	growTo    int64
+	cacheFile string
+	cacheMiB  int64
 }
 
 func main() {
@@ -51,6 +58,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "filler: %v\n", err)
 		return 2
+	}
+	if cfg.cacheMiB > 0 {
+		if err := writeCache(cfg.cacheFile, cfg.cacheMiB); err != nil {
+			fmt.Fprintf(stderr, "filler: %v\n", err)
+			return 1
+		}
 	}
 	fmt.Fprintln(stdout, "filler: ready")
 	var held [][]byte
@@ -114,6 +127,8 @@ func parse(args []string) (config, error) {
 	fs.Int64Var(&c.stepMiB, "step-mib", 0, "MiB to allocate in one call on each SIGUSR1")
 	fs.Float64Var(&c.growRate, "grow-mib-per-sec", 0, "grow at this rate from the start, MiB/s")
 	fs.Int64Var(&c.growTo, "grow-to-mib", 0, "stop growing at this total, MiB")
+	fs.StringVar(&c.cacheFile, "cache-file", "", "file to write --cache-mib MiB to before anything else")
+	fs.Int64Var(&c.cacheMiB, "cache-mib", 0, "MiB of page cache to write to --cache-file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -129,8 +144,36 @@ func parse(args []string) (config, error) {
 		return c, fmt.Errorf("--grow-to-mib=%d: want 1 to %d with --grow-mib-per-sec", c.growTo, maxMiB)
 	case c.growRate == 0 && c.growTo != 0:
 		return c, fmt.Errorf("--grow-to-mib=%d: needs --grow-mib-per-sec", c.growTo)
+	case c.cacheMiB < 0 || c.cacheMiB > maxMiB:
+		return c, fmt.Errorf("--cache-mib=%d: want 0 to %d", c.cacheMiB, maxMiB)
+	case (c.cacheMiB > 0) != (c.cacheFile != ""):
+		return c, fmt.Errorf("--cache-mib=%d and --cache-file=%q: give both or neither", c.cacheMiB, c.cacheFile)
 	case c.stepMiB == 0 && c.growRate == 0:
 		return c, errors.New("nothing to do: give --step-mib or --grow-mib-per-sec")
 	}
 	return c, nil
+}
+
+// writeCache writes n MiB to path and syncs it, so the pages are clean cache
+// the kernel can reclaim without writing them.
+func writeCache(path string, n int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, mib)
+	for i := range buf {
+		buf[i] = byte(i) // not zeros: nothing may store them sparsely
+	}
+	for range n {
+		if _, err := f.Write(buf); err != nil {
+			f.Close()
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,6 +21,10 @@ func TestParse(t *testing.T) {
 		{[]string{"--grow-to-mib=10"}, config{}, "needs --grow-mib-per-sec"},
 		{[]string{"--step-mib=1", "extra"}, config{}, `unexpected argument "extra"`},
 		{[]string{"--step-mib=x"}, config{}, "invalid value"},
+		{[]string{"--step-mib=1", "--cache-file=/c", "--cache-mib=64"}, config{stepMiB: 1, cacheFile: "/c", cacheMiB: 64}, ""},
+		{[]string{"--step-mib=1", "--cache-mib=64"}, config{}, `--cache-file=""`},
+		{[]string{"--step-mib=1", "--cache-file=/c"}, config{}, "give both or neither"},
+		{[]string{"--step-mib=1", "--cache-file=/c", "--cache-mib=-2"}, config{}, "--cache-mib=-2"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -33,5 +39,19 @@ func TestParse(t *testing.T) {
 				t.Fatalf("parse = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestWriteCache(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "cache")
+	if err := writeCache(p, 3); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil || st.Size() != 3<<20 {
+		t.Fatalf("stat = %v, %v; want a file of %d bytes", st, err, 3<<20)
+	}
+	if err := writeCache(filepath.Join(p, "under-a-file"), 1); err == nil {
+		t.Fatal("writeCache under a regular file: no error")
 	}
 }
