@@ -137,16 +137,22 @@ func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
 	} else {
 		fmt.Fprintln(tw, "allocatableMemory.available\t-\t-\tno kubepods cgroup")
 	}
+	imageDetail := obs.Node.ImageFsPath
+	if d := obs.Node.ImageFsDedicated; d != nil && *d {
+		imageDetail += " (a filesystem of its own)"
+	} else if d != nil {
+		imageDetail += " (the same filesystem as nodefs)"
+	}
 	for _, f := range []struct {
-		name string
-		fs   *statsv1alpha1.FsStats
-	}{{"nodefs", node.Fs}, {"imagefs", imageFs(node)}} {
+		name, detail string
+		fs           *statsv1alpha1.FsStats
+	}{{"nodefs", obs.Node.NodeFsPath, node.Fs}, {"imagefs", imageDetail, imageFs(node)}} {
 		if f.fs == nil {
 			fmt.Fprintf(tw, "%s.available\t-\t-\tunreadable\n", f.name)
 			continue
 		}
-		fmt.Fprintf(tw, "%s.available\t%s\t%s\t\n", f.name, bytesOf(f.fs.AvailableBytes), bytesOf(f.fs.CapacityBytes))
-		fmt.Fprintf(tw, "%s.inodesFree\t%s\t%s\t\n", f.name, countOf(f.fs.InodesFree), countOf(f.fs.Inodes))
+		fmt.Fprintf(tw, "%s.available\t%s\t%s\t%s\n", f.name, bytesOf(f.fs.AvailableBytes), bytesOf(f.fs.CapacityBytes), f.detail)
+		fmt.Fprintf(tw, "%s.inodesFree\t%s\t%s\t%s\n", f.name, countOf(f.fs.InodesFree), countOf(f.fs.Inodes), f.detail)
 	}
 	if r := node.Rlimit; r != nil && r.MaxPID != nil && r.NumOfRunningProcesses != nil {
 		fmt.Fprintf(tw, "pid.available\t%d\t%d\t%d tasks\n", *r.MaxPID-*r.NumOfRunningProcesses, *r.MaxPID, *r.NumOfRunningProcesses)

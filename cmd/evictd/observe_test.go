@@ -191,13 +191,17 @@ func TestFormatBytes(t *testing.T) {
 	}
 }
 
-// TestObserveThisHost runs observe on the real host root, with a real
+// TestObserveThisHost runs observe on this host's sys and proc, with a real
 // memory cgroup as the cgroup root: without kubepods under it observe fails
 // naming where it looked; once kubepods exists it prints the node.
 func TestObserveThisHost(t *testing.T) {
 	const limit = 512 << 20
 	node := cgrouptest.NewMemoryCgroup(t, "evictd-observe")
 	node.SetMemoryLimit(t, limit)
+	hostRoot := cgrouptest.HostRoot(t)
+	runObserve := func(t *testing.T, args ...string) (int, string, string) {
+		return runObserve(t, append([]string{"--host-root", hostRoot}, args...)...)
+	}
 	cgroupRoot := "/" + node.Name()
 
 	code, out, errOut := runObserve(t, "--cgroup-root", cgroupRoot, "-o", "json")
@@ -225,6 +229,11 @@ func TestObserveThisHost(t *testing.T) {
 	code, out, errOut = runObserve(t, "--cgroup-root", cgroupRoot, "-o", "table")
 	if code != exitOK || !strings.Contains(out, "memory.available") || !strings.Contains(out, "PODS (0)") {
 		t.Errorf("table: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, want := range []string{"/var/lib/kubelet\n", "/var/lib/containerd (the same filesystem as nodefs)\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table does not name the directory measured, %q:\n%s", want, out)
+		}
 	}
 }
 

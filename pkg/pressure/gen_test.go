@@ -176,6 +176,11 @@ func genPodDir(driver Driver, p genPod) string {
 func writeTree(tb testing.TB, root string, mode Mode, driver Driver, pods []genPod) {
 	w := treeWriter{tb, root}
 	w.writeProc()
+	for _, d := range []string{"var/lib/kubelet", "var/lib/containerd"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	const ctr = "3b8f1c2d4e5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c"
 	const pause = "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0"
 	kubepods := "kubepods"

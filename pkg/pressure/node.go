@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/ptr"
 )
 
 // memFiles are the memory files of one cgroup (the node or kubepods).
@@ -147,6 +148,7 @@ type nodeSample struct {
 
 type fsSample struct {
 	ok                                            bool
+	dev                                           uint64
 	capacity, available, used, inodes, inodesFree uint64
 }
 
@@ -310,26 +312,32 @@ func (o *Observer) readNode(ns *nodeSample, obs *Observation) {
 	ns.imagefs = o.statfs(obs, n.imagefs, imageFsSignals)
 }
 
-// statfs measures the filesystem holding p, which signals need. A path that
-// does not exist (yet) is measured at its nearest existing ancestor within
-// the host root: that is the filesystem it will be created on.
+// statfs measures the filesystem holding p, which signals need. p must
+// exist: a missing directory means the filesystem is not mounted into
+// evictd's host root (a DaemonSet without the mount, a runtime elsewhere),
+// and measuring whatever holds its parent would be a guess.
 func (o *Observer) statfs(obs *Observation, p string, signals []string) fsSample {
 	var st unix.Statfs_t
-	for {
-		err := unix.Statfs(p, &st)
-		if err == nil {
-			break
+	var fi unix.Stat_t
+	err := unix.Statfs(p, &st)
+	if err == nil {
+		// The device tells whether two paths share a filesystem: statfs's
+		// fsid is zero on some filesystems.
+		err = unix.Stat(p, &fi)
+	}
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			err = fmt.Errorf("statfs: %w (not in evictd's host root: mount it, or point evictd at it)", err)
+		} else {
+			err = fmt.Errorf("statfs: %w", err)
 		}
-		parent := filepath.Dir(p)
-		if !errors.Is(err, unix.ENOENT) || len(p) <= len(o.node.hostRoot) || parent == p {
-			o.signalFileErr(obs, p, nil, fmt.Errorf("statfs: %w", err), signals...)
-			return fsSample{}
-		}
-		p = parent
+		o.signalFileErr(obs, p, nil, err, signals...)
+		return fsSample{}
 	}
 	bs := uint64(st.Bsize)
 	return fsSample{
 		ok:         true,
+		dev:        fi.Dev,
 		capacity:   st.Blocks * bs,
 		available:  st.Bavail * bs,
 		used:       (st.Blocks - st.Bfree) * bs,
@@ -460,6 +468,10 @@ func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns
 	}
 	if ns.imagefs.ok {
 		node.Runtime = &statsv1alpha1.RuntimeStats{ImageFs: fsStats(ts, &ns.imagefs, vals[14:19])}
+	}
+	obs.Node.NodeFsPath, obs.Node.ImageFsPath = o.hostRel(o.node.nodefs), o.hostRel(o.node.imagefs)
+	if ns.fs.ok && ns.imagefs.ok {
+		obs.Node.ImageFsDedicated = ptr.To(ns.fs.dev != ns.imagefs.dev)
 	}
 	if ns.pidsOK {
 		r := make([]int64, 2)

@@ -73,6 +73,14 @@ type NodeExtras struct {
 	CgroupRootLimitBytes uint64 `json:"cgroupRootLimitBytes,omitempty"`
 	// KubepodsLimitBytes is the kubepods cgroup's memory limit, 0 when unlimited or absent.
 	KubepodsLimitBytes uint64 `json:"kubepodsLimitBytes,omitempty"`
+	// NodeFsPath and ImageFsPath are the directories whose filesystems the
+	// nodefs and imagefs signals measure, as seen from the host root.
+	NodeFsPath  string `json:"nodeFsPath"`
+	ImageFsPath string `json:"imageFsPath"`
+	// ImageFsDedicated says whether the image store has a filesystem of its
+	// own (the kubelet's "dedicated imagefs", told the same way: by
+	// device); nil when either filesystem could not be measured.
+	ImageFsDedicated *bool `json:"imageFsDedicated,omitempty"`
 }
 
 // Observer reads node and pod pressure from the kernel. Observe is meant to

@@ -135,7 +135,7 @@ func TestRealCgroupV1(t *testing.T) {
 func TestRealCgroupV1NoKubepods(t *testing.T) {
 	node := cgrouptest.NewMemoryCgroup(t, "evictd-test")
 	name := node.Name()
-	o, err := NewObserver(Options{HostRoot: "/", CgroupRoot: "/" + name}, zaptest.NewLogger(t))
+	o, err := NewObserver(Options{HostRoot: cgrouptest.HostRoot(t), CgroupRoot: "/" + name}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

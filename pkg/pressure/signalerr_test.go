@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -181,6 +182,18 @@ func TestNodeSignalErrors(t *testing.T) {
 			lost: []thresholds.Signal{thresholds.ImageFsAvailable, thresholds.ImageFsInodesFree}, cause: eloop,
 		},
 		{
+			// Not measured on whatever holds its parent: that would be
+			// the container's own root in a DaemonSet without the mount.
+			name: "imagefs directory missing", fixture: "v2-cgroupfs", cgroupRoot: "/node-a",
+			file: "var/lib/containerd", brk: removeAll,
+			lost: []thresholds.Signal{thresholds.ImageFsAvailable, thresholds.ImageFsInodesFree}, cause: "not in evictd's host root",
+		},
+		{
+			name: "nodefs directory missing", fixture: "v1-systemd",
+			file: "var/lib/kubelet", brk: removeAll,
+			lost: []thresholds.Signal{thresholds.NodeFsAvailable, thresholds.NodeFsInodesFree}, cause: "no such file or directory",
+		},
+		{
 			name: "loadavg malformed", fixture: "v2-systemd",
 			file: "proc/loadavg", brk: func(t *testing.T, p string) { writeInPlace(t, p, "0.52 0.58 0.59 3-412 12345\n") },
 			lost: []thresholds.Signal{thresholds.PIDAvailable}, cause: errSyntax.Error(),
@@ -338,6 +351,13 @@ func replaceByDir(t *testing.T, p string) {
 	}
 }
 
+func removeAll(t *testing.T, p string) {
+	t.Helper()
+	if err := os.RemoveAll(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // symlinkLoop replaces p by a symlink to itself: statfs fails with ELOOP.
 func symlinkLoop(t *testing.T, p string) {
 	t.Helper()
@@ -406,4 +426,68 @@ func TestSignalWarnRateLimit(t *testing.T) {
 	// warning, but after a recovery, so it is logged.
 	writeInPlace(t, loadavg, "0.52 0.58 0.59 3-412 12345\n")
 	pass(time.Second, 4, true)
+}
+
+// TestFilesystemLayout: the observation names the directories measured and
+// tells a dedicated image filesystem from one shared with nodefs by device,
+// as the kubelet does.
+func TestFilesystemLayout(t *testing.T) {
+	// /dev/shm is a tmpfs of its own on Linux: the image store moved there
+	// is on another filesystem than the fixture.
+	shm, err := os.MkdirTemp("/dev/shm", "evictd-imagefs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	for _, tc := range []struct {
+		name      string
+		dedicated bool
+	}{{"one filesystem", false}, {"image store on its own filesystem", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := copyTree(t, "testdata/v1-cgroupfs")
+			if tc.dedicated {
+				removeAll(t, filepath.Join(root, "var/lib/containerd"))
+				if err := os.Symlink(shm, filepath.Join(root, "var/lib/containerd")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o, err := NewObserver(Options{HostRoot: root}, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { o.Close() })
+			obs, err := o.Observe(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := obs.Node
+			if n.NodeFsPath != "/var/lib/kubelet" || n.ImageFsPath != "/var/lib/containerd" {
+				t.Errorf("measured %q and %q; want /var/lib/kubelet and /var/lib/containerd", n.NodeFsPath, n.ImageFsPath)
+			}
+			if n.ImageFsDedicated == nil || *n.ImageFsDedicated != tc.dedicated {
+				t.Errorf("ImageFsDedicated = %v; want %v", fmtBoolPtr(n.ImageFsDedicated), tc.dedicated)
+			}
+			fs, img := obs.Summary.Node.Fs, obs.Summary.Node.Runtime.ImageFs
+			if same := *fs.CapacityBytes == *img.CapacityBytes && *fs.Inodes == *img.Inodes; same == tc.dedicated {
+				t.Errorf("nodefs capacity %d, inodes %d; imagefs %d, %d: want them %s", *fs.CapacityBytes, *fs.Inodes,
+					*img.CapacityBytes, *img.Inodes, map[bool]string{true: "different", false: "the same"}[tc.dedicated])
+			}
+
+			removeAll(t, filepath.Join(root, "var/lib/containerd"))
+			obs, err = o.Observe(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if obs.Node.ImageFsDedicated != nil {
+				t.Errorf("ImageFsDedicated = %v with the image store unreadable; want nil (unknown)", *obs.Node.ImageFsDedicated)
+			}
+		})
+	}
+}
+
+func fmtBoolPtr(b *bool) string {
+	if b == nil {
+		return "nil"
+	}
+	return strconv.FormatBool(*b)
 }

@@ -133,7 +133,7 @@ func TestManifestContract(t *testing.T) {
 			t.Errorf("DaemonSet: %s: not so", c.name)
 		}
 	}
-	for hp, want := range map[string]string{"/sys/fs/cgroup": "/host/sys/fs/cgroup", "/proc": "/host/proc", "/var/lib/kubelet": "/host/var/lib/kubelet", "/var/log/pods": "/host/var/log/pods"} {
+	for hp, want := range map[string]string{"/sys/fs/cgroup": "/host/sys/fs/cgroup", "/proc": "/host/proc", "/var/lib/kubelet": "/host/var/lib/kubelet", "/var/log/pods": "/host/var/log/pods", "/var/lib/containerd": "/host/var/lib/containerd"} {
 		m, ok := mounted[hp]
 		switch {
 		case !ok:
@@ -142,8 +142,8 @@ func TestManifestContract(t *testing.T) {
 			t.Errorf("hostPath %s mounted at %s (read-only %v), want read-only at %s", hp, m.MountPath, m.ReadOnly, want)
 		}
 	}
-	if len(hostPaths) != 4 {
-		t.Errorf("hostPath volumes %v, want exactly the four above", hostPaths)
+	if len(hostPaths) != 5 {
+		t.Errorf("hostPath volumes %v, want exactly the five above", hostPaths)
 	}
 	for _, m := range ctr.VolumeMounts {
 		if !m.ReadOnly && strings.HasPrefix(m.MountPath, "/host") {
