@@ -18,17 +18,39 @@ import (
 // pod wrote to its emptyDir volumes and logs, and a pod can hold millions.
 // Its cost is bounded two ways (see Options): each pod's figure is cached for
 // EphemeralRefresh, and one Observe visits at most EphemeralBudget entries,
-// walking the stalest pods first. The container's writable layer is not
-// counted: only the container runtime knows where it is.
+// walking the stalest pods first. The parts are the kubelet's: the
+// containers' writable layers (writable.go), their logs, and the pod's
+// disk-backed emptyDirs.
 
 // ephemeralState is a pod's cached ephemeral-storage figure.
 type ephemeralState struct {
-	at      time.Time // when measured; zero: never, or due now
-	known   bool      // one of the pod's directories existed
-	used    uint64    // bytes in use (allocated blocks, as du counts them)
-	inodes  uint64
+	at     time.Time // when measured; zero: never, or due now
+	known  bool      // one of the pod's directories existed
+	used   uint64    // bytes in use (allocated blocks, as du counts them)
+	inodes uint64
+	// parts splits used and inodes by where they are.
+	parts   EphemeralParts
 	partial bool // the walk stopped at the budget: a lower bound
 	warned  bool // the partial walk was reported
+}
+
+// EphemeralParts is a pod's ephemeral storage by part, as the kubelet
+// counts each: the ranking of a disk signal adds up only the parts on the
+// filesystem that is short.
+type EphemeralParts struct {
+	// WritableLayer is the containers' writable layers (the Summary's
+	// containers[].rootfs), on the runtime's filesystem.
+	WritableLayer DiskUsage `json:"writableLayer"`
+	// Logs is the pod's /var/log/pods directory, on nodefs.
+	Logs DiskUsage `json:"logs"`
+	// Volumes is the pod's disk-backed emptyDirs, on nodefs.
+	Volumes DiskUsage `json:"volumes"`
+}
+
+// DiskUsage is bytes (allocated blocks) and inodes in use.
+type DiskUsage struct {
+	Bytes  uint64 `json:"bytes"`
+	Inodes uint64 `json:"inodes"`
 }
 
 // emptyDirPath is where the kubelet keeps a pod's emptyDir volumes.
@@ -60,19 +82,31 @@ func (o *Observer) refreshEphemeral(ctx context.Context, now time.Time) {
 		}
 		w := duWalker{budget: budget}
 		found := false
-		for _, dir := range [...]string{o.emptyDirPath(e.uid), e.logDir} {
-			if dir == "" {
-				continue
-			}
+		var parts EphemeralParts
+		measure := func(dir string, into *DiskUsage) bool {
+			b, n := w.bytes, w.inodes
 			ok, err := w.walk(dir)
 			if err != nil {
 				o.log.Warn("cannot measure pod ephemeral storage", zap.String("pod", e.key()), zap.String("dir", dir), zap.Error(err))
 			}
+			into.Bytes += w.bytes - b
+			into.Inodes += w.inodes - n
 			found = found || ok
+			return ok
+		}
+		measure(o.emptyDirPath(e.uid), &parts.Volumes)
+		if e.logDir != "" {
+			measure(e.logDir, &parts.Logs)
+		}
+		for _, dir := range o.writableDirs(e, now) {
+			if !measure(dir, &parts.WritableLayer) {
+				o.warnWritable("a container's writable layer is not under the host root; writable layers are left out of ephemeral storage until the runtime's store is mounted",
+					zap.String("pod", e.key()), zap.String("dir", o.hostRel(dir)))
+			}
 		}
 		budget -= w.visited
 		warned := e.eph.warned
-		e.eph = ephemeralState{at: now, known: found, used: w.bytes, inodes: w.inodes, partial: w.cut, warned: warned}
+		e.eph = ephemeralState{at: now, known: found, used: w.bytes, inodes: w.inodes, parts: parts, partial: w.cut, warned: warned}
 		if w.cut && !warned {
 			e.eph.warned = true
 			o.log.Warn("pod ephemeral storage walk cut at the entry budget; the figure is a lower bound",

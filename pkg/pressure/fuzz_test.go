@@ -2,6 +2,7 @@ package pressure
 
 import (
 	"bytes"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,6 +243,24 @@ func FuzzHasController(f *testing.F) {
 		}
 		if got := hasController([]byte(s), name); got != want {
 			t.Fatalf("hasController(%q, %q) = %v; want %v", s, name, got, want)
+		}
+	})
+}
+
+func FuzzParseRootfsMounts(f *testing.F) {
+	b, err := os.ReadFile("testdata/v2-cgroupfs/proc/1/mountinfo")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte(`1 2 0:3 / /x\040y/` + strings.Repeat("b", 64) + `/rootfs rw - overlay overlay upperdir=/u\134v`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := map[string]string{}
+		parseRootfsMounts(b, got)
+		for id, up := range got {
+			if !isContainerID(id) || !bytes.Contains(b, []byte(id)) {
+				t.Fatalf("%q -> %q from %q: not a container ID from the input", id, up, b)
+			}
 		}
 	})
 }

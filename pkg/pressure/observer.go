@@ -59,6 +59,9 @@ type PodExtras struct {
 	EphemeralAge time.Duration `json:"ephemeralAge,omitempty"`
 	// EphemeralPartial: the walk stopped at the budget, so the figure is a lower bound.
 	EphemeralPartial bool `json:"ephemeralPartial,omitempty"`
+	// EphemeralParts splits the Summary's ephemeral-storage figure by part;
+	// nil when there is none.
+	EphemeralParts *EphemeralParts `json:"ephemeralParts,omitempty"`
 }
 
 // NodeExtras are node facts beside the Summary's NodeStats.
@@ -102,6 +105,7 @@ type Observer struct {
 
 	node     nodeFiles
 	kubepods *kubepodsState // nil while there is no kubepods cgroup
+	writable writableLayers
 
 	pods    [3]map[string]*podEntry // per QoS directory, keyed by cgroup directory name
 	gen     uint64
@@ -160,6 +164,7 @@ func NewObserver(opts Options, log *zap.Logger) (*Observer, error) {
 	}
 	o.nodeName = readHostname(opts.HostRoot)
 	o.node = newNodeFiles(opts, hier, nodeDir)
+	o.writable = writableLayers{mountinfo: filepath.Join(opts.HostRoot, "proc/1/mountinfo"), upper: map[string]string{}}
 	o.layout = Layout{
 		Mode:          hier.mode,
 		CgroupRoot:    opts.CgroupRoot,
@@ -347,6 +352,7 @@ func (o *Observer) build(obs *Observation, ns *nodeSample, samples []podSample, 
 	var psis []statsv1alpha1.PSIStats
 	var events []MemoryEvents
 	var fss []statsv1alpha1.FsStats
+	var parts []EphemeralParts
 	for i := range samples {
 		s := &samples[i]
 		e := s.e
@@ -388,6 +394,11 @@ func (o *Observer) build(obs *Observation, ns *nodeSample, samples []podSample, 
 			p.EphemeralStorage = &fss[i]
 			x.EphemeralAge = now.Sub(e.eph.at)
 			x.EphemeralPartial = e.eph.partial
+			if parts == nil {
+				parts = make([]EphemeralParts, n)
+			}
+			parts[i] = e.eph.parts
+			x.EphemeralParts = &parts[i]
 		}
 	}
 	sum.Pods = pods

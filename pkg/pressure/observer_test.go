@@ -36,6 +36,9 @@ type wantPod struct {
 	events          *MemoryEvents
 	ephInodes       uint64 // 0: no ephemeral storage expected
 	ephMinBytes     uint64
+	// writableInodes is the inodes of the containers' writable layers
+	// (proc/1/mountinfo and the snapshots under var/lib/containerd).
+	writableInodes uint64
 }
 
 // fixturePods are the three pods every layout fixture holds, with the figures
@@ -55,8 +58,11 @@ func fixturePods(psiAll, psiBurstableOnly, events, names bool) map[string]wantPo
 	pods := map[string]wantPod{
 		uidG: {qos: v1.PodQOSGuaranteed, ws: 100 * mi, usage: 100 * mi, rss: 96 * mi, pgf: 25000, pgmaj: 3, pids: 12,
 			psiSome10: psi(v1.PodQOSGuaranteed), events: evZero},
+		// Writable layers: dev/, dev/termination-log, etc/ and three files under it for each of
+		// two containers, tmp/ and tmp/scratch (4096 bytes) for one, etc/ and etc/resolv.conf for
+		// the sandbox.
 		uidB: {qos: v1.PodQOSBurstable, ws: 240 * mi, usage: 256 * mi, rss: 200 * mi, pgf: 70000, pgmaj: 41, pids: 27,
-			psiSome10: psi(v1.PodQOSBurstable), events: evB},
+			psiSome10: psi(v1.PodQOSBurstable), events: evB, ephInodes: 16, ephMinBytes: 4096, writableInodes: 16},
 		// inactive_file (70Mi) above usage (50Mi): the working set floors at 0.
 		uidBE: {qos: v1.PodQOSBestEffort, ws: 0, usage: 50 * mi, rss: 10 * mi, pgf: 900, pgmaj: 0, pids: 3,
 			psiSome10: psi(v1.PodQOSBestEffort), events: evZero},
@@ -65,7 +71,7 @@ func fixturePods(psiAll, psiBurstableOnly, events, names bool) map[string]wantPo
 		g, b := pods[uidG], pods[uidB]
 		g.namespace, g.name, g.ephInodes, g.ephMinBytes = "kube-system", "coredns-7db6d8ff4d-x2v9k", 2, 4
 		// cache/ and cache/data.bin (10000 bytes) in the emptyDir, app/ and app/0.log (600 bytes) in the logs.
-		b.namespace, b.name, b.ephInodes, b.ephMinBytes = "default", "web-0", 4, 10600
+		b.namespace, b.name, b.ephInodes, b.ephMinBytes = "default", "web-0", 4+16, 10600+4096
 		pods[uidG], pods[uidB] = g, b
 	}
 	return pods
@@ -282,6 +288,16 @@ func checkPods(t *testing.T, obs *Observation, want map[string]wantPod) {
 			t.Errorf("pod %s: ephemeral storage %+v; want none", p.PodRef.UID, e)
 		case w.ephInodes > 0 && (e == nil || *e.InodesUsed != w.ephInodes || *e.UsedBytes < w.ephMinBytes):
 			t.Errorf("pod %s: ephemeral storage %s; want %d inodes, at least %d bytes", p.PodRef.UID, fsString(e), w.ephInodes, w.ephMinBytes)
+		}
+		if e != nil {
+			parts := x.EphemeralParts
+			switch {
+			case parts == nil:
+				t.Errorf("pod %s: ephemeral storage without its parts", p.PodRef.UID)
+			case parts.WritableLayer.Inodes != w.writableInodes || parts.WritableLayer.Inodes+parts.Logs.Inodes+parts.Volumes.Inodes != *e.InodesUsed ||
+				parts.WritableLayer.Bytes+parts.Logs.Bytes+parts.Volumes.Bytes != *e.UsedBytes:
+				t.Errorf("pod %s: parts %+v of %s; want %d inodes in writable layers, adding up to the whole", p.PodRef.UID, *parts, fsString(e), w.writableInodes)
+			}
 		}
 	}
 }
@@ -630,9 +646,9 @@ func TestEphemeralBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakePassiveClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	// The budget covers the Guaranteed pod's 2 entries and the burstable pod's 4 first (stalest first
-	// is by UID on the first pass); the BestEffort pod's 32 entries are cut at what is left.
-	o, err := NewObserver(Options{HostRoot: root, EphemeralBudget: 20, EphemeralRefresh: time.Minute, Clock: clk}, nil)
+	// The budget covers the Guaranteed pod's 2 entries and the burstable pod's 20 first (stalest
+	// first is by UID on the first pass); the BestEffort pod's 32 entries are cut at what is left.
+	o, err := NewObserver(Options{HostRoot: root, EphemeralBudget: 36, EphemeralRefresh: time.Minute, Clock: clk}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,8 +669,8 @@ func TestEphemeralBudget(t *testing.T) {
 	if fs[uidBE] == nil || !xs[uidBE].EphemeralPartial || *fs[uidBE].InodesUsed >= 31 {
 		t.Fatalf("best-effort pod: %s partial %v; want a partial count", fsString(fs[uidBE]), xs[uidBE].EphemeralPartial)
 	}
-	if *fs[uidG].InodesUsed != 2 || *fs[uidB].InodesUsed != 4 || xs[uidB].EphemeralPartial {
-		t.Errorf("guaranteed %s, burstable %s; want 2 and 4 inodes, whole", fsString(fs[uidG]), fsString(fs[uidB]))
+	if *fs[uidG].InodesUsed != 2 || *fs[uidB].InodesUsed != 20 || xs[uidB].EphemeralPartial {
+		t.Errorf("guaranteed %s, burstable %s; want 2 and 20 inodes, whole", fsString(fs[uidG]), fsString(fs[uidB]))
 	}
 	partial := *fs[uidBE].InodesUsed
 
