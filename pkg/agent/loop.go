@@ -307,9 +307,30 @@ func (v *view) rankFor(s thresholds.Signal) []rank.Candidate {
 	if c, ok := v.ranked[s]; ok {
 		return c
 	}
+	if s.Condition() == v1.NodeDiskPressure && v.rank.DiskParts == nil {
+		// Built on the first disk ranking of a pass: memory passes do not pay for it.
+		v.rank.ImageFsDedicated = v.obs.Node.ImageFsDedicated
+		v.rank.DiskParts = diskParts(v.obs)
+	}
 	c := rank.Rank(s, v.obs.Summary, v.pods, v.rank).Candidates
 	v.ranked[s] = c
 	return c
+}
+
+// diskParts converts the observation's per-pod ephemeral storage parts for
+// the ranking.
+func diskParts(obs *pressure.Observation) map[string]rank.DiskParts {
+	out := make(map[string]rank.DiskParts, len(obs.Pods))
+	for i := range obs.Pods {
+		if p := obs.Pods[i].EphemeralParts; p != nil {
+			out[obs.Pods[i].UID] = rank.DiskParts{
+				WritableLayer: rank.DiskUse(p.WritableLayer),
+				Logs:          rank.DiskUse(p.Logs),
+				Volumes:       rank.DiskUse(p.Volumes),
+			}
+		}
+	}
+	return out
 }
 
 // observe takes an observation and records what it says about the loop's

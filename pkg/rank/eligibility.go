@@ -31,6 +31,9 @@ const (
 	CheckFinished          = "finished"
 	CheckExcludedNamespace = "excluded-namespace"
 	CheckOptOut            = "opt-out"
+	// CheckFreesNothing is not one of the pod checks: a disk signal's
+	// ranking marks a pod with no usage on the short filesystem.
+	CheckFreesNothing = "frees-nothing"
 )
 
 // checkEnv is what the checks may look at besides the pod.

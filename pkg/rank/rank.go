@@ -28,6 +28,13 @@ type Options struct {
 	// PriorityClasses maps PriorityClass names to values, to resolve
 	// spec.priorityClassName when spec.priority is unset.
 	PriorityClasses map[string]int32
+	// DiskParts holds pods' ephemeral storage by part, by pod UID, when the
+	// caller measured it; pods not in it are measured from the Summary.
+	DiskParts map[string]DiskParts
+	// ImageFsDedicated says whether the image store has a filesystem of
+	// its own, which decides what each disk signal counts; nil: told from
+	// the Summary (nodefs and imagefs of different size).
+	ImageFsDedicated *bool
 }
 
 // Result is the ranking for one signal.
@@ -72,7 +79,11 @@ type Candidate struct {
 // priority. An unknown signal gives no pod a usage figure, so pods order by
 // priority alone. summary may be nil.
 func Rank(signal thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, opts Options) Result {
-	m := measureFor(signal)
+	disk := diskLayout{dedicated: opts.ImageFsDedicated, parts: opts.DiskParts}
+	if disk.dedicated == nil {
+		disk.dedicated = dedicatedImageFs(summary)
+	}
+	m := measureFor(signal, disk)
 	stats := indexStats(summary)
 	groups := newGroupIndex(opts.PriorityGroups, opts.NamespaceLabels)
 	env := checkEnv{includeDaemonSetPods: opts.IncludeDaemonSetPods}
@@ -101,6 +112,11 @@ func Rank(signal thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, o
 			c.Usage, c.HasUsage = m.usage(ps, p)
 		}
 		c.ExceedsRequest = m.byRequest && c.HasUsage && c.Usage > c.Request
+		if m.fs != "" && c.HasUsage && c.Usage == 0 {
+			// Evicting it would free nothing where the space is short.
+			c.Eligible = false
+			c.SkipReason = joinReasons(c.SkipReason, CheckFreesNothing+": nothing on "+m.fs)
+		}
 		cands = append(cands, c)
 	}
 	// Sorting indices instead of the candidates themselves: a candidate is
@@ -201,4 +217,11 @@ func (idx statsIndex) find(p *v1.Pod) *statsapi.PodStats {
 		return idx.byName[p.Namespace+"/"+p.Name]
 	}
 	return nil
+}
+
+func joinReasons(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }

@@ -84,16 +84,31 @@ func TestNodeParity(t *testing.T) {
 	ctx := context.Background()
 	evictd := evictdPod(t, n)
 	ns := newNamespace(t, n, "parity")
+	// Two pods that write: one into its container's writable layer (the
+	// image's root directory), one into an emptyDir, for the ephemeral
+	// storage rows.
+	scratch := workloadPod(ns, "scratch", 16<<20, 0, "--write-mib=4", "--write-dir=/data")
+	scratch.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	scratch.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	pods := createRunning(t, ctx, n,
 		workloadPod(ns, "hold64", 32<<20, 0, "--hold-mib=64"),
 		workloadPod(ns, "hold16", 16<<20, 64<<20, "--hold-mib=16"),
+		workloadPod(ns, "layer", 16<<20, 0, "--write-mib=8", "--write-dir=/"),
+		scratch,
 	)
 	var uids []string
+	wrote := map[string]uint64{}
 	for _, p := range pods {
 		uids = append(uids, string(p.UID))
+		switch p.Name {
+		case "layer":
+			wrote[string(p.UID)] = 8 << 20
+		case "scratch":
+			wrote[string(p.UID)] = 4 << 20
+		}
 	}
 	// The kubelet's pod figures appear with cAdvisor's next housekeeping.
-	if err := n.poll(ctx, time.Minute, "the pods in the kubelet's summary", func(ctx context.Context) error {
+	if err := n.poll(ctx, 3*time.Minute, "the pods in the kubelet's summary", func(ctx context.Context) error {
 		s, _, err := n.Summary(ctx)
 		if err != nil {
 			return err
@@ -101,6 +116,12 @@ func TestNodeParity(t *testing.T) {
 		for _, uid := range uids {
 			if p := podByUID(s, uid); p == nil || p.Memory == nil || p.Memory.WorkingSetBytes == nil {
 				return fmt.Errorf("pod %s not in the summary yet", uid)
+			}
+			// A writer's data, once the kubelet's caches have it (the
+			// runtime's writable-layer figures every 10 s, volumes every
+			// minute).
+			if p := podByUID(s, uid); p.EphemeralStorage == nil || p.EphemeralStorage.UsedBytes == nil || *p.EphemeralStorage.UsedBytes < wrote[uid] {
+				return fmt.Errorf("pod %s/%s: ephemeral storage %v, not yet the %d bytes it wrote", p.PodRef.Namespace, p.PodRef.Name, p.EphemeralStorage, wrote[uid])
 			}
 		}
 		return nil
@@ -129,6 +150,10 @@ func TestNodeParity(t *testing.T) {
 		Bytes:     16 << 20,
 		Inodes:    64,
 		Processes: 32,
+		// The kubelet's etc-hosts (one file), evictd's count of the
+		// sandbox's writable layer (a few files runc makes).
+		PodDiskBytes:  256 << 10,
+		PodDiskInodes: 16,
 	}
 	rows := CompareParity(ev, ku, uids, tol)
 	t.Logf("evictd (in its pod) against the kubelet's /stats/summary:\n%s", ParityTable(rows))

@@ -45,6 +45,10 @@ type ParityTolerance struct {
 	// Processes covers the exec that runs evictd observe (ctr, the shim,
 	// evictd itself) and the kubelet's own helpers.
 	Processes int64
+	// PodDiskBytes and PodDiskInodes cover what one counts in a pod's
+	// ephemeral storage and the other does not: the kubelet its etc-hosts
+	// file, evictd the sandbox's own writable layer.
+	PodDiskBytes, PodDiskInodes int64
 }
 
 // CompareParity lines up evictd's observation and the kubelet's summary,
@@ -122,6 +126,12 @@ func CompareParity(evictd, kubelet *statsv1alpha1.Summary, pods []string, tol Pa
 		}
 		add(name+" working set", "MiB", tol.PodMemory, e.Memory.WorkingSetBytes, k.Memory.WorkingSetBytes, "the pod holds still")
 		add(name+" usage", "MiB", tol.PodMemory, e.Memory.UsageBytes, k.Memory.UsageBytes, "the pod holds still")
+		if e.EphemeralStorage == nil || k.EphemeralStorage == nil {
+			rows = append(rows, ParityRow{Signal: name + " ephemeral", Missing: missing(e.EphemeralStorage == nil, k.EphemeralStorage == nil)})
+			continue
+		}
+		add(name+" ephemeral", "MiB", tol.PodDiskBytes, e.EphemeralStorage.UsedBytes, k.EphemeralStorage.UsedBytes, "etc-hosts, the sandbox's layer")
+		add(name+" ephemeral inodes", "", tol.PodDiskInodes, e.EphemeralStorage.InodesUsed, k.EphemeralStorage.InodesUsed, "same")
 	}
 	return rows
 }
