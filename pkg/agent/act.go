@@ -87,6 +87,15 @@ func (l *Loop) logNone(ep *episode.Episode, d decide.Decision) {
 		return
 	}
 	ep.LastNone = d.Reason
+	if d.Reason == decide.ReasonImageGC {
+		// Not a problem: the kubelet deletes those images before it evicts
+		// anyone for this, and evictd only for what they cannot cover.
+		t := d.Target
+		l.log.Info("no eviction: the kubelet's image garbage collection frees enough", zap.String("resource", string(ep.Resource)),
+			zap.String("signal", string(t.Threshold.Signal)), zap.String("threshold", t.Threshold.String()),
+			zap.Int64("need", t.Need), zap.Int64("inFlight", t.InFlight), zap.Int64("unusedImageBytes", t.NodeReclaim))
+		return
+	}
 	l.log.Warn("no pod to evict", zap.String("resource", string(ep.Resource)), zap.String("signal", string(d.Target.Threshold.Signal)),
 		zap.String("threshold", d.Target.Threshold.String()), zap.Int64("need", d.Target.Remaining()), zap.String("reason", d.Reason))
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/metrics"
@@ -54,6 +55,8 @@ type PodSource interface {
 	Pods() []*v1.Pod
 	PriorityClasses() map[string]int32
 	NamespaceLabels() map[string]map[string]string
+	// Node is this node's object (its status.images); nil when unknown.
+	Node() *v1.Node
 }
 
 // Arming keeps the event-driven wake-up sources armed (*fastpath.Manager).
@@ -110,6 +113,9 @@ type LoopConfig struct {
 	// WarnEvery is the least time between two Warn lines about the same
 	// observation problem.
 	WarnEvery time.Duration
+	// ExpectImageGC counts the node's unused images as node-level reclaim
+	// on the image filesystem's bytes signals (decide.Input.NodeReclaim).
+	ExpectImageGC bool
 }
 
 // Deps are the loop's collaborators.
@@ -288,6 +294,9 @@ type view struct {
 	now     time.Time
 	// woke is the wake-up that started the pass.
 	woke wakeup.Wakeup
+	// unusedImages is the bytes of the node's unused images, -1 until
+	// needed in this pass.
+	unusedImages int64
 }
 
 // podStats is the observation's figures for a pod, nil when it has none.
@@ -364,7 +373,7 @@ func (l *Loop) observe(ctx context.Context) (*pressure.Observation, bool) {
 // the threshold state and the episodes it starts or ends.
 func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	m := l.deps.Metrics
-	v := &view{obs: obs, woke: w, signals: thresholds.Observe(obs.Summary), ranked: map[thresholds.Signal][]rank.Candidate{}}
+	v := &view{obs: obs, woke: w, signals: thresholds.Observe(obs.Summary), ranked: map[thresholds.Signal][]rank.Candidate{}, unusedImages: -1}
 	for s, o := range v.signals {
 		m.SetSignal(s, o.Available, o.Capacity)
 	}
@@ -420,7 +429,35 @@ func (l *Loop) decideInput(v *view, keep func(thresholds.Threshold) bool) decide
 	return decide.Input{
 		Now: v.now, Status: st, Thresholds: ths, Observations: v.signals, Rates: v.rates, Sustained: v.trends,
 		Rank: v.rankFor, InFlight: l.inflight.Snapshot(), Tried: map[types.UID]bool{},
+		NodeReclaim: l.nodeReclaim(v, st),
 	}
+}
+
+// nodeReclaim is what the kubelet's image garbage collection frees toward
+// each active bytes signal of the filesystem holding the images: imagefs,
+// and nodefs when the image store is on it. nil when no such signal is
+// active, or ExpectImageGC is off.
+func (l *Loop) nodeReclaim(v *view, st thresholds.Status) map[thresholds.Signal]int64 {
+	if !l.cfg.ExpectImageGC {
+		return nil
+	}
+	var out map[thresholds.Signal]int64
+	for _, a := range st.Active {
+		s := a.Signal
+		onImages := s == thresholds.ImageFsAvailable ||
+			(s == thresholds.NodeFsAvailable && v.obs.Node.ImageFsDedicated != nil && !*v.obs.Node.ImageFsDedicated)
+		if !onImages {
+			continue
+		}
+		if out == nil {
+			if v.unusedImages < 0 {
+				v.unusedImages, _ = imagegc.Unused(l.deps.Pods.Node(), v.pods)
+			}
+			out = map[thresholds.Signal]int64{}
+		}
+		out[s] = v.unusedImages
+	}
+	return out
 }
 
 func (l *Loop) thresholdMetrics(st thresholds.Status) {

@@ -44,6 +44,7 @@ const (
 	FlagPollMin              = "poll-min-interval"
 	FlagActEarly             = "act-early"
 	FlagFitGrace             = "fit-grace"
+	FlagExpectImageGC        = "expect-image-gc"
 	FlagGraceMargin          = "grace-margin"
 	FlagInformerSyncTimeout  = "informer-sync-timeout"
 )
@@ -96,6 +97,9 @@ type Options struct {
 	ActEarly    bool
 	FitGrace    bool
 	GraceMargin time.Duration
+	// ExpectImageGC counts the node's unused images as space the kubelet's
+	// image garbage collection frees, on the image filesystem's signals.
+	ExpectImageGC bool
 	// InformerSyncTimeout bounds the informers' initial list and watch; a
 	// 403 Forbidden fails at once instead.
 	InformerSyncTimeout time.Duration
@@ -123,6 +127,7 @@ func NewOptions() *Options {
 		PollMin:       wakeup.DefaultPollMin,
 		ActEarly:      true,
 		FitGrace:      true,
+		ExpectImageGC: true,
 		GraceMargin:   2 * time.Second,
 		Config:        &config.Config{},
 		Evict:         evict.Defaults(),
@@ -147,6 +152,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PollMin, FlagPollMin, o.PollMin, "fastest adaptive poll interval, used near a threshold and right after an event")
 	fs.BoolVar(&o.ActEarly, FlagActEarly, o.ActEarly, "evict when a hard memory threshold's crossing is predicted within the time an eviction takes to free memory")
 	fs.BoolVar(&o.FitGrace, FlagFitGrace, o.FitGrace, "shorten a memory eviction's grace period to the time left before memory runs out")
+	fs.BoolVar(&o.ExpectImageGC, FlagExpectImageGC, o.ExpectImageGC, "count the node's unused images (the Node's status.images) as space the kubelet's image garbage collection frees, and evict only for disk pressure on the image filesystem that they cannot cover; false when the kubelet's image GC is off")
 	fs.DurationVar(&o.GraceMargin, FlagGraceMargin, o.GraceMargin, "part of the time left kept for the eviction itself when fitting a grace period")
 	fs.DurationVar(&o.InformerSyncTimeout, FlagInformerSyncTimeout, o.InformerSyncTimeout, "how long to wait for the initial list and watch of pods, PriorityClasses and namespaces before exiting (a 403 Forbidden exits at once)")
 }

@@ -199,7 +199,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 
 	log.Info("evictd starting", zap.String("version", version), zap.Bool("dryRun", o.Evict.DryRun),
 		zap.String("pdbPolicy", string(o.Evict.PDBPolicy)), zap.Duration("housekeepingInterval", o.Housekeeping),
-		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace),
+		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC),
 		zap.Stringers("thresholds", ths), zap.String("metricsAddress", ln.Addr().String()),
 		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot),
 		zap.Bool("nodePSIReadsOff", noNodePSI))
@@ -273,6 +273,7 @@ func loopConfig(o *Options, ths []thresholds.Threshold, rankOpts rank.Options) L
 		InFlight:      inflight.DefaultOptions(),
 		MaxAttempts:   DefaultMaxAttempts,
 		PDBRecheck:    pdbRecheck,
+		ExpectImageGC: o.ExpectImageGC,
 	}
 }
 

@@ -46,6 +46,7 @@ type simPod struct {
 	hang     bool          // the runtime cannot stop it: it stays, terminating, with its memory
 	noStats  bool          // its cgroup is never observed: no usage figure
 	teardown time.Duration // from its exit to the API deletion (volume teardown, status sync); negative: the object is force-deleted before the process exits
+	disk     int64         // bytes in its writable layer (with simNode.diskCapacity)
 
 	started     time.Time
 	termAt      time.Time // deletion requested
@@ -77,6 +78,13 @@ type simNode struct {
 	// torn lists memory.available in each observation that missed an
 	// exiting pod's memory that way.
 	torn []int64
+
+	// diskCapacity, when set, gives the node one disk (nodefs and imagefs
+	// alike) of that size, with diskBase used outside the pods' writable
+	// layers (the images among it); node is the Node object, for its
+	// status.images.
+	diskCapacity, diskBase int64
+	node                   *v1.Node
 
 	// Scripted by tests.
 	evictResult func(p *simPod, req evict.Request) (evict.Outcome, error)
@@ -147,6 +155,7 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 	ts := metav1.NewTime(now)
 	var ws = n.base
 	var pods []statsapi.PodStats
+	var extras []pressure.PodExtras
 	tornRead := false
 	for _, p := range n.pods {
 		// A pod object force-deleted before its process exits (negative
@@ -163,20 +172,42 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 		if p.noStats {
 			continue
 		}
-		pods = append(pods, statsapi.PodStats{
+		ps := statsapi.PodStats{
 			PodRef: statsapi.PodReference{Name: p.name, Namespace: "ns", UID: string(p.uid())},
 			Memory: &statsapi.MemoryStats{Time: ts, WorkingSetBytes: &m, UsageBytes: &m},
-		})
+		}
+		if n.diskCapacity > 0 {
+			d, one := uint64(p.disk), uint64(1)
+			ps.EphemeralStorage = &statsapi.FsStats{Time: ts, UsedBytes: &d, InodesUsed: &one}
+			extras = append(extras, pressure.PodExtras{UID: string(p.uid()),
+				EphemeralParts: &pressure.EphemeralParts{WritableLayer: pressure.DiskUsage{Bytes: d, Inodes: 1}}})
+		}
+		pods = append(pods, ps)
 	}
 	avail := uint64(max(n.capacity-ws, 0))
 	if tornRead {
 		n.torn = append(n.torn, int64(avail))
 	}
 	wsu := uint64(ws)
-	return &pressure.Observation{Time: now, Summary: &statsapi.Summary{
+	obs := &pressure.Observation{Time: now, Pods: extras, Summary: &statsapi.Summary{
 		Node: statsapi.NodeStats{NodeName: "node-a", Memory: &statsapi.MemoryStats{Time: ts, AvailableBytes: &avail, WorkingSetBytes: &wsu, UsageBytes: &wsu}},
 		Pods: pods,
-	}}, nil
+	}}
+	if n.diskCapacity > 0 {
+		used := n.diskBase
+		for _, p := range n.pods {
+			if p.exitAt.IsZero() || now.Before(p.exitAt) {
+				used += p.disk
+			}
+		}
+		c, a, inodes := uint64(n.diskCapacity), uint64(max(n.diskCapacity-used, 0)), uint64(1<<20)
+		fs := &statsapi.FsStats{Time: ts, CapacityBytes: &c, AvailableBytes: &a, Inodes: &inodes, InodesFree: &inodes}
+		obs.Summary.Node.Fs = fs
+		obs.Summary.Node.Runtime = &statsapi.RuntimeStats{ImageFs: fs}
+		one := false
+		obs.Node.ImageFsDedicated = &one
+	}
+	return obs, nil
 }
 
 func (n *simNode) availableLocked(now time.Time) int64 {
@@ -223,6 +254,7 @@ func (n *simNode) Pods() []*v1.Pod {
 }
 
 func (n *simNode) PriorityClasses() map[string]int32             { return nil }
+func (n *simNode) Node() *v1.Node                                { n.mu.Lock(); defer n.mu.Unlock(); return n.node }
 func (n *simNode) NamespaceLabels() map[string]map[string]string { return nil }
 
 // terminate plays the API server and kubelet after an accepted eviction.

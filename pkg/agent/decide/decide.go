@@ -25,6 +25,11 @@
 //     first one's 1.4 GiB was being freed). A pod whose object left the API
 //     while its processes still ran (a force delete) counts what its cgroup
 //     still holds, until its processes are gone.
+//   - Node-level reclaim first: for a bytes signal of the filesystem that
+//     holds the images (imagefs; nodefs too when it is the same filesystem),
+//     the unused images count as reclaim the kubelet's image garbage
+//     collection will make (NodeReclaim), so evictd evicts only for what
+//     they cannot cover, and nothing when they cover it all.
 //   - Escalation (kubernetes#123872): for a hard target, a pod in flight
 //     counts only if its grace ends within HardHorizon. A soft eviction with a
 //     long grace period therefore cannot hold back a hard threshold, and
@@ -73,6 +78,7 @@ const (
 	ReasonCovered     = "reclaim in flight covers the pressure"
 	ReasonNoCandidate = "no eligible pod left to evict"
 	ReasonAllBlocked  = "every eligible pod is blocked by a PodDisruptionBudget"
+	ReasonImageGC     = "the unused images the kubelet's image garbage collection deletes cover the pressure"
 )
 
 // Options are the decision's settings.
@@ -120,6 +126,9 @@ type Input struct {
 	Blocked map[types.UID]bool
 	// Tried are pods already tried in this pass without result.
 	Tried map[types.UID]bool
+	// NodeReclaim is what node-level reclaim will free per signal without
+	// an eviction: the unused images on the image filesystem's signals.
+	NodeReclaim map[thresholds.Signal]int64
 }
 
 // Target is one threshold considered, with its accounting.
@@ -132,6 +141,9 @@ type Target struct {
 	Need int64
 	// InFlight is the reclaim in flight counted toward it.
 	InFlight int64
+	// NodeReclaim is what node-level reclaim (the kubelet's image garbage
+	// collection) will free toward it.
+	NodeReclaim int64
 	// HeldByMinReclaim: only minimum reclaim keeps it active.
 	HeldByMinReclaim bool
 	// Early: not met yet, predicted to be within TimeLeft.
@@ -144,8 +156,8 @@ type Target struct {
 // Hard reports whether the target acts as a hard threshold.
 func (t Target) Hard() bool { return t.Threshold.Hard() }
 
-// Remaining is the need left after reclaim in flight.
-func (t Target) Remaining() int64 { return t.Need - t.InFlight }
+// Remaining is the need left after reclaim in flight and node-level reclaim.
+func (t Target) Remaining() int64 { return t.Need - t.InFlight - t.NodeReclaim }
 
 // Decision is the outcome.
 type Decision struct {
@@ -197,7 +209,12 @@ func Decide(opts Options, in Input) Decision {
 		t := &targets[i]
 		cands := rankFor(t.Threshold.Signal)
 		t.InFlight = InFlightReclaim(opts, in.Now, *t, cands, in.InFlight)
+		t.NodeReclaim = in.NodeReclaim[t.Threshold.Signal]
 		if t.Remaining() <= 0 {
+			if t.Need > t.InFlight && reason == "" {
+				d.Target = *t
+				reason = ReasonImageGC
+			}
 			continue
 		}
 		if pick, ok := pickCandidate(cands, inFlight, in.Blocked, in.Tried); ok {

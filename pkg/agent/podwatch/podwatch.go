@@ -72,6 +72,8 @@ type Watcher struct {
 	pods        corelisters.PodLister
 	classes     schedlisters.PriorityClassLister
 	namespaces  corelisters.NamespaceLister
+	nodes       corelisters.NodeLister
+	nodeName    string
 
 	mu       sync.Mutex
 	started  bool
@@ -109,7 +111,7 @@ func New(o Options) (*Watcher, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	w := &Watcher{log: log, syncTimeout: o.SyncTimeout, failed: make(chan struct{})}
+	w := &Watcher{log: log, syncTimeout: o.SyncTimeout, failed: make(chan struct{}), nodeName: o.NodeName}
 	if w.syncTimeout == 0 {
 		w.syncTimeout = DefaultSyncTimeout
 	}
@@ -140,6 +142,20 @@ func New(o Options) (*Watcher, error) {
 			return nil, fmt.Errorf("podwatch: pod handler: %w", err)
 		}
 	}
+
+	// Only this node, for the images on it (status.images), which the
+	// kubelet's image garbage collection can delete.
+	thisNode := fields.OneTermEqualSelector("metadata.name", o.NodeName).String()
+	nodes := w.add(&informer{resource: "nodes", why: "for the images on this node, which the kubelet's image garbage collection frees before a disk eviction"}, &v1.Node{}, cache.Indexers{},
+		func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.FieldSelector = thisNode
+			return core.Nodes().List(ctx, lo)
+		},
+		func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.FieldSelector = thisNode
+			return core.Nodes().Watch(ctx, lo)
+		})
+	w.nodes = corelisters.NewNodeLister(nodes.GetIndexer())
 
 	sched := o.Client.SchedulingV1()
 	classes := w.add(&informer{resource: "priorityclasses", group: schedulingv1.GroupName,
@@ -405,6 +421,16 @@ func (w *Watcher) Pods() []*v1.Pod {
 		return nil // the lister's List never fails with Everything
 	}
 	return pods
+}
+
+// Node returns this node's object from the cache (shared: read only), or
+// nil when it is not there.
+func (w *Watcher) Node() *v1.Node {
+	n, err := w.nodes.Get(w.nodeName)
+	if err != nil {
+		return nil
+	}
+	return n
 }
 
 // PriorityClasses maps every PriorityClass name to its value.

@@ -129,6 +129,13 @@ func TestWaitForSyncFailsAtOnceWhenForbidden(t *testing.T) {
 			verb: "watch", res: "priorityclasses",
 		},
 		{
+			name:   "list nodes, for the images on this node",
+			client: injected("list", "nodes", forbidden("list", "", "nodes", "")),
+			want: []string{"podwatch: cannot list nodes: forbidden for " + saUser,
+				"needs list and watch on nodes, for the images on this node"},
+			verb: "list", res: "nodes",
+		},
+		{
 			name:   "list pods with the ClusterRole missing",
 			client: injected("list", "pods", forbidden("list", "", "pods", `clusterrole.rbac.authorization.k8s.io "evictd" not found`)),
 			want: []string{"cannot list pods: forbidden for " + saUser,

@@ -54,6 +54,8 @@ var usedByCode = []access{
 	{verb: "create", group: "events.k8s.io", resource: "events", why: "pkg/evict: EventWriter (events.k8s.io/v1, created once, never patched)"},
 	{verb: "list", group: "scheduling.k8s.io", resource: "priorityclasses", why: "pkg/agent/podwatch: PriorityClass informer"},
 	{verb: "watch", group: "scheduling.k8s.io", resource: "priorityclasses", why: "pkg/agent/podwatch: PriorityClass informer"},
+	{verb: "list", resource: "nodes", why: "pkg/agent/podwatch: Node informer, field selector metadata.name, for status.images"},
+	{verb: "watch", resource: "nodes", why: "pkg/agent/podwatch: Node informer, field selector metadata.name, for status.images"},
 	{verb: "list", resource: "namespaces", why: "pkg/agent/podwatch: namespace informer, for priority groups with a namespaceSelector"},
 	{verb: "watch", resource: "namespaces", why: "pkg/agent/podwatch: namespace informer, for priority groups with a namespaceSelector"},
 }
@@ -61,9 +63,7 @@ var usedByCode = []access{
 // notGranted is what the code does not use (or uses only behind an opt-in
 // the shipped manifest leaves out): each must be denied.
 var notGranted = []access{
-	{verb: "list", resource: "nodes", why: "no Node informer: capacity comes from the host"},
-	{verb: "watch", resource: "nodes", why: "no Node informer"},
-	{verb: "get", resource: "nodes", why: "nothing reads the Node object"},
+	{verb: "get", resource: "nodes", why: "reads come from the informer's cache"},
 	{verb: "patch", resource: "nodes", why: "evictd never changes the Node"},
 	{verb: "patch", resource: "nodes", subresource: "status", why: "conditions are the kubelet's"},
 	{verb: "delete", resource: "pods", why: "only --pdb-policy=best-effort, an opt-in the manifest does not grant"},
@@ -272,6 +272,16 @@ func testRBAC(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns string)
 		{"watch priorityclasses", true, func(ctx context.Context, cs kubernetes.Interface) error {
 			return watchOnce(cs.SchedulingV1().PriorityClasses().Watch(ctx, metav1.ListOptions{}))
 		}},
+		{"list its node", true, func(ctx context.Context, cs kubernetes.Interface) error {
+			l, err := cs.CoreV1().Nodes().List(ctx, thisNode)
+			if err == nil && len(l.Items) != 1 {
+				return fmt.Errorf("%d nodes listed; want %s", len(l.Items), node.Name)
+			}
+			return err
+		}},
+		{"watch its node", true, func(ctx context.Context, cs kubernetes.Interface) error {
+			return watchOnce(cs.CoreV1().Nodes().Watch(ctx, thisNode))
+		}},
 		{"list namespaces", true, func(ctx context.Context, cs kubernetes.Interface) error {
 			l, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 			if err == nil && !slices.ContainsFunc(l.Items, func(n corev1.Namespace) bool { return n.Name == ns }) {
@@ -318,13 +328,6 @@ func testRBAC(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns string)
 		{"get its node", false, func(ctx context.Context, cs kubernetes.Interface) error {
 			_, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 			return err
-		}},
-		{"list its node", false, func(ctx context.Context, cs kubernetes.Interface) error {
-			_, err := cs.CoreV1().Nodes().List(ctx, thisNode)
-			return err
-		}},
-		{"watch its node", false, func(ctx context.Context, cs kubernetes.Interface) error {
-			return watchOnce(cs.CoreV1().Nodes().Watch(ctx, thisNode))
 		}},
 		{"get a priorityclass", false, func(ctx context.Context, cs kubernetes.Interface) error {
 			_, err := cs.SchedulingV1().PriorityClasses().Get(ctx, "system-node-critical", metav1.GetOptions{})

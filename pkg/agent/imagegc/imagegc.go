@@ -1,0 +1,89 @@
+// Package imagegc estimates what the kubelet's image garbage collection can
+// free on a node: the images no pod on the node uses. Disk pressure that
+// those images cover is the kubelet's to relieve, by deleting them, before
+// any pod is evicted for it (its eviction manager does node-level reclaim
+// first, and its periodic collection starts at 85 % use).
+//
+// The figure comes from the Node's status.images, which the kubelet fills
+// from the runtime every 10 s (kept in the API when it changes): the 50
+// largest images by default, each with its names and the runtime's size,
+// which for containerd is the compressed size. It is therefore a lower
+// bound of what the collection frees, which errs toward evicting.
+package imagegc
+
+import (
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Unused returns the bytes and number of the node's images that no pod in
+// pods uses: none of an image's names is a pod's container image or image
+// ID (from its status, or from its spec while it has no status yet).
+// Images without names are counted as used: nothing tells what they are.
+func Unused(node *v1.Node, pods []*v1.Pod) (bytes int64, images int) {
+	if node == nil {
+		return 0, 0
+	}
+	used := map[string]bool{}
+	for _, p := range pods {
+		if p == nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+			// A finished pod's containers are gone once the kubelet's
+			// container collection runs, which comes first.
+			continue
+		}
+		for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for i := range cs {
+				used[Normalize(cs[i].Image)] = true
+			}
+		}
+		for _, ss := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+			for i := range ss {
+				used[Normalize(ss[i].Image)] = true
+				used[ss[i].ImageID] = true
+				used[strings.TrimPrefix(ss[i].ImageID, "docker-pullable://")] = true
+			}
+		}
+		for i := range p.Spec.EphemeralContainers {
+			used[Normalize(p.Spec.EphemeralContainers[i].Image)] = true
+		}
+	}
+	for _, img := range node.Status.Images {
+		inUse := len(img.Names) == 0
+		for _, n := range img.Names {
+			if used[n] || used[Normalize(n)] {
+				inUse = true
+				break
+			}
+		}
+		if !inUse && img.SizeBytes > 0 {
+			bytes += img.SizeBytes
+			images++
+		}
+	}
+	return bytes, images
+}
+
+// Normalize spells an image reference the way the runtime lists it:
+// "nginx" is "docker.io/library/nginx:latest", "me/app:1" is
+// "docker.io/me/app:1". References with a digest keep it and get no tag.
+func Normalize(ref string) string {
+	if ref == "" || strings.HasPrefix(ref, "sha256:") {
+		return ref
+	}
+	name, digest, hasDigest := strings.Cut(ref, "@")
+	first, _, hasSlash := strings.Cut(name, "/")
+	switch {
+	case !hasSlash:
+		name = "docker.io/library/" + name
+	case !strings.ContainsAny(first, ".:") && first != "localhost":
+		name = "docker.io/" + name
+	}
+	if hasDigest {
+		return name + "@" + digest
+	}
+	if i := strings.LastIndexByte(name, ':'); i < 0 || strings.Contains(name[i:], "/") {
+		name += ":latest"
+	}
+	return name
+}

@@ -1,0 +1,59 @@
+package imagegc
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+func TestNormalize(t *testing.T) {
+	for in, want := range map[string]string{
+		"nginx":                            "docker.io/library/nginx:latest",
+		"nginx:1.25":                       "docker.io/library/nginx:1.25",
+		"me/app:1":                         "docker.io/me/app:1",
+		"registry.k8s.io/pause:3.10":       "registry.k8s.io/pause:3.10",
+		"localhost:5000/app":               "localhost:5000/app:latest",
+		"localhost/app:v2":                 "localhost/app:v2",
+		"nginx@sha256:abc":                 "docker.io/library/nginx@sha256:abc",
+		"quay.io/x/y@sha256:abc":           "quay.io/x/y@sha256:abc",
+		"sha256:0123":                      "sha256:0123",
+		"docker.io/library/busybox:1.36.1": "docker.io/library/busybox:1.36.1",
+		"evictd-workload:e2e-node":         "docker.io/library/evictd-workload:e2e-node",
+		"":                                 "",
+	} {
+		if got := Normalize(in); got != want {
+			t.Errorf("Normalize(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+func TestUnused(t *testing.T) {
+	node := &v1.Node{Status: v1.NodeStatus{Images: []v1.ContainerImage{
+		{Names: []string{"docker.io/library/nginx@sha256:aaa", "docker.io/library/nginx:1.25"}, SizeBytes: 70 << 20},
+		{Names: []string{"docker.io/library/redis@sha256:bbb", "docker.io/library/redis:7"}, SizeBytes: 40 << 20},
+		{Names: []string{"quay.io/big/model:v1"}, SizeBytes: 900 << 20},
+		{Names: []string{"docker.io/library/busybox:1.36"}, SizeBytes: 2 << 20},
+		{Names: []string{"sha256:cccc"}, SizeBytes: 5 << 20},
+		{SizeBytes: 1 << 30}, // no names: counted as used
+	}}}
+	pods := []*v1.Pod{
+		// Running: matched by its status's image ID.
+		{Spec: v1.PodSpec{Containers: []v1.Container{{Image: "nginx:1.25"}}},
+			Status: v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Image: "docker.io/library/nginx:1.25", ImageID: "docker.io/library/nginx@sha256:aaa"}}}},
+		// Pending: matched by its spec's short name.
+		{Spec: v1.PodSpec{InitContainers: []v1.Container{{Image: "busybox:1.36"}}}, Status: v1.PodStatus{Phase: v1.PodPending}},
+		// Locally imported image, known by its ID only.
+		{Spec: v1.PodSpec{Containers: []v1.Container{{Image: "local:1"}}},
+			Status: v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Image: "docker.io/library/local:1", ImageID: "sha256:cccc"}}}},
+		// Finished: its image is the collection's.
+		{Spec: v1.PodSpec{Containers: []v1.Container{{Image: "redis:7"}}}, Status: v1.PodStatus{Phase: v1.PodSucceeded}},
+		nil,
+	}
+	bytes, n := Unused(node, pods)
+	if want := int64(40<<20 + 900<<20); bytes != want || n != 2 {
+		t.Errorf("Unused = %d bytes in %d images; want %d in 2 (redis and the model)", bytes, n, want)
+	}
+	if b, n := Unused(nil, pods); b != 0 || n != 0 {
+		t.Errorf("Unused(nil node) = %d, %d; want 0, 0", b, n)
+	}
+}

@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestLoopDiskLeavesUnusedImagesToTheKubelet: on a one-disk node at 12 %
+// available against nodefs.available<15 %, the 3 GiB short are covered by
+// an unused 10 GiB image, which the kubelet's image garbage collection
+// deletes before it evicts anyone: evictd evicts nothing, and once the
+// image is gone there is no pressure. When the unused images cannot cover
+// the need, or the rule is off, evictd evicts the writer.
+func TestLoopDiskLeavesUnusedImagesToTheKubelet(t *testing.T) {
+	const gi = 1 << 30
+	spec := thresholds.Spec{Hard: map[string]string{"nodefs.available": "15%"}}
+	images := func(sizes ...int64) *v1.Node {
+		n := &v1.Node{}
+		for i, s := range sizes {
+			n.Status.Images = append(n.Status.Images, v1.ContainerImage{Names: []string{"docker.io/library/unused:" + string(rune('a'+i))}, SizeBytes: s})
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name      string
+		node      *v1.Node
+		expect    bool
+		wantCalls []string
+	}{
+		{"unused images cover the need", images(10 * gi), true, nil},
+		{"unused images cover part of it", images(gi), true, []string{"writer"}},
+		{"the rule off", images(10 * gi), false, []string{"writer"}},
+		{"no Node object", nil, true, []string{"writer"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := []*simPod{
+				{name: "writer", usage: 10 * mi, grace: 1, disk: 8 * gi},
+				{name: "quiet", usage: 10 * mi, grace: 1, disk: 0},
+			}
+			n := newSimNode(t, 4096*mi, base250, pods...)
+			n.diskCapacity, n.diskBase, n.node = 100*gi, 80*gi, tc.node
+			cfg := testLoopConfig(mustThresholds(t, spec))
+			cfg.ExpectImageGC = tc.expect
+			w := n.run(t, cfg, 10*time.Second)
+			if !eq(n.victims(), tc.wantCalls) {
+				t.Fatalf("eviction calls %v; want %v", n.victims(), tc.wantCalls)
+			}
+			if tc.wantCalls != nil {
+				return
+			}
+			// The kubelet deletes the image: 10 GiB back, nothing to do.
+			n.mu.Lock()
+			n.diskBase -= 10 * gi
+			n.node = &v1.Node{}
+			n.mu.Unlock()
+			n.runMore(t, 10*time.Second, w)
+			if len(n.victims()) != 0 {
+				t.Errorf("eviction calls %v after the image collection; want none", n.victims())
+			}
+		})
+	}
+}
