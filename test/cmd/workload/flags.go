@@ -29,6 +29,7 @@ type config struct {
 	termDelay      time.Duration
 	exitAfter      time.Duration
 	child          bool
+	logMiB         int64
 }
 
 // maxMiB bounds every size flag so a typo cannot ask for exabytes; 1 TiB is
@@ -49,6 +50,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.Int64Var(&c.writeMiB, "write-mib", 0, "data to write into --write-dir, MiB")
 	fs.StringVar(&c.writeDir, "write-dir", getenv(dirEnv), "directory for --write-mib (default $"+dirEnv+")")
 	fs.Float64Var(&c.writeMiBPerSec, "write-mib-per-sec", 0, "write rate, MiB/s (0: as fast as possible)")
+	fs.Int64Var(&c.logMiB, "log-mib", 0, "text to print to stdout at start, MiB (the container's log)")
 	fs.IntVar(&c.procs, "procs", 0, "extra child processes to spawn")
 	fs.DurationVar(&c.termDelay, "term-delay", 0, "how long to keep running after SIGTERM")
 	fs.DurationVar(&c.exitAfter, "exit-after", 0, "exit 0 after this long (0: run until signalled)")
@@ -71,7 +73,7 @@ func (c config) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"--hold-mib", c.holdMiB}, {"--grow-to-mib", c.growToMiB}, {"--write-mib", c.writeMiB}, {"--burst-mib", c.burstMiB}} {
+	}{{"--hold-mib", c.holdMiB}, {"--grow-to-mib", c.growToMiB}, {"--write-mib", c.writeMiB}, {"--burst-mib", c.burstMiB}, {"--log-mib", c.logMiB}} {
 		if f.v < 0 || f.v > maxMiB {
 			return fmt.Errorf("%s=%d: must be between 0 and %d", f.name, f.v, maxMiB)
 		}

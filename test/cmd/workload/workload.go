@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,6 +57,12 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 
 	w.touchTo(w.cfg.holdMiB * mib)
 	fmt.Fprintf(w.out, "workload: holding %d MiB\n", w.cfg.holdMiB)
+	if w.cfg.logMiB > 0 {
+		if err := writeLog(w.out, w.cfg.logMiB); err != nil {
+			return err
+		}
+		fmt.Fprintf(w.out, "workload: logged %d MiB\n", w.cfg.logMiB)
+	}
 
 	writeDone := make(chan error, 1)
 	if w.cfg.writeMiB > 0 {
@@ -199,4 +206,15 @@ func stopChildren(cmds []*exec.Cmd) {
 	for _, c := range cmds {
 		_ = c.Wait()
 	}
+}
+
+// writeLog prints n MiB of text, in lines of 1 KiB.
+func writeLog(out io.Writer, n int64) error {
+	line := []byte(strings.Repeat("evictd workload log line ", 41)[:1023] + "\n")
+	for range n * 1024 {
+		if _, err := out.Write(line); err != nil {
+			return fmt.Errorf("log: %w", err)
+		}
+	}
+	return nil
 }

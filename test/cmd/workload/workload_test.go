@@ -219,3 +219,22 @@ func TestRunBadUsage(t *testing.T) {
 		t.Fatalf("stderr %q does not name the bad flag", stderr.String())
 	}
 }
+
+// TestLog prints --log-mib of text, in whole lines, before its report.
+func TestLog(t *testing.T) {
+	var out bytes.Buffer
+	w := newWorkload(config{logMiB: 2, exitAfter: 100 * time.Millisecond}, &out)
+	if err := w.run(context.Background(), make(chan os.Signal)); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	long := 0
+	for _, l := range lines {
+		if len(l) == 1023 {
+			long++
+		}
+	}
+	if long != 2048 || !strings.Contains(out.String(), "workload: logged 2 MiB\n") {
+		t.Errorf("%d lines of 1 KiB and %d bytes in all; want 2048 and the report", long, out.Len())
+	}
+}
