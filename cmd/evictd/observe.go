@@ -199,6 +199,10 @@ func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
 		eph := "-"
 		if p.EphemeralStorage != nil {
 			eph = bytesOf(p.EphemeralStorage.UsedBytes)
+			if x := obs.Pods[i].EphemeralParts; x != nil {
+				// One field, so that the columns stay split by spaces.
+				eph += fmt.Sprintf("(layer=%s,logs=%s,volumes=%s)", formatBytes(x.WritableLayer.Bytes), formatBytes(x.Logs.Bytes), formatBytes(x.Volumes.Bytes))
+			}
 		}
 		psi := "-"
 		if p.Memory.PSI != nil {

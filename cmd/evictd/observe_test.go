@@ -139,6 +139,9 @@ func TestObserveTable(t *testing.T) {
 			t.Errorf("pod row %d: %q; want %+v", i, f, w)
 		}
 	}
+	if f := strings.Fields(lines[header+1]); len(f) < 7 || !strings.Contains(f[6], "(layer=") || strings.Contains(f[6], "layer=0B") || !strings.Contains(f[6], ",logs=") {
+		t.Errorf("burstable pod's ephemeral storage %q; want its total and parts", f)
+	}
 	if !strings.Contains(lines[header+1], "some avg10=4.50") {
 		t.Errorf("pod row without memory PSI: %q", lines[header+1])
 	}

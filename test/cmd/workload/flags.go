@@ -30,6 +30,7 @@ type config struct {
 	exitAfter      time.Duration
 	child          bool
 	logMiB         int64
+	files          int
 }
 
 // maxMiB bounds every size flag so a typo cannot ask for exabytes; 1 TiB is
@@ -51,6 +52,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.writeDir, "write-dir", getenv(dirEnv), "directory for --write-mib (default $"+dirEnv+")")
 	fs.Float64Var(&c.writeMiBPerSec, "write-mib-per-sec", 0, "write rate, MiB/s (0: as fast as possible)")
 	fs.Int64Var(&c.logMiB, "log-mib", 0, "text to print to stdout at start, MiB (the container's log)")
+	fs.IntVar(&c.files, "files", 0, "empty files to create in --write-dir at start (inodes)")
 	fs.IntVar(&c.procs, "procs", 0, "extra child processes to spawn")
 	fs.DurationVar(&c.termDelay, "term-delay", 0, "how long to keep running after SIGTERM")
 	fs.DurationVar(&c.exitAfter, "exit-after", 0, "exit 0 after this long (0: run until signalled)")
@@ -105,6 +107,10 @@ func (c config) validate() error {
 		return fmt.Errorf("--write-mib-per-sec=%g: must not be negative", c.writeMiBPerSec)
 	case c.writeMiB > 0 && c.writeDir == "":
 		return fmt.Errorf("--write-mib=%d: needs --write-dir or $%s", c.writeMiB, dirEnv)
+	case c.files < 0 || c.files > 10_000_000:
+		return fmt.Errorf("--files=%d: must be between 0 and 10000000", c.files)
+	case c.files > 0 && c.writeDir == "":
+		return fmt.Errorf("--files=%d: needs --write-dir or $%s", c.files, dirEnv)
 	case c.procs < 0 || c.procs > 10000:
 		return fmt.Errorf("--procs=%d: must be between 0 and 10000", c.procs)
 	case c.termDelay < 0:

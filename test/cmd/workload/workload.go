@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,12 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 
 	w.touchTo(w.cfg.holdMiB * mib)
 	fmt.Fprintf(w.out, "workload: holding %d MiB\n", w.cfg.holdMiB)
+	if w.cfg.files > 0 {
+		if err := makeFiles(w.cfg.writeDir, w.cfg.files); err != nil {
+			return err
+		}
+		fmt.Fprintf(w.out, "workload: made %d files in %s\n", w.cfg.files, w.cfg.writeDir)
+	}
 	if w.cfg.logMiB > 0 {
 		if err := writeLog(w.out, w.cfg.logMiB); err != nil {
 			return err
@@ -215,6 +222,24 @@ func writeLog(out io.Writer, n int64) error {
 		if _, err := out.Write(line); err != nil {
 			return fmt.Errorf("log: %w", err)
 		}
+	}
+	return nil
+}
+
+// makeFiles creates n empty files under dir, a thousand to a directory.
+func makeFiles(dir string, n int) error {
+	for i := range n {
+		sub := filepath.Join(dir, fmt.Sprintf("files-%d", i/1000))
+		if i%1000 == 0 {
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				return err
+			}
+		}
+		f, err := os.Create(filepath.Join(sub, strconv.Itoa(i)))
+		if err != nil {
+			return fmt.Errorf("after %d files: %w", i, err)
+		}
+		f.Close()
 	}
 	return nil
 }

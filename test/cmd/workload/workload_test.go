@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -236,5 +237,31 @@ func TestLog(t *testing.T) {
 	}
 	if long != 2048 || !strings.Contains(out.String(), "workload: logged 2 MiB\n") {
 		t.Errorf("%d lines of 1 KiB and %d bytes in all; want 2048 and the report", long, out.Len())
+	}
+}
+
+// TestFiles makes --files empty files under --write-dir: that many inodes,
+// plus one directory per thousand.
+func TestFiles(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	w := newWorkload(config{files: 2500, writeDir: dir, exitAfter: 100 * time.Millisecond}, &out)
+	if err := w.run(context.Background(), make(chan os.Signal)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2500 || !strings.Contains(out.String(), "workload: made 2500 files") {
+		t.Errorf("%d files; want 2500 and the report:\n%s", n, out.String())
+	}
+	if _, err := parseFlags([]string{"--files=3"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "--files=3") {
+		t.Errorf("--files without a directory: %v; want an error naming it", err)
 	}
 }
