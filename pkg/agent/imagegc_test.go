@@ -13,7 +13,9 @@ import (
 // an unused 10 GiB image, which the kubelet's image garbage collection
 // deletes before it evicts anyone: evictd evicts nothing, and once the
 // image is gone there is no pressure. When the unused images cannot cover
-// the need, or the rule is off, evictd evicts the writer.
+// the need, are too young for the kubelet to delete (listed less than
+// seven minutes: its 5-minute detection and 2-minute minimum age), or the
+// rule is off, evictd evicts the writer.
 func TestLoopDiskLeavesUnusedImagesToTheKubelet(t *testing.T) {
 	const gi = 1 << 30
 	spec := thresholds.Spec{Hard: map[string]string{"nodefs.available": "15%"}}
@@ -28,12 +30,14 @@ func TestLoopDiskLeavesUnusedImagesToTheKubelet(t *testing.T) {
 		name      string
 		node      *v1.Node
 		expect    bool
+		listedFor time.Duration // before the pressure comes
 		wantCalls []string
 	}{
-		{"unused images cover the need", images(10 * gi), true, nil},
-		{"unused images cover part of it", images(gi), true, []string{"writer"}},
-		{"the rule off", images(10 * gi), false, []string{"writer"}},
-		{"no Node object", nil, true, []string{"writer"}},
+		{"unused images cover the need", images(10 * gi), true, 8 * time.Minute, nil},
+		{"unused images cover part of it", images(gi), true, 8 * time.Minute, []string{"writer"}},
+		{"the image too young for the kubelet", images(10 * gi), true, 6 * time.Minute, []string{"writer"}},
+		{"the rule off", images(10 * gi), false, 8 * time.Minute, []string{"writer"}},
+		{"no Node object", nil, true, 8 * time.Minute, []string{"writer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pods := []*simPod{
@@ -41,10 +45,17 @@ func TestLoopDiskLeavesUnusedImagesToTheKubelet(t *testing.T) {
 				{name: "quiet", usage: 10 * mi, grace: 1, disk: 0},
 			}
 			n := newSimNode(t, 4096*mi, base250, pods...)
-			n.diskCapacity, n.diskBase, n.node = 100*gi, 80*gi, tc.node
+			n.diskCapacity, n.diskBase, n.node = 100*gi, 60*gi, tc.node
 			cfg := testLoopConfig(mustThresholds(t, spec))
 			cfg.ExpectImageGC = tc.expect
-			w := n.run(t, cfg, 10*time.Second)
+			w := n.run(t, cfg, tc.listedFor)
+			if len(n.victims()) != 0 {
+				t.Fatalf("eviction calls %v before the pressure", n.victims())
+			}
+			n.mu.Lock()
+			n.diskBase = 80 * gi
+			n.mu.Unlock()
+			n.runMore(t, 10*time.Second, w)
 			if !eq(n.victims(), tc.wantCalls) {
 				t.Fatalf("eviction calls %v; want %v", n.victims(), tc.wantCalls)
 			}

@@ -146,7 +146,10 @@ type Loop struct {
 	log  *zap.Logger
 	clk  clock.Clock
 
-	tracker   *thresholds.Tracker
+	tracker *thresholds.Tracker
+	// imageAges is when each of the node's images was first listed (with
+	// ExpectImageGC): the kubelet keeps young ones.
+	imageAges imagegc.Ages
 	episodes  *episode.Tracker
 	inflight  *inflight.Set
 	estimates map[thresholds.Signal]*predict.Estimator
@@ -393,6 +396,9 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	}
 	v.pods = l.deps.Pods.Pods()
 	v.now = l.clk.Now()
+	if l.cfg.ExpectImageGC {
+		l.imageAges.Observe(l.deps.Pods.Node(), v.now)
+	}
 	v.rank = l.cfg.Rank
 	v.rank.PriorityClasses = l.deps.Pods.PriorityClasses()
 	v.rank.NamespaceLabels = l.deps.Pods.NamespaceLabels()
@@ -451,7 +457,7 @@ func (l *Loop) nodeReclaim(v *view, st thresholds.Status) map[thresholds.Signal]
 		}
 		if out == nil {
 			if v.unusedImages < 0 {
-				v.unusedImages, _ = imagegc.Unused(l.deps.Pods.Node(), v.pods)
+				v.unusedImages, _ = imagegc.Unused(l.deps.Pods.Node(), v.pods, func(img v1.ContainerImage) bool { return l.imageAges.OldEnough(img, v.now) })
 			}
 			out = map[thresholds.Signal]int64{}
 		}

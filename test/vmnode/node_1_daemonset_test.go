@@ -87,13 +87,11 @@ func TestNodeParity(t *testing.T) {
 	// Two pods that write: one into its container's writable layer (the
 	// image's root directory), one into an emptyDir, for the ephemeral
 	// storage rows.
-	scratch := workloadPod(ns, "scratch", 16<<20, 0, "--write-mib=4", "--write-dir=/data")
-	scratch.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	scratch.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	scratch := withEmptyDir(workloadPod(ns, "scratch", 16<<20, 0, "--write-mib=4", "--write-dir=/data"), "/data")
 	pods := createRunning(t, ctx, n,
 		workloadPod(ns, "hold64", 32<<20, 0, "--hold-mib=64"),
 		workloadPod(ns, "hold16", 16<<20, 64<<20, "--hold-mib=16"),
-		workloadPod(ns, "layer", 16<<20, 0, "--write-mib=8", "--write-dir=/"),
+		asRoot(workloadPod(ns, "layer", 16<<20, 0, "--write-mib=8", "--write-dir=/")),
 		scratch,
 	)
 	var uids []string

@@ -272,8 +272,7 @@ func nodeLatencyTrial(t *testing.T, ctx context.Context, n *Node, ns string, evi
 		// request) ahead of the base, which keeps within its own.
 		pod = workloadPod(ns, name, 16<<20, (stepMiB+nodeLatencyLimitSlackMiB)<<20,
 			"--step-mib="+strconv.FormatInt(stepMiB, 10), "--cache-file=/cache/data", "--cache-mib="+strconv.FormatInt(cacheMiB, 10))
-		pod.Spec.Volumes = []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}
+		withEmptyDir(pod, "/cache")
 	}
 	pod.Spec.Containers[0].Image = fillerImage
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)

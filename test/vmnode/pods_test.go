@@ -46,6 +46,21 @@ func workloadPod(ns, name string, request, limit int64, args ...string) *corev1.
 	}
 }
 
+// asRoot runs the pod's container as root: the images' user (65532) cannot
+// write to their root directory, which a pod filling its writable layer
+// needs.
+func asRoot(p *corev1.Pod) *corev1.Pod {
+	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), RunAsGroup: ptr.To[int64](0)}
+	return p
+}
+
+// withEmptyDir mounts a disk-backed emptyDir in the pod's container at dir.
+func withEmptyDir(p *corev1.Pod, dir string) *corev1.Pod {
+	p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: dir})
+	return p
+}
+
 // createRunning creates the pods and waits until each runs.
 func createRunning(t *testing.T, ctx context.Context, n *Node, pods ...*corev1.Pod) []*corev1.Pod {
 	t.Helper()

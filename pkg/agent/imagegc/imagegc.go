@@ -8,20 +8,75 @@
 // from the runtime every 10 s (kept in the API when it changes): the 50
 // largest images by default, each with its names and the runtime's size,
 // which for containerd is the compressed size. It is therefore a lower
-// bound of what the collection frees, which errs toward evicting.
+// bound of what the collection frees, which errs toward evicting. An image
+// counts only once it has been listed for DetectPeriod + MinAge: the
+// kubelet does not delete an image it first detected less than MinAge ago,
+// and it detects new images only every DetectPeriod.
 package imagegc
 
 import (
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
 
+// MinAge is the kubelet's default imageMinimumGCAge. DetectPeriod is how
+// often its image manager notes new images (a fixed 5 minutes,
+// realImageGCManager.Start), which is when an image's age starts.
+const (
+	MinAge       = 2 * time.Minute
+	DetectPeriod = 5 * time.Minute
+)
+
+// Ages remembers when each of the node's images was first listed. The
+// kubelet detects it at most DetectPeriod later, so an image listed for
+// DetectPeriod + MinAge is old enough for its collection; for that long
+// after evictd starts no image is, which errs toward evicting.
+type Ages struct {
+	first map[string]time.Time // by the image's first name
+	last  *v1.Node             // the object last looked at
+}
+
+// Observe notes the images of node at now, and forgets the images it no
+// longer lists. The informer replaces the object on every change, so an
+// unchanged pointer needs no look.
+func (a *Ages) Observe(node *v1.Node, now time.Time) {
+	if node == nil || node == a.last {
+		return
+	}
+	a.last = node
+	seen := make(map[string]time.Time, len(node.Status.Images))
+	for _, img := range node.Status.Images {
+		if len(img.Names) == 0 {
+			continue
+		}
+		k := img.Names[0]
+		if t, ok := a.first[k]; ok {
+			seen[k] = t
+		} else {
+			seen[k] = now
+		}
+	}
+	a.first = seen
+}
+
+// OldEnough reports whether img has been listed for DetectPeriod + MinAge
+// at now.
+func (a *Ages) OldEnough(img v1.ContainerImage, now time.Time) bool {
+	if len(img.Names) == 0 {
+		return false
+	}
+	t, ok := a.first[img.Names[0]]
+	return ok && now.Sub(t) >= DetectPeriod+MinAge
+}
+
 // Unused returns the bytes and number of the node's images that no pod in
 // pods uses: none of an image's names is a pod's container image or image
-// ID (from its status, or from its spec while it has no status yet).
-// Images without names are counted as used: nothing tells what they are.
-func Unused(node *v1.Node, pods []*v1.Pod) (bytes int64, images int) {
+// ID (from its status, or from its spec while it has no status yet), and
+// that old says the kubelet may delete (nil: all). Images without names
+// are counted as used: nothing tells what they are.
+func Unused(node *v1.Node, pods []*v1.Pod, old func(v1.ContainerImage) bool) (bytes int64, images int) {
 	if node == nil {
 		return 0, 0
 	}
@@ -56,7 +111,7 @@ func Unused(node *v1.Node, pods []*v1.Pod) (bytes int64, images int) {
 				break
 			}
 		}
-		if !inUse && img.SizeBytes > 0 {
+		if !inUse && img.SizeBytes > 0 && (old == nil || old(img)) {
 			bytes += img.SizeBytes
 			images++
 		}

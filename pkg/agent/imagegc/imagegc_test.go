@@ -2,6 +2,7 @@ package imagegc
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -49,11 +50,43 @@ func TestUnused(t *testing.T) {
 		{Spec: v1.PodSpec{Containers: []v1.Container{{Image: "redis:7"}}}, Status: v1.PodStatus{Phase: v1.PodSucceeded}},
 		nil,
 	}
-	bytes, n := Unused(node, pods)
+	bytes, n := Unused(node, pods, nil)
 	if want := int64(40<<20 + 900<<20); bytes != want || n != 2 {
 		t.Errorf("Unused = %d bytes in %d images; want %d in 2 (redis and the model)", bytes, n, want)
 	}
-	if b, n := Unused(nil, pods); b != 0 || n != 0 {
+	if b, n := Unused(nil, pods, nil); b != 0 || n != 0 {
 		t.Errorf("Unused(nil node) = %d, %d; want 0, 0", b, n)
+	}
+}
+
+// TestAges: an image counts once listed for DetectPeriod + MinAge; one listed again after
+// it left starts anew; a changed object is looked at, the same one is not.
+func TestAges(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	old := v1.ContainerImage{Names: []string{"docker.io/library/old:1"}, SizeBytes: 10}
+	young := v1.ContainerImage{Names: []string{"docker.io/library/young:1"}, SizeBytes: 20}
+	var a Ages
+	a.Observe(&v1.Node{Status: v1.NodeStatus{Images: []v1.ContainerImage{old}}}, t0)
+	n2 := &v1.Node{Status: v1.NodeStatus{Images: []v1.ContainerImage{old, young}}}
+	a.Observe(n2, t0.Add(time.Minute))
+	now := t0.Add(DetectPeriod + MinAge + 30*time.Second)
+	bytes, n := Unused(n2, nil, func(img v1.ContainerImage) bool { return a.OldEnough(img, now) })
+	if bytes != 10 || n != 1 {
+		t.Errorf("Unused with ages = %d bytes in %d images; want only the old one's 10", bytes, n)
+	}
+	if !a.OldEnough(young, t0.Add(time.Minute+DetectPeriod+MinAge)) {
+		t.Errorf("young not old enough DetectPeriod + MinAge after it was listed")
+	}
+	// It leaves, then comes back: its age starts again.
+	a.Observe(&v1.Node{Status: v1.NodeStatus{Images: []v1.ContainerImage{old}}}, now)
+	n4 := &v1.Node{Status: v1.NodeStatus{Images: []v1.ContainerImage{old, young}}}
+	a.Observe(n4, now)
+	if a.OldEnough(young, now.Add(DetectPeriod+MinAge-time.Second)) {
+		t.Errorf("young counted as old after it was listed again")
+	}
+	// The same object is not looked at again: nothing changes.
+	a.Observe(n4, now.Add(time.Hour))
+	if !a.OldEnough(old, now.Add(time.Hour)) || a.OldEnough(v1.ContainerImage{}, now) {
+		t.Errorf("ages changed on the same object, or a nameless image counted")
 	}
 }
