@@ -451,11 +451,7 @@ func TestFilesystemLayout(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			o, err := NewObserver(Options{HostRoot: root}, zap.NewNop())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { o.Close() })
+			o := newTestObserver(t, Options{HostRoot: root}, zap.NewNop())
 			obs, err := o.Observe(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -490,4 +486,15 @@ func fmtBoolPtr(b *bool) string {
 		return "nil"
 	}
 	return strconv.FormatBool(*b)
+}
+
+// newTestObserver is NewObserver for a test, closed at its end.
+func newTestObserver(t *testing.T, opts Options, log *zap.Logger) *Observer {
+	t.Helper()
+	o, err := NewObserver(opts, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return o
 }

@@ -86,11 +86,7 @@ func TestWritableLayerUnavailable(t *testing.T) {
 			removeAll(t, filepath.Join(root, tc.remove))
 			core, logs := observer.New(zapcore.WarnLevel)
 			// A nanosecond: every pass walks again.
-			o, err := NewObserver(Options{HostRoot: root, EphemeralRefresh: time.Nanosecond}, zap.New(core))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { o.Close() })
+			o := newTestObserver(t, Options{HostRoot: root, EphemeralRefresh: time.Nanosecond}, zap.New(core))
 			for range 2 {
 				obs, err := o.Observe(context.Background())
 				if err != nil {

@@ -96,7 +96,6 @@ func Unused(node *v1.Node, pods []*v1.Pod, old func(v1.ContainerImage) bool) (by
 			for i := range ss {
 				used[Normalize(ss[i].Image)] = true
 				used[ss[i].ImageID] = true
-				used[strings.TrimPrefix(ss[i].ImageID, "docker-pullable://")] = true
 			}
 		}
 		for i := range p.Spec.EphemeralContainers {
