@@ -16,12 +16,17 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/pkg/pressure"
+
+	"github.com/evictd/evictd/pkg/fslayout"
 )
 
-const observeUsage = `Usage: evictd observe [--host-root DIR] [--cgroup-root PATH] [--image-fs PATH] [-o json|table]
+const observeUsage = `Usage: evictd observe [--host-root DIR] [--cgroup-root PATH] [--image-fs PATH] [--container-fs PATH] [-o json|table|observation]
 
 One observation of node and pod pressure. JSON is a kubelet stats Summary;
-the table is for people: node signals first, then the pods by working set.
+the table is for people: node signals first, then the pods by working set;
+observation is the whole of what evictd acts on, the Summary with what it
+has no field for (pods' ephemeral storage by part, the disk layout, the
+signals that could not be read), which evictd rank --summary also takes.
 
 Exit status: 0 when every signal was read; 1 when there is no kubepods cgroup
 under the cgroup root (nothing is printed: pods' usage is unknown) or when a
@@ -38,7 +43,8 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	hostRoot := fs.String("host-root", pressure.DefaultHostRoot, "directory under which every host path is read")
 	cgroupRoot := fs.String("cgroup-root", pressure.DefaultCgroupRoot, "cgroup under which kubepods lives (the kubelet's --cgroup-root)")
 	imageFs := fs.String("image-fs", pressure.DefaultImageFsPath, "the container runtime's image store (imagefs)")
-	output := fs.String("o", "json", "output format: json or table")
+	containerFs := fs.String("container-fs", "", "where the runtime keeps the writable layers (containerfs), if not under --image-fs")
+	output := fs.String("o", "json", "output format: json (a kubelet Summary), table or observation")
 	verbose := fs.Bool("v", false, "log debug messages")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -54,14 +60,14 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "evictd observe: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	if *output != "json" && *output != "table" {
-		fmt.Fprintf(stderr, "evictd observe: invalid value %q for -o: want json or table\n", *output)
+	if *output != "json" && *output != "table" && *output != "observation" {
+		fmt.Fprintf(stderr, "evictd observe: invalid value %q for -o: want json, table or observation\n", *output)
 		return exitUsage
 	}
 
 	log := cliLogger(stderr, *verbose)
 	defer func() { _ = log.Sync() }()
-	o, err := pressure.NewObserver(pressure.Options{HostRoot: *hostRoot, CgroupRoot: *cgroupRoot, ImageFsPath: *imageFs}, log)
+	o, err := pressure.NewObserver(pressure.Options{HostRoot: *hostRoot, CgroupRoot: *cgroupRoot, ImageFsPath: *imageFs, ContainerFsPath: *containerFs}, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
 		if errors.Is(err, pressure.ErrHostRoot) || errors.Is(err, pressure.ErrInvalidOptions) {
@@ -77,11 +83,16 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
 		return exitFailure
 	}
-	if *output == "json" {
+	switch *output {
+	case "json", "observation":
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		err = enc.Encode(obs.Summary)
-	} else {
+		if *output == "json" {
+			err = enc.Encode(obs.Summary)
+		} else {
+			err = enc.Encode(obs)
+		}
+	default:
 		err = writeObservationTable(stdout, obs)
 	}
 	if err != nil {
@@ -137,16 +148,11 @@ func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
 	} else {
 		fmt.Fprintln(tw, "allocatableMemory.available\t-\t-\tno kubepods cgroup")
 	}
-	imageDetail := obs.Node.ImageFsPath
-	if d := obs.Node.ImageFsDedicated; d != nil && *d {
-		imageDetail += " (a filesystem of its own)"
-	} else if d != nil {
-		imageDetail += " (the same filesystem as nodefs)"
-	}
+	imageDetail, containerDetail := fsDetails(obs.Node)
 	for _, f := range []struct {
 		name, detail string
 		fs           *statsv1alpha1.FsStats
-	}{{"nodefs", obs.Node.NodeFsPath, node.Fs}, {"imagefs", imageDetail, imageFs(node)}} {
+	}{{"nodefs", obs.Node.NodeFsPath, node.Fs}, {"imagefs", imageDetail, imageFs(node)}, {"containerfs", containerDetail, containerFs(node)}} {
 		if f.fs == nil {
 			fmt.Fprintf(tw, "%s.available\t-\t-\tunreadable\n", f.name)
 			continue
@@ -221,6 +227,34 @@ func podsContainer(n *statsv1alpha1.NodeStats) *statsv1alpha1.ContainerStats {
 		}
 	}
 	return nil
+}
+
+// fsDetails says, beside each filesystem's path, what the layout makes of
+// it: whether the image store shares nodefs, and whose thresholds apply to
+// containerfs (the kubelet's rule; containerfs has none of its own).
+func fsDetails(n pressure.NodeExtras) (imagefs, containerfs string) {
+	imagefs, containerfs = n.ImageFsPath, n.ContainerFsPath
+	switch n.DiskLayout {
+	case fslayout.OneFs:
+		imagefs += " (the same filesystem as nodefs)"
+	case fslayout.DedicatedImageFs:
+		imagefs += " (a filesystem of its own)"
+	case fslayout.SplitImageFs:
+		imagefs += " (a filesystem of its own, for the images only)"
+	}
+	if from := fslayout.ContainerFsThresholdsFrom(n.DiskLayout); from != "" {
+		containerfs += fmt.Sprintf(" (%s's filesystem: %s's thresholds apply)", from, from)
+	} else if n.ContainerFsPath != n.ImageFsPath {
+		containerfs += " (on neither nodefs's nor imagefs's filesystem, or unreadable)"
+	}
+	return imagefs, containerfs
+}
+
+func containerFs(n *statsv1alpha1.NodeStats) *statsv1alpha1.FsStats {
+	if n.Runtime == nil {
+		return nil
+	}
+	return n.Runtime.ContainerFs
 }
 
 func imageFs(n *statsv1alpha1.NodeStats) *statsv1alpha1.FsStats {

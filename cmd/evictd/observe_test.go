@@ -12,6 +12,8 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/cgrouptest"
+	"github.com/evictd/evictd/pkg/fslayout"
+	"github.com/evictd/evictd/pkg/pressure"
 )
 
 // The observer's checked-in fixture host roots.
@@ -87,6 +89,41 @@ func TestObserveJSON(t *testing.T) {
 				t.Errorf("pod PSI present %v; want %v", got, tc.psi)
 			}
 		})
+	}
+}
+
+// TestObserveObservationFeedsRank: -o observation prints the whole
+// observation, and evictd rank --summary reads it with what a Summary lacks:
+// the pods' ephemeral storage by part and the disk layout.
+func TestObserveObservationFeedsRank(t *testing.T) {
+	code, out, errOut := runObserve(t, "--host-root", filepath.Join(fixtureRoot, "v2-systemd"), "-o", "observation")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var obs pressure.Observation
+	if err := json.Unmarshal([]byte(out), &obs); err != nil || obs.Summary == nil {
+		t.Fatalf("output is not an observation (%v):\n%s", err, out)
+	}
+	if obs.Node.DiskLayout != fslayout.OneFs || len(obs.Pods) != len(obs.Summary.Pods) || len(obs.Pods) == 0 {
+		t.Fatalf("observation: layout %q, %d pod extras for %d pods", obs.Node.DiskLayout, len(obs.Pods), len(obs.Summary.Pods))
+	}
+	path := filepath.Join(t.TempDir(), "obs.json")
+	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := readSummary(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withParts := 0
+	for i := range obs.Pods {
+		if obs.Pods[i].EphemeralParts != nil {
+			withParts++
+		}
+	}
+	if !in.fromObservation || in.diskLayout != fslayout.OneFs || len(in.diskParts) != withParts || withParts == 0 {
+		t.Errorf("rank read it as an observation %v, layout %q, parts for %d pods; want true, %q, %d",
+			in.fromObservation, in.diskLayout, len(in.diskParts), fslayout.OneFs, withParts)
 	}
 }
 

@@ -9,9 +9,12 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/evictd/evictd/pkg/config"
+	"github.com/evictd/evictd/pkg/fslayout"
+	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 	v1 "k8s.io/api/core/v1"
@@ -25,8 +28,16 @@ Ranks a node's pods the way evictd would evict them under one signal, from
 files captured on a cluster:
 
   kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary > summary.json
+  evictd observe -o observation > obs.json   # on the node, in evictd's pod
   kubectl get pods -A --field-selector spec.nodeName=NODE -o json > pods.json
   kubectl get namespaces -o json > namespaces.json   # only for namespaceSelector groups
+
+--summary takes either of the first two: a kubelet stats Summary or the
+output of evictd observe -o observation. Given an evictd observation (a top-level
+"summary", with "pods" and "node" beside it), the disk signals count each
+pod's writable layer, logs and volumes and the node's disk layout as evictd
+measured them; given a Summary, they are told from its containers' rootfs
+and logs, its volumes and its filesystems' sizes.
 
 Eligible pods come first, in eviction order, then the ineligible ones.
 
@@ -41,7 +52,7 @@ func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), rankUsage)
 		fs.PrintDefaults()
 	}
-	summaryPath := fs.String("summary", "", "kubelet stats Summary JSON (required)")
+	summaryPath := fs.String("summary", "", "kubelet stats Summary or evictd observation JSON (required)")
 	podsPath := fs.String("pods", "", "v1.PodList JSON, as kubectl get pods -o json prints it (required)")
 	signalName := fs.String("signal", string(thresholds.MemoryAvailable), "eviction signal to rank for")
 	configPath := fs.String("config", "", "EvictdConfiguration file (priority groups, exclusions)")
@@ -81,10 +92,11 @@ func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	summary, err := readSummary(*summaryPath)
+	in, err := readSummary(*summaryPath)
 	if err != nil {
 		return fail(err)
 	}
+	in.apply(&opts)
 	pods, err := readPods(*podsPath)
 	if err != nil {
 		return fail(err)
@@ -96,8 +108,14 @@ func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	} else if cfg.HasSelectors() {
 		fmt.Fprintln(stderr, "evictd rank: warning: priority groups with a namespaceSelector match nothing without --namespaces")
 	}
+	if len(in.lostSignals) > 0 {
+		// Ranking still makes sense: a lost signal is a node-level figure,
+		// and the pods' own figures are all there.
+		fmt.Fprintf(stderr, "evictd rank: warning: --summary %s: evictd could not measure %s; the observation lacks them\n",
+			*summaryPath, strings.Join(in.lostSignals, ", "))
+	}
 
-	res := rank.Rank(signal, summary, pods, opts)
+	res := rank.Rank(signal, in.summary, pods, opts)
 	if *output == "json" {
 		err = writeJSON(stdout, res)
 	} else {
@@ -111,29 +129,138 @@ func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func readJSONFile(path, what string, v any) error {
+	data, err := readFile(path, what)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(data, path, what, v)
+}
+
+func readFile(path, what string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	return data, nil
+}
+
+func decodeJSON(data []byte, path, what string, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%s %s: not valid JSON: %w", what, path, err)
 	}
 	return nil
 }
 
-func readSummary(path string) (*statsapi.Summary, error) {
+// summaryWant ends the errors about a --summary file of the wrong kind.
+const summaryWant = "want a kubelet stats Summary (/api/v1/nodes/NODE/proxy/stats/summary) or evictd observe -o observation"
+
+// summaryInput is what a --summary file gives the ranking.
+type summaryInput struct {
+	summary *statsapi.Summary
+	// fromObservation: diskParts and diskLayout were measured by evictd;
+	// a Summary leaves the ranking to tell them from its own figures.
+	fromObservation bool
+	diskParts       map[string]rank.DiskParts
+	diskLayout      fslayout.Layout
+	// lostSignals are the node signals evictd could not measure, each
+	// named once.
+	lostSignals []string
+}
+
+// apply sets what the file measured, and only that: options from elsewhere
+// stay as they are.
+func (in summaryInput) apply(opts *rank.Options) {
+	if in.fromObservation {
+		opts.DiskParts = in.diskParts
+		opts.DiskLayout = in.diskLayout
+	}
+}
+
+// readSummary reads a kubelet stats Summary or an evictd observation.
+func readSummary(path string) (summaryInput, error) {
+	data, err := readFile(path, "--summary")
+	if err != nil {
+		return summaryInput{}, err
+	}
+	// The two share top-level "node" and "pods" of different shapes, and
+	// one decoded as the other succeeds with empty figures; a top-level
+	// "summary", even null, is only in an observation.
+	var probe struct {
+		Summary json.RawMessage `json:"summary"`
+	}
+	if err := decodeJSON(data, path, "--summary", &probe); err != nil {
+		return summaryInput{}, err
+	}
+	if probe.Summary != nil {
+		return decodeObservation(data, path)
+	}
+	s, err := decodeSummary(data, path)
+	return summaryInput{summary: s}, err
+}
+
+func decodeSummary(data []byte, path string) (*statsapi.Summary, error) {
 	// Node as a pointer tells a Summary from some other JSON document.
 	var raw struct {
 		Node *statsapi.NodeStats `json:"node"`
 		Pods []statsapi.PodStats `json:"pods"`
 	}
-	if err := readJSONFile(path, "--summary", &raw); err != nil {
+	if err := decodeJSON(data, path, "--summary", &raw); err != nil {
 		return nil, err
 	}
 	if raw.Node == nil {
-		return nil, fmt.Errorf("--summary %s: no \"node\" object; want a kubelet stats Summary (/api/v1/nodes/NODE/proxy/stats/summary)", path)
+		return nil, fmt.Errorf("--summary %s: no \"node\" object; %s", path, summaryWant)
 	}
 	return &statsapi.Summary{Node: *raw.Node, Pods: raw.Pods}, nil
+}
+
+// observationDoc is the part of a pressure.Observation that rank uses.
+// Signal errors are read by name alone: pressure.SignalError writes its
+// cause as a string it cannot read back.
+type observationDoc struct {
+	Summary      *statsapi.Summary    `json:"summary"`
+	Pods         []pressure.PodExtras `json:"pods"`
+	Node         pressure.NodeExtras  `json:"node"`
+	SignalErrors []struct {
+		Signal string `json:"signal"`
+	} `json:"signalErrors"`
+}
+
+func decodeObservation(data []byte, path string) (summaryInput, error) {
+	var doc observationDoc
+	if err := decodeJSON(data, path, "--summary", &doc); err != nil {
+		return summaryInput{}, err
+	}
+	if doc.Summary == nil {
+		return summaryInput{}, fmt.Errorf("--summary %s: \"summary\" is null; %s", path, summaryWant)
+	}
+	if err := checkLayout(doc.Node.DiskLayout); err != nil {
+		return summaryInput{}, fmt.Errorf("--summary %s: %w", path, err)
+	}
+	obs := &pressure.Observation{Summary: doc.Summary, Pods: doc.Pods, Node: doc.Node}
+	in := summaryInput{
+		summary:         doc.Summary,
+		fromObservation: true,
+		diskParts:       rank.DiskPartsOf(obs),
+		diskLayout:      doc.Node.DiskLayout,
+	}
+	seen := map[string]bool{}
+	for _, se := range doc.SignalErrors {
+		if !seen[se.Signal] {
+			seen[se.Signal] = true
+			in.lostSignals = append(in.lostSignals, strconv.Quote(se.Signal))
+		}
+	}
+	return in, nil
+}
+
+// checkLayout rejects a layout this evictd does not know: the ranking would
+// take it for one filesystem, which is a guess the file did not make.
+func checkLayout(l fslayout.Layout) error {
+	switch l {
+	case fslayout.Unknown, fslayout.OneFs, fslayout.DedicatedImageFs, fslayout.SplitImageFs:
+		return nil
+	}
+	return fmt.Errorf("node.diskLayout %q: want %s, %s, %s or none", l, fslayout.OneFs, fslayout.DedicatedImageFs, fslayout.SplitImageFs)
 }
 
 func readPods(path string) ([]*v1.Pod, error) {

@@ -4,11 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/pkg/fslayout"
+	"github.com/evictd/evictd/pkg/pressure"
 )
 
 func td(name string) string { return filepath.Join("testdata", "rank", name) }
@@ -270,5 +280,193 @@ func TestRankCommandHelp(t *testing.T) {
 	code, _, errOut := runRank(t, "--help")
 	if code != exitOK || !strings.Contains(errOut, "kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary") {
 		t.Errorf("exit %d, help %q", code, errOut)
+	}
+}
+
+// diskObservation is evictd's observation of a node whose image store, with
+// the writable layers, has a filesystem of its own, though one the size of
+// nodefs: the Summary alone cannot tell the two apart. Pod a writes 3Gi to
+// its writable layer, b 5Gi to its volumes; both log 10Mi.
+func diskObservation() *pressure.Observation {
+	const mi, gi = uint64(1 << 20), uint64(1 << 30)
+	fs := &statsapi.FsStats{CapacityBytes: ptrTo(100 * gi), Inodes: ptrTo(uint64(1 << 20))}
+	pod := func(name string, layer, volumes uint64) (statsapi.PodStats, pressure.PodExtras) {
+		uid := "uid-" + name
+		total := layer + 10*mi + volumes
+		return statsapi.PodStats{
+				PodRef:           statsapi.PodReference{Name: name, Namespace: "disk", UID: uid},
+				Containers:       []statsapi.ContainerStats{},
+				EphemeralStorage: &statsapi.FsStats{UsedBytes: ptrTo(total), InodesUsed: ptrTo(uint64(100))},
+			}, pressure.PodExtras{UID: uid, QoS: v1.PodQOSBestEffort, Cgroup: "/kubepods/besteffort/pod" + uid,
+				EphemeralParts: &pressure.EphemeralParts{
+					WritableLayer: pressure.DiskUsage{Bytes: layer, Inodes: layer / mi},
+					Logs:          pressure.DiskUsage{Bytes: 10 * mi, Inodes: 2},
+					Volumes:       pressure.DiskUsage{Bytes: volumes, Inodes: volumes / mi},
+				}}
+	}
+	a, aExtras := pod("a", 3*gi, 0)
+	b, bExtras := pod("b", 0, 5*gi)
+	return &pressure.Observation{
+		Time: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC),
+		Summary: &statsapi.Summary{
+			Node: statsapi.NodeStats{NodeName: "node-1", Fs: fs, Runtime: &statsapi.RuntimeStats{ImageFs: fs}},
+			Pods: []statsapi.PodStats{a, b},
+		},
+		Pods: []pressure.PodExtras{aExtras, bExtras},
+		Node: pressure.NodeExtras{NodeFsPath: "/var/lib/kubelet", ImageFsPath: "/var/lib/containerd",
+			ContainerFsPath: "/var/lib/containerd", DiskLayout: fslayout.DedicatedImageFs},
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// diskPods is the PodList for diskObservation: no requests, so any usage
+// exceeds them and the order is by usage.
+func diskPods() v1.PodList {
+	pod := func(name string) v1.Pod {
+		return v1.Pod{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "disk", UID: types.UID("uid-" + name)},
+			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox"}}},
+			Status:     v1.PodStatus{Phase: v1.PodRunning},
+		}
+	}
+	return v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: []v1.Pod{pod("a"), pod("b")}}
+}
+
+func writeJSONFile(t *testing.T, path string, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, string(data))
+	return path
+}
+
+func TestRankCommandObservation(t *testing.T) {
+	dir := t.TempDir()
+	obs := diskObservation()
+	obsFile := writeJSONFile(t, filepath.Join(dir, "obs.json"), obs)
+	summaryFile := writeJSONFile(t, filepath.Join(dir, "summary.json"), obs.Summary)
+	podsFile := writeJSONFile(t, filepath.Join(dir, "pods.json"), diskPods())
+
+	const mi, gi = int64(1 << 20), int64(1 << 30)
+	type pod struct {
+		name     string
+		eligible bool
+		usage    int64
+		skip     string // a prefix of the skip reason
+	}
+	tests := []struct {
+		name    string
+		summary string
+		signal  string
+		want    []pod
+	}{
+		{
+			// imagefs holds the writable layers only: a's 3Gi; b has
+			// nothing there, so evicting it would free nothing.
+			name: "observation, imagefs", summary: obsFile, signal: "imagefs.available",
+			want: []pod{{"a", true, 3 * gi, ""}, {"b", false, 0, "frees-nothing: nothing on imagefs"}},
+		},
+		{
+			// nodefs holds the logs and volumes: b's 5Gi+10Mi, a's 10Mi.
+			name: "observation, nodefs", summary: obsFile, signal: "nodefs.available",
+			want: []pod{{"b", true, 5*gi + 10*mi, ""}, {"a", true, 10 * mi, ""}},
+		},
+		{
+			// The same node as a Summary: no parts, and filesystems of one
+			// size, so one filesystem is assumed and both signals count
+			// each pod's whole ephemeral storage: b first even for imagefs,
+			// where it has nothing.
+			name: "summary, imagefs", summary: summaryFile, signal: "imagefs.available",
+			want: []pod{{"b", true, 5*gi + 10*mi, ""}, {"a", true, 3*gi + 10*mi, ""}},
+		},
+		{
+			name: "summary, nodefs", summary: summaryFile, signal: "nodefs.available",
+			want: []pod{{"b", true, 5*gi + 10*mi, ""}, {"a", true, 3*gi + 10*mi, ""}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runRank(t, "--summary", tc.summary, "--pods", podsFile, "--signal", tc.signal, "-o", "json")
+			if code != exitOK || errOut != "" {
+				t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, errOut)
+			}
+			var res rankJSON
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatalf("output is not JSON: %v\n%s", err, out)
+			}
+			if len(res.Candidates) != len(tc.want) {
+				t.Fatalf("%d candidates, want %d:\n%s", len(res.Candidates), len(tc.want), out)
+			}
+			for i, w := range tc.want {
+				c := res.Candidates[i]
+				if c.Name != w.name || c.Eligible != w.eligible || c.Usage != w.usage || !strings.HasPrefix(c.SkipReason, w.skip) || (w.skip == "") != (c.SkipReason == "") {
+					t.Errorf("candidate %d = %s eligible=%v usage=%d skip=%q; want %s eligible=%v usage=%d skip %q",
+						i, c.Name, c.Eligible, c.Usage, c.SkipReason, w.name, w.eligible, w.usage, w.skip)
+				}
+			}
+		})
+	}
+}
+
+func TestRankCommandObservationSignalErrors(t *testing.T) {
+	dir := t.TempDir()
+	obs := diskObservation()
+	obs.SignalErrors = []pressure.SignalError{
+		{Signal: "memory.available", Path: "/proc/meminfo", Err: errors.New("no MemAvailable")},
+		{Signal: "pid.available", Path: "/proc/loadavg", Err: errors.New("empty")},
+		{Signal: "memory.available", Path: "/sys/fs/cgroup/memory.stat", Err: errors.New("no inactive_file")},
+	}
+	obsFile := writeJSONFile(t, filepath.Join(dir, "obs.json"), obs)
+	podsFile := writeJSONFile(t, filepath.Join(dir, "pods.json"), diskPods())
+
+	code, out, errOut := runRank(t, "--summary", obsFile, "--pods", podsFile, "--signal", "nodefs.available", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q; want 0", code, errOut)
+	}
+	want := `evictd rank: warning: --summary ` + obsFile + `: evictd could not measure "memory.available", "pid.available"; the observation lacks them` + "\n"
+	if errOut != want {
+		t.Errorf("stderr = %q\nwant     %q", errOut, want)
+	}
+	var res rankJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Candidates) != 2 || res.Candidates[0].Name != "b" {
+		t.Errorf("ranking = %s (%v); want b, then a", out, err)
+	}
+}
+
+func TestRankCommandSummaryKinds(t *testing.T) {
+	dir := t.TempDir()
+	p := td("pods.json")
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		writeFile(t, path, content)
+		return path
+	}
+	nullSummary := file("null-summary.json", `{"summary": null, "pods": [], "node": {}}`)
+	badLayout := file("bad-layout.json", `{"summary": {"node": {"nodeName": "n"}}, "node": {"diskLayout": "two-disks"}}`)
+	numberSummary := file("number-summary.json", `{"summary": 1}`)
+	badParts := file("bad-parts.json", `{"summary": {"node": {}}, "pods": [{"uid": "u", "ephemeralParts": "big"}]}`)
+	tests := []struct {
+		name, summary, wantErr string
+	}{
+		{"a PodList", p, "--summary " + p + `: no "node" object; want a kubelet stats Summary (/api/v1/nodes/NODE/proxy/stats/summary) or evictd observe -o observation`},
+		{"an observation without its summary", nullSummary, "--summary " + nullSummary + `: "summary" is null; want a kubelet stats Summary`},
+		{"an unknown disk layout", badLayout, "--summary " + badLayout + `: node.diskLayout "two-disks": want one-filesystem, dedicated-imagefs, split-imagefs or none`},
+		{"a summary that is a number", numberSummary, "--summary " + numberSummary + ": not valid JSON"},
+		{"parts that are a string", badParts, "--summary " + badParts + ": not valid JSON"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runRank(t, "--summary", tc.summary, "--pods", p)
+			if code != exitUsage || out != "" {
+				t.Errorf("exit %d, stdout %q; want %d and nothing", code, out, exitUsage)
+			}
+			if !strings.HasPrefix(errOut, "evictd rank: "+tc.wantErr) || strings.Count(errOut, "\n") != 1 {
+				t.Errorf("stderr = %q; want one line starting %q", errOut, "evictd rank: "+tc.wantErr)
+			}
+		})
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/predict"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -321,28 +322,12 @@ func (v *view) rankFor(s thresholds.Signal) []rank.Candidate {
 	}
 	if s.Condition() == v1.NodeDiskPressure && v.rank.DiskParts == nil {
 		// Built on the first disk ranking of a pass: memory passes do not pay for it.
-		v.rank.ImageFsDedicated = v.obs.Node.ImageFsDedicated
-		v.rank.DiskParts = diskParts(v.obs)
+		v.rank.DiskLayout = v.obs.Node.DiskLayout
+		v.rank.DiskParts = rank.DiskPartsOf(v.obs)
 	}
 	c := rank.Rank(s, v.obs.Summary, v.pods, v.rank).Candidates
 	v.ranked[s] = c
 	return c
-}
-
-// diskParts converts the observation's per-pod ephemeral storage parts for
-// the ranking.
-func diskParts(obs *pressure.Observation) map[string]rank.DiskParts {
-	out := make(map[string]rank.DiskParts, len(obs.Pods))
-	for i := range obs.Pods {
-		if p := obs.Pods[i].EphemeralParts; p != nil {
-			out[obs.Pods[i].UID] = rank.DiskParts{
-				WritableLayer: rank.DiskUse(p.WritableLayer),
-				Logs:          rank.DiskUse(p.Logs),
-				Volumes:       rank.DiskUse(p.Volumes),
-			}
-		}
-	}
-	return out
 }
 
 // observe takes an observation and records what it says about the loop's
@@ -450,9 +435,8 @@ func (l *Loop) nodeReclaim(v *view, st thresholds.Status) map[thresholds.Signal]
 	var out map[thresholds.Signal]int64
 	for _, a := range st.Active {
 		s := a.Signal
-		onImages := s == thresholds.ImageFsAvailable ||
-			(s == thresholds.NodeFsAvailable && v.obs.Node.ImageFsDedicated != nil && !*v.obs.Node.ImageFsDedicated)
-		if !onImages {
+		if (s != thresholds.ImageFsAvailable && s != thresholds.NodeFsAvailable) ||
+			!fslayout.ImagesOn(v.obs.Node.DiskLayout, s.Filesystem()) {
 			continue
 		}
 		if out == nil {

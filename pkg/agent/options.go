@@ -37,6 +37,7 @@ const (
 	FlagHostRoot             = "host-root"
 	FlagCgroupRoot           = "cgroup-root"
 	FlagImageFs              = "image-fs"
+	FlagContainerFs          = "container-fs"
 	FlagHousekeeping         = "housekeeping-interval"
 	FlagMetricsAddress       = "metrics-bind-address"
 	FlagIncludeDaemonSetPods = "include-daemonset-pods"
@@ -81,6 +82,9 @@ type Options struct {
 	HostRoot   string
 	CgroupRoot string
 	ImageFs    string
+	// ContainerFs is where the runtime keeps the writable layers; empty
+	// means ImageFs (containerd).
+	ContainerFs string
 	// Housekeeping is the longest wait between observations.
 	Housekeeping time.Duration
 	MetricsAddr  string
@@ -144,6 +148,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HostRoot, FlagHostRoot, o.HostRoot, "directory under which every host path (/proc, /sys/fs/cgroup, /var/lib/kubelet, /var/log/pods) is read")
 	fs.StringVar(&o.CgroupRoot, FlagCgroupRoot, o.CgroupRoot, "cgroup under which kubepods lives (the kubelet's --cgroup-root)")
 	fs.StringVar(&o.ImageFs, FlagImageFs, o.ImageFs, "the container runtime's image store, whose filesystem is the imagefs")
+	fs.StringVar(&o.ContainerFs, FlagContainerFs, o.ContainerFs, "where the runtime keeps the containers' writable layers, if not under --image-fs (CRI-O's split image store)")
 	fs.DurationVar(&o.Housekeeping, FlagHousekeeping, o.Housekeeping, "longest wait between two observations (the kubelet uses 10s)")
 	fs.StringVar(&o.MetricsAddr, FlagMetricsAddress, o.MetricsAddr, "address serving /metrics, /healthz and /readyz")
 	fs.Var(optionalBool{&o.includeDS}, FlagIncludeDaemonSetPods, "make DaemonSet pods eligible for eviction (overrides includeDaemonSetPods of --config)")

@@ -103,7 +103,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	// (reference/psi.md §1.6), so the observer leaves them alone then.
 	noNodePSI := o.Sources.PSI && !wakeup.HasCapSysResource()
 	obsv, err := pressure.NewObserver(pressure.Options{
-		HostRoot: o.HostRoot, CgroupRoot: o.CgroupRoot, ImageFsPath: o.ImageFs, NoNodePSI: noNodePSI, Clock: clk,
+		HostRoot: o.HostRoot, CgroupRoot: o.CgroupRoot, ImageFsPath: o.ImageFs, ContainerFsPath: o.ContainerFs, NoNodePSI: noNodePSI, Clock: clk,
 	}, log.Named("observe"))
 	if err != nil {
 		if errors.Is(err, pressure.ErrHostRoot) || errors.Is(err, pressure.ErrInvalidOptions) {

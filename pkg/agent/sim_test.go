@@ -23,6 +23,8 @@ import (
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
+
+	"github.com/evictd/evictd/pkg/fslayout"
 )
 
 // This file holds a scripted node for loop tests: pods with memory usage
@@ -204,8 +206,7 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 		fs := &statsapi.FsStats{Time: ts, CapacityBytes: &c, AvailableBytes: &a, Inodes: &inodes, InodesFree: &inodes}
 		obs.Summary.Node.Fs = fs
 		obs.Summary.Node.Runtime = &statsapi.RuntimeStats{ImageFs: fs}
-		one := false
-		obs.Node.ImageFsDedicated = &one
+		obs.Node.DiskLayout = fslayout.OneFs
 	}
 	return obs, nil
 }

@@ -11,7 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/pkg/fslayout"
 )
 
 // memFiles are the memory files of one cgroup (the node or kubepods).
@@ -79,6 +80,7 @@ type nodeFiles struct {
 	loadavg      file
 	nodefs       string // <root>/var/lib/kubelet
 	imagefs      string // <root><image fs path>
+	containerfs  string // <root><container fs path>
 	hostRoot     string
 	// warned remembers which node PSI files already got a warning, so a
 	// broken file is reported once, not on every pass.
@@ -87,19 +89,22 @@ type nodeFiles struct {
 	// cause; signalLost holds the signals lost since they last read well.
 	signalWarned map[signalWarnKey]time.Time
 	signalLost   map[string]bool
+	// layoutWarned: the disk layout was found unknown and said so.
+	layoutWarned bool
 }
 
 func newNodeFiles(opts Options, h hierarchies, nodeDir string) nodeFiles {
 	n := nodeFiles{
-		dir:        nodeDir,
-		mem:        newMemFiles(h.mode, nodeDir, pressureDirFor(h, opts.CgroupRoot), h.mode == ModeV2 && opts.CgroupRoot == "/"),
-		pidMax:     newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/pid_max")),
-		threadsMax: newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/threads-max")),
-		loadavg:    newFile(filepath.Join(opts.HostRoot, "proc/loadavg")),
-		nodefs:     filepath.Join(opts.HostRoot, "var/lib/kubelet"),
-		imagefs:    filepath.Join(opts.HostRoot, opts.ImageFsPath),
-		hostRoot:   opts.HostRoot,
-		warned:     map[string]bool{},
+		dir:         nodeDir,
+		mem:         newMemFiles(h.mode, nodeDir, pressureDirFor(h, opts.CgroupRoot), h.mode == ModeV2 && opts.CgroupRoot == "/"),
+		pidMax:      newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/pid_max")),
+		threadsMax:  newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/threads-max")),
+		loadavg:     newFile(filepath.Join(opts.HostRoot, "proc/loadavg")),
+		nodefs:      filepath.Join(opts.HostRoot, "var/lib/kubelet"),
+		imagefs:     filepath.Join(opts.HostRoot, opts.ImageFsPath),
+		containerfs: filepath.Join(opts.HostRoot, opts.ContainerFsPath),
+		hostRoot:    opts.HostRoot,
+		warned:      map[string]bool{},
 
 		signalWarned: map[signalWarnKey]time.Time{},
 		signalLost:   map[string]bool{},
@@ -141,9 +146,11 @@ type nodeSample struct {
 	psiOK    [3]bool
 	fs       fsSample
 	imagefs  fsSample
-	pidMax   uint64
-	tasks    uint64
-	pidsOK   bool
+	// containerfs is imagefs's sample when both paths are one.
+	containerfs fsSample
+	pidMax      uint64
+	tasks       uint64
+	pidsOK      bool
 }
 
 type fsSample struct {
@@ -280,18 +287,23 @@ const (
 	sigNodeInodes  = "nodefs.inodesFree"
 	sigImageFs     = "imagefs.available"
 	sigImageInodes = "imagefs.inodesFree"
-	sigPID         = "pid.available"
+	// containerfs has no thresholds of its own (the kubelet applies those
+	// of the filesystem it is on), but its figures can go missing too.
+	sigContainerFs     = "containerfs.available"
+	sigContainerInodes = "containerfs.inodesFree"
+	sigPID             = "pid.available"
 )
 
 // The signals each node-level file feeds. The node's memory limit is its
 // capacity, which allocatableMemory.available is capped by too.
 var (
-	nodeUsageSignals = []string{sigMemory}
-	nodeLimitSignals = []string{sigMemory, sigAllocatable}
-	kubepodsSignals  = []string{sigAllocatable}
-	nodeFsSignals    = []string{sigNodeFs, sigNodeInodes}
-	imageFsSignals   = []string{sigImageFs, sigImageInodes}
-	pidSignals       = []string{sigPID}
+	nodeUsageSignals   = []string{sigMemory}
+	nodeLimitSignals   = []string{sigMemory, sigAllocatable}
+	kubepodsSignals    = []string{sigAllocatable}
+	nodeFsSignals      = []string{sigNodeFs, sigNodeInodes}
+	imageFsSignals     = []string{sigImageFs, sigImageInodes}
+	containerFsSignals = []string{sigContainerFs, sigContainerInodes}
+	pidSignals         = []string{sigPID}
 )
 
 func (o *Observer) readNode(ns *nodeSample, obs *Observation) {
@@ -310,6 +322,10 @@ func (o *Observer) readNode(ns *nodeSample, obs *Observation) {
 	}
 	ns.fs = o.statfs(obs, n.nodefs, nodeFsSignals)
 	ns.imagefs = o.statfs(obs, n.imagefs, imageFsSignals)
+	ns.containerfs = ns.imagefs
+	if n.containerfs != n.imagefs {
+		ns.containerfs = o.statfs(obs, n.containerfs, containerFsSignals)
+	}
 }
 
 // statfs measures the filesystem holding p, which signals need. p must
@@ -344,6 +360,18 @@ func (o *Observer) statfs(obs *Observation, p string, signals []string) fsSample
 		inodes:     st.Files,
 		inodesFree: st.Ffree,
 	}
+}
+
+// warnLayoutOnce says, once, that the writable layers are on a filesystem
+// of their own, apart from nodefs and imagefs: a layout the kubelet does not
+// have, which evictd ranks as if on one filesystem.
+func (o *Observer) warnLayoutOnce(n NodeExtras) {
+	if o.node.layoutWarned {
+		return
+	}
+	o.node.layoutWarned = true
+	o.log.Warn("the containers' writable layers are on neither nodefs's nor imagefs's filesystem, a layout the kubelet does not support; disk pressure is ranked as if on one filesystem",
+		zap.String("nodefs", n.NodeFsPath), zap.String("imagefs", n.ImageFsPath), zap.String("containerfs", n.ContainerFsPath))
 }
 
 // kubepodsState is the kubepods cgroup once found.
@@ -426,8 +454,8 @@ func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns
 			psi = ns.psi[:]
 		}
 	}
-	// 6 node memory values, 3 kubepods, 5 + 5 filesystem values.
-	vals := make([]uint64, 19)
+	// 6 node memory values, 3 kubepods, 5 + 5 + 5 filesystem values.
+	vals := make([]uint64, 24)
 	if ns.mem.ok {
 		ws := workingSet(ns.mem.usage, ns.mem.stat.InactiveFile)
 		vals[0], vals[1], vals[2], vals[3], vals[4], vals[5] = sub0(capacity, ws), ns.mem.usage, ws, ns.mem.stat.RSS, ns.mem.stat.PgFault, ns.mem.stat.PgMajFault
@@ -466,12 +494,24 @@ func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns
 	if ns.fs.ok {
 		node.Fs = fsStats(ts, &ns.fs, vals[9:14])
 	}
-	if ns.imagefs.ok {
-		node.Runtime = &statsv1alpha1.RuntimeStats{ImageFs: fsStats(ts, &ns.imagefs, vals[14:19])}
+	if ns.imagefs.ok || ns.containerfs.ok {
+		// containerFs as the kubelet reports it since 1.30: the writable
+		// layers' filesystem, imagefs's own figures when they share it.
+		node.Runtime = &statsv1alpha1.RuntimeStats{}
+		if ns.imagefs.ok {
+			node.Runtime.ImageFs = fsStats(ts, &ns.imagefs, vals[14:19])
+		}
+		if ns.containerfs.ok {
+			node.Runtime.ContainerFs = fsStats(ts, &ns.containerfs, vals[19:24])
+		}
 	}
 	obs.Node.NodeFsPath, obs.Node.ImageFsPath = o.hostRel(o.node.nodefs), o.hostRel(o.node.imagefs)
-	if ns.fs.ok && ns.imagefs.ok {
-		obs.Node.ImageFsDedicated = ptr.To(ns.fs.dev != ns.imagefs.dev)
+	obs.Node.ContainerFsPath = o.hostRel(o.node.containerfs)
+	if ns.fs.ok && ns.imagefs.ok && ns.containerfs.ok {
+		obs.Node.DiskLayout = fslayout.Of(ns.fs.dev, ns.imagefs.dev, ns.containerfs.dev)
+		if obs.Node.DiskLayout == fslayout.Unknown {
+			o.warnLayoutOnce(obs.Node)
+		}
 	}
 	if ns.pidsOK {
 		r := make([]int64, 2)

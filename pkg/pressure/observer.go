@@ -17,6 +17,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/pkg/fslayout"
 )
 
 // Observation is one reading of node and pod pressure.
@@ -76,14 +78,15 @@ type NodeExtras struct {
 	CgroupRootLimitBytes uint64 `json:"cgroupRootLimitBytes,omitempty"`
 	// KubepodsLimitBytes is the kubepods cgroup's memory limit, 0 when unlimited or absent.
 	KubepodsLimitBytes uint64 `json:"kubepodsLimitBytes,omitempty"`
-	// NodeFsPath and ImageFsPath are the directories whose filesystems the
-	// nodefs and imagefs signals measure, as seen from the host root.
-	NodeFsPath  string `json:"nodeFsPath"`
-	ImageFsPath string `json:"imageFsPath"`
-	// ImageFsDedicated says whether the image store has a filesystem of its
-	// own (the kubelet's "dedicated imagefs", told the same way: by
-	// device); nil when either filesystem could not be measured.
-	ImageFsDedicated *bool `json:"imageFsDedicated,omitempty"`
+	// NodeFsPath, ImageFsPath and ContainerFsPath are the directories whose
+	// filesystems the nodefs, imagefs and containerfs figures measure, as
+	// seen from the host root.
+	NodeFsPath      string `json:"nodeFsPath"`
+	ImageFsPath     string `json:"imageFsPath"`
+	ContainerFsPath string `json:"containerFsPath"`
+	// DiskLayout is which of the three share a filesystem, told by device
+	// as the kubelet does; Unknown when one could not be measured.
+	DiskLayout fslayout.Layout `json:"diskLayout,omitempty"`
 }
 
 // Observer reads node and pod pressure from the kernel. Observe is meant to

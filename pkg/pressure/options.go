@@ -41,6 +41,11 @@ type Options struct {
 	// ImageFsPath is the container runtime's image store, whose filesystem is
 	// the imagefs. "/var/lib/containerd" by default.
 	ImageFsPath string
+	// ContainerFsPath is where the runtime keeps the containers' writable
+	// layers, whose filesystem is the containerfs; ImageFsPath by default,
+	// as containerd keeps both under its root. CRI-O's split image store
+	// (KEP-4191) puts them apart.
+	ContainerFsPath string
 
 	// EphemeralRefresh is how old a pod's ephemeral-storage figure may get
 	// before its directories are walked again (10s by default; the kubelet
@@ -79,6 +84,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ImageFsPath == "" {
 		o.ImageFsPath = DefaultImageFsPath
 	}
+	if o.ContainerFsPath == "" {
+		o.ContainerFsPath = o.ImageFsPath
+	}
 	if o.EphemeralRefresh == 0 {
 		o.EphemeralRefresh = DefaultEphemeralRefresh
 	}
@@ -89,7 +97,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Clock = clock.RealClock{}
 	}
 	for _, p := range []struct{ name, val string }{
-		{"cgroup root", o.CgroupRoot}, {"image fs path", o.ImageFsPath},
+		{"cgroup root", o.CgroupRoot}, {"image fs path", o.ImageFsPath}, {"container fs path", o.ContainerFsPath},
 	} {
 		if !path.IsAbs(p.val) || strings.Contains(p.val, "\x00") || hasDotDot(p.val) {
 			return o, fmt.Errorf("%w: %s %q must be an absolute path without \"..\"", ErrInvalidOptions, p.name, p.val)
@@ -106,6 +114,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.CgroupRoot = path.Clean(o.CgroupRoot)
 	o.ImageFsPath = path.Clean(o.ImageFsPath)
+	o.ContainerFsPath = path.Clean(o.ContainerFsPath)
 	return o, nil
 }
 

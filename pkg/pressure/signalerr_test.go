@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -429,63 +429,101 @@ func TestSignalWarnRateLimit(t *testing.T) {
 }
 
 // TestFilesystemLayout: the observation names the directories measured and
-// tells a dedicated image filesystem from one shared with nodefs by device,
-// as the kubelet does.
+// tells the kubelet's disk layouts apart by device, as the kubelet does: one
+// filesystem, a dedicated imagefs (containerd's root on its own disk), the
+// split image store (CRI-O's writable layers on nodefs), and says once that
+// writable layers on a third filesystem are no layout it knows.
 func TestFilesystemLayout(t *testing.T) {
-	// /dev/shm is a tmpfs of its own on Linux: the image store moved there
-	// is on another filesystem than the fixture.
+	// /dev/shm is a tmpfs of its own on Linux and /sys/kernel a sysfs
+	// directory: other filesystems than the fixture's.
 	shm, err := os.MkdirTemp("/dev/shm", "evictd-imagefs-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(shm) })
+	const crio = "/var/lib/containers/storage"
 	for _, tc := range []struct {
-		name      string
-		dedicated bool
-	}{{"one filesystem", false}, {"image store on its own filesystem", true}} {
+		name string
+		// imageOwnFs moves the image store to /dev/shm; containerFs, when
+		// set, is ContainerFsPath, a directory in the fixture or, with
+		// containerOnSys, /sys/kernel.
+		imageOwnFs     bool
+		containerFs    string
+		containerOnSys bool
+		want           fslayout.Layout
+		// containerLikeImage: containerFs's figures are imagefs's, else nodefs's.
+		containerLikeImage bool
+	}{
+		{name: "one filesystem", want: fslayout.OneFs, containerLikeImage: true},
+		{name: "image store on its own filesystem", imageOwnFs: true, want: fslayout.DedicatedImageFs, containerLikeImage: true},
+		{name: "split image store", imageOwnFs: true, containerFs: crio, want: fslayout.SplitImageFs},
+		{name: "writable layers on a third filesystem", imageOwnFs: true, containerFs: crio, containerOnSys: true, want: fslayout.Unknown},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := copyTree(t, "testdata/v1-cgroupfs")
-			if tc.dedicated {
+			if tc.imageOwnFs {
 				removeAll(t, filepath.Join(root, "var/lib/containerd"))
 				if err := os.Symlink(shm, filepath.Join(root, "var/lib/containerd")); err != nil {
 					t.Fatal(err)
 				}
 			}
-			o := newTestObserver(t, Options{HostRoot: root}, zap.NewNop())
-			obs, err := o.Observe(context.Background())
-			if err != nil {
-				t.Fatal(err)
+			wantContainerFs := "/var/lib/containerd"
+			if tc.containerFs != "" {
+				wantContainerFs = tc.containerFs
+				dir := filepath.Join(root, tc.containerFs)
+				if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if tc.containerOnSys {
+					err = os.Symlink("/sys/kernel", dir)
+				} else {
+					err = os.Mkdir(dir, 0o755)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			core, logs := observer.New(zap.WarnLevel)
+			o := newTestObserver(t, Options{HostRoot: root, ContainerFsPath: tc.containerFs}, zap.New(core))
+			var obs *Observation
+			for range 2 {
+				if obs, err = o.Observe(context.Background()); err != nil {
+					t.Fatal(err)
+				}
 			}
 			n := obs.Node
-			if n.NodeFsPath != "/var/lib/kubelet" || n.ImageFsPath != "/var/lib/containerd" {
-				t.Errorf("measured %q and %q; want /var/lib/kubelet and /var/lib/containerd", n.NodeFsPath, n.ImageFsPath)
+			if n.NodeFsPath != "/var/lib/kubelet" || n.ImageFsPath != "/var/lib/containerd" || n.ContainerFsPath != wantContainerFs {
+				t.Errorf("measured %q, %q and %q; want /var/lib/kubelet, /var/lib/containerd and %s", n.NodeFsPath, n.ImageFsPath, n.ContainerFsPath, wantContainerFs)
 			}
-			if n.ImageFsDedicated == nil || *n.ImageFsDedicated != tc.dedicated {
-				t.Errorf("ImageFsDedicated = %v; want %v", fmtBoolPtr(n.ImageFsDedicated), tc.dedicated)
+			if n.DiskLayout != tc.want {
+				t.Errorf("DiskLayout = %q; want %q", n.DiskLayout, tc.want)
 			}
-			fs, img := obs.Summary.Node.Fs, obs.Summary.Node.Runtime.ImageFs
-			if same := *fs.CapacityBytes == *img.CapacityBytes && *fs.Inodes == *img.Inodes; same == tc.dedicated {
+			fs, img, ctr := obs.Summary.Node.Fs, obs.Summary.Node.Runtime.ImageFs, obs.Summary.Node.Runtime.ContainerFs
+			if same := *fs.CapacityBytes == *img.CapacityBytes && *fs.Inodes == *img.Inodes; same == tc.imageOwnFs {
 				t.Errorf("nodefs capacity %d, inodes %d; imagefs %d, %d: want them %s", *fs.CapacityBytes, *fs.Inodes,
-					*img.CapacityBytes, *img.Inodes, map[bool]string{true: "different", false: "the same"}[tc.dedicated])
+					*img.CapacityBytes, *img.Inodes, map[bool]string{true: "different", false: "the same"}[tc.imageOwnFs])
+			}
+			like := fs
+			if tc.containerLikeImage {
+				like = img
+			}
+			if ctr == nil || (*ctr.CapacityBytes == *like.CapacityBytes) == tc.containerOnSys {
+				t.Errorf("containerFs %+v; want it the writable layers' filesystem", ctr)
+			}
+			warned := logs.FilterMessageSnippet("a layout the kubelet does not support").Len()
+			if want := map[bool]int{true: 1, false: 0}[tc.want == fslayout.Unknown]; warned != want {
+				t.Errorf("%d warnings of an unsupported layout over two passes; want %d", warned, want)
 			}
 
 			removeAll(t, filepath.Join(root, "var/lib/containerd"))
-			obs, err = o.Observe(context.Background())
-			if err != nil {
+			if obs, err = o.Observe(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if obs.Node.ImageFsDedicated != nil {
-				t.Errorf("ImageFsDedicated = %v with the image store unreadable; want nil (unknown)", *obs.Node.ImageFsDedicated)
+			if obs.Node.DiskLayout != fslayout.Unknown {
+				t.Errorf("DiskLayout = %q with the image store unreadable; want unknown", obs.Node.DiskLayout)
 			}
 		})
 	}
-}
-
-func fmtBoolPtr(b *bool) string {
-	if b == nil {
-		return "nil"
-	}
-	return strconv.FormatBool(*b)
 }
 
 // newTestObserver is NewObserver for a test, closed at its end.

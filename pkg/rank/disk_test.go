@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/thresholds"
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	"k8s.io/utils/ptr"
 )
 
 // kubeletShaped gives a pod the Summary's parts: one container with a
@@ -27,15 +27,22 @@ func withScratch(p *v1.Pod) {
 	p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
 }
 
-// withFilesystems sets the node's nodefs and imagefs: the same size for one
-// filesystem, different sizes for a dedicated imagefs.
-func withFilesystems(s *statsapi.Summary, dedicated bool) *statsapi.Summary {
-	img := uint64(100 << 30)
-	if dedicated {
-		img = 500 << 30
+// withFilesystems sets the node's filesystems for a layout, told apart by
+// size as the Summary allows: nodefs 100 GiB, a dedicated imagefs 500 GiB
+// (with the writable layers, so no containerFs of its own, as containerd
+// reports it), and in the split layout a containerFs the size of nodefs.
+func withFilesystems(s *statsapi.Summary, l fslayout.Layout) *statsapi.Summary {
+	fs := func(capacity uint64) *statsapi.FsStats {
+		return &statsapi.FsStats{CapacityBytes: u64(capacity), Inodes: u64(1 << 20)}
 	}
-	s.Node.Fs = &statsapi.FsStats{CapacityBytes: u64(100 << 30), Inodes: u64(1 << 20)}
-	s.Node.Runtime = &statsapi.RuntimeStats{ImageFs: &statsapi.FsStats{CapacityBytes: &img, Inodes: u64(1 << 20)}}
+	s.Node.Fs = fs(100 << 30)
+	s.Node.Runtime = &statsapi.RuntimeStats{ImageFs: fs(100 << 30)}
+	switch l {
+	case fslayout.DedicatedImageFs:
+		s.Node.Runtime.ImageFs = fs(500 << 30)
+	case fslayout.SplitImageFs:
+		s.Node.Runtime.ImageFs, s.Node.Runtime.ContainerFs = fs(500<<30), fs(100<<30)
+	}
 	return s
 }
 
@@ -61,23 +68,29 @@ func TestRankDiskLayouts(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		dedicated  bool
+		layout     fslayout.Layout
 		opts       Options
 		signal     thresholds.Signal
 		want       []string // eligible, in order
 		freesNoone []string
 	}{
-		{"one filesystem, nodefs", false, Options{}, thresholds.NodeFsAvailable, []string{"ns/layer", "ns/volume", "ns/logger"}, nil},
-		{"one filesystem, imagefs", false, Options{}, thresholds.ImageFsAvailable, []string{"ns/layer", "ns/volume", "ns/logger"}, nil},
-		{"dedicated imagefs, nodefs", true, Options{}, thresholds.NodeFsAvailable, []string{"ns/volume", "ns/logger"}, []string{"ns/layer"}},
-		{"dedicated imagefs, imagefs", true, Options{}, thresholds.ImageFsAvailable, []string{"ns/layer"}, []string{"ns/logger", "ns/volume"}},
-		{"dedicated imagefs, imagefs inodes", true, Options{}, thresholds.ImageFsInodesFree, []string{"ns/layer"}, []string{"ns/logger", "ns/volume"}},
-		{"dedicated imagefs from the caller's parts", false, Options{DiskParts: parts, ImageFsDedicated: ptr.To(true)},
+		{"one filesystem, nodefs", fslayout.OneFs, Options{}, thresholds.NodeFsAvailable, []string{"ns/layer", "ns/volume", "ns/logger"}, nil},
+		{"one filesystem, imagefs", fslayout.OneFs, Options{}, thresholds.ImageFsAvailable, []string{"ns/layer", "ns/volume", "ns/logger"}, nil},
+		{"dedicated imagefs, nodefs", fslayout.DedicatedImageFs, Options{}, thresholds.NodeFsAvailable, []string{"ns/volume", "ns/logger"}, []string{"ns/layer"}},
+		{"dedicated imagefs, imagefs", fslayout.DedicatedImageFs, Options{}, thresholds.ImageFsAvailable, []string{"ns/layer"}, []string{"ns/logger", "ns/volume"}},
+		{"dedicated imagefs, imagefs inodes", fslayout.DedicatedImageFs, Options{}, thresholds.ImageFsInodesFree, []string{"ns/layer"}, []string{"ns/logger", "ns/volume"}},
+		{"dedicated imagefs from the caller's parts", fslayout.OneFs, Options{DiskParts: parts, DiskLayout: fslayout.DedicatedImageFs},
 			thresholds.NodeFsInodesFree, []string{"ns/volume", "ns/logger"}, []string{"ns/layer"}},
+		// CRI-O's split image store: the writable layers on nodefs with
+		// the rest; a pod has nothing on imagefs, which only images use.
+		{"split imagefs, nodefs", fslayout.SplitImageFs, Options{}, thresholds.NodeFsAvailable, []string{"ns/layer", "ns/volume", "ns/logger"}, nil},
+		{"split imagefs, imagefs", fslayout.SplitImageFs, Options{}, thresholds.ImageFsAvailable, nil, []string{"ns/layer", "ns/logger", "ns/volume"}},
+		{"split imagefs from the caller's parts", fslayout.OneFs, Options{DiskParts: parts, DiskLayout: fslayout.SplitImageFs},
+			thresholds.ImageFsAvailable, nil, []string{"ns/layer", "ns/logger", "ns/volume"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := withFilesystems(summaryOf(stats...), tt.dedicated)
+			s := withFilesystems(summaryOf(stats...), tt.layout)
 			r := Rank(tt.signal, s, pods, tt.opts)
 			var eligible, skipped []string
 			for _, c := range r.Candidates {
@@ -105,11 +118,11 @@ func TestRankDiskLayouts(t *testing.T) {
 func TestRankDiskTotalOnly(t *testing.T) {
 	a, b := newPod("ns", "a", withScratch), newPod("ns", "b")
 	stats := []statsapi.PodStats{podStats(a, kubeletShaped(0, 1<<20, 0)), podStats(b, ephemeral(9<<30, 10))}
-	r := Rank(thresholds.NodeFsAvailable, withFilesystems(summaryOf(stats...), false), []*v1.Pod{a, b}, Options{})
+	r := Rank(thresholds.NodeFsAvailable, withFilesystems(summaryOf(stats...), fslayout.OneFs), []*v1.Pod{a, b}, Options{})
 	if got := names(r); !slices.Equal(got, []string{"ns/b", "ns/a"}) {
 		t.Errorf("one filesystem: %v; want the total counted", got)
 	}
-	r = Rank(thresholds.NodeFsAvailable, withFilesystems(summaryOf(stats...), true), []*v1.Pod{a, b}, Options{})
+	r = Rank(thresholds.NodeFsAvailable, withFilesystems(summaryOf(stats...), fslayout.DedicatedImageFs), []*v1.Pod{a, b}, Options{})
 	if got := names(r); !slices.Equal(got, []string{"ns/a", "ns/b"}) || r.Candidates[1].HasUsage || !r.Candidates[1].Eligible {
 		t.Errorf("dedicated imagefs: %v, %+v; want b last without a usage figure, still eligible", got, r.Candidates[1])
 	}

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/thresholds"
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -31,10 +32,9 @@ type Options struct {
 	// DiskParts holds pods' ephemeral storage by part, by pod UID, when the
 	// caller measured it; pods not in it are measured from the Summary.
 	DiskParts map[string]DiskParts
-	// ImageFsDedicated says whether the image store has a filesystem of
-	// its own, which decides what each disk signal counts; nil: told from
-	// the Summary (nodefs and imagefs of different size).
-	ImageFsDedicated *bool
+	// DiskLayout is the node's disk layout, which decides what each disk
+	// signal counts; Unknown: told from the Summary's filesystems.
+	DiskLayout fslayout.Layout
 }
 
 // Result is the ranking for one signal.
@@ -79,9 +79,9 @@ type Candidate struct {
 // priority. An unknown signal gives no pod a usage figure, so pods order by
 // priority alone. summary may be nil.
 func Rank(signal thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, opts Options) Result {
-	disk := diskLayout{dedicated: opts.ImageFsDedicated, parts: opts.DiskParts}
-	if disk.dedicated == nil {
-		disk.dedicated = dedicatedImageFs(summary)
+	disk := diskLayout{layout: opts.DiskLayout, parts: opts.DiskParts}
+	if disk.layout == fslayout.Unknown {
+		disk.layout = layoutOf(summary)
 	}
 	m := measureFor(signal, disk)
 	stats := indexStats(summary)

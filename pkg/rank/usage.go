@@ -1,6 +1,7 @@
 package rank
 
 import (
+	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/thresholds"
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -32,25 +33,18 @@ func measureFor(s thresholds.Signal, disk diskLayout) measure {
 		return measure{request: v1.ResourceMemory, byRequest: true, usage: memoryUsage}
 	case thresholds.NodeFsAvailable, thresholds.ImageFsAvailable:
 		on := disk.partsOn(s)
-		return measure{request: v1.ResourceEphemeralStorage, byRequest: true, fs: fsName(s), usage: func(ps *statsapi.PodStats, p *v1.Pod) (int64, bool) {
+		return measure{request: v1.ResourceEphemeralStorage, byRequest: true, fs: s.Filesystem(), usage: func(ps *statsapi.PodStats, p *v1.Pod) (int64, bool) {
 			return diskUsage(ps, p, disk.parts, on, false)
 		}}
 	case thresholds.NodeFsInodesFree, thresholds.ImageFsInodesFree:
 		on := disk.partsOn(s)
-		return measure{byRequest: true, fs: fsName(s), usage: func(ps *statsapi.PodStats, p *v1.Pod) (int64, bool) {
+		return measure{byRequest: true, fs: s.Filesystem(), usage: func(ps *statsapi.PodStats, p *v1.Pod) (int64, bool) {
 			return diskUsage(ps, p, disk.parts, on, true)
 		}}
 	case thresholds.PIDAvailable:
 		return measure{usage: processCount}
 	}
 	return measure{usage: func(*statsapi.PodStats, *v1.Pod) (int64, bool) { return 0, false }}
-}
-
-func fsName(s thresholds.Signal) string {
-	if s == thresholds.ImageFsAvailable || s == thresholds.ImageFsInodesFree {
-		return "imagefs"
-	}
-	return "nodefs"
 }
 
 func memoryUsage(ps *statsapi.PodStats, _ *v1.Pod) (int64, bool) {
@@ -77,41 +71,23 @@ type DiskParts struct {
 // DiskUse is bytes and inodes in use.
 type DiskUse struct{ Bytes, Inodes uint64 }
 
-// partSet says which parts of a pod's ephemeral storage are on a filesystem.
-type partSet struct{ writable, logs, volumes bool }
-
-func (s partSet) all() bool { return s.writable && s.logs && s.volumes }
-
 // diskLayout is what the ranking knows of the node's filesystems.
 type diskLayout struct {
-	// dedicated: the image store (and with it, on containerd, the
-	// containers' writable layers) has a filesystem of its own; nil when
-	// unknown.
-	dedicated *bool
-	parts     map[string]DiskParts
+	layout fslayout.Layout
+	parts  map[string]DiskParts
 }
 
-// partsOn is the kubelet's choice (buildSignalToRankFunc in
-// pkg/kubelet/eviction/helpers.go): with one filesystem, every part counts
-// for both signals; with a dedicated imagefs, nodefs counts the logs and
-// local volumes and imagefs the writable layers. (The kubelet's third
-// layout, a containerfs apart from the images, only CRI-O reports.)
-// Unknown counts everything, as on one filesystem.
-func (d diskLayout) partsOn(s thresholds.Signal) partSet {
-	if d.dedicated == nil || !*d.dedicated {
-		return partSet{true, true, true}
-	}
-	if fsName(s) == "imagefs" {
-		return partSet{writable: true}
-	}
-	return partSet{logs: true, volumes: true}
+// partsOn is what the kubelet counts for the signal's filesystem
+// (buildSignalToRankFunc in pkg/kubelet/eviction/helpers.go).
+func (d diskLayout) partsOn(s thresholds.Signal) fslayout.Parts {
+	return fslayout.PartsOn(d.layout, s.Filesystem())
 }
 
 // diskUsage adds up the parts of the pod's ephemeral storage that are on the
 // signal's filesystem: from the caller's parts when it has them, else from
 // the Summary's containers and local volumes, else (only when every part
 // counts) from the pod's ephemeral-storage total.
-func diskUsage(ps *statsapi.PodStats, p *v1.Pod, parts map[string]DiskParts, on partSet, inodes bool) (int64, bool) {
+func diskUsage(ps *statsapi.PodStats, p *v1.Pod, parts map[string]DiskParts, on fslayout.Parts, inodes bool) (int64, bool) {
 	of := func(u DiskUse) uint64 { return u.Bytes }
 	field := func(fs *statsapi.FsStats) *uint64 { return fs.UsedBytes }
 	if inodes {
@@ -123,7 +99,7 @@ func diskUsage(ps *statsapi.PodStats, p *v1.Pod, parts map[string]DiskParts, on 
 		for _, x := range []struct {
 			in bool
 			u  DiskUse
-		}{{on.writable, dp.WritableLayer}, {on.logs, dp.Logs}, {on.volumes, dp.Volumes}} {
+		}{{on.WritableLayers, dp.WritableLayer}, {on.Logs, dp.Logs}, {on.Volumes, dp.Volumes}} {
 			if x.in {
 				sum += of(x.u)
 			}
@@ -144,21 +120,21 @@ func diskUsage(ps *statsapi.PodStats, p *v1.Pod, parts map[string]DiskParts, on 
 		}
 	}
 	for i := range ps.Containers {
-		add(on.writable, ps.Containers[i].Rootfs)
-		add(on.logs, ps.Containers[i].Logs)
+		add(on.WritableLayers, ps.Containers[i].Rootfs)
+		add(on.Logs, ps.Containers[i].Logs)
 	}
 	if len(ps.VolumeStats) > 0 && p != nil {
 		local := localVolumes(p)
 		for i := range ps.VolumeStats {
 			if local[ps.VolumeStats[i].Name] {
-				add(on.volumes, &ps.VolumeStats[i].FsStats)
+				add(on.Volumes, &ps.VolumeStats[i].FsStats)
 			}
 		}
 	}
 	if found {
 		return sum, true
 	}
-	if ps.EphemeralStorage != nil && on.all() {
+	if ps.EphemeralStorage != nil && on.All() {
 		if v := field(ps.EphemeralStorage); v != nil {
 			return toInt64(*v), true
 		}
@@ -166,19 +142,39 @@ func diskUsage(ps *statsapi.PodStats, p *v1.Pod, parts map[string]DiskParts, on 
 	return 0, false
 }
 
-// dedicatedImageFs tells from a Summary whether the image store has a
-// filesystem of its own, as far as it can: two filesystems of the same
-// capacity and inode count are taken for one. nil when either is missing.
-func dedicatedImageFs(s *statsapi.Summary) *bool {
-	if s == nil || s.Node.Fs == nil || s.Node.Runtime == nil || s.Node.Runtime.ImageFs == nil {
-		return nil
+// layoutOf tells the disk layout from a Summary, as far as it can: two
+// filesystems of the same capacity and inode count are taken for one. A
+// Summary without containerFs (containerd, kubelets before 1.30) has the
+// writable layers with the images. Unknown when nodefs or imagefs is missing.
+func layoutOf(s *statsapi.Summary) fslayout.Layout {
+	if s == nil || s.Node.Runtime == nil {
+		return fslayout.Unknown
 	}
-	n, i := s.Node.Fs, s.Node.Runtime.ImageFs
-	if n.CapacityBytes == nil || i.CapacityBytes == nil || n.Inodes == nil || i.Inodes == nil {
-		return nil
+	type fsID struct{ capacity, inodes uint64 }
+	id := func(fs *statsapi.FsStats) (fsID, bool) {
+		if fs == nil || fs.CapacityBytes == nil || fs.Inodes == nil {
+			return fsID{}, false
+		}
+		return fsID{*fs.CapacityBytes, *fs.Inodes}, true
 	}
-	d := *n.CapacityBytes != *i.CapacityBytes || *n.Inodes != *i.Inodes
-	return &d
+	nodefs, ok1 := id(s.Node.Fs)
+	imagefs, ok2 := id(s.Node.Runtime.ImageFs)
+	if !ok1 || !ok2 {
+		return fslayout.Unknown
+	}
+	containerfs, ok := id(s.Node.Runtime.ContainerFs)
+	if !ok {
+		containerfs = imagefs
+	}
+	ids := map[fsID]uint64{nodefs: 0}
+	key := func(f fsID) uint64 {
+		if k, ok := ids[f]; ok {
+			return k
+		}
+		ids[f] = uint64(len(ids))
+		return ids[f]
+	}
+	return fslayout.Of(key(nodefs), key(imagefs), key(containerfs))
 }
 
 // localVolumes names the pod's volumes that live on the node's filesystem

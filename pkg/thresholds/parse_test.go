@@ -168,7 +168,7 @@ func TestParse(t *testing.T) {
 			want: []string{"pid.available<10%"},
 		},
 		{name: "unknown signal", spec: Spec{Hard: map[string]string{"memory.free": "1Gi"}}, wantErr: `unknown eviction signal "memory.free"`},
-		{name: "containerfs is not accepted", spec: Spec{Hard: map[string]string{"containerfs.available": "10%"}}, wantErr: "unknown eviction signal"},
+		{name: "containerfs is not accepted", spec: Spec{Hard: map[string]string{"containerfs.available": "10%"}}, wantErr: `"containerfs.available" is not set directly`},
 		{name: "zero quantity", spec: Spec{Hard: map[string]string{"memory.available": "0"}}, wantErr: "memory.available<0: quantity 0 must be greater than zero"},
 		{name: "negative quantity", spec: Spec{Soft: map[string]string{"memory.available": "-1Gi"}}, wantErr: "eviction-soft: memory.available<-1Gi"},
 		{name: "zero percent", spec: Spec{Hard: map[string]string{"nodefs.available": "0%"}}, wantErr: "nodefs.available<0%"},

@@ -15,8 +15,9 @@ import (
 type Signal string
 
 // The signals evictd understands. containerfs.* is left out on purpose: the
-// kubelet overrides user-given containerfs thresholds with the nodefs or
-// imagefs ones, so accepting them would only mislead.
+// kubelet overrides user-given containerfs thresholds with those of the
+// filesystem the writable layers are on, nodefs or imagefs, and so the
+// signal of that filesystem covers containerfs (pkg/fslayout).
 const (
 	MemoryAvailable            Signal = "memory.available"
 	AllocatableMemoryAvailable Signal = "allocatableMemory.available"
@@ -63,6 +64,10 @@ func (s Signal) order() int {
 // known ones.
 func ParseSignal(name string) (Signal, error) {
 	s := Signal(name)
+	if strings.HasPrefix(name, "containerfs.") {
+		// The kubelet takes these, then ignores them with a log line.
+		return "", fmt.Errorf("eviction signal %q is not set directly: as in the kubelet, containerfs takes the thresholds of the filesystem the writable layers are on; set nodefs.* or imagefs.* (evictd observe names that filesystem)", name)
+	}
 	if !s.Valid() {
 		return "", fmt.Errorf("unknown eviction signal %q (known: %s)", name, knownSignals())
 	}
@@ -101,6 +106,18 @@ func (s Signal) Resource() string {
 		return "inodes"
 	case PIDAvailable:
 		return "pids"
+	}
+	return ""
+}
+
+// Filesystem is the filesystem a disk signal measures, "nodefs" or
+// "imagefs"; "" for the others.
+func (s Signal) Filesystem() string {
+	switch s {
+	case NodeFsAvailable, NodeFsInodesFree:
+		return "nodefs"
+	case ImageFsAvailable, ImageFsInodesFree:
+		return "imagefs"
 	}
 	return ""
 }
