@@ -165,6 +165,12 @@ node-ready: build cluster-bins $(IMAGE_TOOL)
 	$(IMAGE_TOOL) --binary $(BIN)/evictd --name evictd:e2e-node --out $(NODE_IMAGES)/evictd.tar >/dev/null
 	$(IMAGE_TOOL) --binary $(BIN)/workload --name evictd-workload:e2e-node --out $(NODE_IMAGES)/workload.tar >/dev/null
 	$(IMAGE_TOOL) --binary $(BIN)/pause --name evictd-pause:e2e-node --user 65535:65535 --out $(NODE_IMAGES)/pause.tar >/dev/null
+	@# The ballast: an image no pod runs, 256 MiB of random bytes after the pause binary (kept
+	@# incompressible), for the node test of the kubelet's image garbage collection. Made once.
+	@test -s $(NODE_IMAGES)/ballast.tar || { cat $(BIN)/pause > $(NODE_IMAGES)/ballast && \
+	  head -c 256M /dev/urandom >> $(NODE_IMAGES)/ballast && chmod +x $(NODE_IMAGES)/ballast && \
+	  $(IMAGE_TOOL) --binary $(NODE_IMAGES)/ballast --name evictd-ballast:e2e-node \
+	    --out $(NODE_IMAGES)/ballast.tar >/dev/null && rm -f $(NODE_IMAGES)/ballast; }
 
 $(BIN)/filler: FORCE
 	@mkdir -p $(BIN)

@@ -8,6 +8,8 @@
 #                are and every host path means the same file in the guest
 #   NODE_DISK    the node's own disk (a raw ext4 image): /var/lib/kubelet, /var/lib/containerd
 #                and /var/log live there, so nodefs and imagefs are a real block filesystem
+#   NODE_IMAGEFS_DISK  when set, a second ext4 disk for /var/lib/containerd alone: a dedicated
+#                imagefs (the image store and, on containerd, the writable layers)
 #   NODE_OUT     the host's OutDir, writable (9p tag out), at its host path too: configs in,
 #                logs and results out
 #   eth0         QEMU user networking, 10.0.2.15/24; 10.0.2.100 is the host's API server relay
@@ -15,7 +17,8 @@
 #                kube-proxy would route the "kubernetes" Service
 #
 # Parameters (environment, set by the script StartNode generates): NODE_OUT, NODE_DISK,
-# NODE_SERVICE_IP, NODE_AGENT (the vmagent binary's host path) and NODE_AGENT_ARGS.
+# NODE_SERVICE_IP, NODE_AGENT (the vmagent binary's host path), NODE_AGENT_ARGS and, optionally,
+# NODE_IMAGEFS_DISK.
 set -u
 say() { echo "evictd-node: $*"; }
 fail() { say "$*"; exit 1; }
@@ -53,6 +56,11 @@ for d in kubelet containerd; do
   mkdir -p "/disk/$d" "$r/var/lib/$d"
   mount --bind "/disk/$d" "$r/var/lib/$d"
 done
+if [ -n "${NODE_IMAGEFS_DISK:-}" ]; then
+  mkdir -p /imagefs
+  mount -t ext4 "$NODE_IMAGEFS_DISK" /imagefs || fail "cannot mount the imagefs disk $NODE_IMAGEFS_DISK as ext4"
+  mount --bind /imagefs "$r/var/lib/containerd"
+fi
 mkdir -p /disk/log/pods /disk/log/containers
 mount --bind /disk/log "$r/var/log"
 

@@ -45,6 +45,10 @@ type NodeOptions struct {
 	MemoryMiB, CPUs int
 	// DiskMiB is the size of the node's ext4 disk; default 3072.
 	DiskMiB int
+	// ImageFsMiB, when set, gives the node a second ext4 disk of that size
+	// for /var/lib/containerd: a dedicated imagefs, which on containerd
+	// also holds the containers' writable layers.
+	ImageFsMiB int
 	// Images are OCI archives imported into containerd before the
 	// kubelet starts (the pause image among them).
 	Images []string
@@ -135,9 +139,17 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		o.Logf("node %s: %s in %s", o.Name, name, time.Since(since).Round(time.Millisecond))
 	}
 
-	disk := filepath.Join(out, "disk.img")
-	if err := makeDisk(ctx, disk, o.DiskMiB); err != nil {
+	disks := []string{filepath.Join(out, "disk.img")}
+	if err := makeDisk(ctx, disks[0], o.DiskMiB, "nodefs"); err != nil {
 		return nil, err
+	}
+	imageFsDisk := ""
+	if o.ImageFsMiB > 0 {
+		disks = append(disks, filepath.Join(out, "imagefs.img"))
+		if err := makeDisk(ctx, disks[1], o.ImageFsMiB, "imagefs"); err != nil {
+			return nil, err
+		}
+		imageFsDisk = "/dev/vdb"
 	}
 	if err := n.writeConfigs(o, runtime); err != nil {
 		return nil, err
@@ -156,6 +168,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	script := strings.Join([]string{
 		"export NODE_OUT=" + shellQuote(out),
 		"export NODE_DISK=/dev/vda",
+		"export NODE_IMAGEFS_DISK=" + imageFsDisk,
 		"export NODE_SERVICE_IP=" + framework.ServiceIP.String(),
 		"export NODE_AGENT=" + shellQuote(filepath.Join(bin, "vmagent")),
 		"export NODE_AGENT_ARGS=" + shellQuote(fmt.Sprintf("serve --listen=:%d --relay=%s:443=%s",
@@ -171,7 +184,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		Script:    script,
 		OutDir:    out,
 		Timeout:   o.Timeout,
-		Disk:      disk,
+		Disks:     disks,
 		HostForwards: []HostForward{
 			{HostPort: ports[0], GuestPort: guestAgentPort},
 			{HostPort: ports[1], GuestPort: guestReadOnlyPort},
@@ -416,14 +429,14 @@ func (n *Node) poll(ctx context.Context, timeout time.Duration, what string, f f
 	return nil
 }
 
-func makeDisk(ctx context.Context, path string, mib int) error {
+func makeDisk(ctx context.Context, path string, mib int, label string) error {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		return err
 	}
 	if err := os.Truncate(path, int64(mib)<<20); err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", "nodefs", path).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", label, path).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mkfs.ext4 %s: %w: %s", path, err, out)
 	}

@@ -20,13 +20,18 @@ import (
 // nodeFsAvailable is the node's nodefs as statfs gives it: available (to
 // unprivileged users, as the kubelet counts it) and capacity, in bytes.
 func nodeFsAvailable(ctx context.Context, n *Node) (avail, capacity int64, err error) {
-	out, err := n.Sh(ctx, "stat -f -c '%a %b %S' /var/lib/kubelet")
+	return fsAvailable(ctx, n, "/var/lib/kubelet")
+}
+
+// fsAvailable is statfs of dir in the guest: available bytes and capacity.
+func fsAvailable(ctx context.Context, n *Node, dir string) (avail, capacity int64, err error) {
+	out, err := n.Sh(ctx, "stat -f -c '%a %b %S' "+dir)
 	if err != nil {
 		return 0, 0, err
 	}
 	var a, b, s int64
 	if _, err := fmt.Sscan(out, &a, &b, &s); err != nil {
-		return 0, 0, fmt.Errorf("stat -f: %q: %w", out, err)
+		return 0, 0, fmt.Errorf("stat -f %s: %q: %w", dir, out, err)
 	}
 	return a * s, b * s, nil
 }
@@ -45,7 +50,9 @@ func TestNodeDiskOrder(t *testing.T) {
 	// 40 %: far above the kubelet's imagefs.available<15 % (the same disk),
 	// so the test can take the node 400 MiB below it and stay clear of the
 	// kubelet's.
-	evictd := evictdPodWith(t, n, "--eviction-hard=nodefs.available<40%")
+	// Without the image rule: the node's unused image (the ballast of
+	// TestNodeDiskImageGC) would cover part of the need.
+	evictd := evictdPodWith(t, n, "--eviction-hard=nodefs.available<40%", "--expect-image-gc=false")
 	ns := newNamespace(t, n, "disk")
 	fill := "/var/lib/kubelet/evictd-test-fill"
 	t.Cleanup(func() { _, _ = n.Sh(context.Background(), "rm -f "+fill) })

@@ -42,6 +42,8 @@ var shared struct {
 	node    *Node
 	err     error
 	dir     string
+	// imageFs: node has a dedicated imagefs disk (imageFsNode).
+	imageFs bool
 }
 
 func TestMain(m *testing.M) {
@@ -73,49 +75,100 @@ func sharedNode(t *testing.T) *Node {
 }
 
 func startShared(t *testing.T) error {
-	root, err := RepoRoot()
-	if err != nil {
+	if err := startCluster(t); err != nil {
 		return err
 	}
-	images := filepath.Join(root, "_output", "image", "node")
-	var archives []string
-	for _, f := range append([]string{"pause.tar", "evictd.tar", "workload.tar"}, extraImages...) {
-		p := filepath.Join(images, f)
-		if !isFile(p) {
-			return fmt.Errorf("missing %s (make e2e-node builds it)", p)
-		}
-		archives = append(archives, p)
-	}
+	var err error
+	shared.node, err = startNode(t, "evictd-vm", 0, extraImages)
+	return err
+}
+
+// startCluster starts the control plane the node tests share.
+func startCluster(t *testing.T) error {
+	var err error
 	shared.dir, err = os.MkdirTemp("", "evictd-vmnode-")
 	if err != nil {
 		return err
 	}
 	t.Logf("node test files in %s (kept when a test fails)", shared.dir)
-	ctx := context.Background()
 	logger, _ := zap.NewDevelopment()
-	shared.cluster, err = framework.StartCluster(ctx, framework.Config{
+	shared.cluster, err = framework.StartCluster(context.Background(), framework.Config{
 		Dir:       filepath.Join(shared.dir, "cluster"),
 		RealNodes: true,
 		Logger:    logger,
 	})
+	return err
+}
+
+// startNode boots a node registered with the shared control plane, with
+// the images every node test needs and the extra ones; imageFsMiB > 0 gives
+// it a dedicated imagefs disk of that size.
+func startNode(t *testing.T, name string, imageFsMiB int, extra []string) (*Node, error) {
+	root, err := RepoRoot()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	nodeDir := filepath.Join(shared.dir, "node")
+	images := filepath.Join(root, "_output", "image", "node")
+	var archives []string
+	for _, f := range append([]string{"pause.tar", "evictd.tar", "workload.tar"}, extra...) {
+		p := filepath.Join(images, f)
+		if !isFile(p) {
+			return nil, fmt.Errorf("missing %s (make e2e-node builds it)", p)
+		}
+		archives = append(archives, p)
+	}
+	nodeDir := filepath.Join(shared.dir, name)
 	if err := os.MkdirAll(nodeDir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
-	shared.node, err = StartNode(ctx, NodeOptions{
+	n, err := StartNode(context.Background(), NodeOptions{
 		Cluster:    shared.cluster,
+		Name:       name,
 		OutDir:     nodeDir,
+		ImageFsMiB: imageFsMiB,
 		Images:     archives,
 		PauseImage: pauseImage,
 		Logf:       t.Logf,
 	})
 	if err != nil {
-		return fmt.Errorf("%w\n%s", err, shared.cluster.LogTails(20))
+		return nil, fmt.Errorf("%w\n%s", err, shared.cluster.LogTails(20))
 	}
-	return nil
+	return n, nil
+}
+
+// imageFsNode is the node of the dedicated-imagefs tests: the shared node
+// is powered off and its Node deleted (the tests of the one-disk layout run
+// before these, by file order), and a node whose /var/lib/containerd is a
+// disk of its own (1 GiB) takes its place, for the tests after it too.
+func imageFsNode(t *testing.T) *Node {
+	t.Helper()
+	Need(t)
+	shared.once.Do(func() { shared.err = startCluster(t) })
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	if shared.imageFs {
+		return shared.node
+	}
+	if old := shared.node; old != nil {
+		old.Stop()
+		shared.node = nil
+		if err := shared.cluster.Admin.CoreV1().Nodes().Delete(context.Background(), old.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("delete node %s: %v", old.Name, err)
+		}
+		evictdOnce.Lock()
+		evictdOnce.pod, evictdOnce.args = nil, nil
+		evictdOnce.Unlock()
+	}
+	// Without the extra images: an unused one (the ballast) would count
+	// as the kubelet's reclaim on its small imagefs.
+	n, err := startNode(t, "evictd-vm-imagefs", 1024, nil)
+	if err != nil {
+		shared.err = err
+		t.Fatal(err)
+	}
+	shared.node, shared.imageFs = n, true
+	return n
 }
 
 // deployEvictd applies deploy/daemonset.yaml as shipped, changing only the

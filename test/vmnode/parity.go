@@ -98,14 +98,19 @@ func CompareParity(evictd, kubelet *statsv1alpha1.Summary, pods []string, tol Pa
 		add(name+".inodesFree", "", tol.Inodes, e.InodesFree, k.InodesFree, "files made between reads")
 	}
 	fsRows("nodefs", en.Fs, kn.Fs)
-	var eImg, kImg *statsv1alpha1.FsStats
+	var eImg, kImg, eCtr, kCtr *statsv1alpha1.FsStats
 	if evictd.Node.Runtime != nil {
-		eImg = evictd.Node.Runtime.ImageFs
+		eImg, eCtr = evictd.Node.Runtime.ImageFs, evictd.Node.Runtime.ContainerFs
 	}
 	if kubelet.Node.Runtime != nil {
-		kImg = kubelet.Node.Runtime.ImageFs
+		kImg, kCtr = kubelet.Node.Runtime.ImageFs, kubelet.Node.Runtime.ContainerFs
 	}
 	fsRows("imagefs", eImg, kImg)
+	// Kubelets before 1.30 have no containerFs; evictd's must match one
+	// that has.
+	if kCtr != nil {
+		fsRows("containerfs", eCtr, kCtr)
+	}
 	if en.Rlimit != nil && kn.Rlimit != nil && en.Rlimit.MaxPID != nil && kn.Rlimit.MaxPID != nil &&
 		en.Rlimit.NumOfRunningProcesses != nil && kn.Rlimit.NumOfRunningProcesses != nil {
 		e := uint64(*en.Rlimit.MaxPID - *en.Rlimit.NumOfRunningProcesses)

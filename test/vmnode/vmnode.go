@@ -84,8 +84,8 @@ type Options struct {
 	Timeout time.Duration
 	// Console, when set, receives the serial console as it arrives.
 	Console io.Writer
-	// Disk is a raw disk image, the guest's /dev/vda; none when empty.
-	Disk string
+	// Disks are raw disk images, the guest's /dev/vda, /dev/vdb and on.
+	Disks []string
 	// HostForwards and GuestForwards give the guest a network device
 	// (QEMU user networking, 10.0.2.15/24, restricted to these forwards);
 	// without any it has none.
@@ -370,8 +370,8 @@ func qemuArgs(opts Options, out string) []string {
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 		"-virtfs", "local,path=" + qemuEscape(out) + ",mount_tag=out,security_model=none",
 	}
-	if opts.Disk != "" {
-		args = append(args, "-drive", "file="+qemuEscape(opts.Disk)+",format=raw,if=virtio,cache=unsafe")
+	for _, d := range opts.Disks {
+		args = append(args, "-drive", "file="+qemuEscape(d)+",format=raw,if=virtio,cache=unsafe")
 	}
 	if len(opts.HostForwards) == 0 && len(opts.GuestForwards) == 0 {
 		return append(args, "-nic", "none")

@@ -125,6 +125,8 @@ func TestManifestContract(t *testing.T) {
 		{"adds only DAC_READ_SEARCH and SYS_RESOURCE", sc != nil && sc.Capabilities != nil && slices.Equal(sc.Capabilities.Add, []corev1.Capability{"DAC_READ_SEARCH", "SYS_RESOURCE"})},
 		{"metrics port named metrics", metricsPort},
 		{"liveness /healthz on metrics", ctr.LivenessProbe != nil && ctr.LivenessProbe.HTTPGet != nil && ctr.LivenessProbe.HTTPGet.Path == "/healthz" && ctr.LivenessProbe.HTTPGet.Port.StrVal == "metrics"},
+		{"startup /healthz on metrics, 3 minutes", ctr.StartupProbe != nil && ctr.StartupProbe.HTTPGet != nil && ctr.StartupProbe.HTTPGet.Path == "/healthz" &&
+			ctr.StartupProbe.PeriodSeconds*ctr.StartupProbe.FailureThreshold >= 180},
 		{"readiness /readyz on metrics", ctr.ReadinessProbe != nil && ctr.ReadinessProbe.HTTPGet != nil && ctr.ReadinessProbe.HTTPGet.Path == "/readyz" && ctr.ReadinessProbe.HTTPGet.Port.StrVal == "metrics"},
 		{"no host network, PID or IPC", !spec.HostNetwork && !spec.HostPID && !spec.HostIPC},
 	}
