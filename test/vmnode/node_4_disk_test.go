@@ -122,24 +122,9 @@ func TestNodeDiskOrder(t *testing.T) {
 		capacity>>20, threshold>>20, target>>20, (threshold-target)>>20)
 
 	// Evictions until the need is covered, then nothing more for a while.
-	var order []string
-	fates := map[string]string{}
-	check := func(ctx context.Context) error {
-		list, err := n.Cluster.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for i := range list.Items {
-			p := &list.Items[i]
-			if f := FateOf(p); f != "" && fates[p.Name] == "" {
-				fates[p.Name] = f
-				order = append(order, p.Name)
-			}
-		}
-		return nil
-	}
+	pf := newPodFates(n, ns)
 	if err := n.poll(ctx, 3*time.Minute, "evictions covering the need", func(ctx context.Context) error {
-		if err := check(ctx); err != nil {
+		if err := pf.check(ctx); err != nil {
 			return err
 		}
 		a, _, err := nodeFsAvailable(ctx, n)
@@ -147,7 +132,7 @@ func TestNodeDiskOrder(t *testing.T) {
 			return err
 		}
 		if a < threshold {
-			return fmt.Errorf("nodefs %d MiB available, under %d MiB; evicted so far %v", a>>20, threshold>>20, order)
+			return fmt.Errorf("nodefs %d MiB available, under %d MiB; evicted so far %v", a>>20, threshold>>20, pf.order)
 		}
 		return nil
 	}); err != nil {
@@ -155,17 +140,17 @@ func TestNodeDiskOrder(t *testing.T) {
 	}
 	took := time.Since(start)
 	time.Sleep(20 * time.Second)
-	if err := check(ctx); err != nil {
+	if err := pf.check(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("fates after %s: %v, in order %v", took.Round(time.Second), fates, order)
+	t.Logf("fates after %s: %v, in order %v", took.Round(time.Second), pf.fates, pf.order)
 	t.Logf("evictd's log since the fill:\n%s", evictdLogSince(t, n, evictd, start.Add(-5*time.Second)))
 	t.Logf("events in %s:\n%s", ns, podEvents(t, n, ns))
 	want := []string{"layer", "scratch", "logger"}
-	if !slices.Equal(order, want) {
-		t.Errorf("evicted %v; want %v, the largest use first, as many as the need", order, want)
+	if !slices.Equal(pf.order, want) {
+		t.Errorf("evicted %v; want %v, the largest use first, as many as the need", pf.order, want)
 	}
-	for name, f := range fates {
+	for name, f := range pf.fates {
 		if f != ByEvictd {
 			t.Errorf("%s ended by %s; want evictd", name, f)
 		}
@@ -176,7 +161,7 @@ func TestNodeDiskOrder(t *testing.T) {
 	}
 	freed := after - target
 	var sum int64
-	for _, name := range order {
+	for _, name := range pf.order {
 		sum += counted[name]
 	}
 	t.Logf("nodefs gained %d MiB back; evictd counted %d MiB for the pods it evicted", freed>>20, sum>>20)

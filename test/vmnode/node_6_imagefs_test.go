@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The dedicated imagefs layout (issue 11): a node whose /var/lib/containerd
@@ -115,27 +113,13 @@ func TestNodeDedicatedImageFs(t *testing.T) {
 		t.Logf("%s: capacity %d MiB, evictd's threshold %d MiB available, now %d MiB", dir, capacity>>20, threshold>>20, target>>20)
 		return threshold, target
 	}
-	// An evicted pod is deleted soon after: its fate is caught while it
-	// goes, as TestNodeDiskOrder does.
-	fates := map[string]string{}
-	check := func(ctx context.Context) error {
-		list, err := n.Cluster.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for i := range list.Items {
-			if f := FateOf(&list.Items[i]); f != "" && fates[list.Items[i].Name] == "" {
-				fates[list.Items[i].Name] = f
-			}
-		}
-		return nil
-	}
+	pf := newPodFates(n, ns)
 	evictedFor := func(dir, fillFile string, need int64, want string) {
 		t.Helper()
 		start := time.Now()
 		threshold, _ := fill(dir, fillFile, need)
 		if err := n.poll(ctx, 3*time.Minute, dir+" above evictd's threshold again", func(ctx context.Context) error {
-			if err := check(ctx); err != nil {
+			if err := pf.check(ctx); err != nil {
 				return err
 			}
 			a, _, err := fsAvailable(ctx, n, dir)
@@ -147,17 +131,17 @@ func TestNodeDedicatedImageFs(t *testing.T) {
 			t.Fatalf("%v\n%s", err, n.Diagnostics())
 		}
 		time.Sleep(15 * time.Second)
-		if err := check(ctx); err != nil {
+		if err := pf.check(ctx); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("short of %s, %s later: fates %v", dir, time.Since(start).Round(time.Second), fates)
+		t.Logf("short of %s, %s later: fates %v", dir, time.Since(start).Round(time.Second), pf.fates)
 		t.Logf("evictd's log since the fill of %s:\n%s", dir, evictdLogSince(t, n, evictd, start.Add(-5*time.Second)))
-		if fates[want] != ByEvictd {
-			t.Errorf("short of %s: %s ended by %q; want evicted by evictd", dir, want, fates[want])
+		if pf.fates[want] != ByEvictd {
+			t.Errorf("short of %s: %s ended by %q; want evicted by evictd", dir, want, pf.fates[want])
 		}
 		for _, p := range pods {
-			if p.Name != want && fates[p.Name] != "" && !(want == "layer" && p.Name == "scratch") {
-				t.Errorf("short of %s: %s ended by %q; want it left alone, it has nothing there", dir, p.Name, fates[p.Name])
+			if p.Name != want && pf.fates[p.Name] != "" && !(want == "layer" && p.Name == "scratch") {
+				t.Errorf("short of %s: %s ended by %q; want it left alone, it has nothing there", dir, p.Name, pf.fates[p.Name])
 			}
 		}
 	}

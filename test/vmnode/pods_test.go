@@ -220,3 +220,33 @@ func evictdLogSince(t *testing.T, n *Node, p *corev1.Pod, since time.Time) strin
 	}
 	return strings.Join(out, "\n")
 }
+
+// podFates records how the pods of a namespace ended, in the order seen.
+// An evicted pod is deleted soon after its eviction, so the fate is caught
+// by checking while it goes, not after.
+type podFates struct {
+	n     *Node
+	ns    string
+	fates map[string]string
+	order []string
+}
+
+func newPodFates(n *Node, ns string) *podFates {
+	return &podFates{n: n, ns: ns, fates: map[string]string{}}
+}
+
+// check records the fates of the pods that ended since the last check.
+func (f *podFates) check(ctx context.Context) error {
+	list, err := f.n.Cluster.Admin.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if fate := FateOf(p); fate != "" && f.fates[p.Name] == "" {
+			f.fates[p.Name] = fate
+			f.order = append(f.order, p.Name)
+		}
+	}
+	return nil
+}
