@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 log=_output/e2e-node.log
 mkdir -p _output
-go test -count=1 -tags vmnode -v -timeout "${E2E_NODE_TIMEOUT:-60m}" ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} ./test/vmnode 2>&1 | tee "$log"
+go test -count=1 -tags vmnode -v -timeout "${E2E_NODE_TIMEOUT:-80m}" ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} ./test/vmnode 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 passed=$(grep -c '^--- PASS' "$log")
 failed=$(grep -c '^--- FAIL' "$log")

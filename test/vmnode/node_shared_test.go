@@ -122,9 +122,12 @@ func startNode(t *testing.T, name string, imageFsMiB int, extra []string) (*Node
 		return nil, err
 	}
 	n, err := StartNode(context.Background(), NodeOptions{
-		Cluster:    shared.cluster,
-		Name:       name,
-		OutDir:     nodeDir,
+		Cluster: shared.cluster,
+		Name:    name,
+		OutDir:  nodeDir,
+		// The whole suite's life (it runs about 45 minutes under CI), not
+		// the default 40 minutes: one run lost the node to it.
+		Timeout:    100 * time.Minute,
 		ImageFsMiB: imageFsMiB,
 		Images:     archives,
 		PauseImage: pauseImage,
