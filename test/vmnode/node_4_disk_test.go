@@ -51,8 +51,8 @@ func TestNodeDiskOrder(t *testing.T) {
 	// so the test can take the node 400 MiB below it and stay clear of the
 	// kubelet's.
 	// Without the image rule: the node's unused image (the ballast of
-	// TestNodeDiskImageGC, still there when this test runs alone) would
-	// cover part of the need.
+	// TestNodeDiskImageGC, which runs after this) would cover part of the
+	// need.
 	evictd := evictdPodWith(t, n, "--eviction-hard=nodefs.available<40%", "--expect-image-gc=false")
 	ns := newNamespace(t, n, "disk")
 	fill := "/var/lib/kubelet/evictd-test-fill"

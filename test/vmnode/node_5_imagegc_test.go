@@ -13,20 +13,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The kubelet's image garbage collection on the real node (issue 11). It
-// runs right after the parity test (file order): evictd has run with its
-// shipped arguments since TestNodeDaemonSet, so most of the 7 minutes it
-// waits before it counts an image have passed. The DiskPressure condition
-// the kubelet sets clears 15 s after the test (the guest's
-// evictionPressureTransitionPeriod), and the kubelet deletes the ballast.
+// The kubelet's image garbage collection on the real node (issue 11). Last
+// of the one-disk node's tests: the DiskPressure condition the kubelet sets
+// stays for its default 5-minute transition period, and its NoSchedule taint
+// with it (a run with this test early left the next test's pods pending).
 
 const ballastImage = "evictd-ballast:e2e-node"
 
 // The ballast, an image no pod runs, is imported when the node boots: the
 // kubelet lists a new image only minutes after it appears (4 in a trial),
 // and its image manager detects one only every 5 minutes, time the tests
-// before this one cover. Disk tests run alone (E2E_NODE_RUN) set
-// --expect-image-gc=false where the ballast would change what they measure.
+// before this one cover. The disk tests before it set --expect-image-gc=false
+// where the ballast would change what they measure.
 func init() { extraImages = append(extraImages, "ballast.tar") }
 
 // readySince is when the pod last became Ready. evictd's pod is Ready only
