@@ -398,8 +398,13 @@ func InFlightReclaim(opts Options, now time.Time, t Target, cands []rank.Candida
 			v = u.v
 		} else if isMemory(sig) && e.ObjectGone {
 			v = e.MemorySeen // what its cgroup still holds
-		} else if !isMemory(sig) && sig != thresholds.PIDAvailable {
-			v = e.LastUsage[sig]
+		}
+		if !isMemory(sig) && sig != thresholds.PIDAvailable {
+			// A disk victim's space comes back as the kubelet removes its
+			// volumes, after it stopped; a smaller figure before it is gone
+			// is a walk cut short or racing the removal (LastUsage keeps the
+			// largest seen). Errs toward evicting less, until it is gone.
+			v = max(v, e.LastUsage[sig])
 		}
 		sum = satAdd(sum, max(v, 0))
 	}

@@ -592,3 +592,36 @@ func TestActEarlyFromEstimatorSeries(t *testing.T) {
 		})
 	}
 }
+
+// TestInFlightDiskCreditHoldsWhileTheVictimGoes: a disk victim's files are
+// freed only when the kubelet removes its volumes, which for many small
+// files takes tens of seconds; meanwhile a walk of the pod's directories may
+// count less (cut short by the budget, or racing the removal). Its credit
+// stays what it was counted at its eviction until it is gone, so the need
+// it covers does not evict a second pod (found on the real node: 19970
+// inodes counted, a later figure below the need, a pod of 522 files
+// evicted as well).
+func TestInFlightDiskCreditHoldsWhileTheVictimGoes(t *testing.T) {
+	sig := thresholds.NodeFsInodesFree
+	e := entry("many", inflight.Evicted, -10*time.Second, map[thresholds.Signal]int64{sig: 19970})
+	tg := Target{Threshold: thresholds.Threshold{Signal: sig}, Need: 11119}
+	for _, tc := range []struct {
+		name  string
+		cands []rank.Candidate
+		want  int64
+	}{
+		{"no figure now", []rank.Candidate{noStats("many", false)}, 19970},
+		{"a smaller figure now", []rank.Candidate{cand("many", 4000, 0, false)}, 19970},
+		{"a larger figure now", []rank.Candidate{cand("many", 25000, 0, false)}, 25000},
+	} {
+		got := InFlightReclaim(baseOptions(), t0, tg, tc.cands, []inflight.Entry{e})
+		if got != tc.want {
+			t.Errorf("%s: in-flight credit %d; want %d", tc.name, got, tc.want)
+		}
+	}
+	// Memory is different: a victim's working set shrinking is memory back.
+	mem := entry("m", inflight.Evicted, -10*time.Second, map[thresholds.Signal]int64{thresholds.MemoryAvailable: 900 * mi})
+	if got := InFlightReclaim(baseOptions(), t0, Target{Threshold: thresholds.Threshold{Signal: thresholds.MemoryAvailable}}, []rank.Candidate{cand("m", 100*mi, 0, false)}, []inflight.Entry{mem}); got != 100*mi {
+		t.Errorf("memory: in-flight credit %d; want the current working set %d", got, 100*mi)
+	}
+}

@@ -287,12 +287,16 @@ func (s *Set) Stuck(uid types.UID) bool {
 	return s.stuck[uid]
 }
 
-// NoteUsage records the pod's current usage of a signal's resource, for the
-// signals whose resources outlive the pod's cgroup.
+// NoteUsage records the pod's usage of a signal's resource, for the signals
+// whose resources outlive the pod's cgroup (disk): the largest figure seen.
+// A victim's files are freed only as the kubelet removes its volumes; a
+// smaller figure before that is a walk cut short by its budget or racing the
+// removal, and taking it would free the need for a second eviction (seen on
+// the real node). Errs toward evicting less, until the pod is gone.
 func (s *Set) NoteUsage(uid types.UID, sig thresholds.Signal, usage int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.entries[uid]; ok {
+	if e, ok := s.entries[uid]; ok && usage > e.LastUsage[sig] {
 		e.LastUsage[sig] = usage
 	}
 }

@@ -126,6 +126,12 @@ func TestGoneNoteUsageAndEndEpisode(t *testing.T) {
 	if snap[0].LastUsage[thresholds.NodeFsAvailable] != 99 {
 		t.Errorf("NoteUsage not recorded: %+v", snap[0])
 	}
+	// A smaller figure later is a walk cut short or racing the removal of
+	// the pod's files, not space back: the largest seen stays.
+	s.NoteUsage("uid-a", thresholds.NodeFsAvailable, 40)
+	if got := s.Snapshot()[0].LastUsage[thresholds.NodeFsAvailable]; got != 99 {
+		t.Errorf("NoteUsage lowered the figure to %d; want 99 kept", got)
+	}
 	// Snapshots are copies.
 	snap[0].LastUsage[thresholds.NodeFsAvailable] = 1
 	if s.Snapshot()[0].LastUsage[thresholds.NodeFsAvailable] != 99 {
