@@ -121,9 +121,9 @@ func TestObserveObservationFeedsRank(t *testing.T) {
 			withParts++
 		}
 	}
-	if !in.fromObservation || in.diskLayout != fslayout.OneFs || len(in.diskParts) != withParts || withParts == 0 {
+	if in.diskParts == nil || in.diskLayout != fslayout.OneFs || len(in.diskParts) != withParts || withParts == 0 {
 		t.Errorf("rank read it as an observation %v, layout %q, parts for %d pods; want true, %q, %d",
-			in.fromObservation, in.diskLayout, len(in.diskParts), fslayout.OneFs, withParts)
+			in.diskParts != nil, in.diskLayout, len(in.diskParts), fslayout.OneFs, withParts)
 	}
 }
 

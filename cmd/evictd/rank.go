@@ -157,11 +157,11 @@ const summaryWant = "want a kubelet stats Summary (/api/v1/nodes/NODE/proxy/stat
 // summaryInput is what a --summary file gives the ranking.
 type summaryInput struct {
 	summary *statsapi.Summary
-	// fromObservation: diskParts and diskLayout were measured by evictd;
-	// a Summary leaves the ranking to tell them from its own figures.
-	fromObservation bool
-	diskParts       map[string]rank.DiskParts
-	diskLayout      fslayout.Layout
+	// diskParts and diskLayout were measured by evictd: set only from an
+	// observation (diskParts then non-nil); a Summary leaves the ranking to
+	// tell them from its own figures.
+	diskParts  map[string]rank.DiskParts
+	diskLayout fslayout.Layout
 	// lostSignals are the node signals evictd could not measure, each
 	// named once.
 	lostSignals []string
@@ -170,7 +170,7 @@ type summaryInput struct {
 // apply sets what the file measured, and only that: options from elsewhere
 // stay as they are.
 func (in summaryInput) apply(opts *rank.Options) {
-	if in.fromObservation {
+	if in.diskParts != nil {
 		opts.DiskParts = in.diskParts
 		opts.DiskLayout = in.diskLayout
 	}
@@ -238,10 +238,9 @@ func decodeObservation(data []byte, path string) (summaryInput, error) {
 	}
 	obs := &pressure.Observation{Summary: doc.Summary, Pods: doc.Pods, Node: doc.Node}
 	in := summaryInput{
-		summary:         doc.Summary,
-		fromObservation: true,
-		diskParts:       rank.DiskPartsOf(obs),
-		diskLayout:      doc.Node.DiskLayout,
+		summary:    doc.Summary,
+		diskParts:  rank.DiskPartsOf(obs),
+		diskLayout: doc.Node.DiskLayout,
 	}
 	seen := map[string]bool{}
 	for _, se := range doc.SignalErrors {

@@ -96,14 +96,15 @@ func TestNodeDedicatedImageFs(t *testing.T) {
 	}
 
 	// nodefs short by 75 MiB: the emptyDir's pod, not the writable layer's.
-	fill := func(dir, file string, need int64) (threshold, target int64) {
+	// fill takes dir need bytes below evictd's threshold, which it returns.
+	fill := func(dir, file string, need int64) int64 {
 		t.Helper()
 		avail, capacity, err := fsAvailable(ctx, n, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		threshold = capacity * 40 / 100
-		target = threshold - need
+		threshold := capacity * 40 / 100
+		target := threshold - need
 		if avail <= target {
 			t.Fatalf("%s has %d MiB available, already below the %d MiB the test aims at", dir, avail>>20, target>>20)
 		}
@@ -111,13 +112,13 @@ func TestNodeDedicatedImageFs(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%s: capacity %d MiB, evictd's threshold %d MiB available, now %d MiB", dir, capacity>>20, threshold>>20, target>>20)
-		return threshold, target
+		return threshold
 	}
 	pf := newPodFates(n, ns)
 	evictedFor := func(dir, fillFile string, need int64, want string) {
 		t.Helper()
 		start := time.Now()
-		threshold, _ := fill(dir, fillFile, need)
+		threshold := fill(dir, fillFile, need)
 		if err := n.poll(ctx, 3*time.Minute, dir+" above evictd's threshold again", func(ctx context.Context) error {
 			if err := pf.check(ctx); err != nil {
 				return err
