@@ -375,7 +375,7 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 		v.trends[s] = e.Sustained()
 	}
 	v.status = l.tracker.Update(v.signals)
-	l.thresholdMetrics(v.status)
+	l.thresholdMetrics(v.status, v.signals)
 	if l.deps.Arming != nil {
 		l.deps.Arming.Sync(obs, v.signals)
 	}
@@ -450,7 +450,7 @@ func (l *Loop) nodeReclaim(v *view, st thresholds.Status) map[thresholds.Signal]
 	return out
 }
 
-func (l *Loop) thresholdMetrics(st thresholds.Status) {
+func (l *Loop) thresholdMetrics(st thresholds.Status, signals map[thresholds.Signal]thresholds.Observation) {
 	type key struct {
 		s    thresholds.Signal
 		hard bool
@@ -461,7 +461,11 @@ func (l *Loop) thresholdMetrics(st thresholds.Status) {
 	}
 	for _, th := range l.cfg.Thresholds {
 		k := key{th.Signal, th.Hard()}
-		l.deps.Metrics.SetThresholdMet(th.Signal, th.Hard(), met[k])
+		amount := int64(-1)
+		if o, ok := signals[th.Signal]; ok {
+			amount = th.Value.Amount(o.Capacity)
+		}
+		l.deps.Metrics.SetThreshold(th.Signal, th.Hard(), met[k], amount)
 	}
 }
 

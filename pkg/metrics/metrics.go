@@ -82,6 +82,8 @@ type Metrics struct {
 	signalAvailable      *prometheus.GaugeVec
 	signalCapacity       *prometheus.GaugeVec
 	thresholdMet         *prometheus.GaugeVec
+	thresholdBytes       *prometheus.GaugeVec
+	thresholdCount       *prometheus.GaugeVec
 	evictions            *prometheus.CounterVec
 	evictionLatency      *prometheus.HistogramVec
 	termination          *prometheus.HistogramVec
@@ -119,6 +121,12 @@ func New(version string) (*Metrics, error) {
 		"signal")
 	m.thresholdMet = m.gaugeVec("threshold", "met",
 		"1 while an eviction threshold is met (for a soft threshold: whether or not its grace period has passed), else 0.",
+		"signal", "kind")
+	m.thresholdBytes = m.gaugeVec("threshold", "available_bytes",
+		"The available amount in bytes at or below which an eviction threshold is met, for signals measured in bytes (a percentage resolved against the last observed capacity).",
+		"signal", "kind")
+	m.thresholdCount = m.gaugeVec("threshold", "available",
+		"The available amount at or below which an eviction threshold is met, for signals that are a count (inodes, PIDs; a percentage resolved against the last observed capacity).",
 		"signal", "kind")
 
 	m.evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -272,9 +280,10 @@ func (m *Metrics) SetSignal(s thresholds.Signal, available, capacity int64) {
 	capa.WithLabelValues(string(s)).Set(float64(capacity))
 }
 
-// SetThresholdMet records whether the hard or soft threshold of a signal is
-// met.
-func (m *Metrics) SetThresholdMet(s thresholds.Signal, hard, met bool) {
+// SetThreshold records whether the hard or soft threshold of a signal is
+// met, and the available amount at which it is (in bytes or as a count, as
+// IsCountSignal says; none when the capacity is not known yet, amount < 0).
+func (m *Metrics) SetThreshold(s thresholds.Signal, hard, met bool, amount int64) {
 	if m == nil {
 		return
 	}
@@ -287,6 +296,14 @@ func (m *Metrics) SetThresholdMet(s thresholds.Signal, hard, met bool) {
 		v = 1
 	}
 	m.thresholdMet.WithLabelValues(string(s), kind).Set(v)
+	if amount < 0 {
+		return
+	}
+	g := m.thresholdBytes
+	if IsCountSignal(s) {
+		g = m.thresholdCount
+	}
+	g.WithLabelValues(string(s), kind).Set(float64(amount))
 }
 
 // IncEviction counts one eviction attempt; result is one of EvictionResults.

@@ -27,6 +27,8 @@ func populated(t *testing.T) *Metrics {
 	m.InitResources("memory", "nodefs")
 	m.SetSignal(thresholds.MemoryAvailable, 1<<30, 8<<30)
 	m.SetSignal(thresholds.PIDAvailable, 30000, 32768)
+	m.SetThreshold(thresholds.MemoryAvailable, true, false, 300<<20)
+	m.SetThreshold(thresholds.PIDAvailable, true, false, 3276)
 	start := time.Unix(1700000000, 0)
 	m.ObservationDone(start, start.Add(3*time.Millisecond), nil)
 	return m
@@ -137,12 +139,21 @@ func TestCountersAndGauges(t *testing.T) {
 		}, func(m *Metrics) prometheus.Collector {
 			return m.evictions.WithLabelValues(string(mem), ResultPDBBlocked)
 		}, 1},
-		{"hard threshold met", func(m *Metrics) { m.SetThresholdMet(mem, true, true) },
+		{"hard threshold met", func(m *Metrics) { m.SetThreshold(mem, true, true, 300<<20) },
 			func(m *Metrics) prometheus.Collector { return m.thresholdMet.WithLabelValues(string(mem), KindHard) }, 1},
-		{"soft unaffected by hard", func(m *Metrics) { m.SetThresholdMet(mem, true, true) },
+		{"soft unaffected by hard", func(m *Metrics) { m.SetThreshold(mem, true, true, 300<<20) },
 			func(m *Metrics) prometheus.Collector { return m.thresholdMet.WithLabelValues(string(mem), KindSoft) }, 0},
-		{"threshold cleared", func(m *Metrics) { m.SetThresholdMet(mem, false, true); m.SetThresholdMet(mem, false, false) },
+		{"threshold cleared", func(m *Metrics) {
+			m.SetThreshold(mem, false, true, 300<<20)
+			m.SetThreshold(mem, false, false, 300<<20)
+		},
 			func(m *Metrics) prometheus.Collector { return m.thresholdMet.WithLabelValues(string(mem), KindSoft) }, 0},
+		{"threshold amount in bytes", func(m *Metrics) { m.SetThreshold(mem, true, false, 300<<20) },
+			func(m *Metrics) prometheus.Collector { return m.thresholdBytes.WithLabelValues(string(mem), KindHard) }, 300 << 20},
+		{"threshold amount as a count", func(m *Metrics) { m.SetThreshold(pid, true, false, 3276) },
+			func(m *Metrics) prometheus.Collector { return m.thresholdCount.WithLabelValues(string(pid), KindHard) }, 3276},
+		{"threshold amount kept when the capacity is unknown", func(m *Metrics) { m.SetThreshold(mem, true, false, 300<<20); m.SetThreshold(mem, true, true, -1) },
+			func(m *Metrics) prometheus.Collector { return m.thresholdBytes.WithLabelValues(string(mem), KindHard) }, 300 << 20},
 		{"observation errors", func(m *Metrics) {
 			t0 := time.Unix(100, 0)
 			m.ObservationDone(t0, t0.Add(time.Millisecond), errors.New("read memory.stat: EIO"))
@@ -258,7 +269,7 @@ func TestNilMetricsIsANoOp(t *testing.T) {
 	m.InitSignals(thresholds.MemoryAvailable)
 	m.InitWakeupSources("timer")
 	m.SetSignal(thresholds.MemoryAvailable, 1, 2)
-	m.SetThresholdMet(thresholds.MemoryAvailable, true, true)
+	m.SetThreshold(thresholds.MemoryAvailable, true, true, 300<<20)
 	m.IncEviction(thresholds.MemoryAvailable, ResultEvicted)
 	m.ObserveEvictionLatency(thresholds.MemoryAvailable, time.Second)
 	m.ObservePodGone(thresholds.MemoryAvailable, time.Second)
