@@ -17,7 +17,7 @@ BENCH_COUNT ?= 6
 export CGO_ENABLED ?= 0
 
 .PHONY: all build observe test unit e2e bench bench-latency bench-oom bench-overhead verify fmt vet lint \
-        fuzz cluster-bins demo image image-workload test-image clean FORCE
+        fuzz cluster-bins demo dashboard-picture test-dashboard image image-workload test-image clean FORCE
 
 all: build
 
@@ -99,6 +99,21 @@ $(STATICCHECK):
 ## demo: a local real cluster, a simulated node under memory pressure, evictd at work.
 demo: build cluster-bins
 	hack/demo.sh
+
+## dashboard-picture: docs/images/dashboard.png, deploy/monitoring/dashboard.json drawn from the
+## demo's scrapes of evictd's /metrics (hack/dashboard evaluates every panel's queries with
+## Prometheus's engine). Needs root, like the demo.
+DASHBOARD_SCRAPES := $(OUT)/dashboard-scrapes
+dashboard-picture: build cluster-bins
+	rm -rf $(DASHBOARD_SCRAPES)
+	DEMO_SCRAPE_DIR=$(abspath $(DASHBOARD_SCRAPES)) hack/demo.sh
+	@mkdir -p docs/images
+	cd hack/dashboard && $(GO) run . --dashboard ../../deploy/monitoring/dashboard.json \
+	  --scrapes $(abspath $(DASHBOARD_SCRAPES)) --out ../../docs/images/dashboard.png
+
+## test-dashboard: the picture tool's tests (hack/dashboard, its own module).
+test-dashboard:
+	cd hack/dashboard && $(GO) test -count=1 ./...
 
 ## image: the container image, written without a Docker engine (none runs on the dev machines)
 ## by hack/image (go-containerregistry) as _output/image/evictd-$(VERSION).tar, an OCI image

@@ -67,5 +67,6 @@ fi
 # shellcheck disable=SC1091
 . "$work/cluster.env"
 
+# DEMO_SCRAPE_DIR (make dashboard-picture): keep evictd's /metrics every second there.
 "$bin/demo" --kubeconfig "$KUBECONFIG" --evictd-kubeconfig "$EVICTD_KUBECONFIG" \
-  --bin-dir "$bin" --work-dir "$work"
+  --bin-dir "$bin" --work-dir "$work" ${DEMO_SCRAPE_DIR:+--scrape-dir "$DEMO_SCRAPE_DIR"}

@@ -55,6 +55,8 @@ const (
 	// pressureTimeout bounds the pressure phase; the hog is evicted after
 	// about 15 s.
 	pressureTimeout = 90 * time.Second
+	// scrapeTail is how long the dashboard's scrapes go on after the final state.
+	scrapeTail = 20 * time.Second
 )
 
 func main() {
@@ -68,6 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	evictdKubeconfig := fs.String("evictd-kubeconfig", "", "kubeconfig with evictd's ServiceAccount token (required)")
 	binDir := fs.String("bin-dir", "", "directory holding evictd and workload (required)")
 	workDir := fs.String("work-dir", "", "directory for evictd's log and captured files (required)")
+	scrapeDir := fs.String("scrape-dir", "", "keep a scrape of evictd's /metrics every second in this directory, for the dashboard's picture")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -94,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	d := &demo{out: stdout, client: client, evictdKubeconfig: *evictdKubeconfig, binDir: *binDir, workDir: *workDir,
-		evicted: map[string]string{}}
+		scrapeDir: *scrapeDir, evicted: map[string]string{}}
 	err = d.run(ctx)
 	d.cleanup()
 	switch {
@@ -113,6 +116,8 @@ type demo struct {
 	client           kubernetes.Interface
 	evictdKubeconfig string
 	binDir, workDir  string
+	scrapeDir        string
+	scrapes          *scrapeRecorder
 
 	node    *nodesim.Node
 	evictd  *evictdproc.Process
@@ -208,6 +213,11 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.evictd.WaitReady(ctx, time.Minute); err != nil {
 		return err
 	}
+	if d.scrapeDir != "" {
+		if d.scrapes, err = startScrapes(d.evictd.Addr(), d.scrapeDir, time.Second); err != nil {
+			return err
+		}
+	}
 	d.say("   Rule: evict when memory.available < 300 MiB, and keep going until it is back above 400 MiB (100 MiB minimum reclaim).")
 	d.say("   Metrics on http://%s/metrics, log in %s.", d.evictd.Addr(), d.evictd.LogPath())
 	d.say("   The bars below show memory.available as evictd reports it; '|' marks the 300 MiB threshold.")
@@ -232,7 +242,29 @@ func (d *demo) run(ctx context.Context) error {
 	}
 
 	d.step(7, "Final state.")
-	return d.showFinal(ctx)
+	if err := d.showFinal(ctx); err != nil {
+		return err
+	}
+	return d.endScrapes(ctx)
+}
+
+// endScrapes keeps scraping a little after the episode, so the dashboard
+// shows the node at rest again, and then stops.
+func (d *demo) endScrapes(ctx context.Context) error {
+	if d.scrapes == nil {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(scrapeTail):
+	}
+	n, err := d.scrapes.Stop()
+	d.scrapes = nil
+	if err != nil {
+		return fmt.Errorf("scraping evictd for the dashboard: %w", err)
+	}
+	d.say("   Kept %d scrapes of evictd's /metrics in %s.", n, d.scrapeDir)
+	return nil
 }
 
 func (d *demo) createWorkloads(ctx context.Context) error {
@@ -522,6 +554,9 @@ func (d *demo) showFinal(ctx context.Context) error {
 
 // cleanup stops evictd and the node; it is safe after a partial start.
 func (d *demo) cleanup() {
+	if d.scrapes != nil {
+		_, _ = d.scrapes.Stop()
+	}
 	d.step(8, "Cleaning up: stopping evictd, the node's processes, cgroups and directories.")
 	if d.evictd != nil {
 		if killed, code, err := d.evictd.Stop(15 * time.Second); killed || code != 0 || err != nil {
