@@ -12,7 +12,7 @@ func TestSectionsParseTogetherAndPrintApart(t *testing.T) {
 	var every time.Duration
 	s.Section("observation").DurationVar(&every, "every", time.Second, "How often.")
 	s.Section("logging").StringVar(&level, "level", "info", "Log level.")
-	if s.Section("observation") != s.Section("observation") {
+	if first := s.Section("observation"); s.Section("observation") != first {
 		t.Fatal("a second Section call made a new flag set")
 	}
 	fs := s.FlagSet("cmd")
