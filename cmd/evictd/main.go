@@ -6,11 +6,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"syscall"
+
+	"github.com/spf13/pflag"
 )
 
 // Exit codes are part of the CLI contract (design.md).
@@ -20,16 +24,24 @@ const (
 	exitUsage   = 2
 )
 
+// usage names every flag of observe and rank (their usage lines are short
+// enough) and points to run's help for its sections of flags.
 const usage = `evictd: a node-level eviction agent for Kubernetes
 
 Usage:
-  evictd observe [--host-root DIR] [--cgroup-root PATH] [-o json|table]
-  evictd rank --summary FILE --pods FILE [--signal SIGNAL] [--config FILE] [-o json|table]
-  evictd run [flags]
-  evictd version
+  ` + observeSynopsis + `
+  ` + rankSynopsis + `
+  evictd run --node-name NODE [flags]
+  evictd version | --version
 
 Run "evictd COMMAND --help" for the flags of a command.
 `
+
+// Flags every command has.
+const (
+	flagHelp    = "help"
+	flagVersion = "version"
+)
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
@@ -63,4 +75,36 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "evictd: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
+}
+
+// flagError reports a flag the command line got wrong on one line, with a
+// pointer to the help, and returns the usage exit code. pflag's own text
+// already names the flag and the value ("unknown flag: --evction-hard",
+// "invalid argument \"x\" for \"--eviction-burst\" flag: ...").
+func flagError(stderr io.Writer, command string, err error) int {
+	if errors.Is(err, pflag.ErrHelp) {
+		// Only when a command defines no --help of its own; every one does.
+		err = errors.New("--help is not available here")
+	}
+	msg := strconvNoise.ReplaceAllStringFunc(oneLine(err), func(m string) string {
+		parts := strconvNoise.FindStringSubmatch(m)
+		if parts[2] == "value out of range" {
+			return "out of range"
+		}
+		return numberWords[parts[1]]
+	})
+	fmt.Fprintf(stderr, "evictd %s: %s (see \"evictd %s --help\")\n", command, msg, command)
+	return exitUsage
+}
+
+// strconvNoise matches the Go parse errors pflag passes on after its own
+// `invalid argument "x" for "--flag" flag:`, which names the value already.
+var strconvNoise = regexp.MustCompile(`strconv\.Parse(Int|Uint|Float|Bool): parsing "[^"]*": (invalid syntax|value out of range)`)
+
+// numberWords says in words what a strconv parser wanted.
+var numberWords = map[string]string{
+	"Int":   "not a whole number",
+	"Uint":  "not a whole number of 0 or more",
+	"Float": "not a number",
+	"Bool":  "not true or false",
 }

@@ -4,23 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/evictd/evictd/pkg/pressure"
-
+	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/fslayout"
+	"github.com/evictd/evictd/pkg/pressure"
 )
 
-const observeUsage = `Usage: evictd observe [--host-root DIR] [--cgroup-root PATH] [--image-fs PATH] [--container-fs PATH] [-o json|table|observation]
+// observeSynopsis names every flag of observe but --help; a test walks the
+// flag set to keep it so.
+const observeSynopsis = "evictd observe [--host-root DIR] [--cgroup-root PATH] [--image-fs PATH] [--container-fs PATH] [-o json|table|observation] [-v]"
+
+const observeUsage = `Usage: ` + observeSynopsis + `
 
 One observation of node and pod pressure. JSON is a kubelet stats Summary;
 the table is for people: node signals first, then the pods by working set;
@@ -36,38 +40,49 @@ named on stderr); 2 for bad usage or a host root evictd cannot use.
 Flags:
 `
 
+// observeFlags is the flags of `evictd observe`.
+type observeFlags struct {
+	hostRoot, cgroupRoot, imageFs, containerFs string
+	output                                     string
+	verbose, help                              bool
+}
+
+func newObserveFlags() (*observeFlags, *pflag.FlagSet) {
+	f := &observeFlags{}
+	fs := cliflag.NewFlagSet("observe")
+	fs.StringVar(&f.hostRoot, "host-root", pressure.DefaultHostRoot, "Directory under which every host path is read.")
+	fs.StringVar(&f.cgroupRoot, "cgroup-root", pressure.DefaultCgroupRoot, "Cgroup under which kubepods lives (the kubelet's --cgroup-root).")
+	fs.StringVar(&f.imageFs, "image-fs", pressure.DefaultImageFsPath, "The container runtime's image store (imagefs).")
+	fs.StringVar(&f.containerFs, "container-fs", "", "Where the runtime keeps the writable layers (containerfs), if not under --image-fs.")
+	fs.StringVarP(&f.output, "output", "o", "json", "Output format: json (a kubelet Summary), table or observation.")
+	fs.BoolVarP(&f.verbose, "v", "v", false, "Log debug messages.")
+	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
+	return f, fs
+}
+
 // observeCmd runs "evictd observe".
 func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("observe", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported in one line below
-	hostRoot := fs.String("host-root", pressure.DefaultHostRoot, "directory under which every host path is read")
-	cgroupRoot := fs.String("cgroup-root", pressure.DefaultCgroupRoot, "cgroup under which kubepods lives (the kubelet's --cgroup-root)")
-	imageFs := fs.String("image-fs", pressure.DefaultImageFsPath, "the container runtime's image store (imagefs)")
-	containerFs := fs.String("container-fs", "", "where the runtime keeps the writable layers (containerfs), if not under --image-fs")
-	output := fs.String("o", "json", "output format: json (a kubelet Summary), table or observation")
-	verbose := fs.Bool("v", false, "log debug messages")
+	f, fs := newObserveFlags()
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, observeUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
-		return exitUsage
+		return flagError(stderr, "observe", err)
+	}
+	if f.help {
+		fmt.Fprint(stdout, observeUsage)
+		fmt.Fprint(stdout, fs.FlagUsagesWrapped(helpColumns))
+		return exitOK
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "evictd observe: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	if *output != "json" && *output != "table" && *output != "observation" {
-		fmt.Fprintf(stderr, "evictd observe: invalid value %q for -o: want json, table or observation\n", *output)
+	if f.output != "json" && f.output != "table" && f.output != "observation" {
+		fmt.Fprintf(stderr, "evictd observe: invalid --output (-o) %q: want json, table or observation\n", f.output)
 		return exitUsage
 	}
 
-	log := cliLogger(stderr, *verbose)
+	log := cliLogger(stderr, f.verbose)
 	defer func() { _ = log.Sync() }()
-	o, err := pressure.NewObserver(pressure.Options{HostRoot: *hostRoot, CgroupRoot: *cgroupRoot, ImageFsPath: *imageFs, ContainerFsPath: *containerFs}, log)
+	o, err := pressure.NewObserver(pressure.Options{HostRoot: f.hostRoot, CgroupRoot: f.cgroupRoot, ImageFsPath: f.imageFs, ContainerFsPath: f.containerFs}, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
 		if errors.Is(err, pressure.ErrHostRoot) || errors.Is(err, pressure.ErrInvalidOptions) {
@@ -83,11 +98,11 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
 		return exitFailure
 	}
-	switch *output {
+	switch f.output {
 	case "json", "observation":
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if *output == "json" {
+		if f.output == "json" {
 			err = enc.Encode(obs.Summary)
 		} else {
 			err = enc.Encode(obs)

@@ -218,7 +218,7 @@ func TestObserveBadInput(t *testing.T) {
 
 func TestObserveHelp(t *testing.T) {
 	code, out, _ := runObserve(t, "--help")
-	if code != exitOK || !strings.Contains(out, "--host-root") || !strings.Contains(out, "-cgroup-root") {
+	if code != exitOK || !strings.Contains(out, "--host-root") || !strings.Contains(out, "--cgroup-root") {
 		t.Errorf("help: exit %d, %q", code, out)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/pflag"
+
+	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -22,7 +24,11 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-const rankUsage = `Usage: evictd rank --summary FILE --pods FILE [--signal SIGNAL] [--config FILE] [--namespaces FILE] [-o json|table]
+// rankSynopsis names every flag of rank but --help; a test walks the flag
+// set to keep it so.
+const rankSynopsis = "evictd rank --summary FILE --pods FILE [--signal SIGNAL] [--config FILE] [--namespaces FILE] [-o json|table]"
+
+const rankUsage = `Usage: ` + rankSynopsis + `
 
 Ranks a node's pods the way evictd would evict them under one signal, from
 files captured on a cluster:
@@ -44,25 +50,36 @@ Eligible pods come first, in eviction order, then the ineligible ones.
 Flags:
 `
 
+// rankFlags is the flags of `evictd rank`.
+type rankFlags struct {
+	summary, pods, signal, config, namespaces string
+	output                                    string
+	help                                      bool
+}
+
+func newRankFlags() (*rankFlags, *pflag.FlagSet) {
+	f := &rankFlags{}
+	fs := cliflag.NewFlagSet("rank")
+	fs.StringVar(&f.summary, "summary", "", "Kubelet stats Summary or evictd observation JSON (required).")
+	fs.StringVar(&f.pods, "pods", "", "v1.PodList JSON, as kubectl get pods -o json prints it (required).")
+	fs.StringVar(&f.signal, "signal", string(thresholds.MemoryAvailable), "Eviction signal to rank for.")
+	fs.StringVar(&f.config, "config", "", "EvictdConfiguration file (priority groups, exclusions).")
+	fs.StringVar(&f.namespaces, "namespaces", "", "v1.NamespaceList JSON, for priority groups with a namespaceSelector.")
+	fs.StringVarP(&f.output, "output", "o", "table", "Output format: json or table.")
+	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
+	return f, fs
+}
+
 // rankCmd runs `evictd rank`: pure ranking of captured data, no cluster access.
 func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rank", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), rankUsage)
-		fs.PrintDefaults()
-	}
-	summaryPath := fs.String("summary", "", "kubelet stats Summary or evictd observation JSON (required)")
-	podsPath := fs.String("pods", "", "v1.PodList JSON, as kubectl get pods -o json prints it (required)")
-	signalName := fs.String("signal", string(thresholds.MemoryAvailable), "eviction signal to rank for")
-	configPath := fs.String("config", "", "EvictdConfiguration file (priority groups, exclusions)")
-	nsPath := fs.String("namespaces", "", "v1.NamespaceList JSON, for priority groups with a namespaceSelector")
-	output := fs.String("o", "table", "output format: json or table")
+	f, fs := newRankFlags()
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+		return flagError(stderr, "rank", err)
+	}
+	if f.help {
+		fmt.Fprint(stdout, rankUsage)
+		fmt.Fprint(stdout, fs.FlagUsagesWrapped(helpColumns))
+		return exitOK
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "evictd rank: %v\n", err)
@@ -71,20 +88,20 @@ func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case fs.NArg() > 0:
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
-	case *summaryPath == "":
+	case f.summary == "":
 		return fail(errors.New("--summary FILE is required"))
-	case *podsPath == "":
+	case f.pods == "":
 		return fail(errors.New("--pods FILE is required"))
-	case *output != "json" && *output != "table":
-		return fail(fmt.Errorf("-o %q: want json or table", *output))
+	case f.output != "json" && f.output != "table":
+		return fail(fmt.Errorf("invalid --output (-o) %q: want json or table", f.output))
 	}
-	signal, err := thresholds.ParseSignal(*signalName)
+	signal, err := thresholds.ParseSignal(f.signal)
 	if err != nil {
 		return fail(fmt.Errorf("--signal: %w", err))
 	}
 	cfg := config.Default()
-	if *configPath != "" {
-		if cfg, err = config.Load(*configPath); err != nil {
+	if f.config != "" {
+		if cfg, err = config.Load(f.config); err != nil {
 			return fail(err)
 		}
 	}
@@ -92,17 +109,17 @@ func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	in, err := readSummary(*summaryPath)
+	in, err := readSummary(f.summary)
 	if err != nil {
 		return fail(err)
 	}
 	in.apply(&opts)
-	pods, err := readPods(*podsPath)
+	pods, err := readPods(f.pods)
 	if err != nil {
 		return fail(err)
 	}
-	if *nsPath != "" {
-		if opts.NamespaceLabels, err = readNamespaceLabels(*nsPath); err != nil {
+	if f.namespaces != "" {
+		if opts.NamespaceLabels, err = readNamespaceLabels(f.namespaces); err != nil {
 			return fail(err)
 		}
 	} else if cfg.HasSelectors() {
@@ -112,11 +129,11 @@ func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		// Ranking still makes sense: a lost signal is a node-level figure,
 		// and the pods' own figures are all there.
 		fmt.Fprintf(stderr, "evictd rank: warning: --summary %s: evictd could not measure %s; the observation lacks them\n",
-			*summaryPath, strings.Join(in.lostSignals, ", "))
+			f.summary, strings.Join(in.lostSignals, ", "))
 	}
 
 	res := rank.Rank(signal, in.summary, pods, opts)
-	if *output == "json" {
+	if f.output == "json" {
 		err = writeJSON(stdout, res)
 	} else {
 		err = writeTable(stdout, signal, res)

@@ -246,8 +246,9 @@ func TestRankCommandErrors(t *testing.T) {
 		{name: "no summary", args: []string{"--pods", p}, wantErr: "--summary FILE is required"},
 		{name: "no pods", args: []string{"--summary", s}, wantErr: "--pods FILE is required"},
 		{name: "stray argument", args: []string{"--summary", s, "--pods", p, "extra"}, wantErr: `unexpected argument "extra"`},
-		{name: "unknown flag", args: []string{"--sumary", s}, wantErr: "flag provided but not defined: -sumary"},
-		{name: "bad output", args: []string{"--summary", s, "--pods", p, "-o", "yaml"}, wantErr: `-o "yaml": want json or table`},
+		{name: "unknown flag", args: []string{"--sumary", s}, wantErr: `unknown flag: --sumary (see "evictd rank --help")`},
+		{name: "single-dash long flag", args: []string{"-summary", s}, wantErr: "unknown shorthand flag: 's' in -summary"},
+		{name: "bad output", args: []string{"--summary", s, "--pods", p, "-o", "yaml"}, wantErr: `invalid --output (-o) "yaml": want json or table`},
 		{name: "bad signal", args: []string{"--summary", s, "--pods", p, "--signal", "memory"}, wantErr: `--signal: unknown eviction signal "memory"`},
 		{name: "missing summary file", args: []string{"--summary", filepath.Join(dir, "nope.json"), "--pods", p}, wantErr: "nope.json: no such file"},
 		{name: "truncated summary", args: []string{"--summary", td("truncated.json"), "--pods", p}, wantErr: "truncated.json: not valid JSON"},
@@ -269,7 +270,7 @@ func TestRankCommandErrors(t *testing.T) {
 			if !strings.Contains(errOut, tc.wantErr) {
 				t.Errorf("stderr = %q, want it to contain %q", errOut, tc.wantErr)
 			}
-			if tc.name != "unknown flag" && strings.Count(errOut, "\n") != 1 {
+			if strings.Count(errOut, "\n") != 1 {
 				t.Errorf("stderr is not one line: %q", errOut)
 			}
 		})
@@ -277,9 +278,9 @@ func TestRankCommandErrors(t *testing.T) {
 }
 
 func TestRankCommandHelp(t *testing.T) {
-	code, _, errOut := runRank(t, "--help")
-	if code != exitOK || !strings.Contains(errOut, "kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary") {
-		t.Errorf("exit %d, help %q", code, errOut)
+	code, out, errOut := runRank(t, "--help")
+	if code != exitOK || errOut != "" || !strings.Contains(out, "kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary") {
+		t.Errorf("exit %d, help %q, stderr %q; want 0 and the help on stdout", code, out, errOut)
 	}
 }
 

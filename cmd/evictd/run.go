@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/evictd/evictd/pkg/agent"
+	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/logging"
 )
 
@@ -17,15 +18,12 @@ const runUsage = `Usage: evictd run --node-name NODE [flags]
 The agent: watches this node's pods, observes memory, disk and PID pressure,
 and evicts pods through the Eviction API when a threshold is met.
 See docs/run.md.
-
-Flags:
 `
 
-// Logging flag names.
-const (
-	flagLogFormat = "log-format"
-	flagLogLevel  = "log-level"
-)
+// helpColumns is the width help text is wrapped at: 0, one line per flag,
+// as kube components print theirs off a terminal; pflag's wrapping breaks
+// only at spaces and puts threshold examples in columns of their own.
+const helpColumns = 0
 
 // runCmd runs "evictd run".
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -53,47 +51,58 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// parseRunFlags parses and validates every flag; ok is false when the
-// command must exit with code (help, or a bad flag reported on stderr).
-func parseRunFlags(args []string, stdout, stderr io.Writer) (opts *agent.Options, logFormat, logLevel string, code int, ok bool) {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported in one line below
-	opts = agent.NewOptions()
-	opts.AddFlags(fs)
-	opts.Config.BindFlags(fs)
-	// pkg/config and pkg/evict both define --eviction-max-pod-grace-period;
-	// the config's (the kubelet's flag, also settable in the file) is the
-	// one registered, and Options.Complete hands its value to the evictor.
-	ev := flag.NewFlagSet("evict", flag.ContinueOnError)
-	opts.Evict.AddFlags(ev)
-	ev.VisitAll(func(f *flag.Flag) {
-		if fs.Lookup(f.Name) == nil {
-			fs.Var(f.Value, f.Name, f.Usage)
-		}
-	})
-	fs.StringVar(&logFormat, flagLogFormat, logging.DefaultFormat, "log format: "+strings.Join(logging.Formats, " or "))
-	fs.StringVar(&logLevel, flagLogLevel, logging.DefaultLevel, "log level: "+strings.Join(logging.Levels, ", "))
+// runFlags is every flag of `evictd run`, by help section.
+type runFlags struct {
+	sections              *cliflag.Sections
+	opts                  *agent.Options
+	logFormat, logLevel   string
+	showVersion, showHelp bool
+}
 
+func newRunFlags() *runFlags {
+	f := &runFlags{sections: &cliflag.Sections{}, opts: agent.NewOptions()}
+	f.opts.AddFlags(f.sections)
+	logging.AddFlags(f.sections.Section(agent.SectionLogging), &f.logFormat, &f.logLevel)
+	global := f.sections.Section(agent.SectionGlobal)
+	global.BoolVar(&f.showVersion, flagVersion, false, "Print the version and exit.")
+	global.BoolVarP(&f.showHelp, flagHelp, "h", false, "Print this help and exit.")
+	return f
+}
+
+// writeHelp prints the usage text and the flags, section by section.
+func (f *runFlags) writeHelp(w io.Writer) {
+	fmt.Fprint(w, runUsage)
+	_ = f.sections.Write(w, helpColumns)
+}
+
+// parseRunFlags parses and validates every flag; ok is false when the
+// command must exit with code (help, version, or a bad flag reported on
+// stderr).
+func parseRunFlags(args []string, stdout, stderr io.Writer) (opts *agent.Options, logFormat, logLevel string, code int, ok bool) {
+	f := newRunFlags()
+	fs := f.sections.FlagSet("run")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, runUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return nil, "", "", exitOK, false
-		}
-		fmt.Fprintf(stderr, "evictd run: %s\n", oneLine(err))
-		return nil, "", "", exitUsage, false
+		return nil, "", "", flagError(stderr, "run", err), false
 	}
+	if f.showHelp {
+		f.writeHelp(stdout)
+		return nil, "", "", exitOK, false
+	}
+	if f.showVersion {
+		fmt.Fprintln(stdout, version)
+		return nil, "", "", exitOK, false
+	}
+	logFormat, logLevel, opts = f.logFormat, f.logLevel, f.opts
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "evictd run: unexpected argument %q\n", fs.Arg(0))
 		return nil, "", "", exitUsage, false
 	}
 	if _, err := logging.ParseLevel(logLevel); err != nil {
-		fmt.Fprintf(stderr, "evictd run: invalid --%s: %s\n", flagLogLevel, oneLine(err))
+		fmt.Fprintf(stderr, "evictd run: invalid --%s: %s\n", logging.FlagLevel, oneLine(err))
 		return nil, "", "", exitUsage, false
 	}
-	if !contains(logging.Formats, logFormat) {
-		fmt.Fprintf(stderr, "evictd run: invalid --%s %q (want %s)\n", flagLogFormat, logFormat, strings.Join(logging.Formats, " or "))
+	if !slices.Contains(logging.Formats, logFormat) {
+		fmt.Fprintf(stderr, "evictd run: invalid --%s %q (want %s)\n", logging.FlagFormat, logFormat, strings.Join(logging.Formats, " or "))
 		return nil, "", "", exitUsage, false
 	}
 	if err := opts.Complete(); err != nil {
@@ -115,13 +124,4 @@ func usageMessage(err error) string {
 // oneLine joins a multi-line error (errors.Join) into one line.
 func oneLine(err error) string {
 	return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

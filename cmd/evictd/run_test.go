@@ -62,7 +62,10 @@ current-context: x
 		{"bad log level", []string{"--node-name=n1", "--log-level=loud"}, `"loud"`},
 		{"bad log format", []string{"--node-name=n1", "--log-format=xml"}, `"xml"`},
 		{"bad boolean", []string{"--node-name=n1", "--include-daemonset-pods=perhaps"}, `"perhaps"`},
-		{"unknown flag", []string{"--node-name=n1", "--evict-everything"}, "evict-everything"},
+		{"unknown flag", []string{"--node-name=n1", "--evict-everything"}, `unknown flag: --evict-everything (see "evictd run --help")`},
+		{"single-dash long flag", []string{"-node-name=n1"}, "unknown shorthand flag: 'n' in -node-name=n1"},
+		{"bad number", []string{"--node-name=n1", "--eviction-burst=many"}, `invalid argument "many" for "--eviction-burst" flag: not a whole number`},
+		{"soft grace cap beyond int32", []string{"--node-name=n1", "--eviction-max-pod-grace-period=99999999999"}, `"99999999999"`},
 		{"stray argument", []string{"--node-name=n1", "now"}, `"now"`},
 		{"host root without /proc", []string{"--node-name=n1", "--kubeconfig=" + kubeconfig, "--host-root=" + t.TempDir()}, "host root"},
 	}
@@ -89,7 +92,7 @@ func TestRunHelp(t *testing.T) {
 	if code := runCmd(context.Background(), []string{"--help"}, &out, &errb); code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, flag := range []string{"-node-name", "-eviction-hard", "-dry-run", "-pdb-policy", "-wakeup-sources", "-metrics-bind-address", "-include-daemonset-pods"} {
+	for _, flag := range []string{"--node-name", "--eviction-hard", "--dry-run", "--pdb-policy", "--wakeup-sources", "--metrics-bind-address", "--include-daemonset-pods"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("--help does not list %s", flag)
 		}

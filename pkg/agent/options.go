@@ -11,9 +11,7 @@ package agent
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"strconv"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent/fastpath"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
+	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -140,26 +139,55 @@ func NewOptions() *Options {
 	}
 }
 
-// AddFlags registers the agent's own flags (not the config's or the
-// evictor's: run.go binds those next to these).
-func (o *Options) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.NodeName, FlagNodeName, o.NodeName, "this node's name (default $NODE_NAME); required")
-	fs.StringVar(&o.Kubeconfig, FlagKubeconfig, o.Kubeconfig, "kubeconfig file; empty uses the in-cluster ServiceAccount")
-	fs.StringVar(&o.HostRoot, FlagHostRoot, o.HostRoot, "directory under which every host path (/proc, /sys/fs/cgroup, /var/lib/kubelet, /var/log/pods) is read")
-	fs.StringVar(&o.CgroupRoot, FlagCgroupRoot, o.CgroupRoot, "cgroup under which kubepods lives (the kubelet's --cgroup-root)")
-	fs.StringVar(&o.ImageFs, FlagImageFs, o.ImageFs, "the container runtime's image store, whose filesystem is the imagefs")
-	fs.StringVar(&o.ContainerFs, FlagContainerFs, o.ContainerFs, "where the runtime keeps the containers' writable layers, if not under --image-fs (CRI-O's split image store)")
-	fs.DurationVar(&o.Housekeeping, FlagHousekeeping, o.Housekeeping, "longest wait between two observations (the kubelet uses 10s)")
-	fs.StringVar(&o.MetricsAddr, FlagMetricsAddress, o.MetricsAddr, "address serving /metrics, /healthz and /readyz")
-	fs.Var(optionalBool{&o.includeDS}, FlagIncludeDaemonSetPods, "make DaemonSet pods eligible for eviction (overrides includeDaemonSetPods of --config)")
-	fs.StringVar(&o.WakeupSources, FlagWakeupSources, o.WakeupSources,
-		"comma-separated wake-up sources besides the housekeeping timer: memcg (cgroup v1 threshold eventfds), psi (PSI triggers), memory-events (cgroup v2 inotify), adaptive (faster polls near thresholds); none = timer only, like the kubelet")
-	fs.DurationVar(&o.PollMin, FlagPollMin, o.PollMin, "fastest adaptive poll interval, used near a threshold and right after an event")
-	fs.BoolVar(&o.ActEarly, FlagActEarly, o.ActEarly, "evict when a hard memory threshold's crossing is predicted within the time an eviction takes to free memory")
-	fs.BoolVar(&o.FitGrace, FlagFitGrace, o.FitGrace, "shorten a memory eviction's grace period to the time left before memory runs out")
-	fs.BoolVar(&o.ExpectImageGC, FlagExpectImageGC, o.ExpectImageGC, "count the node's unused images (the Node's status.images) as space the kubelet's image garbage collection frees, and evict only for disk pressure on the image filesystem that they cannot cover; false when the kubelet's image GC is off")
-	fs.DurationVar(&o.GraceMargin, FlagGraceMargin, o.GraceMargin, "part of the time left kept for the eviction itself when fitting a grace period")
-	fs.DurationVar(&o.InformerSyncTimeout, FlagInformerSyncTimeout, o.InformerSyncTimeout, "how long to wait for the initial list and watch of pods, PriorityClasses and namespaces before exiting (a 403 Forbidden exits at once)")
+// Sections of `evictd run --help`, in their order; the command adds
+// SectionLogging and SectionGlobal after AddFlags's.
+const (
+	SectionGeneric     = "generic"
+	SectionThresholds  = "thresholds"
+	SectionEviction    = "eviction"
+	SectionObservation = "observation"
+	SectionServing     = "serving"
+	SectionLogging     = "logging"
+	SectionGlobal      = "global"
+)
+
+// AddFlags registers every flag of Options, the config's and the evictor's
+// included, each on the section of the help it belongs to.
+func (o *Options) AddFlags(s *cliflag.Sections) {
+	generic := s.Section(SectionGeneric)
+	thresholdFlags := s.Section(SectionThresholds)
+	eviction := s.Section(SectionEviction)
+	observation := s.Section(SectionObservation)
+	serving := s.Section(SectionServing)
+
+	generic.StringVar(&o.NodeName, FlagNodeName, o.NodeName, "This node's name; required. Defaults to $NODE_NAME, which the DaemonSet sets from spec.nodeName.")
+	generic.StringVar(&o.Kubeconfig, FlagKubeconfig, o.Kubeconfig, "Kubeconfig file; empty uses the in-cluster ServiceAccount.")
+	if o.Config == nil {
+		o.Config = &config.Config{}
+	}
+	// The evictor's flags first: the config adds the soft grace cap after
+	// the evictor's own grace and rate flags.
+	o.Evict.AddFlags(eviction)
+	o.Config.BindFlags(generic, thresholdFlags, eviction)
+	generic.DurationVar(&o.InformerSyncTimeout, FlagInformerSyncTimeout, o.InformerSyncTimeout, "How long to wait for the initial list and watch of pods, PriorityClasses and namespaces before exiting (a 403 Forbidden exits at once).")
+
+	eviction.Var(optionalBool{&o.includeDS}, FlagIncludeDaemonSetPods, "Make DaemonSet pods eligible for eviction (overrides includeDaemonSetPods of --config).")
+	eviction.Lookup(FlagIncludeDaemonSetPods).NoOptDefVal = "true"
+	eviction.BoolVar(&o.ActEarly, FlagActEarly, o.ActEarly, "Evict when a hard memory threshold's crossing is predicted within the time an eviction takes to free memory.")
+	eviction.BoolVar(&o.FitGrace, FlagFitGrace, o.FitGrace, "Shorten a memory eviction's grace period to the time left before memory runs out.")
+	eviction.DurationVar(&o.GraceMargin, FlagGraceMargin, o.GraceMargin, "Part of the time left kept for the eviction itself when fitting a grace period.")
+	eviction.BoolVar(&o.ExpectImageGC, FlagExpectImageGC, o.ExpectImageGC, "Count the node's unused images (the Node's status.images) as space the kubelet's image garbage collection frees, and evict only for disk pressure on the image filesystem that they cannot cover; false when the kubelet's image GC is off.")
+
+	observation.StringVar(&o.HostRoot, FlagHostRoot, o.HostRoot, "Directory under which every host path (/proc, /sys/fs/cgroup, /var/lib/kubelet, /var/log/pods) is read.")
+	observation.StringVar(&o.CgroupRoot, FlagCgroupRoot, o.CgroupRoot, "Cgroup under which kubepods lives (the kubelet's --cgroup-root).")
+	observation.StringVar(&o.ImageFs, FlagImageFs, o.ImageFs, "The container runtime's image store, whose filesystem is the imagefs.")
+	observation.StringVar(&o.ContainerFs, FlagContainerFs, o.ContainerFs, "Where the runtime keeps the containers' writable layers, if not under --image-fs (CRI-O's split image store).")
+	observation.DurationVar(&o.Housekeeping, FlagHousekeeping, o.Housekeeping, "Longest wait between two observations (the kubelet uses 10s).")
+	observation.StringVar(&o.WakeupSources, FlagWakeupSources, o.WakeupSources,
+		"Comma-separated wake-up sources besides the housekeeping timer: memcg (cgroup v1 threshold eventfds), psi (PSI triggers), memory-events (cgroup v2 inotify), adaptive (faster polls near thresholds); none = timer only, like the kubelet.")
+	observation.DurationVar(&o.PollMin, FlagPollMin, o.PollMin, "Fastest adaptive poll interval, used near a threshold and right after an event.")
+
+	serving.StringVar(&o.MetricsAddr, FlagMetricsAddress, o.MetricsAddr, "Address serving /metrics, /healthz and /readyz.")
 }
 
 // optionalBool is a boolean flag that remembers whether it was given, so
@@ -176,13 +204,15 @@ func (b optionalBool) String() string {
 func (b optionalBool) Set(s string) error {
 	v, err := strconv.ParseBool(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a boolean", s)
+		return fmt.Errorf("%q is not true or false", s)
 	}
 	*b.dst = &v
 	return nil
 }
 
 func (optionalBool) IsBoolFlag() bool { return true }
+
+func (optionalBool) Type() string { return "bool" }
 
 // Complete merges what needs merging after parsing: the config file and
 // flags (config.Complete), --include-daemonset-pods, the soft grace cap
@@ -203,7 +233,7 @@ func (o *Options) Complete() error {
 	if g := o.Config.EvictionMaxPodGracePeriod; g > 0 {
 		o.Evict.MaxPodGracePeriod = int64(g)
 	} else {
-		o.Evict.MaxPodGracePeriod = math.MaxInt32
+		o.Evict.MaxPodGracePeriod = evict.NoGraceCap
 	}
 	src, adaptive, err := ParseWakeupSources(o.WakeupSources)
 	if err != nil {

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"errors"
-	"flag"
 	"math"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/pkg/agent/fastpath"
+	"github.com/evictd/evictd/pkg/cliflag"
 )
 
 func TestParseWakeupSources(t *testing.T) {
@@ -60,10 +60,9 @@ func TestOptionsCompleteMergesFlagsAndConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOptions()
 			o.NodeName = "n1"
-			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			o.AddFlags(fs)
-			o.Config.BindFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
+			sections := &cliflag.Sections{}
+			o.AddFlags(sections)
+			if err := sections.FlagSet("t").Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
 			if err := o.Complete(); err != nil {

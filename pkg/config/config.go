@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -109,6 +110,12 @@ type SignalMap map[string]string
 func (m *SignalMap) UnmarshalJSON(data []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
+		// A type error without an offset: the decoder adds the field's
+		// name, and decode says it wants a map.
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return &json.UnmarshalTypeError{Value: te.Value, Type: reflect.TypeOf(SignalMap{})}
+		}
 		return fmt.Errorf("want a map of signal to value: %w", err)
 	}
 	if raw == nil {
@@ -203,7 +210,7 @@ func decode(data []byte) (*Config, error) {
 	c := &Config{}
 	strict, err := kjson.UnmarshalStrict(js, c)
 	if err != nil {
-		return nil, oneLine(err)
+		return nil, oneLine(describeDecodeError(js, err))
 	}
 	if len(strict) > 0 {
 		return nil, oneLine(strict[0])

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -224,10 +224,10 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 
 func parseFlags(t *testing.T, args ...string) (*Config, error) {
 	t.Helper()
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c := Default()
-	c.BindFlags(fs)
+	c.BindFlags(fs, fs, fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -295,7 +295,7 @@ func TestFlags(t *testing.T) {
 		{name: "bad operator", args: []string{"--eviction-hard=memory.available>1Gi"}, wantErr: "only < is allowed"},
 		{name: "bad value", args: []string{"--eviction-hard=memory.available<lots"}, wantErr: "memory.available<lots"},
 		{name: "soft flag without grace", args: []string{"--eviction-soft=memory.available<2Gi"}, wantErr: "has no grace period"},
-		{name: "bad max grace", args: []string{"--eviction-max-pod-grace-period=1.5"}, wantErr: `"1.5" is not a whole number`},
+		{name: "bad max grace", args: []string{"--eviction-max-pod-grace-period=1.5"}, wantErr: "not a whole number of seconds"},
 		{name: "negative max grace", args: []string{"--eviction-max-pod-grace-period=-1"}, wantErr: "must not be negative"},
 		{name: "missing config file", args: []string{"--config", filepath.Join("testdata", "nope.yaml")}, wantErr: "nope.yaml"},
 		{name: "bad config file", args: []string{"--config", filepath.Join("testdata", "unknown-field.yaml")}, wantErr: `unknown field "evictionHardd"`},

@@ -1,13 +1,17 @@
 package config
 
 import (
-	"flag"
+	"errors"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
-	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/pkg/thresholds"
 )
 
 // Flag names, as the kubelet spells them.
@@ -23,7 +27,6 @@ const (
 
 // flagValues holds what the flags said until Complete merges it.
 type flagValues struct {
-	fs         *flag.FlagSet
 	configFile string
 	hard       map[string]string
 	soft       map[string]string
@@ -31,52 +34,89 @@ type flagValues struct {
 	minReclaim map[string]string
 	maxGrace   int32
 	transition time.Duration
+	// The scalar flags override the file only when given.
+	maxGraceFlag, transitionFlag *pflag.Flag
 }
 
-// BindFlags registers --config and the kubelet's eviction flags on fs. After
-// fs.Parse, call Complete. A map flag may be repeated; its entries add up.
-func (c *Config) BindFlags(fs *flag.FlagSet) {
-	f := &flagValues{fs: fs}
+// BindFlags registers --config on file, the kubelet's threshold flags on
+// thresholds, and --eviction-max-pod-grace-period on eviction (the sections
+// of `evictd run --help`; pass one flag set three times where sections do
+// not matter). After parsing, call Complete. A map flag may be repeated; its
+// entries add up.
+//
+// The config owns --eviction-max-pod-grace-period, not the evictor: it is a
+// field of the file as well, and a flag given overrides the file.
+func (c *Config) BindFlags(file, thresholdFlags, eviction *pflag.FlagSet) {
+	f := &flagValues{}
 	c.flags = f
-	fs.StringVar(&f.configFile, FlagConfig, "", "path of an EvictdConfiguration file (apiVersion "+APIVersion+"); flags override it")
-	fs.Func(FlagEvictionHard, "hard thresholds, e.g. memory.available<500Mi,nodefs.available<10%; signals not named keep their defaults ("+thresholds.JoinStatements(DefaultEvictionHard())+"); SIGNAL<none disables one",
-		statementsFlag(&f.hard))
-	fs.Func(FlagEvictionSoft, "soft thresholds, same syntax as --"+FlagEvictionHard+"; each needs a grace period",
-		statementsFlag(&f.soft))
-	fs.Func(FlagEvictionSoftGracePeriod, "grace periods of the soft thresholds, e.g. memory.available=1m30s",
-		pairsFlag(&f.grace))
-	fs.Func(FlagEvictionMinimumReclaim, "minimum reclaim per signal, e.g. nodefs.available=500Mi,memory.available=5%",
-		pairsFlag(&f.minReclaim))
-	fs.Func(FlagEvictionMaxPodGrace, "maximum grace period in seconds for pods evicted by a soft threshold; 0 keeps the pod's own", func(s string) error {
-		v, err := strconv.ParseInt(s, 10, 32)
-		if err != nil {
-			return fmt.Errorf("%q is not a whole number of seconds", s)
-		}
-		f.maxGrace = int32(v)
-		return nil
-	})
-	fs.DurationVar(&f.transition, FlagEvictionPressureTransPer, DefaultPressureTransitionPeriod, "how long a pressure condition stays after its thresholds cleared")
+	file.StringVar(&f.configFile, FlagConfig, "", "Path of an EvictdConfiguration file (apiVersion "+APIVersion+"); flags given on the command line override it.")
+	thresholdFlags.Var(&signalMapValue{dst: &f.hard, split: thresholds.SplitStatements}, FlagEvictionHard,
+		"Hard thresholds, e.g. memory.available<500Mi,nodefs.available<10%. Signals not named keep their defaults ("+thresholds.JoinStatements(DefaultEvictionHard())+"); SIGNAL<none disables one.")
+	thresholdFlags.Var(&signalMapValue{dst: &f.soft, split: thresholds.SplitStatements}, FlagEvictionSoft,
+		"Soft thresholds, same syntax as --"+FlagEvictionHard+"; each needs a grace period.")
+	thresholdFlags.Var(&signalMapValue{dst: &f.grace, split: thresholds.SplitPairs}, FlagEvictionSoftGracePeriod,
+		"Grace periods of the soft thresholds, e.g. memory.available=1m30s.")
+	thresholdFlags.Var(&signalMapValue{dst: &f.minReclaim, split: thresholds.SplitPairs}, FlagEvictionMinimumReclaim,
+		"Minimum reclaim per signal, e.g. nodefs.available=500Mi,memory.available=5%.")
+	thresholdFlags.DurationVar(&f.transition, FlagEvictionPressureTransPer, DefaultPressureTransitionPeriod,
+		"How long a pressure condition stays after its thresholds cleared.")
+	f.transitionFlag = thresholdFlags.Lookup(FlagEvictionPressureTransPer)
+	eviction.Var(&secondsValue{dst: &f.maxGrace}, FlagEvictionMaxPodGrace,
+		"Longest grace period, in seconds, given to a pod evicted for a soft threshold: min(pod's terminationGracePeriodSeconds, this). 0, the default, gives each pod its own terminationGracePeriodSeconds.")
+	f.maxGraceFlag = eviction.Lookup(FlagEvictionMaxPodGrace)
 }
 
-func statementsFlag(dst *map[string]string) func(string) error {
-	return func(s string) error {
-		m, err := thresholds.SplitStatements(s)
-		if err != nil {
-			return err
-		}
-		return mergeFlag(dst, m)
-	}
+// signalMapValue is a repeatable flag of signal entries, the kubelet's
+// mapStringString.
+type signalMapValue struct {
+	dst   *map[string]string
+	split func(string) (map[string]string, error)
 }
 
-func pairsFlag(dst *map[string]string) func(string) error {
-	return func(s string) error {
-		m, err := thresholds.SplitPairs(s)
-		if err != nil {
-			return err
-		}
-		return mergeFlag(dst, m)
+func (v *signalMapValue) Set(s string) error {
+	m, err := v.split(s)
+	if err != nil {
+		return err
 	}
+	return mergeFlag(v.dst, m)
 }
+
+// String lists the entries sorted, so help and errors read the same each time.
+func (v *signalMapValue) String() string {
+	if v.dst == nil || len(*v.dst) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(*v.dst))
+	for k := range *v.dst {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + (*v.dst)[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+// Type is the kubelet's name for these flags' type.
+func (v *signalMapValue) Type() string { return "mapStringString" }
+
+// secondsValue is a whole number of seconds that fits the kubelet's int32.
+type secondsValue struct{ dst *int32 }
+
+func (v *secondsValue) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		// pflag's error already quotes the value.
+		return errors.New("not a whole number of seconds in the int32 range")
+	}
+	*v.dst = int32(n)
+	return nil
+}
+
+func (v *secondsValue) String() string { return strconv.FormatInt(int64(*v.dst), 10) }
+
+func (v *secondsValue) Type() string { return "int32" }
 
 func mergeFlag(dst *map[string]string, m map[string]string) error {
 	if *dst == nil {
@@ -110,14 +150,12 @@ func (c *Config) Complete() error {
 		c.EvictionSoft = overlay(c.EvictionSoft, f.soft)
 		c.EvictionSoftGracePeriod = overlay(c.EvictionSoftGracePeriod, f.grace)
 		c.EvictionMinimumReclaim = overlay(c.EvictionMinimumReclaim, f.minReclaim)
-		f.fs.Visit(func(fl *flag.Flag) {
-			switch fl.Name {
-			case FlagEvictionMaxPodGrace:
-				c.EvictionMaxPodGracePeriod = f.maxGrace
-			case FlagEvictionPressureTransPer:
-				c.EvictionPressureTransitionPeriod = &metav1.Duration{Duration: f.transition}
-			}
-		})
+		if f.maxGraceFlag != nil && f.maxGraceFlag.Changed {
+			c.EvictionMaxPodGracePeriod = f.maxGrace
+		}
+		if f.transitionFlag != nil && f.transitionFlag.Changed {
+			c.EvictionPressureTransitionPeriod = &metav1.Duration{Duration: f.transition}
+		}
 	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {

@@ -78,6 +78,7 @@ func newHarness(t *testing.T, ho harnessOpts) *harness {
 
 	o := Defaults()
 	o.Rate, o.Burst, o.MaxPerEpisode = 1000, 1000, 1000 // out of the way unless a test sets them
+	o.MaxPodGracePeriod = 30                            // a soft cap, to see it applied
 	if ho.mutate != nil {
 		ho.mutate(&o)
 	}

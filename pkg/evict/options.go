@@ -2,10 +2,11 @@ package evict
 
 import (
 	"errors"
-	"flag"
 	"fmt"
+	"math"
 	"time"
 
+	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -25,6 +26,13 @@ const (
 // terminationGracePeriodSeconds; evictd assumes the same.
 const DefaultPodGracePeriod int64 = 30
 
+// NoGraceCap is a MaxPodGracePeriod that caps nothing: every pod evicted for
+// a soft threshold gets its own terminationGracePeriodSeconds, the
+// kubelet's --eviction-max-pod-grace-period=0. A cap rather than a special
+// value keeps GracePeriod one formula; 2^31-1 seconds (68 years) is more
+// than any pod asks for.
+const NoGraceCap int64 = math.MaxInt32
+
 // Options are the evictor's settings, one flag each. Start from Defaults,
 // then Validate before use.
 type Options struct {
@@ -35,8 +43,10 @@ type Options struct {
 	// PDBPolicy: strict or best-effort; see PDBPolicy.
 	PDBPolicy PDBPolicy
 	// MaxPodGracePeriod caps the grace period, in seconds, of evictions for
-	// soft thresholds (--eviction-max-pod-grace-period, as the kubelet names
-	// it, but always applied as a cap: see GracePeriod).
+	// soft thresholds; NoGraceCap, the default, leaves each pod its own. It
+	// has no flag here: the kubelet's --eviction-max-pod-grace-period is
+	// pkg/config's (it is a field of the file too), and the agent copies it
+	// in, turning the kubelet's "0 = the pod's own" into NoGraceCap.
 	MaxPodGracePeriod int64
 	// HardGracePeriod caps the grace period, in seconds, of evictions for
 	// hard thresholds.
@@ -53,9 +63,9 @@ type Options struct {
 }
 
 // Defaults returns the default options. Why these values:
-//   - soft grace cap 30 s: the Kubernetes default grace period, so a pod that
-//     did not ask for more gets all it asked for, and a pod that asked for
-//     minutes cannot hold its memory that long while the node is squeezed;
+//   - no soft grace cap (NoGraceCap): a soft threshold leaves time, so a pod
+//     evicted for one gets its own terminationGracePeriodSeconds, as the
+//     kubelet's --eviction-max-pod-grace-period of 0 gives it;
 //   - hard grace cap 5 s: a hard threshold means the node is close to the
 //     OOM killer; 5 s lets most SIGTERM handlers flush and exit, where the
 //     kubelet's own 1 s often cuts them short;
@@ -70,7 +80,7 @@ type Options struct {
 func Defaults() Options {
 	return Options{
 		PDBPolicy:         PDBStrict,
-		MaxPodGracePeriod: 30,
+		MaxPodGracePeriod: NoGraceCap,
 		HardGracePeriod:   5,
 		Rate:              1,
 		Burst:             1,
@@ -81,8 +91,9 @@ func Defaults() Options {
 
 // Flag names, for error messages and the README.
 const (
-	FlagDryRun            = "dry-run"
-	FlagPDBPolicy         = "pdb-policy"
+	FlagDryRun    = "dry-run"
+	FlagPDBPolicy = "pdb-policy"
+	// FlagMaxPodGracePeriod is registered by pkg/config; Validate names it.
 	FlagMaxPodGracePeriod = "eviction-max-pod-grace-period"
 	FlagHardGracePeriod   = "eviction-hard-grace-period"
 	FlagRate              = "eviction-rate"
@@ -91,21 +102,12 @@ const (
 	FlagCallTimeout       = "eviction-api-timeout"
 )
 
-// AddFlags registers the options on fs, with o's current values as defaults.
-func (o *Options) AddFlags(fs *flag.FlagSet) {
+// AddFlags registers the options on fs, with o's current values as
+// defaults; MaxPodGracePeriod excepted (see its field).
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DryRun, FlagDryRun, o.DryRun,
 		"Send every eviction as a server-side dry run: log what would be evicted and the PodDisruptionBudget verdict, change nothing.")
-	fs.Func(FlagPDBPolicy, fmt.Sprintf("What to do when every eligible pod is PDB-blocked under a hard threshold: %s (never evict past a PDB) or %s (delete the first one anyway, loudly). (default %q)", PDBStrict, PDBBestEffort, o.PDBPolicy),
-		func(s string) error {
-			p := PDBPolicy(s)
-			if p != PDBStrict && p != PDBBestEffort {
-				return fmt.Errorf("invalid --%s %q (want %s or %s)", FlagPDBPolicy, s, PDBStrict, PDBBestEffort)
-			}
-			o.PDBPolicy = p
-			return nil
-		})
-	fs.Int64Var(&o.MaxPodGracePeriod, FlagMaxPodGracePeriod, o.MaxPodGracePeriod,
-		"Longest grace period, in seconds, given to a pod evicted for a soft threshold: min(pod's terminationGracePeriodSeconds, this). At least 1.")
+	fs.Var((*pdbPolicyValue)(&o.PDBPolicy), FlagPDBPolicy, fmt.Sprintf("What to do when every eligible pod is PDB-blocked under a hard threshold: %s (never evict past a PDB) or %s (delete the first one anyway, loudly).", PDBStrict, PDBBestEffort))
 	fs.Int64Var(&o.HardGracePeriod, FlagHardGracePeriod, o.HardGracePeriod,
 		"Longest grace period, in seconds, given to a pod evicted for a hard threshold: min(pod's terminationGracePeriodSeconds, this). At least 1.")
 	fs.Float64Var(&o.Rate, FlagRate, o.Rate, "Evictions per second this node may make over time (token bucket rate).")
@@ -113,6 +115,22 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxPerEpisode, FlagMaxPerEpisode, o.MaxPerEpisode, "Most evictions in one pressure episode; the count restarts when pressure ends.")
 	fs.DurationVar(&o.CallTimeout, FlagCallTimeout, o.CallTimeout, "Time limit for each eviction API call.")
 }
+
+// pdbPolicyValue is --pdb-policy: one of the PDBPolicy constants.
+type pdbPolicyValue PDBPolicy
+
+func (v *pdbPolicyValue) Set(s string) error {
+	p := PDBPolicy(s)
+	if p != PDBStrict && p != PDBBestEffort {
+		return fmt.Errorf("want %s or %s", PDBStrict, PDBBestEffort)
+	}
+	*v = pdbPolicyValue(p)
+	return nil
+}
+
+func (v *pdbPolicyValue) String() string { return string(*v) }
+
+func (v *pdbPolicyValue) Type() string { return "string" }
 
 // Validate reports every bad option at once, each naming its flag and value.
 func (o Options) Validate() error {

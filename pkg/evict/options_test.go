@@ -1,13 +1,13 @@
 package evict
 
 import (
-	"flag"
 	"io"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -51,6 +51,21 @@ func TestGracePeriod(t *testing.T) {
 				t.Errorf("GracePeriod = %d, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// The default soft grace is the pod's own, however long it asked for, as
+// with the kubelet's --eviction-max-pod-grace-period=0; a hard threshold
+// still caps it.
+func TestDefaultsGiveSoftEvictionsThePodsOwnGrace(t *testing.T) {
+	o := Defaults()
+	for _, asked := range []int64{1, 30, 600, 86400} {
+		if got := o.GracePeriod(podWithGrace(ptr(asked)), false, nil); got != asked {
+			t.Errorf("soft eviction of a pod asking %ds: grace %d, want its own", asked, got)
+		}
+	}
+	if got := o.GracePeriod(podWithGrace(ptr[int64](600)), true, nil); got != o.HardGracePeriod {
+		t.Errorf("hard eviction of a pod asking 600s: grace %d, want the hard cap %d", got, o.HardGracePeriod)
 	}
 }
 
@@ -103,19 +118,21 @@ func TestAddFlags(t *testing.T) {
 		wantErr string
 	}{
 		{nil, func(o Options) bool { return o == Defaults() }, ""},
-		{[]string{"--dry-run", "--pdb-policy=best-effort", "--eviction-max-pod-grace-period=90", "--eviction-hard-grace-period=2",
+		{[]string{"--dry-run", "--pdb-policy=best-effort", "--eviction-hard-grace-period=2",
 			"--eviction-rate=0.5", "--eviction-burst=3", "--eviction-max-per-episode=4", "--eviction-api-timeout=3s"},
 			func(o Options) bool {
-				return o.DryRun && o.PDBPolicy == PDBBestEffort && o.MaxPodGracePeriod == 90 && o.HardGracePeriod == 2 &&
+				return o.DryRun && o.PDBPolicy == PDBBestEffort && o.MaxPodGracePeriod == NoGraceCap && o.HardGracePeriod == 2 &&
 					o.Rate == 0.5 && o.Burst == 3 && o.MaxPerEpisode == 4 && o.CallTimeout == 3*time.Second
 			}, ""},
 		{[]string{"--pdb-policy=always"}, nil, `"always"`},
 		{[]string{"--eviction-burst=many"}, nil, "eviction-burst"},
+		// pkg/config owns the soft grace cap: one definition of the flag.
+		{[]string{"--eviction-max-pod-grace-period=90"}, nil, "unknown flag: --eviction-max-pod-grace-period"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			o := Defaults()
-			fs := flag.NewFlagSet("run", flag.ContinueOnError)
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			o.AddFlags(fs)
 			err := fs.Parse(tt.args)

@@ -8,13 +8,13 @@ package logging
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/go-logr/zapr"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/klog/v2"
@@ -44,7 +44,7 @@ const (
 
 // AddFlags registers --log-format and --log-level on fs, defaulting to
 // DefaultFormat and DefaultLevel; pass the values to New, which checks them.
-func AddFlags(fs *flag.FlagSet, format, level *string) {
+func AddFlags(fs *pflag.FlagSet, format, level *string) {
 	fs.StringVar(format, FlagFormat, DefaultFormat, "Log format: "+strings.Join(Formats, " or ")+".")
 	fs.StringVar(level, FlagLevel, DefaultLevel, "Log level: "+strings.Join(Levels, ", ")+".")
 }

@@ -6,12 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"k8s.io/klog/v2"
 )
@@ -197,7 +197,7 @@ func TestAddFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var format, level string
-		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		AddFlags(fs, &format, &level)
 		if err := fs.Parse(tt.args); err != nil {
