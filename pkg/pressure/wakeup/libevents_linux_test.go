@@ -37,9 +37,16 @@ func TestLibraryEventChanCannotBeStopped(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Written in place, never truncated: a truncation is a notification of
+	// its own, and the library could read the empty file it leaves.
 	write := func(file, content string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+		f, err := os.OpenFile(filepath.Join(dir, file), os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt([]byte(content), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
