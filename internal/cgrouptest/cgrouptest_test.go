@@ -424,7 +424,7 @@ func TestHierarchyOf(t *testing.T) {
 		{filepath.Join(PidsRoot, "a"), PidsRoot, "/a"},
 		{filepath.Join(UnifiedRoot, "a"), UnifiedRoot, "/a"},
 		{MemoryRoot, "", ""},
-		{"/tmp/a", "", ""},
+		{"/not-a-hierarchy/a", "", ""},
 		{MemoryRoot + "-not/a", "", ""},
 	} {
 		root, rel, err := hierarchyOf(tc.dir)
