@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,6 +23,9 @@ import (
 // ends.
 type Cgroup struct {
 	dir string
+	// deleteSelf removes the directory through containerd/cgroups, which
+	// made it; nil for a Cgroup built by hand around an existing directory.
+	deleteSelf func() error
 }
 
 // removeTimeout bounds how long Remove waits for killed processes to leave:
@@ -52,15 +58,17 @@ func NewUnifiedCgroup(t testing.TB, prefix string) *Cgroup {
 // New creates the cgroup parent/name, failing the test if it cannot, and
 // removes it with everything below it when the test ends (see Remove). Use
 // it where the name must be exact, such as the same relative path in two
-// hierarchies.
+// hierarchies. parent must lie in one of the hierarchies at MemoryRoot,
+// PidsRoot or UnifiedRoot: the cgroup is made by containerd/cgroups, with
+// cgroup1.New on a v1 hierarchy and cgroup2.NewManager on the unified one.
 func New(t testing.TB, parent, name string) *Cgroup {
 	t.Helper()
 	dir, err := childDir(parent, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cgroup{dir: dir}
-	if err := os.Mkdir(c.dir, 0o755); err != nil {
+	c, err := create(dir)
+	if err != nil {
 		t.Fatalf("creating cgroup: %v", err)
 	}
 	t.Cleanup(func() {
@@ -69,6 +77,49 @@ func New(t testing.TB, parent, name string) *Cgroup {
 		}
 	})
 	return c
+}
+
+// create makes the cgroup dir through the library. The library's creators
+// accept a directory that already exists (they MkdirAll); a test must never
+// adopt, and then remove, a cgroup it did not make, so that is refused here.
+func create(dir string) (*Cgroup, error) {
+	root, rel, err := hierarchyOf(dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("cgroup %s already exists (or cannot be checked: %v)", dir, err)
+	}
+	if root == UnifiedRoot {
+		m, err := cgroup2.NewManager(root, rel, &cgroup2.Resources{})
+		if err != nil {
+			return nil, fmt.Errorf("cgroup2.NewManager(%s, %s): %w", root, rel, err)
+		}
+		return &Cgroup{dir: dir, deleteSelf: m.Delete}, nil
+	}
+	// A v1 hierarchy of one controller: the library joins the controller's
+	// name to the directory it is given, so it gets the mounts' parent.
+	var sub cgroup1.Subsystem = cgroup1.NewMemory(filepath.Dir(root))
+	if root == PidsRoot {
+		sub = cgroup1.NewPids(filepath.Dir(root))
+	}
+	cg, err := cgroup1.New(cgroup1.StaticPath(rel), &specs.LinuxResources{},
+		cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return []cgroup1.Subsystem{sub}, nil }))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup1.New(%s) in %s: %w", rel, root, err)
+	}
+	return &Cgroup{dir: dir, deleteSelf: cg.Delete}, nil
+}
+
+// hierarchyOf tells which of the tests' hierarchies dir is in, and its path
+// there ("/a/b").
+func hierarchyOf(dir string) (root, rel string, err error) {
+	for _, root := range []string{MemoryRoot, PidsRoot, UnifiedRoot} {
+		if r, err := filepath.Rel(root, dir); err == nil && r != "." && !strings.HasPrefix(r, "..") {
+			return root, "/" + r, nil
+		}
+	}
+	return "", "", fmt.Errorf("cgroup %s is in none of the hierarchies %s, %s, %s", dir, MemoryRoot, PidsRoot, UnifiedRoot)
 }
 
 // childDir joins parent and name, refusing a name that would land anywhere
@@ -127,10 +178,17 @@ func (c *Cgroup) Add(pid int) error {
 // killing the processes still in them; this test process itself is moved
 // to the parent instead. It retries while the kernel still counts exiting
 // processes, and succeeds at once when the cgroup is already gone.
+//
+// The cgroup itself goes through the library's Delete. Killing, moving this
+// process out and removing the cgroups below stay here: Delete does none of
+// them (it refuses a cgroup with processes anywhere below it, and its
+// RemoveAll cannot remove child cgroups, whose interface files cannot be
+// unlinked), and its own retries last 150 ms, less than killed processes
+// take to leave a loaded machine.
 func (c *Cgroup) Remove() error {
 	deadline := time.Now().Add(removeTimeout)
 	for {
-		err := removeTree(c.dir)
+		err := c.removeOnce()
 		if err == nil {
 			return nil
 		}
@@ -141,8 +199,29 @@ func (c *Cgroup) Remove() error {
 	}
 }
 
-// removeTree makes one pass over dir's tree, children before parents.
-func removeTree(dir string) error {
+func (c *Cgroup) removeOnce() error {
+	if _, err := os.Lstat(c.dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := removeBelow(c.dir); err != nil {
+		return err
+	}
+	procs := evacuate(c.dir)
+	if c.deleteSelf == nil {
+		if err := unix.Rmdir(c.dir); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("removing cgroup %s: %w (processes in it: %q)", c.dir, err, procs)
+		}
+		return nil
+	}
+	if err := c.deleteSelf(); err != nil {
+		return fmt.Errorf("removing cgroup %s: %w (processes in it: %q)", c.dir, err, procs)
+	}
+	return nil
+}
+
+// removeBelow makes one pass over the cgroups below dir, children before
+// parents.
+func removeBelow(dir string) error {
 	var dirs []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -151,7 +230,7 @@ func removeTree(dir string) error {
 			}
 			return err
 		}
-		if d.IsDir() {
+		if d.IsDir() && p != dir {
 			dirs = append(dirs, p)
 		}
 		return nil

@@ -417,3 +417,55 @@ func ownMemoryCgroup(t *testing.T) string {
 	t.Fatalf("no memory line in /proc/self/cgroup: %q", b)
 	return ""
 }
+
+func TestHierarchyOf(t *testing.T) {
+	for _, tc := range []struct{ dir, root, rel string }{
+		{filepath.Join(MemoryRoot, "a/b"), MemoryRoot, "/a/b"},
+		{filepath.Join(PidsRoot, "a"), PidsRoot, "/a"},
+		{filepath.Join(UnifiedRoot, "a"), UnifiedRoot, "/a"},
+		{MemoryRoot, "", ""},
+		{"/not-a-hierarchy/a", "", ""},
+		{MemoryRoot + "-not/a", "", ""},
+	} {
+		root, rel, err := hierarchyOf(tc.dir)
+		if root != tc.root || rel != tc.rel || (err != nil) != (tc.root == "") {
+			t.Errorf("hierarchyOf(%s) = %q, %q, %v; want %q, %q", tc.dir, root, rel, err, tc.root, tc.rel)
+		}
+		if err != nil && !strings.Contains(err.Error(), tc.dir) {
+			t.Errorf("error %q does not name %s", err, tc.dir)
+		}
+	}
+}
+
+// The library creates v1 cgroups with cgroup1.New and the unified one's
+// with cgroup2.NewManager; both accept an existing directory, which create
+// must refuse, and both must be gone after Remove.
+func TestCreateThroughTheLibrary(t *testing.T) {
+	for _, tc := range []struct {
+		require func(testing.TB)
+		root    string
+	}{{Require, MemoryRoot}, {RequireUnified, UnifiedRoot}} {
+		tc.require(t)
+		dir := filepath.Join(tc.root, UniqueName("evictd-cgrouptest-lib"))
+		c, err := create(dir)
+		if err != nil {
+			t.Fatalf("create(%s): %v", dir, err)
+		}
+		t.Cleanup(func() { _ = c.Remove() })
+		if c.deleteSelf == nil {
+			t.Errorf("%s: no library handle to delete it", dir)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
+			t.Errorf("%s is not a cgroup: %v", dir, err)
+		}
+		if _, err := create(dir); err == nil || !strings.Contains(err.Error(), "already exists") {
+			t.Errorf("creating %s again: %v; want an error saying it exists", dir, err)
+		}
+		if err := c.Remove(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s after Remove: %v; want it gone", dir, err)
+		}
+	}
+}

@@ -19,8 +19,10 @@
 // directory name. Each pass reads only the few files each signal needs, and
 // keeps them open to re-read them with pread: containerd/cgroups' Stat()
 // opens some twenty files per cgroup, far too many for a loop that runs every
-// second or faster over hundreds of pods (reference/psi.md §5.2). Parsing is
-// done by pure, allocation-free functions over the bytes read.
+// second or faster over hundreds of pods (reference/psi.md §5.2);
+// BenchmarkPodMemoryRead measures it on one pod. Parsing is done by pure,
+// allocation-free functions over the bytes read. The cgroup mode comes from
+// containerd/cgroups' Mode() only when the host root is "/" (layout.go).
 //
 // Every host path is read under Options.HostRoot, so the agent can run in a
 // container with the host mounted at /host, and tests can use fixture trees.

@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/containerd/cgroups/v3"
+	"golang.org/x/sys/unix"
 )
 
 // Mode is how the host's cgroups are mounted.
@@ -75,10 +78,79 @@ type hierarchies struct {
 	pids    string
 }
 
-// detectHierarchies tells the cgroup mode from the files under the host
-// root, not from /proc/self/mountinfo: inside a container that file
-// describes the container's mounts, not the host's.
+// detectHierarchies finds the cgroup hierarchies under the host root.
+//
+// The rule for the mode: containerd/cgroups' Mode() is used only when the
+// host root is "/" itself. It statfs(2)s this process's own /sys/fs/cgroup
+// (and caches the answer for the life of the process), so it describes the
+// host only when evictd runs in the host's mount namespace. Under any other
+// host root (a container with the host at /host, whose own /sys/fs/cgroup is
+// the container's view; a fixture tree in tests, made of plain files) the
+// mode is told from the files under the host root, never from
+// /proc/self/mountinfo, which describes the container's mounts.
 func detectHierarchies(hostRoot string) (hierarchies, error) {
+	if isThisRoot(hostRoot) {
+		return hierarchiesOfMode(hostRoot, processCgroupMode())
+	}
+	return hierarchiesFromFiles(hostRoot)
+}
+
+// processCgroupMode is cgroups.Mode; tests replace it to exercise modes this
+// machine does not have.
+var processCgroupMode = cgroups.Mode
+
+// isThisRoot reports whether hostRoot is this process's "/": the same path
+// once cleaned, or the same directory reached another way (a symlink, a bind
+// mount of /).
+func isThisRoot(hostRoot string) bool {
+	if filepath.Clean(hostRoot) == "/" {
+		return true
+	}
+	var a, b unix.Stat_t
+	if unix.Stat(hostRoot, &a) != nil || unix.Stat("/", &b) != nil {
+		return false
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
+}
+
+// hierarchiesOfMode lays out the hierarchies of a mode the library found,
+// and checks that the memory controller is where that mode puts it: a
+// unified hierarchy can be mounted without the memory controller enabled.
+func hierarchiesOfMode(hostRoot string, mode cgroups.CGMode) (hierarchies, error) {
+	cg := filepath.Join(hostRoot, "sys/fs/cgroup")
+	switch mode {
+	case cgroups.Unified:
+		ctl, err := os.ReadFile(filepath.Join(cg, "cgroup.controllers"))
+		if err != nil || !hasController(ctl, "memory") {
+			return hierarchies{}, fmt.Errorf("%w: %s is a cgroup2 mount without the memory controller (cgroup.controllers: %q)", ErrHostRoot, cg, bytes.TrimSpace(ctl))
+		}
+		h := hierarchies{mode: ModeV2, memory: cg, unified: cg}
+		if hasController(ctl, "pids") {
+			h.pids = cg
+		}
+		return h, nil
+	case cgroups.Legacy, cgroups.Hybrid:
+		mem := filepath.Join(cg, "memory")
+		if _, err := os.Stat(filepath.Join(mem, "memory.stat")); err != nil {
+			return hierarchies{}, fmt.Errorf("%w: no cgroup v1 memory controller at %s: %w", ErrHostRoot, mem, err)
+		}
+		h := hierarchies{mode: ModeV1, memory: mem}
+		if isDir(filepath.Join(cg, "pids")) {
+			h.pids = filepath.Join(cg, "pids")
+		}
+		if mode == cgroups.Hybrid {
+			h.mode, h.unified = ModeHybrid, filepath.Join(cg, "unified")
+		}
+		return h, nil
+	default:
+		return hierarchies{}, fmt.Errorf("%w: no cgroup filesystem mounted at %s (cgroups mode %d)", ErrHostRoot, cg, mode)
+	}
+}
+
+// hierarchiesFromFiles tells the mode from the interface files each mode
+// has: cgroup.controllers listing memory at the top (v2), or memory/memory.stat
+// (v1), with unified/cgroup.controllers beside it (hybrid).
+func hierarchiesFromFiles(hostRoot string) (hierarchies, error) {
 	cg := filepath.Join(hostRoot, "sys/fs/cgroup")
 	if ctl, err := os.ReadFile(filepath.Join(cg, "cgroup.controllers")); err == nil && hasController(ctl, "memory") {
 		h := hierarchies{mode: ModeV2, memory: cg, unified: cg}

@@ -11,7 +11,9 @@
 //     kubepods). The kernel signals when usage crosses the armed value in
 //     either direction, at the crossing. ThresholdUsage turns an eviction
 //     threshold into that usage value; it drifts with inactive_file, so the
-//     caller re-arms when NeedRearm says so.
+//     caller re-arms when NeedRearm says so. The registration is
+//     containerd/cgroups' cgroup1 RegisterMemoryEvent; the eventfd it returns
+//     is this package's to poll and close.
 //   - memory_events (cgroup v2): inotify IN_MODIFY on kubepods'
 //     memory.events.local (or, before kernel 5.2, memory.events). The kernel
 //     rate-limits these to 100 per second per file and defers rather than
@@ -22,7 +24,9 @@
 //     Options.MemoryEventsInterval, with the rises in between delivered as one
 //     when it ends. cgroupfs sends no inotify event when a cgroup is removed,
 //     so the caller calls EventsWatch.Rearm after each observation to notice
-//     a removed or re-created kubepods and watch its new file.
+//     a removed or re-created kubepods and watch its new file. This watch is
+//     not containerd/cgroups' cgroup2 EventChan, which cannot be stopped and
+//     reports only the hierarchical memory.events (libevents_linux_test.go).
 //   - psi: a PSI trigger on /proc/pressure/memory or <cgroup>/memory.pressure,
 //     signalled as EPOLLPRI. Without CAP_SYS_RESOURCE, kernels since 6.5 only
 //     accept windows that are multiples of 2 s (other windows fail with

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/containerd/cgroups/v3/cgroup1"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,14 +18,19 @@ import (
 // direction. Arming at a value usage has already passed yields no event until
 // usage falls back and rises again, so the caller checks the current value
 // itself after each Arm (its next poll does).
+//
+// The registration is containerd/cgroups' cgroup1 RegisterMemoryEvent with a
+// MemoryThresholdEvent: it makes the eventfd, writes it with
+// memory.usage_in_bytes to cgroup.event_control, closes the usage file and
+// hands the eventfd over. That fits this source's lifecycle: the eventfd is
+// ours, sits in the epoll set, and closing it is what unregisters the
+// threshold in the kernel (on re-arm, drop and Set.Close).
 type MemcgThreshold struct {
-	set     *Set
-	status  *Status
-	dir     string
-	usageFd int // memory.usage_in_bytes, kept open for re-arming
-	ctlFd   int // cgroup.event_control
-	tok     int32
-	armed   int64
+	set    *Set
+	status *Status
+	dir    string
+	tok    int32
+	armed  int64
 }
 
 // AddMemcgThreshold arms a threshold notification on the memory cgroup
@@ -35,7 +41,7 @@ func (s *Set) AddMemcgThreshold(name, dir string, usage int64) (*MemcgThreshold,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := &MemcgThreshold{
-		set: s, dir: dir, usageFd: -1, ctlFd: -1,
+		set: s, dir: dir,
 		status: s.addStatus(&Status{Source: SourceMemcgThreshold, Name: name, Path: filepath.Join(dir, "memory.usage_in_bytes")}),
 	}
 	if s.closed {
@@ -89,31 +95,9 @@ func (m *MemcgThreshold) armLocked(usage int64) error {
 }
 
 func (m *MemcgThreshold) registerLocked(usage int64) error {
-	if m.usageFd < 0 {
-		fd, err := unix.Open(filepath.Join(m.dir, "memory.usage_in_bytes"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("wakeup: open %s: %w", filepath.Join(m.dir, "memory.usage_in_bytes"), err)
-		}
-		m.usageFd = fd
-	}
-	if m.ctlFd < 0 {
-		fd, err := unix.Open(filepath.Join(m.dir, "cgroup.event_control"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("wakeup: open %s: %w", filepath.Join(m.dir, "cgroup.event_control"), err)
-		}
-		m.ctlFd = fd
-	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	efd, err := registerThreshold(m.dir, usage)
 	if err != nil {
-		return fmt.Errorf("wakeup: eventfd: %w", err)
-	}
-	line := fmt.Sprintf("%d %d %d", efd, m.usageFd, usage)
-	if _, err := unix.Write(m.ctlFd, []byte(line)); err != nil {
-		unix.Close(efd)
-		if errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("wakeup: %s rejected %q (not a cgroup v1 memory controller?): %w", filepath.Join(m.dir, "cgroup.event_control"), line, err)
-		}
-		return fmt.Errorf("wakeup: write %q to %s: %w", line, filepath.Join(m.dir, "cgroup.event_control"), err)
+		return err
 	}
 	tok, err := m.set.register(&registration{kind: regMemcg, fd: efd, status: m.status}, unix.EPOLLIN)
 	if err != nil {
@@ -127,17 +111,51 @@ func (m *MemcgThreshold) registerLocked(usage int64) error {
 	return nil
 }
 
-// dropLocked removes the registration and closes the files.
+// registerThreshold registers a threshold at usage bytes on the memory cgroup
+// directory dir and returns its eventfd, non-blocking like every fd of the
+// set. Errors name the directory and the value.
+func registerThreshold(dir string, usage int64) (int, error) {
+	cg, err := cgroup1.Load(memcgPath(dir), cgroup1.WithHierarchy(memcgHierarchy(dir)))
+	if err != nil {
+		// Load reports a missing directory as ErrCgroupDeleted, which names nothing.
+		return -1, fmt.Errorf("wakeup: memory cgroup %s: %w", dir, err)
+	}
+	efd, err := cg.RegisterMemoryEvent(cgroup1.MemoryThresholdEvent(uint64(usage), false))
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return -1, fmt.Errorf("wakeup: %s rejected a threshold at %d bytes (not a cgroup v1 memory controller?): %w", filepath.Join(dir, "cgroup.event_control"), usage, err)
+		}
+		return -1, fmt.Errorf("wakeup: registering a threshold at %d bytes on %s: %w", usage, dir, err)
+	}
+	// The library makes a blocking eventfd; the set reads it after epoll
+	// says so, and must never block on a spurious wake-up.
+	if err := unix.SetNonblock(int(efd), true); err != nil {
+		unix.Close(int(efd))
+		return -1, fmt.Errorf("wakeup: eventfd of %s: %w", dir, err)
+	}
+	return int(efd), nil
+}
+
+// The library addresses a v1 cgroup as a hierarchy root, <x>/memory, plus a
+// path inside it, while callers hand this package the cgroup's directory,
+// which need not be below a directory named memory (tests use any tree).
+// Taking <x> as dir's parent and the path as ../<base>, the library's
+// filepath.Join of the two cleans back to exactly dir.
+func memcgHierarchy(dir string) cgroup1.Hierarchy {
+	return func() ([]cgroup1.Subsystem, error) {
+		return []cgroup1.Subsystem{cgroup1.NewMemory(filepath.Dir(dir))}, nil
+	}
+}
+
+func memcgPath(dir string) cgroup1.Path {
+	return cgroup1.StaticPath(filepath.Join("..", filepath.Base(dir)))
+}
+
+// dropLocked removes the registration, closing its eventfd.
 func (m *MemcgThreshold) dropLocked() {
 	if m.tok != 0 {
 		m.set.unregister(m.tok)
 		m.tok = 0
-	}
-	for _, fd := range []*int{&m.usageFd, &m.ctlFd} {
-		if *fd >= 0 {
-			unix.Close(*fd)
-			*fd = -1
-		}
 	}
 	m.armed = 0
 }

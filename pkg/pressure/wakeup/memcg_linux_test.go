@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/cgrouptest"
@@ -268,5 +269,63 @@ func TestMemcgThresholdOnTheRootMemcgArms(t *testing.T) {
 	}
 	if _, err := os.Stat(cgrouptest.MemoryRoot); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// openFds counts this process's open file descriptors.
+func openFds(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
+
+// The library registers the threshold and hands over its eventfd: a source
+// must hold that one fd, non-blocking, replace it on re-arm, and leave
+// nothing open after Close, however often it was re-armed.
+func TestMemcgThresholdHoldsOneNonblockingFd(t *testing.T) {
+	cg := cgrouptest.NewMemoryCgroup(t, "evictd-wakeup-fds")
+	before := openFds(t)
+	set, err := New(zaptest.NewLogger(t), clock.RealClock{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSet := openFds(t)
+	th, err := set.AddMemcgThreshold("kubepods", cg.Dir(), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := th.Arm(int64(1<<30 + i<<20)); err != nil {
+			t.Fatalf("re-arm %d: %v", i, err)
+		}
+	}
+	if got := openFds(t); got != withSet+1 {
+		t.Errorf("after 20 re-arms %d fds are open, want %d (the set's and one eventfd)", got, withSet+1)
+	}
+	set.mu.Lock()
+	fd := set.regs[th.tok].fd
+	set.mu.Unlock()
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil || flags&unix.O_NONBLOCK == 0 {
+		t.Errorf("eventfd flags %#x, %v; want O_NONBLOCK", flags, err)
+	}
+	// A failed arm drops the registration and its fd.
+	if err := cg.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if err := th.Arm(2 << 30); err == nil || !strings.Contains(err.Error(), cg.Dir()) {
+		t.Errorf("arming a removed cgroup: %v; want an error naming %s", err, cg.Dir())
+	}
+	if got := openFds(t); got != withSet {
+		t.Errorf("after a failed arm %d fds are open, want %d", got, withSet)
+	}
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := openFds(t); got != before {
+		t.Errorf("after Close %d fds are open, want %d as before New", got, before)
 	}
 }
