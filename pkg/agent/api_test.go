@@ -128,14 +128,14 @@ func startAPIFixture(t *testing.T, dryRun bool) *apiFixture {
 	opts.Rate, opts.Burst = 100, 10
 	var events *evict.EventWriter
 	if !dryRun {
-		events = evict.NewEventWriter(c.EvictdClient, "evictd-"+f.node, log, clk)
+		events = evict.NewEventWriter(c.EvictdAPI, "evictd-"+f.node, log, clk)
 	}
-	ev, err := evict.New(evict.Config{Options: opts, Client: c.EvictdClient, NodeName: f.node, Events: events, Metrics: f.metrics, Logger: log, Clock: clk})
+	ev, err := evict.New(evict.Config{Options: opts, Client: c.EvictdAPI, NodeName: f.node, Events: events, Metrics: f.metrics, Logger: log, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var loopMu sync.Mutex
-	f.watcher, err = podwatch.New(podwatch.Options{Client: c.EvictdClient, NodeName: f.node, Log: log, OnDelete: func(p *v1.Pod) {
+	f.watcher, err = podwatch.New(podwatch.Options{Client: c.EvictdAPI, NodeName: f.node, Log: log, OnDelete: func(p *v1.Pod) {
 		loopMu.Lock()
 		defer loopMu.Unlock()
 		if f.loop != nil {

@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
@@ -21,6 +20,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/predict"
@@ -65,7 +65,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	restCfg.UserAgent = "evictd/" + version
-	client, err := kubernetes.NewForConfig(restCfg)
+	client, err := kube.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("%w: API client: %w", ErrUsage, err)
 	}

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/logging"
@@ -66,7 +65,7 @@ const eventWriteTimeout = 5 * time.Second
 // exits; client-go's broadcaster writes each event from a goroutine of its
 // own that its Shutdown does not wait for.
 type EventWriter struct {
-	client   kubernetes.Interface
+	client   EventAPI
 	instance string
 	clock    clock.Clock
 	log      *zap.Logger
@@ -82,10 +81,15 @@ type EventWriter struct {
 	ctx  context.Context
 }
 
+// EventAPI creates events.k8s.io/v1 Events; *kube.Client satisfies it.
+type EventAPI interface {
+	CreateEvent(ctx context.Context, ev *eventsv1.Event) error
+}
+
 // NewEventWriter starts a writer. instance names this evictd in the Events'
 // reportingInstance (use "evictd-" + node name); clk may be nil for the real
 // clock. Call Shutdown before exiting.
-func NewEventWriter(client kubernetes.Interface, instance string, log *zap.Logger, clk clock.Clock) *EventWriter {
+func NewEventWriter(client EventAPI, instance string, log *zap.Logger, clk clock.Clock) *EventWriter {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -166,7 +170,7 @@ func (w *EventWriter) write(ev *eventsv1.Event) {
 	delay := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(w.ctx, eventWriteTimeout)
-		_, err := w.client.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+		err := w.client.CreateEvent(ctx, ev)
 		cancel()
 		if err == nil {
 			return

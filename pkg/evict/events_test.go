@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/evictd/evictd/pkg/kube/fromclientset"
 )
 
 // writerWith returns an EventWriter on a fake clientset whose event creates
@@ -32,7 +34,7 @@ func writerWith(t *testing.T, react func(n int64) error) (*EventWriter, *fake.Cl
 		})
 	}
 	core, logs := observer.New(zapcore.DebugLevel)
-	w := NewEventWriter(client, "evictd-"+node, zap.New(core), nil)
+	w := NewEventWriter(fromclientset.Wrap(client), "evictd-"+node, zap.New(core), nil)
 	return w, client, logs
 }
 

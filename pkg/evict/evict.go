@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/logging"
@@ -92,12 +91,20 @@ func (r Request) validate() error {
 // next pass tries again. Never a tight loop.
 var DefaultBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 4, Cap: 5 * time.Second}
 
+// PodAPI is the part of the API the Evictor calls: the policy/v1 Eviction
+// subresource and, for ForceDelete only, a pod's DELETE. *kube.Client
+// satisfies it; tests use a clientset fake through fromclientset.
+type PodAPI interface {
+	Evict(ctx context.Context, ev *policyv1.Eviction) error
+	DeletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+}
+
 // Config is what New needs.
 type Config struct {
 	// Options are the flags; they must pass Validate.
 	Options Options
 	// Client talks to the API server. Required.
-	Client kubernetes.Interface
+	Client PodAPI
 	// NodeName is this node, for logs and its Events. Required.
 	NodeName string
 	// Events writes Events; nil writes none. In dry-run mode none are
@@ -119,7 +126,7 @@ type Config struct {
 // one's, so calls run side by side, each charged to its request's Budget.
 type Evictor struct {
 	opts    Options
-	client  kubernetes.Interface
+	client  PodAPI
 	node    string
 	events  *EventWriter
 	metrics *metrics.Metrics
@@ -318,9 +325,9 @@ func (e *Evictor) send(ctx context.Context, req Request, v verb, grace int64) er
 	uid := pod.UID
 	opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	if v == verbDelete {
-		return e.client.CoreV1().Pods(pod.Namespace).Delete(cctx, pod.Name, opts)
+		return e.client.DeletePod(cctx, pod.Namespace, pod.Name, opts)
 	}
-	return e.client.PolicyV1().Evictions(pod.Namespace).Evict(cctx, &policyv1.Eviction{
+	return e.client.Evict(cctx, &policyv1.Eviction{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: pod.Name, Namespace: pod.Namespace,
 		},

@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/evictd/evictd/pkg/kube/fromclientset"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -93,10 +94,10 @@ func newHarness(t *testing.T, ho harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	h.metrics = m
-	h.events = NewEventWriter(h.client, "evictd-"+node, zap.New(core), clk)
+	h.events = NewEventWriter(fromclientset.Wrap(h.client), "evictd-"+node, zap.New(core), clk)
 	t.Cleanup(func() { _ = h.events.Shutdown(context.Background()) })
 	h.ev, err = New(Config{
-		Options: o, Client: h.client, NodeName: node, Events: h.events, Metrics: m,
+		Options: o, Client: fromclientset.Wrap(h.client), NodeName: node, Events: h.events, Metrics: m,
 		Logger: zap.New(core), Clock: clk,
 		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 4},
 	})
@@ -616,9 +617,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"bad options", Config{Options: bad, Client: fake.NewClientset(), NodeName: node}, "--eviction-burst 0"},
+		{"bad options", Config{Options: bad, Client: fromclientset.Wrap(fake.NewClientset()), NodeName: node}, "--eviction-burst 0"},
 		{"no client", Config{Options: Defaults(), NodeName: node}, "no API client"},
-		{"no node", Config{Options: Defaults(), Client: fake.NewClientset()}, "no node name"},
+		{"no node", Config{Options: Defaults(), Client: fromclientset.Wrap(fake.NewClientset())}, "no node name"},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {

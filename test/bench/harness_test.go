@@ -390,7 +390,12 @@ type agent struct {
 // Its log goes to EVICTD_BENCH_OUT/<logName>-evictd.log as well.
 func startAgent(t *testing.T, e *env, logName string, extra ...string) *agent {
 	t.Helper()
-	bin := framework.RequireBinary(t, "evictd")
+	return startAgentBin(t, e, framework.RequireBinary(t, "evictd"), logName, extra...)
+}
+
+// startAgentBin is startAgent with the evictd binary bin.
+func startAgentBin(t *testing.T, e *env, bin, logName string, extra ...string) *agent {
+	t.Helper()
 	args := append([]string{"run",
 		"--kubeconfig=" + e.c.EvictdKubeconfig,
 		"--node-name=" + e.node.Name,

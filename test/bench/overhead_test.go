@@ -3,6 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/evictd/evictd/test/e2e/framework"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
@@ -25,13 +30,23 @@ const (
 	overheadWarmup    = 10 * time.Second
 )
 
+// The baseline: another evictd binary (hack/bench-overhead.sh builds it
+// from BASELINE_REF) run through the same scenario on the same pods, so that
+// a change is measured against the previous figures on the same machine in
+// the same run. Unset, only the evictd of this tree runs.
+const (
+	baselineBinEnv = "EVICTD_BENCH_BASELINE"
+	baselineRefEnv = "EVICTD_BENCH_BASELINE_REF"
+	roundsEnv      = "EVICTD_BENCH_ROUNDS"
+)
+
 // phaseUsage is evictd's cost over one phase.
 type phaseUsage struct {
 	name      string
 	wall, cpu time.Duration
 	// rssMax and rssEnd are the largest and the last VmRSS sampled (every
-	// second); hwm is VmHWM at the end.
-	rssMax, rssEnd, hwm int64
+	// second), rssMedian the median of the samples; hwm is VmHWM at the end.
+	rssMax, rssEnd, rssMedian, hwm int64
 	// end is the last reading, for its anonymous/file split.
 	end       ProcUsage
 	evictions int
@@ -44,12 +59,34 @@ func (u phaseUsage) cpuPercent() float64 {
 	return 100 * u.cpu.Seconds() / u.wall.Seconds()
 }
 
+// overheadRun is one evictd binary through the whole scenario.
+type overheadRun struct {
+	label, version string
+	sources        string
+	startup        ProcUsage
+	startupGo      map[string]float64
+	idle, pressure phaseUsage
+}
+
 // TestOverhead measures evictd's CPU time (utime + stime of
 // /proc/<pid>/stat) and resident memory (VmRSS, VmHWM) with 110 pods, idle
-// and under pressure.
+// and under pressure; with a baseline binary, both binaries in turn on the
+// same node, EVICTD_BENCH_ROUNDS times (default 1), and their ratio.
 func TestOverhead(t *testing.T) {
 	requireBench(t)
 	phase := envDuration(t, phaseEnv, 60*time.Second, false)
+	rounds := envInt(t, roundsEnv, 1)
+	this := framework.RequireBinary(t, "evictd")
+	baseline := os.Getenv(baselineBinEnv)
+	baselineRef := os.Getenv(baselineRefEnv)
+	if baseline != "" {
+		if _, err := os.Stat(baseline); err != nil {
+			t.Fatalf("%s=%q: %v", baselineBinEnv, baseline, err)
+		}
+		if baselineRef == "" {
+			baselineRef = filepath.Base(baseline)
+		}
+	}
 	loadBefore := loadavg()
 	filler := buildFiller(t)
 	e := startEnv(t, "", nodesim.Options{Name: "bench-overhead", MemoryBytes: overheadNodeBytes, Pods: overheadPods + 1})
@@ -66,20 +103,135 @@ func TestOverhead(t *testing.T) {
 	waitAllRunning(t, e, overheadPods, 5*time.Minute)
 	t.Logf("%d pods running after %s; node memory.available %d MiB", overheadPods, time.Since(start).Round(time.Second), e.available(t)/mib)
 
-	a := startAgent(t, e, "overhead", "--eviction-hard=memory.available<300Mi")
+	hogs := 0
+	var runs, baseRuns []overheadRun
+	for r := range rounds {
+		// Alternate which binary goes first, so neither always meets
+		// the node (page cache, API server) in the state the other left.
+		order := []string{this, baseline}
+		if r%2 == 1 {
+			order = []string{baseline, this}
+		}
+		for _, bin := range order {
+			switch bin {
+			case "":
+			case this:
+				runs = append(runs, runOverhead(t, e, bin, fmt.Sprintf("this-%d", r+1), phase, filler, &hogs))
+			default:
+				baseRuns = append(baseRuns, runOverhead(t, e, bin, fmt.Sprintf("baseline-%d", r+1), phase, filler, &hogs))
+			}
+		}
+	}
+	oomKills := e.node.OOMKills()
+
+	title := fmt.Sprintf("evictd overhead with %d pods on a 4 GiB simulated node (memory.available<300Mi)\n%s; evictd %s; wake-up sources %s",
+		overheadPods, machine(loadBefore), runs[0].version, runs[0].sources)
+	if baseline != "" {
+		title += fmt.Sprintf("; baseline %s (evictd %s)", baselineRef, baseRuns[0].version)
+	}
+	tab := &Table{
+		Title: title,
+		Header: []string{"run", "phase", "seconds", "CPU s", "CPU % of one core", "VmRSS max MiB", "VmRSS median MiB", "VmRSS end MiB", "anon/file MiB", "VmHWM MiB",
+			"Go heap/stack/sys MiB", "goroutines", "evictions", "load average at end"},
+	}
+	for _, run := range append(append([]overheadRun{}, baseRuns...), runs...) {
+		tab.Row(run.label, "start-up+10s", "-", fmt.Sprintf("%.2f", run.startup.CPU.Seconds()), "-", "-", "-", mibs(run.startup.RSS),
+			mibs(run.startup.RSSAnon)+"/"+mibs(run.startup.RSSFile), mibs(run.startup.HWM),
+			goTriple(run.startupGo), goStat(run.startupGo, goStatNames[3]), 0, "-")
+		for _, u := range []phaseUsage{run.idle, run.pressure} {
+			tab.Row(run.label, u.name, fmt.Sprintf("%.0f", u.wall.Seconds()), fmt.Sprintf("%.2f", u.cpu.Seconds()), fmt.Sprintf("%.2f", u.cpuPercent()),
+				mibs(u.rssMax), mibs(u.rssMedian), mibs(u.rssEnd), mibs(u.end.RSSAnon)+"/"+mibs(u.end.RSSFile), mibs(u.hwm),
+				goTriple(u.goStats), goStat(u.goStats, goStatNames[3]), u.evictions, u.load)
+		}
+	}
+	rssMax := medianOf(runs, func(r overheadRun) float64 { return float64(max(r.idle.rssMax, r.pressure.rssMax)) })
+	hwm := medianOf(runs, func(r overheadRun) float64 { return float64(r.pressure.hwm) })
+	idleCPU := medianOf(runs, func(r overheadRun) float64 { return r.idle.cpuPercent() })
+	tab.Notes = append(tab.Notes,
+		fmt.Sprintf("goal RSS <= 30 MiB: %s (largest VmRSS sampled %s MiB, VmHWM %s MiB; medians over %d round(s))",
+			verdict(rssMax <= 30*mib && hwm <= 30*mib), mibs(int64(rssMax)), mibs(int64(hwm)), rounds),
+		fmt.Sprintf("goal idle CPU <= 1%% of one core: %s (%.2f%%)", verdict(idleCPU <= 1), idleCPU),
+		fmt.Sprintf("pressure phases: %d hog pods in all growing at %d MiB/s, %d OOM kills in the node", hogs, overheadHogRate, oomKills),
+		"CPU = utime + stime of /proc/<pid>/stat (all threads) over the phase; RSS sampled every second from /proc/<pid>/status",
+		"anon/file = RssAnon/RssFile at the end (file pages are mostly evictd's own binary text: shared, clean, reclaimable)",
+		"Go heap/stack/sys = go_memstats_heap_inuse_bytes, _stack_inuse_bytes, _sys_bytes from evictd's /metrics at the end",
+		"evictd run --eviction-hard=memory.available<300Mi (everything else as built)")
+	tabs := []*Table{tab}
+	if baseline != "" {
+		tabs = append(tabs, compareOverhead(baselineRef, baseRuns, runs))
+	}
+	report(t, "overhead", tabs...)
+}
+
+// compareOverhead puts the baseline's figures and this tree's side by side:
+// medians over the rounds, and this/baseline.
+func compareOverhead(baselineRef string, base, this []overheadRun) *Table {
+	tab := &Table{
+		Title:  fmt.Sprintf("this tree against baseline %s (medians over %d round(s); ratio = this / baseline)", baselineRef, len(this)),
+		Header: []string{"figure", "baseline", "this", "ratio"},
+	}
+	figures := []struct {
+		name string
+		mib  bool
+		get  func(overheadRun) float64
+	}{
+		{"start-up+10s VmRSS MiB", true, func(r overheadRun) float64 { return float64(r.startup.RSS) }},
+		{"idle VmRSS max MiB", true, func(r overheadRun) float64 { return float64(r.idle.rssMax) }},
+		{"idle VmRSS median MiB", true, func(r overheadRun) float64 { return float64(r.idle.rssMedian) }},
+		{"idle RssAnon MiB (end)", true, func(r overheadRun) float64 { return float64(r.idle.end.RSSAnon) }},
+		{"idle RssFile MiB (end)", true, func(r overheadRun) float64 { return float64(r.idle.end.RSSFile) }},
+		{"idle CPU % of one core", false, func(r overheadRun) float64 { return r.idle.cpuPercent() }},
+		{"pressure VmRSS max MiB", true, func(r overheadRun) float64 { return float64(r.pressure.rssMax) }},
+		{"pressure VmHWM MiB", true, func(r overheadRun) float64 { return float64(r.pressure.hwm) }},
+		{"pressure CPU % of one core", false, func(r overheadRun) float64 { return r.pressure.cpuPercent() }},
+		{"pressure evictions", false, func(r overheadRun) float64 { return float64(r.pressure.evictions) }},
+	}
+	for _, f := range figures {
+		b, c := medianOf(base, f.get), medianOf(this, f.get)
+		if f.mib {
+			tab.Row(f.name, mibs(int64(b)), mibs(int64(c)), Ratio(c, b))
+		} else {
+			tab.Row(f.name, fmt.Sprintf("%.2f", b), fmt.Sprintf("%.2f", c), Ratio(c, b))
+		}
+	}
+	return tab
+}
+
+// medianOf is the median of get over runs (the mean of the middle two for
+// an even count); 0 for none.
+func medianOf(runs []overheadRun, get func(overheadRun) float64) float64 {
+	if len(runs) == 0 {
+		return 0
+	}
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = get(r)
+	}
+	sort.Float64s(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// runOverhead starts the evictd binary bin on e's node, lets it settle,
+// measures the idle and the pressure phase and stops it.
+func runOverhead(t *testing.T, e *env, bin, label string, phase time.Duration, filler string, hogs *int) overheadRun {
+	t.Helper()
+	a := startAgentBin(t, e, bin, "overhead-"+label, "--eviction-hard=memory.available<300Mi")
+	defer a.stop()
 	time.Sleep(overheadWarmup)
 	startup, err := ReadProcUsage("/proc", a.p.Pid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	startupGo := a.goMetrics(goStatNames...)
-
-	idle := measurePhase(t, a, "idle", phase, nil)
-	hogs := 0
-	pressure := measurePhase(t, a, "pressure", phase, func(ctx context.Context) error {
+	run := overheadRun{label: label, version: a.version, sources: a.sources, startup: startup, startupGo: a.goMetrics(goStatNames...)}
+	run.idle = measurePhase(t, a, "idle", phase, nil)
+	run.pressure = measurePhase(t, a, "pressure", phase, func(ctx context.Context) error {
 		for ctx.Err() == nil {
-			name := fmt.Sprintf("hog-%d", hogs)
-			hogs++
+			name := fmt.Sprintf("hog-%d", *hogs)
+			*hogs++
 			hog := podSpec{name: name, grace: 1, command: []string{filler,
 				fmt.Sprintf("--grow-mib-per-sec=%d", overheadHogRate), fmt.Sprintf("--grow-to-mib=%d", overheadNodeBytes/mib)}}
 			if _, err := e.c.Admin.CoreV1().Pods(e.ns).Create(ctx, hog.build(e.ns, e.node.Name), metav1.CreateOptions{}); err != nil {
@@ -92,33 +244,15 @@ func TestOverhead(t *testing.T) {
 		return nil
 	})
 	a.alive(t)
-	oomKills := e.node.OOMKills()
+	// The last hog may still be on its way out; the next run must start idle.
+	if *hogs > 0 && !e.waitGone(fmt.Sprintf("hog-%d", *hogs-1), 60*time.Second) {
+		t.Fatalf("hog-%d still there a minute after the %s run", *hogs-1, label)
+	}
+	return run
+}
 
-	tab := &Table{
-		Title: fmt.Sprintf("evictd overhead with %d pods on a 4 GiB simulated node (memory.available<300Mi)\n%s; evictd %s; wake-up sources %s",
-			overheadPods, machine(loadBefore), a.version, a.sources),
-		Header: []string{"phase", "seconds", "CPU s", "CPU % of one core", "VmRSS max MiB", "VmRSS end MiB", "anon/file MiB", "VmHWM MiB",
-			"Go heap/stack/sys MiB", "goroutines", "evictions", "load average at end"},
-	}
-	tab.Row("start-up+10s", "-", fmt.Sprintf("%.2f", startup.CPU.Seconds()), "-", "-", mibs(startup.RSS),
-		mibs(startup.RSSAnon)+"/"+mibs(startup.RSSFile), mibs(startup.HWM),
-		goStat(startupGo, goStatNames[0])+"/"+goStat(startupGo, goStatNames[1])+"/"+goStat(startupGo, goStatNames[2]), goStat(startupGo, goStatNames[3]), 0, "-")
-	for _, u := range []phaseUsage{idle, pressure} {
-		tab.Row(u.name, fmt.Sprintf("%.0f", u.wall.Seconds()), fmt.Sprintf("%.2f", u.cpu.Seconds()), fmt.Sprintf("%.2f", u.cpuPercent()),
-			mibs(u.rssMax), mibs(u.rssEnd), mibs(u.end.RSSAnon)+"/"+mibs(u.end.RSSFile), mibs(u.hwm),
-			goStat(u.goStats, goStatNames[0])+"/"+goStat(u.goStats, goStatNames[1])+"/"+goStat(u.goStats, goStatNames[2]), goStat(u.goStats, goStatNames[3]),
-			u.evictions, u.load)
-	}
-	rssMax := max(idle.rssMax, pressure.rssMax)
-	tab.Notes = append(tab.Notes,
-		fmt.Sprintf("goal RSS <= 30 MiB: %s (largest VmRSS sampled %s MiB, VmHWM %s MiB)", verdict(rssMax <= 30*mib && pressure.hwm <= 30*mib), mibs(rssMax), mibs(pressure.hwm)),
-		fmt.Sprintf("goal idle CPU <= 1%% of one core: %s (%.2f%%)", verdict(idle.cpuPercent() <= 1), idle.cpuPercent()),
-		fmt.Sprintf("pressure phase: %d hog pods growing at %d MiB/s, %d evictions, %d OOM kills in the node", hogs, overheadHogRate, pressure.evictions, oomKills),
-		"CPU = utime + stime of /proc/<pid>/stat (all threads) over the phase; RSS sampled every second from /proc/<pid>/status",
-		"anon/file = RssAnon/RssFile at the end (file pages are mostly evictd's own binary text: shared, clean, reclaimable)",
-		"Go heap/stack/sys = go_memstats_heap_inuse_bytes, _stack_inuse_bytes, _sys_bytes from evictd's /metrics at the end",
-		"evictd run --eviction-hard=memory.available<300Mi (everything else as built)")
-	report(t, "overhead", tab)
+func goTriple(m map[string]float64) string {
+	return goStat(m, goStatNames[0]) + "/" + goStat(m, goStatNames[1]) + "/" + goStat(m, goStatNames[2])
 }
 
 func mibs(b int64) string { return fmt.Sprintf("%.1f", float64(b)/mib) }
@@ -162,6 +296,7 @@ func measurePhase(t *testing.T, a *agent, name string, d time.Duration, load fun
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var last ProcUsage
+	var samples []int64
 	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
@@ -171,6 +306,7 @@ func measurePhase(t *testing.T, a *agent, name string, d time.Duration, load fun
 				t.Fatalf("evictd (pid %d) during %s: %v\n%s", pid, name, err, a.logs.Tail(20))
 			}
 			u.rssMax = max(u.rssMax, s.RSS)
+			samples = append(samples, s.RSS)
 			last = s
 		}
 	}
@@ -182,6 +318,11 @@ func measurePhase(t *testing.T, a *agent, name string, d time.Duration, load fun
 	u.cpu = end.CPU - before.CPU
 	u.rssMax = max(u.rssMax, end.RSS, last.RSS)
 	u.rssEnd, u.hwm, u.end = end.RSS, end.HWM, end
+	if len(samples) == 0 {
+		samples = append(samples, end.RSS)
+	}
+	slices.Sort(samples)
+	u.rssMedian = samples[len(samples)/2]
 	u.evictions = len(a.evictedLines(mark, "", ""))
 	u.load = loadavg()
 	u.goStats = a.goMetrics(goStatNames...)

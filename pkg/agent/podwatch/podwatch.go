@@ -30,11 +30,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/logging"
 )
 
@@ -50,9 +50,16 @@ var ErrSyncTimeout = errors.New("informers did not sync in time")
 // answer wakes it at once.
 const syncPoll = 50 * time.Millisecond
 
+// ListWatcher lists and watches a resource in all namespaces; *kube.Client
+// satisfies it, and tests use a clientset fake through fromclientset.
+type ListWatcher interface {
+	List(ctx context.Context, r kube.Resource, opts metav1.ListOptions) (runtime.Object, error)
+	Watch(ctx context.Context, r kube.Resource, opts metav1.ListOptions) (watch.Interface, error)
+}
+
 // Options configure a Watcher.
 type Options struct {
-	Client   kubernetes.Interface
+	Client   ListWatcher
 	NodeName string
 	// Namespaces: also watch namespaces, for their labels.
 	Namespaces bool
@@ -118,17 +125,8 @@ func New(o Options) (*Watcher, error) {
 
 	// Only this node's pods; RBAC cannot restrict this, the selector does.
 	onNode := fields.OneTermEqualSelector("spec.nodeName", o.NodeName).String()
-	core := o.Client.CoreV1()
-	pods := w.add(&informer{resource: "pods", why: "for the informer on this node's pods"}, &v1.Pod{},
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-			lo.FieldSelector = onNode
-			return core.Pods(metav1.NamespaceAll).List(ctx, lo)
-		},
-		func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			lo.FieldSelector = onNode
-			return core.Pods(metav1.NamespaceAll).Watch(ctx, lo)
-		})
+	pods := w.add(o.Client, kube.Pods, onNode, "for the informer on this node's pods", &v1.Pod{},
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	w.pods = corelisters.NewPodLister(pods.GetIndexer())
 	if o.OnDelete != nil {
 		_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -146,36 +144,16 @@ func New(o Options) (*Watcher, error) {
 	// Only this node, for the images on it (status.images), which the
 	// kubelet's image garbage collection can delete.
 	thisNode := fields.OneTermEqualSelector("metadata.name", o.NodeName).String()
-	nodes := w.add(&informer{resource: "nodes", why: "for the images on this node, which the kubelet's image garbage collection frees before a disk eviction"}, &v1.Node{}, cache.Indexers{},
-		func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-			lo.FieldSelector = thisNode
-			return core.Nodes().List(ctx, lo)
-		},
-		func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			lo.FieldSelector = thisNode
-			return core.Nodes().Watch(ctx, lo)
-		})
+	nodes := w.add(o.Client, kube.Nodes, thisNode,
+		"for the images on this node, which the kubelet's image garbage collection frees before a disk eviction", &v1.Node{}, cache.Indexers{})
 	w.nodes = corelisters.NewNodeLister(nodes.GetIndexer())
 
-	sched := o.Client.SchedulingV1()
-	classes := w.add(&informer{resource: "priorityclasses", group: schedulingv1.GroupName,
-		why: "to resolve priorityClassName when a pod has no spec.priority"}, &schedulingv1.PriorityClass{}, cache.Indexers{},
-		func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-			return sched.PriorityClasses().List(ctx, lo)
-		},
-		func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			return sched.PriorityClasses().Watch(ctx, lo)
-		})
+	classes := w.add(o.Client, kube.PriorityClasses, "",
+		"to resolve priorityClassName when a pod has no spec.priority", &schedulingv1.PriorityClass{}, cache.Indexers{})
 	w.classes = schedlisters.NewPriorityClassLister(classes.GetIndexer())
 
 	if o.Namespaces {
-		nss := w.add(&informer{resource: "namespaces", why: "used by priority groups with a namespaceSelector"}, &v1.Namespace{}, cache.Indexers{},
-			func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-				return core.Namespaces().List(ctx, lo)
-			},
-			func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-				return core.Namespaces().Watch(ctx, lo)
-			})
+		nss := w.add(o.Client, kube.Namespaces, "", "used by priority groups with a namespaceSelector", &v1.Namespace{}, cache.Indexers{})
 		w.namespaces = corelisters.NewNamespaceLister(nss.GetIndexer())
 	}
 	log.Debug("informers set up", zap.String("node", o.NodeName), zap.Bool("namespaces", o.Namespaces),
@@ -183,22 +161,25 @@ func New(o Options) (*Watcher, error) {
 	return w, nil
 }
 
-// add builds the informer of one resource on list and watch calls that
-// record what the API server answers. Resync 0: the lists are never re-read
-// after the initial sync.
-func (w *Watcher) add(in *informer, obj runtime.Object, idx cache.Indexers,
-	list cache.ListWithContextFunc, watchFn cache.WatchFuncWithContext) cache.SharedIndexInformer {
+// add builds the informer of resource r, restricted by the field selector
+// (if any), on list and watch calls that record what the API server
+// answers. why is what evictd needs r for, for a Forbidden error. Resync 0:
+// the lists are never re-read after the initial sync.
+func (w *Watcher) add(client ListWatcher, r kube.Resource, selector, why string, obj runtime.Object, idx cache.Indexers) cache.SharedIndexInformer {
+	in := &informer{resource: r.String(), group: r.Group(), why: why}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
 			in.mu.Lock()
 			in.watching = false
 			in.mu.Unlock()
-			out, err := list(ctx, lo)
+			lo.FieldSelector = selector
+			out, err := client.List(ctx, r, lo)
 			w.answered(in, "list", err, false)
 			return out, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			out, err := watchFn(ctx, lo)
+			lo.FieldSelector = selector
+			out, err := client.Watch(ctx, r, lo)
 			w.answered(in, "watch", err, err == nil)
 			return out, err
 		},

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/evictd/evictd/pkg/kube/fromclientset"
 )
 
 // The informers' success path runs against a real API server in
@@ -152,7 +154,7 @@ func TestWaitForSyncFailsAtOnceWhenForbidden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// A long deadline: the error must come from the 403, not from it.
-			w, _ := startWatcher(t, Options{Client: tt.client, Namespaces: tt.namespaces, SyncTimeout: time.Minute})
+			w, _ := startWatcher(t, Options{Client: fromclientset.Wrap(tt.client), Namespaces: tt.namespaces, SyncTimeout: time.Minute})
 			start := time.Now()
 			err := w.WaitForSync(context.Background())
 			took := time.Since(start)
@@ -194,7 +196,7 @@ func TestWaitForSyncFailsAtOnceWhenForbidden(t *testing.T) {
 // without them is fine.
 func TestNamespacesNotWatchedWithoutSelectors(t *testing.T) {
 	cs := injected("list", "namespaces", forbidden("list", "", "namespaces", ""))
-	w, _ := startWatcher(t, Options{Client: cs, SyncTimeout: 10 * time.Second})
+	w, _ := startWatcher(t, Options{Client: fromclientset.Wrap(cs), SyncTimeout: 10 * time.Second})
 	if err := w.WaitForSync(context.Background()); err != nil {
 		t.Fatalf("WaitForSync: %v", err)
 	}
@@ -214,7 +216,7 @@ func TestNamespacesNotWatchedWithoutSelectors(t *testing.T) {
 func TestWaitForSyncDeadline(t *testing.T) {
 	const timeout = 400 * time.Millisecond
 	unavailable := apierrors.NewServiceUnavailable("etcd is not there")
-	w, _ := startWatcher(t, Options{Client: injected("list", "pods", unavailable), SyncTimeout: timeout})
+	w, _ := startWatcher(t, Options{Client: fromclientset.Wrap(injected("list", "pods", unavailable)), SyncTimeout: timeout})
 	start := time.Now()
 	err := w.WaitForSync(context.Background())
 	took := time.Since(start)
@@ -242,7 +244,7 @@ func TestWaitForSyncDeadline(t *testing.T) {
 
 func TestWaitForSyncEndsWithContext(t *testing.T) {
 	unavailable := apierrors.NewServiceUnavailable("down")
-	w, _ := startWatcher(t, Options{Client: injected("list", "pods", unavailable), SyncTimeout: time.Minute})
+	w, _ := startWatcher(t, Options{Client: fromclientset.Wrap(injected("list", "pods", unavailable)), SyncTimeout: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -273,7 +275,7 @@ func TestForbiddenAfterSyncIsLogged(t *testing.T) {
 		watches <- fw
 		return true, fw, nil
 	})
-	w, _ := startWatcher(t, Options{Client: cs, SyncTimeout: 10 * time.Second, Log: zap.New(core)})
+	w, _ := startWatcher(t, Options{Client: fromclientset.Wrap(cs), SyncTimeout: 10 * time.Second, Log: zap.New(core)})
 	if err := w.WaitForSync(context.Background()); err != nil {
 		t.Fatalf("WaitForSync: %v", err)
 	}
@@ -296,7 +298,7 @@ func TestForbiddenAfterSyncIsLogged(t *testing.T) {
 }
 
 func TestNewRejectsNegativeSyncTimeout(t *testing.T) {
-	if _, err := New(Options{Client: fake.NewClientset(), NodeName: "n", SyncTimeout: -time.Second}); err == nil {
+	if _, err := New(Options{Client: fromclientset.Wrap(fake.NewClientset()), NodeName: "n", SyncTimeout: -time.Second}); err == nil {
 		t.Error("New with a negative SyncTimeout: no error")
 	}
 }

@@ -23,10 +23,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/test/e2e/framework"
@@ -55,8 +56,14 @@ type evictor struct {
 	metrics *metrics.Metrics
 }
 
-func newEvictor(t *testing.T, client kubernetes.Interface, mutate func(*evict.Options)) *evictor {
+// newEvictor builds an Evictor on evictd's own client (pkg/kube) with cfg's
+// identity.
+func newEvictor(t *testing.T, cfg *rest.Config, mutate func(*evict.Options)) *evictor {
 	t.Helper()
+	client, err := kube.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	o := evict.Defaults()
 	o.Rate, o.Burst = 100, 100 // the limits have unit tests; here they would only slow the table down
 	if mutate != nil {
@@ -154,7 +161,7 @@ func request(pod *corev1.Pod, hard bool) evict.Request {
 }
 
 func testGrace(t *testing.T, c *framework.Cluster, ns string) {
-	e := newEvictor(t, c.EvictdClient, func(o *evict.Options) { o.MaxPodGracePeriod, o.HardGracePeriod = 30, 4 })
+	e := newEvictor(t, c.EvictdConfig, func(o *evict.Options) { o.MaxPodGracePeriod, o.HardGracePeriod = 30, 4 })
 	tests := []struct {
 		name      string
 		grace     *int64
@@ -217,7 +224,7 @@ func testPDB(t *testing.T, c *framework.Cluster, ns string) {
 	createPDB(t, c, ns, "guarded-pdb", 1, labels, 0)
 
 	for _, dry := range []bool{false, true} {
-		e := newEvictor(t, c.EvictdClient, func(o *evict.Options) { o.DryRun = dry })
+		e := newEvictor(t, c.EvictdConfig, func(o *evict.Options) { o.DryRun = dry })
 		out, err := e.Evict(context.Background(), request(pod, true))
 		if out.Result != evict.PDBBlocked || !errors.Is(err, evict.ErrPDBBlocked) {
 			t.Fatalf("dry run %v: %+v, %v; want PDBBlocked", dry, out, err)
@@ -250,7 +257,7 @@ func testDryRun(t *testing.T, c *framework.Cluster, ns string) {
 		t.Fatal(err)
 	}
 
-	e := newEvictor(t, c.EvictdClient, func(o *evict.Options) { o.DryRun = true })
+	e := newEvictor(t, c.EvictdConfig, func(o *evict.Options) { o.DryRun = true })
 	e.NodeThresholdMet(thresholds.MemoryAvailable, true, 100<<20, 92<<20)
 	for _, p := range []*corev1.Pod{a, b, a} {
 		out, err := e.Evict(context.Background(), request(p, true))
@@ -300,7 +307,7 @@ func testUIDPrecondition(t *testing.T, c *framework.Cluster, ns string) {
 		t.Fatal(err)
 	}
 
-	e := newEvictor(t, c.EvictdClient, nil)
+	e := newEvictor(t, c.EvictdConfig, nil)
 	// The pod is gone altogether: 404.
 	if out, err := e.Evict(ctx, request(old, true)); err != nil || out.Result != evict.NotFound {
 		t.Fatalf("evicting a deleted pod: %+v, %v; want NotFound", out, err)
@@ -328,12 +335,12 @@ func testForceDelete(t *testing.T, c *framework.Cluster, ns string) {
 	pod := createReadyPod(t, c, ns, "forced", ptr.To[int64](60), labels)
 	createPDB(t, c, ns, "forced-pdb", 1, labels, 0)
 
-	strict := newEvictor(t, c.Admin, nil)
+	strict := newEvictor(t, c.AdminConfig, nil)
 	if out, err := strict.ForceDelete(context.Background(), request(pod, true)); !errors.Is(err, evict.ErrStrictPDBPolicy) || out.Result != evict.Failed {
 		t.Fatalf("strict ForceDelete: %+v, %v; want a refusal", out, err)
 	}
 
-	e := newEvictor(t, c.Admin, func(o *evict.Options) { o.PDBPolicy, o.HardGracePeriod = evict.PDBBestEffort, 3 })
+	e := newEvictor(t, c.AdminConfig, func(o *evict.Options) { o.PDBPolicy, o.HardGracePeriod = evict.PDBBestEffort, 3 })
 	if out, _ := e.Evict(context.Background(), request(pod, true)); out.Result != evict.PDBBlocked {
 		t.Fatalf("eviction first: %+v, want PDBBlocked", out)
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/test/internal/stale"
 )
 
@@ -74,7 +75,9 @@ type Cluster struct {
 	// EvictdClient, EvictdConfig and EvictdKubeconfig carry only that
 	// ServiceAccount's identity (a TokenRequest token), as a DaemonSet pod
 	// would; run evictd as a process with --kubeconfig=EvictdKubeconfig.
+	// EvictdAPI is evictd's own client (pkg/kube) on that identity.
 	EvictdClient     kubernetes.Interface
+	EvictdAPI        *kube.Client
 	EvictdConfig     *rest.Config
 	EvictdKubeconfig string
 

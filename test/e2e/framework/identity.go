@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/evictd/evictd/pkg/kube"
 )
 
 // identityKinds are the objects of the manifest that make up evictd's
@@ -136,6 +138,9 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 	}
 	c.EvictdConfig = c.restConfig(tr.Status.Token)
 	if c.EvictdClient, err = kubernetes.NewForConfig(c.EvictdConfig); err != nil {
+		return err
+	}
+	if c.EvictdAPI, err = kube.NewForConfig(c.EvictdConfig); err != nil {
 		return err
 	}
 	c.EvictdKubeconfig = filepath.Join(c.Dir, "evictd.kubeconfig")

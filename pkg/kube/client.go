@@ -1,0 +1,178 @@
+// Package kube is evictd's API client: one REST client per API group that
+// evictd calls, over a scheme that holds only those groups' types.
+//
+// client-go's clientset (k8s.io/client-go/kubernetes) is not used on
+// purpose: its typed clients import k8s.io/client-go/kubernetes/scheme,
+// which registers every built-in API group at start-up. That alone cost
+// evictd about 10 MiB of resident memory (docs/performance.md, "The RSS
+// floor"). The calls below are the ones the ClusterRole in
+// deploy/daemonset.yaml grants, plus DeletePod, which only
+// --pdb-policy=best-effort uses and the operator must grant.
+package kube
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+)
+
+// Resource is a kind of object the informers list and watch.
+type Resource int
+
+// The resources evictd lists and watches.
+const (
+	Pods Resource = iota + 1
+	Nodes
+	Namespaces
+	PriorityClasses
+)
+
+// String is the resource's name in the API (and in RBAC rules).
+func (r Resource) String() string {
+	switch r {
+	case Pods:
+		return "pods"
+	case Nodes:
+		return "nodes"
+	case Namespaces:
+		return "namespaces"
+	case PriorityClasses:
+		return "priorityclasses"
+	}
+	return fmt.Sprintf("Resource(%d)", int(r))
+}
+
+// Group is the resource's API group ("" for the core group).
+func (r Resource) Group() string {
+	if r == PriorityClasses {
+		return schedulingv1.GroupName
+	}
+	return corev1.GroupName
+}
+
+// newList returns an empty list of the resource, for a response to decode into.
+func (r Resource) newList() (runtime.Object, error) {
+	switch r {
+	case Pods:
+		return &corev1.PodList{}, nil
+	case Nodes:
+		return &corev1.NodeList{}, nil
+	case Namespaces:
+		return &corev1.NamespaceList{}, nil
+	case PriorityClasses:
+		return &schedulingv1.PriorityClassList{}, nil
+	}
+	return nil, fmt.Errorf("kube: unknown resource %v", r)
+}
+
+// Client talks to the API server. Its methods mirror the clientset calls
+// they replace, so that an error is the same *errors.StatusError a
+// clientset would return (the callers test it with apierrors.IsXxx).
+type Client struct {
+	// core serves /api/v1 (pods, nodes, namespaces, and the eviction
+	// subresource, which lives under pods); events serves
+	// /apis/events.k8s.io/v1, scheduling /apis/scheduling.k8s.io/v1.
+	core, events, scheduling rest.Interface
+}
+
+// NewForConfig builds a Client on cfg. The three REST clients share one
+// HTTP client, hence one connection pool, as a clientset's do.
+func NewForConfig(cfg *rest.Config) (*Client, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("kube: no REST config")
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube: HTTP client: %w", err)
+	}
+	c := &Client{}
+	for _, g := range []struct {
+		gv      schema.GroupVersion
+		apiPath string
+		out     *rest.Interface
+	}{
+		{corev1.SchemeGroupVersion, "/api", &c.core},
+		{eventsv1.SchemeGroupVersion, "/apis", &c.events},
+		{schedulingv1.SchemeGroupVersion, "/apis", &c.scheduling},
+	} {
+		gcfg := rest.CopyConfig(cfg)
+		gv := g.gv
+		gcfg.GroupVersion = &gv
+		gcfg.APIPath = g.apiPath
+		gcfg.NegotiatedSerializer = negotiated
+		gcfg.ContentType = runtime.ContentTypeJSON
+		gcfg.AcceptContentTypes = runtime.ContentTypeJSON
+		if gcfg.UserAgent == "" {
+			gcfg.UserAgent = rest.DefaultKubernetesUserAgent()
+		}
+		rc, err := rest.RESTClientForConfigAndClient(gcfg, httpClient)
+		if err != nil {
+			return nil, fmt.Errorf("kube: %s client: %w", gv, err)
+		}
+		*g.out = rc
+	}
+	return c, nil
+}
+
+// List lists r (all namespaces) with opts.
+func (c *Client) List(ctx context.Context, r Resource, opts metav1.ListOptions) (runtime.Object, error) {
+	out, err := r.newList()
+	if err != nil {
+		return nil, err
+	}
+	req := c.clientFor(r).Get().Resource(r.String()).VersionedParams(&opts, parameterCodec)
+	if opts.TimeoutSeconds != nil {
+		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
+	}
+	if err := req.Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Watch watches r (all namespaces) from opts.ResourceVersion.
+func (c *Client) Watch(ctx context.Context, r Resource, opts metav1.ListOptions) (watch.Interface, error) {
+	if _, err := r.newList(); err != nil {
+		return nil, err
+	}
+	opts.Watch = true
+	req := c.clientFor(r).Get().Resource(r.String()).VersionedParams(&opts, parameterCodec)
+	if opts.TimeoutSeconds != nil {
+		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
+	}
+	return req.Watch(ctx)
+}
+
+func (c *Client) clientFor(r Resource) rest.Interface {
+	if r.Group() == schedulingv1.GroupName {
+		return c.scheduling
+	}
+	return c.core
+}
+
+// Evict creates the pods/eviction subresource of the pod ev names (the
+// policy/v1 Eviction API; its body is a policy/v1 object under /api/v1).
+func (c *Client) Evict(ctx context.Context, ev *policyv1.Eviction) error {
+	return c.core.Post().Namespace(ev.Namespace).Resource("pods").Name(ev.Name).SubResource("eviction").
+		Body(ev).Do(ctx).Error()
+}
+
+// DeletePod deletes a pod directly (--pdb-policy=best-effort's last resort).
+func (c *Client) DeletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.core.Delete().Namespace(namespace).Resource("pods").Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// CreateEvent creates an events.k8s.io/v1 Event.
+func (c *Client) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
+	return c.events.Post().Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Error()
+}

@@ -1,0 +1,76 @@
+// Package fromclientset puts evictd's API calls (the methods of
+// kube.Client) on a client-go clientset, so that unit tests can inject API
+// errors with k8s.io/client-go/kubernetes/fake and its reactors.
+//
+// Only tests may import it: the clientset registers every API group at
+// start-up, which is what pkg/kube exists to avoid. TestNoClientset in
+// cmd/evictd fails if evictd's dependency graph ever holds it.
+package fromclientset
+
+import (
+	"context"
+	"fmt"
+
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/evictd/evictd/pkg/kube"
+)
+
+// Client makes kube.Client's calls through a clientset.
+type Client struct {
+	cs kubernetes.Interface
+}
+
+// Wrap returns a Client on cs.
+func Wrap(cs kubernetes.Interface) *Client { return &Client{cs: cs} }
+
+// List lists r in all namespaces.
+func (c *Client) List(ctx context.Context, r kube.Resource, opts metav1.ListOptions) (runtime.Object, error) {
+	switch r {
+	case kube.Pods:
+		return c.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+	case kube.Nodes:
+		return c.cs.CoreV1().Nodes().List(ctx, opts)
+	case kube.Namespaces:
+		return c.cs.CoreV1().Namespaces().List(ctx, opts)
+	case kube.PriorityClasses:
+		return c.cs.SchedulingV1().PriorityClasses().List(ctx, opts)
+	}
+	return nil, fmt.Errorf("fromclientset: unknown resource %v", r)
+}
+
+// Watch watches r in all namespaces.
+func (c *Client) Watch(ctx context.Context, r kube.Resource, opts metav1.ListOptions) (watch.Interface, error) {
+	switch r {
+	case kube.Pods:
+		return c.cs.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, opts)
+	case kube.Nodes:
+		return c.cs.CoreV1().Nodes().Watch(ctx, opts)
+	case kube.Namespaces:
+		return c.cs.CoreV1().Namespaces().Watch(ctx, opts)
+	case kube.PriorityClasses:
+		return c.cs.SchedulingV1().PriorityClasses().Watch(ctx, opts)
+	}
+	return nil, fmt.Errorf("fromclientset: unknown resource %v", r)
+}
+
+// Evict creates the pods/eviction subresource.
+func (c *Client) Evict(ctx context.Context, ev *policyv1.Eviction) error {
+	return c.cs.PolicyV1().Evictions(ev.Namespace).Evict(ctx, ev)
+}
+
+// DeletePod deletes a pod.
+func (c *Client) DeletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.cs.CoreV1().Pods(namespace).Delete(ctx, name, opts)
+}
+
+// CreateEvent creates an events.k8s.io/v1 Event.
+func (c *Client) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
+	_, err := c.cs.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
+}
