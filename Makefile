@@ -47,7 +47,7 @@ cluster-bins:
 
 ## test: everything CI runs: static checks, unit tests, end-to-end tests on the host's cgroup v1,
 ## then the real node's tests in a cgroup v2 VM (e2e-node; needs root for apt-get).
-test: verify test-image build cluster-bins
+test: verify test-image test-dashboard build cluster-bins
 	$(GO) test -count=1 -timeout 30m $(UNIT_PKGS)
 	$(GO) test -count=1 -p 1 -timeout 50m $(E2E_PKGS)
 	$(MAKE) e2e-node

@@ -58,20 +58,12 @@ func render(ctx context.Context, dashPath, scrapeDir, out, subtitle string, targ
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "evictd-dashboard-tsdb-")
+	db, closeDB, err := openStore(ctx, scrapes, target)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	db, err := tsdb.Open(dir, nil, nil, tsdb.DefaultOptions(), nil)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := Load(ctx, db, scrapes, target); err != nil {
-		return err
-	}
-	w := Window{Start: scrapes[0].At, End: scrapes[len(scrapes)-1].At, Step: scrapeStep(scrapes)}
+	defer closeDB()
+	w := windowOf(scrapes)
 	ev := NewEvaluator(db, w)
 
 	c := NewCanvas(d)
@@ -123,4 +115,32 @@ func scrapeStep(s []Scrape) time.Duration {
 		step = time.Second
 	}
 	return step
+}
+
+// openStore loads the scrapes into a TSDB in a temporary directory, which
+// closing removes.
+func openStore(ctx context.Context, scrapes []Scrape, target map[string]string) (*tsdb.DB, func(), error) {
+	dir, err := os.MkdirTemp("", "evictd-dashboard-tsdb-")
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := tsdb.Open(dir, nil, nil, tsdb.DefaultOptions(), nil)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	closeDB := func() {
+		db.Close()
+		os.RemoveAll(dir)
+	}
+	if err := Load(ctx, db, scrapes, target); err != nil {
+		closeDB()
+		return nil, nil, err
+	}
+	return db, closeDB, nil
+}
+
+// windowOf is the picture's time range: every scrape, at their interval.
+func windowOf(scrapes []Scrape) Window {
+	return Window{Start: scrapes[0].At, End: scrapes[len(scrapes)-1].At, Step: scrapeStep(scrapes)}
 }
