@@ -186,6 +186,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 		defer startedMu.Unlock()
 		return started
 	}}
+	m.SetReadiness(checks.Readyz)
 	var serveErr error
 	wg.Add(1)
 	go func() {

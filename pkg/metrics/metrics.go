@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,6 +76,8 @@ type Metrics struct {
 	// own lists the evictd_* collectors, so tests can tell every family was
 	// documented.
 	own []prometheus.Collector
+	// readiness is the /readyz check evictd_ready reports at each scrape.
+	readiness atomic.Pointer[func() error]
 
 	buildInfo            *prometheus.GaugeVec
 	signalAvailableBytes *prometheus.GaugeVec
@@ -183,7 +186,13 @@ func New(version string) (*Metrics, error) {
 	}, []string{"resource"})
 	m.own = append(m.own, m.victimsStuck)
 
-	m.own = append(m.own, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
+	// Evaluated at each scrape, so the metric and /readyz never disagree.
+	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "ready",
+		Help: "1 while evictd is ready (its /readyz check passes: informers synced, a recent observation that read every signal), else 0.",
+	}, m.ready)
+
+	m.own = append(m.own, ready, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 
 	all := append([]prometheus.Collector{
@@ -197,6 +206,23 @@ func New(version string) (*Metrics, error) {
 	}
 	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 	return m, nil
+}
+
+// SetReadiness gives evictd_ready its check: the same one /readyz runs.
+// Until it is set, evictd_ready is 0.
+func (m *Metrics) SetReadiness(check func() error) {
+	if m == nil {
+		return
+	}
+	m.readiness.Store(&check)
+}
+
+func (m *Metrics) ready() float64 {
+	check := m.readiness.Load()
+	if check == nil || (*check)() != nil {
+		return 0
+	}
+	return 1
 }
 
 // gaugeVec creates a gauge family and remembers it in m.own.

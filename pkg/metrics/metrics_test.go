@@ -278,3 +278,36 @@ func TestNilMetricsIsANoOp(t *testing.T) {
 	m.WakeUp("timer")
 	m.SetWakeupSourceActive("timer", true)
 }
+
+func TestReadyFollowsTheCheck(t *testing.T) {
+	m, err := New("v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := func() float64 {
+		t.Helper()
+		mfs, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "evictd_ready" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no evictd_ready")
+		return -1
+	}
+	if v := value(); v != 0 {
+		t.Errorf("before a check is set: evictd_ready %v, want 0", v)
+	}
+	var problem error
+	m.SetReadiness(func() error { return problem })
+	if v := value(); v != 1 {
+		t.Errorf("check passing: evictd_ready %v, want 1", v)
+	}
+	problem = errors.New("no observation has succeeded yet")
+	if v := value(); v != 0 {
+		t.Errorf("check failing: evictd_ready %v, want 0", v)
+	}
+}
