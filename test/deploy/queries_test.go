@@ -35,7 +35,7 @@ func checkExpr(expr string, s series) error {
 				return nil
 			}
 			for _, m := range n.LabelMatchers {
-				if m.Name != labels.MetricName && !have[m.Name] {
+				if m.Name != model.MetricNameLabel && !have[m.Name] {
 					problems = append(problems, fmt.Sprintf("%s has no label %q (it has %s)", name, m.Name, labelList(have)))
 				}
 			}
@@ -66,7 +66,7 @@ func metricName(vs *parser.VectorSelector) string {
 		return vs.Name
 	}
 	for _, m := range vs.LabelMatchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			return m.Value
 		}
 	}
