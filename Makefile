@@ -17,7 +17,7 @@ BENCH_COUNT ?= 6
 export CGO_ENABLED ?= 0
 
 .PHONY: all build observe test unit e2e bench bench-latency bench-oom bench-overhead verify fmt vet lint \
-        fuzz cluster-bins demo dashboard-picture test-dashboard image image-workload test-image clean FORCE
+        fuzz cluster-bins demo dashboard-picture test-dashboard image image-workload test-image test-deploy clean FORCE
 
 all: build
 
@@ -47,7 +47,7 @@ cluster-bins:
 
 ## test: everything CI runs: static checks, unit tests, end-to-end tests on the host's cgroup v1,
 ## then the real node's tests in a cgroup v2 VM (e2e-node; needs root for apt-get).
-test: verify test-image test-dashboard build cluster-bins
+test: verify test-image test-dashboard test-deploy build cluster-bins
 	$(GO) test -count=1 -timeout 30m $(UNIT_PKGS)
 	$(GO) test -count=1 -p 1 -timeout 50m $(E2E_PKGS)
 	$(MAKE) e2e-node
@@ -143,6 +143,13 @@ $(IMAGE_TOOL): FORCE
 ## test-image: the image builder's tests (hack/image, its own module).
 test-image:
 	cd hack/image && $(GO) test -count=1 ./...
+
+## test-deploy: the Helm chart, the alerting rules and the dashboard (test/deploy, its own module,
+## so the main module never depends on Helm or Prometheus): renders, rule and query checks, and a
+## server-side dry run of the chart's objects on the test control plane.
+test-deploy: cluster-bins $(STATICCHECK)
+	cd test/deploy && $(GO) vet ./... && $(abspath $(STATICCHECK)) ./...
+	cd test/deploy && $(GO) test -count=1 -timeout 10m ./...
 
 clean:
 	rm -rf $(OUT)

@@ -1,0 +1,133 @@
+package deploy
+
+import (
+	"context"
+	"regexp"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/promqltest"
+)
+
+// TestAlertExpressionsFire evaluates every alert's own expression (read
+// from deploy/monitoring/alerts.yaml) with Prometheus's engine over
+// synthetic series of three nodes, and checks which nodes each selects: the
+// ones in trouble, and not the ones that only look alike. `for:` is not
+// evaluated here; only whether the condition holds. Each series an alert
+// returns must carry every label its annotations print ({{ $labels.x }}),
+// or the alert would say "on  " with the node left out.
+func TestAlertExpressionsFire(t *testing.T) {
+	exprs := map[string]string{}
+	printed := map[string][]string{}
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			exprs[r.Alert] = r.Expr
+			for _, text := range r.Annotations {
+				for _, m := range labelRef.FindAllStringSubmatch(text, -1) {
+					printed[r.Alert] = append(printed[r.Alert], m[1])
+				}
+			}
+		}
+	}
+	// One sample a minute for 20 minutes; evaluated at 20m (Unix time 1200).
+	store := promqltest.LoadedStorage(t, `
+load 1m
+  evictd_evictions_total{job="evictd",instance="a",signal="memory.available",result="pdb_blocked"} 0+1x20
+  evictd_threshold_met{job="evictd",instance="a",signal="memory.available",kind="hard"} 1+0x20
+  evictd_evictions_total{job="evictd",instance="b",signal="memory.available",result="pdb_blocked"} 0+1x20
+  evictd_threshold_met{job="evictd",instance="b",signal="memory.available",kind="hard"} 0+0x20
+  evictd_evictions_total{job="evictd",instance="c",signal="memory.available",result="pdb_blocked"} 0+0x20
+  evictd_threshold_met{job="evictd",instance="c",signal="memory.available",kind="hard"} 1+0x20
+  evictd_evictions_total{job="evictd",instance="a",signal="nodefs.available",result="evicted"} 0+1x20
+  evictd_evictions_total{job="evictd",instance="b",signal="nodefs.available",result="evicted"} 0+0.1x20
+  evictd_evictions_total{job="evictd",instance="c",signal="nodefs.available",result="dry_run"} 0+1x20
+  evictd_observation_last_success_timestamp_seconds{job="evictd",instance="a"} 0+0x20
+  evictd_observation_last_success_timestamp_seconds{job="evictd",instance="b"} 0+60x20
+  evictd_observation_errors_total{job="evictd",instance="a"} 0+6x20
+  evictd_observation_duration_seconds_count{job="evictd",instance="a"} 0+60x20
+  evictd_observation_errors_total{job="evictd",instance="b"} 0+1x20
+  evictd_observation_duration_seconds_count{job="evictd",instance="b"} 0+60x20
+  up{job="evictd",instance="a"} 0+0x20
+  up{job="evictd",instance="b"} 1+0x20
+  up{job="node-exporter",instance="c"} 0+0x20
+  evictd_observation_signal_errors_total{job="evictd",instance="a",signal="pid.available"} 0+1x20
+  evictd_observation_signal_errors_total{job="evictd",instance="b",signal="pid.available"} 0+0x20
+  evictd_eviction_stuck_total{job="evictd",instance="a",resource="memory"} 0+1x20
+  evictd_eviction_stuck_total{job="evictd",instance="b",resource="memory"} 0+0x20
+  evictd_wakeup_source_active{job="evictd",instance="a",source="psi"} 0+0x20
+  evictd_wakeup_source_active{job="evictd",instance="b",source="psi"} 1+0x20
+`)
+	t.Cleanup(func() { store.Close() })
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e6, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	at := time.Unix(1200, 0)
+	evaluated := map[string]bool{}
+	defer func() {
+		for alert := range exprs {
+			if !evaluated[alert] {
+				t.Errorf("alert %s is not evaluated here: add a case", alert)
+			}
+		}
+	}()
+
+	for _, tc := range []struct {
+		alert string
+		want  []string // the instances it selects
+	}{
+		// PDBs refuse while the threshold stays met: a; b's threshold is no
+		// longer met, c has no refusals.
+		{"EvictdEvictionsRefusedByPDB", []string{"a"}},
+		// 15 evictions in 15 minutes on a; 1.5 on b; c only in dry run.
+		{"EvictdEvictionsSpiking", []string{"a"}},
+		// a's last success is 20 minutes old; b's is now.
+		{"EvictdNotObserving", []string{"a"}},
+		// 10% of a's observations fail, under 2% of b's.
+		{"EvictdObservationsFailing", []string{"a"}},
+		// Only evictd's own targets count.
+		{"EvictdDown", []string{"a"}},
+		// a cannot read pid.available; b can.
+		{"EvictdSignalUnreadable", []string{"a"}},
+		// a's victims stay; b's go.
+		{"EvictdVictimStuck", []string{"a"}},
+		// a's PSI trigger is not armed; b's is.
+		{"EvictdWakeupSourceInactive", []string{"a"}},
+	} {
+		evaluated[tc.alert] = true
+		expr, ok := exprs[tc.alert]
+		if !ok {
+			t.Errorf("no alert %s in deploy/monitoring/alerts.yaml", tc.alert)
+			continue
+		}
+		q, err := engine.NewInstantQuery(context.Background(), store, nil, expr, at)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.alert, err)
+		}
+		res := q.Exec(context.Background())
+		if res.Err != nil {
+			t.Fatalf("%s: %v", tc.alert, res.Err)
+		}
+		vec, err := res.Vector()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.alert, err)
+		}
+		var got []string
+		for _, s := range vec {
+			got = append(got, s.Metric.Get("instance"))
+			for _, l := range printed[tc.alert] {
+				if s.Metric.Get(l) == "" {
+					t.Errorf("%s prints $labels.%s, which its result %s lacks", tc.alert, l, s.Metric)
+				}
+			}
+		}
+		sort.Strings(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s selects instances %v at 20m; want %v (result %v)", tc.alert, got, tc.want, vec)
+		}
+		q.Close()
+	}
+}
+
+// labelRef is a label an alert's annotation template prints.
+var labelRef = regexp.MustCompile(`\$labels\.(\w+)`)

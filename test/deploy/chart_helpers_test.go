@@ -1,0 +1,151 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+// repoPath is a path inside the repository.
+func repoPath(t *testing.T, rel ...string) string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(append([]string{root}, rel...)...)
+}
+
+// render renders the chart as `helm template evictd deploy/helm/evictd
+// -f values` would, with Helm's own library: values are coalesced with the
+// chart's and checked against its values.schema.json.
+func render(t *testing.T, valuesYAML string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	chrt, err := loader.Load(repoPath(t, "deploy", "helm", "evictd"))
+	if err != nil {
+		t.Fatalf("load chart: %v", err)
+	}
+	vals := map[string]any{}
+	if err := yaml.Unmarshal([]byte(valuesYAML), &vals); err != nil {
+		t.Fatalf("test values: %v", err)
+	}
+	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	install.ClientOnly = true
+	install.DryRun = true
+	install.Replace = true
+	install.ReleaseName = "evictd"
+	install.Namespace = "default"
+	// The API server the dry-run test starts is this version.
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.34.4", Major: "1", Minor: "34"}
+	rel, err := install.Run(chrt, vals)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := parseManifest(rel.Manifest)
+	if err != nil {
+		t.Fatalf("rendered manifest: %v\n%s", err, rel.Manifest)
+	}
+	return objs, nil
+}
+
+// mustRender renders and fails the test on an error.
+func mustRender(t *testing.T, valuesYAML string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := render(t, valuesYAML)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	return objs
+}
+
+// parseManifest parses a multi-document YAML stream the way
+// framework.ReadManifest parses deploy/daemonset.yaml (the same YAML
+// libraries), so the two compare value for value.
+func parseManifest(s string) ([]*unstructured.Unstructured, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(s)))
+	var objs []*unstructured.Unstructured
+	for i := 1; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// key names an object: Kind namespace/name.
+func key(o *unstructured.Unstructured) string {
+	return o.GetKind() + " " + o.GetNamespace() + "/" + o.GetName()
+}
+
+// byKey indexes objects by key, failing on a duplicate.
+func byKey(t *testing.T, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	t.Helper()
+	m := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		if _, dup := m[key(o)]; dup {
+			t.Fatalf("two objects %s", key(o))
+		}
+		m[key(o)] = o
+	}
+	return m
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// find returns the one object of kind named name, or fails.
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s among %v", kind, name, keys(byKey(t, objs)))
+	return nil
+}
+
+// has reports whether objs hold an object of kind.
+func has(objs []*unstructured.Unstructured, kind string) bool {
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			return true
+		}
+	}
+	return false
+}
