@@ -51,6 +51,8 @@ load 1m
   evictd_observation_errors_total{job="evictd",instance="b"} 0+1x20
   evictd_observation_duration_seconds_count{job="evictd",instance="b"} 0+60x20
   up{job="evictd",instance="a"} 0+0x20
+  evictd_ready{job="evictd",instance="a"} 0+0x20
+  evictd_ready{job="evictd",instance="b"} 1+0x20
   up{job="evictd",instance="b"} 1+0x20
   up{job="node-exporter",instance="c"} 0+0x20
   evictd_observation_signal_errors_total{job="evictd",instance="a",signal="pid.available"} 0+1x20
@@ -81,6 +83,8 @@ load 1m
 		{"EvictdEvictionsRefusedByPDB", []string{"a"}},
 		// 15 evictions in 15 minutes on a; 1.5 on b; c only in dry run.
 		{"EvictdEvictionsSpiking", []string{"a"}},
+		// a's readiness check fails; b's passes.
+		{"EvictdNotReady", []string{"a"}},
 		// a's last success is 20 minutes old; b's is now.
 		{"EvictdNotObserving", []string{"a"}},
 		// 10% of a's observations fail, under 2% of b's.
