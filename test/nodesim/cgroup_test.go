@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/cgroups/v3/cgroup1"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
@@ -175,7 +176,8 @@ func TestRealCgroups(t *testing.T) {
 	if _, err := cg.create(deep); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/bin/sh", append([]string{"-c", joinCgroups, "sh"}, append(cg.procsFiles(deep), "sleep", "600")...)...)
+	cmd := exec.Command("/bin/sh", append([]string{"-c", joinCgroups, "sh"}, append(cg.procsFiles(deep), os.Args[0])...)...)
+	cmd.Env = append(os.Environ(), hogEnv+"=64")
 	p, err := proc.Start(cmd, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
@@ -183,11 +185,21 @@ func TestRealCgroups(t *testing.T) {
 	if err := awaitJoin(p, cg.procsFiles(deep)); err != nil {
 		t.Fatal(err)
 	}
+	// A process that holds memory takes longer to leave once killed.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(cg.memory, deep, "memory.usage_in_bytes"))
+		if usage, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); usage >= 64<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hog in %s never reached 64 MiB", deep)
+		}
+	}
 	began := time.Now()
 	if err := cg.remove(root, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("removing a tree with a live process took %s", time.Since(began))
+	t.Logf("removing a tree with a live 64 MiB process took %s", time.Since(began))
 	for _, d := range cg.dirs(root.rel) {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("%s still there: %v", d, err)
@@ -244,4 +256,48 @@ func TestHostRoot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkOOMKillRead measures what one read of a cgroup's OOM-kill counter
+// costs, as the runner does for each container and pod every
+// OOMPollInterval: our read of memory.oom_control against the library's
+// Stat, which has the same counter (MemoryOomControl.OomKill) but reads
+// memory.stat and the usage, limit and failcnt files of memory, memsw and
+// kmem with it.
+func BenchmarkOOMKillRead(b *testing.B) {
+	prereq.Require(b, Supported(""))
+	cg, err := newCgroupV1(defaultCgroupFS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := cg.create("/" + stale.Name(cgroupPrefix))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := cg.remove(c, 10*time.Second); err != nil {
+			b.Error(err)
+		}
+	})
+	b.Run("own", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := cg.oomKills(c.rel); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("library-Stat", func(b *testing.B) {
+		memOnly, err := cgroup1.Load(cgroup1.StaticPath(c.rel), cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) {
+			return []cgroup1.Subsystem{cgroup1.NewMemory(defaultCgroupFS, cgroup1.OptionalSwap())}, nil
+		}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			st, err := memOnly.Stat()
+			if err != nil || st.MemoryOomControl == nil {
+				b.Fatalf("Stat: %v, %+v", err, st)
+			}
+		}
+	})
 }
