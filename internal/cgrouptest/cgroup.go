@@ -175,9 +175,21 @@ func (c *Cgroup) Add(pid int) error {
 }
 
 // Remove removes the cgroup and every cgroup below it, deepest first,
-// killing the processes still in them; this test process itself is moved
-// to the parent instead. It retries while the kernel still counts exiting
-// processes, and succeeds at once when the cgroup is already gone.
+// killing the processes still in them (see RemoveTree).
+func (c *Cgroup) Remove() error {
+	return RemoveTree([]string{c.dir}, c.deleteSelf, removeTimeout)
+}
+
+// RemoveTree removes one cgroup, present as the directories dirs (the same
+// path in one or several v1 hierarchies, or one unified group), and every
+// cgroup below it. It kills the processes still in them, except this
+// process, which it moves to the parent; removes the cgroups below, deepest
+// first; and then the cgroup itself with deleteSelf, the library's Delete
+// for a cgroup the library made, or rmdir when deleteSelf is nil. It
+// retries until timeout while the kernel still counts exiting processes,
+// and succeeds at once when every directory is already gone. It takes no
+// testing.TB: the kubelet stand-in (test/nodesim) removes its node and pod
+// cgroups with it too.
 //
 // The cgroup itself goes through the library's Delete. Killing, moving this
 // process out and removing the cgroups below stay here: Delete does none of
@@ -185,10 +197,10 @@ func (c *Cgroup) Add(pid int) error {
 // RemoveAll cannot remove child cgroups, whose interface files cannot be
 // unlinked), and its own retries last 150 ms, less than killed processes
 // take to leave a loaded machine.
-func (c *Cgroup) Remove() error {
-	deadline := time.Now().Add(removeTimeout)
+func RemoveTree(dirs []string, deleteSelf func() error, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
-		err := c.removeOnce()
+		err := removeTreeOnce(dirs, deleteSelf)
 		if err == nil {
 			return nil
 		}
@@ -199,22 +211,35 @@ func (c *Cgroup) Remove() error {
 	}
 }
 
-func (c *Cgroup) removeOnce() error {
-	if _, err := os.Lstat(c.dir); errors.Is(err, fs.ErrNotExist) {
+func removeTreeOnce(dirs []string, deleteSelf func() error) error {
+	var present []string
+	for _, d := range dirs {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			present = append(present, d)
+		}
+	}
+	if len(present) == 0 {
 		return nil
 	}
-	if err := removeBelow(c.dir); err != nil {
-		return err
+	var procs []string
+	for _, d := range present {
+		if err := removeBelow(d); err != nil {
+			return err
+		}
+		if p := evacuate(d); p != "" {
+			procs = append(procs, p)
+		}
 	}
-	procs := evacuate(c.dir)
-	if c.deleteSelf == nil {
-		if err := unix.Rmdir(c.dir); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("removing cgroup %s: %w (processes in it: %q)", c.dir, err, procs)
+	if deleteSelf == nil {
+		for _, d := range present {
+			if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("removing cgroup %s: %w (processes in it: %q)", d, err, strings.Join(procs, " "))
+			}
 		}
 		return nil
 	}
-	if err := c.deleteSelf(); err != nil {
-		return fmt.Errorf("removing cgroup %s: %w (processes in it: %q)", c.dir, err, procs)
+	if err := deleteSelf(); err != nil {
+		return fmt.Errorf("removing cgroup %s: %w (processes in it: %q)", strings.Join(present, ", "), err, strings.Join(procs, " "))
 	}
 	return nil
 }

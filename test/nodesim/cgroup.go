@@ -7,23 +7,40 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/evictd/evictd/internal/cgrouptest"
 )
 
-// cgroupV1 writes the node's cgroups into the v1 memory and pids
-// hierarchies. Every path handed to it is relative to the hierarchy roots, so
-// the same relative path names a cgroup in both.
+// cgroupV1 makes the node's cgroups in the v1 memory and pids hierarchies
+// with containerd/cgroups' cgroup1 package. Every path handed to it is
+// relative to the hierarchy roots, so the same relative path names a cgroup
+// in both.
+//
+// The names are the kubelet's cgroupfs-driver layout (layout.go), chosen
+// here, not by the library, which makes whatever path it is given; the
+// systemd driver's kubepods.slice names are not simulated. No cgroup v2:
+// Supported refuses such a host.
 type cgroupV1 struct {
+	fsRoot string // e.g. /sys/fs/cgroup
 	memory string // e.g. /sys/fs/cgroup/memory
 	pids   string // e.g. /sys/fs/cgroup/pids
 }
 
+// cgroup is one cgroup the node made, in both hierarchies: its path and the
+// library's handle, whose Delete removes it.
+type cgroup struct {
+	rel string // e.g. /evictd-test-123-0a1b2c3d/node-a/kubepods
+	lib cgroup1.Cgroup
+}
+
 func newCgroupV1(fsRoot string) (cgroupV1, error) {
-	c := cgroupV1{memory: filepath.Join(fsRoot, "memory"), pids: filepath.Join(fsRoot, "pids")}
+	c := cgroupV1{fsRoot: fsRoot, memory: filepath.Join(fsRoot, "memory"), pids: filepath.Join(fsRoot, "pids")}
 	for _, f := range []string{filepath.Join(c.memory, "memory.limit_in_bytes"), filepath.Join(c.memory, "memory.oom_control"), filepath.Join(c.pids, "cgroup.procs")} {
 		if _, err := os.Stat(f); err != nil {
 			return c, fmt.Errorf("cgroup v1 memory and pids controllers needed under %s: %w", fsRoot, err)
@@ -32,44 +49,90 @@ func newCgroupV1(fsRoot string) (cgroupV1, error) {
 	return c, nil
 }
 
+// hierarchy tells the library which controllers the node's cgroups live in:
+// memory and pids under fsRoot, and no others (its default takes every
+// mounted controller from /proc/self/mountinfo, and the real root).
+func (c cgroupV1) hierarchy() cgroup1.InitOpts {
+	return cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) {
+		return []cgroup1.Subsystem{cgroup1.NewMemory(c.fsRoot), cgroup1.NewPids(c.fsRoot)}, nil
+	})
+}
+
 func (c cgroupV1) dirs(rel string) []string {
 	return []string{filepath.Join(c.memory, rel), filepath.Join(c.pids, rel)}
 }
 
-// create makes rel in both hierarchies.
-func (c cgroupV1) create(rel string) error {
-	for _, d := range c.dirs(rel) {
-		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("create cgroup: %w", err)
-		}
+// create makes rel in both hierarchies with cgroup1.New. Like mkdir -p it
+// accepts a cgroup that exists already.
+func (c cgroupV1) create(rel string) (cgroup, error) {
+	lib, err := cgroup1.New(cgroup1.StaticPath(rel), &specs.LinuxResources{}, c.hierarchy())
+	if err != nil {
+		return cgroup{}, fmt.Errorf("create cgroup %s under %s: %w", rel, c.fsRoot, err)
+	}
+	return cgroup{rel: rel, lib: lib}, nil
+}
+
+// load finds a cgroup that exists already (one a killed run left), so that
+// it can be removed through the library; ok is false when it is in neither
+// hierarchy.
+func (c cgroupV1) load(rel string) (cg cgroup, ok bool, err error) {
+	lib, err := cgroup1.Load(cgroup1.StaticPath(rel), c.hierarchy())
+	if errors.Is(err, cgroup1.ErrCgroupDeleted) {
+		return cgroup{}, false, nil
+	}
+	if err != nil {
+		return cgroup{}, false, fmt.Errorf("load cgroup %s under %s: %w", rel, c.fsRoot, err)
+	}
+	return cgroup{rel: rel, lib: lib}, true, nil
+}
+
+// setLimits sets memory.limit_in_bytes and pids.max through the library's
+// Update. A negative memory limit leaves the cgroup unlimited, as does a
+// pids limit of zero or less.
+func (cg cgroup) setLimits(memoryBytes, maxPIDs int64) error {
+	var r specs.LinuxResources
+	if memoryBytes >= 0 {
+		r.Memory = &specs.LinuxMemory{Limit: &memoryBytes}
+	}
+	if maxPIDs > 0 {
+		r.Pids = &specs.LinuxPids{Limit: &maxPIDs}
+	}
+	if r.Memory == nil && r.Pids == nil {
+		return nil
+	}
+	if err := cg.lib.Update(&r); err != nil {
+		return fmt.Errorf("limit cgroup %s (memory %d bytes, pids %d): %w", cg.rel, memoryBytes, maxPIDs, err)
 	}
 	return nil
 }
 
-// setMemoryLimit sets memory.limit_in_bytes; a negative limit leaves the
-// cgroup unlimited.
-func (c cgroupV1) setMemoryLimit(rel string, bytes int64) error {
-	if bytes < 0 {
+// remove kills every process left in the cgroup and below it, in both
+// hierarchies, removes the cgroups below it deepest first and then the
+// cgroup itself with the library's Delete. Freshly killed processes linger
+// a moment, so it retries until timeout. All but the final Delete is
+// cgrouptest.RemoveTree's own code: Delete refuses a cgroup with processes,
+// cannot remove child cgroups (pods' container cgroups, pods left when a
+// pod's own removal failed) and retries for 150 ms only.
+func (c cgroupV1) remove(cg cgroup, timeout time.Duration) error {
+	if cg.lib == nil {
 		return nil
 	}
-	return writeFile(filepath.Join(c.memory, rel, "memory.limit_in_bytes"), strconv.FormatInt(bytes, 10))
+	return cgrouptest.RemoveTree(c.dirs(cg.rel), cg.lib.Delete, timeout)
 }
 
-// setPidsMax sets pids.max; zero or less leaves it at "max".
-func (c cgroupV1) setPidsMax(rel string, n int64) error {
-	if n <= 0 {
-		return nil
-	}
-	return writeFile(filepath.Join(c.pids, rel, "pids.max"), strconv.FormatInt(n, 10))
-}
-
-// procsFiles are the files a process writes its pid into to join rel.
+// procsFiles are the files a process writes its pid into to join rel. The
+// library's Add moves a process that already runs; a container must be in
+// its cgroups before exec, so its wrapper writes these itself (see
+// joinCgroups).
 func (c cgroupV1) procsFiles(rel string) []string {
 	return []string{filepath.Join(c.memory, rel, "cgroup.procs"), filepath.Join(c.pids, rel, "cgroup.procs")}
 }
 
 // oomKills reads the kernel's OOM-kill counter of one memory cgroup. On v1
 // it counts the kills of processes in that very cgroup (not its children).
+// The library's Stat has the counter too, but reads a dozen more files with
+// it, for every container and pod each OOMPollInterval; BenchmarkOOMKillRead
+// measures both.
 func (c cgroupV1) oomKills(rel string) (uint64, error) {
 	b, err := os.ReadFile(filepath.Join(c.memory, rel, "memory.oom_control"))
 	if err != nil {
@@ -115,73 +178,4 @@ func parseOOMControl(b []byte) (oomControl, error) {
 		return st, errors.New("memory.oom_control: no under_oom line")
 	}
 	return st, nil
-}
-
-// remove kills every process left in rel and below, in both hierarchies,
-// then removes the cgroups deepest first. Freshly killed processes linger a
-// moment, so it retries until timeout.
-func (c cgroupV1) remove(rel string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var errs []error
-	for _, root := range c.dirs(rel) {
-		if err := removeTree(root, deadline); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func removeTree(root string, deadline time.Time) error {
-	var dirs []string
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	// Deepest first: a longer path is never a parent of a shorter one.
-	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-	for _, d := range dirs {
-		for {
-			killAll(d)
-			err := os.Remove(d)
-			if err == nil || errors.Is(err, os.ErrNotExist) {
-				break
-			}
-			if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
-				return fmt.Errorf("remove cgroup %s: %w", d, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	return nil
-}
-
-// killAll SIGKILLs every process listed in dir/cgroup.procs.
-func killAll(dir string) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return
-	}
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
-
-func writeFile(p, v string) error {
-	if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
-		return fmt.Errorf("write %q to %s: %w", v, p, err)
-	}
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/cgroups/v3/cgroup1"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
@@ -84,17 +85,18 @@ func TestUnescapeMountPath(t *testing.T) {
 	}
 }
 
-// TestRealCgroups runs processes in real v1 cgroups made by cgroupV1: a
-// process over its limit is OOM-killed and counted, and remove clears out a
-// tree that still has processes in it.
+// TestRealCgroups runs processes in real v1 cgroups made by cgroupV1 (with
+// containerd/cgroups): a limit set through the library holds, a process over
+// it is OOM-killed and counted, and remove clears out a tree that still has
+// processes in it.
 func TestRealCgroups(t *testing.T) {
 	prereq.Require(t, Supported(""))
 	cg, err := newCgroupV1(defaultCgroupFS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := stale.Name(cgroupPrefix)
-	if err := cg.create(root); err != nil {
+	root, err := cg.create("/" + stale.Name(cgroupPrefix))
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -114,12 +116,22 @@ func TestRealCgroups(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rel := path.Join(root, "c"+strconv.Itoa(i))
-			if err := cg.create(rel); err != nil {
+			c, err := cg.create(path.Join(root.rel, "c"+strconv.Itoa(i)))
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := cg.setMemoryLimit(rel, tt.limitMiB<<20); err != nil {
+			if err := c.setLimits(tt.limitMiB<<20, 64); err != nil {
 				t.Fatal(err)
+			}
+			rel := c.rel
+			for file, want := range map[string]int64{
+				filepath.Join(cg.memory, rel, "memory.limit_in_bytes"): tt.limitMiB << 20,
+				filepath.Join(cg.pids, rel, "pids.max"):                64,
+			} {
+				b, err := os.ReadFile(file)
+				if got, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil || got != want {
+					t.Fatalf("%s = %q, %v; want %d", file, b, err, want)
+				}
 			}
 			cmd := exec.Command("/bin/sh", append([]string{"-c", joinCgroups, "sh"}, append(cg.procsFiles(rel), os.Args[0])...)...)
 			cmd.Env = append(os.Environ(), hogEnv+"="+strconv.Itoa(tt.hogMiB))
@@ -158,25 +170,37 @@ func TestRealCgroups(t *testing.T) {
 		})
 	}
 
-	// remove must cope with a live process deep in the tree.
-	if err := cg.create(path.Join(root, "deep")); err != nil {
+	// remove must cope with a live process deep in the tree, in a cgroup
+	// it holds no handle for.
+	deep := path.Join(root.rel, "deep", "er")
+	if _, err := cg.create(deep); err != nil {
 		t.Fatal(err)
 	}
-	if err := cg.create(path.Join(root, "deep", "er")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("/bin/sh", append([]string{"-c", joinCgroups, "sh"}, append(cg.procsFiles(path.Join(root, "deep", "er")), "sleep", "600")...)...)
+	cmd := exec.Command("/bin/sh", append([]string{"-c", joinCgroups, "sh"}, append(cg.procsFiles(deep), os.Args[0])...)...)
+	cmd.Env = append(os.Environ(), hogEnv+"=64")
 	p, err := proc.Start(cmd, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitJoin(p, cg.procsFiles(path.Join(root, "deep", "er"))); err != nil {
+	if err := awaitJoin(p, cg.procsFiles(deep)); err != nil {
 		t.Fatal(err)
 	}
+	// A process that holds memory takes longer to leave once killed.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(cg.memory, deep, "memory.usage_in_bytes"))
+		if usage, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); usage >= 64<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hog in %s never reached 64 MiB", deep)
+		}
+	}
+	began := time.Now()
 	if err := cg.remove(root, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range cg.dirs(root) {
+	t.Logf("removing a tree with a live 64 MiB process took %s", time.Since(began))
+	for _, d := range cg.dirs(root.rel) {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("%s still there: %v", d, err)
 		}
@@ -232,4 +256,48 @@ func TestHostRoot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkOOMKillRead measures what one read of a cgroup's OOM-kill counter
+// costs, as the runner does for each container and pod every
+// OOMPollInterval: our read of memory.oom_control against the library's
+// Stat, which has the same counter (MemoryOomControl.OomKill) but reads
+// memory.stat and the usage, limit and failcnt files of memory, memsw and
+// kmem with it.
+func BenchmarkOOMKillRead(b *testing.B) {
+	prereq.Require(b, Supported(""))
+	cg, err := newCgroupV1(defaultCgroupFS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := cg.create("/" + stale.Name(cgroupPrefix))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := cg.remove(c, 10*time.Second); err != nil {
+			b.Error(err)
+		}
+	})
+	b.Run("own", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := cg.oomKills(c.rel); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("library-Stat", func(b *testing.B) {
+		memOnly, err := cgroup1.Load(cgroup1.StaticPath(c.rel), cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) {
+			return []cgroup1.Subsystem{cgroup1.NewMemory(defaultCgroupFS, cgroup1.OptionalSwap())}, nil
+		}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			st, err := memOnly.Stat()
+			if err != nil || st.MemoryOomControl == nil {
+				b.Fatalf("Stat: %v, %+v", err, st)
+			}
+		}
+	})
 }

@@ -4,7 +4,8 @@
 //
 // # What it does
 //
-// Start creates, on the cgroup v1 memory and pids hierarchies,
+// Start creates, on the cgroup v1 memory and pids hierarchies (with
+// containerd/cgroups' cgroup1; see cgroup.go for what stays hand-written),
 //
 //	/evictd-test-<pid>-<rand>/<node>               memory.limit_in_bytes = MemoryBytes
 //	  kubepods/                                    limit = MemoryBytes - ReservedMemoryBytes

@@ -36,7 +36,7 @@ func (n *Node) CreateCgroup(name string) (string, error) {
 		return "", fmt.Errorf("nodesim: cgroup name %q is the node's kubepods cgroup", name)
 	}
 	rel := path.Join(n.CgroupRoot, name)
-	if err := n.cg.create(rel); err != nil {
+	if _, err := n.createCgroup(rel); err != nil {
 		return "", err
 	}
 	return rel, nil

@@ -6,7 +6,6 @@ import (
 	"path"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -30,16 +29,21 @@ func TestFaultRoot(t *testing.T) {
 		if err := n.closeFaultRoots(); err != nil {
 			t.Error(err)
 		}
-		if err := cg.remove(parent, 5*time.Second); err != nil {
+		if err := n.removeCgroups(); err != nil {
 			t.Error(err)
 		}
+		for _, d := range cg.dirs("/" + parent) {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Errorf("%s left after removeCgroups: %v", d, err)
+			}
+		}
 	})
-	for _, rel := range []string{parent, n.CgroupRoot} {
-		if err := cg.create(rel); err != nil {
+	for _, rel := range []string{"/" + parent, n.CgroupRoot} {
+		if _, err := n.createCgroup(rel); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := cg.setMemoryLimit(n.CgroupRoot, 256<<20); err != nil {
+	if err := n.cgroups[1].setLimits(256<<20, 0); err != nil {
 		t.Fatal(err)
 	}
 	n.HostRoot = filepath.Join(n.opts.TempDir, "host")

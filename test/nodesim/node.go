@@ -60,6 +60,10 @@ type Node struct {
 	nextIP    int
 	// faultRoots are the fault roots made by NewFaultRoot, closed by Stop.
 	faultRoots []*FaultRoot
+	// cgroups are the node's own cgroups (parent, node, kubepods, the QoS
+	// cgroups, those of CreateCgroup) in the order made; Stop removes them
+	// last first. Pod cgroups belong to their runners.
+	cgroups []cgroup
 
 	stopOnce sync.Once
 	stopErr  error
@@ -147,23 +151,39 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 }
 
 func (n *Node) createCgroups(parent string) error {
-	rel := n.CgroupRoot
-	steps := []func() error{
-		func() error { return n.cg.create(parent) },
-		func() error { return n.cg.create(rel) },
-		func() error { return n.cg.setMemoryLimit(rel, n.opts.MemoryBytes) },
-		func() error { return n.cg.setPidsMax(rel, n.opts.MaxPIDs) },
-		func() error { return n.cg.create(path.Join(rel, kubepodsDir)) },
-		func() error { return n.cg.setMemoryLimit(path.Join(rel, kubepodsDir), n.allocatableMemory()) },
-		func() error { return n.cg.create(path.Join(rel, kubepodsDir, burstableDir)) },
-		func() error { return n.cg.create(path.Join(rel, kubepodsDir, besteffortDir)) },
+	kubepods := path.Join(n.CgroupRoot, kubepodsDir)
+	steps := []struct {
+		rel             string
+		memory, maxPIDs int64
+	}{
+		{rel: "/" + parent, memory: -1},
+		{rel: n.CgroupRoot, memory: n.opts.MemoryBytes, maxPIDs: n.opts.MaxPIDs},
+		{rel: kubepods, memory: n.allocatableMemory()},
+		{rel: path.Join(kubepods, burstableDir), memory: -1},
+		{rel: path.Join(kubepods, besteffortDir), memory: -1},
 	}
 	for _, s := range steps {
-		if err := s(); err != nil {
+		cg, err := n.createCgroup(s.rel)
+		if err != nil {
+			return err
+		}
+		if err := cg.setLimits(s.memory, s.maxPIDs); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// createCgroup makes one of the node's own cgroups and keeps it for Stop.
+func (n *Node) createCgroup(rel string) (cgroup, error) {
+	cg, err := n.cg.create(rel)
+	if err != nil {
+		return cg, err
+	}
+	n.mu.Lock()
+	n.cgroups = append(n.cgroups, cg)
+	n.mu.Unlock()
+	return cg, nil
 }
 
 func (n *Node) runCtx() context.Context { return n.ctx }
@@ -402,11 +422,8 @@ func (n *Node) cleanUpHost() error {
 	if err := n.closeFaultRoots(); err != nil {
 		errs = append(errs, err)
 	}
-	if n.CgroupRoot != "" {
-		parent := path.Dir(n.CgroupRoot)
-		if err := n.cg.remove(parent, 10*time.Second); err != nil {
-			errs = append(errs, err)
-		}
+	if err := n.removeCgroups(); err != nil {
+		errs = append(errs, err)
 	}
 	if n.disk != nil {
 		if err := n.disk.remove(); err != nil {
@@ -416,15 +433,37 @@ func (n *Node) cleanUpHost() error {
 	return errors.Join(errs...)
 }
 
+// removeCgroups removes the node's own cgroups, last made first, and with
+// them whatever a pod runner could not remove below them. It stops at the
+// first failure: the cgroups above would fail the same way, each after the
+// same wait; the next Start sweeps what is left.
+func (n *Node) removeCgroups() error {
+	n.mu.Lock()
+	cgs := n.cgroups
+	n.cgroups = nil
+	n.mu.Unlock()
+	for i := len(cgs) - 1; i >= 0; i-- {
+		if err := n.cg.remove(cgs[i], cgroupRemoveTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sweepStale removes what simulated nodes of dead processes left behind.
 func sweepStale(cg cgroupV1, tempDir string, log *zap.Logger) {
 	// Fault roots first: their mounts sit on files of the node cgroups.
 	if err := stale.Sweep(tempDir, faultRootPrefix, removeFaultRoot); err != nil {
 		log.Warn("could not remove stale fault roots", zap.Error(err))
 	}
+	// A stale cgroup is found in either hierarchy and removed from both.
 	for _, root := range []string{cg.memory, cg.pids} {
 		if err := stale.Sweep(root, cgroupPrefix, func(p string) error {
-			return removeTree(p, time.Now().Add(5*time.Second))
+			left, ok, err := cg.load("/" + filepath.Base(p))
+			if err != nil || !ok {
+				return err
+			}
+			return cg.remove(left, 5*time.Second)
 		}); err != nil {
 			log.Warn("could not remove stale cgroups", zap.Error(err))
 		}

@@ -44,7 +44,7 @@ type container struct {
 	name    string
 	image   string
 	id      string // 64 hex digits, like a containerd id
-	cgroup  string // relative to the hierarchy roots
+	cgroup  cgroup
 	proc    *proc.Proc
 	logFile *os.File
 	started time.Time
@@ -73,8 +73,8 @@ type podRunner struct {
 	done     chan struct{}
 
 	pod         *corev1.Pod
-	podCgroup   string // relative to the hierarchy roots
-	cgroupsMade bool
+	podCgroup   cgroup
+	cgroupsMade bool // the pod cgroup is there to remove
 	started     time.Time
 	initDone    []*container
 	terminal    bool // the processes are over: Succeeded or Failed
@@ -177,13 +177,12 @@ func (r *podRunner) run() {
 // to completion, starts the containers and reports the pod Running.
 func (r *podRunner) start(ctx context.Context) error {
 	pod := r.pod
-	r.podCgroup = path.Join(r.n.CgroupRoot, PodCgroup(pod))
-	cg := r.n.cg
-	if err := cg.create(r.podCgroup); err != nil {
+	podCg, err := r.n.cg.create(path.Join(r.n.CgroupRoot, PodCgroup(pod)))
+	if err != nil {
 		return err
 	}
-	r.cgroupsMade = true
-	if err := cg.setMemoryLimit(r.podCgroup, podMemoryLimit(pod)); err != nil {
+	r.podCgroup, r.cgroupsMade = podCg, true
+	if err := podCg.setLimits(podMemoryLimit(pod), 0); err != nil {
 		return err
 	}
 	facts := podFacts{hostIP: hostIP, podIP: r.podIP, emptyDirs: map[string]string{}}
@@ -244,7 +243,7 @@ func (r *podRunner) start(ctx context.Context) error {
 		return fmt.Errorf("report Running: %w", err)
 	}
 	r.record(func(t *Timeline) { t.Running = r.now() })
-	r.log.Info("pod running", zap.String("cgroup", r.podCgroup), zap.Int("containers", len(started)))
+	r.log.Info("pod running", zap.String("cgroup", r.podCgroup.rel), zap.Int("containers", len(started)))
 	return nil
 }
 
@@ -254,12 +253,12 @@ func (r *podRunner) startContainer(spec *corev1.Container, facts podFacts) (*con
 		return nil, err
 	}
 	c := &container{name: spec.Name, image: spec.Image, id: hex.EncodeToString(idBytes)}
-	c.cgroup = path.Join(r.podCgroup, c.id)
 	cg := r.n.cg
-	if err := cg.create(c.cgroup); err != nil {
+	var err error
+	if c.cgroup, err = cg.create(path.Join(r.podCgroup.rel, c.id)); err != nil {
 		return nil, err
 	}
-	if err := cg.setMemoryLimit(c.cgroup, containerMemoryLimit(spec)); err != nil {
+	if err := c.cgroup.setLimits(containerMemoryLimit(spec), 0); err != nil {
 		return nil, err
 	}
 	logDir := filepath.Join(r.n.disk.podLogDir(r.pod), spec.Name)
@@ -273,7 +272,7 @@ func (r *podRunner) startContainer(spec *corev1.Container, facts podFacts) (*con
 	c.logFile = f
 
 	env := containerEnv(r.pod, spec, facts)
-	args := append([]string{"-c", joinCgroups, "sh"}, cg.procsFiles(c.cgroup)...)
+	args := append([]string{"-c", joinCgroups, "sh"}, cg.procsFiles(c.cgroup.rel)...)
 	args = append(args, argv(spec, r.n.opts.WorkloadBin, env)...)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Env = envList(env)
@@ -292,7 +291,7 @@ func (r *podRunner) startContainer(spec *corev1.Container, facts podFacts) (*con
 		return nil, fmt.Errorf("container %s: %w", spec.Name, err)
 	}
 	c.proc = p
-	if err := awaitJoin(p, cg.procsFiles(c.cgroup)); err != nil {
+	if err := awaitJoin(p, cg.procsFiles(c.cgroup.rel)); err != nil {
 		p.Stop(0)
 		f.Close()
 		return nil, fmt.Errorf("container %s: %w", spec.Name, err)
@@ -394,7 +393,7 @@ func (r *podRunner) countOOM() int {
 	}
 	var fresh uint64
 	for _, c := range r.containers {
-		k, err := r.n.cg.oomKills(c.cgroup)
+		k, err := r.n.cg.oomKills(c.cgroup.rel)
 		if err != nil {
 			continue // gone with its cgroup; its kills were read before
 		}
@@ -404,7 +403,7 @@ func (r *podRunner) countOOM() int {
 			c.reason = "OOMKilled"
 		}
 	}
-	if k, err := r.n.cg.oomKills(r.podCgroup); err == nil && k > r.podOOMSeen {
+	if k, err := r.n.cg.oomKills(r.podCgroup.rel); err == nil && k > r.podOOMSeen {
 		fresh += k - r.podOOMSeen
 		r.podOOMSeen = k
 	}
@@ -469,9 +468,17 @@ func (r *podRunner) stopAll(sig syscall.Signal) {
 	}
 }
 
+// removeCgroups removes the containers' cgroups, then the pod's, each
+// through the library's Delete (see cgroupV1.remove).
 func (r *podRunner) removeCgroups() {
 	if !r.cgroupsMade {
 		return
+	}
+	for _, c := range append(slices.Clone(r.initDone), r.containers...) {
+		if err := r.n.cg.remove(c.cgroup, cgroupRemoveTimeout); err != nil {
+			r.log.Warn("could not remove a container cgroup", zap.String("container", c.name), zap.Error(err))
+			return
+		}
 	}
 	if err := r.n.cg.remove(r.podCgroup, cgroupRemoveTimeout); err != nil {
 		r.log.Warn("could not remove the pod cgroup", zap.Error(err))
