@@ -1,11 +1,6 @@
 package deploy
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"fmt"
-	"io"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,7 +10,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/test/e2e/framework"
@@ -56,7 +50,7 @@ func render(t *testing.T, valuesYAML string) ([]*unstructured.Unstructured, erro
 	if err != nil {
 		return nil, err
 	}
-	objs, err := parseManifest(rel.Manifest)
+	objs, err := framework.ParseManifest(strings.NewReader(rel.Manifest))
 	if err != nil {
 		t.Fatalf("rendered manifest: %v\n%s", err, rel.Manifest)
 	}
@@ -73,33 +67,6 @@ func mustRender(t *testing.T, valuesYAML string) []*unstructured.Unstructured {
 	return objs
 }
 
-// parseManifest parses a multi-document YAML stream the way
-// framework.ReadManifest parses deploy/daemonset.yaml (the same YAML
-// libraries), so the two compare value for value.
-func parseManifest(s string) ([]*unstructured.Unstructured, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(s)))
-	var objs []*unstructured.Unstructured
-	for i := 1; ; i++ {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		var m map[string]any
-		if err := yaml.Unmarshal(doc, &m); err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		if len(m) == 0 {
-			continue
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
-	}
-}
 
 // key names an object: Kind namespace/name.
 func key(o *unstructured.Unstructured) string {

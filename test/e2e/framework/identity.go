@@ -55,7 +55,17 @@ func ReadManifest(path string) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	objs, err := ParseManifest(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return objs, nil
+}
+
+// ParseManifest parses a multi-document YAML stream into objects, skipping
+// empty documents; every object must have a kind and an apiVersion.
+func ParseManifest(in io.Reader) ([]*unstructured.Unstructured, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(in))
 	var objs []*unstructured.Unstructured
 	for i := 1; ; i++ {
 		doc, err := r.Read()
@@ -63,21 +73,21 @@ func ReadManifest(path string) ([]*unstructured.Unstructured, error) {
 			return objs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", path, i, err)
+			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
 		var m map[string]any
 		if err := yaml.Unmarshal(doc, &m); err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", path, i, err)
+			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		if len(m) == 0 { // only comments
 			continue
 		}
 		obj := &unstructured.Unstructured{Object: m}
 		if obj.GetKind() == "" || obj.GetAPIVersion() == "" {
-			return nil, fmt.Errorf("%s: document %d has no kind or apiVersion", path, i)
+			return nil, fmt.Errorf("document %d has no kind or apiVersion", i)
 		}
 		objs = append(objs, obj)
 	}
