@@ -67,7 +67,6 @@ func mustRender(t *testing.T, valuesYAML string) []*unstructured.Unstructured {
 	return objs
 }
 
-
 // key names an object: Kind namespace/name.
 func key(o *unstructured.Unstructured) string {
 	return o.GetKind() + " " + o.GetNamespace() + "/" + o.GetName()
