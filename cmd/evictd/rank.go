@@ -325,7 +325,20 @@ func writeJSON(w io.Writer, res rank.Result) error {
 
 func writeTable(w io.Writer, signal thresholds.Signal, res rank.Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "RANK\tPOD\tPRIORITY\tEFFECTIVE\tUSAGE\tREQUEST\tEXCEEDS\tSKIP REASON\n")
+	// The swap column only where some pod uses swap, the stall column only
+	// under a stall signal: every other table reads as before.
+	swap := false
+	for _, c := range res.Candidates {
+		swap = swap || c.Swap > 0
+	}
+	extra := ""
+	if swap {
+		extra += "\tSWAP"
+	}
+	if signal.Stall() {
+		extra += "\tOWN STALL"
+	}
+	fmt.Fprintf(tw, "RANK\tPOD\tPRIORITY\tEFFECTIVE\tUSAGE%s\tREQUEST\tEXCEEDS\tSKIP REASON\n", extra)
 	n := 0
 	for _, c := range res.Candidates {
 		pos := "-"
@@ -341,8 +354,15 @@ func writeTable(w io.Writer, signal thresholds.Signal, res rank.Result) error {
 		if c.ExceedsRequest {
 			exceeds = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%d\t%s\t%s\t%s\t%s\n", pos, c.Namespace, c.Name,
-			c.Priority, c.EffectivePriority, usage, formatAmount(signal, c.Request), exceeds, c.SkipReason)
+		cols := ""
+		if swap {
+			cols += "\t" + formatAmount(signal, c.Swap)
+		}
+		if signal.Stall() {
+			cols += "\t" + strconv.FormatFloat(c.Stall*100, 'f', 1, 64) + "%"
+		}
+		fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%d\t%s%s\t%s\t%s\t%s\n", pos, c.Namespace, c.Name,
+			c.Priority, c.EffectivePriority, usage, cols, formatAmount(signal, c.Request), exceeds, c.SkipReason)
 	}
 	return tw.Flush()
 }

@@ -157,6 +157,8 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		Available:     t.Observation.Available,
 		Usage:         d.Candidate.Usage,
 		Request:       d.Candidate.Request,
+		Swap:          d.Candidate.Swap,
+		Stall:         d.Candidate.Stall,
 		Rank:          d.Rank,
 		Reason:        reason,
 		GraceOverride: d.GraceOverride,
@@ -164,6 +166,10 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		PressureSince: t.Since,
 		Budget:        ep.Budget,
 	}}
+	if t.Threshold.Signal.Stall() {
+		c.req.Threshold = evict.StallPPM(t.Amount, t.Observation.Capacity)
+		c.req.Available = evict.StallPPM(t.Observation.Available, t.Observation.Capacity)
+	}
 	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: l.clk.Now()}
 	l.calls.wg.Add(1)
 	l.deps.Go(func() {

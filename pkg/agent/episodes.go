@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -75,6 +76,10 @@ func (l *Loop) noteThresholds(ep *episode.Episode, v *view) {
 		l.log.Info("threshold met", zap.String("resource", string(ep.Resource)), zap.String("signal", string(th.Signal)),
 			zap.String("threshold", th.String()), zap.Bool("hard", th.Hard()), zap.Int64("available", o.Available),
 			zap.Int64("thresholdAmount", amount), zap.String("wokenBy", wokenBy(v.woke)))
+		if th.Signal.Stall() {
+			l.deps.Evictor.NodeThresholdMet(th.Signal, th.Hard(), evict.StallPPM(amount, o.Capacity), evict.StallPPM(o.Available, o.Capacity))
+			continue
+		}
 		l.deps.Evictor.NodeThresholdMet(th.Signal, th.Hard(), amount, o.Available)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/stall"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -85,6 +86,9 @@ type LoopConfig struct {
 	// TransitionPeriod is how long a resource's pressure episode lasts after
 	// its last threshold cleared (the kubelet's pressure transition period).
 	TransitionPeriod time.Duration
+	// StallWindow is the window of the stall signals' shares (0: the
+	// default, config.DefaultStallWindow).
+	StallWindow time.Duration
 	// Rank holds the configured part of the ranking options; the loop adds
 	// PriorityClasses and NamespaceLabels from the PodSource on each pass.
 	Rank   rank.Options
@@ -148,6 +152,13 @@ type Loop struct {
 	clk  clock.Clock
 
 	tracker *thresholds.Tracker
+	// stall measures the stall signals and the pods' own stall, fed from
+	// every observation when a stall threshold is set (stallOn);
+	// stallSettleUntil is when the latest stall victim's effect is in a
+	// whole window (decide.Input.StallSettling).
+	stall            *stall.Tracker
+	stallOn          bool
+	stallSettleUntil time.Time
 	// imageAges is when each of the node's images was first listed (with
 	// ExpectImageGC): the kubelet keeps young ones.
 	imageAges imagegc.Ages
@@ -193,7 +204,11 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 	if cfg.WarnEvery <= 0 {
 		cfg.WarnEvery = time.Minute
 	}
+	if cfg.StallWindow <= 0 {
+		cfg.StallWindow = 10 * time.Second
+	}
 	l := &Loop{
+		stall:     stall.New(cfg.StallWindow),
 		cfg:       cfg,
 		deps:      deps,
 		log:       deps.Log,
@@ -203,6 +218,9 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		inflight:  inflight.New(cfg.InFlight),
 		estimates: map[thresholds.Signal]*predict.Estimator{},
 		lead:      leadTime{value: cfg.Decide.Lead},
+	}
+	for _, th := range cfg.Thresholds {
+		l.stallOn = l.stallOn || th.Signal.Stall()
 	}
 	for _, s := range []thresholds.Signal{thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable} {
 		e, err := predict.NewEstimator(predict.Options{})
@@ -362,6 +380,7 @@ func (l *Loop) observe(ctx context.Context) (*pressure.Observation, bool) {
 func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	m := l.deps.Metrics
 	v := &view{obs: obs, woke: w, signals: thresholds.Observe(obs.Summary), ranked: map[thresholds.Signal][]rank.Candidate{}, unusedImages: -1}
+	podStall := l.observeStall(obs, v.signals)
 	for s, o := range v.signals {
 		m.SetSignal(s, o.Available, o.Capacity)
 	}
@@ -387,6 +406,7 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	v.rank = l.cfg.Rank
 	v.rank.PriorityClasses = l.deps.Pods.PriorityClasses()
 	v.rank.NamespaceLabels = l.deps.Pods.NamespaceLabels()
+	v.rank.PodStall = podStall
 	v.targets = decide.Targets(l.decideOptions(), l.decideInput(v, nil))
 	l.trackEpisodes(v)
 	return v
@@ -420,8 +440,71 @@ func (l *Loop) decideInput(v *view, keep func(thresholds.Threshold) bool) decide
 	return decide.Input{
 		Now: v.now, Status: st, Thresholds: ths, Observations: v.signals, Rates: v.rates, Sustained: v.trends,
 		Rank: v.rankFor, InFlight: l.inflight.Snapshot(), Tried: map[types.UID]bool{},
-		NodeReclaim: l.nodeReclaim(v, st),
+		NodeReclaim: l.nodeReclaim(v, st), StallSettling: l.stallSettling(v.now),
 	}
+}
+
+// observeStall feeds the stall tracker the observation's PSI totals (the
+// node's, kubepods' and each pod's memory.pressure), adds the stall signals
+// to signals and returns the pods' own stall shares for the ranking. It
+// does nothing without a stall threshold: the pods' shares are only ever
+// used to pick a stall victim.
+func (l *Loop) observeStall(obs *pressure.Observation, signals map[thresholds.Signal]thresholds.Observation) map[string]rank.PodStall {
+	if !l.stallOn || obs.Summary == nil {
+		return nil
+	}
+	now := l.clk.Now()
+	at := func(m *statsapi.MemoryStats) time.Time {
+		if m.Time.IsZero() {
+			return now
+		}
+		return m.Time.Time
+	}
+	n := &obs.Summary.Node
+	if n.Memory != nil {
+		l.stall.Add(stall.Node, at(n.Memory), n.Memory.PSI)
+	}
+	for i := range n.SystemContainers {
+		if c := &n.SystemContainers[i]; c.Name == statsapi.SystemContainerPods && c.Memory != nil {
+			l.stall.Add(stall.Kubepods, at(c.Memory), c.Memory.PSI)
+		}
+	}
+	seen := map[string]bool{stall.Node: true, stall.Kubepods: true}
+	pods := make(map[string]rank.PodStall, len(obs.Summary.Pods))
+	for i := range obs.Summary.Pods {
+		ps := &obs.Summary.Pods[i]
+		if ps.Memory == nil || ps.Memory.PSI == nil || ps.PodRef.UID == "" {
+			continue
+		}
+		g := stall.PodGroup(ps.PodRef.UID)
+		seen[g] = true
+		l.stall.Add(g, at(ps.Memory), ps.Memory.PSI)
+		if sh, ok := l.stall.Share(g); ok {
+			pods[ps.PodRef.UID] = rank.PodStall{Some: sh.Some, Full: sh.Full}
+		}
+	}
+	l.stall.Retain(func(g string) bool { return seen[g] })
+	for s, o := range l.stall.Observations() {
+		signals[s] = o
+	}
+	return pods
+}
+
+// stallSettling reports whether a stall victim is still going or went less
+// than a stall window ago: until then the window's share still holds the
+// stall from before it went, and a second victim would be one too many.
+func (l *Loop) stallSettling(now time.Time) bool {
+	if !l.stallOn {
+		return false
+	}
+	for _, e := range l.inflight.Snapshot() {
+		if e.Signal.Stall() {
+			if u := now.Add(l.cfg.StallWindow); u.After(l.stallSettleUntil) {
+				l.stallSettleUntil = u
+			}
+		}
+	}
+	return now.Before(l.stallSettleUntil)
 }
 
 // nodeReclaim is what the kubelet's image garbage collection frees toward
@@ -461,6 +544,10 @@ func (l *Loop) thresholdMetrics(st thresholds.Status, signals map[thresholds.Sig
 	}
 	for _, th := range l.cfg.Thresholds {
 		k := key{th.Signal, th.Hard()}
+		if share, ok := th.Value.Stalled(); ok {
+			l.deps.Metrics.SetStallThreshold(th.Signal, th.Hard(), met[k], share)
+			continue
+		}
 		amount := int64(-1)
 		if o, ok := signals[th.Signal]; ok {
 			amount = th.Value.Amount(o.Capacity)

@@ -101,7 +101,9 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	// An unprivileged PSI trigger on the host's or kubepods' memory pressure
 	// stops firing if the same groups' pressure files are read in the loop
 	// (reference/psi.md §1.6), so the observer leaves them alone then.
-	noNodePSI := o.Sources.PSI && !wakeup.HasCapSysResource()
+	// A stall threshold needs those files read: then reading wins, and the
+	// loop polls (adaptive) where the unprivileged trigger would not fire.
+	noNodePSI := o.Sources.PSI && !wakeup.HasCapSysResource() && !hasStallThreshold(ths)
 	obsv, err := pressure.NewObserver(pressure.Options{
 		HostRoot: o.HostRoot, CgroupRoot: o.CgroupRoot, ImageFsPath: o.ImageFs, ContainerFsPath: o.ContainerFs, NoNodePSI: noNodePSI, Clock: clk,
 	}, log.Named("observe"))
@@ -203,7 +205,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC),
 		zap.Stringers("thresholds", ths), zap.String("metricsAddress", ln.Addr().String()),
 		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot),
-		zap.Bool("nodePSIReadsOff", noNodePSI))
+		zap.Bool("nodePSIReadsOff", noNodePSI), zap.Duration("stallWindow", o.Config.StallWindow()))
 
 	watcher.Start(ctx)
 	var runErr error
@@ -257,6 +259,7 @@ func loopConfig(o *Options, ths []thresholds.Threshold, rankOpts rank.Options) L
 	return LoopConfig{
 		Thresholds:       ths,
 		TransitionPeriod: o.Config.TransitionPeriod(),
+		StallWindow:      o.Config.StallWindow(),
 		Rank:             rankOpts,
 		Decide: decide.Options{
 			Evict:       o.Evict,
@@ -351,4 +354,13 @@ func (h Health) Healthz() error {
 		return fmt.Errorf("the agent loop has not finished a pass for %v", age.Round(time.Second))
 	}
 	return nil
+}
+
+func hasStallThreshold(ths []thresholds.Threshold) bool {
+	for _, th := range ths {
+		if th.Signal.Stall() {
+			return true
+		}
+	}
+	return false
 }

@@ -31,6 +31,19 @@ const (
 // evictd's pressure state and the node's conditions agree.
 const DefaultPressureTransitionPeriod = 5 * time.Minute
 
+// DefaultStallWindow is the stall signals' window: PSI's shortest average
+// (avg10), and the longest window a PSI trigger accepts, so a trigger can
+// watch exactly what the threshold measures.
+const DefaultStallWindow = 10 * time.Second
+
+// The stall window's bounds: under a second PSI's totals move in steps of
+// the scheduler's accounting; past five minutes a stall victim waits too
+// long for the next (one per window).
+const (
+	MinStallWindow = time.Second
+	MaxStallWindow = 5 * time.Minute
+)
+
 // DefaultEvictionHard returns evictd's default hard thresholds. Each acts
 // before the kubelet's own default (memory.available<100Mi,
 // nodefs.available<10%, nodefs.inodesFree<5%, imagefs.available<15%,
@@ -86,6 +99,10 @@ type Config struct {
 	// EvictionPressureTransitionPeriod is how long a pressure condition
 	// stays after its thresholds cleared; default 5m.
 	EvictionPressureTransitionPeriod *metav1.Duration `json:"evictionPressureTransitionPeriod,omitempty"`
+
+	// EvictionStallWindow is the window the stall signals' shares are
+	// measured over (docs/stall.md); default 10s, within 1s..5m.
+	EvictionStallWindow *metav1.Duration `json:"evictionStallWindow,omitempty"`
 
 	// PriorityGroups, in order: for a namespace matched only by selectors,
 	// the first matching group wins.
@@ -247,6 +264,9 @@ func (c *Config) SetDefaults() {
 	if c.EvictionPressureTransitionPeriod == nil {
 		c.EvictionPressureTransitionPeriod = &metav1.Duration{Duration: DefaultPressureTransitionPeriod}
 	}
+	if c.EvictionStallWindow == nil {
+		c.EvictionStallWindow = &metav1.Duration{Duration: DefaultStallWindow}
+	}
 }
 
 // Validate checks everything and returns the first problem, naming the bad
@@ -263,6 +283,9 @@ func (c *Config) Validate() error {
 	}
 	if c.EvictionPressureTransitionPeriod != nil && c.EvictionPressureTransitionPeriod.Duration < 0 {
 		return fmt.Errorf("evictionPressureTransitionPeriod %s must not be negative", c.EvictionPressureTransitionPeriod.Duration)
+	}
+	if w := c.StallWindow(); w < MinStallWindow || w > MaxStallWindow {
+		return fmt.Errorf("evictionStallWindow %s must be within %s..%s", w, MinStallWindow, MaxStallWindow)
 	}
 	for i, ns := range c.ExcludedNamespaces {
 		if err := checkNamespace(ns); err != nil {
@@ -332,6 +355,14 @@ func (c *Config) TransitionPeriod() time.Duration {
 		return DefaultPressureTransitionPeriod
 	}
 	return c.EvictionPressureTransitionPeriod.Duration
+}
+
+// StallWindow is the stall signals' window, defaulted.
+func (c *Config) StallWindow() time.Duration {
+	if c.EvictionStallWindow == nil {
+		return DefaultStallWindow
+	}
+	return c.EvictionStallWindow.Duration
 }
 
 // MaxPodGracePeriod is EvictionMaxPodGracePeriod as a duration; 0 means the

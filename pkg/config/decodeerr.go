@@ -19,10 +19,10 @@ import (
 func describeDecodeError(js []byte, err error) error {
 	te, ok := err.(*json.UnmarshalTypeError)
 	if !ok {
-		// metav1.Duration's parse error names the value but no field, and
-		// the file has one duration.
+		// metav1.Duration's parse error names the value but no field: the
+		// field is the duration whose value the error quotes.
 		if strings.HasPrefix(err.Error(), "time: ") {
-			return fmt.Errorf("evictionPressureTransitionPeriod: %w", err)
+			return fmt.Errorf("%s: %w", durationFieldOf(js, err), err)
 		}
 		return err
 	}
@@ -44,6 +44,25 @@ func describeDecodeError(js []byte, err error) error {
 		return fmt.Errorf("%s: %s, not %s", path, want, literal)
 	}
 	return fmt.Errorf("%s: %s %s", path, literal, want)
+}
+
+// durationFields are the file's duration fields, in the order they are
+// decoded.
+var durationFields = []string{"evictionPressureTransitionPeriod", "evictionStallWindow"}
+
+// durationFieldOf names the duration field whose value err quotes (the
+// first one decoded when several hold the same bad value).
+func durationFieldOf(js []byte, err error) string {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(js, &top) == nil {
+		for _, f := range durationFields {
+			var v string
+			if raw, ok := top[f]; ok && json.Unmarshal(raw, &v) == nil && strings.Contains(err.Error(), strconv.Quote(v)) {
+				return f
+			}
+		}
+	}
+	return strings.Join(durationFields, " or ")
 }
 
 // kindInWords names the decoder's kinds of JSON value.

@@ -23,6 +23,7 @@ const (
 	FlagEvictionMinimumReclaim   = "eviction-minimum-reclaim"
 	FlagEvictionMaxPodGrace      = "eviction-max-pod-grace-period"
 	FlagEvictionPressureTransPer = "eviction-pressure-transition-period"
+	FlagEvictionStallWindow      = "eviction-stall-window"
 )
 
 // flagValues holds what the flags said until Complete merges it.
@@ -34,8 +35,9 @@ type flagValues struct {
 	minReclaim map[string]string
 	maxGrace   int32
 	transition time.Duration
+	stall      time.Duration
 	// The scalar flags override the file only when given.
-	maxGraceFlag, transitionFlag *pflag.Flag
+	maxGraceFlag, transitionFlag, stallFlag *pflag.Flag
 }
 
 // BindFlags registers --config on file, the kubelet's threshold flags on
@@ -51,7 +53,7 @@ func (c *Config) BindFlags(file, thresholdFlags, eviction *pflag.FlagSet) {
 	c.flags = f
 	file.StringVar(&f.configFile, FlagConfig, "", "Path of an EvictdConfiguration file (apiVersion "+APIVersion+"); flags given on the command line override it.")
 	thresholdFlags.Var(&signalMapValue{dst: &f.hard, split: thresholds.SplitStatements}, FlagEvictionHard,
-		"Hard thresholds, e.g. memory.available<500Mi,nodefs.available<10%. Signals not named keep their defaults ("+thresholds.JoinStatements(DefaultEvictionHard())+"); SIGNAL<none disables one.")
+		"Hard thresholds, e.g. memory.available<500Mi,nodefs.available<10%. Signals not named keep their defaults ("+thresholds.JoinStatements(DefaultEvictionHard())+"); SIGNAL<none disables one. The memory stall signals take a share of time stalled: memory.pressureSome>40% (docs/stall.md).")
 	thresholdFlags.Var(&signalMapValue{dst: &f.soft, split: thresholds.SplitStatements}, FlagEvictionSoft,
 		"Soft thresholds, same syntax as --"+FlagEvictionHard+"; each needs a grace period.")
 	thresholdFlags.Var(&signalMapValue{dst: &f.grace, split: thresholds.SplitPairs}, FlagEvictionSoftGracePeriod,
@@ -61,6 +63,9 @@ func (c *Config) BindFlags(file, thresholdFlags, eviction *pflag.FlagSet) {
 	thresholdFlags.DurationVar(&f.transition, FlagEvictionPressureTransPer, DefaultPressureTransitionPeriod,
 		"How long a pressure condition stays after its thresholds cleared.")
 	f.transitionFlag = thresholdFlags.Lookup(FlagEvictionPressureTransPer)
+	thresholdFlags.DurationVar(&f.stall, FlagEvictionStallWindow, DefaultStallWindow,
+		"Window over which the stall signals (memory.pressureSome>P%, ...) measure the share of time stalled on memory.")
+	f.stallFlag = thresholdFlags.Lookup(FlagEvictionStallWindow)
 	eviction.Var(&secondsValue{dst: &f.maxGrace}, FlagEvictionMaxPodGrace,
 		"Longest grace period, in seconds, given to a pod evicted for a soft threshold: min(pod's terminationGracePeriodSeconds, this). 0, the default, gives each pod its own terminationGracePeriodSeconds.")
 	f.maxGraceFlag = eviction.Lookup(FlagEvictionMaxPodGrace)
@@ -155,6 +160,9 @@ func (c *Config) Complete() error {
 		}
 		if f.transitionFlag != nil && f.transitionFlag.Changed {
 			c.EvictionPressureTransitionPeriod = &metav1.Duration{Duration: f.transition}
+		}
+		if f.stallFlag != nil && f.stallFlag.Changed {
+			c.EvictionStallWindow = &metav1.Duration{Duration: f.stall}
 		}
 	}
 	c.SetDefaults()

@@ -45,9 +45,17 @@ type Request struct {
 	// in the signal's unit (bytes, or a count for inodes and PIDs); they
 	// appear in the pod's Event.
 	Threshold, Available int64
+	// For a stall signal the unit of Threshold and Available is the
+	// millionth of the stall window stalled (StallPPM), and the threshold
+	// is met above, not below.
+	//
 	// Usage and Request are the pod's usage and request of the signal's
-	// resource (rank.Candidate.Usage and .Request).
-	Usage, Request int64
+	// resource (rank.Candidate.Usage and .Request; bytes for the stall
+	// signals), Swap the part of Usage in swap.
+	Usage, Request, Swap int64
+	// Stall is, for a stall signal, the share of time the pod's own tasks
+	// stalled on memory.
+	Stall float64
 	// Rank is the pod's 1-based place in the eviction order, and Reason
 	// why it ranks there; both are logged.
 	Rank   int

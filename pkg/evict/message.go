@@ -2,6 +2,7 @@ package evict
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,6 +15,9 @@ import (
 // do: bytes as binary-SI quantities (100Mi, or plain bytes when not a round
 // multiple), counts as plain numbers.
 func formatAmount(s thresholds.Signal, v int64) string {
+	if s.Stall() {
+		return strconv.FormatFloat(float64(v)/1e4, 'f', 1, 64) + "%"
+	}
 	if metrics.IsCountSignal(s) {
 		return resource.NewQuantity(v, resource.DecimalSI).String()
 	}
@@ -42,9 +46,21 @@ func kindWord(hard bool) string {
 func evictionNote(req Request, grace int64) string {
 	res := resourceName(req.Signal)
 	var b strings.Builder
-	fmt.Fprintf(&b, "The node was low on resource: %s. Threshold quantity: %s, available: %s. ",
-		res, formatAmount(req.Signal, req.Threshold), formatAmount(req.Signal, req.Available))
-	fmt.Fprintf(&b, "Pod was using %s, request is %s", formatAmount(req.Signal, req.Usage), formatAmount(req.Signal, req.Request))
+	usageUnit := req.Signal
+	if req.Signal.Stall() {
+		// The kubelet has no stall signal: evictd's own words.
+		fmt.Fprintf(&b, "The node's tasks were stalled on memory: %s %s of the stall window, above the threshold of %s. Pod's own memory stall %s. ",
+			req.Signal, formatAmount(req.Signal, req.Available), formatAmount(req.Signal, req.Threshold),
+			strconv.FormatFloat(req.Stall*100, 'f', 1, 64)+"%")
+		usageUnit = thresholds.MemoryAvailable
+	} else {
+		fmt.Fprintf(&b, "The node was low on resource: %s. Threshold quantity: %s, available: %s. ",
+			res, formatAmount(req.Signal, req.Threshold), formatAmount(req.Signal, req.Available))
+	}
+	fmt.Fprintf(&b, "Pod was using %s, request is %s", formatAmount(usageUnit, req.Usage), formatAmount(usageUnit, req.Request))
+	if req.Swap > 0 {
+		fmt.Fprintf(&b, " (%s of it in swap)", formatAmount(usageUnit, req.Swap))
+	}
 	if req.Usage > req.Request {
 		fmt.Fprintf(&b, ", has larger consumption of %s", res)
 	}
@@ -63,6 +79,20 @@ func forcedNote(req Request, grace int64) string {
 
 // thresholdNote is the Event note on the Node when a threshold is first met.
 func thresholdNote(s thresholds.Signal, hard bool, threshold, available int64) string {
+	if s.Stall() {
+		return fmt.Sprintf("Attempting to end a memory stall: %s is %s of the stall window, above the %s threshold of %s.",
+			s, formatAmount(s, available), kindWord(hard), formatAmount(s, threshold))
+	}
 	return fmt.Sprintf("Attempting to reclaim %s: %s is %s, below the %s threshold of %s.",
 		resourceName(s), s, formatAmount(s, available), kindWord(hard), formatAmount(s, threshold))
+}
+
+// StallPPM converts a stall signal's observation figures (µs of the window
+// not stalled, against the window) into the millionths of the window
+// stalled that Requests and notes carry.
+func StallPPM(notStalled, window int64) int64 {
+	if window <= 0 {
+		return 0
+	}
+	return int64(float64(window-notStalled) / float64(window) * 1e6)
 }

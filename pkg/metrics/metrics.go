@@ -87,6 +87,8 @@ type Metrics struct {
 	thresholdMet         *prometheus.GaugeVec
 	thresholdBytes       *prometheus.GaugeVec
 	thresholdCount       *prometheus.GaugeVec
+	signalStall          *prometheus.GaugeVec
+	thresholdStall       *prometheus.GaugeVec
 	evictions            *prometheus.CounterVec
 	evictionLatency      *prometheus.HistogramVec
 	termination          *prometheus.HistogramVec
@@ -130,6 +132,12 @@ func New(version string) (*Metrics, error) {
 		"signal", "kind")
 	m.thresholdCount = m.gaugeVec("threshold", "available",
 		"The available amount at or below which an eviction threshold is met, for signals that are a count (inodes, PIDs; a percentage resolved against the last observed capacity).",
+		"signal", "kind")
+	m.signalStall = m.gaugeVec("signal", "stall_ratio",
+		"Share of the stall window (--eviction-stall-window) in which tasks stalled on memory, for the stall signals (memory.pressureSome/Full of the node, allocatableMemory.pressureSome/Full of kubepods), from PSI totals, as last observed.",
+		"signal")
+	m.thresholdStall = m.gaugeVec("threshold", "stall_ratio",
+		"The share of the stall window stalled above which a stall signal's threshold is met.",
 		"signal", "kind")
 
 	m.evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -298,6 +306,12 @@ func (m *Metrics) SetSignal(s thresholds.Signal, available, capacity int64) {
 	if m == nil {
 		return
 	}
+	if s.Stall() {
+		if capacity > 0 {
+			m.signalStall.WithLabelValues(string(s)).Set(1 - float64(available)/float64(capacity))
+		}
+		return
+	}
 	avail, capa := m.signalAvailableBytes, m.signalCapacityBytes
 	if IsCountSignal(s) {
 		avail, capa = m.signalAvailable, m.signalCapacity
@@ -330,6 +344,24 @@ func (m *Metrics) SetThreshold(s thresholds.Signal, hard, met bool, amount int64
 		g = m.thresholdCount
 	}
 	g.WithLabelValues(string(s), kind).Set(float64(amount))
+}
+
+// SetStallThreshold records whether a stall signal's hard or soft threshold
+// is met, and the share of the window stalled above which it is.
+func (m *Metrics) SetStallThreshold(s thresholds.Signal, hard, met bool, share float64) {
+	if m == nil {
+		return
+	}
+	kind := KindSoft
+	if hard {
+		kind = KindHard
+	}
+	v := 0.0
+	if met {
+		v = 1
+	}
+	m.thresholdMet.WithLabelValues(string(s), kind).Set(v)
+	m.thresholdStall.WithLabelValues(string(s), kind).Set(share)
 }
 
 // IncEviction counts one eviction attempt; result is one of EvictionResults.

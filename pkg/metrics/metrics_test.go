@@ -29,6 +29,8 @@ func populated(t *testing.T) *Metrics {
 	m.SetSignal(thresholds.PIDAvailable, 30000, 32768)
 	m.SetThreshold(thresholds.MemoryAvailable, true, false, 300<<20)
 	m.SetThreshold(thresholds.PIDAvailable, true, false, 3276)
+	m.SetSignal(thresholds.MemoryPressureSome, 6_000_000, 10_000_000)
+	m.SetStallThreshold(thresholds.MemoryPressureSome, true, true, 0.3)
 	start := time.Unix(1700000000, 0)
 	m.ObservationDone(start, start.Add(3*time.Millisecond), nil)
 	return m
@@ -309,5 +311,21 @@ func TestReadyFollowsTheCheck(t *testing.T) {
 	problem = errors.New("no observation has succeeded yet")
 	if v := value(); v != 0 {
 		t.Errorf("check failing: evictd_ready %v, want 0", v)
+	}
+}
+
+func TestStallSignalsGoToTheirOwnFamilies(t *testing.T) {
+	m := populated(t)
+	if got := testutil.ToFloat64(m.signalStall.WithLabelValues(string(thresholds.MemoryPressureSome))); got != 0.4 {
+		t.Errorf("evictd_signal_stall_ratio = %v, want 0.4 (4 s of 10 stalled)", got)
+	}
+	if got := testutil.ToFloat64(m.thresholdStall.WithLabelValues(string(thresholds.MemoryPressureSome), KindHard)); got != 0.3 {
+		t.Errorf("evictd_threshold_stall_ratio = %v, want 0.3", got)
+	}
+	if got := testutil.ToFloat64(m.thresholdMet.WithLabelValues(string(thresholds.MemoryPressureSome), KindHard)); got != 1 {
+		t.Errorf("threshold met = %v, want 1", got)
+	}
+	if n := testutil.CollectAndCount(m.signalAvailableBytes); n != 1 {
+		t.Errorf("a stall signal leaked into evictd_signal_available_bytes: %d series", n)
 	}
 }

@@ -34,6 +34,10 @@ const (
 	// CheckFreesNothing is not one of the pod checks: a disk signal's
 	// ranking marks a pod with no usage on the short filesystem.
 	CheckFreesNothing = "frees-nothing"
+	// CheckNotStalling is not a protection either: under a stall signal
+	// the ranking marks a pod whose own memory.pressure shows no stall
+	// (docs/stall.md): evicting it would not end the stall.
+	CheckNotStalling = "not-stalling"
 )
 
 // checkEnv is what the checks may look at besides the pod.

@@ -8,6 +8,7 @@ package rank
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"github.com/evictd/evictd/pkg/fslayout"
@@ -35,7 +36,22 @@ type Options struct {
 	// DiskLayout is the node's disk layout, which decides what each disk
 	// signal counts; Unknown: told from the Summary's filesystems.
 	DiskLayout fslayout.Layout
+	// PodStall holds each pod's own memory stall, by pod UID, for the stall
+	// signals: the agent's shares over its stall window. A pod without an
+	// entry is measured from its Summary PSI (avg10), or has no figure.
+	PodStall map[string]PodStall
+	// StallingShare is the share of time a pod's own memory.pressure must
+	// show stalled for it to be evicted under a stall signal;
+	// 0 means DefaultStallingShare.
+	StallingShare float64
 }
+
+// PodStall is the share of time a pod's tasks stalled on memory, in [0, 1].
+type PodStall struct{ Some, Full float64 }
+
+// DefaultStallingShare: a pod whose tasks lost less than 5 % of the window
+// to memory stall is not the pod thrashing; docs/stall.md has the figures.
+const DefaultStallingShare = 0.05
 
 // Result is the ranking for one signal.
 type Result struct {
@@ -57,17 +73,30 @@ type Candidate struct {
 	EffectivePriority int32 `json:"effectivePriority"`
 	ExceedsRequest    bool  `json:"exceedsRequest"`
 	// Usage and Request are in the signal's unit (bytes, inodes or
-	// processes); Usage is 0 when HasUsage is false.
+	// processes); Usage is 0 when HasUsage is false. For the memory
+	// signals Usage is the pod's footprint: its working set plus the swap
+	// it uses, Swap of it.
 	Usage    int64 `json:"usage"`
 	Request  int64 `json:"request"`
+	Swap     int64 `json:"swap,omitempty"`
 	HasUsage bool  `json:"-"`
+	// Stall is, under a stall signal, the share of time the pod's own
+	// tasks stalled on memory (some or full, as the signal), and Stalling
+	// whether it reaches Options.StallingShare.
+	Stall    float64 `json:"stall,omitempty"`
+	Stalling bool    `json:"stalling,omitempty"`
 	// Pod is the input pod, for the caller that evicts it.
 	Pod *v1.Pod `json:"-"`
 }
 
 // Rank orders pods for eviction under signal: the eligible ones first, in
 // eviction order, then the ineligible ones in the order they would have had.
-// The order, for memory and disk signals:
+// Under a stall signal only the pods whose own memory.pressure shows a stall
+// (Options.StallingShare) are eligible, and they take the memory order.
+// The memory signals' usage is working set plus swap (footprint), so that a
+// pod that pushed its excess to swap does not hide behind a small working
+// set; swap.available ranks by swap in use. The order, for memory and disk
+// signals:
 //
 //  1. pods with a usage figure before pods without one;
 //  2. pods whose usage exceeds their request first;
@@ -108,8 +137,15 @@ func Rank(signal thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, o
 		if m.request != "" {
 			c.Request = podRequest(p, m.request)
 		}
-		if ps := stats.find(p); ps != nil {
+		ps := stats.find(p)
+		if ps != nil {
 			c.Usage, c.HasUsage = m.usage(ps, p)
+			if m.request == v1.ResourceMemory {
+				c.Swap = swapUsage(ps)
+			}
+		}
+		if signal.Stall() {
+			markStall(&c, signal.FullStall(), ps, opts)
 		}
 		c.ExceedsRequest = m.byRequest && c.HasUsage && c.Usage > c.Request
 		if m.fs != "" && c.HasUsage && c.Usage == 0 {
@@ -132,6 +168,36 @@ func Rank(signal thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, o
 		out[k] = cands[i]
 	}
 	return Result{Signal: string(signal), Candidates: out}
+}
+
+// markStall fills a candidate's stall under a stall signal and makes a pod
+// not in the stall ineligible.
+func markStall(c *Candidate, full bool, ps *statsapi.PodStats, opts Options) {
+	floor := opts.StallingShare
+	if floor <= 0 {
+		floor = DefaultStallingShare
+	}
+	st, ok := opts.PodStall[c.UID]
+	if !ok && ps != nil && ps.Memory != nil && ps.Memory.PSI != nil {
+		// The kernel's 10 s average, in percent: `evictd rank` has one
+		// Summary, not a window of readings.
+		st, ok = PodStall{Some: ps.Memory.PSI.Some.Avg10 / 100, Full: ps.Memory.PSI.Full.Avg10 / 100}, true
+	}
+	if ok {
+		c.Stall = st.Some
+		if full {
+			c.Stall = st.Full
+		}
+	}
+	c.Stalling = ok && c.Stall >= floor
+	if !c.Stalling {
+		detail := "no memory.pressure figure"
+		if ok {
+			detail = fmt.Sprintf("its own memory stall %.1f%% is under %.1f%%", c.Stall*100, floor*100)
+		}
+		c.Eligible = false
+		c.SkipReason = joinReasons(c.SkipReason, CheckNotStalling+": "+detail)
+	}
 }
 
 // compare is a total order, so the sort needs no stability and the output

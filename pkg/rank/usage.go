@@ -29,8 +29,20 @@ type measure struct {
 // outcome too), and pods then order by priority and raw inode count.
 func measureFor(s thresholds.Signal, disk diskLayout) measure {
 	switch s {
-	case thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable:
+	case thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable,
+		thresholds.MemoryPressureSome, thresholds.MemoryPressureFull,
+		thresholds.AllocatableMemoryPressureSome, thresholds.AllocatableMemoryPressureFull:
 		return measure{request: v1.ResourceMemory, byRequest: true, usage: memoryUsage}
+	case thresholds.SwapAvailable:
+		// Swap has no request of its own (LimitedSwap derives the limit
+		// from the memory request): priority, then swap in use. A pod
+		// with nothing in swap frees none by going.
+		return measure{fs: "swap", usage: func(ps *statsapi.PodStats, _ *v1.Pod) (int64, bool) {
+			if ps.Swap == nil || ps.Swap.SwapUsageBytes == nil {
+				return 0, false
+			}
+			return toInt64(*ps.Swap.SwapUsageBytes), true
+		}}
 	case thresholds.NodeFsAvailable, thresholds.ImageFsAvailable:
 		on := disk.partsOn(s)
 		return measure{request: v1.ResourceEphemeralStorage, byRequest: true, fs: s.Filesystem(), usage: func(ps *statsapi.PodStats, p *v1.Pod) (int64, bool) {
@@ -47,11 +59,22 @@ func measureFor(s thresholds.Signal, disk diskLayout) measure {
 	return measure{usage: func(*statsapi.PodStats, *v1.Pod) (int64, bool) { return 0, false }}
 }
 
+// memoryUsage is a pod's memory footprint: its working set, as the kubelet
+// counts it, plus what it has in swap, which the kubelet does not count
+// (docs/stall.md, "Swap").
 func memoryUsage(ps *statsapi.PodStats, _ *v1.Pod) (int64, bool) {
 	if ps.Memory == nil || ps.Memory.WorkingSetBytes == nil {
 		return 0, false
 	}
-	return toInt64(*ps.Memory.WorkingSetBytes), true
+	return addSat(toInt64(*ps.Memory.WorkingSetBytes), swapUsage(ps)), true
+}
+
+// swapUsage is the swap a pod uses, 0 when unknown or without swap.
+func swapUsage(ps *statsapi.PodStats) int64 {
+	if ps.Swap == nil || ps.Swap.SwapUsageBytes == nil {
+		return 0
+	}
+	return toInt64(*ps.Swap.SwapUsageBytes)
 }
 
 func processCount(ps *statsapi.PodStats, _ *v1.Pod) (int64, bool) {

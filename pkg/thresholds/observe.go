@@ -26,6 +26,11 @@ type Observation struct {
 //   - allocatableMemory.available: the same for the "pods" system container.
 //   - nodefs.*: Node.Fs bytes and inodes; imagefs.*: Node.Runtime.ImageFs.
 //   - pid.available: Node.Rlimit MaxPID minus the running processes.
+//   - swap.available: Node.Swap; capacity adds the swap in use. Left out on
+//     a node without swap, like every signal without its inputs.
+//
+// The stall signals need two readings a window apart and come from
+// pkg/stall instead.
 func Observe(s *statsapi.Summary) map[Signal]Observation {
 	obs := make(map[Signal]Observation, len(signalOrder))
 	if s == nil {
@@ -46,6 +51,12 @@ func Observe(s *statsapi.Summary) map[Signal]Observation {
 	addFs(obs, n.Fs, NodeFsAvailable, NodeFsInodesFree)
 	if n.Runtime != nil {
 		addFs(obs, n.Runtime.ImageFs, ImageFsAvailable, ImageFsInodesFree)
+	}
+	if sw := n.Swap; sw != nil && sw.SwapAvailableBytes != nil && sw.SwapUsageBytes != nil {
+		avail := toInt64(*sw.SwapAvailableBytes)
+		if c := addClamp(avail, toInt64(*sw.SwapUsageBytes)); c > 0 {
+			obs[SwapAvailable] = Observation{Available: avail, Capacity: c, Time: sw.Time.Time}
+		}
 	}
 	if r := n.Rlimit; r != nil && r.MaxPID != nil && r.NumOfRunningProcesses != nil {
 		maxPID := *r.MaxPID

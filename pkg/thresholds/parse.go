@@ -25,7 +25,22 @@ type Value struct {
 	Quantity *resource.Quantity
 	// Percentage is the fraction of capacity in (0, 1] when Quantity is nil.
 	Percentage float64
+	// stalled is, for a stall signal's threshold, the share of time
+	// stalled as written (Percentage holds 1 − stalled, the share of time
+	// not stalled, so that every threshold is met when what is "available"
+	// drops below its amount).
+	stalled float64
 }
+
+// StallValue is the threshold value of a stall signal written as
+// SIGNAL>share: met when the share of time stalled exceeds share (0, 1).
+func StallValue(share float64) Value {
+	return Value{Percentage: 1 - share, stalled: share}
+}
+
+// Stalled is the share of time stalled that a stall threshold's value
+// stands for, and whether v is such a value.
+func (v Value) Stalled() (float64, bool) { return v.stalled, v.stalled > 0 }
 
 // Amount resolves v against the capacity of an observation.
 func (v Value) Amount(capacity int64) int64 {
@@ -60,6 +75,9 @@ func SaturatedValue(q *resource.Quantity) int64 {
 
 // String prints v in the syntax Parse accepts.
 func (v Value) String() string {
+	if v.stalled > 0 {
+		return strconv.FormatFloat(v.stalled*100, 'f', -1, 64) + "%"
+	}
 	if v.Quantity != nil {
 		return v.Quantity.String()
 	}
@@ -87,7 +105,7 @@ func (t Threshold) Hard() bool { return t.GracePeriod == 0 }
 func (t Threshold) String() string {
 	var b strings.Builder
 	b.WriteString(string(t.Signal))
-	b.WriteByte('<')
+	b.WriteString(t.Signal.Operator())
 	b.WriteString(t.Value.String())
 	if !t.Hard() {
 		b.WriteString(" (soft, grace ")
@@ -211,8 +229,11 @@ func parseValues(what string, m map[string]string) (map[Signal]Value, error) {
 			continue
 		}
 		v, err := parseValue(raw, false)
+		if err == nil && s.Stall() {
+			v, err = stallValue(v, raw)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s<%s: %w", what, k, printable(raw), err)
+			return nil, fmt.Errorf("%s: %s%s%s: %w", what, k, s.Operator(), printable(raw), err)
 		}
 		out[s] = v
 	}
@@ -228,6 +249,19 @@ func printable(s string) string {
 		}
 	}
 	return s
+}
+
+// stallValue turns a parsed percentage into a stall threshold's value. A
+// stall share of 100 % can never be exceeded, so it is refused rather than
+// silently never met.
+func stallValue(v Value, raw string) (Value, error) {
+	if v.Quantity != nil {
+		return Value{}, fmt.Errorf("%s is not a percentage: a stall threshold is a share of time stalled, such as 40%%", raw)
+	}
+	if v.Percentage >= 1 {
+		return Value{}, fmt.Errorf("a stall share of %s can never be exceeded; want a percentage in (0%%, 100%%)", raw)
+	}
+	return StallValue(v.Percentage), nil
 }
 
 // ParseValue parses a threshold amount: a quantity ("500Mi", "1000") that
@@ -304,12 +338,18 @@ func SplitStatements(s string) (map[string]string, error) {
 		}
 		i := strings.IndexAny(item, "<>=!")
 		if i < 0 {
-			return nil, fmt.Errorf("%q has no operator; want SIGNAL<VALUE", item)
+			return nil, fmt.Errorf("%q has no operator; want SIGNAL<VALUE, or SIGNAL>PERCENT for a stall signal", item)
 		}
-		if item[i] != '<' || (i+1 < len(item) && strings.IndexByte("<>=!", item[i+1]) >= 0) {
-			return nil, fmt.Errorf("%q: unsupported operator; only < is allowed", item)
+		if (item[i] != '<' && item[i] != '>') || (i+1 < len(item) && strings.IndexByte("<>=!", item[i+1]) >= 0) {
+			return nil, fmt.Errorf("%q: unsupported operator; only < is allowed (and > for a stall signal)", item)
 		}
 		name, value := strings.TrimSpace(item[:i]), strings.TrimSpace(item[i+1:])
+		if want := Signal(name).Operator(); string(item[i]) != want {
+			if Signal(name).Stall() {
+				return nil, fmt.Errorf("%q: a stall signal's threshold is a share of time stalled, written %s>PERCENT", item, name)
+			}
+			return nil, fmt.Errorf("%q: unsupported operator; only < is allowed (> is for the stall signals)", item)
+		}
 		if err := addOnce(out, name, value, item); err != nil {
 			return nil, err
 		}
@@ -351,19 +391,20 @@ func addOnce(m map[string]string, name, value, item string) error {
 
 // JoinStatements is the inverse of SplitStatements, in a stable order.
 func JoinStatements(m map[string]string) string {
-	return join(m, "<")
+	keys := sortedKeys(m)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + Signal(k).Operator() + m[k]
+	}
+	return strings.Join(parts, ",")
 }
 
 // JoinPairs is the inverse of SplitPairs, in a stable order.
 func JoinPairs(m map[string]string) string {
-	return join(m, "=")
-}
-
-func join(m map[string]string, op string) string {
 	keys := sortedKeys(m)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + op + m[k]
+		parts[i] = k + "=" + m[k]
 	}
 	return strings.Join(parts, ",")
 }

@@ -254,8 +254,81 @@ func TestSignals(t *testing.T) {
 			t.Errorf("%s has no resource or condition", s)
 		}
 	}
-	if _, err := ParseSignal("swap.available"); err == nil {
-		t.Error("swap.available was accepted")
+	if _, err := ParseSignal("swap.free"); err == nil {
+		t.Error("swap.free was accepted")
+	}
+}
+
+func TestStallThresholds(t *testing.T) {
+	hard, err := SplitStatements("memory.pressureSome>40%,memory.available<300Mi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ths, err := Parse(Spec{
+		Hard:           hard,
+		Soft:           map[string]string{"allocatableMemory.pressureFull": "12.5%"},
+		GracePeriod:    map[string]string{"allocatableMemory.pressureFull": "30s"},
+		MinimumReclaim: map[string]string{"memory.pressureSome": "10%"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, th := range ths {
+		got = append(got, th.String())
+	}
+	want := []string{
+		"memory.available<300Mi",
+		"memory.pressureSome>40% (min-reclaim 10%)",
+		"allocatableMemory.pressureFull>12.5% (soft, grace 30s)",
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("thresholds %q, want %q", got, want)
+	}
+	// 40 % of a 10 s window stalled: met once more than 4 s of it was.
+	some := ths[1]
+	const window = 10_000_000 // µs
+	amount := some.Value.Amount(window)
+	for _, c := range []struct {
+		stalled int64
+		met     bool
+	}{{0, false}, {3_999_999, false}, {4_000_000, false}, {4_000_001, true}, {window, true}} {
+		if met := amount > window-c.stalled; met != c.met {
+			t.Errorf("stalled %d µs of %d: met %v, want %v", c.stalled, window, met, c.met)
+		}
+	}
+	if share, ok := some.Value.Stalled(); !ok || share != 0.4 {
+		t.Errorf("Stalled() = %v, %v; want 0.4, true", share, ok)
+	}
+	if got := JoinStatements(hard); got != "memory.available<300Mi,memory.pressureSome>40%" {
+		t.Errorf("JoinStatements = %q", got)
+	}
+}
+
+func TestStallThresholdErrors(t *testing.T) {
+	for _, c := range []struct {
+		flag, want string
+	}{
+		{"memory.pressureSome<40%", "written memory.pressureSome>PERCENT"},
+		{"memory.available>300Mi", "> is for the stall signals"},
+		{"memory.pressureFull>=40%", "unsupported operator"},
+	} {
+		if _, err := SplitStatements(c.flag); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("SplitStatements(%q) = %v, want an error containing %q", c.flag, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		value, want string
+	}{
+		{"100Mi", "memory.pressureSome>100Mi: 100Mi is not a percentage"},
+		{"100%", "memory.pressureSome>100%: a stall share of 100% can never be exceeded"},
+		{"0%", "memory.pressureSome>0%: percentage 0% is outside"},
+		{"forty", "memory.pressureSome>forty"},
+	} {
+		_, err := Parse(Spec{Hard: map[string]string{"memory.pressureSome": c.value}})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(memory.pressureSome=%q) = %v, want an error containing %q", c.value, err, c.want)
+		}
 	}
 }
 

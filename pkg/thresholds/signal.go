@@ -26,6 +26,20 @@ const (
 	ImageFsAvailable           Signal = "imagefs.available"
 	ImageFsInodesFree          Signal = "imagefs.inodesFree"
 	PIDAvailable               Signal = "pid.available"
+
+	// SwapAvailable is the node's free swap (SwapFree against SwapTotal);
+	// never observed on a node without swap.
+	SwapAvailable Signal = "swap.available"
+
+	// The memory stall signals (docs/stall.md): the share of time tasks
+	// lost to memory shortage over the stall window, from PSI's totals,
+	// for the node (/proc/pressure/memory) and for kubepods (its
+	// memory.pressure). Their thresholds read SIGNAL>PERCENT, "stalled
+	// more than", where every other signal reads SIGNAL<VALUE.
+	MemoryPressureSome            Signal = "memory.pressureSome"
+	MemoryPressureFull            Signal = "memory.pressureFull"
+	AllocatableMemoryPressureSome Signal = "allocatableMemory.pressureSome"
+	AllocatableMemoryPressureFull Signal = "allocatableMemory.pressureFull"
 )
 
 // signalOrder is the order in which starved signals are acted on: memory
@@ -34,6 +48,11 @@ const (
 var signalOrder = []Signal{
 	MemoryAvailable,
 	AllocatableMemoryAvailable,
+	SwapAvailable,
+	MemoryPressureFull,
+	AllocatableMemoryPressureFull,
+	MemoryPressureSome,
+	AllocatableMemoryPressureSome,
 	NodeFsAvailable,
 	NodeFsInodesFree,
 	ImageFsAvailable,
@@ -85,7 +104,8 @@ func knownSignals() string {
 // Condition is the node condition a signal drives, as the kubelet reports it.
 func (s Signal) Condition() v1.NodeConditionType {
 	switch s {
-	case MemoryAvailable, AllocatableMemoryAvailable:
+	case MemoryAvailable, AllocatableMemoryAvailable, SwapAvailable,
+		MemoryPressureSome, MemoryPressureFull, AllocatableMemoryPressureSome, AllocatableMemoryPressureFull:
 		return v1.NodeMemoryPressure
 	case PIDAvailable:
 		return v1.NodePIDPressure
@@ -98,7 +118,8 @@ func (s Signal) Condition() v1.NodeConditionType {
 // words (it appears in its "Attempting to reclaim" events).
 func (s Signal) Resource() string {
 	switch s {
-	case MemoryAvailable, AllocatableMemoryAvailable:
+	case MemoryAvailable, AllocatableMemoryAvailable, SwapAvailable,
+		MemoryPressureSome, MemoryPressureFull, AllocatableMemoryPressureSome, AllocatableMemoryPressureFull:
 		return string(v1.ResourceMemory)
 	case NodeFsAvailable, ImageFsAvailable:
 		return string(v1.ResourceEphemeralStorage)
@@ -120,6 +141,48 @@ func (s Signal) Filesystem() string {
 		return "imagefs"
 	}
 	return ""
+}
+
+// Stall reports whether s is a memory stall signal, whose thresholds are
+// shares of time stalled (SIGNAL>PERCENT).
+func (s Signal) Stall() bool {
+	switch s {
+	case MemoryPressureSome, MemoryPressureFull, AllocatableMemoryPressureSome, AllocatableMemoryPressureFull:
+		return true
+	}
+	return false
+}
+
+// FullStall reports whether s counts the time all tasks stalled at once
+// (PSI's "full" line) rather than at least one ("some").
+func (s Signal) FullStall() bool {
+	return s == MemoryPressureFull || s == AllocatableMemoryPressureFull
+}
+
+// Allocatable reports whether s measures the kubepods cgroup rather than
+// the node.
+func (s Signal) Allocatable() bool {
+	switch s {
+	case AllocatableMemoryAvailable, AllocatableMemoryPressureSome, AllocatableMemoryPressureFull:
+		return true
+	}
+	return false
+}
+
+// Bytes reports whether s measures memory in bytes (memory.available,
+// allocatableMemory.available, swap.available): the signals whose
+// reclaim is a pod's memory.
+func (s Signal) Bytes() bool {
+	return s == MemoryAvailable || s == AllocatableMemoryAvailable || s == SwapAvailable
+}
+
+// Operator is how thresholds on s are written: ">" for the stall signals
+// (stalled more than), "<" for the others (available less than).
+func (s Signal) Operator() string {
+	if s.Stall() {
+		return ">"
+	}
+	return "<"
 }
 
 // Conditions lists the node conditions evictd tracks, in a stable order.

@@ -129,6 +129,11 @@ type Input struct {
 	// NodeReclaim is what node-level reclaim will free per signal without
 	// an eviction: the unused images on the image filesystem's signals.
 	NodeReclaim map[thresholds.Signal]int64
+	// StallSettling: a stall victim is on its way out, or went less than a
+	// stall window ago, so the stall shares still hold the stall it caused
+	// or suffered. The stall signals' need counts as covered meanwhile: one
+	// victim per window (docs/stall.md).
+	StallSettling bool
 }
 
 // Target is one threshold considered, with its accounting.
@@ -209,6 +214,14 @@ func Decide(opts Options, in Input) Decision {
 		t := &targets[i]
 		cands := rankFor(t.Threshold.Signal)
 		t.InFlight = InFlightReclaim(opts, in.Now, *t, cands, in.InFlight)
+		if t.Threshold.Signal.Stall() {
+			// A stall's need is in µs of stall, which no pod's usage
+			// measures: a victim covers all of it until its effect shows.
+			t.InFlight = 0
+			if in.StallSettling {
+				t.InFlight = t.Need
+			}
+		}
 		t.NodeReclaim = in.NodeReclaim[t.Threshold.Signal]
 		if t.Remaining() <= 0 {
 			if t.Need > t.InFlight && reason == "" {
@@ -377,11 +390,17 @@ func InFlightReclaim(opts Options, now time.Time, t Target, cands []rank.Candida
 		v  int64
 		ok bool
 	}
+	sig := t.Threshold.Signal
 	current := make(map[types.UID]usage, len(cands))
 	for _, c := range cands {
-		current[types.UID(c.UID)] = usage{c.Usage, c.HasUsage}
+		u := c.Usage
+		if isMemory(sig) {
+			// What goes back to available memory is the working set; the
+			// swap in the footprint the ranking uses comes back as swap.
+			u -= c.Swap
+		}
+		current[types.UID(c.UID)] = usage{u, c.HasUsage}
 	}
-	sig := t.Threshold.Signal
 	horizon := now.Add(opts.HardHorizon)
 	var sum int64
 	for _, e := range entries {
@@ -447,12 +466,19 @@ func fitGrace(opts Options, in Input, d Decision) (*int64, string) {
 func RankReason(t Target, c rank.Candidate) string {
 	sig := t.Threshold.Signal
 	var b strings.Builder
+	if sig.Stall() {
+		fmt.Fprintf(&b, "own memory stall %.1f%% over the window; ", c.Stall*100)
+		sig = thresholds.MemoryAvailable // its usage is in bytes
+	}
 	if !c.HasUsage {
 		b.WriteString("no usage figure")
 	} else if c.ExceedsRequest {
 		fmt.Fprintf(&b, "usage %s exceeds request %s", amount(sig, c.Usage), amount(sig, c.Request))
 	} else {
 		fmt.Fprintf(&b, "usage %s within request %s", amount(sig, c.Usage), amount(sig, c.Request))
+	}
+	if c.Swap > 0 {
+		fmt.Fprintf(&b, " (%s of it in swap)", amount(sig, c.Swap))
 	}
 	fmt.Fprintf(&b, ", priority %d", c.Priority)
 	if c.EffectivePriority != c.Priority {

@@ -27,7 +27,11 @@ type Resource string
 
 // The resources, one episode each.
 const (
-	Memory  Resource = "memory"
+	Memory Resource = "memory"
+	// Stall is memory stall (the PSI signals): an episode of its own, so
+	// that a thrashing node's evictions, one per stall window, neither
+	// use up nor wait on memory.available's cap and calls.
+	Stall   Resource = "memory-stall"
 	NodeFs  Resource = "nodefs"
 	ImageFs Resource = "imagefs"
 	PIDs    Resource = "pids"
@@ -35,13 +39,16 @@ const (
 
 // Resources lists every resource in action order: memory first, as the
 // kubelet acts.
-func Resources() []Resource { return []Resource{Memory, NodeFs, ImageFs, PIDs} }
+func Resources() []Resource { return []Resource{Memory, Stall, NodeFs, ImageFs, PIDs} }
 
 // Of is the resource a signal measures.
 func Of(s thresholds.Signal) Resource {
 	switch s {
-	case thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable:
+	case thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable, thresholds.SwapAvailable:
 		return Memory
+	case thresholds.MemoryPressureSome, thresholds.MemoryPressureFull,
+		thresholds.AllocatableMemoryPressureSome, thresholds.AllocatableMemoryPressureFull:
+		return Stall
 	case thresholds.NodeFsAvailable, thresholds.NodeFsInodesFree:
 		return NodeFs
 	case thresholds.ImageFsAvailable, thresholds.ImageFsInodesFree:
