@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,33 @@ func TestDecode(t *testing.T) {
 					t.Errorf("evictionHard = %v", c.EvictionHard)
 				}
 			},
+		},
+		{
+			name: "a stall threshold and its window",
+			yaml: head + "evictionHard:\n  memory.pressureSome: 40%\nevictionStallWindow: 4s\n",
+			check: func(t *testing.T, c *Config) {
+				if c.StallWindow() != 4*time.Second {
+					t.Errorf("stall window %s, want 4s", c.StallWindow())
+				}
+				if !slices.Contains(thresholdStrings(t, c), "memory.pressureSome>40%") {
+					t.Errorf("thresholds %v lack memory.pressureSome>40%%", thresholdStrings(t, c))
+				}
+			},
+		},
+		{
+			name:    "a stall window out of range",
+			yaml:    head + "evictionStallWindow: 10m\n",
+			wantErr: "evictionStallWindow 10m0s must be within 1s..5m0s",
+		},
+		{
+			name:    "a bad stall window is named",
+			yaml:    head + "evictionPressureTransitionPeriod: 1m\nevictionStallWindow: soon\n",
+			wantErr: `evictionStallWindow: time: invalid duration "soon"`,
+		},
+		{
+			name:    "a bad transition period is named",
+			yaml:    head + "evictionPressureTransitionPeriod: later\nevictionStallWindow: 5s\n",
+			wantErr: `evictionPressureTransitionPeriod: time: invalid duration "later"`,
 		},
 		{
 			name: "none disables a default",

@@ -71,6 +71,30 @@ func TestThresholdNote(t *testing.T) {
 	}
 }
 
+func TestStallNotes(t *testing.T) {
+	const window = 10_000_000
+	req := Request{
+		Signal: thresholds.MemoryPressureSome, Hard: true,
+		Threshold: StallPPM(window*6/10, window), Available: StallPPM(window*38/100, window),
+		Usage: 70 << 20, Request: 64 << 20, Swap: 6 << 20, Stall: 0.85,
+	}
+	got := evictionNote(req, 5)
+	want := "The node's tasks were stalled on memory: memory.pressureSome 62.0% of the stall window, above the threshold of 40.0%. " +
+		"Pod's own memory stall 85.0%. Pod was using 70Mi, request is 64Mi (6Mi of it in swap), has larger consumption of memory. " +
+		"Evicted by evictd: memory.pressureSome met its hard threshold; grace period 5s."
+	if got != want {
+		t.Errorf("evictionNote:\n got %q\nwant %q", got, want)
+	}
+	got = thresholdNote(thresholds.AllocatableMemoryPressureFull, false, 100_000, 250_000)
+	want = "Attempting to end a memory stall: allocatableMemory.pressureFull is 25.0% of the stall window, above the soft threshold of 10.0%."
+	if got != want {
+		t.Errorf("thresholdNote = %q, want %q", got, want)
+	}
+	if StallPPM(0, 0) != 0 {
+		t.Error("StallPPM of an empty window is not 0")
+	}
+}
+
 func TestTruncate(t *testing.T) {
 	tests := []struct {
 		in   string

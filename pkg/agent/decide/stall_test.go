@@ -1,0 +1,64 @@
+package decide
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/evictd/evictd/pkg/agent/inflight"
+	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// One stall victim per window: while the last one settles, the stall's
+// need is covered; afterwards the first stalling pod goes. The quiet pod
+// is never the victim, however much it uses.
+func TestDecideStall(t *testing.T) {
+	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.pressureSome": "40%"}})
+	th := find(t, ths, thresholds.MemoryPressureSome, true)
+	const window = 10_000_000 // µs
+	// 70 % of the window stalled.
+	a := active(th, window*3/10, window, false)
+	thrasher := cand("thrasher", 60*mi, 64*mi, true)
+	thrasher.Stall, thrasher.Stalling = 0.8, true
+	thrasher.Swap = 4 * mi
+	quiet := cand("quiet", 900*mi, 10*mi, false)
+	quiet.SkipReason = rank.CheckNotStalling + ": its own memory stall 0.0% is under 5.0%"
+	in := Input{
+		Now: t0, Status: thresholds.Status{Time: t0, Active: []thresholds.ActiveThreshold{a}},
+		Rank: func(thresholds.Signal) []rank.Candidate { return []rank.Candidate{thrasher, quiet} },
+	}
+	d := Decide(baseOptions(), in)
+	if d.Action != Evict || d.Candidate.Name != "thrasher" {
+		t.Fatalf("decision %s %q (%s); want the thrasher evicted", d.Action, d.Candidate.Name, d.Reason)
+	}
+	if want := "own memory stall 80.0% over the window; usage 60Mi within request 64Mi (4Mi of it in swap)"; !strings.HasPrefix(d.Reason, want) {
+		t.Errorf("reason %q, want it to start %q", d.Reason, want)
+	}
+	if d.GraceOverride != nil {
+		t.Errorf("a stall eviction's grace was fitted (%d s): there is no memory running out to fit it to", *d.GraceOverride)
+	}
+	in.StallSettling = true
+	d = Decide(baseOptions(), in)
+	if d.Action != None || d.Reason != ReasonCovered {
+		t.Errorf("while the last victim settles: %s (%s); want none, %q", d.Action, d.Reason, ReasonCovered)
+	}
+	in.StallSettling = false
+	in.Rank = func(thresholds.Signal) []rank.Candidate { return []rank.Candidate{quiet} }
+	d = Decide(baseOptions(), in)
+	if d.Action != None || d.Reason != ReasonNoCandidate {
+		t.Errorf("nobody stalling: %s (%s); want none, %q", d.Action, d.Reason, ReasonNoCandidate)
+	}
+}
+
+// A memory victim's swap comes back as swap, not as available memory.
+func TestInFlightMemoryLeavesSwapOut(t *testing.T) {
+	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})
+	th := find(t, ths, thresholds.MemoryAvailable, true)
+	c := cand("swapper", 250*mi, 0, false)
+	c.Swap = 100 * mi
+	tg := Target{Threshold: th, Need: 200 * mi}
+	got := InFlightReclaim(baseOptions(), t0, tg, []rank.Candidate{c}, []inflight.Entry{entry("swapper", "evicted", 0, nil)})
+	if got != 150*mi {
+		t.Errorf("in flight %d MiB, want 150 (the working set, not the swap)", got/mi)
+	}
+}
