@@ -499,12 +499,18 @@ func (l *Loop) stallSettling(now time.Time) bool {
 	}
 	for _, e := range l.inflight.Snapshot() {
 		if e.Signal.Stall() {
-			if u := now.Add(l.cfg.StallWindow); u.After(l.stallSettleUntil) {
-				l.stallSettleUntil = u
-			}
+			l.stallSettleFrom(now)
 		}
 	}
 	return now.Before(l.stallSettleUntil)
+}
+
+// stallSettleFrom notes a stall victim still there (or gone) at t: no
+// second one before a whole window after t.
+func (l *Loop) stallSettleFrom(t time.Time) {
+	if u := t.Add(l.cfg.StallWindow); u.After(l.stallSettleUntil) {
+		l.stallSettleUntil = u
+	}
 }
 
 // nodeReclaim is what the kubelet's image garbage collection frees toward

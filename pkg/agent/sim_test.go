@@ -49,6 +49,7 @@ type simPod struct {
 	noStats  bool          // its cgroup is never observed: no usage figure
 	teardown time.Duration // from its exit to the API deletion (volume teardown, status sync); negative: the object is force-deleted before the process exits
 	disk     int64         // bytes in its writable layer (with simNode.diskCapacity)
+	stall    float64       // share of the time its tasks stall on memory while it runs (with simNode.psi)
 
 	started     time.Time
 	termAt      time.Time // deletion requested
@@ -87,6 +88,10 @@ type simNode struct {
 	// status.images.
 	diskCapacity, diskBase int64
 	node                   *v1.Node
+	// psi gives the node, kubepods and every pod memory PSI totals: each
+	// pod stalls its share of the time while it runs, and the node and
+	// kubepods ("some") whenever any pod does, at most all the time.
+	psi bool
 
 	// Scripted by tests.
 	evictResult func(p *simPod, req evict.Request) (evict.Outcome, error)
@@ -191,10 +196,20 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 		n.torn = append(n.torn, int64(avail))
 	}
 	wsu := uint64(ws)
+	if n.psi {
+		n.addPSI(now, pods)
+	}
 	obs := &pressure.Observation{Time: now, Pods: extras, Summary: &statsapi.Summary{
 		Node: statsapi.NodeStats{NodeName: "node-a", Memory: &statsapi.MemoryStats{Time: ts, AvailableBytes: &avail, WorkingSetBytes: &wsu, UsageBytes: &wsu}},
 		Pods: pods,
 	}}
+	if n.psi {
+		node := n.stallTotal(now, nil)
+		obs.Summary.Node.Memory.PSI = &statsapi.PSIStats{Some: statsapi.PSIData{Total: node}}
+		kp := uint64(0)
+		obs.Summary.Node.SystemContainers = []statsapi.ContainerStats{{Name: statsapi.SystemContainerPods,
+			Memory: &statsapi.MemoryStats{Time: ts, AvailableBytes: &avail, WorkingSetBytes: &kp, PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Total: node}}}}}
+	}
 	if n.diskCapacity > 0 {
 		used := n.diskBase
 		for _, p := range n.pods {
@@ -209,6 +224,31 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 		obs.Node.DiskLayout = fslayout.OneFs
 	}
 	return obs, nil
+}
+
+// stallTotal is the µs stalled from t0 to now by pod p, or, for nil, by the
+// node: integrated in 10 ms steps, since pods start stalling and exit at
+// different times.
+func (n *simNode) stallTotal(now time.Time, p *simPod) uint64 {
+	const step = 10 * time.Millisecond
+	var total time.Duration
+	for at := t0; at.Before(now); at = at.Add(step) {
+		rate := 0.0
+		for _, q := range n.pods {
+			if (p == nil || q == p) && (q.exitAt.IsZero() || at.Before(q.exitAt)) {
+				rate += q.stall
+			}
+		}
+		total += time.Duration(min(rate, 1) * float64(step))
+	}
+	return uint64(total.Microseconds())
+}
+
+func (n *simNode) addPSI(now time.Time, pods []statsapi.PodStats) {
+	for i := range pods {
+		p := n.pod(pods[i].PodRef.Name)
+		pods[i].Memory.PSI = &statsapi.PSIStats{Some: statsapi.PSIData{Total: n.stallTotal(now, p)}}
+	}
 }
 
 func (n *simNode) availableLocked(now time.Time) int64 {

@@ -50,6 +50,9 @@ func (l *Loop) settleVictims(v *view) {
 			return
 		}
 		l.victimGone(e, at)
+		if e.Signal.Stall() {
+			l.stallSettleFrom(at)
+		}
 		left = append(left, e)
 	}
 	for _, g := range l.gone.drain() {
