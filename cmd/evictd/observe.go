@@ -158,10 +158,23 @@ func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
 	}
 	if pods := podsContainer(node); pods != nil && pods.Memory != nil {
 		m := pods.Memory
-		fmt.Fprintf(tw, "allocatableMemory.available\t%s\t%s\tkubepods working set %s\n", bytesOf(m.AvailableBytes),
-			formatBytes(*m.AvailableBytes+*m.WorkingSetBytes), bytesOf(m.WorkingSetBytes))
+		swap := ""
+		if pods.Swap != nil && pods.Swap.SwapUsageBytes != nil {
+			swap = ", swap " + bytesOf(pods.Swap.SwapUsageBytes)
+		}
+		fmt.Fprintf(tw, "allocatableMemory.available\t%s\t%s\tkubepods working set %s%s\n", bytesOf(m.AvailableBytes),
+			formatBytes(*m.AvailableBytes+*m.WorkingSetBytes), bytesOf(m.WorkingSetBytes), swap)
 	} else {
 		fmt.Fprintln(tw, "allocatableMemory.available\t-\t-\tno kubepods cgroup")
+	}
+	switch sw := node.Swap; {
+	case sw != nil && sw.SwapAvailableBytes != nil && sw.SwapUsageBytes != nil:
+		fmt.Fprintf(tw, "swap.available\t%s\t%s\tin use %s\n", bytesOf(sw.SwapAvailableBytes),
+			formatBytes(*sw.SwapAvailableBytes+*sw.SwapUsageBytes), bytesOf(sw.SwapUsageBytes))
+	case lostSignal(obs, "swap.available"):
+		fmt.Fprintln(tw, "swap.available\t-\t-\tunreadable (see warnings)")
+	default:
+		fmt.Fprintln(tw, "swap.available\t-\t-\tno swap")
 	}
 	imageDetail, containerDetail := fsDetails(obs.Node)
 	for _, f := range []struct {
@@ -194,7 +207,7 @@ func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
 	fmt.Fprintln(tw)
 
 	fmt.Fprintf(tw, "PODS (%d)\n", len(obs.Summary.Pods))
-	fmt.Fprintln(tw, "UID\tPOD\tQOS\tWORKING SET\tUSAGE\tPROCESSES\tEPHEMERAL\tMEMORY PSI")
+	fmt.Fprintln(tw, "UID\tPOD\tQOS\tWORKING SET\tUSAGE\tSWAP\tPROCESSES\tEPHEMERAL\tMEMORY PSI")
 	order := make([]int, len(obs.Summary.Pods))
 	for i := range order {
 		order[i] = i
@@ -213,6 +226,10 @@ func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
 		if p.PodRef.Name != "" {
 			name = p.PodRef.Namespace + "/" + p.PodRef.Name
 		}
+		swap := "-"
+		if p.Swap != nil {
+			swap = bytesOf(p.Swap.SwapUsageBytes)
+		}
 		procs := "-"
 		if p.ProcessStats != nil && p.ProcessStats.ProcessCount != nil {
 			procs = strconv.FormatUint(*p.ProcessStats.ProcessCount, 10)
@@ -229,10 +246,20 @@ func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
 		if p.Memory.PSI != nil {
 			psi = formatPSI(p.Memory.PSI)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.PodRef.UID, name, obs.Pods[i].QoS,
-			bytesOf(p.Memory.WorkingSetBytes), bytesOf(p.Memory.UsageBytes), procs, eph, psi)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.PodRef.UID, name, obs.Pods[i].QoS,
+			bytesOf(p.Memory.WorkingSetBytes), bytesOf(p.Memory.UsageBytes), swap, procs, eph, psi)
 	}
 	return tw.Flush()
+}
+
+// lostSignal reports whether the observation could not measure the signal.
+func lostSignal(obs *pressure.Observation, signal string) bool {
+	for _, se := range obs.SignalErrors {
+		if se.Signal == signal {
+			return true
+		}
+	}
+	return false
 }
 
 func podsContainer(n *statsv1alpha1.NodeStats) *statsv1alpha1.ContainerStats {

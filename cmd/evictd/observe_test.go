@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,12 +38,13 @@ func TestObserveJSON(t *testing.T) {
 		layout, cgroupRoot string
 		capacity           uint64
 		psi                bool
+		swapLimit          bool // v2: the burstable pod's memory.swap.max is 256Mi
 	}{
-		{"v1-cgroupfs", "", 8 << 30, false},
-		{"v1-systemd", "", 8 << 30, false},
-		{"hybrid", "", 8 << 30, true}, // the burstable pod has a cgroup2 directory with memory.pressure
-		{"v2-systemd", "", 8 << 30, true},
-		{"v2-cgroupfs", "/node-a", 4 << 30, true},
+		{"v1-cgroupfs", "", 8 << 30, false, false},
+		{"v1-systemd", "", 8 << 30, false, false},
+		{"hybrid", "", 8 << 30, true, false}, // the burstable pod has a cgroup2 directory with memory.pressure
+		{"v2-systemd", "", 8 << 30, true, true},
+		{"v2-cgroupfs", "/node-a", 4 << 30, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.layout, func(t *testing.T) {
@@ -87,6 +89,20 @@ func TestObserveJSON(t *testing.T) {
 			}
 			if got := b.Memory.PSI != nil; got != tc.psi {
 				t.Errorf("pod PSI present %v; want %v", got, tc.psi)
+			}
+			// Swap comes through the Summary: the fixtures' node has 256Mi of 2Gi in use.
+			if sw := s.Node.Swap; sw == nil || sw.SwapAvailableBytes == nil || *sw.SwapAvailableBytes != 1835004<<10 || *sw.SwapUsageBytes != 256<<20 {
+				t.Errorf("node swap %+v; want 1835004Ki available, 256Mi used", sw)
+			}
+			if sw := s.Node.SystemContainers[0].Swap; sw == nil || sw.SwapUsageBytes == nil || *sw.SwapUsageBytes != 68<<20 {
+				t.Errorf("kubepods swap %+v; want 68Mi used", sw)
+			}
+			if sw := b.Swap; sw == nil || sw.SwapUsageBytes == nil || *sw.SwapUsageBytes != 64<<20 ||
+				(sw.SwapAvailableBytes != nil) != tc.swapLimit || (tc.swapLimit && *sw.SwapAvailableBytes != 192<<20) {
+				t.Errorf("burstable pod swap %+v; want 64Mi used, 192Mi available: %v", sw, tc.swapLimit)
+			}
+			if !strings.Contains(out, `"swap": {`) || !strings.Contains(out, `"swapUsageBytes": 67108864`) {
+				t.Errorf("JSON without the swap figures:\n%s", out)
 			}
 		})
 	}
@@ -146,8 +162,12 @@ func TestObserveTable(t *testing.T) {
 	if f := row("memory.available"); f[1] != "1.5Gi" || f[2] != "4.0Gi" {
 		t.Errorf("memory.available row %q; want 1.5Gi of 4.0Gi", f)
 	}
-	if f := row("allocatableMemory.available"); f[1] != "3.3Gi" {
-		t.Errorf("allocatableMemory.available row %q; want 3.3Gi (4Gi capacity minus 700Mi)", f)
+	if f := row("allocatableMemory.available"); f[1] != "3.3Gi" || !strings.HasSuffix(strings.Join(f, " "), "swap 68.0Mi") {
+		t.Errorf("allocatableMemory.available row %q; want 3.3Gi (4Gi capacity minus 700Mi), kubepods' swap", f)
+	}
+	// SwapFree 1835004 kB of SwapTotal 2097148 kB.
+	if f := row("swap.available"); len(f) != 6 || f[1] != "1.7Gi" || f[2] != "2.0Gi" || f[5] != "256.0Mi" {
+		t.Errorf("swap.available row %q; want 1.7Gi of 2.0Gi, 256.0Mi in use", f)
 	}
 	if f := row("pid.available"); f[1] != "63020" || f[2] != "63432" {
 		t.Errorf("pid.available row %q; want 63020 of 63432", f)
@@ -165,22 +185,55 @@ func TestObserveTable(t *testing.T) {
 	if header < 0 || header > len(lines)-4 || header < 5 {
 		t.Fatalf("pod table missing or before the node signals:\n%s", out)
 	}
-	wantRows := []struct{ uid, pod, qos, ws, procs string }{
-		{uidB, "default/web-0", "Burstable", "240.0Mi", "27"},
-		{uidG, "kube-system/coredns-7db6d8ff4d-x2v9k", "Guaranteed", "100.0Mi", "12"},
-		{uidBE, "-", "BestEffort", "0B", "3"},
+	if h := strings.Fields(lines[header]); !slices.Equal(h, []string{"UID", "POD", "QOS", "WORKING", "SET", "USAGE", "SWAP", "PROCESSES", "EPHEMERAL", "MEMORY", "PSI"}) {
+		t.Errorf("pod header %q", h)
+	}
+	wantRows := []struct{ uid, pod, qos, ws, swap, procs string }{
+		{uidB, "default/web-0", "Burstable", "240.0Mi", "64.0Mi", "27"},
+		{uidG, "kube-system/coredns-7db6d8ff4d-x2v9k", "Guaranteed", "100.0Mi", "0B", "12"},
+		{uidBE, "-", "BestEffort", "0B", "4.0Mi", "3"},
 	}
 	for i, w := range wantRows {
 		f := strings.Fields(lines[header+1+i])
-		if len(f) < 8 || f[0] != w.uid || f[1] != w.pod || f[2] != w.qos || f[3] != w.ws || f[5] != w.procs {
+		if len(f) < 9 || f[0] != w.uid || f[1] != w.pod || f[2] != w.qos || f[3] != w.ws || f[5] != w.swap || f[6] != w.procs {
 			t.Errorf("pod row %d: %q; want %+v", i, f, w)
 		}
 	}
-	if f := strings.Fields(lines[header+1]); len(f) < 7 || !strings.Contains(f[6], "(layer=") || strings.Contains(f[6], "layer=0B") || !strings.Contains(f[6], ",logs=") {
+	if f := strings.Fields(lines[header+1]); len(f) < 8 || !strings.Contains(f[7], "(layer=") || strings.Contains(f[7], "layer=0B") || !strings.Contains(f[7], ",logs=") {
 		t.Errorf("burstable pod's ephemeral storage %q; want its total and parts", f)
 	}
 	if !strings.Contains(lines[header+1], "some avg10=4.50") {
 		t.Errorf("pod row without memory PSI: %q", lines[header+1])
+	}
+}
+
+// TestObserveNoSwap: on a node without swap (SwapTotal 0, a kernel without
+// swap files) the table says so and has no pod swap figures, and the JSON
+// Summary has no swap at all.
+func TestObserveNoSwap(t *testing.T) {
+	root := filepath.Join(fixtureRoot, "v2-nopsi")
+	code, out, errOut := runObserve(t, "--host-root", root, "-o", "table")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var swapRow, podRow []string
+	for _, l := range strings.Split(out, "\n") {
+		switch f := strings.Fields(l); {
+		case len(f) > 0 && f[0] == "swap.available":
+			swapRow = f
+		case len(f) > 0 && f[0] == uidB:
+			podRow = f
+		}
+	}
+	if strings.Join(swapRow, " ") != "swap.available - - no swap" {
+		t.Errorf("swap row %q; want no swap:\n%s", swapRow, out)
+	}
+	if len(podRow) < 9 || podRow[5] != "-" || podRow[6] != "27" {
+		t.Errorf("pod row %q; want swap -, 27 processes", podRow)
+	}
+	code, out, errOut = runObserve(t, "--host-root", root, "-o", "json")
+	if code != exitOK || strings.Contains(out, `"swap"`) {
+		t.Errorf("exit %d, stderr %q; JSON with swap figures on a node without swap:\n%s", code, errOut, out)
 	}
 }
 
@@ -270,7 +323,7 @@ func TestObserveThisHost(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "memory.available") || !strings.Contains(out, "PODS (0)") {
 		t.Errorf("table: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	for _, want := range []string{"/var/lib/kubelet\n", "/var/lib/containerd (the same filesystem as nodefs)\n"} {
+	for _, want := range []string{"/var/lib/kubelet\n", "/var/lib/containerd (the same filesystem as nodefs)\n", "\nswap.available "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table does not name the directory measured, %q:\n%s", want, out)
 		}
@@ -321,6 +374,26 @@ func TestObserveLostSignals(t *testing.T) {
 	if err := os.Symlink("kubelet", kubelet); err != nil {
 		t.Fatal(err)
 	}
+	// A copy whose /proc/meminfo has no SwapFree line: gopsutil's MemTotal
+	// read at start takes it, the per-pass swap reading does not.
+	noSwapFree := t.TempDir()
+	if err := os.CopyFS(noSwapFree, os.DirFS(filepath.Join(fixtureRoot, "v2-systemd"))); err != nil {
+		t.Fatal(err)
+	}
+	meminfo := filepath.Join(noSwapFree, "proc/meminfo")
+	b, err := os.ReadFile(meminfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasPrefix(l, "SwapFree:") {
+			kept = append(kept, l)
+		}
+	}
+	if err := os.WriteFile(meminfo, []byte(strings.Join(kept, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		root     string
@@ -337,6 +410,18 @@ func TestObserveLostSignals(t *testing.T) {
 			check: func(t *testing.T, s *statsv1alpha1.Summary) {
 				if s.Node.Rlimit != nil || s.Node.Memory == nil || s.Node.Fs == nil {
 					t.Errorf("rlimit %+v, memory %+v, fs %+v; want no rlimit, the rest", s.Node.Rlimit, s.Node.Memory, s.Node.Fs)
+				}
+			},
+		},
+		{
+			name: "meminfo without SwapFree", root: noSwapFree,
+			lost: []string{"swap.available /proc/meminfo"}, cause: "a required key is missing: SwapFree",
+			tableRow: []string{"swap.available", "-", "-", "unreadable"},
+			check: func(t *testing.T, s *statsv1alpha1.Summary) {
+				// Whether the node has swap is unknown: the pods' swap is still read.
+				if s.Node.Swap != nil || s.Node.Memory == nil || len(s.Pods) != 3 || s.Pods[0].Swap == nil {
+					t.Errorf("node swap %+v, memory %+v, %d pods, first pod's swap %+v; want no node swap, the rest",
+						s.Node.Swap, s.Node.Memory, len(s.Pods), s.Pods[0].Swap)
 				}
 			},
 		},

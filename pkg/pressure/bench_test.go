@@ -20,9 +20,15 @@ var (
 	benchTrees   = map[string]string{}
 )
 
-func benchTree(b *testing.B, mode Mode, pods int) string {
+// benchTree returns a generated host root of the mode with the given pods;
+// its node has swap, unless noSwap.
+func benchTree(b *testing.B, mode Mode, pods int, noSwap ...bool) string {
 	b.Helper()
 	key := fmt.Sprintf("%s-%d", mode, pods)
+	swapOff := len(noSwap) > 0 && noSwap[0]
+	if swapOff {
+		key += "-noswap"
+	}
 	if root, ok := benchTrees[key]; ok {
 		return root
 	}
@@ -39,6 +45,9 @@ func benchTree(b *testing.B, mode Mode, pods int) string {
 		driver = DriverSystemd
 	}
 	writeTree(b, root, mode, driver, genPods(pods))
+	if swapOff {
+		treeWriter{b, root}.writeMeminfo(0, 0)
+	}
 	// The kubelet and runtime directories exist, so each statfs is one call.
 	for _, d := range []string{"var/lib/kubelet", "var/lib/containerd"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
@@ -81,6 +90,32 @@ func BenchmarkObserve(b *testing.B) {
 			})
 			b.Run(prefix+"/kind=floor-open", func(b *testing.B) {
 				benchFloor(b, benchTree(b, mode, n), false)
+			})
+		}
+	}
+}
+
+// BenchmarkObserveNoSwap is BenchmarkObserve's kind=observe on a node
+// without swap (SwapTotal 0) whose cgroups still have their swap files:
+// what swap costs a pass is BenchmarkObserve's figure minus this one.
+func BenchmarkObserveNoSwap(b *testing.B) {
+	for _, mode := range []Mode{ModeV1, ModeV2} {
+		for _, n := range []int{250, 1000} {
+			b.Run(fmt.Sprintf("mode=%s/pods=%d/kind=observe", mode, n), func(b *testing.B) {
+				o := benchObserver(b, benchTree(b, mode, n, true))
+				ctx := context.Background()
+				b.ReportAllocs()
+				cpu := startCPU(b)
+				for i := 0; i < b.N; i++ {
+					obs, err := o.Observe(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(obs.Summary.Pods) != n || obs.Summary.Node.Swap != nil {
+						b.Fatalf("%d pods, node swap %v; want %d, none", len(obs.Summary.Pods), obs.Summary.Node.Swap, n)
+					}
+				}
+				cpu.report(b)
 			})
 		}
 	}
@@ -195,6 +230,10 @@ func BenchmarkParse(b *testing.B) {
 	psi := []byte(psiContent(4.5, 1.5, 777))
 	events := []byte(eventsContent)
 	usage := []byte("268435456\n")
+	meminfo, err := os.ReadFile("testdata/v1-cgroupfs/proc/meminfo")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		fn   func() error
@@ -204,6 +243,7 @@ func BenchmarkParse(b *testing.B) {
 		{"memory.events", func() error { _, err := parseMemoryEvents(events); return err }},
 		{"pressure", func() error { _, err := parsePSI(psi); return err }},
 		{"uint", func() error { _, err := parseUint(usage); return err }},
+		{"meminfo", func() error { _, _, _, err := parseMeminfoSwap(meminfo); return err }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

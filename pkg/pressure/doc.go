@@ -13,6 +13,15 @@
 //     count of /proc/loadavg.
 //   - PSI of the node (/proc/pressure) and, where the cgroup has a cgroup2
 //     directory, of kubepods and each pod.
+//   - swap.available: Node.Swap, SwapFree against SwapTotal of
+//     /proc/meminfo; none on a node without swap (SwapTotal 0). Pods' swap
+//     (PodStats.Swap) and kubepods' (the "pods" system container): v2
+//     memory.swap.current, with memory.swap.max − usage available unless
+//     the limit is "max"; v1 memory.memsw.usage_in_bytes − usage, no limit.
+//     The cgroups' swap files are read only while the node has swap (or
+//     /proc/meminfo cannot tell): without it their figures are left out,
+//     and a pass reads no file more per pod. A cgroup whose kernel has no
+//     such file (swap accounting off) has no figure.
 //
 // Pods are found by listing kubepods and its QoS cgroups (cgroupfs and
 // systemd drivers; cgroup v1, v2 and hybrid hosts), the UID coming from the

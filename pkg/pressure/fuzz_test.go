@@ -183,6 +183,63 @@ func FuzzParseLoadavgTasks(f *testing.F) {
 	})
 }
 
+// FuzzParseMeminfoSwap checks parseMeminfoSwap against the obvious reading
+// with strings and strconv: the first SwapTotal: and SwapFree: lines, each
+// spaces, a decimal number and " kB".
+func FuzzParseMeminfoSwap(f *testing.F) {
+	for _, p := range []string{"testdata/v1-cgroupfs/proc/meminfo", "testdata/v2-nopsi/proc/meminfo"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("SwapTotal:       2097148 kB\nSwapFree:        18350O4 kB\n"))
+	f.Add([]byte("SwapFree:0 kB\nSwapTotal: 1 kB\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		total, free, line, err := parseMeminfoSwap(b)
+		if line != nil && !bytes.Contains(b, line) {
+			t.Fatalf("line %q is not part of the input %q", line, b)
+		}
+		s := string(b)
+		if !strings.HasSuffix(s, "\n") {
+			if err == nil {
+				t.Fatalf("accepted %q without a newline", s)
+			}
+			return
+		}
+		var want [2]uint64
+		var seen [2]bool
+		ok := true
+		for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+			if seen[0] && seen[1] {
+				break
+			}
+			i := -1
+			for j, key := range []string{"SwapTotal:", "SwapFree:"} {
+				if strings.HasPrefix(l, key) && !seen[j] {
+					i, l = j, strings.TrimPrefix(l, key)
+				}
+			}
+			if i < 0 {
+				continue
+			}
+			seen[i] = true
+			num, unit := strings.CutSuffix(strings.TrimLeft(l, " "), " kB")
+			n, perr := strconv.ParseUint(num, 10, 64)
+			if !unit || perr != nil || strings.HasPrefix(num, "+") || n > (1<<64-1)/1024 {
+				ok = false
+				break
+			}
+			want[i] = n * 1024
+		}
+		ok = ok && seen[0] && seen[1]
+		if (err == nil) != ok || (ok && (total != want[0] || free != want[1])) {
+			t.Fatalf("parseMeminfoSwap(%q) = %d, %d, %v; reference %v, %v", s, total, free, err, want, ok)
+		}
+	})
+}
+
 func FuzzClassifyChild(f *testing.F) {
 	f.Add("kubepods", "kubepods-burstable-pod7d3f3c2a_9b1e_4c5d_8f6a_2b3c4d5e6f70.slice", true)
 	f.Add("", "pod7d3f3c2a-9b1e-4c5d-8f6a-2b3c4d5e6f70", false)

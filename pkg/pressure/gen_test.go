@@ -25,6 +25,8 @@ type genPod struct {
 	qos                              int // qosGuaranteed, qosBurstable, qosBestEffort
 	usage, inactive, rss, pgf, pgmaj uint64
 	pids                             uint64
+	// swap is the pod's swap usage; swapMax its v2 memory.swap.max, 0 for "max".
+	swap, swapMax uint64
 }
 
 // genPods makes n pods with distinct, predictable figures.
@@ -32,6 +34,13 @@ func genPods(n int) []genPod {
 	pods := make([]genPod, n)
 	for i := range pods {
 		usage := (32 + uint64(i%97)) * mi
+		var swap, swapMax uint64
+		if i%4 != 0 {
+			swap = usage / 16
+		}
+		if i%3 == qosBurstable {
+			swapMax = usage // LimitedSwap-like: a limit that grows with the pod
+		}
 		pods[i] = genPod{
 			uid:      fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", 0x1000+i, i%0xffff, i%0xfff, (i*7)%0xfff, i*7919),
 			qos:      i % 3,
@@ -41,6 +50,8 @@ func genPods(n int) []genPod {
 			pgf:      uint64(1000 + i),
 			pgmaj:    uint64(i % 5),
 			pids:     uint64(1 + i%40),
+			swap:     swap,
+			swapMax:  swapMax,
 		}
 	}
 	return pods
@@ -134,19 +145,35 @@ func (w treeWriter) file(rel, content string) {
 	}
 }
 
-// writeProc writes the /proc files the observer reads: an 8 GiB node.
+// writeProc writes the /proc files the observer reads: an 8 GiB node with
+// a 2 GiB swap file, 256 MiB of it in use.
 func (w treeWriter) writeProc() {
-	w.file("proc/meminfo", "MemTotal:        8388608 kB\nMemFree:         4194304 kB\nMemAvailable:    6291456 kB\n"+
-		"Buffers:           49380 kB\nCached:          4283844 kB\nSwapCached:            0 kB\nActive:          2779564 kB\n"+
-		"Inactive:        1976352 kB\nActive(anon):       1604 kB\nInactive(anon):   429964 kB\nActive(file):    2777960 kB\n"+
-		"Inactive(file):  1546388 kB\nUnevictable:       16496 kB\nMlocked:           15584 kB\nSwapTotal:             0 kB\n"+
-		"SwapFree:              0 kB\n")
+	w.writeMeminfo(2097148, 1835004)
 	w.file("proc/loadavg", "0.52 0.58 0.59 3/412 12345\n")
 	w.file("proc/sys/kernel/pid_max", "4194304\n")
 	w.file("proc/sys/kernel/threads-max", "63432\n")
 	w.file("proc/pressure/memory", psiContent(1.25, 0.75, 1234567))
 	w.file("proc/pressure/cpu", psiContent(12, 0, 98765432))
 	w.file("proc/pressure/io", psiContent(0.31, 0, 2049707))
+}
+
+// writeMeminfo writes /proc/meminfo with the given SwapTotal and SwapFree
+// (kB); 0, 0 is a node without swap.
+func (w treeWriter) writeMeminfo(swapTotal, swapFree uint64) {
+	w.file("proc/meminfo", "MemTotal:        8388608 kB\nMemFree:         4194304 kB\nMemAvailable:    6291456 kB\n"+
+		"Buffers:           49380 kB\nCached:          4283844 kB\nSwapCached:            0 kB\nActive:          2779564 kB\n"+
+		"Inactive:        1976352 kB\nActive(anon):       1604 kB\nInactive(anon):   429964 kB\nActive(file):    2777960 kB\n"+
+		"Inactive(file):  1546388 kB\nUnevictable:       16496 kB\nMlocked:           15584 kB\n"+
+		fmt.Sprintf("SwapTotal:       %8d kB\nSwapFree:        %8d kB\n", swapTotal, swapFree)+
+		"Zswap:                 0 kB\nZswapped:              0 kB\nDirty:             22196 kB\n")
+}
+
+// swapMaxContent is a v2 memory.swap.max: "max" for 0.
+func swapMaxContent(v uint64) string {
+	if v == 0 {
+		return "max\n"
+	}
+	return fmt.Sprint(v, "\n")
 }
 
 // podDir is where a generated pod lives relative to the hierarchy root.
@@ -196,10 +223,14 @@ func writeTree(tb testing.TB, root string, mode Mode, driver Driver, pods []genP
 		w.file(cg+kubepods+"/memory.max", fmt.Sprint(7*gi, "\n"))
 		w.file(cg+kubepods+"/memory.stat", v2StatContent(4*gi, 2*gi, gi, 99000, 44))
 		w.file(cg+kubepods+"/memory.pressure", psiContent(2.5, 1, 5000))
+		w.file(cg+kubepods+"/memory.swap.current", fmt.Sprint(gi, "\n"))
+		w.file(cg+kubepods+"/memory.swap.max", "max\n")
 		for _, p := range pods {
 			d := cg + genPodDir(driver, p) + "/"
 			w.file(d+"memory.current", fmt.Sprint(p.usage, "\n"))
 			w.file(d+"memory.max", "max\n")
+			w.file(d+"memory.swap.current", fmt.Sprint(p.swap, "\n"))
+			w.file(d+"memory.swap.max", swapMaxContent(p.swapMax))
 			w.file(d+"memory.stat", v2StatContent(p.rss, p.usage-p.rss, p.inactive, p.pgf, p.pgmaj))
 			w.file(d+"memory.events", eventsContent)
 			w.file(d+"memory.pressure", psiContent(4.5, 1.5, 777))
@@ -224,9 +255,11 @@ func writeTree(tb testing.TB, root string, mode Mode, driver Driver, pods []genP
 	w.file(mem+kubepods+"/memory.usage_in_bytes", fmt.Sprint(6*gi, "\n"))
 	w.file(mem+kubepods+"/memory.limit_in_bytes", fmt.Sprint(7*gi, "\n"))
 	w.file(mem+kubepods+"/memory.stat", v1StatContent(2*gi, 4*gi, gi, 99000, 44, false))
+	w.file(mem+kubepods+"/memory.memsw.usage_in_bytes", fmt.Sprint(7*gi, "\n"))
 	for _, p := range pods {
 		d := mem + genPodDir(driver, p) + "/"
 		w.file(d+"memory.usage_in_bytes", fmt.Sprint(p.usage, "\n"))
+		w.file(d+"memory.memsw.usage_in_bytes", fmt.Sprint(p.usage+p.swap, "\n"))
 		w.file(d+"memory.limit_in_bytes", fmt.Sprint(v1Unlimited, "\n"))
 		w.file(d+"memory.stat", v1StatContent(p.usage-p.rss, p.rss, p.inactive, p.pgf, p.pgmaj, false))
 		w.file("sys/fs/cgroup/pids/"+genPodDir(driver, p)+"/pids.current", fmt.Sprint(p.pids, "\n"))

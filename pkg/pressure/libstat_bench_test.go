@@ -25,10 +25,18 @@ import (
 //     reads for a v2 pod.
 //
 // Compare ns/op and allocs/op of reader=evictd with reader=library.
+// reader=evictd reads the pod's swap too (v1 memsw, v2 memory.swap.current
+// and memory.swap.max), as the observer does on a node with swap;
+// reader=evictd-noswap is a node without swap, whose cgroups' swap files
+// the observer leaves alone.
 func BenchmarkPodMemoryRead(b *testing.B) {
 	b.Run("cgroup=v1-real/reader=evictd", func(b *testing.B) {
 		dir := chargedMemcg(b)
-		benchOurReader(b, dir, false)
+		benchOurReader(b, dir, false, true)
+	})
+	b.Run("cgroup=v1-real/reader=evictd-noswap", func(b *testing.B) {
+		dir := chargedMemcg(b)
+		benchOurReader(b, dir, false, false)
 	})
 	b.Run("cgroup=v1-real/reader=library", func(b *testing.B) {
 		dir := chargedMemcg(b)
@@ -53,7 +61,10 @@ func BenchmarkPodMemoryRead(b *testing.B) {
 	})
 	v2Pod := filepath.Join("testdata", "v2-cgroupfs", "sys/fs/cgroup/node-a/kubepods/burstable/pod7d3f3c2a-9b1e-4c5d-8f6a-2b3c4d5e6f70")
 	b.Run("cgroup=v2-fixture/reader=evictd", func(b *testing.B) {
-		benchOurReader(b, v2Pod, true)
+		benchOurReader(b, v2Pod, true, true)
+	})
+	b.Run("cgroup=v2-fixture/reader=evictd-noswap", func(b *testing.B) {
+		benchOurReader(b, v2Pod, true, false)
 	})
 	b.Run("cgroup=v2-fixture/reader=library", func(b *testing.B) {
 		m, err := cgroup2.Load("/"+filepath.Base(v2Pod), cgroup2.WithMountpoint(filepath.Dir(v2Pod)))
@@ -90,14 +101,21 @@ func chargedMemcg(b *testing.B) string {
 // podFiles are the files the observer keeps open for a pod's memory.
 type podFiles struct {
 	usage, stat, events file
+	swap, swapMax       file
 	open                int
 }
 
-func newPodFiles(dir string, v2 bool) *podFiles {
-	f := &podFiles{usage: newFile(filepath.Join(dir, "memory.usage_in_bytes")), stat: newFile(filepath.Join(dir, "memory.stat")), events: file{fd: -1}}
+// newPodFiles opens a pod's memory files; swap: its swap files too, those
+// the kernel has (a node with swap).
+func newPodFiles(dir string, v2, swap bool) *podFiles {
+	f := &podFiles{usage: newFile(filepath.Join(dir, "memory.usage_in_bytes")), stat: newFile(filepath.Join(dir, "memory.stat")),
+		events: file{fd: -1}, swap: file{fd: -1}, swapMax: file{fd: -1}}
 	if v2 {
 		f.usage = newFile(filepath.Join(dir, "memory.current"))
 		f.events = newFile(filepath.Join(dir, "memory.events"))
+	}
+	if swap {
+		f.swap, f.swapMax = swapFiles(v2, dir)
 	}
 	return f
 }
@@ -106,10 +124,12 @@ func (f *podFiles) close() {
 	f.usage.close(&f.open)
 	f.stat.close(&f.open)
 	f.events.close(&f.open)
+	f.swap.close(&f.open)
+	f.swapMax.close(&f.open)
 }
 
-// read is readPod's memory part: usage, memory.stat and, on v2,
-// memory.events, each parsed as the observer parses them.
+// read is readPod's memory part: usage, the swap files, memory.stat and, on
+// v2, memory.events, each parsed as the observer parses them.
 func (f *podFiles) read(buf []byte, v2 bool) (uint64, error) {
 	b, err := f.usage.read(buf, true, &f.open)
 	if err != nil {
@@ -118,6 +138,22 @@ func (f *podFiles) read(buf []byte, v2 bool) (uint64, error) {
 	usage, err := parseUint(b)
 	if err != nil {
 		return 0, err
+	}
+	if f.swap.path != nil {
+		if b, err = f.swap.read(buf, true, &f.open); err != nil {
+			return 0, err
+		}
+		if _, err = parseUint(b); err != nil {
+			return 0, err
+		}
+		if f.swapMax.path != nil {
+			if b, err = f.swapMax.read(buf, true, &f.open); err != nil {
+				return 0, err
+			}
+			if _, err = parseLimit(b); err != nil {
+				return 0, err
+			}
+		}
 	}
 	if b, err = f.stat.read(buf, true, &f.open); err != nil {
 		return 0, err
@@ -137,8 +173,11 @@ func (f *podFiles) read(buf []byte, v2 bool) (uint64, error) {
 	return workingSet(usage, st.InactiveFile), nil
 }
 
-func benchOurReader(b *testing.B, dir string, v2 bool) {
-	f := newPodFiles(dir, v2)
+func benchOurReader(b *testing.B, dir string, v2, swap bool) {
+	f := newPodFiles(dir, v2, swap)
+	if swap && f.swap.path == nil {
+		b.Fatalf("%s has no swap files", dir)
+	}
 	defer f.close()
 	buf := make([]byte, 16<<10)
 	b.ReportAllocs()
@@ -152,7 +191,7 @@ func benchOurReader(b *testing.B, dir string, v2 bool) {
 
 func ourWorkingSet(b *testing.B, dir string, v2 bool) uint64 {
 	b.Helper()
-	f := newPodFiles(dir, v2)
+	f := newPodFiles(dir, v2, false)
 	defer f.close()
 	ws, err := f.read(make([]byte, 16<<10), v2)
 	if err != nil {

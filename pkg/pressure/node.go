@@ -22,14 +22,17 @@ type memFiles struct {
 	stat     file
 	limit    file // memory.limit_in_bytes (v1) or memory.max (v2); no path on the v2 root
 	pressure file // cgroup2 memory.pressure; no path when there is none
+	// swap and swapMax are the cgroup's swap files (see swapFiles); no
+	// path when the kernel has none or swap is not read for the cgroup.
+	swap, swapMax file
 }
 
 // newMemFiles sets up the memory files of the cgroup whose memory directory
 // is dir. pressureDir is its cgroup2 directory ("" when none). v2Root tells
 // that dir is the root of a v2 hierarchy, which has no memory.current or
-// memory.max.
-func newMemFiles(mode Mode, dir, pressureDir string, v2Root bool) memFiles {
-	m := memFiles{v2: mode == ModeV2, usage: file{fd: -1}, limit: file{fd: -1}, pressure: file{fd: -1}}
+// memory.max. swap asks for its swap files too.
+func newMemFiles(mode Mode, dir, pressureDir string, v2Root, swap bool) memFiles {
+	m := memFiles{v2: mode == ModeV2, usage: file{fd: -1}, limit: file{fd: -1}, pressure: file{fd: -1}, swap: file{fd: -1}, swapMax: file{fd: -1}}
 	m.stat = newFile(filepath.Join(dir, "memory.stat"))
 	if m.v2 {
 		if !v2Root {
@@ -45,7 +48,33 @@ func newMemFiles(mode Mode, dir, pressureDir string, v2Root bool) memFiles {
 			m.pressure = newFile(p)
 		}
 	}
+	if swap {
+		m.swap, m.swapMax = swapFiles(m.v2, dir)
+	}
 	return m
+}
+
+// swapFiles returns the swap files of the memory cgroup dir: on v2
+// memory.swap.current and memory.swap.max, on v1 memory.memsw.usage_in_bytes
+// (memory and swap together; no limit is read). A file the kernel does not
+// have (built without swap, or swap accounting off: cgroup.memory=noswap,
+// swapaccount=0) has no path, and the cgroup then has no swap figure. It
+// is checked once, so a pass does not pay for failed opens.
+func swapFiles(v2 bool, dir string) (usage, max file) {
+	usage, max = file{fd: -1}, file{fd: -1}
+	name := "memory.memsw.usage_in_bytes"
+	if v2 {
+		name = "memory.swap.current"
+	}
+	if p := newCPath(filepath.Join(dir, name)); existsC(p) {
+		usage.path = p
+	}
+	if v2 && usage.path != nil {
+		if p := newCPath(filepath.Join(dir, "memory.swap.max")); existsC(p) {
+			max.path = p
+		}
+	}
+	return usage, max
 }
 
 func (m *memFiles) close(open *int) {
@@ -53,6 +82,8 @@ func (m *memFiles) close(open *int) {
 	m.stat.close(open)
 	m.limit.close(open)
 	m.pressure.close(open)
+	m.swap.close(open)
+	m.swapMax.close(open)
 }
 
 // pressureDirFor is the cgroup2 directory of a cgroup given relative to the
@@ -75,6 +106,7 @@ type nodeFiles struct {
 	mem          memFiles
 	procPressure bool
 	psi          [3]file // /proc/pressure/memory, cpu, io
+	meminfo      file    // /proc/meminfo, for SwapTotal and SwapFree
 	pidMax       file
 	threadsMax   file
 	loadavg      file
@@ -96,7 +128,8 @@ type nodeFiles struct {
 func newNodeFiles(opts Options, h hierarchies, nodeDir string) nodeFiles {
 	n := nodeFiles{
 		dir:         nodeDir,
-		mem:         newMemFiles(h.mode, nodeDir, pressureDirFor(h, opts.CgroupRoot), h.mode == ModeV2 && opts.CgroupRoot == "/"),
+		mem:         newMemFiles(h.mode, nodeDir, pressureDirFor(h, opts.CgroupRoot), h.mode == ModeV2 && opts.CgroupRoot == "/", false),
+		meminfo:     newFile(filepath.Join(opts.HostRoot, "proc/meminfo")),
 		pidMax:      newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/pid_max")),
 		threadsMax:  newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/threads-max")),
 		loadavg:     newFile(filepath.Join(opts.HostRoot, "proc/loadavg")),
@@ -122,6 +155,7 @@ func (n *nodeFiles) close(open *int) {
 	for i := range n.psi {
 		n.psi[i].close(open)
 	}
+	n.meminfo.close(open)
 	n.pidMax.close(open)
 	n.threadsMax.close(open)
 	n.loadavg.close(open)
@@ -136,6 +170,15 @@ type memSample struct {
 	stat    memStat
 	psi     statsv1alpha1.PSIStats
 	hasPSI  bool
+	swap    swapSample
+}
+
+// swapSample is a cgroup's swap figures in one pass.
+type swapSample struct {
+	ok      bool // usage was read
+	availOK bool // the cgroup has a swap limit (v2 memory.swap.max not "max")
+	usage   uint64
+	avail   uint64 // limit − usage, floored at 0
 }
 
 // nodeSample is what one pass read at node level.
@@ -151,6 +194,9 @@ type nodeSample struct {
 	pidMax      uint64
 	tasks       uint64
 	pidsOK      bool
+	// swapTotal and swapFree are /proc/meminfo's, in bytes; swapOK: read.
+	swapTotal, swapFree uint64
+	swapOK              bool
 }
 
 type fsSample struct {
@@ -184,6 +230,12 @@ func (o *Observer) nodeOK(f *file) {
 	}
 }
 
+// swapOn tells whether this pass reads the cgroups' swap files: when the
+// node has swap, or when /proc/meminfo could not tell. Without swap every
+// cgroup's figure is 0, and a file more per pod is not worth reading for
+// it (see BenchmarkPodMemoryRead).
+func (ns *nodeSample) swapOn() bool { return !ns.swapOK || ns.swapTotal > 0 }
+
 // readSignalFile reads and parses a single-value node-level file that the
 // given signals need.
 func (o *Observer) readSignalFile(obs *Observation, f *file, parse func([]byte) (uint64, error), signals ...string) (uint64, bool) {
@@ -204,8 +256,9 @@ func (o *Observer) readSignalFile(obs *Observation, f *file, parse func([]byte) 
 // that need its usage and memory.stat, limitSignals those that need its
 // limit. On the v2 root there is no memory.current and no memory.max: usage
 // is emulated as anon + file from memory.stat (what runc and cAdvisor do), or
-// from /proc/meminfo on kernels without a root memory.stat.
-func (o *Observer) readMem(obs *Observation, m *memFiles, s *memSample, pressure bool, usageSignals, limitSignals []string) {
+// from /proc/meminfo on kernels without a root memory.stat. swap asks for
+// its swap files, when it has them.
+func (o *Observer) readMem(obs *Observation, m *memFiles, s *memSample, pressure, swap bool, usageSignals, limitSignals []string) {
 	s.limit, s.limitOK = unlimited, true
 	if m.limit.path != nil {
 		if s.limit, s.limitOK = o.readSignalFile(obs, &m.limit, parseLimit, limitSignals...); !s.limitOK {
@@ -235,6 +288,9 @@ func (o *Observer) readMem(obs *Observation, m *memFiles, s *memSample, pressure
 			return
 		}
 	}
+	if swap && m.swap.path != nil {
+		s.swap = o.readCgroupSwap(obs, m, s.usage)
+	}
 	s.ok = s.limitOK
 	if s.ok && pressure && m.pressure.path != nil {
 		s.psi, s.hasPSI = o.readPSIFile(obs, &m.pressure)
@@ -259,6 +315,65 @@ func (o *Observer) readMeminfoUsage(obs *Observation, s *memSample, signals []st
 	s.usage = vm.Total - vm.Free
 	s.stat = memStat{InactiveFile: ex.InactiveFile}
 	s.ok = s.limitOK
+}
+
+// readCgroupSwap reads the swap files of kubepods. No signal needs them: a
+// broken one drops the figure with a warning (nodeWarn). usage is the
+// cgroup's memory usage, which v1's memsw figure includes.
+func (o *Observer) readCgroupSwap(obs *Observation, m *memFiles, usage uint64) swapSample {
+	var s swapSample
+	v, ok := o.readNodeFile(obs, &m.swap, parseUint)
+	if !ok {
+		return s
+	}
+	if !m.v2 {
+		v = sub0(v, usage)
+	}
+	if m.swapMax.path != nil {
+		limit, ok := o.readNodeFile(obs, &m.swapMax, parseLimit)
+		if !ok {
+			return s
+		}
+		if limit != unlimited {
+			s.avail, s.availOK = sub0(limit, v), true
+		}
+	}
+	s.usage, s.ok = v, true
+	return s
+}
+
+// readNodeFile reads and parses a single-value node-level file that no
+// signal needs: a broken one is warned about once (nodeWarn).
+func (o *Observer) readNodeFile(obs *Observation, f *file, parse func([]byte) (uint64, error)) (uint64, bool) {
+	b, err := o.read(f)
+	if err != nil {
+		o.nodeWarn(obs, f, nil, err)
+		return 0, false
+	}
+	v, err := parse(b)
+	if err != nil {
+		o.nodeWarn(obs, f, b, err)
+		return 0, false
+	}
+	o.nodeOK(f)
+	return v, true
+}
+
+// readMeminfoSwap reads SwapTotal and SwapFree from /proc/meminfo, for
+// swap.available. The warning of a malformed file quotes the bad line.
+func (o *Observer) readMeminfoSwap(obs *Observation, ns *nodeSample) {
+	f := &o.node.meminfo
+	b, err := o.read(f)
+	if err != nil {
+		o.signalFileErr(obs, f.path.String(), nil, err, swapSignals...)
+		return
+	}
+	total, free, line, err := parseMeminfoSwap(b)
+	if err != nil {
+		o.signalFileErr(obs, f.path.String(), line, err, swapSignals...)
+		return
+	}
+	ns.swapTotal, ns.swapFree, ns.swapOK = total, free, true
 }
 
 func (o *Observer) readPSIFile(obs *Observation, f *file) (statsv1alpha1.PSIStats, bool) {
@@ -292,6 +407,7 @@ const (
 	sigContainerFs     = "containerfs.available"
 	sigContainerInodes = "containerfs.inodesFree"
 	sigPID             = "pid.available"
+	sigSwap            = "swap.available"
 )
 
 // The signals each node-level file feeds. The node's memory limit is its
@@ -304,11 +420,13 @@ var (
 	imageFsSignals     = []string{sigImageFs, sigImageInodes}
 	containerFsSignals = []string{sigContainerFs, sigContainerInodes}
 	pidSignals         = []string{sigPID}
+	swapSignals        = []string{sigSwap}
 )
 
 func (o *Observer) readNode(ns *nodeSample, obs *Observation) {
 	n := &o.node
-	o.readMem(obs, &n.mem, &ns.mem, false, nodeUsageSignals, nodeLimitSignals)
+	o.readMem(obs, &n.mem, &ns.mem, false, false, nodeUsageSignals, nodeLimitSignals)
+	o.readMeminfoSwap(obs, ns)
 	if n.procPressure && !o.opts.NoNodePSI {
 		for i := range n.psi {
 			ns.psi[i], ns.psiOK[i] = o.readPSIFile(obs, &n.psi[i])
@@ -407,7 +525,7 @@ func (o *Observer) findKubepods() error {
 	k.burstableDir = newCPath(filepath.Join(dir, k.burstable))
 	k.besteffortDir = newCPath(filepath.Join(dir, k.besteffort))
 	pdir := pressureDirFor(o.hier, rel)
-	k.mem = newMemFiles(o.hier.mode, dir, pdir, false)
+	k.mem = newMemFiles(o.hier.mode, dir, pdir, false, true)
 	o.kubepods = k
 	o.layoutMu.Lock()
 	o.layout.Driver = driver
@@ -432,7 +550,7 @@ func (o *Observer) dropKubepods() {
 }
 
 func (o *Observer) readKubepods(ns *nodeSample, obs *Observation) {
-	o.readMem(obs, &o.kubepods.mem, &ns.kubepods, !o.opts.NoNodePSI, kubepodsSignals, kubepodsSignals)
+	o.readMem(obs, &o.kubepods.mem, &ns.kubepods, !o.opts.NoNodePSI, ns.swapOn(), kubepodsSignals, kubepodsSignals)
 }
 
 // buildNode fills NodeStats from the node sample. A signal whose files
@@ -454,8 +572,13 @@ func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns
 			psi = ns.psi[:]
 		}
 	}
-	// 6 node memory values, 3 kubepods, 5 + 5 + 5 filesystem values.
-	vals := make([]uint64, 24)
+	// 6 node memory values, 3 kubepods, 5 + 5 + 5 filesystem values, 2 + 2 swap.
+	vals := make([]uint64, 28)
+	// The node's and kubepods' swap, when there is any.
+	var swaps *[2]statsv1alpha1.SwapStats
+	if (ns.swapOK && ns.swapTotal > 0) || ns.kubepods.swap.ok {
+		swaps = new([2]statsv1alpha1.SwapStats)
+	}
 	if ns.mem.ok {
 		ws := workingSet(ns.mem.usage, ns.mem.stat.InactiveFile)
 		vals[0], vals[1], vals[2], vals[3], vals[4], vals[5] = sub0(capacity, ws), ns.mem.usage, ws, ns.mem.stat.RSS, ns.mem.stat.PgFault, ns.mem.stat.PgMajFault
@@ -490,6 +613,18 @@ func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns
 			m.PSI = &psiCopy
 		}
 		node.SystemContainers = []statsv1alpha1.ContainerStats{{Name: statsv1alpha1.SystemContainerPods, StartTime: ts, Memory: m}}
+		if k.swap.ok {
+			swapStats(&swaps[1], ts, &k.swap, vals[24:26])
+			node.SystemContainers[0].Swap = &swaps[1]
+		}
+	}
+	// swap.available as the kubelet reports it: SwapFree, against SwapTotal;
+	// no figure on a node without swap.
+	if ns.swapOK && ns.swapTotal > 0 {
+		free := min(ns.swapFree, ns.swapTotal)
+		vals[26], vals[27] = free, ns.swapTotal-free
+		swaps[0] = statsv1alpha1.SwapStats{Time: ts, SwapAvailableBytes: &vals[26], SwapUsageBytes: &vals[27]}
+		node.Swap = &swaps[0]
 	}
 	if ns.fs.ok {
 		node.Fs = fsStats(ts, &ns.fs, vals[9:14])
@@ -528,6 +663,16 @@ func fsStats(ts metav1.Time, s *fsSample, v []uint64) *statsv1alpha1.FsStats {
 		f.InodesUsed = &used
 	}
 	return f
+}
+
+// swapStats fills sw from a cgroup's swap sample, pointing into v (2 values).
+func swapStats(sw *statsv1alpha1.SwapStats, ts metav1.Time, s *swapSample, v []uint64) {
+	v[0] = s.usage
+	*sw = statsv1alpha1.SwapStats{Time: ts, SwapUsageBytes: &v[0]}
+	if s.availOK {
+		v[1] = s.avail
+		sw.SwapAvailableBytes = &v[1]
+	}
 }
 
 func sub0(a, b uint64) uint64 {

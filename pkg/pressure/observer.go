@@ -314,7 +314,7 @@ func (o *Observer) Observe(ctx context.Context) (*Observation, error) {
 	}
 	k := o.kubepods
 	o.readKubepods(&ns, obs)
-	n := o.readPods(obs)
+	n := o.readPods(obs, ns.swapOn())
 	if o.kubepods == nil {
 		return nil, o.kubepodsGoneErr(k.dir.String())
 	}
@@ -346,7 +346,7 @@ func (o *Observer) build(obs *Observation, ns *nodeSample, samples []podSample, 
 		obs.Pods = []PodExtras{}
 		return
 	}
-	const perPod = 8
+	const perPod = 10
 	vals := make([]uint64, n*perPod)
 	pods := make([]statsv1alpha1.PodStats, n)
 	mems := make([]statsv1alpha1.MemoryStats, n)
@@ -356,6 +356,7 @@ func (o *Observer) build(obs *Observation, ns *nodeSample, samples []podSample, 
 	var events []MemoryEvents
 	var fss []statsv1alpha1.FsStats
 	var parts []EphemeralParts
+	var swaps []statsv1alpha1.SwapStats
 	for i := range samples {
 		s := &samples[i]
 		e := s.e
@@ -378,6 +379,13 @@ func (o *Observer) build(obs *Observation, ns *nodeSample, samples []podSample, 
 			v[5] = s.pids
 			procs[i].ProcessCount = &v[5]
 			p.ProcessStats = &procs[i]
+		}
+		if s.swap.ok {
+			if swaps == nil {
+				swaps = make([]statsv1alpha1.SwapStats, n)
+			}
+			swapStats(&swaps[i], ts, &s.swap, v[8:10])
+			p.Swap = &swaps[i]
 		}
 		x := &extras[i]
 		*x = PodExtras{UID: e.uid, QoS: e.qos, Cgroup: e.rel}

@@ -39,11 +39,35 @@ type wantPod struct {
 	// writableInodes is the inodes of the containers' writable layers
 	// (proc/1/mountinfo and the snapshots under var/lib/containerd).
 	writableInodes uint64
+	swap           *wantSwap // nil: no swap figure expected
 }
+
+// wantSwap is a cgroup's expected SwapStats.
+type wantSwap struct {
+	usage uint64
+	avail int64 // -1: no SwapAvailableBytes (no limit, or v1)
+}
+
+// swapKind is which swap files a fixture's cgroups have.
+type swapKind int
+
+const (
+	noSwap swapKind = iota // none, or the node has no swap
+	swapV1                 // memory.memsw.usage_in_bytes: usage only
+	swapV2                 // memory.swap.current and memory.swap.max
+)
+
+// The swap figures of the fixtures (testdata/README.md): /proc/meminfo's
+// SwapFree and SwapTotal − SwapFree, and kubepods' swap usage.
+const (
+	fixtureSwapFree     = 1835004 * 1024
+	fixtureSwapUsed     = 256 * mi
+	fixtureKubepodsSwap = 68 * mi
+)
 
 // fixturePods are the three pods every layout fixture holds, with the figures
 // testdata/README.md lists.
-func fixturePods(psiAll, psiBurstableOnly, events, names bool) map[string]wantPod {
+func fixturePods(psiAll, psiBurstableOnly, events, names bool, swap swapKind) map[string]wantPod {
 	psi := func(q v1.PodQOSClass) float64 {
 		if psiAll || (psiBurstableOnly && q == v1.PodQOSBurstable) {
 			return 4.5
@@ -67,6 +91,15 @@ func fixturePods(psiAll, psiBurstableOnly, events, names bool) map[string]wantPo
 		uidBE: {qos: v1.PodQOSBestEffort, ws: 0, usage: 50 * mi, rss: 10 * mi, pgf: 900, pgmaj: 0, pids: 3,
 			psiSome10: psi(v1.PodQOSBestEffort), events: evZero},
 	}
+	if swap != noSwap {
+		g, b, be := pods[uidG], pods[uidB], pods[uidBE]
+		// memory.swap.max: max for the Guaranteed and BestEffort pods, 256Mi for the burstable one.
+		g.swap, b.swap, be.swap = &wantSwap{0, -1}, &wantSwap{64 * mi, 192 << 20}, &wantSwap{4 * mi, -1}
+		if swap == swapV1 {
+			b.swap.avail = -1
+		}
+		pods[uidG], pods[uidB], pods[uidBE] = g, b, be
+	}
 	if names {
 		g, b := pods[uidG], pods[uidB]
 		g.namespace, g.name, g.ephInodes, g.ephMinBytes = "kube-system", "coredns-7db6d8ff4d-x2v9k", 2, 4
@@ -87,9 +120,10 @@ type wantNode struct {
 	driver           Driver
 	kubepodsCgroup   string
 	pressureDirsKept bool // Layout has the kubepods cgroup2 directory
+	swap             bool // the node has swap, and kubepods a swap figure
 }
 
-var fixtureNodeV1 = wantNode{capacity: 8 * gi, ws: 2 * gi, kubepodsAvail: 7*gi - 700*mi, nodePSI: true, maxPID: 63432, tasks: 412}
+var fixtureNodeV1 = wantNode{capacity: 8 * gi, ws: 2 * gi, kubepodsAvail: 7*gi - 700*mi, nodePSI: true, maxPID: 63432, tasks: 412, swap: true}
 
 func TestObserveFixtures(t *testing.T) {
 	tests := []struct {
@@ -101,26 +135,26 @@ func TestObserveFixtures(t *testing.T) {
 		{
 			name: "v1-cgroupfs",
 			node: with(fixtureNodeV1, func(n *wantNode) { n.mode, n.driver, n.kubepodsCgroup = ModeV1, DriverCgroupfs, "/kubepods" }),
-			pods: fixturePods(false, false, false, true),
+			pods: fixturePods(false, false, false, true, swapV1),
 		},
 		{
 			name: "v1-systemd",
 			node: with(fixtureNodeV1, func(n *wantNode) { n.mode, n.driver, n.kubepodsCgroup = ModeV1, DriverSystemd, "/kubepods.slice" }),
-			pods: fixturePods(false, false, false, true),
+			pods: fixturePods(false, false, false, true, swapV1),
 		},
 		{
 			name: "hybrid",
 			node: with(fixtureNodeV1, func(n *wantNode) {
 				n.mode, n.driver, n.kubepodsCgroup, n.kubepodsPSI, n.pressureDirsKept = ModeHybrid, DriverCgroupfs, "/kubepods", true, true
 			}),
-			pods: fixturePods(false, true, false, true),
+			pods: fixturePods(false, true, false, true, swapV1),
 		},
 		{
 			// v2 root cgroup: usage is anon + file of the root memory.stat (3Gi), minus 1Gi inactive_file.
 			name: "v2-systemd",
 			node: wantNode{capacity: 8 * gi, ws: 2 * gi, kubepodsAvail: 7*gi - 700*mi, kubepodsPSI: true, nodePSI: true,
-				maxPID: 63432, tasks: 412, mode: ModeV2, driver: DriverSystemd, kubepodsCgroup: "/kubepods.slice", pressureDirsKept: true},
-			pods: fixturePods(true, false, true, true),
+				maxPID: 63432, tasks: 412, mode: ModeV2, driver: DriverSystemd, kubepodsCgroup: "/kubepods.slice", pressureDirsKept: true, swap: true},
+			pods: fixturePods(true, false, true, true, swapV2),
 		},
 		{
 			// The node is the cgroup /node-a, limited to 4Gi: capacity is the limit, not MemTotal,
@@ -128,15 +162,16 @@ func TestObserveFixtures(t *testing.T) {
 			name:       "v2-cgroupfs",
 			cgroupRoot: "/node-a",
 			node: wantNode{capacity: 4 * gi, ws: 3*gi - 512*mi, kubepodsAvail: 4*gi - 700*mi, kubepodsPSI: true, nodePSI: true,
-				maxPID: 63432, tasks: 412, mode: ModeV2, driver: DriverCgroupfs, kubepodsCgroup: "/node-a/kubepods", pressureDirsKept: true},
-			pods: fixturePods(true, false, true, true),
+				maxPID: 63432, tasks: 412, mode: ModeV2, driver: DriverCgroupfs, kubepodsCgroup: "/node-a/kubepods", pressureDirsKept: true, swap: true},
+			pods: fixturePods(true, false, true, true, swapV2),
 		},
 		{
+			// Also a node without swap, whose kernel has no swap files.
 			name: "v2-nopsi",
 			node: wantNode{capacity: 8 * gi, ws: 2 * gi, kubepodsAvail: 7*gi - 700*mi, maxPID: 63432, tasks: 412,
 				mode: ModeV2, driver: DriverCgroupfs, kubepodsCgroup: "/kubepods"},
 			pods: func() map[string]wantPod {
-				p := fixturePods(false, false, true, false)[uidB]
+				p := fixturePods(false, false, true, false, noSwap)[uidB]
 				return map[string]wantPod{uidB: p}
 			}(),
 		},
@@ -219,6 +254,19 @@ func checkNode(t *testing.T, obs *Observation, want wantNode) {
 	if n.Runtime == nil || n.Runtime.ImageFs == nil || n.Runtime.ImageFs.AvailableBytes == nil {
 		t.Errorf("imagefs missing: %+v", n.Runtime)
 	}
+	switch sw := n.Swap; {
+	case !want.swap && sw != nil:
+		t.Errorf("node swap %s; want none", swapString(sw))
+	case want.swap && (sw == nil || sw.Time.IsZero() || !swapIs(sw, fixtureSwapUsed, fixtureSwapFree)):
+		t.Errorf("node swap %s; want %d available, %d used", swapString(sw), fixtureSwapFree, fixtureSwapUsed)
+	}
+	switch sw := n.SystemContainers[0].Swap; {
+	case !want.swap && sw != nil:
+		t.Errorf("pods container swap %s; want none", swapString(sw))
+	case want.swap && (sw == nil || !swapIs(sw, fixtureKubepodsSwap, -1)):
+		// kubepods' memory.swap.max is max; v1 has no swap limit figure.
+		t.Errorf("pods container swap %s; want %d used, no limit", swapString(sw), fixtureKubepodsSwap)
+	}
 	if want.maxPID == 0 {
 		if n.Rlimit != nil {
 			t.Errorf("rlimit %+v; want none", n.Rlimit)
@@ -267,6 +315,12 @@ func checkPods(t *testing.T, obs *Observation, want map[string]wantPod) {
 				t.Errorf("pod %s: %s %v; want %d", p.PodRef.UID, f.name, ptrString(f.got), f.want)
 			}
 		}
+		switch {
+		case w.swap == nil && p.Swap != nil:
+			t.Errorf("pod %s: swap %s; want none", p.PodRef.UID, swapString(p.Swap))
+		case w.swap != nil && (p.Swap == nil || !swapIs(p.Swap, w.swap.usage, w.swap.avail)):
+			t.Errorf("pod %s: swap %s; want %+v", p.PodRef.UID, swapString(p.Swap), *w.swap)
+		}
 		if p.ProcessStats == nil || p.ProcessStats.ProcessCount == nil || *p.ProcessStats.ProcessCount != w.pids {
 			t.Errorf("pod %s: process stats %+v; want %d", p.PodRef.UID, p.ProcessStats, w.pids)
 		}
@@ -302,6 +356,25 @@ func checkPods(t *testing.T, obs *Observation, want map[string]wantPod) {
 	}
 }
 
+// swapIs reports whether sw has the usage and available figures (avail -1:
+// no SwapAvailableBytes).
+func swapIs(sw *statsv1alpha1.SwapStats, usage uint64, avail int64) bool {
+	if sw == nil || sw.SwapUsageBytes == nil || *sw.SwapUsageBytes != usage {
+		return false
+	}
+	if avail < 0 {
+		return sw.SwapAvailableBytes == nil
+	}
+	return sw.SwapAvailableBytes != nil && *sw.SwapAvailableBytes == uint64(avail)
+}
+
+func swapString(sw *statsv1alpha1.SwapStats) string {
+	if sw == nil {
+		return "nil"
+	}
+	return "usage " + ptrString(sw.SwapUsageBytes) + " available " + ptrString(sw.SwapAvailableBytes)
+}
+
 func ptrString(p *uint64) string {
 	if p == nil {
 		return "nil"
@@ -329,7 +402,7 @@ func TestObserveMalformed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPods(t, obs, fixturePods(false, false, false, true))
+	checkPods(t, obs, fixturePods(false, false, false, true, swapV1))
 	if obs.SkippedPods != 4 || obs.SkippedFiles != 5 {
 		t.Errorf("skipped pods %d, files %d; want 4 pods, 5 files (4 pod files and /proc/loadavg)", obs.SkippedPods, obs.SkippedFiles)
 	}
@@ -593,7 +666,7 @@ func TestSymlinkedHostRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkPods(t, obs, fixturePods(true, false, true, true))
+	checkPods(t, obs, fixturePods(true, false, true, true, swapV2))
 }
 
 // TestNoKeptFiles: with no open-file budget every file is opened per pass,
@@ -609,7 +682,7 @@ func TestNoKeptFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkPods(t, obs, fixturePods(false, true, false, true))
+		checkPods(t, obs, fixturePods(false, true, false, true, swapV1))
 		if o.openFiles != 0 {
 			t.Fatalf("%d files kept open with MaxOpenFiles -1", o.openFiles)
 		}
@@ -726,6 +799,13 @@ func TestGeneratedTrees(t *testing.T) {
 				if *p.Memory.WorkingSetBytes != g.usage-g.inactive || *p.Memory.UsageBytes != g.usage ||
 					*p.Memory.RSSBytes != g.rss || *p.ProcessStats.ProcessCount != g.pids || obs.Pods[i].QoS != qosClass(g.qos) {
 					t.Fatalf("pod %s: %+v (%s); want %+v", p.PodRef.UID, p.Memory, obs.Pods[i].QoS, g)
+				}
+				avail := int64(-1) // v1, or memory.swap.max "max"
+				if tc.mode == ModeV2 && g.swapMax != 0 {
+					avail = int64(g.swapMax - g.swap)
+				}
+				if !swapIs(p.Swap, g.swap, avail) {
+					t.Fatalf("pod %s: swap %s; want usage %d, available %d", p.PodRef.UID, swapString(p.Swap), g.swap, avail)
 				}
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -80,6 +81,69 @@ func parseLimit(b []byte) (uint64, error) {
 		return unlimited, nil
 	}
 	return atou(t)
+}
+
+// The keys parseMeminfoSwap needs, as errors naming them: the kernel prints
+// both on every kernel, with swap or without, so a missing one is a broken read.
+var (
+	errNoSwapTotal = fmt.Errorf("%w: SwapTotal", errMissingKey)
+	errNoSwapFree  = fmt.Errorf("%w: SwapFree", errMissingKey)
+)
+
+// parseMeminfoSwap returns SwapTotal and SwapFree, in bytes, from
+// /proc/meminfo, whose lines read "SwapTotal:     1048572 kB". Only those
+// two lines are checked; it stops once it has both. On an error, line is
+// what to show in the warning (a part of b): the malformed line, the
+// partial last line of a truncated read, or nil when a key is missing.
+func parseMeminfoSwap(b []byte) (total, free uint64, line []byte, err error) {
+	body, err := trimNewline(b)
+	if err != nil {
+		if err == errNoNewline {
+			return 0, 0, b[bytes.LastIndexByte(b, '\n')+1:], err
+		}
+		return 0, 0, b, err
+	}
+	var haveTotal, haveFree bool
+	for len(body) > 0 && !(haveTotal && haveFree) {
+		line, body, _ = bytes.Cut(body, []byte{'\n'})
+		var dst *uint64
+		var v []byte
+		if rest, ok := bytes.CutPrefix(line, []byte("SwapTotal:")); ok && !haveTotal {
+			dst, v, haveTotal = &total, rest, true
+		} else if rest, ok := bytes.CutPrefix(line, []byte("SwapFree:")); ok && !haveFree {
+			dst, v, haveFree = &free, rest, true
+		} else {
+			continue
+		}
+		if *dst, err = parseKB(v); err != nil {
+			return 0, 0, line, err
+		}
+	}
+	switch {
+	case !haveTotal:
+		return 0, 0, nil, errNoSwapTotal
+	case !haveFree:
+		return 0, 0, nil, errNoSwapFree
+	}
+	return total, free, nil, nil
+}
+
+// parseKB parses the value part of a /proc/meminfo line, the number
+// right-aligned after the key's colon and then " kB", into bytes.
+func parseKB(b []byte) (uint64, error) {
+	b = bytes.TrimLeft(b, " ")
+	num, ok := bytes.CutSuffix(b, []byte(" kB"))
+	if !ok {
+		return 0, errSyntax
+	}
+	n, err := atou(num)
+	if err != nil {
+		return 0, err
+	}
+	if n > math.MaxUint64/1024 {
+		return 0, errOverflow
+	}
+	return n * 1024, nil
 }
 
 // ScanFlatKeyed calls fn for every "key value" line of a flat-keyed cgroup file

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -97,6 +98,56 @@ func TestParseMemoryStat(t *testing.T) {
 			got, err := parseMemoryStat([]byte(tc.in), tc.v2)
 			if !errors.Is(err, tc.wantErr) || got != tc.want {
 				t.Errorf("got %+v, %v; want %+v, %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseMeminfoSwap(t *testing.T) {
+	// The fixtures' /proc/meminfo: a 2 GiB swap file, 256 MiB of it in use.
+	withSwap, err := os.ReadFile("testdata/v1-cgroupfs/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A node without swap prints the lines with 0 (v2-nopsi's meminfo).
+	noSwap, err := os.ReadFile("testdata/v2-nopsi/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head = "MemTotal:        8388608 kB\nMemFree:         4194304 kB\n"
+	tests := []struct {
+		name        string
+		in          string
+		total, free uint64
+		line        string // the line the warning quotes
+		wantErr     error
+	}{
+		{"with swap", string(withSwap), 2097148 << 10, 1835004 << 10, "", nil},
+		{"without swap", string(noSwap), 0, 0, "", nil},
+		{"SwapFree before SwapTotal", "SwapFree:        1835004 kB\nSwapTotal:       2097148 kB\n", 2097148 << 10, 1835004 << 10, "", nil},
+		{"no padding", "SwapTotal:1 kB\nSwapFree:0 kB\n", 1024, 0, "", nil},
+		{"largest", "SwapTotal:       18014398509481983 kB\nSwapFree:              0 kB\n", 18014398509481983 << 10, 0, "", nil},
+		{"overflow in bytes", "SwapTotal:       18014398509481984 kB\nSwapFree:              0 kB\n", 0, 0, "SwapTotal:       18014398509481984 kB", errOverflow},
+		{"letter in value", head + "SwapTotal:       2097148 kB\nSwapFree:        18350O4 kB\n", 0, 0, "SwapFree:        18350O4 kB", errNotNumber},
+		{"negative", head + "SwapTotal:            -1 kB\nSwapFree:              0 kB\n", 0, 0, "SwapTotal:            -1 kB", errNotNumber},
+		{"no unit", head + "SwapTotal:       2097148\nSwapFree:        1835004 kB\n", 0, 0, "SwapTotal:       2097148", errSyntax},
+		{"other unit", head + "SwapTotal:       2097148 KB\nSwapFree:        1835004 kB\n", 0, 0, "SwapTotal:       2097148 KB", errSyntax},
+		{"no value", head + "SwapTotal:\nSwapFree:        1835004 kB\n", 0, 0, "SwapTotal:", errSyntax},
+		{"no number", head + "SwapTotal:       kB\nSwapFree:        1835004 kB\n", 0, 0, "SwapTotal:       kB", errSyntax},
+		{"no SwapTotal", head + "SwapFree:        1835004 kB\n", 0, 0, "", errNoSwapTotal},
+		{"no SwapFree", head + "SwapTotal:       2097148 kB\n", 0, 0, "", errNoSwapFree},
+		{"a longer key is another key", "SwapTotalX:      1 kB\nSwapTotal:       2 kB\nSwapFree:        1 kB\n", 2048, 1024, "", nil},
+		{"truncated", head + "SwapTotal:       2097148 kB\nSwapFr", 0, 0, "SwapFr", errNoNewline},
+		{"empty", "", 0, 0, "", errEmpty},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			total, free, line, err := parseMeminfoSwap([]byte(tc.in))
+			if !errors.Is(err, tc.wantErr) || total != tc.total || free != tc.free || string(line) != tc.line {
+				t.Errorf("got %d, %d, line %q, %v; want %d, %d, line %q, %v", total, free, line, err, tc.total, tc.free, tc.line, tc.wantErr)
+			}
+			if errors.Is(err, errMissingKey) && !strings.Contains(err.Error(), "Swap") {
+				t.Errorf("error %q does not name the missing key", err)
 			}
 		})
 	}

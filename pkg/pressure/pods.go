@@ -49,6 +49,10 @@ type podEntry struct {
 	namespace, name string
 	logDir          string
 	eph             ephemeralState
+	// swap and swapMax: v2 memory.swap.current and memory.swap.max, or v1
+	// memory.memsw.usage_in_bytes (see swapFiles); no path when the kernel
+	// has none.
+	swap, swapMax file
 }
 
 func (e *podEntry) close(open *int) {
@@ -57,6 +61,8 @@ func (e *podEntry) close(open *int) {
 	e.events.close(open)
 	e.psi.close(open)
 	e.pids.close(open)
+	e.swap.close(open)
+	e.swapMax.close(open)
 }
 
 // key names the pod in logs: namespace/name when known, else its UID.
@@ -78,6 +84,7 @@ type podSample struct {
 	hasEvents bool
 	pids      uint64
 	hasPids   bool
+	swap      swapSample
 }
 
 func (o *Observer) listDir(p cpath, fn func(name []byte, typ uint8)) error {
@@ -208,12 +215,13 @@ func (o *Observer) newPod(qos int, parent, name string, rawUID []byte) *podEntry
 	}
 	e.psi = optional(o.hier.unified, "memory.pressure")
 	e.pids = optional(o.hier.pids, "pids.current")
+	e.swap, e.swapMax = swapFiles(e.v2, memDir)
 	return e
 }
 
 // readPods reads every listed pod into o.samples and returns how many
-// were read whole.
-func (o *Observer) readPods(obs *Observation) int {
+// were read whole. swap says whether to read their swap files.
+func (o *Observer) readPods(obs *Observation, swap bool) int {
 	if !o.listPods(obs) {
 		return 0
 	}
@@ -225,7 +233,7 @@ func (o *Observer) readPods(obs *Observation) int {
 	for _, e := range o.active {
 		s := &samples[n]
 		*s = podSample{e: e}
-		switch o.readPod(obs, e, s) {
+		switch o.readPod(obs, e, s, swap) {
 		case podOK:
 			n++
 		case podGone:
@@ -246,13 +254,19 @@ const (
 	podBad
 )
 
-func (o *Observer) readPod(obs *Observation, e *podEntry, s *podSample) podResult {
+func (o *Observer) readPod(obs *Observation, e *podEntry, s *podSample, swap bool) podResult {
 	b, err := o.read(&e.usage)
 	if err != nil {
 		return o.podReadErr(obs, e, &e.usage, err)
 	}
 	if s.usage, err = parseUint(b); err != nil {
 		return o.podBad(obs, e, &e.usage, b, err)
+	}
+	if swap && e.swap.path != nil {
+		// Right after the usage: on v1 the swap is memsw minus it.
+		if r := o.readPodSwap(obs, e, s); r != podOK {
+			return r
+		}
 	}
 	if b, err = o.read(&e.stat); err != nil {
 		return o.podReadErr(obs, e, &e.stat, err)
@@ -298,6 +312,38 @@ func (o *Observer) readPod(obs *Observation, e *podEntry, s *podSample) podResul
 		e.warned = false
 		o.log.Info("pod files are readable again", zap.String("pod", e.key()), zap.String("uid", e.uid))
 	}
+	return podOK
+}
+
+// readPodSwap reads a pod's swap files: v2 memory.swap.current, and
+// memory.swap.max for what is left unless it is "max"; v1
+// memory.memsw.usage_in_bytes minus the usage just read (floored at 0: the
+// two are read a moment apart).
+func (o *Observer) readPodSwap(obs *Observation, e *podEntry, s *podSample) podResult {
+	b, err := o.read(&e.swap)
+	if err != nil {
+		return o.podReadErr(obs, e, &e.swap, err)
+	}
+	v, err := parseUint(b)
+	if err != nil {
+		return o.podBad(obs, e, &e.swap, b, err)
+	}
+	if !e.v2 {
+		v = sub0(v, s.usage)
+	}
+	if e.swapMax.path != nil {
+		if b, err = o.read(&e.swapMax); err != nil {
+			return o.podReadErr(obs, e, &e.swapMax, err)
+		}
+		limit, err := parseLimit(b)
+		if err != nil {
+			return o.podBad(obs, e, &e.swapMax, b, err)
+		}
+		if limit != unlimited {
+			s.swap.avail, s.swap.availOK = sub0(limit, v), true
+		}
+	}
+	s.swap.usage, s.swap.ok = v, true
 	return podOK
 }
 

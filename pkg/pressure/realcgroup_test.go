@@ -3,12 +3,16 @@ package pressure
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/internal/cgrouptest"
 )
@@ -158,4 +162,114 @@ func TestRealCgroupV1NoKubepods(t *testing.T) {
 		t.Errorf("pods %d, signal errors %v, system containers %+v; want no pods, no errors, the pods container",
 			len(obs.Summary.Pods), obs.SignalErrors, obs.Summary.Node.SystemContainers)
 	}
+}
+
+// TestRealCgroupV1Swap: on the real v1 memory controller with swap
+// accounting, the swap of a pod and of kubepods is what the kernel's
+// memory.memsw.usage_in_bytes says beyond memory.usage_in_bytes, with no
+// limit figure; and the cgroups' swap files are read only while
+// /proc/meminfo says the node has swap. This project's machines have swap
+// accounting but no swap, so the second observation reads a copy of this
+// host's /proc/meminfo that claims some: the kernel's files are real, and
+// their swap figure is then 0.
+func TestRealCgroupV1Swap(t *testing.T) {
+	const uid = "e2e0c0de-2222-4333-8444-955566667777"
+	node := cgrouptest.NewMemoryCgroup(t, "evictd-test")
+	_, err := os.Stat(node.Path("memory.memsw.usage_in_bytes"))
+	cgrouptest.Need(t, err == nil, "swap accounting on the cgroup v1 memory controller (memory.memsw.* files; swapaccount=1)")
+	kubepods := node.Sub(t, "kubepods")
+	pod := kubepods.Sub(t, "burstable").Sub(t, "pod"+uid)
+	helper := cgrouptest.StartChild(t, pod)
+	if _, err := helper.Touch(32); err != nil {
+		t.Fatal(err)
+	}
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostSwap, _, _, err := parseMeminfoSwap(meminfo)
+	if err != nil {
+		t.Fatalf("this host's /proc/meminfo: %v", err)
+	}
+	observe := func(hostRoot string) *Observation {
+		t.Helper()
+		o := newTestObserver(t, Options{HostRoot: hostRoot, CgroupRoot: "/" + node.Name()}, zaptest.NewLogger(t))
+		obs, err := o.Observe(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(obs.Summary.Pods) != 1 || obs.Summary.Pods[0].PodRef.UID != uid || len(obs.Summary.Node.SystemContainers) != 1 {
+			t.Fatalf("pods %+v, system containers %+v; want the test pod and kubepods", obs.Summary.Pods, obs.Summary.Node.SystemContainers)
+		}
+		if obs.SkippedFiles != 0 || len(obs.SignalErrors) != 0 {
+			t.Errorf("skipped %d files, signal errors %v; want none", obs.SkippedFiles, obs.SignalErrors)
+		}
+		return obs
+	}
+
+	// This host as it is: swap figures exactly when it has swap.
+	obs := observe(cgrouptest.HostRoot(t))
+	if got := obs.Summary.Node.Swap != nil && obs.Summary.Pods[0].Swap != nil && obs.Summary.Node.SystemContainers[0].Swap != nil; got != (hostSwap > 0) ||
+		(hostSwap == 0 && (obs.Summary.Node.Swap != nil || obs.Summary.Pods[0].Swap != nil)) {
+		t.Errorf("node swap %s, pod swap %s with SwapTotal %d on this host; want figures exactly when it has swap",
+			swapString(obs.Summary.Node.Swap), swapString(obs.Summary.Pods[0].Swap), hostSwap)
+	}
+
+	// A /proc/meminfo that says the node has swap.
+	obs = observe(hostRootWithSwap(t, meminfo))
+	if sw := obs.Summary.Node.Swap; !swapIs(sw, 256*mi, 768<<20) {
+		t.Errorf("node swap %s; want the meminfo copy's 256Mi used, 768Mi free", swapString(sw))
+	}
+	for _, c := range []struct {
+		name string
+		cg   *cgrouptest.Cgroup
+		sw   *statsv1alpha1.SwapStats
+	}{{"pod", pod, obs.Summary.Pods[0].Swap}, {"kubepods", kubepods, obs.Summary.Node.SystemContainers[0].Swap}} {
+		memsw, err := cgrouptest.ReadInt(c.cg.Path("memory.memsw.usage_in_bytes"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		usage, err := c.cg.MemoryUsage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sub0(uint64(memsw), uint64(usage))
+		if c.sw == nil || c.sw.SwapUsageBytes == nil || c.sw.SwapAvailableBytes != nil || !near(*c.sw.SwapUsageBytes, want) {
+			t.Errorf("%s swap %s; want about %d (memsw %d − usage %d), no available figure", c.name, swapString(c.sw), want, memsw, usage)
+			continue
+		}
+		t.Logf("%s: swap %d bytes (memsw %d, usage %d)", c.name, *c.sw.SwapUsageBytes, memsw, usage)
+	}
+}
+
+// hostRootWithSwap is a host root whose sys is this machine's and whose
+// proc has this machine's files but for meminfo, a copy of meminfo whose
+// swap lines read 1 GiB, 768 MiB of it free.
+func hostRootWithSwap(t *testing.T, meminfo []byte) string {
+	t.Helper()
+	root := cgrouptest.HostRoot(t)
+	proc := filepath.Join(root, "proc")
+	if err := os.Remove(proc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(proc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"loadavg", "sys", "pressure", "1"} {
+		if err := os.Symlink(filepath.Join("/proc", name), filepath.Join(proc, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := string(meminfo)
+	for key, kb := range map[string]int{"SwapTotal": 1 << 20, "SwapFree": 768 << 10} {
+		re := regexp.MustCompile(`(?m)^` + key + `:.*$`)
+		if !re.MatchString(m) {
+			t.Fatalf("no %s line in /proc/meminfo", key)
+		}
+		m = re.ReplaceAllString(m, fmt.Sprintf("%-16s%8d kB", key+":", kb))
+	}
+	if err := os.WriteFile(filepath.Join(proc, "meminfo"), []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

@@ -114,10 +114,10 @@ func TestKubepodsVanishes(t *testing.T) {
 }
 
 // allSignals are the signals a clean fixture yields: all but the stall
-// signals, which take two readings a window apart (pkg/stall), and
-// swap.available, since the fixtures' nodes have no swap.
+// signals, which take two readings a window apart (pkg/stall). The
+// fixtures' nodes have swap (v2-nopsi's aside, which this test does not use).
 var allSignals = slices.DeleteFunc(thresholds.Signals(), func(s thresholds.Signal) bool {
-	return s.Stall() || s == thresholds.SwapAvailable
+	return s.Stall()
 })
 
 // TestNodeSignalErrors breaks one node-level file between two passes. The
@@ -211,6 +211,28 @@ func TestNodeSignalErrors(t *testing.T) {
 			name: "threads-max empty", fixture: "v1-cgroupfs",
 			file: "proc/sys/kernel/threads-max", brk: empty,
 			lost: []thresholds.Signal{thresholds.PIDAvailable}, cause: errEmpty.Error(),
+		},
+		{
+			name: "meminfo SwapFree malformed", fixture: "v2-systemd",
+			file: "proc/meminfo", brk: replaceLine("SwapFree:", "SwapFree:        18350O4 kB\n"),
+			lost: []thresholds.Signal{thresholds.SwapAvailable}, cause: errNotNumber.Error(),
+		},
+		{
+			name: "meminfo without SwapTotal", fixture: "hybrid",
+			file: "proc/meminfo", brk: dropLine("SwapTotal:"),
+			lost: []thresholds.Signal{thresholds.SwapAvailable}, cause: "SwapTotal",
+		},
+		{
+			name: "meminfo truncated", fixture: "v1-systemd",
+			file: "proc/meminfo", brk: truncate,
+			lost: []thresholds.Signal{thresholds.SwapAvailable}, cause: errNoNewline.Error(),
+		},
+		{
+			// The pods' swap is still read when meminfo cannot tell whether
+			// the node has swap (TestObserveSwap checks the figures).
+			name: "meminfo unreadable", fixture: "v2-cgroupfs", cgroupRoot: "/node-a", noKeep: true,
+			file: "proc/meminfo", brk: replaceByDir,
+			lost: []thresholds.Signal{thresholds.SwapAvailable}, cause: eisdir,
 		},
 	}
 	for _, tc := range tests {
@@ -342,6 +364,24 @@ func dropLine(prefix string) func(t *testing.T, p string) {
 			t.Fatalf("%s has no line starting with %q", p, prefix)
 		}
 		writeInPlace(t, p, strings.Join(keep, ""))
+	}
+}
+
+// replaceLine replaces the line that starts with prefix by line.
+func replaceLine(prefix, line string) func(t *testing.T, p string) {
+	return func(t *testing.T, p string) {
+		t.Helper()
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.SplitAfter(string(b), "\n")
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, prefix) })
+		if i < 0 {
+			t.Fatalf("%s has no line starting with %q", p, prefix)
+		}
+		lines[i] = line
+		writeInPlace(t, p, strings.Join(lines, ""))
 	}
 }
 
