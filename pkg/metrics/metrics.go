@@ -327,15 +327,7 @@ func (m *Metrics) SetThreshold(s thresholds.Signal, hard, met bool, amount int64
 	if m == nil {
 		return
 	}
-	kind := KindSoft
-	if hard {
-		kind = KindHard
-	}
-	v := 0.0
-	if met {
-		v = 1
-	}
-	m.thresholdMet.WithLabelValues(string(s), kind).Set(v)
+	kind := m.setMet(s, hard, met)
 	if amount < 0 {
 		return
 	}
@@ -352,6 +344,12 @@ func (m *Metrics) SetStallThreshold(s thresholds.Signal, hard, met bool, share f
 	if m == nil {
 		return
 	}
+	m.thresholdStall.WithLabelValues(string(s), m.setMet(s, hard, met)).Set(share)
+}
+
+// setMet sets evictd_threshold_met for one threshold and returns its kind
+// label.
+func (m *Metrics) setMet(s thresholds.Signal, hard, met bool) string {
 	kind := KindSoft
 	if hard {
 		kind = KindHard
@@ -361,7 +359,7 @@ func (m *Metrics) SetStallThreshold(s thresholds.Signal, hard, met bool, share f
 		v = 1
 	}
 	m.thresholdMet.WithLabelValues(string(s), kind).Set(v)
-	m.thresholdStall.WithLabelValues(string(s), kind).Set(share)
+	return kind
 }
 
 // IncEviction counts one eviction attempt; result is one of EvictionResults.
