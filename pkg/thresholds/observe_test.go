@@ -80,3 +80,19 @@ func TestObserve(t *testing.T) {
 		})
 	}
 }
+
+func TestObserveSwap(t *testing.T) {
+	at := metav1.NewTime(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := &statsapi.Summary{Node: statsapi.NodeStats{Swap: &statsapi.SwapStats{Time: at, SwapAvailableBytes: u64(768 << 20), SwapUsageBytes: u64(256 << 20)}}}
+	o, ok := Observe(s)[SwapAvailable]
+	if !ok || o.Available != 768<<20 || o.Capacity != 1<<30 || !o.Time.Equal(at.Time) {
+		t.Errorf("swap.available = %+v (%v), want 768Mi of 1Gi", o, ok)
+	}
+	// No swap (nil, or none configured): no observation, so no threshold
+	// on it is ever met.
+	for _, sw := range []*statsapi.SwapStats{nil, {SwapAvailableBytes: u64(0), SwapUsageBytes: u64(0)}, {SwapUsageBytes: u64(1)}} {
+		if o, ok := Observe(&statsapi.Summary{Node: statsapi.NodeStats{Swap: sw}})[SwapAvailable]; ok {
+			t.Errorf("swap %+v observed as %+v", sw, o)
+		}
+	}
+}
