@@ -14,6 +14,7 @@ func FuzzParse(f *testing.F) {
 		"memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%,imagefs.inodesFree<5%",
 		"pid.available<none", "memory.available<0.5%", "nodefs.available<1e3", "memory.available<=1",
 		"memory.available<NaN%", "memory.available<1Ei", "imagefs.inodesFree<99.999%", "a<b,a<c", "",
+		"memory.pressureSome>40%", "allocatableMemory.pressureFull>0.001%", "memory.pressureFull<5%", "swap.available<10%",
 	} {
 		f.Add(s, "memory.available=1m30s")
 	}
@@ -41,6 +42,10 @@ func FuzzParse(f *testing.F) {
 				v, err := ParseValue(th.Value.String())
 				if err != nil {
 					t.Fatalf("%s prints as %q, which does not parse: %v", th, th.Value.String(), err)
+				}
+				if th.Signal.Stall() {
+					// Printed as the share stalled, held as its complement.
+					v = StallValue(v.Percentage)
 				}
 				for _, capacity := range []int64{0, 1, 1000, 1 << 40} {
 					a, b := th.Value.Amount(capacity), v.Amount(capacity)
