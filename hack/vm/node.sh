@@ -10,6 +10,8 @@
 #                and /var/log live there, so nodefs and imagefs are a real block filesystem
 #   NODE_IMAGEFS_DISK  when set, a second ext4 disk for /var/lib/containerd alone: a dedicated
 #                imagefs (the image store and, on containerd, the writable layers)
+#   NODE_SWAP_DISK  when set, a raw disk made swap (busybox mkswap, swapon) before anything
+#                starts, so the kubelet sees the node's swap (its LimitedSwap)
 #   NODE_OUT     the host's OutDir, writable (9p tag out), at its host path too: configs in,
 #                logs and results out
 #   eth0         QEMU user networking, 10.0.2.15/24; 10.0.2.100 is the host's API server relay
@@ -18,7 +20,7 @@
 #
 # Parameters (environment, set by the script StartNode generates): NODE_OUT, NODE_DISK,
 # NODE_SERVICE_IP, NODE_AGENT (the vmagent binary's host path), NODE_AGENT_ARGS and, optionally,
-# NODE_IMAGEFS_DISK.
+# NODE_IMAGEFS_DISK and NODE_SWAP_DISK.
 set -u
 say() { echo "evictd-node: $*"; }
 fail() { say "$*"; exit 1; }
@@ -60,6 +62,11 @@ if [ -n "${NODE_IMAGEFS_DISK:-}" ]; then
   mkdir -p /imagefs
   mount -t ext4 "$NODE_IMAGEFS_DISK" /imagefs || fail "cannot mount the imagefs disk $NODE_IMAGEFS_DISK as ext4"
   mount --bind /imagefs "$r/var/lib/containerd"
+fi
+if [ -n "${NODE_SWAP_DISK:-}" ]; then
+  mkswap "$NODE_SWAP_DISK" >/dev/null || fail "cannot mkswap $NODE_SWAP_DISK"
+  swapon "$NODE_SWAP_DISK" || fail "cannot swapon $NODE_SWAP_DISK"
+  say "swap on $NODE_SWAP_DISK: $(grep SwapTotal /proc/meminfo)"
 fi
 mkdir -p /disk/log/pods /disk/log/containers
 mount --bind /disk/log "$r/var/log"

@@ -49,6 +49,10 @@ type NodeOptions struct {
 	// for /var/lib/containerd: a dedicated imagefs, which on containerd
 	// also holds the containers' writable layers.
 	ImageFsMiB int
+	// SwapMiB, when set, gives the node a swap disk of that size, enabled
+	// before the kubelet starts, and the kubelet LimitedSwap (Burstable
+	// pods may swap, in proportion to their memory request).
+	SwapMiB int
 	// Images are OCI archives imported into containerd before the
 	// kubelet starts (the pause image among them).
 	Images []string
@@ -75,6 +79,8 @@ type Node struct {
 	Ctr, Containerd, VMAgent string
 	// StartupTimes records how long each step took.
 	StartupTimes []Step
+	// Swap: the node has swap (NodeOptions.SwapMiB).
+	Swap bool
 
 	logf func(string, ...any)
 }
@@ -130,7 +136,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n = &Node{Name: o.Name, OutDir: out, Cluster: o.Cluster, logf: o.Logf,
+	n = &Node{Name: o.Name, OutDir: out, Cluster: o.Cluster, logf: o.Logf, Swap: o.SwapMiB > 0,
 		Ctr: filepath.Join(runtime, "usr", "bin", "ctr"), Containerd: filepath.Join(runtime, "usr", "bin", "containerd"),
 		VMAgent: filepath.Join(bin, "vmagent")}
 	began := time.Now()
@@ -151,6 +157,18 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		}
 		imageFsDisk = "/dev/vdb"
 	}
+	swapDisk := ""
+	if o.SwapMiB > 0 {
+		p := filepath.Join(out, "swap.img")
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			return nil, err
+		}
+		if err := os.Truncate(p, int64(o.SwapMiB)<<20); err != nil {
+			return nil, err
+		}
+		disks = append(disks, p)
+		swapDisk = "/dev/vd" + string(rune('a'+len(disks)-1))
+	}
 	if err := n.writeConfigs(o, runtime); err != nil {
 		return nil, err
 	}
@@ -169,6 +187,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		"export NODE_OUT=" + shellQuote(out),
 		"export NODE_DISK=/dev/vda",
 		"export NODE_IMAGEFS_DISK=" + imageFsDisk,
+		"export NODE_SWAP_DISK=" + swapDisk,
 		"export NODE_SERVICE_IP=" + framework.ServiceIP.String(),
 		"export NODE_AGENT=" + shellQuote(filepath.Join(bin, "vmagent")),
 		"export NODE_AGENT_ARGS=" + shellQuote(fmt.Sprintf("serve --listen=:%d --relay=%s:443=%s",
@@ -282,21 +301,31 @@ func (n *Node) ImportImage(ctx context.Context, archive string) error {
 	return nil
 }
 
-// StartKubelet starts the kubelet as a daemon of the guest agent.
+// kubeletCgroup is where the kubelet of a node with swap runs: the
+// kubelet gives containers their swap limits only when its own cgroup has a
+// memory.swap.max, which the root cgroup (the agent's) has not.
+const kubeletCgroup = "/sys/fs/cgroup/kubelet.service"
+
+// StartKubelet starts the kubelet as a daemon of the guest agent (on a
+// node with swap, in a cgroup of its own).
 func (n *Node) StartKubelet(ctx context.Context) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
 	}
-	_, err = n.Agent.Spawn(ctx, []string{
+	var wrap []string
+	if n.Swap {
+		wrap = []string{"/bin/sh", "-c", `mkdir -p "$0" && echo $$ >"$0/cgroup.procs" && shift && exec "$@"`, kubeletCgroup, "-"}
+	}
+	_, err = n.Agent.Spawn(ctx, append(wrap,
 		filepath.Join(root, "_output", "bin", "kubelet"),
-		"--config=" + filepath.Join(n.OutDir, "kubelet.yaml"),
-		"--kubeconfig=" + filepath.Join(n.OutDir, "kubelet.kubeconfig"),
-		"--hostname-override=" + n.Name,
+		"--config="+filepath.Join(n.OutDir, "kubelet.yaml"),
+		"--kubeconfig="+filepath.Join(n.OutDir, "kubelet.kubeconfig"),
+		"--hostname-override="+n.Name,
 		// 3: the eviction manager logs its observations every loop, the
 		// evidence of what the kubelet saw in the head-to-head.
 		"--v=3",
-	}, filepath.Join(n.OutDir, "kubelet.log"), n.env()...)
+	), filepath.Join(n.OutDir, "kubelet.log"), n.env()...)
 	if err != nil {
 		return fmt.Errorf("start the kubelet: %w", err)
 	}

@@ -79,7 +79,7 @@ func startShared(t *testing.T) error {
 		return err
 	}
 	var err error
-	shared.node, err = startNode(t, "evictd-vm", 0, extraImages)
+	shared.node, err = startNode(t, "evictd-vm", 0, 0, extraImages)
 	return err
 }
 
@@ -102,8 +102,8 @@ func startCluster(t *testing.T) error {
 
 // startNode boots a node registered with the shared control plane, with
 // the images every node test needs and the extra ones; imageFsMiB > 0 gives
-// it a dedicated imagefs disk of that size.
-func startNode(t *testing.T, name string, imageFsMiB int, extra []string) (*Node, error) {
+// it a dedicated imagefs disk of that size, swapMiB > 0 a swap disk.
+func startNode(t *testing.T, name string, imageFsMiB, swapMiB int, extra []string) (*Node, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -129,6 +129,7 @@ func startNode(t *testing.T, name string, imageFsMiB int, extra []string) (*Node
 		// the default 40 minutes: one run lost the node to it.
 		Timeout:    100 * time.Minute,
 		ImageFsMiB: imageFsMiB,
+		SwapMiB:    swapMiB,
 		Images:     archives,
 		PauseImage: pauseImage,
 		Logf:       t.Logf,
@@ -142,7 +143,10 @@ func startNode(t *testing.T, name string, imageFsMiB int, extra []string) (*Node
 // imageFsNode is the node of the dedicated-imagefs tests: the shared node
 // is powered off and its Node deleted (the tests of the one-disk layout run
 // before these, by file order), and a node whose /var/lib/containerd is a
-// disk of its own (1 GiB) takes its place, for the tests after it too.
+// disk of its own (1 GiB) takes its place, for the tests after it too. It
+// also has 1 GiB of swap, with the kubelet's LimitedSwap, for the swap and
+// stall tests after it (node_7, node_8): one boot serves them all (the
+// imagefs test's figures do not depend on swap).
 func imageFsNode(t *testing.T) *Node {
 	t.Helper()
 	Need(t)
@@ -165,7 +169,7 @@ func imageFsNode(t *testing.T) *Node {
 	}
 	// Without the extra images: an unused one (the ballast) would count
 	// as the kubelet's reclaim on its small imagefs.
-	n, err := startNode(t, "evictd-vm-imagefs", 1024, nil)
+	n, err := startNode(t, "evictd-vm-imagefs", 1024, 1024, nil)
 	if err != nil {
 		shared.err = err
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func (n *Node) writeConfigs(o NodeOptions, runtime string) error {
 }
 `),
 	}
-	kc, err := kubeletConfig(n.OutDir)
+	kc, err := kubeletConfig(n.OutDir, o.SwapMiB > 0)
 	if err != nil {
 		return err
 	}
@@ -85,8 +85,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 // kubeletConfig is the KubeletConfiguration (JSON, which is YAML). The
 // kubelet keeps its default eviction thresholds and housekeeping: the tests
-// measure evictd against the kubelet as operators run it.
-func kubeletConfig(out string) ([]byte, error) {
+// measure evictd against the kubelet as operators run it. With swap, the
+// node's Burstable pods may use it (LimitedSwap, GA in 1.34).
+func kubeletConfig(out string, swap bool) ([]byte, error) {
 	cfg := map[string]any{
 		"apiVersion":             "kubelet.config.k8s.io/v1beta1",
 		"kind":                   "KubeletConfiguration",
@@ -113,6 +114,9 @@ func kubeletConfig(out string) ([]byte, error) {
 		"resolvConf":                "/etc/resolv.conf",
 		"registerNode":              true,
 		"nodeStatusReportFrequency": "20s",
+	}
+	if swap {
+		cfg["memorySwap"] = map[string]any{"swapBehavior": "LimitedSwap"}
 	}
 	return json.MarshalIndent(cfg, "", "  ")
 }

@@ -25,6 +25,9 @@ type config struct {
 	writeMiB       int64
 	writeDir       string
 	writeMiBPerSec float64
+	rereadMiB      int64
+	rereadDir      string
+	rereadReaders  int
 	procs          int
 	termDelay      time.Duration
 	exitAfter      time.Duration
@@ -51,6 +54,9 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.Int64Var(&c.writeMiB, "write-mib", 0, "data to write into --write-dir, MiB")
 	fs.StringVar(&c.writeDir, "write-dir", getenv(dirEnv), "directory for --write-mib (default $"+dirEnv+")")
 	fs.Float64Var(&c.writeMiBPerSec, "write-mib-per-sec", 0, "write rate, MiB/s (0: as fast as possible)")
+	fs.Int64Var(&c.rereadMiB, "reread-mib", 0, "write a file of this size into --reread-dir once, then re-read it in a loop forever, MiB")
+	fs.IntVar(&c.rereadReaders, "reread-readers", 0, "readers of the --reread-mib file at once, each over its own share of it (0: one)")
+	fs.StringVar(&c.rereadDir, "reread-dir", getenv(dirEnv), "directory for --reread-mib, on a disk-backed filesystem (default $"+dirEnv+")")
 	fs.Int64Var(&c.logMiB, "log-mib", 0, "text to print to stdout at start, MiB (the container's log)")
 	fs.IntVar(&c.files, "files", 0, "empty files to create in --write-dir at start (inodes)")
 	fs.IntVar(&c.procs, "procs", 0, "extra child processes to spawn")
@@ -75,7 +81,7 @@ func (c config) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"--hold-mib", c.holdMiB}, {"--grow-to-mib", c.growToMiB}, {"--write-mib", c.writeMiB}, {"--burst-mib", c.burstMiB}, {"--log-mib", c.logMiB}} {
+	}{{"--hold-mib", c.holdMiB}, {"--grow-to-mib", c.growToMiB}, {"--write-mib", c.writeMiB}, {"--burst-mib", c.burstMiB}, {"--log-mib", c.logMiB}, {"--reread-mib", c.rereadMiB}} {
 		if f.v < 0 || f.v > maxMiB {
 			return fmt.Errorf("%s=%d: must be between 0 and %d", f.name, f.v, maxMiB)
 		}
@@ -107,6 +113,10 @@ func (c config) validate() error {
 		return fmt.Errorf("--write-mib-per-sec=%g: must not be negative", c.writeMiBPerSec)
 	case c.writeMiB > 0 && c.writeDir == "":
 		return fmt.Errorf("--write-mib=%d: needs --write-dir or $%s", c.writeMiB, dirEnv)
+	case c.rereadReaders < 0 || c.rereadReaders > 64:
+		return fmt.Errorf("--reread-readers=%d: must be between 0 and 64", c.rereadReaders)
+	case c.rereadMiB > 0 && c.rereadDir == "":
+		return fmt.Errorf("--reread-mib=%d: needs --reread-dir or $%s", c.rereadMiB, dirEnv)
 	case c.files < 0 || c.files > 10_000_000:
 		return fmt.Errorf("--files=%d: must be between 0 and 10000000", c.files)
 	case c.files > 0 && c.writeDir == "":

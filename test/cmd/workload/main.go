@@ -4,6 +4,7 @@
 //	workload [--hold-mib N] [--grow-mib-per-sec R --grow-to-mib C]
 //	         [--burst-mib B --bursts K [--burst-delay D] [--burst-interval I]]
 //	         [--write-mib N [--write-dir DIR] [--write-mib-per-sec W]]
+//	         [--reread-mib N [--reread-dir DIR]]
 //	         [--procs N] [--term-delay D] [--exit-after D]
 //
 // Memory is anonymous memory whose every page is written, so it is charged to
@@ -12,7 +13,12 @@
 // bursts each touch B MiB as fast as the kernel faults pages in, I apart
 // (the first D after the hold), and then everything is held. Written files land in the pod's emptyDir
 // (WORKLOAD_DIR, set by the stand-in), so they count as the pod's ephemeral
-// storage. Extra processes are children in the same process group, so a
+// storage. A reread file (--reread-mib) is written once, past the page
+// cache, and then read back from start to end forever: under a memory limit
+// below its size the pod's cgroup keeps reclaiming its own page cache and
+// reading it again, a memory stall (PSI) with node memory still available;
+// its directory must be on a disk, not a tmpfs. Extra processes are
+// children in the same process group, so a
 // signal to the group reaches them and they count in the pod's pids cgroup.
 //
 // On SIGTERM it waits --term-delay and exits 0; a long delay makes the caller

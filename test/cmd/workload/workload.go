@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,8 @@ type workload struct {
 	pageSize int
 	mem      []byte
 	touched  int64
+	// reread counts the bytes --reread-mib has read back so far.
+	reread atomic.Int64
 }
 
 func newWorkload(cfg config, out io.Writer) *workload {
@@ -75,6 +78,19 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 	if w.cfg.writeMiB > 0 {
 		go func() { writeDone <- writeFiles(ctx, w.cfg.writeDir, w.cfg.writeMiB, w.cfg.writeMiBPerSec) }()
 	}
+	// The reread loop runs until run returns; its lines come through
+	// rereadLines, so that only this goroutine writes to out.
+	rereadLines := make(chan string, 16)
+	rereadDone := make(chan error, 1)
+	if w.cfg.rereadMiB > 0 {
+		rctx, cancel := context.WithCancel(ctx)
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			rereadDone <- w.rereadLoop(rctx, rereadLines)
+		}()
+		defer func() { cancel(); <-finished }()
+	}
 
 	var grow <-chan time.Time
 	if w.cfg.growMiBPerSec > 0 {
@@ -112,6 +128,11 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 			case <-time.After(w.cfg.termDelay):
 			}
 			return nil
+		case line := <-rereadLines:
+			fmt.Fprintln(w.out, line)
+		case err := <-rereadDone:
+			// Like a full disk for --write-mib: said, and the rest goes on.
+			fmt.Fprintf(w.out, "workload: reread stopped: %v\n", err)
 		case err := <-writeDone:
 			// A full disk is the point of some tests: report it and keep
 			// holding what was written instead of exiting.
@@ -183,6 +204,132 @@ func writeFiles(ctx context.Context, dir string, total int64, rate float64) erro
 		}
 	}
 	return f.Sync()
+}
+
+// rereadChunk is the size of each read of the reread loop; rereadReport how
+// often it reports its progress.
+const (
+	rereadChunk  = mib
+	rereadReport = 10 * time.Second
+)
+
+// rereadLoop writes --reread-mib into a file in --reread-dir, leaving none
+// of it in the page cache, then reads the file in chunks, over and over,
+// with no advice to the kernel (--reread-readers at once, each over its own
+// share of it): every page read is charged to the process's memory cgroup. Under a memory limit well below the file's
+// size the cgroup keeps reclaiming its own page cache and reading it back,
+// a memory stall (PSI) that frees nothing: node memory stays available.
+// Its lines go to lines; it returns only on an error or when ctx ends.
+func (w *workload) rereadLoop(ctx context.Context, lines chan<- string) error {
+	say := func(format string, args ...any) bool {
+		select {
+		case lines <- fmt.Sprintf(format, args...):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	dir := w.cfg.rereadDir
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
+		say("workload: reread: warning: %s is a tmpfs, whose page cache is not reclaimable without swap", dir)
+	}
+	name := filepath.Join(dir, fmt.Sprintf("reread-%d.dat", os.Getpid()))
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	size := w.cfg.rereadMiB * mib
+	if !say("workload: reread: writing %d MiB to %s", w.cfg.rereadMiB, name) {
+		return nil
+	}
+	start := time.Now()
+	if err := writeUncached(ctx, f, size); err != nil {
+		return err
+	}
+	if !say("workload: reread: wrote %d MiB in %s; rereading it from now on", w.cfg.rereadMiB, time.Since(start).Round(time.Millisecond)) {
+		return nil
+	}
+	// Each reader loops over its own share of the file, the first one
+	// reports; the first error stops them all.
+	readers := max(w.cfg.rereadReaders, 1)
+	share := (size/int64(readers) + mib - 1) / mib * mib
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, readers)
+	for r := range readers {
+		from, to := min(int64(r)*share, size), min(int64(r+1)*share, size)
+		go func() { errs <- w.rereadRange(rctx, f, from, to, r == 0, say) }()
+	}
+	var first error
+	for range readers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
+}
+
+// rereadRange reads [from, to) of f over and over, in chunks, until ctx
+// ends; with report it says how all the readers go (their bytes, its own
+// passes).
+func (w *workload) rereadRange(ctx context.Context, f *os.File, from, to int64, report bool, say func(string, ...any) bool) error {
+	if from >= to {
+		return nil
+	}
+	buf := make([]byte, rereadChunk)
+	began := time.Now()
+	lastAt, lastBytes := began, w.reread.Load()
+	for pass := 1; ; pass++ {
+		for off := from; off < to; {
+			if ctx.Err() != nil {
+				return nil
+			}
+			n, err := f.ReadAt(buf[:min(int64(len(buf)), to-off)], off)
+			if n == 0 && err != nil {
+				return fmt.Errorf("pass %d at %d MiB: %w", pass, off/mib, err)
+			}
+			off += int64(n)
+			total := w.reread.Add(int64(n))
+			if now := time.Now(); report && now.Sub(lastAt) >= rereadReport {
+				rate := float64(total-lastBytes) / mib / now.Sub(lastAt).Seconds()
+				if !say("workload: reread: pass %d, %d MiB read in %s, %.1f MiB/s lately", pass, total/mib, now.Sub(began).Round(time.Second), rate) {
+					return nil
+				}
+				lastAt, lastBytes = now, total
+			}
+		}
+	}
+}
+
+// writeUncached fills f with size bytes (none zero), flushing and dropping
+// what it wrote from the page cache every 8 MiB, so that writing neither
+// fills the cgroup's memory nor stalls on it.
+func writeUncached(ctx context.Context, f *os.File, size int64) error {
+	chunk := make([]byte, mib)
+	for i := range chunk {
+		chunk[i] = byte(i%251 + 1)
+	}
+	const flushEvery = 8 * mib
+	for off := int64(0); off < size; {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		n, err := f.WriteAt(chunk[:min(int64(len(chunk)), size-off)], off)
+		if err != nil {
+			return fmt.Errorf("after %d MiB: %w", off/mib, err)
+		}
+		off += int64(n)
+		if off%flushEvery == 0 || off == size {
+			if err := unix.Fdatasync(int(f.Fd())); err != nil {
+				return err
+			}
+			_ = unix.Fadvise(int(f.Fd()), 0, off, unix.FADV_DONTNEED)
+		}
+	}
+	return nil
 }
 
 // spawnChildren starts n copies of this binary in --child mode. They stay in

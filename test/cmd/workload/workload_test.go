@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,9 +27,19 @@ func TestParseFlags(t *testing.T) {
 		{name: "hold and grow", args: []string{"--hold-mib=10", "--grow-mib-per-sec=2.5", "--grow-to-mib=30"},
 			want: config{holdMiB: 10, growMiBPerSec: 2.5, growToMiB: 30}},
 		{name: "write dir from env", args: []string{"--write-mib=5"}, env: map[string]string{dirEnv: "/d"},
-			want: config{writeMiB: 5, writeDir: "/d"}},
+			want: config{writeMiB: 5, writeDir: "/d", rereadDir: "/d"}},
 		{name: "flag beats env", args: []string{"--write-mib=5", "--write-dir=/x"}, env: map[string]string{dirEnv: "/d"},
-			want: config{writeMiB: 5, writeDir: "/x"}},
+			want: config{writeMiB: 5, writeDir: "/x", rereadDir: "/d"}},
+		{name: "reread", args: []string{"--reread-mib=256", "--reread-dir=/data"}, want: config{rereadMiB: 256, rereadDir: "/data"}},
+		{name: "reread dir from env", args: []string{"--reread-mib=96"}, env: map[string]string{dirEnv: "/d"},
+			want: config{rereadMiB: 96, rereadDir: "/d", writeDir: "/d"}},
+		{name: "reread readers", args: []string{"--reread-mib=160", "--reread-dir=/data", "--reread-readers=4"},
+			want: config{rereadMiB: 160, rereadDir: "/data", rereadReaders: 4}},
+		{name: "too many readers", args: []string{"--reread-mib=8", "--reread-dir=/d", "--reread-readers=65"}, wantErr: "--reread-readers=65"},
+		{name: "negative readers", args: []string{"--reread-readers=-1"}, wantErr: "--reread-readers=-1"},
+		{name: "reread without dir", args: []string{"--reread-mib=8"}, wantErr: "--reread-mib=8: needs --reread-dir"},
+		{name: "negative reread", args: []string{"--reread-mib=-1", "--reread-dir=/d"}, wantErr: "--reread-mib=-1"},
+		{name: "huge reread", args: []string{"--reread-mib=99999999", "--reread-dir=/d"}, wantErr: "--reread-mib=99999999"},
 		{name: "procs and delays", args: []string{"--procs=3", "--term-delay=2s", "--exit-after=1m"},
 			want: config{procs: 3, termDelay: 2 * time.Second, exitAfter: time.Minute}},
 		{name: "negative hold", args: []string{"--hold-mib=-1"}, wantErr: "--hold-mib=-1"},
@@ -263,5 +274,58 @@ func TestFiles(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--files=3"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "--files=3") {
 		t.Errorf("--files without a directory: %v; want an error naming it", err)
+	}
+}
+
+// TestReread writes the file once and reads it back, whole, more than once,
+// saying when the rereading starts; the file holds exactly --reread-mib.
+func TestReread(t *testing.T) {
+	for _, readers := range []int{0, 3} {
+		t.Run(fmt.Sprintf("readers=%d", readers), func(t *testing.T) { testReread(t, readers) })
+	}
+}
+
+func testReread(t *testing.T, readers int) {
+	dir := t.TempDir()
+	out := &stampedWriter{}
+	w := newWorkload(config{rereadMiB: 4, rereadDir: dir, rereadReaders: readers, exitAfter: 1500 * time.Millisecond}, out)
+	if err := w.run(context.Background(), make(chan os.Signal)); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "reread-*.dat"))
+	if len(files) != 1 {
+		t.Fatalf("files %q, want one reread file", files)
+	}
+	st, err := os.Stat(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != 4*mib {
+		t.Errorf("the file holds %d bytes, want 4 MiB", st.Size())
+	}
+	if got := w.reread.Load(); got < 2*4*mib {
+		t.Errorf("read back %d bytes, want at least two passes over 4 MiB", got)
+	}
+	all := strings.Join(out.lines, "")
+	for _, want := range []string{"workload: reread: writing 4 MiB to " + files[0], "; rereading it from now on"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("output lacks %q:\n%s", want, all)
+		}
+	}
+	if strings.Contains(all, "reread stopped") {
+		t.Errorf("the reread loop stopped:\n%s", all)
+	}
+}
+
+// TestRereadStopsOnError: a directory it cannot write to is reported, and
+// the workload keeps running until its end.
+func TestRereadStopsOnError(t *testing.T) {
+	var out bytes.Buffer
+	w := newWorkload(config{rereadMiB: 1, rereadDir: filepath.Join(t.TempDir(), "missing"), exitAfter: 200 * time.Millisecond}, &out)
+	if err := w.run(context.Background(), make(chan os.Signal)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "workload: reread stopped: ") || !strings.Contains(out.String(), "exit-after reached") {
+		t.Errorf("output:\n%s", out.String())
 	}
 }
