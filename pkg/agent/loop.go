@@ -19,6 +19,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/agent/inflight"
+	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/metrics"
@@ -86,8 +87,8 @@ type LoopConfig struct {
 	// TransitionPeriod is how long a resource's pressure episode lasts after
 	// its last threshold cleared (the kubelet's pressure transition period).
 	TransitionPeriod time.Duration
-	// StallWindow is the window of the stall signals' shares (0: the
-	// default, config.DefaultStallWindow).
+	// StallWindow is the window of the stall signals' shares (0:
+	// config.DefaultStallWindow).
 	StallWindow time.Duration
 	// Rank holds the configured part of the ranking options; the loop adds
 	// PriorityClasses and NamespaceLabels from the PodSource on each pass.
@@ -205,7 +206,7 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		cfg.WarnEvery = time.Minute
 	}
 	if cfg.StallWindow <= 0 {
-		cfg.StallWindow = 10 * time.Second
+		cfg.StallWindow = config.DefaultStallWindow
 	}
 	l := &Loop{
 		stall:     stall.New(cfg.StallWindow),
@@ -366,6 +367,12 @@ func (l *Loop) observe(ctx context.Context) (*pressure.Observation, bool) {
 		return nil, false
 	}
 	m.SkippedFiles(obs.SkippedFiles)
+	if lost := l.stallSignalErrors(obs); len(lost) > 0 {
+		obs.SignalErrors = append(obs.SignalErrors, lost...)
+		if l.health.shouldWarn("stall", lost[0].Error(), end, l.cfg.WarnEvery) {
+			l.log.Warn("a stall threshold cannot be evaluated: no memory PSI figure", zap.Errors("signals", signalErrs(lost)))
+		}
+	}
 	for _, se := range obs.SignalErrors {
 		m.SignalReadError(se.Signal)
 	}
@@ -488,6 +495,49 @@ func (l *Loop) observeStall(obs *pressure.Observation, signals map[thresholds.Si
 		signals[s] = o
 	}
 	return pods
+}
+
+// stallSignalErrors names the configured stall signals whose group has no
+// memory PSI in obs (PSI off at boot, psi=0, or its file unreadable): evictd
+// is blind to that stall, which readiness, the signal error metric and the
+// log must say rather than treat as no stall.
+func (l *Loop) stallSignalErrors(obs *pressure.Observation) []pressure.SignalError {
+	if !l.stallOn || obs.Summary == nil {
+		return nil
+	}
+	has := map[string]bool{}
+	if m := obs.Summary.Node.Memory; m != nil && m.PSI != nil {
+		has[stall.Node] = true
+	}
+	for _, c := range obs.Summary.Node.SystemContainers {
+		if c.Name == statsapi.SystemContainerPods && c.Memory != nil && c.Memory.PSI != nil {
+			has[stall.Kubepods] = true
+		}
+	}
+	var out []pressure.SignalError
+	seen := map[thresholds.Signal]bool{}
+	for _, th := range l.cfg.Thresholds {
+		s := th.Signal
+		if !s.Stall() || seen[s] || has[stall.GroupOf(s)] {
+			continue
+		}
+		seen[s] = true
+		path := "/proc/pressure/memory"
+		if stall.GroupOf(s) == stall.Kubepods {
+			path = "kubepods/memory.pressure"
+		}
+		out = append(out, pressure.SignalError{Signal: string(s), Path: path,
+			Err: errors.New("no memory PSI figure (PSI off at boot, or the file unreadable)")})
+	}
+	return out
+}
+
+func signalErrs(lost []pressure.SignalError) []error {
+	out := make([]error, len(lost))
+	for i := range lost {
+		out[i] = lost[i]
+	}
+	return out
 }
 
 // stallSettling reports whether a stall victim is still going or went less

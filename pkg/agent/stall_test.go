@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,29 @@ func TestLoopStall(t *testing.T) {
 	}
 	if got := n.pod("big").termAt; !got.IsZero() {
 		t.Errorf("big, which does not stall, was evicted at %v", got)
+	}
+}
+
+// Without memory PSI (psi=0 at boot) a stall threshold cannot be
+// evaluated: nothing is evicted for it, and readiness says why rather than
+// reading the missing figure as "no stall".
+func TestLoopStallWithoutPSI(t *testing.T) {
+	n := newSimNode(t, 4096*mi, 250*mi,
+		&simPod{name: "thrasher", usage: 60 * mi, request: 64 * mi, grace: 30, stall: 0.8})
+	cfg := testLoopConfig(mustThresholds(t, thresholds.Spec{Hard: map[string]string{
+		"memory.pressureSome": "40%", "allocatableMemory.pressureFull": "10%",
+	}}))
+	n.run(t, cfg, 20*time.Second)
+	if v := n.victims(); len(v) != 0 {
+		t.Errorf("evicted %v without any stall figure", v)
+	}
+	err := n.loop.Problem()
+	for _, want := range []string{
+		"signal memory.pressureSome unknown: /proc/pressure/memory: no memory PSI figure",
+		"signal allocatableMemory.pressureFull unknown: kubepods/memory.pressure",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Problem() = %v, want it to contain %q", err, want)
+		}
 	}
 }
