@@ -49,6 +49,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -213,14 +214,13 @@ func Decide(opts Options, in Input) Decision {
 	for i := range targets {
 		t := &targets[i]
 		cands := rankFor(t.Threshold.Signal)
-		t.InFlight = InFlightReclaim(opts, in.Now, *t, cands, in.InFlight)
-		if t.Threshold.Signal.Stall() {
+		switch {
+		case !t.Threshold.Signal.Stall():
+			t.InFlight = InFlightReclaim(opts, in.Now, *t, cands, in.InFlight)
+		case in.StallSettling:
 			// A stall's need is in µs of stall, which no pod's usage
 			// measures: a victim covers all of it until its effect shows.
-			t.InFlight = 0
-			if in.StallSettling {
-				t.InFlight = t.Need
-			}
+			t.InFlight = t.Need
 		}
 		t.NodeReclaim = in.NodeReclaim[t.Threshold.Signal]
 		if t.Remaining() <= 0 {
@@ -418,7 +418,7 @@ func InFlightReclaim(opts Options, now time.Time, t Target, cands []rank.Candida
 		} else if isMemory(sig) && e.ObjectGone {
 			v = e.MemorySeen // what its cgroup still holds
 		}
-		if !isMemory(sig) && sig != thresholds.PIDAvailable {
+		if sig.Condition() == v1.NodeDiskPressure {
 			// A disk victim's space comes back as the kubelet removes its
 			// volumes, after it stopped; a smaller figure before it is gone
 			// is a walk cut short or racing the removal (LastUsage keeps the

@@ -62,3 +62,17 @@ func TestInFlightMemoryLeavesSwapOut(t *testing.T) {
 		t.Errorf("in flight %d MiB, want 150 (the working set, not the swap)", got/mi)
 	}
 }
+
+// Only disk signals keep a victim's last usage past its cgroup: a
+// swap.available victim counts the swap it holds now, not a figure noted
+// for another signal.
+func TestInFlightLastUsageIsForDiskOnly(t *testing.T) {
+	ths := parse(t, thresholds.Spec{Hard: map[string]string{"swap.available": "10%"}})
+	th := find(t, ths, thresholds.SwapAvailable, true)
+	c := cand("swapper", 100*mi, 0, false)
+	e := entry("swapper", "evicted", 0, map[thresholds.Signal]int64{thresholds.SwapAvailable: 500 * mi})
+	got := InFlightReclaim(baseOptions(), t0, Target{Threshold: th, Need: 200 * mi}, []rank.Candidate{c}, []inflight.Entry{e})
+	if got != 100*mi {
+		t.Errorf("in flight %d MiB, want 100 (its swap now)", got/mi)
+	}
+}
