@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/evictd/evictd/pkg/agent/decide"
@@ -153,8 +154,8 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		Pod:           d.Candidate.Pod,
 		Signal:        t.Threshold.Signal,
 		Hard:          t.Hard(),
-		Threshold:     t.Amount,
-		Available:     t.Observation.Available,
+		Threshold:     noteAmount(t.Threshold.Signal, t.Amount, t.Observation.Capacity),
+		Available:     noteAmount(t.Threshold.Signal, t.Observation.Available, t.Observation.Capacity),
 		Usage:         d.Candidate.Usage,
 		Request:       d.Candidate.Request,
 		Swap:          d.Candidate.Swap,
@@ -166,10 +167,6 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		PressureSince: t.Since,
 		Budget:        ep.Budget,
 	}}
-	if t.Threshold.Signal.Stall() {
-		c.req.Threshold = evict.StallPPM(t.Amount, t.Observation.Capacity)
-		c.req.Available = evict.StallPPM(t.Observation.Available, t.Observation.Capacity)
-	}
 	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: l.clk.Now()}
 	l.calls.wg.Add(1)
 	l.deps.Go(func() {
@@ -237,7 +234,7 @@ func (l *Loop) answer(r callResult) bool {
 // cgroups are still measured.
 func (l *Loop) noteDiskUsage(ranked map[thresholds.Signal][]rank.Candidate) {
 	for s, cands := range ranked {
-		if episode.Of(s) == episode.Memory || episode.Of(s) == episode.PIDs {
+		if s.Condition() != v1.NodeDiskPressure {
 			continue
 		}
 		for _, c := range cands {
