@@ -76,12 +76,18 @@ func (l *Loop) noteThresholds(ep *episode.Episode, v *view) {
 		l.log.Info("threshold met", zap.String("resource", string(ep.Resource)), zap.String("signal", string(th.Signal)),
 			zap.String("threshold", th.String()), zap.Bool("hard", th.Hard()), zap.Int64("available", o.Available),
 			zap.Int64("thresholdAmount", amount), zap.String("wokenBy", wokenBy(v.woke)))
-		if th.Signal.Stall() {
-			l.deps.Evictor.NodeThresholdMet(th.Signal, th.Hard(), evict.StallPPM(amount, o.Capacity), evict.StallPPM(o.Available, o.Capacity))
-			continue
-		}
-		l.deps.Evictor.NodeThresholdMet(th.Signal, th.Hard(), amount, o.Available)
+		l.deps.Evictor.NodeThresholdMet(th.Signal, th.Hard(), noteAmount(th.Signal, amount, o.Capacity), noteAmount(th.Signal, o.Available, o.Capacity))
 	}
+}
+
+// noteAmount is a threshold's figure in the unit Events and evict.Request
+// carry: the signal's own, but for a stall signal, whose observation counts
+// µs of the window not stalled, the millionths of the window stalled.
+func noteAmount(s thresholds.Signal, v, capacity int64) int64 {
+	if s.Stall() {
+		return evict.StallPPM(v, capacity)
+	}
+	return v
 }
 
 // wokenBy names the wake-up that found a threshold met, as "psi/kubepods"

@@ -444,10 +444,11 @@ func (l *Loop) decideInput(v *view, keep func(thresholds.Threshold) bool) decide
 			}
 		}
 	}
+	entries := l.inflight.Snapshot()
 	return decide.Input{
 		Now: v.now, Status: st, Thresholds: ths, Observations: v.signals, Rates: v.rates, Sustained: v.trends,
-		Rank: v.rankFor, InFlight: l.inflight.Snapshot(), Tried: map[types.UID]bool{},
-		NodeReclaim: l.nodeReclaim(v, st), StallSettling: l.stallSettling(v.now),
+		Rank: v.rankFor, InFlight: entries, Tried: map[types.UID]bool{},
+		NodeReclaim: l.nodeReclaim(v, st), StallSettling: l.stallSettling(v.now, entries),
 	}
 }
 
@@ -543,11 +544,11 @@ func signalErrs(lost []pressure.SignalError) []error {
 // stallSettling reports whether a stall victim is still going or went less
 // than a stall window ago: until then the window's share still holds the
 // stall from before it went, and a second victim would be one too many.
-func (l *Loop) stallSettling(now time.Time) bool {
+func (l *Loop) stallSettling(now time.Time, entries []inflight.Entry) bool {
 	if !l.stallOn {
 		return false
 	}
-	for _, e := range l.inflight.Snapshot() {
+	for _, e := range entries {
 		if e.Signal.Stall() {
 			l.stallSettleFrom(now)
 		}
