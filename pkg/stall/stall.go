@@ -44,14 +44,6 @@ type Shares struct {
 	SomeStalled, FullStalled int64
 }
 
-// Of picks the share a stall signal measures.
-func (s Shares) Of(full bool) float64 {
-	if full {
-		return s.Full
-	}
-	return s.Some
-}
-
 // Tracker keeps each group's recent readings.
 type Tracker struct {
 	window time.Duration
@@ -62,9 +54,6 @@ type Tracker struct {
 func New(window time.Duration) *Tracker {
 	return &Tracker{window: window, groups: map[string][]sample{}}
 }
-
-// Window is the length shares are measured over.
-func (t *Tracker) Window() time.Duration { return t.window }
 
 // Add records a reading of group's pressure file taken at at. A reading
 // older than the group's latest is ignored; a total that went down (the

@@ -169,13 +169,6 @@ func (s Signal) Allocatable() bool {
 	return false
 }
 
-// Bytes reports whether s measures memory in bytes (memory.available,
-// allocatableMemory.available, swap.available): the signals whose
-// reclaim is a pod's memory.
-func (s Signal) Bytes() bool {
-	return s == MemoryAvailable || s == AllocatableMemoryAvailable || s == SwapAvailable
-}
-
 // Operator is how thresholds on s are written: ">" for the stall signals
 // (stalled more than), "<" for the others (available less than).
 func (s Signal) Operator() string {
