@@ -37,8 +37,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer func() { _ = log.Sync() }()
-	restore := logging.RouteKlog(log)
-	defer restore()
+	// Never restored: client-go's goroutines outlive agent.Run (a list in
+	// flight when it returns fails with the cancelled context a moment
+	// later), and their lines must go through this logger, which drops
+	// cancelled contexts, not to klog's raw stderr as a second error line.
+	_ = logging.RouteKlog(log)
 
 	if err := agent.Run(ctx, opts, log, version); err != nil {
 		if errors.Is(err, agent.ErrUsage) {

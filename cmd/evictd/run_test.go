@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 
 	"github.com/evictd/evictd/test/e2e/framework"
 	"github.com/evictd/evictd/test/nodesim"
@@ -260,5 +261,35 @@ func TestRunEvictsOnASimulatedNode(t *testing.T) {
 	}
 	if logs.find("stopped") == nil {
 		t.Error("no \"stopped\" log line")
+	}
+}
+
+// TestRunKeepsKlogRoutedAfterItReturns: client-go's goroutines outlive the
+// agent (an informer's list in flight when it stops fails a moment later
+// with the cancelled context, and client-go logs it through klog). That
+// line must go through evictd's logger, which drops it, not to klog's raw
+// stderr, where it read as a second error line after "evictd failed" (seen
+// in TestFaultRBACNamespaceSelector).
+func TestRunKeepsKlogRoutedAfterItReturns(t *testing.T) {
+	var raw bytes.Buffer
+	klog.LogToStderr(false)
+	klog.SetOutput(&raw)
+	t.Cleanup(func() {
+		klog.ClearLogger()
+		klog.SetOutput(os.Stderr)
+		klog.LogToStderr(true)
+	})
+	var out, errb bytes.Buffer
+	// Past the flags and into the agent, which stops at once: no /proc.
+	if code := runCmd(context.Background(), []string{"--node-name=n1", "--host-root=" + t.TempDir()}, &out, &errb); code == exitOK {
+		t.Fatalf("exit %d, want a failure", code)
+	}
+	klog.ErrorS(fmt.Errorf("read body: %w", context.Canceled), "Unexpected error when reading response body")
+	klog.Flush()
+	if raw.Len() > 0 {
+		t.Errorf("klog wrote raw lines after the run returned:\n%s", raw.String())
+	}
+	if strings.Contains(errb.String(), "Unexpected error") {
+		t.Errorf("the cancelled request was logged as an error: %s", errb.String())
 	}
 }

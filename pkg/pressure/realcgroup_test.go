@@ -27,6 +27,11 @@ func TestRealCgroupV1(t *testing.T) {
 		nodeLimit  = 512 << 20
 		touchMiB   = 64
 		slackBytes = 48 << 20 // the helper's Go runtime, stacks and page tables
+		// The helper's file pages (its binary) count in the working set
+		// while active; the kernel may move them to the inactive list
+		// between two reads, so a growth may read short of what was
+		// touched by that much (seen: 63.75 MiB for 64, on a busy host).
+		fileSlack = 4 << 20
 	)
 	// The node cgroup, with the same name in the pids hierarchy when there is
 	// one: the observer finds both at the same relative path.
@@ -117,7 +122,7 @@ func TestRealCgroupV1(t *testing.T) {
 	}
 	touch(touchMiB)
 	ws2, _, _, _, _ := observe(true)
-	if grew := ws2 - ws1; ws2 < ws1 || grew < touchMiB<<20 || grew > touchMiB<<20+slackBytes/2 {
+	if grew := ws2 - ws1; ws2 < ws1 || grew < touchMiB<<20-fileSlack || grew > touchMiB<<20+slackBytes/2 {
 		t.Errorf("pod working set grew by %d bytes after touching %d MiB more", int64(ws2)-int64(ws1), touchMiB)
 	}
 	t.Logf("pod working set: %d MiB before, %d MiB after 64 MiB, %d MiB after 128 MiB", ws0>>20, ws1>>20, ws2>>20)

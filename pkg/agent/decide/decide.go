@@ -30,6 +30,9 @@
 //     the unused images count as reclaim the kubelet's image garbage
 //     collection will make (NodeReclaim), so evictd evicts only for what
 //     they cannot cover, and nothing when they cover it all.
+//   - One early bet at a time: a predicted crossing gets no eviction while
+//     a victim in flight still gives memory back toward it; only a met
+//     threshold evicts past it.
 //   - Escalation (kubernetes#123872): for a hard target, a pod in flight
 //     counts only if its grace ends within HardHorizon. A soft eviction with a
 //     long grace period therefore cannot hold back a hard threshold, and
@@ -223,6 +226,16 @@ func Decide(opts Options, in Input) Decision {
 			t.InFlight = t.Need
 		}
 		t.NodeReclaim = in.NodeReclaim[t.Threshold.Signal]
+		if t.Early && t.InFlight > 0 {
+			// One early bet at a time: while a victim is still giving
+			// memory back, a predicted crossing gets no second eviction,
+			// whatever the trend extrapolates; its effect on the trend
+			// shows first. A fill that stops (a load coming up, a first
+			// allocation) reads as a fall that goes on, and two pods went
+			// for a crossing that never came. A met threshold still evicts
+			// past what is in flight.
+			continue
+		}
 		if t.Remaining() <= 0 {
 			if t.Need > t.InFlight && reason == "" {
 				d.Target = *t

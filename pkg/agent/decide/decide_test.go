@@ -361,6 +361,57 @@ func TestDecideActsEarlyOnAPredictedCrossing(t *testing.T) {
 	}
 }
 
+// TestDecideOneEarlyBetAtATime: a predicted crossing whose need the victim
+// in flight does not cover (the trend, extrapolated, asks for more) gets no
+// second early eviction while that victim still holds memory; the first
+// bet's effect on the trend shows first. Seen on the real node twice: a fill
+// that stopped (a load coming up, a leaker's first allocation) read as a
+// fall that went on, and two pods evicted for a crossing that never came.
+// A met threshold is not a bet: it evicts past the victim in flight as ever.
+func TestDecideOneEarlyBetAtATime(t *testing.T) {
+	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})
+	const memCap = 4096 * mi
+	ranking := []rank.Candidate{cand("a", 150*mi, 100*mi, true), cand("b", 200*mi, 100*mi, true), cand("c", 200*mi, 100*mi, true)}
+	// a was evicted early and still holds 150Mi. Falling 250Mi/s, over the
+	// 2 s lead: from 700Mi the prediction is 200Mi, 100Mi short, which a
+	// covers; from 400Mi it is −100Mi, 400Mi short, which a does not (and
+	// before this rule b went at once).
+	for _, tc := range []struct {
+		name   string
+		avail  int64
+		hard   bool // the threshold is met now
+		action Action
+	}{
+		{"predicted, the victim in flight covers it", 700 * mi, false, None},
+		{"predicted past what the victim in flight covers", 400 * mi, false, None},
+		{"met past what the victim in flight covers", 100 * mi, true, Evict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := baseOptions()
+			opts.ActEarly = true
+			obs := thresholds.Observation{Available: tc.avail, Capacity: memCap, Time: t0}
+			in := Input{
+				Now: t0, Thresholds: ths,
+				Observations: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: obs},
+				Rates:        map[thresholds.Signal]float64{thresholds.MemoryAvailable: 250 * mi},
+				Sustained:    map[thresholds.Signal]bool{thresholds.MemoryAvailable: true},
+				Rank:         func(thresholds.Signal) []rank.Candidate { return ranking },
+				InFlight:     []inflight.Entry{entry("a", inflight.Evicted, 5*time.Second, nil)},
+			}
+			if tc.hard {
+				in.Status = thresholds.Status{Active: []thresholds.ActiveThreshold{active(find(t, ths, thresholds.MemoryAvailable, true), tc.avail, memCap, false)}}
+			}
+			d := Decide(opts, in)
+			if d.Action != tc.action {
+				t.Fatalf("action = %s on %s (%s), want %s", d.Action, d.Candidate.Name, d.Reason, tc.action)
+			}
+			if d.Action == Evict && d.Candidate.Name != "b" {
+				t.Errorf("victim %s, want b", d.Candidate.Name)
+			}
+		})
+	}
+}
+
 func TestDecideFitsGraceToTheTimeLeft(t *testing.T) {
 	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}, Soft: map[string]string{"memory.available": "1Gi"}, GracePeriod: map[string]string{"memory.available": "10s"}})
 	const memCap = 4096 * mi

@@ -76,7 +76,12 @@ func TestWaitRefusesConcurrentCallers(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { _, err := s.Wait(ctx, time.Minute); errc <- err }()
-	time.Sleep(50 * time.Millisecond)
+	// Until the first Wait holds the set, a second one would be the first.
+	for deadline := time.Now().Add(10 * time.Second); !s.waiting.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first Wait has not started after 10 s")
+		}
+	}
 	if _, err := s.Wait(context.Background(), 0); err == nil || !strings.Contains(err.Error(), "concurrently") {
 		t.Errorf("a second Wait = %v, want a concurrency error", err)
 	}
