@@ -13,9 +13,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-// The node tests run in file order: node_1 (the DaemonSet, parity), node_2
-// (the e2e scenarios), node_3 (the races, the kubelet alone last, since at
-// its worst it leaves the guest in a reclaim livelock for minutes).
+// The node tests run in file order; node_2_soft_test.go says which and why.
 
 // TestNodeDaemonSet: evictd starts from the shipped manifest on a real node
 // and becomes Ready.
@@ -29,15 +27,26 @@ func TestNodeDaemonSet(t *testing.T) {
 	t.Logf("evictd pod %s Ready %s after the DaemonSet was applied", pod.Name, time.Since(start).Round(time.Millisecond))
 
 	// Its footprint on this node, idle, from the kubelet's own figures: RSS
-	// and working set of the container, CPU over a minute.
+	// and working set of the container, CPU between two of the kubelet's
+	// samples at least 20 s apart (its stats refresh every 10-15 s; the
+	// assertion is on the working set, the CPU figure is for the log).
 	ctx := context.Background()
 	first, err := evictdContainerStats(ctx, n, pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(60 * time.Second)
-	last, err := evictdContainerStats(ctx, n, pod)
-	if err != nil {
+	var last *statsv1alpha1.ContainerStats
+	if err := n.poll(ctx, 2*time.Minute, "a CPU sample 20 s after the first", func(ctx context.Context) error {
+		c, err := evictdContainerStats(ctx, n, pod)
+		if err != nil {
+			return err
+		}
+		if d := c.CPU.Time.Sub(first.CPU.Time.Time); d < 20*time.Second {
+			return fmt.Errorf("the newest sample is %s after the first", d)
+		}
+		last = c
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	cpu := float64(*last.CPU.UsageCoreNanoSeconds-*first.CPU.UsageCoreNanoSeconds) /

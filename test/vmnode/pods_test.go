@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/pkg/evict"
 )
 
 // workloadPod is a pod of the workload image on the node: args for the
@@ -249,4 +251,28 @@ func (f *podFates) check(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// evictedIn names the pods of namespace ns that evictd's log says it
+// evicted ("evicted pod" lines), in the log's order.
+func evictedIn(t *testing.T, n *Node, ev *corev1.Pod, ns string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range CRILogLines(evictdLog(t, n, ev)) {
+		if name, ok := strings.CutPrefix(l.Str("pod"), ns+"/"); ok && l.Msg == "evicted pod" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// hasEvictdEvent reports whether podEvents' lines hold an Event evictd
+// wrote on the named pod.
+func hasEvictdEvent(events, pod string) bool {
+	for _, line := range strings.Split(events, "\n") {
+		if strings.Contains(line, " Pod/"+pod+": ") && strings.HasSuffix(line, "("+evict.ReportingController+")") {
+			return true
+		}
+	}
+	return false
 }

@@ -17,6 +17,19 @@ import (
 // kubelet's root, the image store and the logs, so nodefs and imagefs are
 // the same filesystem, as on most nodes.
 
+// diskArgs is evictd's configuration for both disk tests, one deployment
+// for the two (a redeploy takes about a minute under TCG).
+//   - nodefs.available<40 %: far above the kubelet's imagefs.available<15 %
+//     (the same disk), so TestNodeDiskOrder can take the node 400 MiB below
+//     it and stay clear of the kubelet's.
+//   - nodefs.inodesFree<90 %: TestNodeDiskInodes's threshold (the kubelet's
+//     is 5 %). Neither test comes near the other's threshold: the space test
+//     writes a few large files, the inodes test empty ones.
+//   - Without the image rule: the node's unused image (the ballast of
+//     TestNodeDiskImageGC, which runs after these) would cover part of the
+//     need.
+var diskArgs = []string{"--eviction-hard=nodefs.available<40%,nodefs.inodesFree<90%", "--expect-image-gc=false"}
+
 // nodeFsAvailable is the node's nodefs as statfs gives it: available (to
 // unprivileged users, as the kubelet counts it) and capacity, in bytes.
 func nodeFsAvailable(ctx context.Context, n *Node) (avail, capacity int64, err error) {
@@ -47,13 +60,7 @@ func fsAvailable(ctx context.Context, n *Node, dir string) (avail, capacity int6
 func TestNodeDiskOrder(t *testing.T) {
 	n := sharedNode(t)
 	ctx := context.Background()
-	// 40 %: far above the kubelet's imagefs.available<15 % (the same disk),
-	// so the test can take the node 400 MiB below it and stay clear of the
-	// kubelet's.
-	// Without the image rule: the node's unused image (the ballast of
-	// TestNodeDiskImageGC, which runs after this) would cover part of the
-	// need.
-	evictd := evictdPodWith(t, n, "--eviction-hard=nodefs.available<40%", "--expect-image-gc=false")
+	evictd := evictdPodWith(t, n, diskArgs...)
 	ns := newNamespace(t, n, "disk")
 	fill := "/var/lib/kubelet/evictd-test-fill"
 	t.Cleanup(func() { _, _ = n.Sh(context.Background(), "rm -f "+fill) })
@@ -200,7 +207,7 @@ func TestNodeDiskInodes(t *testing.T) {
 	if free-threshold < 5000 || free-threshold > 25000 {
 		t.Fatalf("nodefs has %d of %d inodes free: %d above the 90 %% threshold, not the 5000-25000 the test is sized for", free, total, free-threshold)
 	}
-	evictd := evictdPodWith(t, n, "--eviction-hard=nodefs.inodesFree<90%")
+	evictd := evictdPodWith(t, n, diskArgs...)
 	ns := newNamespace(t, n, "inodes")
 	start := time.Now()
 	createRunning(t, ctx, n,

@@ -218,8 +218,10 @@ cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, cid
 	}
 	lines := evictedLines(t, n, ev, from)
 	t.Logf("evictd's evictions:\n%s", rawLines(lines))
-	if len(lines) == 0 || lines[0].Str("pod") != ns+"/swapper" || !strings.HasSuffix(lines[0].Str("signal"), "emory.available") {
-		t.Errorf("evictd's first eviction is not A's, for memory.available (or allocatableMemory.available)")
+	// The whole list: A's eviction, for memory.available (or
+	// allocatableMemory.available), and no other.
+	if len(lines) != 1 || lines[0].Str("pod") != ns+"/swapper" || !strings.HasSuffix(lines[0].Str("signal"), "emory.available") {
+		t.Errorf("evictd's evictions are not exactly A's, for memory.available (or allocatableMemory.available)")
 	}
 	events := podEvents(t, n, ns)
 	t.Logf("events in %s:\n%s", ns, events)

@@ -1,0 +1,112 @@
+//go:build vmnode
+
+package vmnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+// The node tests run in file order, grouped by evictd's flags so that each
+// group deploys evictd once (a redeploy takes about a minute under TCG):
+// node_1 the shipped configuration (DaemonSet, parity), node_2 a soft
+// threshold, node_3 the disk thresholds, then the shipped configuration
+// again for node_4 (the scenarios), node_5 (the race) and node_6 (the
+// kubelet's image collection, last on the one-disk node: its DiskPressure
+// stays five minutes, and it needs evictd up seven minutes, which node_4 and
+// node_5 give it). node_7 to node_9 run on a second node with a dedicated
+// imagefs and swap.
+
+// TestNodeSoftThresholdAcrossRestart: a soft threshold with a 20 s grace
+// period is met, and evictd's pod is deleted 8 s into the grace period. The
+// DaemonSet's new pod starts the grace period afresh (it keeps no state
+// across restarts, so it never evicts on time it did not see) and then
+// evicts the one pod the pressure needs, once.
+func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
+	n := sharedNode(t)
+	const soft, grace = 800 << 20, 20 * time.Second
+	// --act-early=false: the hog's hold fills at a few hundred MiB/s under
+	// TCG, fast enough for a predicted crossing of the hard 300Mi threshold
+	// to evict it within seconds (seen: "predicted to cross 0 in 2.1s
+	// (falling 385Mi/s)"), before the soft grace period this test is about.
+	args := []string{"--eviction-soft=memory.available<800Mi", "--eviction-soft-grace-period=memory.available=20s", "--act-early=false"}
+	old := evictdPodWith(t, n, args...)
+	waitNoMemoryPressure(t, n)
+	ctx := context.Background()
+	ns := newNamespace(t, n, "soft")
+	avail, err := nodeAvailable(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// memory.available ends about 500 MiB: under the soft threshold, well
+	// over the hard one.
+	hold := (avail - soft + 300<<20) >> 20
+	createRunning(t, ctx, n,
+		workloadPod(ns, "bystander", 64<<20, 0, "--hold-mib=16"),
+		workloadPod(ns, "hog", 32<<20, 0, "--hold-mib="+strconv.FormatInt(hold, 10)))
+	met := time.Now()
+	time.Sleep(8 * time.Second)
+	if err := n.Cluster.Admin.CoreV1().Pods("evictd-system").Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var restarted *corev1.Pod
+	if err := n.poll(ctx, 4*time.Minute, "the DaemonSet's new evictd pod Ready", func(ctx context.Context) error {
+		pods, err := n.Cluster.Admin.CoreV1().Pods("evictd-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.Name != old.Name && p.DeletionTimestamp == nil && podReady(p) {
+				restarted = p
+				return nil
+			}
+		}
+		return fmt.Errorf("pods: %s", describePods(pods.Items))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	readyAt := time.Now()
+	evictdOnce.Lock()
+	evictdOnce.pod = restarted
+	evictdOnce.Unlock()
+	t.Logf("evictd restarted: %s Ready %s after the threshold was met", restarted.Name, readyAt.Sub(met).Round(time.Second))
+
+	var evictedAt time.Time
+	if err := n.poll(ctx, 3*time.Minute, "the hog evicted", func(ctx context.Context) error {
+		p, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && FateOf(p) != "") {
+			evictedAt = time.Now()
+			if err == nil && FateOf(p) != ByEvictd {
+				return fmt.Errorf("the hog ended by %s", FateOf(p))
+			}
+			return nil
+		}
+		return errors.New("the hog still runs")
+	}); err != nil {
+		t.Fatalf("%v\nevictd's log (tail):\n%s", err, framework.LastLines(evictdLog(t, n, restarted), 30))
+	}
+	t.Logf("the hog was evicted %s after the threshold was met, %s after the new evictd pod was Ready",
+		evictedAt.Sub(met).Round(time.Second), evictedAt.Sub(readyAt).Round(time.Second))
+	if evictedAt.Sub(met) < grace {
+		t.Errorf("evicted %s after the soft threshold was met, before its %s grace period", evictedAt.Sub(met), grace)
+	}
+	time.Sleep(15 * time.Second)
+	p, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "bystander", metav1.GetOptions{})
+	if err != nil || FateOf(p) != "" {
+		t.Errorf("the bystander went too (err %v); one eviction relieved the pressure", err)
+	}
+	if log := evictdLog(t, n, restarted); strings.Count(log, `"evicted pod"`) != 1 {
+		t.Errorf("the new evictd logged %d evictions, want 1:\n%s", strings.Count(log, `"evicted pod"`), framework.LastLines(log, 30))
+	}
+}
