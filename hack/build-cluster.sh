@@ -38,12 +38,24 @@ kmajor=${kver#v}; kmajor=${kmajor%%.*}
 kminor=${kver#v*.}; kminor=${kminor%%.*}
 vpkg=k8s.io/component-base/version
 ldflags="-X $vpkg.gitVersion=$kver -X $vpkg.gitMajor=$kmajor -X $vpkg.gitMinor=$kminor"
+# One go build for the five: it schedules their packages and links together on every core (one
+# build after another leaves a core idle through each link). -s -w: no symbol table or DWARF
+# (smaller binaries; the link time it saves was not measured apart); stack traces come from the
+# runtime's own tables and stay complete.
+# Static, so the kubelet also runs in the VM guest, which has no libc.
+tmp="$out/.build.tmp"
+rm -rf "$tmp"
+mkdir -p "$tmp"
+pkgs=()
+for b in "${bins[@]}"; do pkgs+=("${pkg[$b]}"); done
+CGO_ENABLED=0 go build -ldflags "$ldflags -s -w" -o "$tmp/" "${pkgs[@]}"
 for b in "${bins[@]}"; do
-  # Build beside the target and rename, so a running test cluster keeps its
-  # old executable instead of failing with "text file busy".
-  # Static, so the kubelet also runs in the VM guest, which has no libc.
-  CGO_ENABLED=0 go build -ldflags "$ldflags" -o "$out/.$b.tmp" "${pkg[$b]}"
-  mv -f "$out/.$b.tmp" "$out/$b"
+  # go build names a binary after its package's path, less a major version (etcd's server/v3).
+  p=${pkg[$b]%/v[0-9]*}
+  # Renamed into place, so a running test cluster keeps its old executable instead of failing
+  # with "text file busy".
+  mv -f "$tmp/${p##*/}" "$out/$b"
 done
+rm -rf "$tmp"
 echo "$want" > "$stamp"
 echo "cluster binaries built in $(( $(date +%s) - start ))s"
