@@ -176,7 +176,7 @@ vm-smoke: $(BIN)/evictd $(BIN)/workload
 ## "N passed, N failed". E2E_NODE_RUN=PATTERN runs only the tests it matches.
 NODE_IMAGES := $(IMAGE_DIR)/node
 e2e-node:
-	TEST_STAGES="tools node-ready node" hack/test.sh
+	TEST_STAGES="tools node-ready node node-imagefs" hack/test.sh
 
 # The node benchmarks keep go test's exit status through tee.
 bench-race-node bench-stall-node: SHELL := /bin/bash

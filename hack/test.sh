@@ -8,15 +8,18 @@
 # stage that is not a test run (a build, a download). A stage whose prerequisite failed is not
 # run and counts as one failure.
 #
-# The stages run one after another (TEST_LANES=serial, the default). TEST_LANES=lanes runs them in
-# three lanes instead:
-#   main    tools, modules, build, cluster-bins, then the VM node: node-ready, node
-#   host    unit, then e2e (the host's control plane and cgroup v1), once cluster-bins is built
-#   checks  verify, test-image, test-dashboard, deploy-lint, test-deploy, under nice 19
-# On the 2-core CI machine the lanes kept both cores at 100 % from start to end, slowed the node's
-# tests (TestNodeDaemonSet 344 s against 190 s) and starved verify past its 30-minute timeout
-# (docs/ci.md), so they are for machines with cores to spare. A lane's start and end lines are
-# printed as they happen, its output whole when it ends (_output/test/lane-NAME.log).
+# Most stages run one after another. Three things overlap, because on two cores they wait more
+# than they compute (docs/ci.md has the measurements):
+#   - the downloads (apt-get for the VM node, the tool modules' go mod download) run in the
+#     background from the start;
+#   - the checks (verify, test-image, test-dashboard, deploy-lint, test-deploy: compilers and
+#     linters, no timing in them) run in a lane of their own under nice 19 from the end of build
+#     on, taking the CPU the timed tests leave, never theirs;
+#   - the VM node's tests run on two VMs at once: the one-disk node's ("node") and the dedicated
+#     imagefs and swap node's ("node-imagefs", the tests that call imageFsNode), each its own
+#     go test process with its own control plane. Each VM idles most of the time.
+# A lane's start and end lines are printed as they happen, its output whole when it ends
+# (_output/test/lane-NAME.log).
 #
 # CI kills a run at 90 minutes. Every stage gets at most what is left of TEST_BUDGET (seconds,
 # default 5400) less a margin, so a hang ends with go test's own timeout report (the goroutine
@@ -51,7 +54,7 @@ record() {
   echo "$2 $3 $4 $5 $6" >"$logs/$1.result"
   say "=== stage $1: $2 in $3s ($(now) UTC)"
 }
-status() { local r; read -r r _ <"$logs/$1.result" 2>/dev/null && echo "$r" || echo none; }
+status() { local r; read -r r _ 2>/dev/null <"$logs/$1.result" && echo "$r" || echo none; }
 
 # needs NAME DEP...: true when every DEP ran and passed, or was left out by TEST_STAGES.
 needs() {
@@ -133,17 +136,10 @@ join() {
   if [ "$rc" = 0 ]; then record "$name" ok "$took" 1 0 0; else record "$name" FAILED "$took" 0 1 0; fi
 }
 
-# lane NAME NICE FUNCTION: runs FUNCTION in the background, its output into NAME.log.
-serial=true
-case ${TEST_LANES:-serial} in
-  serial) ;;
-  lanes) serial=false ;;
-  *) echo "TEST_LANES=${TEST_LANES}: want serial or lanes" >&2; exit 2 ;;
-esac
+# lane NAME NICE FUNCTION: runs FUNCTION in the background, its output into lane-NAME.log.
 declare -A lane_pid
 lane() {
   local name=$1 n=$2 fn=$3
-  if $serial; then "$fn"; return; fi
   say "=== lane $name: start $(now) UTC (output in $logs/lane-$name.log when it ends)"
   ( in_lane=$name; renice -n "$n" -p $BASHPID >/dev/null; "$fn" ) >"$logs/lane-$name.log" 2>&1 &
   lane_pid[$name]=$!
@@ -157,7 +153,7 @@ end_lane() {
 }
 
 stages=(tools modules vm-prepare modules-tools build cluster-bins unit e2e node-ready node
-  verify test-image test-dashboard deploy-lint test-deploy)
+  node-imagefs verify test-image test-dashboard deploy-lint test-deploy)
 finish() {
   local name r secs p f sk passed=0 failed=0 skipped=0
   echo
@@ -205,21 +201,38 @@ checks() {
     gotest test-deploy 600 test/deploy --quiet ./...
   fi
 }
-host() {
-  # shellcheck disable=SC2046
-  if wanted unit; then gotest unit 1800 . --quiet $("$GO" list ./... | grep -v /test/e2e); fi
-  needs e2e build cluster-bins && gotest e2e 3000 . -p 1 ./test/e2e/...
+# The tests of the node with a dedicated imagefs and swap (test/vmnode/node_7 to node_9), run by
+# node-imagefs; the one-disk node's process skips them and runs everything else, a test added
+# there included. E2E_NODE_RUN (a go test -run pattern) narrows both.
+imagefs_tests=(TestNodeDedicatedImageFs TestNodeSwapRanking TestNodeStallThrash TestNodeBusyNoStall)
+anchored() { local IFS='|'; echo "^($*)\$"; }
+node_tests() {
+  local name=$1; shift
+  needs "$name" node-ready && gotest "$name" 4800 . -tags vmnode "$@" ./test/vmnode
 }
+node_imagefs() {
+  local run=("${imagefs_tests[@]}")
+  if [ -n "${E2E_NODE_RUN:-}" ]; then
+    mapfile -t run < <(printf '%s\n' "${imagefs_tests[@]}" | grep -E -e "$E2E_NODE_RUN")
+  fi
+  [ "${#run[@]}" -gt 0 ] && node_tests node-imagefs -run "$(anchored "${run[@]}")"
+}
+node_onedisk() {
+  node_tests node ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} -skip "$(anchored "${imagefs_tests[@]}")"
+}
+any_wanted() { local s; for s in "$@"; do wanted "$s" && return 0; done; return 1; }
 
-$serial || lane checks 19 checks
 step build 1200 make --no-print-directory build
+any_wanted verify test-image test-dashboard deploy-lint test-deploy && lane checks 19 checks
 join modules-tools
 step cluster-bins 2400 make --no-print-directory cluster-bins
-lane host 0 host
-! $serial || checks
+# shellcheck disable=SC2046
+if wanted unit; then gotest unit 1800 . --quiet $("$GO" list ./... | grep -v /test/e2e); fi
+needs e2e build cluster-bins && gotest e2e 3000 . -p 1 ./test/e2e/...
 join vm-prepare
 needs node-ready vm-prepare && step node-ready 1800 make --no-print-directory node-ready
-needs node node-ready && gotest node 4800 . -tags vmnode ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} ./test/vmnode
-end_lane host
+wanted node-imagefs && lane node-imagefs 0 node_imagefs
+node_onedisk
+end_lane node-imagefs
 end_lane checks
 finish

@@ -418,8 +418,38 @@ func (n *Node) Diagnostics() string {
 	}
 	if n.VM != nil {
 		fmt.Fprintf(&b, "==== console (last 30 lines) ====\n%s\n", framework.LastLines(n.VM.Console(), 30))
+		fmt.Fprintf(&b, "==== guest: %s\n", n.state())
 	}
 	return b.String()
+}
+
+// state tells a guest that stopped from one that hangs: whether QEMU still
+// runs and, if so, whether the guest agent answers within 10 s.
+func (n *Node) state() string {
+	select {
+	case <-n.VM.Done():
+		return "stopped: " + n.ended()
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := n.Agent.Exec(ctx, []string{"/bin/busybox", "cat", "/proc/uptime", "/proc/loadavg"})
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		return fmt.Sprintf("QEMU runs; the guest agent does not answer: %v", err)
+	}
+	return "QEMU runs; the guest agent answers (uptime, load): " + strings.Join(strings.Fields(r.Stdout), " ")
+}
+
+// ended is how the guest ended, once QEMU has exited.
+func (n *Node) ended() string {
+	res, err := n.VM.Wait()
+	if err != nil {
+		return fmt.Sprintf("%v (after %s)", err, res.Duration.Round(time.Second))
+	}
+	return fmt.Sprintf("its init powered off, script exit code %d (after %s)", res.ExitCode, res.Duration.Round(time.Second))
 }
 
 func (n *Node) waitAgent(ctx context.Context, timeout time.Duration) error {
@@ -446,7 +476,7 @@ func (n *Node) poll(ctx context.Context, timeout time.Duration, what string, f f
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-n.VM.Done():
-			return false, errors.New("the guest stopped")
+			return false, fmt.Errorf("the guest stopped: %s", n.ended())
 		default:
 		}
 		last = f(ctx)

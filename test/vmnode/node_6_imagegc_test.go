@@ -27,19 +27,28 @@ const ballastImage = "evictd-ballast:e2e-node"
 // where the ballast would change what they measure.
 func init() { extraImages = append(extraImages, "ballast.tar") }
 
-// readySince is when the pod last became Ready. evictd's pod is Ready only
-// after a pass of its loop, which is where it notes the node's images.
-func readySince(ctx context.Context, n *Node, p *corev1.Pod) (time.Time, error) {
-	got, err := n.Cluster.Admin.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-	if err != nil {
-		return time.Time{}, err
-	}
-	for _, c := range got.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return c.LastTransitionTime.Time, nil
+// firstPassAt is when the running evictd container synced its informers,
+// from its log as the kubelet keeps it: its first pass, where it starts
+// noting the node's images, follows at once. Not the pod's Ready time:
+// evictd turns unready while a victim does not go (TestNodeStuckTerminating
+// before this test), and Ready again later, with the same process and the
+// same memory of the images.
+func firstPassAt(t *testing.T, n *Node, p *corev1.Pod) (time.Time, error) {
+	var at time.Time
+	for _, line := range strings.Split(evictdLog(t, n, p), "\n") {
+		ts, rest, ok := strings.Cut(line, " ")
+		if !ok || !strings.Contains(rest, `"informers synced"`) {
+			continue
+		}
+		// The last one: a restarted container has the earlier's log too.
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			at = t
 		}
 	}
-	return time.Time{}, fmt.Errorf("pod %s/%s is not Ready", p.Namespace, p.Name)
+	if at.IsZero() {
+		return at, fmt.Errorf("evictd pod %s/%s: no \"informers synced\" line in its log", p.Namespace, p.Name)
+	}
+	return at, nil
 }
 
 // nodeImage finds an image in the Node's status.images by name.
@@ -93,11 +102,11 @@ func TestNodeDiskImageGC(t *testing.T) {
 	// wait counted from the container's start, 20 s too early on a slow
 	// start; the unit test TestLoopDiskLeavesUnusedImagesToTheKubelet
 	// covers that side).
-	ready, err := readySince(ctx, n, evictd)
+	first, err := firstPassAt(t, n, evictd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wait := time.Until(ready.Add(7*time.Minute + 20*time.Second)); wait > 0 {
+	if wait := time.Until(first.Add(7*time.Minute + 20*time.Second)); wait > 0 {
 		t.Logf("waiting %s, until evictd has seen %s (%d MiB) listed for 7 minutes", wait.Round(time.Second), ballastImage, img.SizeBytes>>20)
 		time.Sleep(wait)
 	}

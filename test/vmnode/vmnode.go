@@ -203,7 +203,10 @@ type VM struct {
 	console bytes.Buffer
 	res     *Result
 	waitErr error
-	waited  chan struct{}
+	// killed: QEMU ended by the timeout or Kill, noted as it exits, since
+	// Wait's own cancel would make every later Wait say so.
+	killed bool
+	waited chan struct{}
 }
 
 // Start boots the guest and returns while it runs. Wait for its end, or
@@ -293,6 +296,7 @@ func (vm *VM) wait() {
 	vm.mu.Lock()
 	vm.res.Duration = time.Since(vm.start)
 	vm.waitErr = err
+	vm.killed = vm.ctx.Err() != nil
 	vm.mu.Unlock()
 	_ = vm.pw.Close()
 	<-vm.done
@@ -327,7 +331,7 @@ func (vm *VM) Wait() (*Result, error) {
 	}
 	reachedPoweroff := bytes.Contains(vm.console.Bytes(), poweroffLine)
 	switch {
-	case vm.ctx.Err() != nil:
+	case vm.killed:
 		return res, fmt.Errorf("vmnode: the guest did not power off within %s (killed): %w", vm.opts.Timeout, vm.ctx.Err())
 	case vm.waitErr != nil:
 		return res, fmt.Errorf("vmnode: %s: %w", QEMU, vm.waitErr)
