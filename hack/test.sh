@@ -8,16 +8,17 @@
 # stage that is not a test run (a build, a download). A stage whose prerequisite failed is not
 # run and counts as one failure.
 #
-# Most stages run one after another. Three things overlap, because on two cores they wait more
-# than they compute (docs/ci.md has the measurements):
+# Most stages run one after another. Two things overlap, because they wait on something else
+# than the CPU or take only the CPU the timed tests leave (docs/ci.md has the measurements):
 #   - the downloads (apt-get for the VM node, the tool modules' go mod download) run in the
 #     background from the start;
 #   - the checks (verify, test-image, test-dashboard, deploy-lint, test-deploy: compilers and
 #     linters, no timing in them) run in a lane of their own under nice 19 from the end of build
-#     on, taking the CPU the timed tests leave, never theirs;
-#   - the VM node's tests run on two VMs at once: the one-disk node's ("node") and the dedicated
-#     imagefs and swap node's ("node-imagefs", the tests that call imageFsNode), each its own
-#     go test process with its own control plane. Each VM idles most of the time.
+#     on, taking the CPU the timed tests leave, never theirs.
+# The VM node's tests run as two stages, each its own go test process with its own control plane
+# and VM: "node" (the one-disk node) and then "node-imagefs" (the node with a dedicated imagefs
+# and swap). Not at once: on two cores each guest wants about one core, and two together ran
+# every test about twice as slow and failed one (docs/ci.md).
 # A lane's start and end lines are printed as they happen, its output whole when it ends
 # (_output/test/lane-NAME.log).
 #
@@ -191,19 +192,21 @@ if wanted cluster-bins; then
 fi
 step modules 1800 "$GO" mod download
 
+# Under nice 19 a check waits for the CPU the tests leave it, so its own cap is the budget's.
 checks() {
-  step verify 1800 make --no-print-directory verify
-  gotest test-image 600 hack/image --quiet ./...
-  gotest test-dashboard 600 hack/dashboard --quiet ./...
+  step verify "$budget" make --no-print-directory verify
+  gotest test-image "$budget" hack/image --quiet ./...
+  gotest test-dashboard "$budget" hack/dashboard --quiet ./...
   await cluster-bins
   if needs test-deploy cluster-bins verify; then
-    step deploy-lint 600 bash -c "cd test/deploy && $GO vet ./... && ../../_output/tools/staticcheck ./..."
-    gotest test-deploy 600 test/deploy --quiet ./...
+    step deploy-lint "$budget" bash -c "cd test/deploy && $GO vet ./... && ../../_output/tools/staticcheck ./..."
+    gotest test-deploy "$budget" test/deploy --quiet ./...
   fi
 }
 # The tests of the node with a dedicated imagefs and swap (test/vmnode/node_7 to node_9), run by
-# node-imagefs; the one-disk node's process skips them and runs everything else, a test added
-# there included. E2E_NODE_RUN (a go test -run pattern) narrows both.
+# node-imagefs in a fresh process (a fresh control plane, no node before its own); the one-disk
+# node's process skips them and runs everything else, a test added there included.
+# E2E_NODE_RUN (a go test -run pattern) narrows both.
 imagefs_tests=(TestNodeDedicatedImageFs TestNodeSwapRanking TestNodeStallThrash TestNodeBusyNoStall)
 anchored() { local IFS='|'; echo "^($*)\$"; }
 node_tests() {
@@ -231,8 +234,7 @@ if wanted unit; then gotest unit 1800 . --quiet $("$GO" list ./... | grep -v /te
 needs e2e build cluster-bins && gotest e2e 3000 . -p 1 ./test/e2e/...
 join vm-prepare
 needs node-ready vm-prepare && step node-ready 1800 make --no-print-directory node-ready
-wanted node-imagefs && lane node-imagefs 0 node_imagefs
 node_onedisk
-end_lane node-imagefs
+node_imagefs
 end_lane checks
 finish

@@ -140,13 +140,14 @@ func startNode(t *testing.T, name string, imageFsMiB, swapMiB int, extra []strin
 	return n, nil
 }
 
-// imageFsNode is the node of the dedicated-imagefs tests: the shared node
-// is powered off and its Node deleted (the tests of the one-disk layout run
-// before these, by file order), and a node whose /var/lib/containerd is a
-// disk of its own (1 GiB) takes its place, for the tests after it too. It
-// also has 1 GiB of swap, with the kubelet's LimitedSwap, for the swap and
-// stall tests after it (node_7, node_8): one boot serves them all (the
-// imagefs test's figures do not depend on swap).
+// imageFsNode is the node of the dedicated-imagefs tests: a node whose
+// /var/lib/containerd is a disk of its own (1 GiB), with 1 GiB of swap and
+// the kubelet's LimitedSwap too, for the swap and stall tests (node_7 to
+// node_9): one boot serves them all (the imagefs test's figures do not
+// depend on swap). make test runs these tests in a go test process of their
+// own, beside the one-disk node's (hack/test.sh lists them); run in the
+// same process after the one-disk tests, it powers that node off and
+// deletes its Node first.
 func imageFsNode(t *testing.T) *Node {
 	t.Helper()
 	Need(t)

@@ -13,7 +13,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-// The node tests run in file order; node_2_soft_test.go says which and why.
+// The node tests run in file order; node_1_soft_test.go says which and why.
 
 // TestNodeDaemonSet: evictd starts from the shipped manifest on a real node
 // and becomes Ready.

@@ -20,13 +20,13 @@ import (
 
 // The node tests run in file order, grouped by evictd's flags so that each
 // group deploys evictd once (a redeploy takes about a minute under TCG):
-// node_1 the shipped configuration (DaemonSet, parity), node_2 a soft
-// threshold, node_3 the disk thresholds, then the shipped configuration
-// again for node_4 (the scenarios), node_5 (the race) and node_6 (the
-// kubelet's image collection, last on the one-disk node: its DiskPressure
-// stays five minutes, and it needs evictd up seven minutes, which node_4 and
-// node_5 give it). node_7 to node_9 run on a second node with a dedicated
-// imagefs and swap.
+// node_1 a soft threshold, node_2 the disk thresholds, then the shipped
+// configuration for node_3 (DaemonSet, parity), node_4 (the scenarios),
+// node_5 (the race) and node_6 (the kubelet's image collection, last on the
+// one-disk node: its DiskPressure stays five minutes, and it needs evictd up
+// seven minutes, which node_3 to node_5 give it, so it does not wait).
+// node_7 to node_9 run on a second node with a dedicated imagefs and swap,
+// in a go test process of their own (hack/test.sh).
 
 // TestNodeSoftThresholdAcrossRestart: a soft threshold with a 20 s grace
 // period is met, and evictd's pod is deleted 8 s into the grace period. The
