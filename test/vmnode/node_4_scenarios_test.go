@@ -38,6 +38,7 @@ const settle = 200 << 20
 // last sample found it.
 func fillTo(t *testing.T, n *Node) int64 {
 	t.Helper()
+	waitQuietNode(t, n)
 	avail, err := nodeAvailable(context.Background(), n)
 	if err != nil {
 		t.Fatal(err)

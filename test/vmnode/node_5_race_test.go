@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -147,6 +148,7 @@ func removeEvictd(t *testing.T, n *Node) {
 func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 	ctx := context.Background()
 	waitNoMemoryPressure(t, n)
+	waitQuietNode(t, n)
 	ns := newNamespace(t, n, "race")
 	avail, err := nodeAvailable(ctx, n)
 	if err != nil {
@@ -357,6 +359,45 @@ func oomKills(ctx context.Context, n *Node) (int64, error) {
 		return 0, fmt.Errorf("/proc/vmstat oom_kill line %q", out)
 	}
 	return strconv.ParseInt(f[1], 10, 64)
+}
+
+// waitQuietNode waits until the node runs no pod but evictd's, judged by the
+// pod cgroups under kubepods (the cgroupfs driver's pod<UID>), which go only
+// once every process of the pod has: a test that plans its memory from
+// memory.available must not count what the last test's pods still hold. A
+// namespace's deletion is not enough: the mirror of a static pod goes with
+// it while the kubelet still runs the pod, until it next reads its manifest
+// directory (seen: a static hog held its memory 30 s past its namespace, and
+// the next test's pressure never came).
+func waitQuietNode(t *testing.T, n *Node) {
+	t.Helper()
+	ctx := context.Background()
+	if err := n.poll(ctx, 3*time.Minute, "no pod on the node but evictd's", func(ctx context.Context) error {
+		evictd, err := n.Cluster.Admin.CoreV1().Pods("evictd-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		keep := map[string]bool{}
+		for _, p := range evictd.Items {
+			keep["pod"+string(p.UID)] = true
+		}
+		out, err := n.Sh(ctx, "ls -d /sys/fs/cgroup/kubepods/pod* /sys/fs/cgroup/kubepods/*/pod* 2>/dev/null; true")
+		if err != nil {
+			return err
+		}
+		var others []string
+		for _, dir := range strings.Fields(out) {
+			if !keep[path.Base(dir)] {
+				others = append(others, dir)
+			}
+		}
+		if len(others) > 0 {
+			return fmt.Errorf("pod cgroups still there: %v", others)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitNoMemoryPressure waits until the node reports no MemoryPressure, so a
