@@ -8,13 +8,19 @@
 # stage that is not a test run (a build, a download). A stage whose prerequisite failed is not
 # run and counts as one failure.
 #
-# Most stages run one after another. Two things overlap, because they wait on something else
+# Most stages run one after another. Three things overlap, because they wait on something else
 # than the CPU or take only the CPU the timed tests leave (docs/ci.md has the measurements):
 #   - the downloads (apt-get for the VM node, the tool modules' go mod download) run in the
 #     background from the start;
 #   - the checks (verify, test-image, test-dashboard, deploy-lint, test-deploy: compilers and
 #     linters, no timing in them) run in a lane of their own under nice 19 from the end of build
-#     on, taking the CPU the timed tests leave, never theirs.
+#     on, taking the CPU the timed tests leave, never theirs;
+#   - e2e (about a quarter of one core: its tests mostly wait on grace periods and soaks) runs in
+#     a lane beside the node's stages, from when the node's images are made (node-ready rewrites
+#     nothing e2e runs after that). unit, which compiles, runs before both.
+# Every go command runs with -trimpath, as make build does: the build, the tests and go vet then
+# share one compile of each package in the build cache, where the flag apart made two (a cold
+# run compiled client-go and its kin once for build and again for unit).
 # The VM node's tests run as two stages, each its own go test process with its own control plane
 # and VM: "node" (the one-disk node) and then "node-imagefs" (the node with a dedicated imagefs
 # and swap). Not at once: on two cores each guest wants about one core, and two together ran
@@ -31,6 +37,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
+export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
 budget=${TEST_BUDGET:-5400}
 margin=${TEST_MARGIN:-150}
 t0=$(date +%s)
@@ -231,10 +238,12 @@ join modules-tools
 step cluster-bins 2400 make --no-print-directory cluster-bins
 # shellcheck disable=SC2046
 if wanted unit; then gotest unit 1800 . --quiet $("$GO" list ./... | grep -v /test/e2e); fi
-needs e2e build cluster-bins && gotest e2e 3000 . -p 1 ./test/e2e/...
 join vm-prepare
 needs node-ready vm-prepare && step node-ready 1800 make --no-print-directory node-ready
+e2e() { gotest e2e 3000 . -p 1 ./test/e2e/...; }
+needs e2e build cluster-bins && lane e2e 0 e2e
 node_onedisk
 node_imagefs
+end_lane e2e
 end_lane checks
 finish
