@@ -33,6 +33,7 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 		return episode.Of(th.Signal) == ep.Resource && (!softBusy || th.Hard())
 	})
 	in.Blocked = ep.FreshBlocked(v.now, l.cfg.PDBRecheck)
+	in.Refused = episode.Fresh(l.refused, v.now, l.cfg.RefusedRecheck)
 	for _, c := range ep.Calls {
 		if c != nil {
 			in.Tried[c.Pod] = true
@@ -59,8 +60,10 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 		if !next {
 			return
 		}
-		// A PodDisruptionBudget refused it: the next candidate, at once.
+		// A PodDisruptionBudget or the API server refused it for this pod:
+		// the next candidate, at once.
 		in.Blocked = ep.FreshBlocked(l.clk.Now(), l.cfg.PDBRecheck)
+		in.Refused = episode.Fresh(l.refused, l.clk.Now(), l.cfg.RefusedRecheck)
 		in.InFlight = l.inflight.Snapshot()
 	}
 }
@@ -210,6 +213,14 @@ func (l *Loop) answer(r callResult) bool {
 		add(inflight.DryRun, r.at)
 	case evict.PDBBlocked:
 		ep.Blocked[uid] = r.at
+		return true
+	case evict.Refused:
+		// This pod's answer, not the API server's state: no back-off for
+		// the episode, so the node is not left to sink while the same pod
+		// is asked again and again. Kept for the node, not the episode:
+		// the next episode (or another resource's) would get the same
+		// answer.
+		l.refused[uid] = r.at
 		return true
 	case evict.NotFound:
 		add(inflight.Vanished, r.at)

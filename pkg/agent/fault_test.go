@@ -1,11 +1,13 @@
 package agent
 
 import (
-	"go.uber.org/zap/zaptest"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
+	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -163,5 +165,55 @@ func TestLoopLeadTimeIsEvictionToMemoryBack(t *testing.T) {
 	// Measured to the deletion it would be (7×2 + 3×21)/10 = 7.7s.
 	if lead := n.loop.lead.get(); lead < 1500*time.Millisecond || lead > 2*time.Second {
 		t.Errorf("lead %v after a 1s exit and a 20s teardown, want ≈1.7s (eviction → memory back)", lead)
+	}
+}
+
+// refuse answers a's eviction as an admission policy would (a 403 the
+// evictor classifies as Refused) and lets every other pod go.
+func refuse(name string) func(p *simPod, req evict.Request) (evict.Outcome, error) {
+	return func(p *simPod, req evict.Request) (evict.Outcome, error) {
+		if p.name != name {
+			return evict.Outcome{}, nil
+		}
+		return evict.Outcome{Result: evict.Refused, GracePeriodSeconds: 5, Attempts: 1},
+			&evict.PodError{Pod: "ns/" + p.name, Result: evict.Refused, Err: evict.ErrRefused}
+	}
+}
+
+// A pod whose eviction the API server refuses for the pod itself (an
+// admission policy or webhook) is that pod's answer, not the API server's
+// state: the next candidate goes in the same pass, with no back-off. Before,
+// a refusal was a failure: the episode backed off and asked for the same
+// pod again and again while the node sank.
+func TestLoopRefusedPodLetsTheNextGoAtOnce(t *testing.T) {
+	n := newSimNode(t, 4096*mi, base250, threePods()...)
+	n.evictResult = refuse("a")
+	n.run(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), 20*time.Second)
+	if !eq(n.victims(), []string{"a", "b"}) {
+		t.Fatalf("calls %v, want [a b]: a refused, b in its place, nothing more", n.victims())
+	}
+	if gap := n.calls[1].at.Sub(n.calls[0].at); gap != 0 || n.calls[1].step != n.calls[0].step {
+		t.Errorf("b asked %v (pass %d) after a's refusal (pass %d), want in the same pass", gap, n.calls[1].step, n.calls[0].step)
+	}
+	if got := n.evictedPods(); !eq(got, []string{"b"}) {
+		t.Errorf("terminated %v, want [b]", got)
+	}
+}
+
+// With nobody else to evict, the refused pod is asked again only after the
+// recheck time, never in the tight rhythm of a failure back-off.
+func TestLoopRefusedPodIsAskedAgainOnlyAfterTheRecheck(t *testing.T) {
+	n := newSimNode(t, 4096*mi, 4096*mi-250*mi-1000*mi, &simPod{name: "a", usage: 1000 * mi, grace: 30, exitIn: time.Second})
+	n.evictResult = refuse("a")
+	cfg := testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi")))
+	cfg.RefusedRecheck = 2 * time.Minute
+	n.run(t, cfg, 5*time.Minute)
+	if len(n.calls) != 3 {
+		t.Fatalf("%d calls for a in 5 minutes, want 3 (at 0, 2 and 4 minutes)", len(n.calls))
+	}
+	for i := 1; i < len(n.calls); i++ {
+		if gap := n.calls[i].at.Sub(n.calls[i-1].at); gap < cfg.RefusedRecheck || gap > cfg.RefusedRecheck+2*time.Second {
+			t.Errorf("a asked again %v after its refusal, want after the %v recheck", gap, cfg.RefusedRecheck)
+		}
 	}
 }

@@ -113,6 +113,9 @@ type LoopConfig struct {
 	// PDBRecheck is how long a PodDisruptionBudget refusal is trusted before
 	// the pod is asked about again.
 	PDBRecheck time.Duration
+	// RefusedRecheck is how long the API server's refusal of a pod's
+	// eviction (an admission policy or webhook) is trusted.
+	RefusedRecheck time.Duration
 	// FailureBackoff is the first pause after a failed eviction call,
 	// doubling up to MaxFailureBackoff.
 	FailureBackoff, MaxFailureBackoff time.Duration
@@ -160,6 +163,9 @@ type Loop struct {
 	stall            *stall.Tracker
 	stallOn          bool
 	stallSettleUntil time.Time
+	// refused are the pods whose eviction the API server refused for the
+	// pod itself (an admission policy or webhook, several PDBs), and when.
+	refused map[types.UID]time.Time
 	// imageAges is when each of the node's images was first listed (with
 	// ExpectImageGC): the kubelet keeps young ones.
 	imageAges imagegc.Ages
@@ -202,6 +208,9 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 	if cfg.MaxFailureBackoff < cfg.FailureBackoff {
 		cfg.MaxFailureBackoff = max(30*time.Second, cfg.FailureBackoff)
 	}
+	if cfg.RefusedRecheck <= 0 {
+		cfg.RefusedRecheck = max(cfg.PDBRecheck, time.Minute)
+	}
 	if cfg.WarnEvery <= 0 {
 		cfg.WarnEvery = time.Minute
 	}
@@ -219,6 +228,7 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		inflight:  inflight.New(cfg.InFlight),
 		estimates: map[thresholds.Signal]*predict.Estimator{},
 		lead:      leadTime{value: cfg.Decide.Lead},
+		refused:   map[types.UID]time.Time{},
 	}
 	for _, th := range cfg.Thresholds {
 		l.stallOn = l.stallOn || th.Signal.Stall()

@@ -42,6 +42,11 @@ const (
 	burst = 2 * time.Second
 	// pdbRecheck is how long a PodDisruptionBudget refusal is trusted.
 	pdbRecheck = 30 * time.Second
+	// refusedRecheck is how long the API server's refusal of one pod's
+	// eviction is trusted: an admission policy or webhook that denies it
+	// changes when a person changes it, not as pods become ready, so it is
+	// asked about less often than a PDB.
+	refusedRecheck = 2 * time.Minute
 	// hardSlack is added to the hard grace cap to get the horizon within
 	// which reclaim in flight counts toward a hard threshold.
 	hardSlack = 2 * time.Second
@@ -269,15 +274,16 @@ func loopConfig(o *Options, ths []thresholds.Threshold, rankOpts rank.Options) L
 			FitGrace:    o.FitGrace,
 			Grace:       grace,
 		},
-		Housekeeping:  o.Housekeeping,
-		Adaptive:      o.Adaptive,
-		Poll:          wakeup.PollPolicy{Min: o.PollMin, Max: o.Housekeeping},
-		EventFillRate: eventFillRate,
-		Burst:         burst,
-		InFlight:      inflight.DefaultOptions(),
-		MaxAttempts:   DefaultMaxAttempts,
-		PDBRecheck:    pdbRecheck,
-		ExpectImageGC: o.ExpectImageGC,
+		Housekeeping:   o.Housekeeping,
+		Adaptive:       o.Adaptive,
+		Poll:           wakeup.PollPolicy{Min: o.PollMin, Max: o.Housekeeping},
+		EventFillRate:  eventFillRate,
+		Burst:          burst,
+		InFlight:       inflight.DefaultOptions(),
+		MaxAttempts:    DefaultMaxAttempts,
+		PDBRecheck:     pdbRecheck,
+		RefusedRecheck: refusedRecheck,
+		ExpectImageGC:  o.ExpectImageGC,
 	}
 }
 

@@ -25,6 +25,9 @@ type Budget struct {
 	// count counts accepted evictions, plus calls under way (admit reserves,
 	// finish refunds what was not accepted).
 	count int
+	// pending is the calls under way: each holds a token it has not yet
+	// taken from limiter, which takes it only if the eviction is accepted.
+	pending int
 	// capLogged: the cap was logged at Warn in this episode.
 	capLogged bool
 	// seen holds, per pod UID and call, what was already logged this
@@ -72,8 +75,12 @@ func (b *Budget) reset() {
 
 // charge is a reservation admit made: finish keeps it for an accepted
 // eviction and refunds it otherwise, so refusals and errors cost nothing.
+// The token is taken from the bucket only at acceptance: a reservation
+// taken at admission could not be handed back once its time had passed
+// (rate.Reservation.CancelAt restores nothing then), so every refusal cost
+// a token and the next candidate queued behind it.
 type charge struct {
-	r *rate.Reservation
+	held bool
 }
 
 // admit checks the cap and the token bucket before a call and reserves
@@ -84,23 +91,29 @@ func (b *Budget) admit(now time.Time) (charge, time.Duration, error) {
 	if b.count >= b.max {
 		return charge{}, 0, fmt.Errorf("%w (%d; --%s)", ErrEpisodeCap, b.max, FlagMaxPerEpisode)
 	}
-	if tokens := b.limiter.TokensAt(now); tokens < 1 {
+	if tokens := b.limiter.TokensAt(now) - float64(b.pending); tokens < 1 {
 		wait := time.Duration((1 - tokens) / b.rate * float64(time.Second))
 		return charge{}, wait, fmt.Errorf("%w (--%s=%v, --%s=%d); next token in %v", ErrRateLimited, FlagRate, b.rate, FlagBurst, b.burst, wait.Round(time.Millisecond))
 	}
 	b.count++
-	return charge{r: b.limiter.ReserveN(now, 1)}, 0, nil
+	b.pending++
+	return charge{held: true}, 0, nil
 }
 
-// settle keeps or refunds a charge.
+// settle spends a charge's token on an accepted eviction, or gives the
+// charge back.
 func (b *Budget) settle(c charge, accepted bool, now time.Time) {
-	if c.r == nil || accepted {
+	if !c.held {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.pending--
+	if accepted {
+		b.limiter.ReserveN(now, 1)
+		return
+	}
 	b.count--
-	c.r.CancelAt(now)
 }
 
 func (b *Budget) lookup(k seenKey) (seenEntry, bool) {
@@ -116,7 +129,7 @@ func (b *Budget) remember(k seenKey, out Outcome, err error, capHit bool) (seenB
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_, seenBefore = b.seen[k]
-	if out.Result == PDBBlocked || out.Result == DryRun {
+	if out.Result == PDBBlocked || out.Result == Refused || out.Result == DryRun {
 		b.seen[k] = seenEntry{outcome: out, err: err}
 	}
 	if capHit && !b.capLogged {

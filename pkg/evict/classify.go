@@ -3,6 +3,7 @@ package evict
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 
 	policyv1 "k8s.io/api/policy/v1"
@@ -22,6 +23,10 @@ func classify(err error) (Result, bool) {
 		if isPDBRefusal(err) {
 			return PDBBlocked, false
 		}
+		if isAdmissionDenial(err) {
+			// A webhook may deny with any code, 429 included.
+			return Refused, false
+		}
 		// API Priority and Fairness also answers 429; that one passes.
 		return Failed, true
 	case apierrors.IsConflict(err):
@@ -35,8 +40,8 @@ func classify(err error) (Result, bool) {
 		return Failed, true
 	}
 	if isMultiplePDBs(err) {
-		// Permanent until someone fixes the PDBs; retrying only adds load.
-		return Failed, false
+		// Permanent until someone fixes the PDBs, and for this pod only.
+		return Refused, false
 	}
 	switch {
 	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsServiceUnavailable(err),
@@ -49,9 +54,21 @@ func classify(err error) (Result, bool) {
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		// The server answered: 5xx may pass, anything else (403, 422, ...)
-		// will be answered the same way again.
-		return Failed, status.Status().Code >= 500
+		code := status.Status().Code
+		switch {
+		case code >= 500:
+			return Failed, true
+		case code == 401, code == 403 && isAuthorizationDenial(err):
+			// evictd's own credentials or permissions: every pod gets the
+			// same answer, so it is the episode that backs off.
+			return Failed, false
+		case code >= 400:
+			// An answer about this pod (an admission policy or webhook
+			// denying it, 403, 422, 400): the same again for it, but the
+			// next candidate may go.
+			return Refused, false
+		}
+		return Failed, false
 	}
 	// No answer from the server (connection refused or reset, EOF, DNS):
 	// the API server may be restarting.
@@ -96,6 +113,43 @@ func isMultiplePDBs(err error) bool {
 		return false
 	}
 	return strings.Contains(status.Status().Message, "more than one PodDisruptionBudget")
+}
+
+// isAdmissionDenial is a validating admission webhook's or
+// ValidatingAdmissionPolicy's denial, which the API server words itself
+// (k8s.io/apiserver's admission webhook and policy errors) around the
+// webhook's or policy's own message.
+func isAdmissionDenial(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	msg := status.Status().Message
+	return strings.Contains(msg, "admission webhook") || strings.Contains(msg, "ValidatingAdmissionPolicy")
+}
+
+// authzDenial matches the authorizer's 403 (k8s.io/apiserver's
+// responsewriters.forbiddenMessage): `User "..." cannot create resource
+// "pods/eviction" in API group "" in the namespace "..."`.
+var authzDenial = regexp.MustCompile(`cannot [a-z]+ resource "pods`)
+
+// isAuthorizationDenial is a 403 of evictd's own permissions (RBAC), not of
+// the pod: it answers every pod alike.
+func isAuthorizationDenial(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	return authzDenial.MatchString(status.Status().Message)
+}
+
+// refusalMessage is the server's words for a refusal.
+func refusalMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
 }
 
 // pdbMessage is the server's explanation of a PDB refusal, for logs and

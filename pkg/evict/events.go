@@ -33,6 +33,10 @@ const (
 	// outlived its grace period and evictd's wait for it: its reclaim no
 	// longer counts and the next candidate may be evicted.
 	ReasonVictimStuck = "EvictionStuck"
+	// ReasonEvictionRefused is on a pod whose eviction the API server
+	// refused for the pod itself (an admission policy or webhook, several
+	// PodDisruptionBudgets): evictd went on to the next candidate.
+	ReasonEvictionRefused = "EvictionRefused"
 	// ReasonPressureEnded is on the Node when a resource's pressure episode
 	// ends: no threshold of it met for the pressure transition period.
 	ReasonPressureEnded = "EvictionPressureEnded"

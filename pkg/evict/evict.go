@@ -206,6 +206,10 @@ func (e *Evictor) EpisodeEvictions() int { return e.budget.Evictions() }
 //   - NotFound: the pod was already gone; err is nil.
 //   - PDBBlocked: err wraps ErrPDBBlocked with the server's reason; try the
 //     next candidate.
+//   - Refused: err wraps ErrRefused with the server's words (an admission
+//     policy or webhook denied this pod's eviction, or several PDBs cover
+//     it); the same answer would come again for this pod: try the next
+//     candidate, and this one again only much later.
 //   - RateLimited: err wraps ErrRateLimited (Outcome.RetryAfter says when a
 //     token is free) or ErrEpisodeCap; no call was made.
 //   - Failed: err says why, after up to Backoff.Steps attempts for
@@ -312,6 +316,8 @@ func (e *Evictor) do(ctx context.Context, req Request, v verb) (Outcome, error) 
 	switch out.Result {
 	case PDBBlocked:
 		err = fmt.Errorf("%w: %s", ErrPDBBlocked, pdbMessage(apiErr))
+	case Refused:
+		err = fmt.Errorf("%w: %s", ErrRefused, refusalMessage(apiErr))
 	case Failed:
 		err = fmt.Errorf("after %d attempt(s): %w", out.Attempts, apiErr)
 	}
@@ -399,6 +405,22 @@ func (e *Evictor) finish(req Request, b *Budget, v verb, out Outcome, err error)
 			fields = append(fields, zap.String("verdict", "blocked by PodDisruptionBudget"))
 		}
 		e.log.Log(lvl, msg, fields...)
+	case Refused:
+		// Once an episode at Warn, with an Event on the pod: someone's policy
+		// protects it, and whoever owns it should see that evictd asked.
+		if seenBefore {
+			e.log.Debug("eviction refused", fields...)
+			break
+		}
+		msg := "eviction refused for this pod; trying the next candidate"
+		if e.opts.DryRun {
+			msg = "would evict pod"
+			fields = append(fields, zap.String("verdict", "refused"))
+		}
+		e.log.Warn(msg, fields...)
+		if e.events != nil {
+			e.events.Emit(podRef(req.Pod), v1.EventTypeWarning, ReasonEvictionRefused, actionEvict, refusedNote(req, err))
+		}
 	case NotFound:
 		e.log.Info("pod already gone", fields...)
 	case RateLimited:

@@ -201,7 +201,11 @@ var (
 	err404 = apierrors.NewNotFound(podsGR, "web-1")
 	err500 = apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
 	err503 = apierrors.NewServiceUnavailable("apiserver is shutting down")
-	err403 = apierrors.NewForbidden(podsGR, "web-1", errors.New("RBAC: pods/eviction create not allowed"))
+	// The authorizer's 403, in its own words.
+	err403 = &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
+		Message: `pods "web-1" is forbidden: User "system:serviceaccount:evictd-system:evictd" cannot create resource "pods/eviction" in API group "" in the namespace "shop"`}}
+	errDenied = apierrors.NewForbidden(podsGR, "web-1",
+		errors.New("ValidatingAdmissionPolicy 'keep-web' with binding 'keep-web' denied request: web-1 stays"))
 	errUID = apierrors.NewConflict(podsGR, "web-1",
 		errors.New("the UID in the precondition (uid-web-1) does not match the UID in record (new). The object might have been deleted and then recreated"))
 )
@@ -221,7 +225,9 @@ func TestEvictResults(t *testing.T) {
 		{"transient 500s then allowed", false, []error{err500, err503, nil}, Evicted, nil, 3},
 		{"500 then pod gone", false, []error{err500, err404}, NotFound, nil, 2},
 		{"503 until retries run out", false, []error{err503, err503, err503, err503, err503}, Failed, err503, 4},
-		{"403 is not retried", false, []error{err403}, Failed, err403, 1},
+		{"403 of evictd's own RBAC is not retried", false, []error{err403}, Failed, err403, 1},
+		{"403 of an admission policy: refused for this pod", false, []error{errDenied}, Refused, ErrRefused, 1},
+		{"dry run refused", true, []error{errDenied}, Refused, ErrRefused, 1},
 		{"UID changed", false, []error{errUID}, NotFound, nil, 1},
 		{"dry run allowed", true, nil, DryRun, nil, 1},
 		{"dry run PDB", true, []error{errPDB}, PDBBlocked, ErrPDBBlocked, 1},
@@ -273,16 +279,22 @@ func TestEvictResults(t *testing.T) {
 				t.Errorf("DryRun sent %v, want dry run %v", do.DryRun, wantDry)
 			}
 
-			// Events: only for a real, accepted eviction.
+			// Events: only for a real, accepted or refused eviction.
 			evs := h.flushEvents()
 			wantEvents := 0
-			if out.Result == Evicted {
+			if out.Result == Evicted || out.Result == Refused && !tt.dryRun {
 				wantEvents = 1
 			}
 			if len(evs) != wantEvents {
 				t.Fatalf("%d events written, want %d: %+v", len(evs), wantEvents, evs)
 			}
-			if wantEvents == 1 {
+			if wantEvents == 1 && out.Result == Refused {
+				e := evs[0]
+				if e.Reason != ReasonEvictionRefused || e.Type != v1.EventTypeWarning || e.Regarding.UID != pod.UID ||
+					!strings.Contains(e.Note, "the API server refused: pods \"web-1\" is forbidden: ValidatingAdmissionPolicy 'keep-web' with binding 'keep-web' denied request: web-1 stays. evictd evicts the next candidate") {
+					t.Errorf("unexpected event %+v", e)
+				}
+			} else if wantEvents == 1 {
 				e := evs[0]
 				if e.Reason != ReasonEvicted || e.Type != v1.EventTypeWarning || e.Regarding.UID != pod.UID ||
 					e.Namespace != "shop" || e.ReportingController != "evictd" || e.ReportingInstance != "evictd-"+node ||
@@ -629,7 +641,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func TestResultValuesMatchMetricLabels(t *testing.T) {
-	ours := []Result{Evicted, DryRun, PDBBlocked, NotFound, Failed, RateLimited, ForcedDelete}
+	ours := []Result{Evicted, DryRun, PDBBlocked, NotFound, Failed, RateLimited, ForcedDelete, Refused}
 	if len(ours) != len(metrics.EvictionResults) {
 		t.Fatalf("%d results here, %d in metrics.EvictionResults", len(ours), len(metrics.EvictionResults))
 	}
@@ -710,5 +722,33 @@ func TestBudgetChargesCallsUnderWay(t *testing.T) {
 	b.settle(c, false, time.Unix(1_700_000_000, 0)) // refused: refunded
 	if _, _, err := b.admit(time.Unix(1_700_000_000, 0)); err != nil {
 		t.Fatalf("admit after a refund: %v", err)
+	}
+}
+
+// A refusal gives its token back even when the answer takes a while: the
+// next candidate's eviction must not wait for the bucket to refill behind
+// a call that evicted nothing. (rate.Reservation.CancelAt restores nothing
+// once the reservation's time has passed, which it always has by the time
+// an answer is in: the refund used to be lost.)
+func TestBudgetRefundsATokenAfterASlowRefusal(t *testing.T) {
+	h := newHarness(t, harnessOpts{mutate: func(o *Options) { o.Rate, o.Burst = 0.1, 1 }})
+	b := h.ev.NewBudget()
+	t0 := time.Unix(1_700_000_000, 0)
+	c, _, err := b.admit(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, wait, err := b.admit(t0); !errors.Is(err, ErrRateLimited) || wait < 9*time.Second {
+		t.Fatalf("second admit while the only token is held: %v (wait %v), want rate limited for ~10s", err, wait)
+	}
+	answered := t0.Add(50 * time.Millisecond)
+	b.settle(c, false, answered)
+	c, _, err = b.admit(answered)
+	if err != nil {
+		t.Fatalf("admit after a refused call gave its token back: %v", err)
+	}
+	b.settle(c, true, answered.Add(10*time.Millisecond)) // accepted: the token is spent
+	if _, wait, err := b.admit(answered.Add(time.Second)); !errors.Is(err, ErrRateLimited) || wait < 8*time.Second {
+		t.Fatalf("admit after an accepted eviction: %v (wait %v), want rate limited until the bucket refills", err, wait)
 	}
 }

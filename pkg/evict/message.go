@@ -1,6 +1,7 @@
 package evict
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -75,6 +76,17 @@ func evictionNote(req Request, grace int64) string {
 func forcedNote(req Request, grace int64) string {
 	return "PodDisruptionBudget overridden (--pdb-policy=best-effort): every eligible pod was blocked by a PodDisruptionBudget while a hard threshold was met. " +
 		evictionNote(req, grace)
+}
+
+// refusedNote is the Event note on a pod whose eviction was refused; err
+// carries the server's words.
+func refusedNote(req Request, err error) string {
+	why := err.Error()
+	if inner := errors.Unwrap(err); inner != nil {
+		why = strings.TrimPrefix(inner.Error(), ErrRefused.Error()+": ")
+	}
+	return fmt.Sprintf("evictd asked to evict this pod (%s met its %s threshold) and the API server refused: %s. evictd evicts the next candidate instead and asks about this pod again later.",
+		req.Signal, kindWord(req.Hard), why)
 }
 
 // thresholdNote is the Event note on the Node when a threshold is first met.

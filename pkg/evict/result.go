@@ -23,7 +23,14 @@ const (
 	// NotFound: the pod is already gone (HTTP 404, or a new pod now has
 	// its name). Not an error: its resources are coming back anyway.
 	NotFound Result = metrics.ResultNotFound
-	// Failed: any other error, after bounded retries with backoff.
+	// Refused: the API server refused the eviction for this pod itself
+	// (an admission policy or webhook denied it, or more than one
+	// PodDisruptionBudget covers it): the same answer would come again, for
+	// this pod only. Try the next candidate.
+	Refused Result = metrics.ResultRefused
+	// Failed: any other error, after bounded retries with backoff; it may
+	// be the API server's, for every pod alike (down, overloaded, evictd's
+	// own permissions).
 	Failed Result = metrics.ResultError
 	// RateLimited: the per-node rate limit or the per-episode cap held it
 	// back; no API call was made.
@@ -64,6 +71,9 @@ type Outcome struct {
 var (
 	// ErrPDBBlocked: a PodDisruptionBudget refused the eviction.
 	ErrPDBBlocked = errors.New("blocked by PodDisruptionBudget")
+	// ErrRefused: the API server refused the eviction for this pod (an
+	// admission policy or webhook, several PodDisruptionBudgets).
+	ErrRefused = errors.New("eviction refused for this pod")
 	// ErrRateLimited: the per-node token bucket is empty.
 	ErrRateLimited = errors.New("eviction rate limit reached")
 	// ErrEpisodeCap: this pressure episode already had MaxPerEpisode

@@ -44,12 +44,16 @@ const (
 	ResultRateLimited = "rate_limited"
 	// ResultForcedDelete: --pdb-policy=best-effort deleted a PDB-blocked pod.
 	ResultForcedDelete = "forced_delete"
+	// ResultRefused: the API server refused this pod's eviction for the pod
+	// itself (an admission policy or webhook, more than one
+	// PodDisruptionBudget); asking again soon gets the same answer.
+	ResultRefused = "refused"
 )
 
 // EvictionResults lists every result label value.
 var EvictionResults = []string{
 	ResultEvicted, ResultDryRun, ResultPDBBlocked, ResultNotFound,
-	ResultError, ResultRateLimited, ResultForcedDelete,
+	ResultError, ResultRateLimited, ResultForcedDelete, ResultRefused,
 }
 
 // Values of the kind label of evictd_threshold_met.

@@ -38,8 +38,9 @@
 //     long grace period therefore cannot hold back a hard threshold, and
 //     pressure that keeps rising past what is in flight raises the need.
 //   - The victim is the first eligible candidate of the ranking that is not
-//     in flight, not blocked by a PodDisruptionBudget in this episode and not
-//     already tried in this pass. When every eligible candidate is blocked,
+//     in flight, not blocked by a PodDisruptionBudget in this episode, not
+//     refused by the API server (an admission policy or webhook) recently and
+//     not already tried in this pass. When every eligible candidate is blocked,
 //     the target is met now (not only held by minimum reclaim), is hard (not
 //     only predicted), and the PDB policy is best-effort, the first blocked
 //     one is deleted anyway (ForceDelete). Otherwise the next target is tried.
@@ -82,6 +83,7 @@ const (
 	ReasonCovered     = "reclaim in flight covers the pressure"
 	ReasonNoCandidate = "no eligible pod left to evict"
 	ReasonAllBlocked  = "every eligible pod is blocked by a PodDisruptionBudget"
+	ReasonAllRefused  = "the API server refused the eviction of every eligible pod not blocked by a PodDisruptionBudget"
 	ReasonImageGC     = "the unused images the kubelet's image garbage collection deletes cover the pressure"
 )
 
@@ -128,6 +130,10 @@ type Input struct {
 	InFlight []inflight.Entry
 	// Blocked are pods a PodDisruptionBudget protected recently.
 	Blocked map[types.UID]bool
+	// Refused are pods whose eviction the API server refused recently for
+	// the pod itself (an admission policy or webhook, several PDBs): skipped
+	// like Blocked ones, but never deleted past the refusal.
+	Refused map[types.UID]bool
 	// Tried are pods already tried in this pass without result.
 	Tried map[types.UID]bool
 	// NodeReclaim is what node-level reclaim will free per signal without
@@ -243,13 +249,13 @@ func Decide(opts Options, in Input) Decision {
 			}
 			continue
 		}
-		if pick, ok := pickCandidate(cands, inFlight, in.Blocked, in.Tried); ok {
+		if pick, ok := pickCandidate(cands, inFlight, in.Blocked, in.Refused, in.Tried); ok {
 			d = Decision{Action: Evict, Target: *t, Candidate: cands[pick], Rank: pick + 1, Reason: RankReason(*t, cands[pick])}
 			break
 		}
-		blocked := allBlocked(cands, inFlight, in.Blocked)
+		blocked := allBlocked(cands, inFlight, in.Blocked, in.Refused)
 		if blocked && canForce(opts, *t) {
-			if pick, ok := firstBlocked(cands, inFlight, in.Tried); ok {
+			if pick, ok := firstBlocked(cands, inFlight, in.Refused, in.Tried); ok {
 				d = Decision{Action: ForceDelete, Target: *t, Candidate: cands[pick], Rank: pick + 1,
 					Reason: ReasonAllBlocked + "; " + RankReason(*t, cands[pick])}
 				break
@@ -257,9 +263,13 @@ func Decide(opts Options, in Input) Decision {
 		}
 		if reason == "" {
 			d.Target = *t
-			reason = ReasonNoCandidate
-			if blocked {
+			switch {
+			case anyRefused(cands, inFlight, in.Refused):
+				reason = ReasonAllRefused
+			case blocked:
 				reason = ReasonAllBlocked
+			default:
+				reason = ReasonNoCandidate
 			}
 		}
 	}
@@ -278,45 +288,46 @@ func Decide(opts Options, in Input) Decision {
 }
 
 // pickCandidate returns the index of the first eligible candidate that is
-// not in flight, not blocked and not tried.
-func pickCandidate(cands []rank.Candidate, inFlight, blocked, tried map[types.UID]bool) (int, bool) {
+// not in flight, not blocked, not refused and not tried.
+func pickCandidate(cands []rank.Candidate, inFlight, blocked, refused, tried map[types.UID]bool) (int, bool) {
 	for j, c := range cands {
 		if !c.Eligible {
 			break // eligible ones come first
 		}
 		uid := types.UID(c.UID)
-		if !inFlight[uid] && !blocked[uid] && !tried[uid] {
+		if !inFlight[uid] && !blocked[uid] && !refused[uid] && !tried[uid] {
 			return j, true
 		}
 	}
 	return 0, false
 }
 
-// firstBlocked returns the first eligible candidate not in flight and not
-// tried (all of them are blocked when it is called).
-func firstBlocked(cands []rank.Candidate, inFlight, tried map[types.UID]bool) (int, bool) {
+// firstBlocked returns the first eligible candidate not in flight, not
+// refused and not tried (all of those are blocked when it is called): a
+// refusal is someone's policy for the pod, which no PDB policy overrides.
+func firstBlocked(cands []rank.Candidate, inFlight, refused, tried map[types.UID]bool) (int, bool) {
 	for j, c := range cands {
 		if !c.Eligible {
 			break
 		}
 		uid := types.UID(c.UID)
-		if !inFlight[uid] && !tried[uid] {
+		if !inFlight[uid] && !refused[uid] && !tried[uid] {
 			return j, true
 		}
 	}
 	return 0, false
 }
 
-// allBlocked reports whether every eligible candidate not in flight is
-// PDB-blocked (and there is at least one).
-func allBlocked(cands []rank.Candidate, inFlight, blocked map[types.UID]bool) bool {
+// allBlocked reports whether every eligible candidate neither in flight nor
+// refused is PDB-blocked (and there is at least one).
+func allBlocked(cands []rank.Candidate, inFlight, blocked, refused map[types.UID]bool) bool {
 	n := 0
 	for _, c := range cands {
 		if !c.Eligible {
 			break
 		}
 		uid := types.UID(c.UID)
-		if inFlight[uid] {
+		if inFlight[uid] || refused[uid] {
 			continue
 		}
 		if !blocked[uid] {
@@ -325,6 +336,20 @@ func allBlocked(cands []rank.Candidate, inFlight, blocked map[types.UID]bool) bo
 		n++
 	}
 	return n > 0
+}
+
+// anyRefused reports whether an eligible candidate not in flight was
+// refused.
+func anyRefused(cands []rank.Candidate, inFlight, refused map[types.UID]bool) bool {
+	for _, c := range cands {
+		if !c.Eligible {
+			break
+		}
+		if uid := types.UID(c.UID); !inFlight[uid] && refused[uid] {
+			return true
+		}
+	}
+	return false
 }
 
 func canForce(opts Options, t Target) bool {

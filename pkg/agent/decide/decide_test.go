@@ -241,6 +241,18 @@ func TestDecide(t *testing.T) {
 		{name: "best effort, one eligible pod not blocked yet: evict it, no forced delete",
 			opts: bestEffort, in: Input{Status: hardAt(250 * mi), Blocked: uids("a")},
 			action: Evict, victim: "b"},
+		{name: "refused pod (an admission policy denied it): the next one",
+			in:     Input{Status: hardAt(250 * mi), Refused: uids("a")},
+			action: Evict, victim: "b", rank: 2},
+		{name: "every eligible pod refused: nothing, and says so",
+			in:     Input{Status: hardAt(250 * mi), Refused: uids("a", "b")},
+			action: None, reason: ReasonAllRefused},
+		{name: "best effort never deletes past a refusal: the blocked one goes, not the refused one",
+			opts: bestEffort, in: Input{Status: hardAt(250 * mi), Refused: uids("a"), Blocked: uids("b")},
+			action: ForceDelete, victim: "b", rank: 2},
+		{name: "best effort, every eligible pod refused: no forced delete",
+			opts: bestEffort, in: Input{Status: hardAt(250 * mi), Refused: uids("a", "b")},
+			action: None, reason: ReasonAllRefused},
 		{name: "no eligible pod left",
 			in: Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{entry("a", inflight.Evicted, time.Second, map[thresholds.Signal]int64{}), entry("b", inflight.Evicted, time.Second, nil)}, Rank: func(thresholds.Signal) []rank.Candidate {
 				return []rank.Candidate{noStats("a", true), noStats("b", true)}

@@ -127,12 +127,18 @@ func (e *Episode) Busy(l Lane) bool { return e.Calls[l] != nil }
 // FreshBlocked returns the pods whose PodDisruptionBudget refusal is younger
 // than recheck, and forgets the older ones.
 func (e *Episode) FreshBlocked(now time.Time, recheck time.Duration) map[types.UID]bool {
-	out := make(map[types.UID]bool, len(e.Blocked))
-	for uid, at := range e.Blocked {
+	return Fresh(e.Blocked, now, recheck)
+}
+
+// Fresh returns the pods of since (a pod's UID, and when it was refused)
+// whose refusal is younger than recheck, and forgets the older ones.
+func Fresh(since map[types.UID]time.Time, now time.Time, recheck time.Duration) map[types.UID]bool {
+	out := make(map[types.UID]bool, len(since))
+	for uid, at := range since {
 		if now.Sub(at) < recheck {
 			out[uid] = true
 		} else {
-			delete(e.Blocked, uid)
+			delete(since, uid)
 		}
 	}
 	return out
