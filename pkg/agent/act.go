@@ -194,7 +194,7 @@ func (l *Loop) answer(r callResult) bool {
 	ep.Calls[r.lane] = nil
 	uid := d.Candidate.Pod.UID
 	add := func(origin inflight.Origin, at time.Time) {
-		l.inflight.Add(inflight.Added{Pod: d.Candidate.Pod, Origin: origin, Signal: d.Target.Threshold.Signal,
+		l.inflight.Add(inflight.Added{Pod: d.Candidate.Pod, Origin: origin, Signal: d.Target.Threshold.Signal, Hard: r.req.Hard,
 			At: at, GraceSeconds: out.GracePeriodSeconds, Usage: d.Candidate.Usage})
 	}
 	switch out.Result {

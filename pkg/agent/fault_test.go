@@ -217,3 +217,27 @@ func TestLoopRefusedPodIsAskedAgainOnlyAfterTheRecheck(t *testing.T) {
 		}
 	}
 }
+
+// Act-early's lead is how soon a hard eviction gives memory back. A soft
+// victim drains for its own grace (here 30 s): no measure of that, and one
+// such sample used to move the lead from 2 s to 10 s.
+func TestLoopLeadTimeIgnoresSoftVictims(t *testing.T) {
+	pods := threePods()
+	pods[0].exitIn = 30 * time.Second // uses its whole 30 s grace
+	n := newSimNode(t, 4096*mi, 4096*mi-600*mi-2400*mi, pods...) // 600Mi available
+	spec := thresholds.Spec{
+		Soft:        map[string]string{"memory.available": "700Mi"},
+		GracePeriod: map[string]string{"memory.available": "1s"},
+	}
+	cfg := testLoopConfig(mustThresholds(t, spec))
+	n.run(t, cfg, time.Minute)
+	if !eq(n.victims(), []string{"a"}) || n.calls[0].hard {
+		t.Fatalf("calls %+v, want one soft eviction of a", n.calls)
+	}
+	if got := n.evictedPods(); !eq(got, []string{"a"}) {
+		t.Fatalf("terminated %v, want a, gone within the minute", got)
+	}
+	if lead := n.loop.lead.get(); lead != cfg.Decide.Lead {
+		t.Errorf("lead %v after a soft victim's 30 s drain, want the default %v kept", lead, cfg.Decide.Lead)
+	}
+}

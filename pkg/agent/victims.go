@@ -151,12 +151,16 @@ func (l *Loop) released(uid types.UID, at time.Time) {
 // memory eviction to the observation that first finds the victim's cgroup
 // removed or empty, which is when its memory is back. The pod object's
 // deletion comes later (volume teardown, status sync) and would overstate it.
+// Only hard victims are samples: act-early evicts for a hard threshold, with
+// the hard grace; a soft victim drains for its own grace (30 s, minutes),
+// and one such sample moved the lead from 2 s to 10 s, so that act-early
+// then evicted several pods for a fall one would have covered.
 func (l *Loop) memoryBack(v *view, entries []inflight.Entry) {
 	for _, e := range entries {
 		if ps := v.podStats(e.UID); ps != nil && hasProcesses(ps) {
 			continue
 		}
-		if e.Origin != inflight.Evicted || episode.Of(e.Signal) != episode.Memory || e.LastUsage[e.Signal] <= 0 {
+		if e.Origin != inflight.Evicted || !e.Hard || episode.Of(e.Signal) != episode.Memory || e.LastUsage[e.Signal] <= 0 {
 			continue
 		}
 		if !e.MemoryGoneAt.IsZero() {

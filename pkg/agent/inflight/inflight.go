@@ -44,6 +44,8 @@ type Entry struct {
 	Origin          Origin
 	// Signal is the signal it was evicted for; empty for Terminating.
 	Signal thresholds.Signal
+	// Hard: evicted for a hard threshold, with the hard grace period.
+	Hard bool
 	// Start is when the eviction was accepted or the deletion requested.
 	Start time.Time
 	// ReclaimBy is the latest time its resources are expected back: the end
@@ -110,6 +112,8 @@ type Added struct {
 	Pod    *v1.Pod
 	Origin Origin
 	Signal thresholds.Signal
+	// Hard: for a hard threshold (the hard grace period).
+	Hard bool
 	// At is when the API server accepted it (or answered, for DryRun and
 	// Vanished).
 	At time.Time
@@ -129,6 +133,7 @@ func (s *Set) Add(a Added) Entry {
 		Name:       a.Pod.Name,
 		Origin:     a.Origin,
 		Signal:     a.Signal,
+		Hard:       a.Hard,
 		Start:      a.At,
 		ReclaimBy:  a.At.Add(time.Duration(a.GraceSeconds) * time.Second),
 		LastUsage:  map[thresholds.Signal]int64{a.Signal: a.Usage},
