@@ -48,7 +48,7 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 		}
 		ep.LastNone = ""
 		l.noteEarly(ep, d, v, opts.Lead)
-		if reason := ep.Deferred(l.clk.Now(), v.obs.Time, l.inflight.Contains); reason != "" {
+		if reason := ep.Deferred(l.clk.Now(), v.obs.Time, l.inflight.Contains, d.Target.Hard()); reason != "" {
 			l.log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.String("pod", podKey(d.Candidate)), zap.String("reason", reason))
 			return
 		}
@@ -207,7 +207,7 @@ func (l *Loop) answer(r callResult) bool {
 		ep.FailBackoff = 0
 		ep.Evictions++
 		if !d.Candidate.HasUsage {
-			ep.UnknownReclaim = uid
+			ep.UnknownReclaim, ep.UnknownReclaimHard = uid, r.req.Hard
 		}
 	case evict.DryRun:
 		add(inflight.DryRun, r.at)

@@ -223,7 +223,7 @@ func TestLoopRefusedPodIsAskedAgainOnlyAfterTheRecheck(t *testing.T) {
 // such sample used to move the lead from 2 s to 10 s.
 func TestLoopLeadTimeIgnoresSoftVictims(t *testing.T) {
 	pods := threePods()
-	pods[0].exitIn = 30 * time.Second // uses its whole 30 s grace
+	pods[0].exitIn = 30 * time.Second                            // uses its whole 30 s grace
 	n := newSimNode(t, 4096*mi, 4096*mi-600*mi-2400*mi, pods...) // 600Mi available
 	spec := thresholds.Spec{
 		Soft:        map[string]string{"memory.available": "700Mi"},
@@ -239,5 +239,35 @@ func TestLoopLeadTimeIgnoresSoftVictims(t *testing.T) {
 	}
 	if lead := n.loop.lead.get(); lead != cfg.Decide.Lead {
 		t.Errorf("lead %v after a soft victim's 30 s drain, want the default %v kept", lead, cfg.Decide.Lead)
+	}
+}
+
+// A soft victim with no usage figure and a 600 s grace defers only soft
+// decisions: when a hard threshold is met meanwhile, its victim goes at
+// once. Hard never waits on soft; before, both lanes waited the ten minutes
+// behind one Debug line.
+func TestLoopSoftUnknownReclaimDoesNotHoldBackHard(t *testing.T) {
+	pods := []*simPod{
+		// Neither cgroup is seen at first: ranked by name, a goes first.
+		{name: "a", usage: 500 * mi, grace: 600, exitIn: time.Hour, noStats: true},
+		{name: "b", usage: 800 * mi, grace: 30, exitIn: time.Second, noStats: true},
+	}
+	n := newSimNode(t, 4096*mi, 4096*mi-600*mi-1300*mi, pods...) // 600Mi available
+	spec := thresholds.Spec{
+		Hard:        map[string]string{"memory.available": "300Mi"},
+		Soft:        map[string]string{"memory.available": "700Mi"},
+		GracePeriod: map[string]string{"memory.available": "1s"},
+	}
+	w := n.run(t, testLoopConfig(mustThresholds(t, spec)), 5*time.Second)
+	if !eq(n.victims(), []string{"a"}) || n.calls[0].hard {
+		t.Fatalf("calls %+v, want one soft eviction of a", n.calls)
+	}
+	n.mu.Lock()
+	n.pod("b").noStats = false
+	n.base += 400 * mi // 200Mi available: the hard threshold is met
+	n.mu.Unlock()
+	n.runMore(t, 3*time.Second, w)
+	if !eq(n.victims(), []string{"a", "b"}) || !n.calls[1].hard {
+		t.Fatalf("calls %+v, want b evicted for the hard threshold while a drains", n.calls)
 	}
 }

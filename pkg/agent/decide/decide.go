@@ -226,9 +226,12 @@ func Decide(opts Options, in Input) Decision {
 		switch {
 		case !t.Threshold.Signal.Stall():
 			t.InFlight = InFlightReclaim(opts, in.Now, *t, cands, in.InFlight)
-		case in.StallSettling:
+		case in.StallSettling && !(t.Hard() && stallVictimsOutlast(in.InFlight, in.Now.Add(opts.HardHorizon))):
 			// A stall's need is in µs of stall, which no pod's usage
 			// measures: a victim covers all of it until its effect shows.
+			// For a hard threshold, only a victim whose grace ends within
+			// HardHorizon does (the escalation rule): a soft victim draining
+			// for ten minutes must not hold a hard stall threshold back.
 			t.InFlight = t.Need
 		}
 		t.NodeReclaim = in.NodeReclaim[t.Threshold.Signal]
@@ -331,6 +334,22 @@ func allBlocked(cands []rank.Candidate, inFlight, blocked, refused map[types.UID
 			continue
 		}
 		if !blocked[uid] {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// stallVictimsOutlast reports whether there is a stall victim in flight and
+// every one of them has a grace ending after horizon.
+func stallVictimsOutlast(entries []inflight.Entry, horizon time.Time) bool {
+	n := 0
+	for _, e := range entries {
+		if !e.Signal.Stall() {
+			continue
+		}
+		if !e.ReclaimBy.After(horizon) {
 			return false
 		}
 		n++

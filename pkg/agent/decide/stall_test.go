@@ -3,6 +3,7 @@ package decide
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/rank"
@@ -42,6 +43,21 @@ func TestDecideStall(t *testing.T) {
 	if d.Action != None || d.Reason != ReasonCovered {
 		t.Errorf("while the last victim settles: %s (%s); want none, %q", d.Action, d.Reason, ReasonCovered)
 	}
+	// The one settling is a soft victim with a 600 s grace: no cover for a
+	// hard threshold, whose victim must not wait ten minutes.
+	soft := entry("drainer", inflight.Evicted, 600*time.Second, nil)
+	soft.Signal = thresholds.MemoryPressureSome
+	in.InFlight = []inflight.Entry{soft}
+	d = Decide(baseOptions(), in)
+	if d.Action != Evict || d.Candidate.Name != "thrasher" {
+		t.Errorf("settling on a soft victim with a 600 s grace: %s %q (%s); want the thrasher evicted for the hard threshold", d.Action, d.Candidate.Name, d.Reason)
+	}
+	soft.ReclaimBy = t0.Add(2 * time.Second) // within the hard horizon: it covers
+	in.InFlight = []inflight.Entry{soft}
+	if d = Decide(baseOptions(), in); d.Action != None || d.Reason != ReasonCovered {
+		t.Errorf("settling on a victim gone within the hard horizon: %s (%s); want none, %q", d.Action, d.Reason, ReasonCovered)
+	}
+	in.InFlight = nil
 	in.StallSettling = false
 	in.Rank = func(thresholds.Signal) []rank.Candidate { return []rank.Candidate{quiet} }
 	d = Decide(baseOptions(), in)

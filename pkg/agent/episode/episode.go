@@ -112,7 +112,11 @@ type Episode struct {
 	// evicted for the resource until it is gone and a newer observation
 	// shows what it gave back (FreshAfter).
 	UnknownReclaim types.UID
-	FreshAfter     time.Time
+	// UnknownReclaimHard: it was evicted for a hard threshold. A soft
+	// victim with no usage figure defers only soft decisions: hard never
+	// waits on soft (its grace may be minutes).
+	UnknownReclaimHard bool
+	FreshAfter         time.Time
 
 	// The trail: what was already said in this episode.
 	ThresholdsNoted map[string]bool
@@ -146,13 +150,15 @@ func Fresh(since map[types.UID]time.Time, now time.Time, recheck time.Duration) 
 
 // Deferred says why no eviction call may be made for the episode now, or
 // "". observed is the time of the observation a decision would act on;
-// inFlight tells whether a pod is still in flight.
-func (e *Episode) Deferred(now, observed time.Time, inFlight func(types.UID) bool) string {
+// inFlight tells whether a pod is still in flight; hard, whether the
+// decision is for a hard threshold.
+func (e *Episode) Deferred(now, observed time.Time, inFlight func(types.UID) bool, hard bool) string {
 	if e.UnknownReclaim != "" {
-		if inFlight(e.UnknownReclaim) {
+		if !inFlight(e.UnknownReclaim) {
+			e.UnknownReclaim = ""
+		} else if e.UnknownReclaimHard || !hard {
 			return "a victim with no usage figure is still going; what it frees is unknown"
 		}
-		e.UnknownReclaim = ""
 	}
 	switch {
 	case e.CapReached:

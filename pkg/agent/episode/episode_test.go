@@ -77,19 +77,22 @@ func TestDeferred(t *testing.T) {
 		name string
 		ep   Episode
 		obs  time.Time
+		hard bool
 		want string
 	}{
-		{"free", Episode{}, now, ""},
-		{"unknown reclaim still going", Episode{UnknownReclaim: "going"}, now, "no usage figure"},
-		{"unknown reclaim gone, observation older", Episode{UnknownReclaim: "gone", FreshAfter: now}, now.Add(-time.Millisecond), "newer than"},
-		{"unknown reclaim gone, observation newer", Episode{UnknownReclaim: "gone", FreshAfter: now.Add(-time.Second)}, now, ""},
-		{"cap", Episode{CapReached: true}, now, "cap"},
-		{"rate", Episode{RetryAt: now.Add(time.Second)}, now, "rate limited"},
-		{"backoff", Episode{FailUntil: now.Add(time.Second)}, now, "backing off"},
+		{"free", Episode{}, now, false, ""},
+		{"unknown reclaim still going", Episode{UnknownReclaim: "going"}, now, false, "no usage figure"},
+		{"a soft victim's unknown reclaim does not hold back a hard decision", Episode{UnknownReclaim: "going"}, now, true, ""},
+		{"a hard victim's unknown reclaim holds back a hard decision", Episode{UnknownReclaim: "going", UnknownReclaimHard: true}, now, true, "no usage figure"},
+		{"unknown reclaim gone, observation older", Episode{UnknownReclaim: "gone", FreshAfter: now}, now.Add(-time.Millisecond), false, "newer than"},
+		{"unknown reclaim gone, observation newer", Episode{UnknownReclaim: "gone", FreshAfter: now.Add(-time.Second)}, now, false, ""},
+		{"cap", Episode{CapReached: true}, now, false, "cap"},
+		{"rate", Episode{RetryAt: now.Add(time.Second)}, now, false, "rate limited"},
+		{"backoff", Episode{FailUntil: now.Add(time.Second)}, now, false, "backing off"},
 	}
 	for _, tc := range tests {
 		ep := tc.ep
-		got := ep.Deferred(now, tc.obs, func(u types.UID) bool { return inFlight[u] })
+		got := ep.Deferred(now, tc.obs, func(u types.UID) bool { return inFlight[u] }, tc.hard)
 		if (tc.want == "") != (got == "") || (tc.want != "" && !contains(got, tc.want)) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
