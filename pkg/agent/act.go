@@ -34,9 +34,9 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 	})
 	in.Blocked = ep.FreshBlocked(v.now, l.cfg.PDBRecheck)
 	in.Refused = episode.Fresh(l.refused, v.now, l.cfg.RefusedRecheck)
-	for _, c := range ep.Calls {
-		if c != nil {
-			in.Tried[c.Pod] = true
+	for _, e := range in.InFlight {
+		if e.Origin == inflight.Pending {
+			in.Tried[e.UID] = true // under way, for this episode or another
 		}
 	}
 	opts := l.decideOptions()
@@ -64,7 +64,7 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 		// the next candidate, at once.
 		in.Blocked = ep.FreshBlocked(l.clk.Now(), l.cfg.PDBRecheck)
 		in.Refused = episode.Fresh(l.refused, l.clk.Now(), l.cfg.RefusedRecheck)
-		in.InFlight = l.inflight.Snapshot()
+		in.InFlight = l.inFlightView()
 	}
 }
 
@@ -170,7 +170,10 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		PressureSince: t.Since,
 		Budget:        ep.Budget,
 	}}
-	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: l.clk.Now()}
+	now := l.clk.Now()
+	grace := l.cfg.Decide.Evict.GracePeriod(d.Candidate.Pod, t.Hard(), d.GraceOverride)
+	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: now,
+		Signal: t.Threshold.Signal, Hard: t.Hard(), ReclaimBy: now.Add(time.Duration(grace) * time.Second)}
 	l.calls.wg.Add(1)
 	l.deps.Go(func() {
 		defer l.calls.wg.Done()
@@ -239,6 +242,25 @@ func (l *Loop) answer(r callResult) bool {
 			zap.Duration("backoff", ep.FailBackoff), logging.Err(r.err))
 	}
 	return false
+}
+
+// inFlightView is what a decision counts as in flight: the pods on their way
+// out, and the pods whose eviction call is under way in any episode (as
+// Pending entries). One view for every episode: a pod called for one signal
+// covers what it frees for every signal of its resource, and is never
+// called for twice.
+func (l *Loop) inFlightView() []inflight.Entry {
+	entries := l.inflight.Snapshot()
+	for _, ep := range l.episodes.All() {
+		for _, c := range ep.Calls {
+			if c == nil {
+				continue
+			}
+			entries = append(entries, inflight.Entry{UID: c.Pod, Pod: c.Key, Origin: inflight.Pending, Signal: c.Signal,
+				Hard: c.Hard, Start: c.Start, ReclaimBy: c.ReclaimBy, LastUsage: map[thresholds.Signal]int64{}, MemorySeen: -1})
+		}
+	}
+	return entries
 }
 
 // noteDiskUsage remembers the disk usage of pods in flight while their

@@ -271,3 +271,41 @@ func TestLoopSoftUnknownReclaimDoesNotHoldBackHard(t *testing.T) {
 		t.Fatalf("calls %+v, want b evicted for the hard threshold while a drains", n.calls)
 	}
 }
+
+// On a one-disk node nodefs.available and imagefs.available measure one
+// filesystem, and their episodes act in one pass. While the nodefs
+// episode's call for the writer is still under way (the calls here answer
+// only when the test lets them), the imagefs episode must count the writer
+// as freeing its 8 GiB, not call for it a second time (two Events, two
+// budgets charged) nor evict the next pod for the same shortfall.
+func TestLoopOneShortfallOneEvictionAcrossEpisodes(t *testing.T) {
+	const gi = 1 << 30
+	pods := []*simPod{
+		{name: "writer", usage: 10 * mi, grace: 1, disk: 8 * gi},
+		{name: "second", usage: 10 * mi, grace: 1, disk: 4 * gi},
+	}
+	n := newSimNode(t, 4096*mi, base250+2400*mi, pods...)
+	n.diskCapacity, n.diskBase = 100*gi, 76*gi // 12 GiB available
+	spec := thresholds.Spec{Hard: map[string]string{"nodefs.available": "15%", "imagefs.available": "20%"}}
+	cfg := testLoopConfig(mustThresholds(t, spec))
+	cfg.ExpectImageGC = false
+	var held []func()
+	w := &simWaker{n: n}
+	l, err := NewLoop(cfg, Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk,
+		Go: func(f func()) { held = append(held, f) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.loop = l
+	n.runMore(t, 3*time.Second, w)
+	if len(held) != 1 {
+		t.Fatalf("%d eviction calls under way after 3s, want 1: the writer covers both signals' need", len(held))
+	}
+	for _, f := range held {
+		f()
+	}
+	n.runMore(t, 5*time.Second, w)
+	if !eq(n.victims(), []string{"writer"}) {
+		t.Fatalf("calls %v, want [writer] once", n.victims())
+	}
+}

@@ -454,7 +454,7 @@ func (l *Loop) decideInput(v *view, keep func(thresholds.Threshold) bool) decide
 			}
 		}
 	}
-	entries := l.inflight.Snapshot()
+	entries := l.inFlightView()
 	return decide.Input{
 		Now: v.now, Status: st, Thresholds: ths, Observations: v.signals, Rates: v.rates, Sustained: v.trends,
 		Rank: v.rankFor, InFlight: entries, Tried: map[types.UID]bool{},
@@ -551,19 +551,31 @@ func signalErrs(lost []pressure.SignalError) []error {
 	return out
 }
 
-// stallSettling reports whether a stall victim is still going or went less
-// than a stall window ago: until then the window's share still holds the
-// stall from before it went, and a second victim would be one too many.
+// stallSettling reports whether a memory victim (evicted for a stall or for
+// memory.available and its kin) is still going or went less than a stall
+// window ago: until then the window's share still holds the stall from
+// before it went, and a second victim would be one too many. A victim for
+// memory.available settles the stall too: it frees the memory whose
+// shortage the stall is, and before, the two signals each evicted a pod
+// for one shortfall.
 func (l *Loop) stallSettling(now time.Time, entries []inflight.Entry) bool {
 	if !l.stallOn {
 		return false
 	}
 	for _, e := range entries {
-		if e.Signal.Stall() {
+		if settlesStall(e) {
 			l.stallSettleFrom(now)
 		}
 	}
 	return now.Before(l.stallSettleUntil)
+}
+
+// settlesStall tells the victims whose going may end a stall: those evicted
+// for a stall, and those evicted for memory (a would-be victim of dry run
+// frees nothing).
+func settlesStall(e inflight.Entry) bool {
+	r := episode.Of(e.Signal)
+	return r == episode.Stall || r == episode.Memory && e.Origin != inflight.DryRun
 }
 
 // stallSettleFrom notes a stall victim still there (or gone) at t: no

@@ -67,3 +67,27 @@ func TestLoopStallWithoutPSI(t *testing.T) {
 		}
 	}
 }
+
+// memory.available and a stall threshold met for one shortfall: the memory
+// victim settles the stall too. The stall's eviction waits until the
+// victim is gone and one whole window has shown what its memory did to the
+// stall; before, each signal evicted a pod at once for the same shortfall.
+func TestLoopMemoryVictimSettlesTheStall(t *testing.T) {
+	n := newSimNode(t, 4096*mi, 4096*mi-250*mi-960*mi, // 250Mi available
+		&simPod{name: "big", usage: 900 * mi, request: 10 * mi, grace: 30, exitIn: time.Second},
+		&simPod{name: "thrasher", usage: 60 * mi, request: 64 * mi, grace: 30, stall: 0.8, exitIn: time.Second},
+	)
+	n.psi = true
+	cfg := testLoopConfig(mustThresholds(t, thresholds.Spec{Hard: map[string]string{
+		"memory.pressureSome": "40%", "memory.available": "300Mi",
+	}}))
+	cfg.StallWindow = 10 * time.Second
+	n.run(t, cfg, 30*time.Second)
+	if !eq(n.victims(), []string{"big", "thrasher"}) {
+		t.Fatalf("eviction calls %v, want big (memory.available), then the thrasher (the stall goes on)", n.victims())
+	}
+	gone := n.pod("big").exitAt
+	if wait := n.calls[1].at.Sub(gone); wait < cfg.StallWindow {
+		t.Errorf("thrasher evicted %v after big was gone, want at least the %v window", wait, cfg.StallWindow)
+	}
+}

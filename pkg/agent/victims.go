@@ -50,7 +50,7 @@ func (l *Loop) settleVictims(v *view) {
 			return
 		}
 		l.victimGone(e, at)
-		if e.Signal.Stall() {
+		if l.stallOn && settlesStall(e) {
 			l.stallSettleFrom(at)
 		}
 		left = append(left, e)

@@ -83,6 +83,11 @@ type Call struct {
 	// Key is namespace/name, for logs.
 	Key   string
 	Start time.Time
+	// Signal is the signal it relieves, Hard whether for a hard threshold,
+	// and ReclaimBy when its grace period would end were it accepted now.
+	Signal    thresholds.Signal
+	Hard      bool
+	ReclaimBy time.Time
 }
 
 // Episode is one resource's pressure episode.

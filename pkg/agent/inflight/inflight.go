@@ -33,6 +33,11 @@ const (
 	Terminating Origin = "terminating"
 	// Vanished: the eviction answered 404; the pod is going or gone.
 	Vanished Origin = "vanished"
+	// Pending: an eviction call is under way, not answered yet. Never in a
+	// Set: the agent adds such entries to a decision's view of what is in
+	// flight, so that no episode calls for the same pod again, nor evicts
+	// another for what that pod will free.
+	Pending Origin = "pending"
 )
 
 // Entry is one pod in flight.
