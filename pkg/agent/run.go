@@ -212,6 +212,10 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot),
 		zap.Bool("nodePSIReadsOff", noNodePSI), zap.Duration("stallWindow", o.Config.StallWindow()))
 
+	if off := thresholds.SwitchedOffEntries(o.Config.ThresholdSpec()); len(off) > 0 {
+		log.Warn("thresholds of 0% or 100% are off, as in the kubelet: no threshold for these signals", zap.Strings("thresholds", off))
+	}
+
 	watcher.Start(ctx)
 	var runErr error
 	// A 403 (a ClusterRole without a grant the code needs) fails at once,

@@ -341,12 +341,17 @@ func checkNamespace(ns string) error {
 
 // Thresholds parses the threshold maps.
 func (c *Config) Thresholds() ([]thresholds.Threshold, error) {
-	return thresholds.Parse(thresholds.Spec{
+	return thresholds.Parse(c.ThresholdSpec())
+}
+
+// ThresholdSpec is the threshold maps, unparsed.
+func (c *Config) ThresholdSpec() thresholds.Spec {
+	return thresholds.Spec{
 		Hard:           c.EvictionHard,
 		Soft:           c.EvictionSoft,
 		GracePeriod:    c.EvictionSoftGracePeriod,
 		MinimumReclaim: c.EvictionMinimumReclaim,
-	})
+	}
 }
 
 // TransitionPeriod is the pressure transition period, defaulted.

@@ -18,6 +18,35 @@ import (
 // --eviction-hard=pid.available<none or, in the file, `pid.available: none`.
 const Disabled = "none"
 
+// SwitchedOff reports whether raw is one of the two values the kubelet reads
+// as no threshold at all, exactly "0%" and "100%" (parseThresholdStatement
+// in pkg/kubelet/eviction/helpers.go: "ignore 0% and 100%"). evictd reads
+// them the same way for the kubelet's signals, so that a kubelet setting
+// copied over never turns into a threshold that is always met (100%) and
+// evicts up to the cap. The stall signals are evictd's own and keep their
+// own rule (a share in (0%, 100%)).
+func SwitchedOff(s Signal, raw string) bool {
+	raw = strings.TrimSpace(raw)
+	return !s.Stall() && (raw == "0%" || raw == "100%")
+}
+
+// SwitchedOffEntries lists the thresholds of spec that SwitchedOff reads as
+// none, as "eviction-hard: memory.available<100%", for a warning.
+func SwitchedOffEntries(spec Spec) []string {
+	var out []string
+	for _, part := range []struct {
+		what string
+		m    map[string]string
+	}{{"eviction-hard", spec.Hard}, {"eviction-soft", spec.Soft}} {
+		for _, k := range sortedKeys(part.m) {
+			if s, err := ParseSignal(k); err == nil && SwitchedOff(s, part.m[k]) {
+				out = append(out, part.what+": "+k+s.Operator()+strings.TrimSpace(part.m[k]))
+			}
+		}
+	}
+	return out
+}
+
 // Value is a threshold amount: an absolute quantity (bytes, inodes or PIDs)
 // or a fraction of the signal's capacity.
 type Value struct {
@@ -160,6 +189,9 @@ func Parse(spec Spec) ([]Threshold, error) {
 			return nil, fmt.Errorf("eviction-soft-grace-period: %s=%s must be positive", k, raw)
 		}
 		if _, ok := soft[s]; !ok {
+			if SwitchedOff(s, spec.Soft[k]) {
+				continue // the threshold it belongs to is off
+			}
 			return nil, fmt.Errorf("eviction-soft-grace-period: %s has a grace period but no soft threshold", k)
 		}
 		grace[s] = d
@@ -177,6 +209,9 @@ func Parse(spec Spec) ([]Threshold, error) {
 		_, h := hard[s]
 		_, sf := soft[s]
 		if !h && !sf {
+			if SwitchedOff(s, spec.Hard[k]) || SwitchedOff(s, spec.Soft[k]) {
+				continue // the threshold it belongs to is off
+			}
 			return nil, fmt.Errorf("eviction-minimum-reclaim: %s has a minimum reclaim but no threshold", k)
 		}
 		minReclaim[s] = v
@@ -225,7 +260,7 @@ func parseValues(what string, m map[string]string) (map[Signal]Value, error) {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		raw := strings.TrimSpace(m[k])
-		if raw == Disabled {
+		if raw == Disabled || SwitchedOff(s, raw) {
 			continue
 		}
 		v, err := parseValue(raw, false)

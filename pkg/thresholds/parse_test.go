@@ -1,6 +1,7 @@
 package thresholds
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,6 +155,28 @@ func TestParse(t *testing.T) {
 			want: []string{"memory.available<500Mi", "nodefs.available<1Gi (min-reclaim 500Mi)", "imagefs.available<100Gi (min-reclaim 2Gi)"},
 		},
 		{
+			// The kubelet's parseThresholdStatement ignores exactly "0%" and
+			// "100%"; before, 100% was a threshold always met.
+			name: "0% and 100% switch a threshold off, as in the kubelet, with its grace and minimum reclaim",
+			spec: Spec{
+				Hard:           map[string]string{"memory.available": "100%", "nodefs.available": "0%", "pid.available": "10%"},
+				Soft:           map[string]string{"imagefs.available": "100%"},
+				GracePeriod:    map[string]string{"imagefs.available": "1m"},
+				MinimumReclaim: map[string]string{"memory.available": "100Mi"},
+			},
+			want: []string{"pid.available<10%"},
+		},
+		{
+			name: "only the exact strings: 100.0% is a threshold",
+			spec: Spec{Hard: map[string]string{"memory.available": "100.0%"}},
+			want: []string{"memory.available<100%"},
+		},
+		{
+			name:    "a stall share of 100% stays an error (evictd's own signal)",
+			spec:    Spec{Hard: map[string]string{"memory.pressureSome": "100%"}},
+			wantErr: "can never be exceeded",
+		},
+		{
 			name: "hard before soft, each in action order",
 			spec: Spec{
 				Hard:        map[string]string{"pid.available": "5%", "memory.available": "100Mi"},
@@ -171,7 +194,7 @@ func TestParse(t *testing.T) {
 		{name: "containerfs is not accepted", spec: Spec{Hard: map[string]string{"containerfs.available": "10%"}}, wantErr: `"containerfs.available" is not set directly`},
 		{name: "zero quantity", spec: Spec{Hard: map[string]string{"memory.available": "0"}}, wantErr: "memory.available<0: quantity 0 must be greater than zero"},
 		{name: "negative quantity", spec: Spec{Soft: map[string]string{"memory.available": "-1Gi"}}, wantErr: "eviction-soft: memory.available<-1Gi"},
-		{name: "zero percent", spec: Spec{Hard: map[string]string{"nodefs.available": "0%"}}, wantErr: "nodefs.available<0%"},
+		{name: "zero percent written otherwise", spec: Spec{Hard: map[string]string{"nodefs.available": "0.0%"}}, wantErr: "nodefs.available<0.0%"},
 		{name: "over 100 percent", spec: Spec{Hard: map[string]string{"nodefs.available": "101%"}}, wantErr: "nodefs.available<101%"},
 		{name: "soft without grace", spec: Spec{Soft: map[string]string{"memory.available": "1Gi"}}, wantErr: "memory.available<1Gi has no grace period"},
 		{
@@ -344,5 +367,16 @@ func TestJoinRoundTrip(t *testing.T) {
 	p, err := SplitPairs(JoinPairs(map[string]string{"memory.available": "1m"}))
 	if err != nil || p["memory.available"] != "1m" {
 		t.Errorf("pairs round trip gave %v, %v", p, err)
+	}
+}
+
+func TestSwitchedOffEntries(t *testing.T) {
+	got := SwitchedOffEntries(Spec{
+		Hard: map[string]string{"memory.available": "100%", "nodefs.available": "10%", "memory.pressureSome": "100%"},
+		Soft: map[string]string{"pid.available": " 0%"},
+	})
+	want := []string{"eviction-hard: memory.available<100%", "eviction-soft: pid.available<0%"}
+	if !slices.Equal(got, want) {
+		t.Errorf("SwitchedOffEntries = %q, want %q", got, want)
 	}
 }
