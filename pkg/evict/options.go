@@ -51,8 +51,9 @@ type Options struct {
 	// HardGracePeriod caps the grace period, in seconds, of evictions for
 	// hard thresholds.
 	HardGracePeriod int64
-	// Rate and Burst are the per-node token bucket: at most Burst evictions
-	// at once and Rate per second over time.
+	// Rate and Burst are each pressure episode's token bucket (one per
+	// resource, see Budget): at most Burst evictions at once and Rate per
+	// second over time.
 	Rate  float64
 	Burst int
 	// MaxPerEpisode caps evictions per pressure episode (reset with
@@ -110,8 +111,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Var((*pdbPolicyValue)(&o.PDBPolicy), FlagPDBPolicy, fmt.Sprintf("What to do when every eligible pod is PDB-blocked under a hard threshold: %s (never evict past a PDB) or %s (delete the first one anyway, loudly).", PDBStrict, PDBBestEffort))
 	fs.Int64Var(&o.HardGracePeriod, FlagHardGracePeriod, o.HardGracePeriod,
 		"Longest grace period, in seconds, given to a pod evicted for a hard threshold: min(pod's terminationGracePeriodSeconds, this). At least 1.")
-	fs.Float64Var(&o.Rate, FlagRate, o.Rate, "Evictions per second this node may make over time (token bucket rate).")
-	fs.IntVar(&o.Burst, FlagBurst, o.Burst, "Evictions this node may make at once (token bucket size).")
+	fs.Float64Var(&o.Rate, FlagRate, o.Rate, "Evictions per second over time (token bucket rate), per pressure episode: each resource (memory, memory stall, nodefs, imagefs, PIDs) has its own bucket.")
+	fs.IntVar(&o.Burst, FlagBurst, o.Burst, "Evictions at once (token bucket size), per pressure episode, like --eviction-rate.")
 	fs.IntVar(&o.MaxPerEpisode, FlagMaxPerEpisode, o.MaxPerEpisode, "Most evictions in one pressure episode; the count restarts when pressure ends.")
 	fs.DurationVar(&o.CallTimeout, FlagCallTimeout, o.CallTimeout, "Time limit for each eviction API call.")
 }

@@ -34,7 +34,7 @@ var resultHelp = map[string]string{
 	ResultPDBBlocked:   "a PodDisruptionBudget refused it (HTTP 429); in dry run, it would have",
 	ResultNotFound:     "the pod was already gone (HTTP 404, or its UID changed); not an error",
 	ResultError:        "any other failure, after bounded retries with backoff: the API server down or overloaded, a timeout, evictd's own credentials or RBAC (401, a 403 of the authorizer); the episode backs off before its next call",
-	ResultRateLimited:  "held back by the per-node rate limit or the per-episode cap; no API call was made",
+	ResultRateLimited:  "held back by the episode's rate limit (`--eviction-rate`, `--eviction-burst`, per pressure episode) or its cap; no API call was made",
 	ResultForcedDelete: "`--pdb-policy=best-effort`: a PDB-blocked pod was deleted anyway under a hard threshold",
 	ResultRefused:      "the API server refused this pod's eviction for the pod itself: an admission policy or webhook denied it (HTTP 403, 422, 400, or a webhook's 429) or more than one PodDisruptionBudget covers it (HTTP 500); evictd evicts the next candidate at once and asks about this pod again after 2 minutes; in dry run, it would have been refused",
 }

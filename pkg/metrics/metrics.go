@@ -39,8 +39,8 @@ const (
 	ResultNotFound = "not_found"
 	// ResultError: any other failure, after bounded retries.
 	ResultError = "error"
-	// ResultRateLimited: held back by the per-node rate limit or the
-	// per-episode cap; no API call was made.
+	// ResultRateLimited: held back by the episode's rate limit or its
+	// cap; no API call was made.
 	ResultRateLimited = "rate_limited"
 	// ResultForcedDelete: --pdb-policy=best-effort deleted a PDB-blocked pod.
 	ResultForcedDelete = "forced_delete"
