@@ -309,3 +309,39 @@ func TestLoopOneShortfallOneEvictionAcrossEpisodes(t *testing.T) {
 		t.Fatalf("calls %v, want [writer] once", n.victims())
 	}
 }
+
+// Stuck means still holding. A victim whose processes are gone while its
+// object waits (a finalizer, a slow volume unmount) has given its memory
+// back: readiness stays green (a 503 would stall the DaemonSet's rollouts)
+// and no EvictionStuck Event is written. A pod evictd never evicted (found
+// terminating) gets no Event "after its eviction" either.
+func TestLoopStuckMeansStillHolding(t *testing.T) {
+	t.Run("evicted, processes gone, object kept by a finalizer", func(t *testing.T) {
+		pods := threePods()
+		pods[0].exitIn, pods[0].teardown = time.Second, 10*time.Minute
+		n := newSimNode(t, 4096*mi, base250, pods...)
+		n.run(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), time.Minute)
+		if !eq(n.victims(), []string{"a"}) {
+			t.Fatalf("calls %v, want [a]: its memory is back", n.victims())
+		}
+		if len(n.stuck) != 0 {
+			t.Errorf("EvictionStuck events for %v: a holds nothing", n.stuck)
+		}
+		if err := n.loop.Problem(); err != nil {
+			t.Errorf("Problem() = %v, want nil: a's processes are gone", err)
+		}
+	})
+	t.Run("found terminating, never evicted by evictd", func(t *testing.T) {
+		pods := threePods()
+		pods[0].hang = true
+		n := newSimNode(t, 4096*mi, 4096*mi-1000*mi, pods...) // no pressure
+		n.terminate(n.pod("a"), 3, t0)
+		n.run(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), time.Minute)
+		if len(n.stuck) != 0 {
+			t.Errorf("EvictionStuck events for %v: evictd never evicted them", n.stuck)
+		}
+		if err := n.loop.Problem(); err != nil {
+			t.Errorf("Problem() = %v, want nil", err)
+		}
+	})
+}

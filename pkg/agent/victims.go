@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -63,7 +64,7 @@ func (l *Loop) settleVictims(v *view) {
 		goneNow(e, v.now)
 	}
 	for _, e := range expired {
-		l.victimStuck(e, v.now)
+		l.victimStuck(v, e)
 	}
 	for _, uid := range l.health.stuckUIDs() {
 		if !l.inflight.Stuck(uid) {
@@ -116,8 +117,14 @@ func (l *Loop) victimGone(e inflight.Entry, at time.Time) {
 // victimStuck is a pod in flight still there after its grace period and the
 // wait after it (a finalizer, a hung volume unmount, a runtime that cannot
 // kill it). Its usage is back in the observation, so its reclaim stops
-// counting and the next candidate may go; said once, loudly.
-func (l *Loop) victimStuck(e inflight.Entry, now time.Time) {
+// counting and the next candidate may go. Stuck means still holding: only
+// an evictd victim whose cgroup still holds what it was evicted for is said
+// loudly (a warning, an Event, the metric, readiness); one whose processes
+// are gone while its object waits on a finalizer or an unmount has given
+// its resources back, and a pod someone else was deleting is not evictd's
+// to report.
+func (l *Loop) victimStuck(v *view, e inflight.Entry) {
+	now := v.now
 	l.released(e.UID, now)
 	if e.Origin != inflight.Evicted && e.Origin != inflight.Terminating {
 		l.log.Debug("pod in flight no longer counts", zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)))
@@ -125,15 +132,32 @@ func (l *Loop) victimStuck(e inflight.Entry, now time.Time) {
 	}
 	res := episode.Of(e.Signal)
 	waited := now.Sub(e.Start).Round(time.Second)
+	if e.Origin != inflight.Evicted || !stillHolding(v, e) {
+		l.log.Info("pod in flight still terminating, holding nothing evictd waits for; its reclaim no longer counts",
+			zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)), zap.Duration("waited", waited))
+		return
+	}
 	l.deps.Metrics.VictimStuck(string(res))
 	l.log.Warn("victim not gone in time; its reclaim no longer counts", zap.String("pod", e.Pod), zap.String("resource", string(res)),
 		zap.String("origin", string(e.Origin)), zap.Time("reclaimBy", e.ReclaimBy), zap.Duration("waited", waited))
-	if e.Origin == inflight.Evicted {
-		l.health.setStuck(e.UID, fmt.Sprintf("evicted pod %s still terminating %s after its eviction: the node cannot stop it", e.Pod, waited))
-	}
+	l.health.setStuck(e.UID, fmt.Sprintf("evicted pod %s still terminating %s after its eviction: the node cannot stop it", e.Pod, waited))
 	l.deps.Evictor.VictimStuck(e.Namespace, e.Name, e.UID, fmt.Sprintf(
 		"Pod still terminating %s after its eviction (grace period ended at %s): evictd no longer counts on what it frees and may evict the next candidate. Look for finalizers or a runtime that cannot stop it.",
 		waited, e.ReclaimBy.UTC().Format(time.RFC3339)))
+}
+
+// stillHolding: the observation still finds what the pod was evicted for in
+// its cgroup: processes and memory (memory, PIDs, a stall), or its
+// ephemeral storage (disk).
+func stillHolding(v *view, e inflight.Entry) bool {
+	ps := v.podStats(e.UID)
+	if ps == nil {
+		return false
+	}
+	if e.Signal.Condition() == v1.NodeDiskPressure {
+		return ps.EphemeralStorage != nil && ps.EphemeralStorage.UsedBytes != nil && *ps.EphemeralStorage.UsedBytes > 0
+	}
+	return ps.Memory != nil && ps.Memory.WorkingSetBytes != nil && *ps.Memory.WorkingSetBytes > 0 && hasProcesses(ps)
 }
 
 // released ends an episode's wait for a victim with no usage figure: the
