@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -21,13 +20,10 @@ type Budget struct {
 	burst int
 
 	mu      sync.Mutex
-	limiter *rate.Limiter
+	limiter tokenBucket
 	// count counts accepted evictions, plus calls under way (admit reserves,
 	// finish refunds what was not accepted).
 	count int
-	// pending is the calls under way: each holds a token it has not yet
-	// taken from limiter, which takes it only if the eviction is accepted.
-	pending int
 	// capLogged: the cap was logged at Warn in this episode.
 	capLogged bool
 	// seen holds, per pod UID and call, what was already logged this
@@ -51,7 +47,7 @@ func (e *Evictor) NewBudget() *Budget {
 	return &Budget{
 		max: e.opts.MaxPerEpisode, rate: e.opts.Rate, burst: e.opts.Burst,
 		// The bucket starts full.
-		limiter: rate.NewLimiter(rate.Limit(e.opts.Rate), e.opts.Burst),
+		limiter: tokenBucket{rate: e.opts.Rate, burst: float64(e.opts.Burst), tokens: float64(e.opts.Burst)},
 		seen:    map[seenKey]seenEntry{},
 	}
 }
@@ -75,12 +71,32 @@ func (b *Budget) reset() {
 
 // charge is a reservation admit made: finish keeps it for an accepted
 // eviction and refunds it otherwise, so refusals and errors cost nothing.
-// The token is taken from the bucket only at acceptance: a reservation
-// taken at admission could not be handed back once its time had passed
-// (rate.Reservation.CancelAt restores nothing then), so every refusal cost
-// a token and the next candidate queued behind it.
+// The token is taken at admission, so that the bucket refills while a call
+// hangs (a hard call must not wait behind a slow soft one), and given back
+// whole on a refusal. (golang.org/x/time/rate's Reservation.CancelAt, used
+// before, restores nothing once the reservation's time has passed, which
+// it always has by the time an answer is in: every refusal cost a token,
+// and the next candidate queued behind it.)
 type charge struct {
 	held bool
+}
+
+// tokenBucket is the episode's rate limit: tokens refill at rate per
+// second up to burst; a call takes one, a refusal gives it back.
+type tokenBucket struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+// at brings the bucket to now and returns its tokens.
+func (t *tokenBucket) at(now time.Time) float64 {
+	if !t.last.IsZero() && now.After(t.last) {
+		t.tokens = min(t.burst, t.tokens+now.Sub(t.last).Seconds()*t.rate)
+	}
+	if now.After(t.last) {
+		t.last = now
+	}
+	return t.tokens
 }
 
 // admit checks the cap and the token bucket before a call and reserves
@@ -91,29 +107,24 @@ func (b *Budget) admit(now time.Time) (charge, time.Duration, error) {
 	if b.count >= b.max {
 		return charge{}, 0, fmt.Errorf("%w (%d; --%s)", ErrEpisodeCap, b.max, FlagMaxPerEpisode)
 	}
-	if tokens := b.limiter.TokensAt(now) - float64(b.pending); tokens < 1 {
+	if tokens := b.limiter.at(now); tokens < 1 {
 		wait := time.Duration((1 - tokens) / b.rate * float64(time.Second))
 		return charge{}, wait, fmt.Errorf("%w (--%s=%v, --%s=%d); next token in %v", ErrRateLimited, FlagRate, b.rate, FlagBurst, b.burst, wait.Round(time.Millisecond))
 	}
 	b.count++
-	b.pending++
+	b.limiter.tokens--
 	return charge{held: true}, 0, nil
 }
 
-// settle spends a charge's token on an accepted eviction, or gives the
-// charge back.
+// settle keeps a charge for an accepted eviction, or gives it back.
 func (b *Budget) settle(c charge, accepted bool, now time.Time) {
-	if !c.held {
+	if !c.held || accepted {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.pending--
-	if accepted {
-		b.limiter.ReserveN(now, 1)
-		return
-	}
 	b.count--
+	b.limiter.tokens = min(b.limiter.burst, b.limiter.at(now)+1)
 }
 
 func (b *Budget) lookup(k seenKey) (seenEntry, bool) {

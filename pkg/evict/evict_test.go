@@ -752,3 +752,20 @@ func TestBudgetRefundsATokenAfterASlowRefusal(t *testing.T) {
 		t.Fatalf("admit after an accepted eviction: %v (wait %v), want rate limited until the bucket refills", err, wait)
 	}
 }
+
+// While a call hangs (a soft eviction's answer held up by a slow API
+// server) the bucket refills: a hard call a few seconds later is admitted
+// at once, not held back until the first one answers.
+func TestBudgetRefillsWhileACallHangs(t *testing.T) {
+	h := newHarness(t, harnessOpts{mutate: func(o *Options) { o.Rate, o.Burst = 1, 1 }})
+	b := h.ev.NewBudget()
+	t0 := time.Unix(1_700_000_000, 0)
+	soft, _, err := b.admit(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.admit(t0.Add(5 * time.Second)); err != nil {
+		t.Fatalf("a second call 5s into the first one's hang: %v, want admitted (the bucket refills at 1/s)", err)
+	}
+	b.settle(soft, true, t0.Add(20*time.Second))
+}
