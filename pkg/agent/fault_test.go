@@ -345,3 +345,22 @@ func TestLoopStuckMeansStillHolding(t *testing.T) {
 		}
 	})
 }
+
+// Hard pressure while a pod is terminating on a long grace (a user's delete
+// with 600 s, holding 1000Mi): its memory does not count (its grace
+// outlasts what a hard threshold can wait), and evicting another pod would
+// leave it holding on. It is evicted again with the hard grace, before
+// anyone else, and nothing more is needed.
+func TestLoopHardPressureReEvictsALongTerminatingPod(t *testing.T) {
+	pods := threePods()
+	pods[0].exitIn = 10 * time.Minute
+	n := newSimNode(t, 4096*mi, base250, pods...)
+	n.terminate(n.pod("a"), 600, t0)
+	n.run(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), 20*time.Second)
+	if !eq(n.victims(), []string{"a"}) || !n.calls[0].hard {
+		t.Fatalf("calls %+v, want a evicted again for the hard threshold, and no one else", n.calls)
+	}
+	if g := n.pod("a").graceActual; g > 5 {
+		t.Errorf("a's grace %ds after the new eviction, want the hard grace (5s) at most", g)
+	}
+}

@@ -91,7 +91,7 @@ var checks = []check{
 	}},
 	{CheckTerminating, func(p *v1.Pod, _ *checkEnv) string {
 		if p.DeletionTimestamp != nil {
-			return "deletion requested"
+			return terminatingDetail
 		}
 		return ""
 	}},
@@ -116,6 +116,18 @@ var checks = []check{
 		return ""
 	}},
 }
+
+// OnlyTerminating reports whether the one check that makes c ineligible is
+// that its deletion was requested: a pod evictd may still evict again with
+// a shorter grace period (the Eviction API takes an eviction of a
+// terminating pod and applies the shorter grace), as the kubelet kills a
+// terminating pod with its own hard grace under a hard threshold.
+func (c Candidate) OnlyTerminating() bool {
+	return !c.Eligible && c.SkipReason == CheckTerminating+": "+terminatingDetail
+}
+
+// terminatingDetail is CheckTerminating's detail.
+const terminatingDetail = "deletion requested"
 
 // CheckNames lists the eligibility checks in the order they run.
 func CheckNames() []string {

@@ -37,6 +37,10 @@
 //     counts only if its grace ends within HardHorizon. A soft eviction with a
 //     long grace period therefore cannot hold back a hard threshold, and
 //     pressure that keeps rising past what is in flight raises the need.
+//   - Under a hard threshold, a pod already terminating with a grace period
+//     that ends past HardHorizon (a soft victim, a user's delete) goes first:
+//     it is evicted again with the hard grace, as the kubelet kills
+//     terminating pods with its own.
 //   - The victim is the first eligible candidate of the ranking that is not
 //     in flight, not blocked by a PodDisruptionBudget in this episode, not
 //     refused by the API server (an admission policy or webhook) recently and
@@ -252,6 +256,15 @@ func Decide(opts Options, in Input) Decision {
 			}
 			continue
 		}
+		if t.Hard() {
+			if pick, ok := pickTerminating(cands, in.Refused, in.Tried, in.Now.Add(opts.HardHorizon)); ok {
+				c := cands[pick]
+				d = Decision{Action: Evict, Target: *t, Candidate: c, Rank: pick + 1,
+					Reason: fmt.Sprintf("terminating with a grace period ending in %s, past what a hard threshold can wait: evicted again with the hard grace; %s",
+						c.Pod.DeletionTimestamp.Sub(in.Now).Round(time.Second), RankReason(*t, c))}
+				break
+			}
+		}
 		if pick, ok := pickCandidate(cands, inFlight, in.Blocked, in.Refused, in.Tried); ok {
 			d = Decision{Action: Evict, Target: *t, Candidate: cands[pick], Rank: pick + 1, Reason: RankReason(*t, cands[pick])}
 			break
@@ -301,6 +314,27 @@ func pickCandidate(cands []rank.Candidate, inFlight, blocked, refused, tried map
 		if !inFlight[uid] && !blocked[uid] && !refused[uid] && !tried[uid] {
 			return j, true
 		}
+	}
+	return 0, false
+}
+
+// pickTerminating returns the first pod of the ranking that only its
+// deletion makes ineligible, still holds some of the resource, and whose
+// grace period ends after horizon: under a hard threshold it does not count
+// as reclaim (the escalation rule), and evicting it again with the hard
+// grace frees what it holds sooner than evicting anyone else. The kubelet
+// does the same: it ranks terminating pods and kills them with its hard
+// grace.
+func pickTerminating(cands []rank.Candidate, refused, tried map[types.UID]bool, horizon time.Time) (int, bool) {
+	for j, c := range cands {
+		if !c.OnlyTerminating() || !c.HasUsage || c.Usage <= 0 || c.Pod == nil || c.Pod.DeletionTimestamp == nil {
+			continue
+		}
+		uid := types.UID(c.UID)
+		if refused[uid] || tried[uid] || !c.Pod.DeletionTimestamp.Time.After(horizon) {
+			continue
+		}
+		return j, true
 	}
 	return 0, false
 }
