@@ -32,7 +32,7 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 	in := l.decideInput(v, func(th thresholds.Threshold) bool {
 		return episode.Of(th.Signal) == ep.Resource && (!softBusy || th.Hard())
 	})
-	in.Blocked = ep.FreshBlocked(v.now, l.cfg.PDBRecheck)
+	in.Blocked = ep.FreshBlocked(v.now)
 	in.Refused = episode.Fresh(l.refused, v.now, l.cfg.RefusedRecheck)
 	for _, e := range in.InFlight {
 		if e.Origin == inflight.Pending {
@@ -62,7 +62,7 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 		}
 		// A PodDisruptionBudget or the API server refused it for this pod:
 		// the next candidate, at once.
-		in.Blocked = ep.FreshBlocked(l.clk.Now(), l.cfg.PDBRecheck)
+		in.Blocked = ep.FreshBlocked(l.clk.Now())
 		in.Refused = episode.Fresh(l.refused, l.clk.Now(), l.cfg.RefusedRecheck)
 		in.InFlight = l.inFlightView()
 	}
@@ -215,7 +215,7 @@ func (l *Loop) answer(r callResult) bool {
 	case evict.DryRun:
 		add(inflight.DryRun, r.at)
 	case evict.PDBBlocked:
-		ep.Blocked[uid] = r.at
+		ep.PDBRefused(uid, r.at, l.cfg.PDBRecheck)
 		return true
 	case evict.Refused:
 		// This pod's answer, not the API server's state: no back-off for

@@ -364,3 +364,36 @@ func TestLoopHardPressureReEvictsALongTerminatingPod(t *testing.T) {
 		t.Errorf("a's grace %ds after the new eviction, want the hard grace (5s) at most", g)
 	}
 }
+
+// Every candidate protected by a PodDisruptionBudget under lasting
+// pressure: each is asked again later and later (30 s, then doubling up
+// to 8×), and not in lockstep with the others. Before, all of them were
+// re-asked back to back every 30 s, each answer starting a pass.
+func TestLoopPDBRechecksSpreadAndBackOff(t *testing.T) {
+	pods := threePods()
+	for _, p := range pods {
+		p.pdb = true
+	}
+	n := newSimNode(t, 4096*mi, base250, pods...)
+	n.run(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), 6*time.Minute)
+	at := map[string][]time.Time{}
+	for _, c := range n.calls {
+		at[c.pod] = append(at[c.pod], c.at)
+	}
+	// 30 s, 60 s, 120 s, 240 s (±20 %) after the first: five calls each in 6 minutes at most.
+	for _, name := range []string{"a", "b", "c"} {
+		calls := at[name]
+		if len(calls) < 3 || len(calls) > 5 {
+			t.Fatalf("%s asked %d times in 6 minutes, want 3–5 (30 s, then doubling): %v", name, len(calls), calls)
+		}
+		for i := 2; i < len(calls); i++ {
+			prev, gap := calls[i-1].Sub(calls[i-2]), calls[i].Sub(calls[i-1])
+			if float64(gap) < 1.3*float64(prev) {
+				t.Errorf("%s re-asked after %v, then %v: the wait must grow", name, prev, gap)
+			}
+		}
+	}
+	if at["a"][1].Equal(at["b"][1]) && at["b"][1].Equal(at["c"][1]) {
+		t.Errorf("a, b and c re-asked all at %v: in lockstep", at["a"][1])
+	}
+}

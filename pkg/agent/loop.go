@@ -111,7 +111,8 @@ type LoopConfig struct {
 	// (429s move on to the next candidate).
 	MaxAttempts int
 	// PDBRecheck is how long a PodDisruptionBudget refusal is trusted before
-	// the pod is asked about again.
+	// the pod is asked about again the first time; it doubles with each
+	// refusal in an episode, up to 8× (episode.PDBRefused).
 	PDBRecheck time.Duration
 	// RefusedRecheck is how long the API server's refusal of a pod's
 	// eviction (an admission policy or webhook) is trusted.

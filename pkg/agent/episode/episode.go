@@ -14,6 +14,7 @@
 package episode
 
 import (
+	"hash/fnv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -102,8 +103,9 @@ type Episode struct {
 
 	// Calls holds the call under way in each lane, if any.
 	Calls [2]*Call
-	// Blocked are pods a PodDisruptionBudget protected, and when.
-	Blocked map[types.UID]time.Time
+	// Blocked are pods a PodDisruptionBudget protected in this episode:
+	// when each may be asked again, and how often it was refused.
+	Blocked map[types.UID]Block
 	// CapReached: Budget's cap refused a call; no more evictions until the
 	// episode ends.
 	CapReached bool
@@ -133,10 +135,43 @@ type Episode struct {
 // Busy reports whether a call of the lane is under way.
 func (e *Episode) Busy(l Lane) bool { return e.Calls[l] != nil }
 
-// FreshBlocked returns the pods whose PodDisruptionBudget refusal is younger
-// than recheck, and forgets the older ones.
-func (e *Episode) FreshBlocked(now time.Time, recheck time.Duration) map[types.UID]bool {
-	return Fresh(e.Blocked, now, recheck)
+// Block is a pod's PodDisruptionBudget refusals in an episode.
+type Block struct {
+	Until    time.Time
+	Refusals int
+}
+
+// PDBRefused records a PodDisruptionBudget refusal of uid at at: the pod is
+// asked again after recheck, doubled with each refusal in the episode up to
+// 8×, and spread by ±20% per pod and refusal. Asked again all at once, N
+// blocked pods were re-asked back to back every recheck, each answer
+// starting a pass of its own.
+func (e *Episode) PDBRefused(uid types.UID, at time.Time, recheck time.Duration) {
+	b := e.Blocked[uid]
+	b.Refusals++
+	d := recheck << min(b.Refusals-1, 3)
+	b.Until = at.Add(time.Duration(float64(d) * spread(uid, b.Refusals)))
+	e.Blocked[uid] = b
+}
+
+// spread is a factor in [0.8, 1.2) fixed by the pod and the refusal count:
+// no randomness, so a replay (a test, a log) is the same every time.
+func spread(uid types.UID, n int) float64 {
+	h := fnv.New32a()
+	h.Write([]byte(uid))
+	h.Write([]byte{byte(n)})
+	return 0.8 + 0.4*float64(h.Sum32()%1000)/1000
+}
+
+// FreshBlocked returns the pods not to be asked again yet at now.
+func (e *Episode) FreshBlocked(now time.Time) map[types.UID]bool {
+	out := make(map[types.UID]bool, len(e.Blocked))
+	for uid, b := range e.Blocked {
+		if now.Before(b.Until) {
+			out[uid] = true
+		}
+	}
+	return out
 }
 
 // Fresh returns the pods of since (a pod's UID, and when it was refused)
@@ -209,7 +244,7 @@ func (t *Tracker) Update(now time.Time, pressure map[Resource]bool) (started, en
 		case pressure[r] && e == nil:
 			e = &Episode{
 				Resource: r, Start: now, LastPressure: now, Budget: t.newBudget(),
-				Blocked: map[types.UID]time.Time{}, ThresholdsNoted: map[string]bool{}, EarlyNoted: map[thresholds.Signal]bool{},
+				Blocked: map[types.UID]Block{}, ThresholdsNoted: map[string]bool{}, EarlyNoted: map[thresholds.Signal]bool{},
 			}
 			t.episodes[r] = e
 			started = append(started, e)
