@@ -498,12 +498,27 @@ func TestPodRequest(t *testing.T) {
 			want: 1025 << 20,
 		},
 		{
-			name: "pod-level resources without a memory request fall back to containers",
+			// The kubelet skips every container-level request once
+			// pod-level resources are set, whatever they set.
+			name: "pod-level resources without a memory request: no memory request",
 			spec: v1.PodSpec{
 				Resources:  &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resourceMust("1")}},
 				Containers: []v1.Container{c("a", "100Mi")},
 			},
-			want: 100 << 20,
+			want: 0,
+		},
+		{
+			name: "a pod-level limit without a request counts as the request",
+			spec: v1.PodSpec{
+				Resources:  &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resourceMust("512Mi")}},
+				Containers: []v1.Container{c("a", "100Mi")},
+			},
+			want: 512 << 20,
+		},
+		{
+			name: "no overhead on a zero request",
+			spec: v1.PodSpec{Containers: []v1.Container{c("a", "")}, Overhead: v1.ResourceList{v1.ResourceMemory: resourceMust("20Mi")}},
+			want: 0,
 		},
 		{
 			name: "sums saturate",
@@ -524,6 +539,21 @@ func TestPodRequest(t *testing.T) {
 				t.Errorf("request = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// Ephemeral storage has no pod-level request: once pod-level resources are
+// set, the containers' do not count either (the kubelet's
+// GetResourceRequestQuantity).
+func TestPodRequestEphemeralStorageWithPodLevelResources(t *testing.T) {
+	ct := v1.Container{Name: "a", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceEphemeralStorage: resourceMust("1Gi")}}}
+	p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{ct}}}
+	if got := podRequest(p, v1.ResourceEphemeralStorage); got != 1<<30 {
+		t.Fatalf("without pod-level resources: %d, want 1Gi", got)
+	}
+	p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceMemory: resourceMust("1Gi")}}
+	if got := podRequest(p, v1.ResourceEphemeralStorage); got != 0 {
+		t.Errorf("with pod-level resources: %d, want 0", got)
 	}
 }
 

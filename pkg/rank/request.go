@@ -7,20 +7,24 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// podRequest is the pod's effective request for one resource, as the
-// scheduler accounts it:
+// podRequest is the pod's request for one resource, as the kubelet's
+// eviction ranking counts it (GetResourceRequestQuantity in
+// pkg/api/v1/resource/helpers.go):
 //
 //	max(sum of containers + sidecars, max over init containers of
 //	    (its request + the sidecars started before it)) + overhead
 //
 // Sidecars are init containers with restartPolicy Always (KEP-753); they run
-// alongside everything that starts after them. A pod-level request
-// (spec.resources, KEP-2837) replaces the container sum. A container with a
-// limit but no request counts its limit, as API defaulting would have set.
+// alongside everything that starts after them. When pod-level resources are
+// set (spec.resources with cpu or memory, KEP-2837), no container's request
+// counts, for any resource: the pod-level cpu and memory requests stand in,
+// and other resources (ephemeral-storage) have none. The pod's overhead is
+// added only to a non-zero request. A container (or pod) with a limit but
+// no request counts its limit, as API defaulting would have set.
 func podRequest(p *v1.Pod, name v1.ResourceName) int64 {
 	var total int64
-	if v, ok := podLevelRequest(p, name); ok {
-		total = v
+	if podLevelSet(p) {
+		total = podLevelRequest(p, name)
 	} else {
 		var sidecars, initMax, regular int64
 		for i := range p.Spec.InitContainers {
@@ -37,6 +41,9 @@ func podRequest(p *v1.Pod, name v1.ResourceName) int64 {
 		}
 		total = max(addSat(regular, sidecars), initMax)
 	}
+	if total == 0 {
+		return 0
+	}
 	return addSat(total, quantity(p.Spec.Overhead, name))
 }
 
@@ -44,11 +51,37 @@ func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
-func podLevelRequest(p *v1.Pod, name v1.ResourceName) (int64, bool) {
-	if p.Spec.Resources == nil {
-		return 0, false
+// podLevelResources are the resources pod-level requests may set
+// (component-helpers' IsSupportedPodLevelResource).
+var podLevelResources = []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
+
+// podLevelSet: spec.resources sets a request or limit for cpu or memory
+// (component-helpers' IsPodLevelResourcesSet).
+func podLevelSet(p *v1.Pod) bool {
+	r := p.Spec.Resources
+	if r == nil {
+		return false
 	}
-	return lookup(p.Spec.Resources.Requests, name)
+	for _, n := range podLevelResources {
+		if _, ok := r.Requests[n]; ok {
+			return true
+		}
+		if _, ok := r.Limits[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func podLevelRequest(p *v1.Pod, name v1.ResourceName) int64 {
+	if name != v1.ResourceCPU && name != v1.ResourceMemory {
+		return 0
+	}
+	if v, ok := lookup(p.Spec.Resources.Requests, name); ok {
+		return v
+	}
+	v, _ := lookup(p.Spec.Resources.Limits, name)
+	return v
 }
 
 func containerRequest(c *v1.Container, name v1.ResourceName) int64 {
