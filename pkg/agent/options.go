@@ -40,6 +40,7 @@ const (
 	FlagHousekeeping         = "housekeeping-interval"
 	FlagMetricsAddress       = "metrics-bind-address"
 	FlagIncludeDaemonSetPods = "include-daemonset-pods"
+	FlagSwapInRanking        = "swap-in-ranking"
 	FlagWakeupSources        = "wakeup-sources"
 	FlagPollMin              = "poll-min-interval"
 	FlagActEarly             = "act-early"
@@ -114,6 +115,7 @@ type Options struct {
 	Evict evict.Options
 
 	includeDS *bool // --include-daemonset-pods, when given
+	swapRank  *bool // --swap-in-ranking, when given
 }
 
 // NewOptions returns the defaults; NODE_NAME from the environment is the
@@ -172,6 +174,7 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	generic.DurationVar(&o.InformerSyncTimeout, FlagInformerSyncTimeout, o.InformerSyncTimeout, "How long to wait for the initial list and watch of pods, PriorityClasses and namespaces before exiting (a 403 Forbidden exits at once).")
 
 	eviction.Var(optionalBool{&o.includeDS}, FlagIncludeDaemonSetPods, "Make DaemonSet pods eligible for eviction (overrides includeDaemonSetPods of --config).")
+	eviction.Var(optionalBool{&o.swapRank}, FlagSwapInRanking, "Rank pods for the memory signals by working set + swap, on by default; false ranks by working set alone, as the kubelet (overrides swapInRanking of --config). Changes nothing on a node without swap.")
 	eviction.Lookup(FlagIncludeDaemonSetPods).NoOptDefVal = "true"
 	eviction.BoolVar(&o.ActEarly, FlagActEarly, o.ActEarly, "Evict when a hard memory threshold's crossing is predicted within the time an eviction takes to free memory.")
 	eviction.BoolVar(&o.FitGrace, FlagFitGrace, o.FitGrace, "Shorten a memory eviction's grace period to the time left before memory runs out.")
@@ -224,6 +227,9 @@ func (o *Options) Complete() error {
 	}
 	if err := o.Config.Complete(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	if o.swapRank != nil {
+		o.Config.SwapInRanking = o.swapRank
 	}
 	if o.includeDS != nil {
 		o.Config.IncludeDaemonSetPods = *o.includeDS

@@ -115,6 +115,11 @@ type Config struct {
 	// are skipped because their controller recreates them on the same node.
 	IncludeDaemonSetPods bool `json:"includeDaemonSetPods,omitempty"`
 
+	// SwapInRanking ranks pods for the memory signals by footprint, working
+	// set + swap (the default, nil or true), or, false, by working set
+	// alone, as the kubelet does. It changes nothing on a node without swap.
+	SwapInRanking *bool `json:"swapInRanking,omitempty"`
+
 	flags *flagValues
 }
 
@@ -382,6 +387,7 @@ func (c *Config) RankOptions() (rank.Options, error) {
 	opts := rank.Options{
 		ExcludedNamespaces:   append([]string(nil), c.ExcludedNamespaces...),
 		IncludeDaemonSetPods: c.IncludeDaemonSetPods,
+		WorkingSetOnly:       c.SwapInRanking != nil && !*c.SwapInRanking,
 	}
 	for _, g := range c.PriorityGroups {
 		rg := rank.PriorityGroup{

@@ -381,3 +381,31 @@ func TestExampleInDocsMatchesTestdata(t *testing.T) {
 		t.Error("docs/decide.md does not contain pkg/config/testdata/full.yaml verbatim")
 	}
 }
+
+// swapInRanking: false ranks by working set alone; left out, by footprint.
+func TestSwapInRanking(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want bool // WorkingSetOnly
+	}{
+		{"apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n", false},
+		{"apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nswapInRanking: true\n", false},
+		{"apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nswapInRanking: false\n", true},
+	} {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts, err := c.RankOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.WorkingSetOnly != tc.want {
+			t.Errorf("%q: WorkingSetOnly %v, want %v", tc.yaml, opts.WorkingSetOnly, tc.want)
+		}
+	}
+}

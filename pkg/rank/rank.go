@@ -27,6 +27,9 @@ type Options struct {
 	ExcludedNamespaces []string
 	// IncludeDaemonSetPods makes DaemonSet-owned pods eligible.
 	IncludeDaemonSetPods bool
+	// WorkingSetOnly ranks the memory signals by working set alone, as the
+	// kubelet does; by default they rank by footprint, working set + swap.
+	WorkingSetOnly bool
 	// PriorityClasses maps PriorityClass names to values, to resolve
 	// spec.priorityClassName when spec.priority is unset.
 	PriorityClasses map[string]int32
@@ -140,8 +143,11 @@ func Rank(signal thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, o
 		ps := stats.find(p)
 		if ps != nil {
 			c.Usage, c.HasUsage = m.usage(ps, p)
-			if m.request == v1.ResourceMemory {
+			if m.request == v1.ResourceMemory && c.HasUsage && !opts.WorkingSetOnly {
+				// The footprint: a pod that pushed its excess to swap does
+				// not hide behind a small working set.
 				c.Swap = swapUsage(ps)
+				c.Usage = addSat(c.Usage, c.Swap)
 			}
 		}
 		if signal.Stall() {

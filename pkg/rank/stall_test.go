@@ -46,8 +46,17 @@ func TestSwapCountsInMemoryUsage(t *testing.T) {
 			t.Errorf("%s: swapper usage %d swap %d, want 250Mi and 100Mi", sig, c.Usage, c.Swap)
 		}
 	}
+	// Switched off (--swap-in-ranking=false): working set alone, the
+	// kubelet's order.
+	r := Rank(thresholds.MemoryAvailable, s, []*v1.Pod{swapper, resident}, Options{WorkingSetOnly: true})
+	if got := strings.Join(names(r), ","); got != "ns/resident,ns/swapper" {
+		t.Errorf("working set only: order %s, want resident,swapper", got)
+	}
+	if c := r.Candidates[1]; c.Usage != 150<<20 || c.Swap != 0 {
+		t.Errorf("working set only: swapper usage %d swap %d, want 150Mi and none", c.Usage, c.Swap)
+	}
 	// swap.available: by swap in use; a pod with none frees none.
-	r := Rank(thresholds.SwapAvailable, s, []*v1.Pod{resident, swapper}, Options{})
+	r = Rank(thresholds.SwapAvailable, s, []*v1.Pod{resident, swapper}, Options{})
 	if c := r.Candidates[0]; c.Name != "swapper" || !c.Eligible || c.Usage != 100<<20 {
 		t.Errorf("swap.available: first %s (eligible %v, usage %d), want swapper with 100Mi", c.Name, c.Eligible, c.Usage)
 	}

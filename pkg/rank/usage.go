@@ -59,14 +59,13 @@ func measureFor(s thresholds.Signal, disk diskLayout) measure {
 	return measure{usage: func(*statsapi.PodStats, *v1.Pod) (int64, bool) { return 0, false }}
 }
 
-// memoryUsage is a pod's memory footprint: its working set, as the kubelet
-// counts it, plus what it has in swap, which the kubelet does not count
-// (docs/stall.md, "Swap").
+// memoryUsage is a pod's working set, as the kubelet counts it; Rank adds
+// what it has in swap unless Options.WorkingSetOnly (docs/stall.md, "Swap").
 func memoryUsage(ps *statsapi.PodStats, _ *v1.Pod) (int64, bool) {
 	if ps.Memory == nil || ps.Memory.WorkingSetBytes == nil {
 		return 0, false
 	}
-	return addSat(toInt64(*ps.Memory.WorkingSetBytes), swapUsage(ps)), true
+	return toInt64(*ps.Memory.WorkingSetBytes), true
 }
 
 // swapUsage is the swap a pod uses, 0 when unknown or without swap.
