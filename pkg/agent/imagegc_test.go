@@ -4,8 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/pkg/thresholds"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/evictd/evictd/pkg/agent/imagegc"
+	"github.com/evictd/evictd/pkg/thresholds"
 )
 
 // TestLoopDiskLeavesUnusedImagesToTheKubelet: on a one-disk node at 12 %
@@ -72,5 +74,33 @@ func TestLoopDiskLeavesUnusedImagesToTheKubelet(t *testing.T) {
 				t.Errorf("eviction calls %v after the image collection; want none", n.victims())
 			}
 		})
+	}
+}
+
+// The kubelet gets a bounded chance. Unused images cover the need, but the
+// kubelet never deletes them (its collection waits for 85 % use): after
+// imagegc.Patience evictd stops counting them and evicts the writer.
+func TestLoopImageGCDeferralEnds(t *testing.T) {
+	const gi = 1 << 30
+	node := &v1.Node{Status: v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"docker.io/library/unused:a"}, SizeBytes: 10 * gi}}}}
+	pods := []*simPod{
+		{name: "writer", usage: 10 * mi, grace: 1, disk: 8 * gi},
+		{name: "quiet", usage: 10 * mi, grace: 1, disk: 0},
+	}
+	n := newSimNode(t, 4096*mi, base250, pods...)
+	n.diskCapacity, n.diskBase, n.node = 100*gi, 60*gi, node
+	cfg := testLoopConfig(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"nodefs.available": "15%"}}))
+	cfg.ExpectImageGC = true
+	w := n.run(t, cfg, 8*time.Minute) // the image listed long enough
+	n.mu.Lock()
+	n.diskBase = 80 * gi // 12 % available: 3 GiB short, the image covers it
+	n.mu.Unlock()
+	n.runMore(t, imagegc.Patience-30*time.Second, w)
+	if len(n.victims()) != 0 {
+		t.Fatalf("eviction calls %v within the kubelet's chance; want none", n.victims())
+	}
+	n.runMore(t, time.Minute, w)
+	if !eq(n.victims(), []string{"writer"}) {
+		t.Fatalf("eviction calls %v after the kubelet's chance; want [writer]", n.victims())
 	}
 }

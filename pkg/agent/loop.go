@@ -167,6 +167,11 @@ type Loop struct {
 	// refused are the pods whose eviction the API server refused for the
 	// pod itself (an admission policy or webhook, several PDBs), and when.
 	refused map[types.UID]time.Time
+	// imageGCSince is when each disk signal's unused images were first
+	// counted as the kubelet's reclaim while its threshold held, and
+	// imageGCGaveUp which signals have stopped counting them (nodeReclaim).
+	imageGCSince  map[thresholds.Signal]time.Time
+	imageGCGaveUp map[thresholds.Signal]bool
 	// imageAges is when each of the node's images was first listed (with
 	// ExpectImageGC): the kubelet keeps young ones.
 	imageAges imagegc.Ages
@@ -230,6 +235,9 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		estimates: map[thresholds.Signal]*predict.Estimator{},
 		lead:      leadTime{value: cfg.Decide.Lead},
 		refused:   map[types.UID]time.Time{},
+
+		imageGCSince:  map[thresholds.Signal]time.Time{},
+		imageGCGaveUp: map[thresholds.Signal]bool{},
 	}
 	for _, th := range cfg.Thresholds {
 		l.stallOn = l.stallOn || th.Signal.Stall()
@@ -304,6 +312,7 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 		return l.cfg.Housekeeping
 	}
 	v := l.assess(obs, w)
+	l.forgetImageGCWaits(v.status)
 	l.settleVictims(v)
 	for _, ep := range l.episodes.All() {
 		l.act(ctx, ep, v)
@@ -591,6 +600,12 @@ func (l *Loop) stallSettleFrom(t time.Time) {
 // each active bytes signal of the filesystem holding the images: imagefs,
 // and nodefs when the image store is on it. nil when no such signal is
 // active, or ExpectImageGC is off.
+//
+// The kubelet gets a bounded chance: its image collection runs every
+// imagegc.GCPeriod (and its eviction manager's node-level reclaim within
+// its 10 s loop once its own threshold is met), so a signal whose unused
+// images have been counted for imagegc.Patience without the pressure
+// ending stops counting them, and evictd says so.
 func (l *Loop) nodeReclaim(v *view, st thresholds.Status) map[thresholds.Signal]int64 {
 	if !l.cfg.ExpectImageGC {
 		return nil
@@ -608,9 +623,50 @@ func (l *Loop) nodeReclaim(v *view, st thresholds.Status) map[thresholds.Signal]
 			}
 			out = map[thresholds.Signal]int64{}
 		}
-		out[s] = v.unusedImages
+		out[s] = l.imageGCChance(s, v.unusedImages, v.now)
 	}
 	return out
+}
+
+// forgetImageGCWaits drops the kubelet's chance of the disk signals no
+// longer active in st (the whole pass's status): the next time their
+// threshold holds, the wait starts afresh.
+func (l *Loop) forgetImageGCWaits(st thresholds.Status) {
+	if len(l.imageGCSince) == 0 {
+		return
+	}
+	active := map[thresholds.Signal]bool{}
+	for _, a := range st.Active {
+		active[a.Signal] = true
+	}
+	for s := range l.imageGCSince {
+		if !active[s] {
+			delete(l.imageGCSince, s)
+			delete(l.imageGCGaveUp, s)
+		}
+	}
+}
+
+// imageGCChance is what the unused images count toward s now: all of them
+// until the kubelet has had imagegc.Patience to delete them, then nothing.
+func (l *Loop) imageGCChance(s thresholds.Signal, unused int64, now time.Time) int64 {
+	if unused <= 0 {
+		return unused
+	}
+	since, ok := l.imageGCSince[s]
+	if !ok {
+		l.imageGCSince[s] = now
+		return unused
+	}
+	if now.Sub(since) < imagegc.Patience {
+		return unused
+	}
+	if !l.imageGCGaveUp[s] {
+		l.imageGCGaveUp[s] = true
+		l.log.Info("no longer deferring to the kubelet's image garbage collection: the unused images stayed",
+			zap.String("signal", string(s)), zap.Int64("unusedImageBytes", unused), zap.Duration("waited", now.Sub(since).Round(time.Second)))
+	}
+	return 0
 }
 
 func (l *Loop) thresholdMetrics(st thresholds.Status, signals map[thresholds.Signal]thresholds.Observation) {

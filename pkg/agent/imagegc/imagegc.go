@@ -29,6 +29,18 @@ const (
 	DetectPeriod = 5 * time.Minute
 )
 
+// GCPeriod is how often the kubelet's image collection runs (ImageGCPeriod,
+// pkg/kubelet/kubelet.go). Patience is how long evictd counts unused images
+// as the kubelet's reclaim while a disk threshold holds: one collection
+// period and a minute more, for the Node's image list to catch up. After
+// that the kubelet has had its chance (its collection may well not start:
+// it waits for 85 % use, below evictd's imagefs threshold), and evictd
+// evicts for what the images would have covered.
+const (
+	GCPeriod = 5 * time.Minute
+	Patience = GCPeriod + time.Minute
+)
+
 // Ages remembers when each of the node's images was first listed. The
 // kubelet detects it at most DetectPeriod later, so an image listed for
 // DetectPeriod + MinAge is old enough for its collection; for that long
@@ -73,19 +85,26 @@ func (a *Ages) OldEnough(img v1.ContainerImage, now time.Time) bool {
 
 // Unused returns the bytes and number of the node's images that no pod in
 // pods uses: none of an image's names is a pod's container image or image
-// ID (from its status, or from its spec while it has no status yet), and
-// that old says the kubelet may delete (nil: all). Images without names
-// are counted as used: nothing tells what they are.
+// ID (from its status, or from its spec while it has no status yet) or the
+// reference of one of its image volumes, and that old says the kubelet may
+// delete (nil: all). A finished pod still in the API keeps its images in
+// use: the kubelet's container collection keeps its exited containers (one
+// per container, MaxPerPodContainer) until the pod goes, and its image
+// collection spares the images of every container that exists. Images
+// without names are counted as used: nothing tells what they are.
 func Unused(node *v1.Node, pods []*v1.Pod, old func(v1.ContainerImage) bool) (bytes int64, images int) {
 	if node == nil {
 		return 0, 0
 	}
 	used := map[string]bool{}
 	for _, p := range pods {
-		if p == nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
-			// A finished pod's containers are gone once the kubelet's
-			// container collection runs, which comes first.
+		if p == nil {
 			continue
+		}
+		for i := range p.Spec.Volumes {
+			if iv := p.Spec.Volumes[i].Image; iv != nil && iv.Reference != "" {
+				used[Normalize(iv.Reference)] = true
+			}
 		}
 		for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 			for i := range cs {

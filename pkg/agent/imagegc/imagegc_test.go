@@ -46,13 +46,20 @@ func TestUnused(t *testing.T) {
 		// Locally imported image, known by its ID only.
 		{Spec: v1.PodSpec{Containers: []v1.Container{{Image: "local:1"}}},
 			Status: v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Image: "docker.io/library/local:1", ImageID: "sha256:cccc"}}}},
-		// Finished: its image is the collection's.
+		// Finished but still there: its exited container keeps redis in
+		// use until the pod goes.
 		{Spec: v1.PodSpec{Containers: []v1.Container{{Image: "redis:7"}}}, Status: v1.PodStatus{Phase: v1.PodSucceeded}},
 		nil,
 	}
 	bytes, n := Unused(node, pods, nil)
-	if want := int64(40<<20 + 900<<20); bytes != want || n != 2 {
-		t.Errorf("Unused = %d bytes in %d images; want %d in 2 (redis and the model)", bytes, n, want)
+	if want := int64(900 << 20); bytes != want || n != 1 {
+		t.Errorf("Unused = %d bytes in %d images; want %d in 1 (the model)", bytes, n, want)
+	}
+	// An image volume (KEP-4639) uses its image as a container does.
+	pods = append(pods, &v1.Pod{Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "model",
+		VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "quay.io/big/model:v1"}}}}}})
+	if bytes, n := Unused(node, pods, nil); bytes != 0 || n != 0 {
+		t.Errorf("with the model as an image volume: Unused = %d bytes in %d images; want none", bytes, n)
 	}
 	if b, n := Unused(nil, pods, nil); b != 0 || n != 0 {
 		t.Errorf("Unused(nil node) = %d, %d; want 0, 0", b, n)
