@@ -57,7 +57,7 @@ const (
 //     absolute margin, so evictd acts 200Mi ahead of the kubelet on every
 //     node size (a percentage would fall below 100Mi on small nodes); the
 //     kubelet adds the allocatable threshold itself for every hard memory
-//     one, so evictd must match it too.
+//     one, so evictd derives it the same way (deriveAllocatable).
 //   - nodefs.available<15%, imagefs.available<20%, and 10% for both inode
 //     signals: the kubelet's values plus five points.
 //   - pid.available<10%: the kubelet has none at all (kubernetes#98206),
@@ -67,13 +67,14 @@ const (
 // kubelet, kubernetes#119985); the value "none" switches one off.
 func DefaultEvictionHard() map[string]string {
 	return map[string]string{
-		string(thresholds.MemoryAvailable):            "300Mi",
-		string(thresholds.AllocatableMemoryAvailable): "300Mi",
-		string(thresholds.NodeFsAvailable):            "15%",
-		string(thresholds.NodeFsInodesFree):           "10%",
-		string(thresholds.ImageFsAvailable):           "20%",
-		string(thresholds.ImageFsInodesFree):          "10%",
-		string(thresholds.PIDAvailable):               "10%",
+		string(thresholds.MemoryAvailable): "300Mi",
+		// allocatableMemory.available follows memory.available
+		// (deriveAllocatable), 300Mi by default with it.
+		string(thresholds.NodeFsAvailable):   "15%",
+		string(thresholds.NodeFsInodesFree):  "10%",
+		string(thresholds.ImageFsAvailable):  "20%",
+		string(thresholds.ImageFsInodesFree): "10%",
+		string(thresholds.PIDAvailable):      "10%",
 	}
 }
 
@@ -121,6 +122,10 @@ type Config struct {
 	SwapInRanking *bool `json:"swapInRanking,omitempty"`
 
 	flags *flagValues
+	// allocDerived, allocReclaimDerived: SetDefaults derived
+	// allocatableMemory.available's threshold and minimum reclaim from
+	// memory.available's (deriveAllocatable).
+	allocDerived, allocReclaimDerived bool
 }
 
 // SignalMap maps signal names to values. In the file a value may be a
@@ -249,6 +254,35 @@ func oneLine(err error) error {
 	return errors.New(strings.Join(strings.Fields(err.Error()), " "))
 }
 
+// deriveAllocatable gives allocatableMemory.available, unless it is named,
+// the hard memory.available threshold (and its minimum reclaim), as the
+// kubelet's addAllocatableThresholds (pkg/kubelet/eviction/helpers.go) adds
+// one for every hard memory.available threshold when it enforces node
+// allocatable for pods. A value it derived is derived again on the next
+// SetDefaults, so that a flag given after the defaults moves both.
+func deriveAllocatable(c *Config) {
+	mem, alloc := string(thresholds.MemoryAvailable), string(thresholds.AllocatableMemoryAvailable)
+	v, memSet := c.EvictionHard[mem]
+	if _, set := c.EvictionHard[alloc]; (set && !c.allocDerived) || !memSet {
+		return
+	}
+	if _, err := thresholds.ParseValue(v); err != nil && strings.TrimSpace(v) != thresholds.Disabled &&
+		!thresholds.SwitchedOff(thresholds.MemoryAvailable, v) {
+		return // a bad value: the error is memory.available's, not a copy's
+	}
+	c.EvictionHard[alloc] = v
+	c.allocDerived = true
+	if _, set := c.EvictionMinimumReclaim[alloc]; set && !c.allocReclaimDerived {
+		return
+	}
+	if r, ok := c.EvictionMinimumReclaim[mem]; ok {
+		c.EvictionMinimumReclaim[alloc] = r
+		c.allocReclaimDerived = true
+	} else if c.allocReclaimDerived {
+		delete(c.EvictionMinimumReclaim, alloc)
+	}
+}
+
 // SetDefaults fills what is unset: every signal missing from EvictionHard
 // gets its default (see DefaultEvictionHard), and the transition period 5m.
 func (c *Config) SetDefaults() {
@@ -266,6 +300,7 @@ func (c *Config) SetDefaults() {
 			c.EvictionHard[k] = v
 		}
 	}
+	deriveAllocatable(c)
 	if c.EvictionPressureTransitionPeriod == nil {
 		c.EvictionPressureTransitionPeriod = &metav1.Duration{Duration: DefaultPressureTransitionPeriod}
 	}

@@ -36,7 +36,8 @@ func TestLoadFullExample(t *testing.T) {
 	}
 	want := []string{
 		"memory.available<500Mi (min-reclaim 200Mi)",
-		"allocatableMemory.available<300Mi",
+		// Derived from memory.available, as the kubelet's addAllocatableThresholds.
+		"allocatableMemory.available<500Mi (min-reclaim 200Mi)",
 		"nodefs.available<10% (min-reclaim 1Gi)",
 		"nodefs.inodesFree<10%",
 		"imagefs.available<20%",
@@ -279,14 +280,14 @@ func TestFlags(t *testing.T) {
 			name: "kubelet-style flags merge with the defaults",
 			args: []string{"--eviction-hard=memory.available<1Gi,imagefs.inodesFree<none", "--eviction-soft=nodefs.available<30%",
 				"--eviction-soft-grace-period=nodefs.available=45s", "--eviction-minimum-reclaim=memory.available=5%"},
-			want: []string{"memory.available<1Gi (min-reclaim 5%)", "allocatableMemory.available<300Mi", "nodefs.available<15%", "nodefs.inodesFree<10%", "imagefs.available<20%", "pid.available<10%", "nodefs.available<30% (soft, grace 45s)"},
+			want: []string{"memory.available<1Gi (min-reclaim 5%)", "allocatableMemory.available<1Gi (min-reclaim 5%)", "nodefs.available<15%", "nodefs.inodesFree<10%", "imagefs.available<20%", "pid.available<10%", "nodefs.available<30% (soft, grace 45s)"},
 		},
 		{
 			name: "flags override the file per signal",
 			args: []string{"--config", full, "--eviction-hard=nodefs.available<5Gi", "--eviction-soft-grace-period=memory.available=10s",
 				"--eviction-max-pod-grace-period=5", "--eviction-pressure-transition-period=30s"},
 			want: []string{
-				"memory.available<500Mi (min-reclaim 200Mi)", "allocatableMemory.available<300Mi", "nodefs.available<5Gi (min-reclaim 1Gi)",
+				"memory.available<500Mi (min-reclaim 200Mi)", "allocatableMemory.available<500Mi (min-reclaim 200Mi)", "nodefs.available<5Gi (min-reclaim 1Gi)",
 				"nodefs.inodesFree<10%", "imagefs.available<20%", "pid.available<10%",
 				"memory.available<1Gi (soft, grace 10s) (min-reclaim 200Mi)", "nodefs.available<20% (soft, grace 2m0s) (min-reclaim 1Gi)",
 			},
@@ -406,6 +407,35 @@ func TestSwapInRanking(t *testing.T) {
 		}
 		if opts.WorkingSetOnly != tc.want {
 			t.Errorf("%q: WorkingSetOnly %v, want %v", tc.yaml, opts.WorkingSetOnly, tc.want)
+		}
+	}
+}
+
+// allocatableMemory.available follows a named hard memory.available, as the
+// kubelet adds one for every hard memory.available threshold; named itself,
+// or with memory.available left to its default, it keeps its own.
+func TestAllocatableFollowsMemoryAvailable(t *testing.T) {
+	for _, tc := range []struct {
+		hard, reclaim map[string]string
+		want          string
+	}{
+		{map[string]string{"memory.available": "1Gi"}, map[string]string{"memory.available": "100Mi"}, "allocatableMemory.available<1Gi (min-reclaim 100Mi)"},
+		{map[string]string{"memory.available": "1Gi", "allocatableMemory.available": "500Mi"}, nil, "allocatableMemory.available<500Mi"},
+		{map[string]string{"memory.available": "none"}, nil, ""},
+		{nil, nil, "allocatableMemory.available<300Mi"},
+	} {
+		c := &Config{EvictionHard: tc.hard, EvictionMinimumReclaim: tc.reclaim}
+		if err := c.Complete(); err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for _, s := range thresholdStrings(t, c) {
+			if strings.HasPrefix(s, "allocatableMemory.available") {
+				got = s
+			}
+		}
+		if got != tc.want {
+			t.Errorf("hard %v: allocatable %q, want %q", tc.hard, got, tc.want)
 		}
 	}
 }

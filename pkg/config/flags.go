@@ -53,7 +53,7 @@ func (c *Config) BindFlags(file, thresholdFlags, eviction *pflag.FlagSet) {
 	c.flags = f
 	file.StringVar(&f.configFile, FlagConfig, "", "Path of an EvictdConfiguration file (apiVersion "+APIVersion+"); flags given on the command line override it.")
 	thresholdFlags.Var(&signalMapValue{dst: &f.hard, split: thresholds.SplitStatements}, FlagEvictionHard,
-		"Hard thresholds, e.g. memory.available<500Mi,nodefs.available<10%. Signals not named keep their defaults ("+thresholds.JoinStatements(DefaultEvictionHard())+"); SIGNAL<none disables one. The memory stall signals take a share of time stalled: memory.pressureSome>40% (docs/stall.md).")
+		"Hard thresholds, e.g. memory.available<500Mi,nodefs.available<10%. Signals not named keep their defaults ("+thresholds.JoinStatements(DefaultEvictionHard())+"; allocatableMemory.available follows memory.available, as in the kubelet); SIGNAL<none disables one. The memory stall signals take a share of time stalled: memory.pressureSome>40% (docs/stall.md).")
 	thresholdFlags.Var(&signalMapValue{dst: &f.soft, split: thresholds.SplitStatements}, FlagEvictionSoft,
 		"Soft thresholds, same syntax as --"+FlagEvictionHard+"; each needs a grace period.")
 	thresholdFlags.Var(&signalMapValue{dst: &f.grace, split: thresholds.SplitPairs}, FlagEvictionSoftGracePeriod,
