@@ -97,22 +97,13 @@ func isPDBRefusal(err error) bool {
 // isUIDMismatch is the 409 of a UID precondition: the delete path of the
 // eviction subresource and the pods' DELETE word it differently.
 func isUIDMismatch(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return false
-	}
-	msg := status.Status().Message
-	return strings.Contains(msg, "UID in precondition") || strings.Contains(msg, "UID in the precondition")
+	return messageHas(err, "UID in precondition", "UID in the precondition")
 }
 
 // isMultiplePDBs is the eviction subresource's 500 for a pod covered by more
 // than one PodDisruptionBudget, which it does not support.
 func isMultiplePDBs(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return false
-	}
-	return strings.Contains(status.Status().Message, "more than one PodDisruptionBudget")
+	return messageHas(err, "more than one PodDisruptionBudget")
 }
 
 // isAdmissionDenial is a validating admission webhook's or
@@ -120,12 +111,7 @@ func isMultiplePDBs(err error) bool {
 // (k8s.io/apiserver's admission webhook and policy errors) around the
 // webhook's or policy's own message.
 func isAdmissionDenial(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return false
-	}
-	msg := status.Status().Message
-	return strings.Contains(msg, "admission webhook") || strings.Contains(msg, "ValidatingAdmissionPolicy")
+	return messageHas(err, "admission webhook", "ValidatingAdmissionPolicy")
 }
 
 // authzDenial matches the authorizer's 403 (k8s.io/apiserver's
@@ -136,20 +122,40 @@ var authzDenial = regexp.MustCompile(`cannot [a-z]+ resource "pods`)
 // isAuthorizationDenial is a 403 of evictd's own permissions (RBAC), not of
 // the pod: it answers every pod alike.
 func isAuthorizationDenial(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return false
-	}
-	return authzDenial.MatchString(status.Status().Message)
+	msg, ok := statusMessage(err)
+	return ok && authzDenial.MatchString(msg)
 }
 
 // refusalMessage is the server's words for a refusal.
 func refusalMessage(err error) string {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return status.Status().Message
+	if msg, ok := statusMessage(err); ok {
+		return msg
 	}
 	return err.Error()
+}
+
+// statusMessage is the message of the API server's Status in err, if any.
+func statusMessage(err error) (string, bool) {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return "", false
+	}
+	return status.Status().Message, true
+}
+
+// messageHas reports whether err is an API server Status whose message
+// contains one of words.
+func messageHas(err error, words ...string) bool {
+	msg, ok := statusMessage(err)
+	if !ok {
+		return false
+	}
+	for _, w := range words {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // pdbMessage is the server's explanation of a PDB refusal, for logs and
