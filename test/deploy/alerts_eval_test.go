@@ -57,6 +57,8 @@ load 1m
   up{job="node-exporter",instance="c"} 0+0x20
   evictd_observation_signal_errors_total{job="evictd",instance="a",signal="pid.available"} 0+1x20
   evictd_observation_signal_errors_total{job="evictd",instance="b",signal="pid.available"} 0+0x20
+  evictd_evictions_total{job="evictd",instance="a",signal="memory.available",result="refused"} 0+1x20
+  evictd_evictions_total{job="evictd",instance="b",signal="memory.available",result="refused"} 0+0x20
   evictd_eviction_stuck_total{job="evictd",instance="a",resource="memory"} 0+1x20
   evictd_eviction_stuck_total{job="evictd",instance="b",resource="memory"} 0+0x20
   evictd_wakeup_source_active{job="evictd",instance="a",source="psi"} 0+0x20
@@ -93,6 +95,8 @@ load 1m
 		{"EvictdDown", []string{"a"}},
 		// a cannot read pid.available; b can.
 		{"EvictdSignalUnreadable", []string{"a"}},
+		// a's evictions are refused; b's were not in the last 15 minutes.
+		{"EvictdEvictionsRefused", []string{"a"}},
 		// a's victims stay; b's go.
 		{"EvictdVictimStuck", []string{"a"}},
 		// a's PSI trigger is not armed; b's is.
