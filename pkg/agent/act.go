@@ -249,18 +249,35 @@ func (l *Loop) answer(r callResult) bool {
 // Pending entries). One view for every episode: a pod called for one signal
 // covers what it frees for every signal of its resource, and is never
 // called for twice.
+//
+// A pod both in flight and called for again (a terminating pod evicted anew
+// with the hard grace) is one entry, the call's: it is what counts now, and
+// counting both would count the pod twice.
 func (l *Loop) inFlightView() []inflight.Entry {
-	entries := l.inflight.Snapshot()
+	var pending []inflight.Entry
 	for _, ep := range l.episodes.All() {
 		for _, c := range ep.Calls {
-			if c == nil {
-				continue
+			if c != nil {
+				pending = append(pending, inflight.Entry{UID: c.Pod, Pod: c.Key, Origin: inflight.Pending, Signal: c.Signal,
+					Hard: c.Hard, Start: c.Start, ReclaimBy: c.ReclaimBy, LastUsage: map[thresholds.Signal]int64{}, MemorySeen: -1})
 			}
-			entries = append(entries, inflight.Entry{UID: c.Pod, Pod: c.Key, Origin: inflight.Pending, Signal: c.Signal,
-				Hard: c.Hard, Start: c.Start, ReclaimBy: c.ReclaimBy, LastUsage: map[thresholds.Signal]int64{}, MemorySeen: -1})
 		}
 	}
-	return entries
+	entries := l.inflight.Snapshot()
+	if len(pending) == 0 {
+		return entries
+	}
+	called := make(map[types.UID]bool, len(pending))
+	for _, e := range pending {
+		called[e.UID] = true
+	}
+	out := entries[:0]
+	for _, e := range entries {
+		if !called[e.UID] {
+			out = append(out, e)
+		}
+	}
+	return append(out, pending...)
 }
 
 // noteDiskUsage remembers the disk usage of pods in flight while their
