@@ -279,6 +279,20 @@ func waitGone(t *testing.T, ctx context.Context, n *Node, ns, name string) {
 	}
 }
 
+// evictdRestarts is the restart count of evictd's container in its pod p.
+func evictdRestarts(t *testing.T, n *Node, p *corev1.Pod) int32 {
+	t.Helper()
+	cur, err := n.Cluster.Admin.CoreV1().Pods(p.Namespace).Get(context.Background(), p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("evictd's pod %s: %v", p.Name, err)
+	}
+	var r int32
+	for _, cs := range cur.Status.ContainerStatuses {
+		r += cs.RestartCount
+	}
+	return r
+}
+
 // TestNodeStallThrash: a pod thrashing its page cache inside its limit (a
 // memory stall that frees nothing) beside two quiet pods, the larger of
 // which the kubelet's memory order would pick. With no stall threshold
@@ -306,6 +320,7 @@ func TestNodeStallThrash(t *testing.T) {
 
 	// Phase 1: no stall threshold.
 	phase1 := time.Now()
+	restartsBefore := evictdRestarts(t, n, ev)
 	pf := newPodFates(n, ns)
 	names := []string{"node", "kubepods", "thrasher", "quiet-big"}
 	files := []string{nodePressure, kubepodsPressure, podCgroup(thr) + "/memory.pressure", podCgroup(pods[0]) + "/memory.pressure"}
@@ -329,6 +344,11 @@ func TestNodeStallThrash(t *testing.T) {
 	}
 	if ls := evictedLines(t, n, ev, phase1); len(ls) != 0 {
 		t.Errorf("evictd evicted with no stall threshold:\n%s", rawLines(ls))
+	}
+	// The agent survives the pressure it watches: a minute of a stalled
+	// guest restarts nothing (no liveness failure, no OOM kill).
+	if r := evictdRestarts(t, n, ev); r != restartsBefore {
+		t.Errorf("evictd's container restarted %d times during phase 1's stall", r-restartsBefore)
 	}
 	p := min(max(int(whole/2)/5*5, 10), 40)
 	stallThreshold.Lock()
@@ -379,6 +399,9 @@ func TestNodeStallThrash(t *testing.T) {
 		if f := pf.fates[name]; f != "" {
 			t.Errorf("%s ended by %s; the thrasher alone stalled the node", name, f)
 		}
+	}
+	if r := evictdRestarts(t, n, ev); r != 0 {
+		t.Errorf("evictd's container restarted %d times while it evicted the thrasher", r)
 	}
 	lines := evictedLines(t, n, ev, phase2)
 	t.Logf("evictd's evictions:\n%s", rawLines(lines))
