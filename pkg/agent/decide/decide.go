@@ -218,8 +218,12 @@ func Decide(opts Options, in Input) Decision {
 		return c
 	}
 	inFlight := make(map[types.UID]bool, len(in.InFlight))
+	reclaimBy := make(map[types.UID]time.Time, len(in.InFlight))
 	for _, e := range in.InFlight {
 		inFlight[e.UID] = true
+		if r, ok := reclaimBy[e.UID]; !ok || e.ReclaimBy.Before(r) {
+			reclaimBy[e.UID] = e.ReclaimBy
+		}
 	}
 
 	d := Decision{Action: None, Target: targets[0]}
@@ -257,7 +261,7 @@ func Decide(opts Options, in Input) Decision {
 			continue
 		}
 		if t.Hard() {
-			if pick, ok := pickTerminating(cands, in.Refused, in.Tried, in.Now.Add(opts.HardHorizon)); ok {
+			if pick, ok := pickTerminating(cands, reclaimBy, in.Refused, in.Tried, in.Now.Add(opts.HardHorizon)); ok {
 				c := cands[pick]
 				d = Decision{Action: Evict, Target: *t, Candidate: c, Rank: pick + 1,
 					Reason: fmt.Sprintf("terminating with a grace period ending in %s, past what a hard threshold can wait: evicted again with the hard grace; %s",
@@ -325,13 +329,19 @@ func pickCandidate(cands []rank.Candidate, inFlight, blocked, refused, tried map
 // grace frees what it holds sooner than evicting anyone else. The kubelet
 // does the same: it ranks terminating pods and kills them with its hard
 // grace.
-func pickTerminating(cands []rank.Candidate, refused, tried map[types.UID]bool, horizon time.Time) (int, bool) {
+// A pod already evicted again (its in-flight entry's reclaimBy within
+// horizon) is not picked while the pod object still shows its old deletion
+// time.
+func pickTerminating(cands []rank.Candidate, reclaimBy map[types.UID]time.Time, refused, tried map[types.UID]bool, horizon time.Time) (int, bool) {
 	for j, c := range cands {
 		if !c.OnlyTerminating() || !c.HasUsage || c.Usage <= 0 || c.Pod == nil || c.Pod.DeletionTimestamp == nil {
 			continue
 		}
 		uid := types.UID(c.UID)
 		if refused[uid] || tried[uid] || !c.Pod.DeletionTimestamp.Time.After(horizon) {
+			continue
+		}
+		if r, ok := reclaimBy[uid]; ok && !r.After(horizon) {
 			continue
 		}
 		return j, true

@@ -72,6 +72,16 @@ func cand(name string, usage, request int64, eligible bool) rank.Candidate {
 	}
 }
 
+// terminatingCand is a candidate whose deletion was requested, its grace
+// ending in left.
+func terminatingCand(name string, usage int64, left time.Duration) rank.Candidate {
+	c := cand(name, usage, 0, false)
+	c.SkipReason = rank.CheckTerminating + ": deletion requested"
+	ts := metav1.NewTime(t0.Add(left))
+	c.Pod.DeletionTimestamp = &ts
+	return c
+}
+
 // noStats is a candidate whose cgroup is gone (or was never read).
 func noStats(name string, eligible bool) rank.Candidate {
 	c := cand(name, 0, 0, eligible)
@@ -241,6 +251,16 @@ func TestDecide(t *testing.T) {
 		{name: "best effort, one eligible pod not blocked yet: evict it, no forced delete",
 			opts: bestEffort, in: Input{Status: hardAt(250 * mi), Blocked: uids("a")},
 			action: Evict, victim: "b"},
+		{name: "hard threshold: a pod terminating on a long grace goes again first",
+			in: Input{Status: hardAt(250 * mi), Rank: func(thresholds.Signal) []rank.Candidate {
+				return append([]rank.Candidate{cand("a", 400*mi, 0, true)}, terminatingCand("slow", 500*mi, 600*time.Second))
+			}},
+			action: Evict, victim: "slow", reason: "evicted again with the hard grace"},
+		{name: "a terminating pod already evicted again (its entry within the horizon) is not picked while its object is stale",
+			in: Input{Status: hardAt(250 * mi), InFlight: []inflight.Entry{entry("slow", inflight.Evicted, 5*time.Second, nil)}, Rank: func(thresholds.Signal) []rank.Candidate {
+				return append([]rank.Candidate{cand("a", 400*mi, 0, true)}, terminatingCand("slow", 100*mi, 600*time.Second))
+			}},
+			action: Evict, victim: "a", need: 50 * mi},
 		{name: "refused pod (an admission policy denied it): the next one",
 			in:     Input{Status: hardAt(250 * mi), Refused: uids("a")},
 			action: Evict, victim: "b", rank: 2},
