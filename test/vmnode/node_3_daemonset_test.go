@@ -121,8 +121,11 @@ func TestNodeParity(t *testing.T) {
 			return err
 		}
 		for _, uid := range uids {
-			if p := podByUID(s, uid); p == nil || p.Memory == nil || p.Memory.WorkingSetBytes == nil {
-				return fmt.Errorf("pod %s not in the summary yet", uid)
+			// Listed is not enough: the kubelet lists a new pod with a zero
+			// working set until cAdvisor has read its cgroup (seen: every
+			// pod at 0 MiB against evictd's 7–71 MiB).
+			if p := podByUID(s, uid); p == nil || p.Memory == nil || p.Memory.WorkingSetBytes == nil || *p.Memory.WorkingSetBytes == 0 {
+				return fmt.Errorf("pod %s not in the summary with its memory yet", uid)
 			}
 			// A writer's data, once the kubelet's caches have it (the
 			// runtime's writable-layer figures every 10 s, volumes every
