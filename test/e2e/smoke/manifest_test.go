@@ -3,6 +3,7 @@ package smoke
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -117,7 +118,14 @@ func TestManifestContract(t *testing.T) {
 		{"tolerates every taint", len(spec.Tolerations) == 1 && spec.Tolerations[0].Operator == corev1.TolerationOpExists && spec.Tolerations[0].Key == "" && spec.Tolerations[0].Effect == ""},
 		{"NODE_NAME from the downward API", nodeNameFromDownwardAPI},
 		{"run --host-root=/host --node-name=$(NODE_NAME)", len(ctr.Args) > 0 && ctr.Args[0] == "run" && slices.Contains(ctr.Args, "--host-root=/host") && slices.Contains(ctr.Args, "--node-name=$(NODE_NAME)")},
-		{"requests equal limits", ctr.Resources.Requests.Cpu().Cmp(*ctr.Resources.Limits.Cpu()) == 0 && ctr.Resources.Requests.Memory().Cmp(*ctr.Resources.Limits.Memory()) == 0 && !ctr.Resources.Limits.Memory().IsZero()},
+		// No CPU limit to throttle it on a busy node; the memory limit equals
+		// the request, and GOMEMLIMIT sits under it. (The OOM killer stays off
+		// it through system-node-critical, above, whatever the QoS.)
+		{"a CPU request and no CPU limit", !ctr.Resources.Requests.Cpu().IsZero() && ctr.Resources.Limits.Cpu().IsZero()},
+		{"memory request equals memory limit", ctr.Resources.Requests.Memory().Cmp(*ctr.Resources.Limits.Memory()) == 0 && !ctr.Resources.Limits.Memory().IsZero()},
+		{"GOMEMLIMIT under the memory limit", goMemLimitUnder(&ctr)},
+		{"liveness tolerates a slow node: 5 s per probe, a minute of failures", ctr.LivenessProbe != nil && ctr.LivenessProbe.TimeoutSeconds >= 5 &&
+			ctr.LivenessProbe.PeriodSeconds*ctr.LivenessProbe.FailureThreshold >= 60},
 		{"read-only root filesystem", sc != nil && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem},
 		{"no privilege escalation", sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation},
 		{"not privileged", sc != nil && (sc.Privileged == nil || !*sc.Privileged)},
@@ -152,4 +160,25 @@ func TestManifestContract(t *testing.T) {
 			t.Errorf("writable host mount %s", m.MountPath)
 		}
 	}
+}
+
+// goMemLimitUnder: the container sets GOMEMLIMIT (a plain byte count or one
+// with an IEC suffix, as the Go runtime reads it) below its memory limit.
+func goMemLimitUnder(ctr *corev1.Container) bool {
+	limit := ctr.Resources.Limits.Memory().Value()
+	for _, e := range ctr.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		v := e.Value
+		mult := int64(1)
+		for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+			if strings.HasSuffix(v, suffix) {
+				v, mult = strings.TrimSuffix(v, suffix), m
+			}
+		}
+		n, err := strconv.ParseInt(strings.TrimSuffix(v, "B"), 10, 64)
+		return err == nil && n > 0 && n*mult < limit
+	}
+	return false
 }
