@@ -328,12 +328,74 @@ func TestLoopActEarlyThenCrossingEvictsOnce(t *testing.T) {
 		if !eq(n.victims(), []string{"leaker"}) {
 			t.Errorf("pod read %v after the node's: eviction calls %v, want [leaker] alone", lag, n.victims())
 		}
-		if len(n.calls) > 0 && n.calls[0].avail < 300*mi {
-			t.Errorf("pod read %v after the node's: the leaker went at %dMi available, after the crossing", lag, n.calls[0].avail/mi)
+		// 25Mi/s falls 50Mi over the lead: no bet is needed, the crossing
+		// acts (decide.EarlyMargin).
+		if len(n.calls) > 0 && n.calls[0].avail >= 300*mi {
+			t.Errorf("pod read %v after the node's: the leaker went at %dMi available, before the crossing", lag, n.calls[0].avail/mi)
 		}
 		if lag > 0 && (len(n.torn) != 1 || n.torn[0] >= 300*mi) {
 			t.Errorf("torn observations at %v bytes available: want one, below the threshold, or the scenario did not happen", n.torn)
 		}
+	}
+}
+
+// TestLoopActEarlyLosesNoBet: the two fills act-early bet on and lost on
+// the real node, scripted. Before decide.EarlyMargin, the load coming up
+// cost a pod at 583Mi available, and the leaker went during its first
+// allocation at 748Mi; the crossing never came for the one and came 15s
+// later for the other.
+func TestLoopActEarlyLosesNoBet(t *testing.T) {
+	tests := []struct {
+		name string
+		pods []*simPod
+		// avail at the start; want: the eviction calls, and whether they
+		// may come only after the crossing.
+		avail int64
+		want  []string
+	}{
+		{
+			// TestNodeStuckTerminating: a load fills 1Gi at 300Mi/s and
+			// holds, leaving 500Mi available, 200Mi above the threshold.
+			name:  "a load coming up stops short of the threshold",
+			avail: 1524 * mi,
+			pods: []*simPod{
+				{name: "load", usage: 0, ramp: 300 * mi, rampTo: 1024 * mi, request: 2048 * mi, grace: 5, exitIn: time.Second},
+				{name: "idle", usage: 310 * mi, grace: 5, exitIn: time.Second},
+			},
+		},
+		{
+			// TestNodeHeadToHead at 25Mi/s: the leaker's first 1Gi at
+			// 300Mi/s, then its leak.
+			name:  "a leaker's first allocation, then a slow leak",
+			avail: 1700 * mi,
+			pods: []*simPod{
+				{name: "leaker", usage: 0, ramp: 300 * mi, rampTo: 1024 * mi, growth: 25 * mi, request: 64 * mi, grace: 5, exitIn: time.Second},
+				{name: "besteffort", usage: 16 * mi, grace: 5, exitIn: time.Second},
+			},
+			want: []string{"leaker"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var held int64
+			for _, p := range tc.pods {
+				held += p.usage
+			}
+			n := newSimNode(t, 4096*mi, 4096*mi-tc.avail-held, tc.pods...)
+			cfg := testLoopConfig(mustThresholds(t, memSpec("300Mi", "")))
+			cfg.Adaptive = true
+			cfg.Decide.ActEarly = true
+			cfg.Decide.FitGrace = true
+			n.run(t, cfg, 30*time.Second)
+			if !eq(n.victims(), tc.want) {
+				t.Errorf("eviction calls %v, want %v", n.victims(), tc.want)
+			}
+			for _, c := range n.calls {
+				if c.avail >= 300*mi {
+					t.Errorf("%s went at %dMi available, before the crossing", c.pod, c.avail/mi)
+				}
+			}
+		})
 	}
 }
 

@@ -39,7 +39,9 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 type simPod struct {
 	name     string
 	usage    int64   // bytes at start
-	growth   float64 // bytes per second while running
+	growth   float64 // bytes per second while running (after the ramp)
+	ramp     float64 // bytes per second at first, until it holds rampTo
+	rampTo   int64
 	request  int64
 	priority int32
 	grace    int64         // terminationGracePeriodSeconds
@@ -62,7 +64,13 @@ type simPod struct {
 func (p *simPod) uid() types.UID { return types.UID("uid-" + p.name) }
 
 func (p *simPod) memAt(now time.Time) int64 {
-	return p.usage + int64(p.growth*now.Sub(p.started).Seconds())
+	el, u := now.Sub(p.started).Seconds(), p.usage
+	if p.ramp > 0 {
+		d := min(el, float64(p.rampTo-p.usage)/p.ramp)
+		u += int64(p.ramp * d)
+		el -= d
+	}
+	return u + int64(p.growth*el)
 }
 
 type simNode struct {

@@ -9,9 +9,17 @@
 //     ActEarly, every hard memory threshold whose crossing is predicted,
 //     from a sustained fall (not a one-off step), within Lead (the time an eviction takes to give memory back). They are
 //     taken in action order: memory, then disk, then PIDs; hard before soft.
-//   - A target needs Reclaim = threshold + minimum reclaim − available
-//     (for a predicted crossing: measured against the available amount
-//     predicted Lead from now). Reclaim in flight is subtracted; a target
+//   - A predicted crossing is acted on only when a bet is needed and
+//     bounded (EarlyMargin): the trend's fall over Lead is larger than
+//     half the threshold, and available is within half the threshold of it.
+//     A slower fall is met by the threshold itself; a crossing further off
+//     waits, so a fill that stops (a load starting, a cache filling) costs
+//     no pod unless it stopped that close.
+//   - A target needs Reclaim = threshold + minimum reclaim − available.
+//     For a predicted crossing it is the threshold minus the available
+//     amount predicted Lead from now, never more than the trend's fall over
+//     Lead: minimum reclaim applies once the threshold is met, and no bet
+//     asks for more than the trend can take. Reclaim in flight is subtracted; a target
 //     whose need is covered gets no eviction, so evictd never evicts more
 //     than the pressure needs.
 //   - Reclaim in flight is, per pod: its current usage of the signal's
@@ -415,6 +423,19 @@ func anyRefused(cands []rank.Candidate, inFlight, refused map[types.UID]bool) bo
 	return false
 }
 
+// EarlyMargin is the band above a hard memory threshold of amount bytes
+// inside which act-early may evict: half the threshold. It bounds a losing
+// bet (a fill that stops short of the threshold) to one that stopped within
+// half the threshold of it, and it says when a bet is needed at all: a
+// reactive eviction at the crossing lets available fall by the trend's fall
+// over the lead before memory is back, and while that fall is within the
+// margin, available stays above half the threshold with no bet. With
+// evictd's default of 300Mi against the kubelet's 100Mi, that half (150Mi)
+// still keeps evictd ahead of the kubelet. Past it, evicting at the top of
+// the band gives the node the margin's worth of headroom over reacting at
+// the crossing.
+func EarlyMargin(amount int64) int64 { return amount / 2 }
+
 func canForce(opts Options, t Target) bool {
 	return opts.Evict.PDBPolicy == evict.PDBBestEffort && t.Hard() && !t.Early && !t.HeldByMinReclaim
 }
@@ -455,12 +476,20 @@ func Targets(opts Options, in Input) []Target {
 			if left > opts.Lead {
 				continue
 			}
-			target := amount
-			if th.MinReclaim != nil {
-				target = satAdd(target, th.MinReclaim.Amount(o.Capacity))
+			fall := rate * opts.Lead.Seconds() // what the trend takes before an eviction's memory is back
+			margin := EarlyMargin(amount)
+			if !(fall > float64(margin)) || o.Available > satAdd(amount, margin) {
+				// The threshold itself holds this fall (a reactive eviction
+				// at the crossing keeps available above amount-margin), or
+				// the crossing is still more than margin away: either way a
+				// bet now could only lose. See EarlyMargin.
+				continue
 			}
-			predicted := float64(o.Available) - rate*opts.Lead.Seconds()
-			need := int64(math.Ceil(math.Min(float64(target)-predicted, math.MaxInt64/2)))
+			// The shortfall predicted Lead from now, never more than the
+			// trend itself can take in that time: minimum reclaim is for a
+			// threshold met, not for a bet (see the package rules).
+			predicted := float64(o.Available) - fall
+			need := int64(math.Ceil(math.Min(float64(amount)-predicted, math.Min(fall, math.MaxInt64/2))))
 			out = append(out, Target{
 				Threshold: th, Observation: o, Amount: amount, Need: max(need, 1),
 				Early: true, TimeLeft: left, Since: in.Now,

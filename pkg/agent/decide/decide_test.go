@@ -444,6 +444,61 @@ func TestDecideOneEarlyBetAtATime(t *testing.T) {
 	}
 }
 
+// TestDecideEarlyBetBounded holds EarlyMargin and the cap on an early
+// need. Before them, every case below but the last made an early target:
+// the crossing within the 2s lead was enough.
+func TestDecideEarlyBetBounded(t *testing.T) {
+	ths := parse(t, thresholds.Spec{
+		Hard:           map[string]string{"memory.available": "300Mi"},
+		MinimumReclaim: map[string]string{"memory.available": "500Mi"},
+	})
+	const memCap = 4096 * mi
+	for _, tc := range []struct {
+		name     string
+		avail    int64
+		rate     float64 // Mi/s
+		wantNeed int64   // 0: no early target
+	}{
+		// 75Mi/s falls 150Mi over the lead: the crossing keeps available
+		// above 150Mi on its own.
+		{"a fall the threshold holds", 320 * mi, 75, 0},
+		// 1Gi/s predicts the crossing within the lead from 2.3Gi, but
+		// 460Mi is more than half the threshold above it.
+		{"outside the band", 460 * mi, 1024, 0},
+		// 400Mi/s from 440Mi: 800Mi falls over the lead, 660Mi below
+		// the threshold predicted; minimum reclaim (500Mi) would make it
+		// 1160Mi, more than the trend takes in the lead.
+		{"inside the band, fast: the need is the predicted shortfall", 440 * mi, 400, 660 * mi},
+		// 1Gi/s from 301Mi: the shortfall predicted (2047Mi) is the
+		// whole fall over the lead (2048Mi) less the 1Mi still above.
+		{"just above the threshold", 301 * mi, 1024, 2047 * mi},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := baseOptions()
+			opts.ActEarly = true
+			in := Input{
+				Now: t0, Thresholds: ths,
+				Observations: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Available: tc.avail, Capacity: memCap, Time: t0}},
+				Rates:        map[thresholds.Signal]float64{thresholds.MemoryAvailable: tc.rate * mi},
+				Sustained:    map[thresholds.Signal]bool{thresholds.MemoryAvailable: true},
+			}
+			targets := Targets(opts, in)
+			if tc.wantNeed == 0 {
+				if len(targets) != 0 {
+					t.Fatalf("targets %+v, want none: no bet", targets)
+				}
+				return
+			}
+			if len(targets) != 1 || !targets[0].Early {
+				t.Fatalf("targets %+v, want one early target", targets)
+			}
+			if got := targets[0].Need; got != tc.wantNeed {
+				t.Errorf("need %dMi, want %dMi", got/mi, tc.wantNeed/mi)
+			}
+		})
+	}
+}
+
 func TestDecideFitsGraceToTheTimeLeft(t *testing.T) {
 	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}, Soft: map[string]string{"memory.available": "1Gi"}, GracePeriod: map[string]string{"memory.available": "10s"}})
 	const memCap = 4096 * mi
@@ -607,19 +662,35 @@ func TestActEarlyFromEstimatorSeries(t *testing.T) {
 		}
 		return v
 	}
-	leak := func(at time.Duration) int64 {
-		if at < 2*time.Second {
-			return 850 * mi
+	leak := func(rate float64) func(time.Duration) int64 {
+		return func(at time.Duration) int64 {
+			if at < 2*time.Second {
+				return 850 * mi
+			}
+			return 850*mi - int64(rate*mi*(at-2*time.Second).Seconds())
 		}
-		return 850*mi - int64(40*mi*(at-2*time.Second).Seconds())
+	}
+	// ramp is a load coming up: 250Mi/s for 2.4s, then holding at 250Mi
+	// above the threshold (a JVM starting, a cache loading).
+	ramp := func(at time.Duration) int64 {
+		d := min(max(at-2*time.Second, 0), 2400*time.Millisecond)
+		return 1150*mi - int64(250*mi*d.Seconds())
 	}
 	tests := []struct {
 		name  string
 		curve func(time.Duration) int64
 		early bool
+		// crosses: the series may cross the threshold, which then acts
+		// on its own (no bet was needed).
+		crosses bool
 	}{
-		{"three 150Mi bursts, then holding at 400Mi", bursts, false},
-		{"steady 40Mi/s leak", leak, true},
+		{"three 150Mi bursts, then holding at 400Mi", bursts, false, false},
+		{"steady 100Mi/s leak", leak(100), true, false},
+		// 40Mi/s falls 80Mi over the 2s lead: the crossing itself keeps
+		// available above 220Mi, no bet needed (EarlyMargin).
+		{"steady 40Mi/s leak", leak(40), false, true},
+		// Before EarlyMargin: acted early at 6.2s with 609Mi available.
+		{"250Mi/s ramp stopping 250Mi above the threshold", ramp, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -639,6 +710,9 @@ func TestActEarlyFromEstimatorSeries(t *testing.T) {
 				x = x*1664525 + 1013904223
 				avail := tc.curve(at) + int64(x>>8)%(4*mi+1) - 2*mi
 				if avail < 300*mi {
+					if tc.crosses {
+						return
+					}
 					if tc.early {
 						t.Fatalf("memory.available crossed the threshold at %s without an early eviction (rate %.0fMi/s, sustained %v)", at, e.Rate()/mi, e.Sustained())
 					}
@@ -662,15 +736,16 @@ func TestActEarlyFromEstimatorSeries(t *testing.T) {
 				if !d.Target.Early || d.Action != Evict {
 					t.Fatalf("at %s: %s for %+v, want an early eviction", at, d.Action, d.Target)
 				}
-				// Time left to 0 is about 9s: the 5s hard cap fits.
-				if d.GraceOverride != nil {
-					t.Errorf("at %s: grace cut to %ds (%s), want the hard cap", at, *d.GraceOverride, d.GraceReason)
+				// Time left to 0 is about 4.4s: the 5s hard cap does not
+				// fit, and the grace is cut to end before it.
+				if left := float64(avail) / e.Rate(); d.GraceOverride == nil || float64(*d.GraceOverride) >= left {
+					t.Errorf("at %s: grace override %v (%s), want one under the %.1fs left before memory runs out", at, d.GraceOverride, d.GraceReason, left)
 				}
 				t.Logf("acted early at %s with %dMi available: %s", at, avail/mi, d.Reason)
 				return
 			}
-			if tc.early {
-				t.Fatalf("never acted early on a steady leak (rate %.0fMi/s, sustained %v)", e.Rate()/mi, e.Sustained())
+			if tc.early || tc.crosses {
+				t.Fatalf("never acted early on a steady leak, nor crossed (rate %.0fMi/s, sustained %v)", e.Rate()/mi, e.Sustained())
 			}
 		})
 	}

@@ -166,13 +166,16 @@ func TestFaultActEarlyBurstThenStop(t *testing.T) {
 	}
 }
 
-// TestFaultActEarlyLeak: a pod leaks 40 MiB/s towards the 300 MiB hard
+// TestFaultActEarlyLeak: a pod leaks 100 MiB/s towards the 300 MiB hard
 // threshold (left alone it would take the node past its 1 GiB). That is a
-// sustained trend: evictd must act early, logging so, and evict the leaking
-// pod while memory.available is still above the threshold; the kernel's OOM
-// killer never strikes, and nothing else is evicted.
+// sustained trend, and one the threshold alone does not hold: 200 MiB fall
+// over the 2 s lead, more than half the threshold (decide.EarlyMargin; at
+// 40 MiB/s evictd now waits for the crossing). evictd must act early,
+// logging so, and evict the leaking pod while memory.available is still
+// above the threshold; the kernel's OOM killer never strikes, and nothing
+// else is evicted.
 func TestFaultActEarlyLeak(t *testing.T) {
-	const rate = 40 // MiB/s
+	const rate = 100 // MiB/s
 	n := newEarlyNode(t, "early-leak")
 	e := startEvictd(t, n.c, n.node, memoryFlags...)
 
