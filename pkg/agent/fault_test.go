@@ -7,7 +7,9 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -395,5 +397,76 @@ func TestLoopPDBRechecksSpreadAndBackOff(t *testing.T) {
 	}
 	if at["a"][1].Equal(at["b"][1]) && at["b"][1].Equal(at["c"][1]) {
 		t.Errorf("a, b and c re-asked all at %v: in lockstep", at["a"][1])
+	}
+}
+
+// One view of what is in flight: a pod the tracker holds (a soft victim
+// draining) and a call under way for it (its hard re-eviction) are one
+// entry, the call's, so the pod's reclaim is counted once and its hard
+// grace is what the escalation rule sees.
+func TestLoopInFlightViewHasEachPodOnce(t *testing.T) {
+	pods := []*simPod{
+		{name: "a", usage: 500 * mi, grace: 600, exitIn: time.Hour},
+		{name: "b", usage: 400 * mi, grace: 30, exitIn: time.Second},
+	}
+	n := newSimNode(t, 4096*mi, 4096*mi-600*mi-900*mi, pods...) // 600Mi available
+	spec := thresholds.Spec{
+		Hard:        map[string]string{"memory.available": "300Mi"},
+		Soft:        map[string]string{"memory.available": "700Mi"},
+		GracePeriod: map[string]string{"memory.available": "1s"},
+	}
+	var held []func()
+	release := func() {
+		for _, f := range held {
+			f()
+		}
+		held = nil
+	}
+	w := &simWaker{n: n}
+	l, err := NewLoop(testLoopConfig(mustThresholds(t, spec)), Deps{Observer: n, Waker: w, Pods: n, Evictor: n,
+		Log: zaptest.NewLogger(t), Clock: n.clk, Go: func(f func()) { held = append(held, f) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.loop = l
+	n.runMore(t, 3*time.Second, w)
+	release()
+	if !eq(n.victims(), []string{"a"}) || n.calls[0].hard {
+		t.Fatalf("calls %+v, want one soft eviction of a", n.calls)
+	}
+	n.mu.Lock()
+	n.base += 400 * mi // 200Mi available: the hard threshold is met
+	n.mu.Unlock()
+	n.runMore(t, 2*time.Second, w)
+	if len(held) != 1 {
+		t.Fatalf("%d calls under way, want a's hard re-eviction alone", len(held))
+	}
+	var got []inflight.Entry
+	for _, e := range l.inFlightView() {
+		if e.UID == n.pod("a").uid() {
+			got = append(got, e)
+		}
+	}
+	if len(got) != 1 || got[0].Origin != inflight.Pending || !got[0].Hard {
+		t.Errorf("a in the in-flight view: %+v, want one entry, the hard call under way", got)
+	}
+	release()
+}
+
+// The loop and `evictd run` trust a refusal for the same time: before,
+// run said 2 min and a LoopConfig without one got max(PDBRecheck, 1 min).
+func TestLoopRefusedRecheckDefault(t *testing.T) {
+	n := newSimNode(t, 4096*mi, base250, threePods()...)
+	cfg := testLoopConfig(mustThresholds(t, memSpec("300Mi", "")))
+	cfg.RefusedRecheck = 0
+	l, err := NewLoop(cfg, Deps{Observer: n, Waker: &simWaker{n: n}, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.cfg.RefusedRecheck; got != DefaultRefusedRecheck {
+		t.Errorf("RefusedRecheck %v when unset, want DefaultRefusedRecheck (%v), as evictd run uses", got, DefaultRefusedRecheck)
+	}
+	if got := loopConfig(NewOptions(), nil, rank.Options{}).RefusedRecheck; got != DefaultRefusedRecheck {
+		t.Errorf("evictd run's RefusedRecheck %v, want DefaultRefusedRecheck (%v)", got, DefaultRefusedRecheck)
 	}
 }

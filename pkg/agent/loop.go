@@ -115,7 +115,8 @@ type LoopConfig struct {
 	// refusal in an episode, up to 8× (episode.PDBRefused).
 	PDBRecheck time.Duration
 	// RefusedRecheck is how long the API server's refusal of a pod's
-	// eviction (an admission policy or webhook) is trusted.
+	// eviction (an admission policy or webhook) is trusted; zero means
+	// DefaultRefusedRecheck.
 	RefusedRecheck time.Duration
 	// FailureBackoff is the first pause after a failed eviction call,
 	// doubling up to MaxFailureBackoff.
@@ -215,7 +216,7 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		cfg.MaxFailureBackoff = max(30*time.Second, cfg.FailureBackoff)
 	}
 	if cfg.RefusedRecheck <= 0 {
-		cfg.RefusedRecheck = max(cfg.PDBRecheck, time.Minute)
+		cfg.RefusedRecheck = DefaultRefusedRecheck
 	}
 	if cfg.WarnEvery <= 0 {
 		cfg.WarnEvery = time.Minute

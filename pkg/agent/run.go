@@ -42,11 +42,6 @@ const (
 	burst = 2 * time.Second
 	// pdbRecheck is how long a PodDisruptionBudget refusal is trusted.
 	pdbRecheck = 30 * time.Second
-	// refusedRecheck is how long the API server's refusal of one pod's
-	// eviction is trusted: an admission policy or webhook that denies it
-	// changes when a person changes it, not as pods become ready, so it is
-	// asked about less often than a PDB.
-	refusedRecheck = 2 * time.Minute
 	// hardSlack is added to the hard grace cap to get the horizon within
 	// which reclaim in flight counts toward a hard threshold.
 	hardSlack = 2 * time.Second
@@ -286,7 +281,7 @@ func loopConfig(o *Options, ths []thresholds.Threshold, rankOpts rank.Options) L
 		InFlight:       inflight.DefaultOptions(),
 		MaxAttempts:    DefaultMaxAttempts,
 		PDBRecheck:     pdbRecheck,
-		RefusedRecheck: refusedRecheck,
+		RefusedRecheck: DefaultRefusedRecheck,
 		ExpectImageGC:  o.ExpectImageGC,
 	}
 }
