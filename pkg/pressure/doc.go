@@ -2,10 +2,13 @@
 // reports it in the shape of the kubelet's Summary API
 // (k8s.io/kubelet/pkg/apis/stats/v1alpha1), with the kubelet's definitions:
 //
-//   - memory.available: capacity − working set of the cgroup root, where
-//     capacity = min(MemTotal, the cgroup root's memory limit) and working
-//     set = usage − inactive_file. Node.Memory.AvailableBytes +
-//     WorkingSetBytes is the capacity, as the kubelet's eviction code derives it.
+//   - memory.available: capacity − working set of the node cgroup
+//     (Options.NodeCgroup), where capacity = min(MemTotal, the node cgroup's
+//     memory limit) and working set = usage − inactive_file.
+//     Node.Memory.AvailableBytes + WorkingSetBytes is the capacity, as the
+//     kubelet's eviction code derives it. The node cgroup is the root "/" by
+//     default, as the kubelet's Summary reads it whatever its --cgroup-root:
+//     Options.CgroupRoot only says where kubepods is.
 //   - allocatableMemory.available: the same for the kubepods cgroup, in the
 //     Node.SystemContainers entry named "pods".
 //   - nodefs / imagefs: statfs of /var/lib/kubelet and of the image store.

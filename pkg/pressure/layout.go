@@ -43,8 +43,10 @@ const (
 type Layout struct {
 	Mode   Mode   `json:"mode"`
 	Driver Driver `json:"driver"`
-	// CgroupRoot is the cgroup root option, cleaned.
+	// CgroupRoot is the cgroup root option, cleaned: where kubepods is.
 	CgroupRoot string `json:"cgroupRoot"`
+	// NodeCgroup is the node cgroup option, cleaned: whose memory is the node's.
+	NodeCgroup string `json:"nodeCgroup"`
 	// KubepodsCgroup is the kubepods cgroup relative to the hierarchy roots,
 	// e.g. "/kubepods.slice"; "" while there is none.
 	KubepodsCgroup string `json:"kubepodsCgroup"`
@@ -57,7 +59,7 @@ type Layout struct {
 	// PidsMount is the root of the pids controller's hierarchy, "" when none.
 	PidsMount string `json:"pidsMount,omitempty"`
 
-	// NodeMemoryDir is the memory cgroup of CgroupRoot (the "node").
+	// NodeMemoryDir is the memory cgroup of NodeCgroup (the "node").
 	NodeMemoryDir string `json:"nodeMemoryDir"`
 	// KubepodsMemoryDir is the memory cgroup of kubepods, "" while there is none.
 	KubepodsMemoryDir string `json:"kubepodsMemoryDir,omitempty"`

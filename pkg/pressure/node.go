@@ -102,8 +102,8 @@ func pressureDirFor(h hierarchies, rel string) string {
 
 // nodeFiles are the node-level files read every pass.
 type nodeFiles struct {
-	dir          string // memory cgroup of the cgroup root
-	mem          memFiles
+	rootDir      string   // memory cgroup of the cgroup root, where kubepods is
+	mem          memFiles // the node cgroup's
 	procPressure bool
 	psi          [3]file // /proc/pressure/memory, cpu, io
 	meminfo      file    // /proc/meminfo, for SwapTotal and SwapFree
@@ -125,10 +125,15 @@ type nodeFiles struct {
 	layoutWarned bool
 }
 
-func newNodeFiles(opts Options, h hierarchies, nodeDir string) nodeFiles {
+// newNodeFiles sets up the node-level files. rootDir is the memory cgroup of
+// the cgroup root (kubepods' parent), nodeDir that of the node cgroup, whose
+// working set is the node's: the kubelet takes node memory from the root
+// cgroup "/" (summaryProviderImpl.Get asks for GetCgroupStats("/")) whatever
+// its --cgroup-root, which only places kubepods.
+func newNodeFiles(opts Options, h hierarchies, rootDir, nodeDir string) nodeFiles {
 	n := nodeFiles{
-		dir:         nodeDir,
-		mem:         newMemFiles(h.mode, nodeDir, pressureDirFor(h, opts.CgroupRoot), h.mode == ModeV2 && opts.CgroupRoot == "/", false),
+		rootDir:     rootDir,
+		mem:         newMemFiles(h.mode, nodeDir, pressureDirFor(h, opts.NodeCgroup), h.mode == ModeV2 && opts.NodeCgroup == "/", false),
 		meminfo:     newFile(filepath.Join(opts.HostRoot, "proc/meminfo")),
 		pidMax:      newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/pid_max")),
 		threadsMax:  newFile(filepath.Join(opts.HostRoot, "proc/sys/kernel/threads-max")),
@@ -508,7 +513,7 @@ type kubepodsState struct {
 
 // findKubepods looks for the kubepods cgroup and records it in the layout.
 func (o *Observer) findKubepods() error {
-	name, driver, err := findKubepods(o.node.dir)
+	name, driver, err := findKubepods(o.node.rootDir)
 	if err != nil || name == "" {
 		return err
 	}
@@ -546,7 +551,7 @@ func (o *Observer) dropKubepods() {
 	o.layoutMu.Lock()
 	o.layout.Driver, o.layout.KubepodsCgroup, o.layout.KubepodsMemoryDir, o.layout.KubepodsPressureDir = DriverNone, "", "", ""
 	o.layoutMu.Unlock()
-	o.log.Warn("the kubepods cgroup is gone", zap.String("dir", o.node.dir))
+	o.log.Warn("the kubepods cgroup is gone", zap.String("dir", o.node.rootDir))
 }
 
 func (o *Observer) readKubepods(ns *nodeSample, obs *Observation) {
@@ -559,7 +564,7 @@ func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns
 	capacity := o.memTotal
 	if ns.mem.limitOK && ns.mem.limit < capacity {
 		capacity = ns.mem.limit
-		obs.Node.CgroupRootLimitBytes = ns.mem.limit
+		obs.Node.NodeCgroupLimitBytes = ns.mem.limit
 	}
 	obs.Node.MemTotalBytes = o.memTotal
 	if ns.mem.limitOK {

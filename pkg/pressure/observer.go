@@ -70,12 +70,13 @@ type PodExtras struct {
 type NodeExtras struct {
 	// MemTotalBytes is MemTotal from /proc/meminfo.
 	MemTotalBytes uint64 `json:"memTotalBytes"`
-	// MemoryCapacityBytes is min(MemTotal, the cgroup root's memory limit):
+	// MemoryCapacityBytes is min(MemTotal, the node cgroup's memory limit):
 	// what memory.available is measured against; 0 when that limit could not
 	// be read (see SignalErrors).
 	MemoryCapacityBytes uint64 `json:"memoryCapacityBytes"`
-	// CgroupRootLimitBytes is the cgroup root's memory limit, 0 when unlimited.
-	CgroupRootLimitBytes uint64 `json:"cgroupRootLimitBytes,omitempty"`
+	// NodeCgroupLimitBytes is the node cgroup's memory limit when it is below
+	// MemTotal, 0 otherwise (the root cgroup has none).
+	NodeCgroupLimitBytes uint64 `json:"nodeCgroupLimitBytes,omitempty"`
 	// KubepodsLimitBytes is the kubepods cgroup's memory limit, 0 when unlimited or absent.
 	KubepodsLimitBytes uint64 `json:"kubepodsLimitBytes,omitempty"`
 	// NodeFsPath, ImageFsPath and ContainerFsPath are the directories whose
@@ -148,9 +149,13 @@ func NewObserver(opts Options, log *zap.Logger) (*Observer, error) {
 	if err != nil {
 		return nil, err
 	}
-	nodeDir := filepath.Join(hier.memory, opts.CgroupRoot)
+	rootDir := filepath.Join(hier.memory, opts.CgroupRoot)
+	if !isDir(rootDir) {
+		return nil, fmt.Errorf("%w: cgroup root %q not found in the memory hierarchy (%s is not a directory)", ErrHostRoot, opts.CgroupRoot, rootDir)
+	}
+	nodeDir := filepath.Join(hier.memory, opts.NodeCgroup)
 	if !isDir(nodeDir) {
-		return nil, fmt.Errorf("%w: cgroup root %q not found in the memory hierarchy (%s is not a directory)", ErrHostRoot, opts.CgroupRoot, nodeDir)
+		return nil, fmt.Errorf("%w: node cgroup %q not found in the memory hierarchy (%s is not a directory)", ErrHostRoot, opts.NodeCgroup, nodeDir)
 	}
 	o := &Observer{
 		opts:     opts,
@@ -166,18 +171,19 @@ func NewObserver(opts Options, log *zap.Logger) (*Observer, error) {
 		o.pods[i] = map[string]*podEntry{}
 	}
 	o.nodeName = readHostname(opts.HostRoot)
-	o.node = newNodeFiles(opts, hier, nodeDir)
+	o.node = newNodeFiles(opts, hier, rootDir, nodeDir)
 	o.writable = writableLayers{mountinfo: filepath.Join(opts.HostRoot, "proc/1/mountinfo"), upper: map[string]string{}}
 	o.layout = Layout{
 		Mode:          hier.mode,
 		CgroupRoot:    opts.CgroupRoot,
+		NodeCgroup:    opts.NodeCgroup,
 		MemoryMount:   hier.memory,
 		UnifiedMount:  hier.unified,
 		PidsMount:     hier.pids,
 		NodeMemoryDir: nodeDir,
 	}
 	if o.node.mem.pressure.path != nil {
-		// Node PSI comes from /proc/pressure; the cgroup root's own file is
+		// Node PSI comes from /proc/pressure; the node cgroup's own file is
 		// for the wake-up sources.
 		o.layout.NodePressureDir = filepath.Dir(o.node.mem.pressure.path.String())
 	}
@@ -185,10 +191,10 @@ func NewObserver(opts Options, log *zap.Logger) (*Observer, error) {
 		o.layout.ProcPressureDir = filepath.Join(opts.HostRoot, "proc/pressure")
 	}
 	if err := o.findKubepods(); err != nil {
-		return nil, fmt.Errorf("%w: listing %s: %v", ErrHostRoot, nodeDir, err)
+		return nil, fmt.Errorf("%w: listing %s: %v", ErrHostRoot, rootDir, err)
 	}
 	log.Debug("observer ready", zap.String("mode", string(hier.mode)), zap.String("driver", string(o.layout.Driver)),
-		zap.String("nodeMemoryDir", nodeDir), zap.String("kubepods", o.layout.KubepodsMemoryDir))
+		zap.String("cgroupRootDir", rootDir), zap.String("nodeMemoryDir", nodeDir), zap.String("kubepods", o.layout.KubepodsMemoryDir))
 	return o, nil
 }
 

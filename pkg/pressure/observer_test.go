@@ -128,7 +128,9 @@ var fixtureNodeV1 = wantNode{capacity: 8 * gi, ws: 2 * gi, kubepodsAvail: 7*gi -
 func TestObserveFixtures(t *testing.T) {
 	tests := []struct {
 		name       string
+		fixture    string // name when empty
 		cgroupRoot string
+		nodeCgroup string
 		node       wantNode
 		pods       map[string]wantPod
 	}{
@@ -161,7 +163,21 @@ func TestObserveFixtures(t *testing.T) {
 			// and kubepods' 7Gi limit is capped by it.
 			name:       "v2-cgroupfs",
 			cgroupRoot: "/node-a",
+			nodeCgroup: "/node-a",
 			node: wantNode{capacity: 4 * gi, ws: 3*gi - 512*mi, kubepodsAvail: 4*gi - 700*mi, kubepodsPSI: true, nodePSI: true,
+				maxPID: 63432, tasks: 412, mode: ModeV2, driver: DriverCgroupfs, kubepodsCgroup: "/node-a/kubepods", pressureDirsKept: true, swap: true},
+			pods: fixturePods(true, false, true, true, swapV2),
+		},
+		{
+			// The kubelet's --cgroup-root is /node-a (kind's /kubelet), and
+			// node memory is the root cgroup's, as the kubelet's: the v2
+			// root's anon + file (3Gi) minus inactive_file (1Gi) against
+			// MemTotal; /node-a's 4Gi limit and 2.5Gi working set are not
+			// the node's. kubepods keeps its own 7Gi limit.
+			name:       "v2-cgroupfs, node memory from the root cgroup",
+			fixture:    "v2-cgroupfs",
+			cgroupRoot: "/node-a",
+			node: wantNode{capacity: 8 * gi, ws: 2 * gi, kubepodsAvail: 7*gi - 700*mi, kubepodsPSI: true, nodePSI: true,
 				maxPID: 63432, tasks: 412, mode: ModeV2, driver: DriverCgroupfs, kubepodsCgroup: "/node-a/kubepods", pressureDirsKept: true, swap: true},
 			pods: fixturePods(true, false, true, true, swapV2),
 		},
@@ -179,8 +195,12 @@ func TestObserveFixtures(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.DebugLevel)
-			root := filepath.Join("testdata", tc.name)
-			o, err := NewObserver(Options{HostRoot: root, CgroupRoot: tc.cgroupRoot}, zap.New(core))
+			fixture := tc.fixture
+			if fixture == "" {
+				fixture = tc.name
+			}
+			root := filepath.Join("testdata", fixture)
+			o, err := NewObserver(Options{HostRoot: root, CgroupRoot: tc.cgroupRoot, NodeCgroup: tc.nodeCgroup}, zap.New(core))
 			if err != nil {
 				t.Fatalf("NewObserver: %v", err)
 			}
@@ -479,7 +499,7 @@ func copyTree(t *testing.T, src string) string {
 func TestObserveChanges(t *testing.T) {
 	root := copyTree(t, "testdata/v2-cgroupfs")
 	core, logs := observer.New(zapcore.DebugLevel)
-	o, err := NewObserver(Options{HostRoot: root, CgroupRoot: "/node-a"}, zap.New(core))
+	o, err := NewObserver(Options{HostRoot: root, CgroupRoot: "/node-a", NodeCgroup: "/node-a"}, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}

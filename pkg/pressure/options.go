@@ -22,6 +22,7 @@ var ErrInvalidOptions = errors.New("invalid observer options")
 const (
 	DefaultHostRoot         = "/"
 	DefaultCgroupRoot       = "/"
+	DefaultNodeCgroup       = "/"
 	DefaultImageFsPath      = "/var/lib/containerd"
 	DefaultEphemeralRefresh = 10 * time.Second
 	DefaultEphemeralBudget  = 20000
@@ -35,9 +36,16 @@ type Options struct {
 	// mounted there. Parts below it may be symlinks.
 	HostRoot string
 	// CgroupRoot is the cgroup (as the kubelet's --cgroup-root) under which
-	// kubepods lives, "/" by default. Node memory capacity is the smaller of
-	// MemTotal and this cgroup's memory limit, so a cgroup can stand for a node.
+	// kubepods lives, "/" by default. It places kubepods only: node memory
+	// comes from NodeCgroup, as the kubelet's does from "/" whatever its
+	// --cgroup-root.
 	CgroupRoot string
+	// NodeCgroup is the cgroup whose working set is the node's, for
+	// memory.available: "/" by default, the root of the memory hierarchy (v1)
+	// or the unified root (v2), as the kubelet reads it. Node memory capacity
+	// is the smaller of MemTotal and this cgroup's memory limit, so a test
+	// can make a cgroup stand for a node by naming it here.
+	NodeCgroup string
 	// ImageFsPath is the container runtime's image store, whose filesystem is
 	// the imagefs. "/var/lib/containerd" by default.
 	ImageFsPath string
@@ -81,6 +89,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.CgroupRoot == "" {
 		o.CgroupRoot = DefaultCgroupRoot
 	}
+	if o.NodeCgroup == "" {
+		o.NodeCgroup = DefaultNodeCgroup
+	}
 	if o.ImageFsPath == "" {
 		o.ImageFsPath = DefaultImageFsPath
 	}
@@ -97,10 +108,10 @@ func (o Options) withDefaults() (Options, error) {
 		o.Clock = clock.RealClock{}
 	}
 	for _, p := range []struct{ name, val string }{
-		{"cgroup root", o.CgroupRoot}, {"image fs path", o.ImageFsPath}, {"container fs path", o.ContainerFsPath},
+		{"cgroup root", o.CgroupRoot}, {"node cgroup", o.NodeCgroup}, {"image fs path", o.ImageFsPath}, {"container fs path", o.ContainerFsPath},
 	} {
-		if !path.IsAbs(p.val) || strings.Contains(p.val, "\x00") || hasDotDot(p.val) {
-			return o, fmt.Errorf("%w: %s %q must be an absolute path without \"..\"", ErrInvalidOptions, p.name, p.val)
+		if err := CheckAbsPath(p.val); err != nil {
+			return o, fmt.Errorf("%w: %s %q %v", ErrInvalidOptions, p.name, p.val, err)
 		}
 	}
 	if strings.Contains(o.HostRoot, "\x00") {
@@ -113,9 +124,20 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: ephemeral budget %d is negative", ErrInvalidOptions, o.EphemeralBudget)
 	}
 	o.CgroupRoot = path.Clean(o.CgroupRoot)
+	o.NodeCgroup = path.Clean(o.NodeCgroup)
 	o.ImageFsPath = path.Clean(o.ImageFsPath)
 	o.ContainerFsPath = path.Clean(o.ContainerFsPath)
 	return o, nil
+}
+
+// CheckAbsPath tells whether p can name a cgroup or a host directory: an
+// absolute path without ".." (which could leave the hierarchy or the host
+// root) or NUL. Its error reads after the value, as in `"x" must be ...`.
+func CheckAbsPath(p string) error {
+	if !path.IsAbs(p) || strings.Contains(p, "\x00") || hasDotDot(p) {
+		return errors.New(`must be an absolute path without ".."`)
+	}
+	return nil
 }
 
 func hasDotDot(p string) bool {

@@ -20,7 +20,7 @@ import (
 // TestRealCgroupV1 builds a node cgroup with a memory limit on the real v1
 // memory controller, kubepods/burstable/pod<uid> beneath it, runs a process
 // in the pod that touches 64 MiB and then 64 MiB more, and checks the pod's
-// working set and the node figures through CgroupRoot.
+// working set and the node figures through CgroupRoot and NodeCgroup.
 func TestRealCgroupV1(t *testing.T) {
 	const (
 		uid        = "e2e0c0de-1111-4222-8333-944455556666"
@@ -60,7 +60,7 @@ func TestRealCgroupV1(t *testing.T) {
 		}
 	}
 
-	o, err := NewObserver(Options{HostRoot: "/", CgroupRoot: "/" + name}, zaptest.NewLogger(t))
+	o, err := NewObserver(Options{HostRoot: "/", CgroupRoot: "/" + name, NodeCgroup: "/" + name}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestRealCgroupV1Swap(t *testing.T) {
 	}
 	observe := func(hostRoot string) *Observation {
 		t.Helper()
-		o := newTestObserver(t, Options{HostRoot: hostRoot, CgroupRoot: "/" + node.Name()}, zaptest.NewLogger(t))
+		o := newTestObserver(t, Options{HostRoot: hostRoot, CgroupRoot: "/" + node.Name(), NodeCgroup: "/" + node.Name()}, zaptest.NewLogger(t))
 		obs, err := o.Observe(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -126,7 +126,7 @@ func (o *Observer) hostRel(p string) string {
 // under the cgroup root. listErr is why the cgroup root could not be
 // listed, if it could not.
 func (o *Observer) noKubepodsErr(listErr error) error {
-	dir := o.hostRel(o.node.dir)
+	dir := o.hostRel(o.node.rootDir)
 	if listErr != nil {
 		var pe *fs.PathError
 		if errors.As(listErr, &pe) {

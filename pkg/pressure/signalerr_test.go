@@ -239,7 +239,9 @@ func TestNodeSignalErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := copyTree(t, filepath.Join("testdata", tc.fixture))
 			core, logs := observer.New(zapcore.DebugLevel)
-			opts := Options{HostRoot: root, CgroupRoot: tc.cgroupRoot}
+			// A cgroup root other than "/" stands for a node here, as in
+			// the test harnesses: its memory is the node's.
+			opts := Options{HostRoot: root, CgroupRoot: tc.cgroupRoot, NodeCgroup: tc.cgroupRoot}
 			if tc.noKeep {
 				opts.MaxOpenFiles = -1
 			}

@@ -144,7 +144,7 @@ func TestObserveSwap(t *testing.T) {
 				tc.change(t, root)
 			}
 			core, logs := observer.New(zapcore.DebugLevel)
-			o := newTestObserver(t, Options{HostRoot: root, CgroupRoot: tc.cgroupRoot}, zap.New(core))
+			o := newTestObserver(t, Options{HostRoot: root, CgroupRoot: tc.cgroupRoot, NodeCgroup: tc.cgroupRoot}, zap.New(core))
 			if tc.afterStart {
 				tc.change(t, root)
 			}
