@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -22,7 +23,7 @@ import (
 
 // observeSynopsis names every flag of observe but --help; a test walks the
 // flag set to keep it so.
-const observeSynopsis = "evictd observe [--host-root DIR] [--cgroup-root PATH] [--image-fs PATH] [--container-fs PATH] [-o json|table|observation] [-v]"
+const observeSynopsis = "evictd observe [--host-root DIR] [--cgroup-root PATH] [--node-cgroup PATH] [--image-fs PATH] [--container-fs PATH] [-o json|table|observation] [-v]"
 
 const observeUsage = `Usage: ` + observeSynopsis + `
 
@@ -42,9 +43,10 @@ Flags:
 
 // observeFlags is the flags of `evictd observe`.
 type observeFlags struct {
-	hostRoot, cgroupRoot, imageFs, containerFs string
-	output                                     string
-	verbose, help                              bool
+	hostRoot, cgroupRoot, nodeCgroup string
+	imageFs, containerFs             string
+	output                           string
+	verbose, help                    bool
 }
 
 func newObserveFlags() (*observeFlags, *pflag.FlagSet) {
@@ -52,6 +54,7 @@ func newObserveFlags() (*observeFlags, *pflag.FlagSet) {
 	fs := cliflag.NewFlagSet("observe")
 	fs.StringVar(&f.hostRoot, "host-root", pressure.DefaultHostRoot, "Directory under which every host path is read.")
 	fs.StringVar(&f.cgroupRoot, "cgroup-root", pressure.DefaultCgroupRoot, "Cgroup under which kubepods lives (the kubelet's --cgroup-root).")
+	fs.StringVar(&f.nodeCgroup, agent.FlagNodeCgroup, pressure.DefaultNodeCgroup, agent.NodeCgroupUsage)
 	fs.StringVar(&f.imageFs, "image-fs", pressure.DefaultImageFsPath, "The container runtime's image store (imagefs).")
 	fs.StringVar(&f.containerFs, "container-fs", "", "Where the runtime keeps the writable layers (containerfs), if not under --image-fs.")
 	fs.StringVarP(&f.output, "output", "o", "json", "Output format: json (a kubelet Summary), table or observation.")
@@ -82,7 +85,7 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 	log := cliLogger(stderr, f.verbose)
 	defer func() { _ = log.Sync() }()
-	o, err := pressure.NewObserver(pressure.Options{HostRoot: f.hostRoot, CgroupRoot: f.cgroupRoot, ImageFsPath: f.imageFs, ContainerFsPath: f.containerFs}, log)
+	o, err := pressure.NewObserver(pressure.Options{HostRoot: f.hostRoot, CgroupRoot: f.cgroupRoot, NodeCgroup: f.nodeCgroup, ImageFsPath: f.imageFs, ContainerFsPath: f.containerFs}, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
 		if errors.Is(err, pressure.ErrHostRoot) || errors.Is(err, pressure.ErrInvalidOptions) {
@@ -148,7 +151,7 @@ func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
 		driver = "none (no kubepods cgroup)"
 	}
 	// No tab in this line: it stays out of the column widths below.
-	fmt.Fprintf(tw, "NODE %s (cgroups %s, driver %s, cgroup root %s)\n", orDash(node.NodeName), l.Mode, driver, l.CgroupRoot)
+	fmt.Fprintf(tw, "NODE %s (cgroups %s, driver %s, cgroup root %s, node cgroup %s)\n", orDash(node.NodeName), l.Mode, driver, l.CgroupRoot, orDash(l.NodeCgroup))
 	fmt.Fprintln(tw, "SIGNAL\tAVAILABLE\tCAPACITY\tDETAIL")
 	if m := node.Memory; m != nil && m.AvailableBytes != nil {
 		fmt.Fprintf(tw, "memory.available\t%s\t%s\tworking set %s, usage %s\n", bytesOf(m.AvailableBytes),

@@ -44,7 +44,9 @@ func TestObserveJSON(t *testing.T) {
 		{"v1-systemd", "", 8 << 30, false, false},
 		{"hybrid", "", 8 << 30, true, false}, // the burstable pod has a cgroup2 directory with memory.pressure
 		{"v2-systemd", "", 8 << 30, true, true},
-		{"v2-cgroupfs", "/node-a", 4 << 30, true, true},
+		// kubepods is under /node-a (4Gi limit), but node memory is the
+		// root cgroup's against MemTotal, as the kubelet's.
+		{"v2-cgroupfs", "/node-a", 8 << 30, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.layout, func(t *testing.T) {
@@ -144,7 +146,7 @@ func TestObserveObservationFeedsRank(t *testing.T) {
 }
 
 func TestObserveTable(t *testing.T) {
-	code, out, errOut := runObserve(t, "--host-root", filepath.Join(fixtureRoot, "v2-cgroupfs"), "--cgroup-root", "/node-a", "-o", "table")
+	code, out, errOut := runObserve(t, "--host-root", filepath.Join(fixtureRoot, "v2-cgroupfs"), "--cgroup-root", "/node-a", "--node-cgroup", "/node-a", "-o", "table")
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
@@ -237,6 +239,29 @@ func TestObserveNoSwap(t *testing.T) {
 	}
 }
 
+// TestObserveNodeMemoryFromTheRoot: with the kubelet's --cgroup-root
+// (/node-a) and no --node-cgroup, node memory is the root cgroup's, as the
+// kubelet's: 8Gi MemTotal minus the v2 root's 2Gi working set, not /node-a's
+// 1.5Gi of 4Gi; kubepods is still found under /node-a.
+func TestObserveNodeMemoryFromTheRoot(t *testing.T) {
+	code, out, errOut := runObserve(t, "--host-root", filepath.Join(fixtureRoot, "v2-cgroupfs"), "--cgroup-root", "/node-a", "-o", "table")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if !strings.Contains(out, "cgroup root /node-a, node cgroup /)") {
+		t.Errorf("header does not name both cgroups:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "memory.available" {
+			if f[1] != "6.0Gi" || f[2] != "8.0Gi" {
+				t.Errorf("memory.available row %q; want 6.0Gi of 8.0Gi (the root cgroup against MemTotal)", f)
+			}
+			return
+		}
+	}
+	t.Fatalf("no memory.available row in\n%s", out)
+}
+
 func TestObserveBadInput(t *testing.T) {
 	v1 := filepath.Join(fixtureRoot, "v1-cgroupfs")
 	tests := []struct {
@@ -252,6 +277,9 @@ func TestObserveBadInput(t *testing.T) {
 		{"host root without cgroups", []string{"--host-root", t.TempDir()}, "meminfo"},
 		{"relative cgroup root", []string{"--host-root", v1, "--cgroup-root", "node-a"}, `"node-a"`},
 		{"missing cgroup root", []string{"--host-root", v1, "--cgroup-root", "/node-z"}, "/node-z"},
+		{"relative node cgroup", []string{"--host-root", v1, "--node-cgroup", "kubelet"}, `node cgroup "kubelet" must be an absolute path`},
+		{"dotdot node cgroup", []string{"--host-root", v1, "--node-cgroup", "/kubelet/../.."}, `node cgroup "/kubelet/../.."`},
+		{"missing node cgroup", []string{"--host-root", v1, "--node-cgroup", "/node-z"}, `node cgroup "/node-z" not found`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -271,7 +299,7 @@ func TestObserveBadInput(t *testing.T) {
 
 func TestObserveHelp(t *testing.T) {
 	code, out, _ := runObserve(t, "--help")
-	if code != exitOK || !strings.Contains(out, "--host-root") || !strings.Contains(out, "--cgroup-root") {
+	if code != exitOK || !strings.Contains(out, "--host-root") || !strings.Contains(out, "--cgroup-root") || !strings.Contains(out, "--node-cgroup") {
 		t.Errorf("help: exit %d, %q", code, out)
 	}
 }
@@ -304,7 +332,7 @@ func TestObserveThisHost(t *testing.T) {
 	}
 
 	node.Sub(t, "kubepods")
-	code, out, errOut = runObserve(t, "--cgroup-root", cgroupRoot, "-o", "json")
+	code, out, errOut = runObserve(t, "--cgroup-root", cgroupRoot, "--node-cgroup", cgroupRoot, "-o", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
@@ -319,7 +347,7 @@ func TestObserveThisHost(t *testing.T) {
 	if s.Pods == nil || len(s.Pods) != 0 {
 		t.Errorf("pods %v; want an empty list", s.Pods)
 	}
-	code, out, errOut = runObserve(t, "--cgroup-root", cgroupRoot, "-o", "table")
+	code, out, errOut = runObserve(t, "--cgroup-root", cgroupRoot, "--node-cgroup", cgroupRoot, "-o", "table")
 	if code != exitOK || !strings.Contains(out, "memory.available") || !strings.Contains(out, "PODS (0)") {
 		t.Errorf("table: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

@@ -68,6 +68,8 @@ current-context: x
 		{"bad number", []string{"--node-name=n1", "--eviction-burst=many"}, `invalid argument "many" for "--eviction-burst" flag: not a whole number`},
 		{"soft grace cap beyond int32", []string{"--node-name=n1", "--eviction-max-pod-grace-period=99999999999"}, `"99999999999"`},
 		{"stray argument", []string{"--node-name=n1", "now"}, `"now"`},
+		{"relative node cgroup", []string{"--node-name=n1", "--node-cgroup=kubelet"}, `invalid --node-cgroup "kubelet": must be an absolute path`},
+		{"dotdot cgroup root", []string{"--node-name=n1", "--cgroup-root=/kubelet/../.."}, `invalid --cgroup-root "/kubelet/../.."`},
 		{"host root without /proc", []string{"--node-name=n1", "--kubeconfig=" + kubeconfig, "--host-root=" + t.TempDir()}, "host root"},
 	}
 	for _, tc := range tests {
@@ -164,7 +166,7 @@ func TestRunEvictsOnASimulatedNode(t *testing.T) {
 	go func() {
 		exit <- runCmd(ctx, []string{
 			"--node-name=" + node.Name, "--kubeconfig=" + c.EvictdKubeconfig,
-			"--host-root=" + node.HostRoot, "--cgroup-root=" + node.CgroupRoot,
+			"--host-root=" + node.HostRoot, "--cgroup-root=" + node.CgroupRoot, "--node-cgroup=" + node.CgroupRoot,
 			"--metrics-bind-address=127.0.0.1:0", "--housekeeping-interval=500ms",
 		}, io.Discard, logs)
 	}()

@@ -35,6 +35,7 @@ const (
 	FlagKubeconfig           = "kubeconfig"
 	FlagHostRoot             = "host-root"
 	FlagCgroupRoot           = "cgroup-root"
+	FlagNodeCgroup           = "node-cgroup"
 	FlagImageFs              = "image-fs"
 	FlagContainerFs          = "container-fs"
 	FlagHousekeeping         = "housekeeping-interval"
@@ -49,6 +50,10 @@ const (
 	FlagGraceMargin          = "grace-margin"
 	FlagInformerSyncTimeout  = "informer-sync-timeout"
 )
+
+// NodeCgroupUsage is the help of --node-cgroup, shared by `evictd run` and
+// `evictd observe`.
+const NodeCgroupUsage = "Cgroup whose working set is the node's, for memory.available: the root \"/\", as the kubelet's, whatever --cgroup-root is. Name another only to make a cgroup stand for a node (tests); its memory limit then caps the node's capacity."
 
 // Wake-up source names of --wakeup-sources.
 const (
@@ -86,6 +91,9 @@ type Options struct {
 	Kubeconfig string
 	HostRoot   string
 	CgroupRoot string
+	// NodeCgroup is the cgroup whose working set is the node's, for
+	// memory.available: "/" as the kubelet's, whatever CgroupRoot is.
+	NodeCgroup string
 	ImageFs    string
 	// ContainerFs is where the runtime keeps the writable layers; empty
 	// means ImageFs (containerd).
@@ -130,6 +138,7 @@ func NewOptions() *Options {
 		NodeName:      os.Getenv("NODE_NAME"),
 		HostRoot:      pressure.DefaultHostRoot,
 		CgroupRoot:    pressure.DefaultCgroupRoot,
+		NodeCgroup:    pressure.DefaultNodeCgroup,
 		ImageFs:       pressure.DefaultImageFsPath,
 		Housekeeping:  DefaultHousekeeping,
 		MetricsAddr:   DefaultMetricsAddress,
@@ -188,6 +197,7 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 
 	observation.StringVar(&o.HostRoot, FlagHostRoot, o.HostRoot, "Directory under which every host path (/proc, /sys/fs/cgroup, /var/lib/kubelet, /var/log/pods) is read.")
 	observation.StringVar(&o.CgroupRoot, FlagCgroupRoot, o.CgroupRoot, "Cgroup under which kubepods lives (the kubelet's --cgroup-root).")
+	observation.StringVar(&o.NodeCgroup, FlagNodeCgroup, o.NodeCgroup, NodeCgroupUsage)
 	observation.StringVar(&o.ImageFs, FlagImageFs, o.ImageFs, "The container runtime's image store, whose filesystem is the imagefs.")
 	observation.StringVar(&o.ContainerFs, FlagContainerFs, o.ContainerFs, "Where the runtime keeps the containers' writable layers, if not under --image-fs (CRI-O's split image store).")
 	observation.DurationVar(&o.Housekeeping, FlagHousekeeping, o.Housekeeping, "Longest wait between two observations (the kubelet uses 10s).")
@@ -312,6 +322,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid --%s %v: must be more than 0", FlagInformerSyncTimeout, o.InformerSyncTimeout)
 	case o.HostRoot == "":
 		return fmt.Errorf("invalid --%s %q: must name a directory", FlagHostRoot, o.HostRoot)
+	case pressure.CheckAbsPath(o.CgroupRoot) != nil:
+		return fmt.Errorf("invalid --%s %q: %v", FlagCgroupRoot, o.CgroupRoot, pressure.CheckAbsPath(o.CgroupRoot))
+	case pressure.CheckAbsPath(o.NodeCgroup) != nil:
+		return fmt.Errorf("invalid --%s %q: %v", FlagNodeCgroup, o.NodeCgroup, pressure.CheckAbsPath(o.NodeCgroup))
 	case o.Kubeconfig != "":
 		if _, err := os.Stat(o.Kubeconfig); err != nil {
 			return fmt.Errorf("invalid --%s %q: %w", FlagKubeconfig, o.Kubeconfig, err)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -88,6 +89,47 @@ func TestOptionsValidateWrapsErrUsage(t *testing.T) {
 	err := o.Validate()
 	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), `"localhost"`) {
 		t.Errorf("Validate = %v, want ErrUsage naming the address", err)
+	}
+}
+
+// TestOptionsValidateCgroupPaths: --cgroup-root and --node-cgroup must be
+// absolute cgroup paths; a bad one is ErrUsage naming the flag and value,
+// before anything starts. The node cgroup defaults to the root "/", as the
+// kubelet's node memory, whatever --cgroup-root is.
+func TestOptionsValidateCgroupPaths(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // "" when valid
+	}{
+		{nil, ""},
+		{[]string{"--cgroup-root=/kubelet"}, ""},
+		{[]string{"--cgroup-root=/kubelet", "--node-cgroup=/kubelet"}, ""},
+		{[]string{"--node-cgroup=kubelet"}, `invalid --node-cgroup "kubelet": must be an absolute path`},
+		{[]string{"--node-cgroup="}, `invalid --node-cgroup ""`},
+		{[]string{"--node-cgroup=/kubelet/../.."}, `invalid --node-cgroup "/kubelet/../.."`},
+		{[]string{"--cgroup-root=kubelet"}, `invalid --cgroup-root "kubelet"`},
+	}
+	for _, tc := range tests {
+		o := NewOptions()
+		o.NodeName = "n1"
+		sections := &cliflag.Sections{}
+		o.AddFlags(sections)
+		if err := sections.FlagSet("t").Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Complete(); err != nil {
+			t.Fatal(err)
+		}
+		if len(tc.args) == 0 && (o.NodeCgroup != "/" || o.CgroupRoot != "/") {
+			t.Errorf("defaults: node cgroup %q, cgroup root %q; want / and /", o.NodeCgroup, o.CgroupRoot)
+		}
+		err := o.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.want != "" && (!errors.Is(err, ErrUsage) || !strings.Contains(fmt.Sprint(err), tc.want)):
+			t.Errorf("%v: Validate = %v; want ErrUsage with %q", tc.args, err, tc.want)
+		}
 	}
 }
 

@@ -105,7 +105,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	// loop polls (adaptive) where the unprivileged trigger would not fire.
 	noNodePSI := o.Sources.PSI && !wakeup.HasCapSysResource() && !hasStallThreshold(ths)
 	obsv, err := pressure.NewObserver(pressure.Options{
-		HostRoot: o.HostRoot, CgroupRoot: o.CgroupRoot, ImageFsPath: o.ImageFs, ContainerFsPath: o.ContainerFs, NoNodePSI: noNodePSI, Clock: clk,
+		HostRoot: o.HostRoot, CgroupRoot: o.CgroupRoot, NodeCgroup: o.NodeCgroup, ImageFsPath: o.ImageFs, ContainerFsPath: o.ContainerFs, NoNodePSI: noNodePSI, Clock: clk,
 	}, log.Named("observe"))
 	if err != nil {
 		if errors.Is(err, pressure.ErrHostRoot) || errors.Is(err, pressure.ErrInvalidOptions) {
@@ -204,7 +204,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 		zap.String("pdbPolicy", string(o.Evict.PDBPolicy)), zap.Duration("housekeepingInterval", o.Housekeeping),
 		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC),
 		zap.Stringers("thresholds", ths), zap.String("metricsAddress", ln.Addr().String()),
-		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot),
+		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot), zap.String("nodeCgroup", o.NodeCgroup),
 		zap.Bool("nodePSIReadsOff", noNodePSI), zap.Duration("stallWindow", o.Config.StallWindow()))
 
 	if off := thresholds.SwitchedOffEntries(o.Config.ThresholdSpec()); len(off) > 0 {
