@@ -401,6 +401,7 @@ func startAgentBin(t *testing.T, e *env, bin, logName string, extra ...string) *
 		"--node-name=" + e.node.Name,
 		"--host-root=" + e.node.HostRoot,
 		"--cgroup-root=" + e.node.CgroupRoot,
+		"--node-cgroup=" + e.node.CgroupRoot,
 		"--metrics-bind-address=127.0.0.1:0",
 	}, extra...)
 	var copyTo *os.File

@@ -19,7 +19,11 @@
 // var/lib/containerd, optionally on a tmpfs of DiskBytes, and registers a
 // Node whose capacity and allocatable match. evictd watches such a node with
 //
-//	evictd run --node-name=<Node.Name> --host-root=<Node.HostRoot> --cgroup-root=<Node.CgroupRoot>
+//	evictd run --node-name=<Node.Name> --host-root=<Node.HostRoot> --cgroup-root=<Node.CgroupRoot> --node-cgroup=<Node.CgroupRoot>
+//
+// --node-cgroup makes the node cgroup's working set and limit the node's
+// memory; without it evictd would read the host's root cgroup, as the
+// kubelet of a real node does.
 //
 // For every pod bound to the node it:
 //   - creates the pod and container cgroups and the pod's emptyDir and log

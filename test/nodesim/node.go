@@ -39,7 +39,8 @@ type Node struct {
 	// image store var/lib/containerd.
 	HostRoot string
 	// CgroupRoot is the node cgroup's path inside each hierarchy, e.g.
-	// /evictd-test-123-0a1b2c3d/node-a: evictd's --cgroup-root. The
+	// /evictd-test-123-0a1b2c3d/node-a: evictd's --cgroup-root, and its
+	// --node-cgroup too, so that this cgroup's memory is the node's. The
 	// kubelet's kubepods tree is below it.
 	CgroupRoot string
 

@@ -199,7 +199,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.step(4, "Starting evictd for this node, with only its ServiceAccount's rights.")
 	flags := []string{
 		"--kubeconfig=" + d.evictdKubeconfig, "--node-name=" + nodeName,
-		"--host-root=" + node.HostRoot, "--cgroup-root=" + node.CgroupRoot,
+		"--host-root=" + node.HostRoot, "--cgroup-root=" + node.CgroupRoot, "--node-cgroup=" + node.CgroupRoot,
 		// Short, so that the demo shows the episode end (the default is 5m).
 		"--eviction-pressure-transition-period=3s",
 		"--eviction-hard=memory.available<300Mi,allocatableMemory.available<none,nodefs.available<none," +
@@ -351,7 +351,7 @@ func (d *demo) showRanking(ctx context.Context) error {
 	evictd := filepath.Join(d.binDir, "evictd")
 	summary := filepath.Join(d.workDir, "summary.json")
 	podsFile := filepath.Join(d.workDir, "pods.json")
-	obs, err := exec.CommandContext(ctx, evictd, "observe", "-o", "json", "--host-root", d.node.HostRoot, "--cgroup-root", d.node.CgroupRoot).Output()
+	obs, err := exec.CommandContext(ctx, evictd, "observe", "-o", "json", "--host-root", d.node.HostRoot, "--cgroup-root", d.node.CgroupRoot, "--node-cgroup", d.node.CgroupRoot).Output()
 	if err != nil {
 		return fmt.Errorf("evictd observe: %w", err)
 	}

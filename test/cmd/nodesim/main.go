@@ -11,6 +11,7 @@
 //	NODE_NAME=...
 //	HOST_ROOT=...      evictd --host-root
 //	CGROUP_ROOT=...    evictd --cgroup-root
+//	NODE_CGROUP=...    evictd --node-cgroup (the same cgroup: its memory is the node's)
 //
 // On a signal it stops the pods' processes and removes the node's cgroups,
 // mounts and directories.
@@ -83,7 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logger.Error("node did not start", zap.Error(err))
 		return 1
 	}
-	env := fmt.Sprintf("NODE_NAME=%s\nHOST_ROOT=%s\nCGROUP_ROOT=%s\n", node.Name, node.HostRoot, node.CgroupRoot)
+	env := fmt.Sprintf("NODE_NAME=%s\nHOST_ROOT=%s\nCGROUP_ROOT=%s\nNODE_CGROUP=%s\n", node.Name, node.HostRoot, node.CgroupRoot, node.CgroupRoot)
 	code := 0
 	if err := cmdutil.PublishEnv(stdout, env, *envFile, 0o644); err != nil {
 		logger.Error("cannot write env file", zap.String("path", *envFile), zap.Error(err))

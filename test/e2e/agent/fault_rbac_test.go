@@ -110,6 +110,7 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 			"--node-name=" + node.Name,
 			"--host-root=" + node.HostRoot,
 			"--cgroup-root=" + node.CgroupRoot,
+			"--node-cgroup=" + node.CgroupRoot,
 		}, flags...)
 		start := time.Now()
 		p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), "evictd.log")})

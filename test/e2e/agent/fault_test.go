@@ -24,6 +24,7 @@ type evictdSetup struct {
 	kubeconfig string // default: the cluster's evictd kubeconfig
 	hostRoot   string // default: the node's host root
 	cgroupRoot string // default: the node's cgroup root
+	nodeCgroup string // default: the node's cgroup root, whose memory is the node's
 	// noWait returns as soon as the process runs, instead of waiting for
 	// /readyz to answer 200.
 	noWait bool
@@ -43,12 +44,16 @@ func startEvictdWith(t *testing.T, c *framework.Cluster, node *nodesim.Node, s e
 	if s.cgroupRoot == "" {
 		s.cgroupRoot = node.CgroupRoot
 	}
+	if s.nodeCgroup == "" {
+		s.nodeCgroup = node.CgroupRoot
+	}
 	bin := framework.RequireBinary(t, "evictd")
 	args := append([]string{
 		"--kubeconfig=" + s.kubeconfig,
 		"--node-name=" + node.Name,
 		"--host-root=" + s.hostRoot,
 		"--cgroup-root=" + s.cgroupRoot,
+		"--node-cgroup=" + s.nodeCgroup,
 		// A resource's episode ends only after this long without pressure
 		// (the kubelet's default is 5m); short here so the scenarios can
 		// see episodes end. A test's own flag comes later and wins.

@@ -15,6 +15,7 @@
 //	// evictd as a real process, with only that identity:
 //	//   evictd run --kubeconfig=<c.EvictdKubeconfig> --node-name=<node.Name>
 //	//     --host-root=<node.HostRoot> --cgroup-root=<node.CgroupRoot>
+//	//     --node-cgroup=<node.CgroupRoot>
 //
 // Binaries are found in <repo>/_output/bin (the repository root is the
 // nearest directory above the working directory whose go.mod is this
