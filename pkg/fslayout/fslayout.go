@@ -23,11 +23,11 @@ const (
 	SplitImageFs Layout = "split-imagefs"
 )
 
-// Of tells the layout from the identities of the three filesystems (device
-// numbers, or anything equal exactly when the filesystems are one). A
+// Of tells the layout from the identities of the three filesystems (an
+// FsID, or anything equal exactly when the filesystems are one). A
 // containerfs on a filesystem of its own, apart from both others, is a
 // layout the kubelet does not have: Unknown.
-func Of(nodefs, imagefs, containerfs uint64) Layout {
+func Of[ID comparable](nodefs, imagefs, containerfs ID) Layout {
 	switch {
 	case nodefs == imagefs && imagefs == containerfs:
 		return OneFs

@@ -123,6 +123,7 @@ type nodeFiles struct {
 	signalLost   map[string]bool
 	// layoutWarned: the disk layout was found unknown and said so.
 	layoutWarned bool
+	layoutCache  layoutCache
 }
 
 // newNodeFiles sets up the node-level files. rootDir is the memory cgroup of
@@ -648,7 +649,7 @@ func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns
 	obs.Node.NodeFsPath, obs.Node.ImageFsPath = o.hostRel(o.node.nodefs), o.hostRel(o.node.imagefs)
 	obs.Node.ContainerFsPath = o.hostRel(o.node.containerfs)
 	if ns.fs.ok && ns.imagefs.ok && ns.containerfs.ok {
-		obs.Node.DiskLayout = fslayout.Of(ns.fs.dev, ns.imagefs.dev, ns.containerfs.dev)
+		obs.Node.DiskLayout = o.diskLayout(ns)
 		if obs.Node.DiskLayout == fslayout.Unknown {
 			o.warnLayoutOnce(obs.Node)
 		}
