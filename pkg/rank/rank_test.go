@@ -163,6 +163,9 @@ func TestRankDiskAndPID(t *testing.T) {
 						{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 						{Name: "ram", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
 						{Name: "pvc", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
+						{Name: "labels", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}}},
+						{Name: "huge", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumHugePages}}},
+						{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}},
 					}
 				}),
 				newPod("ns", "rootfs"),
@@ -174,13 +177,18 @@ func TestRankDiskAndPID(t *testing.T) {
 					{Name: "scratch", FsStats: statsapi.FsStats{UsedBytes: u64(1000)}},
 					{Name: "ram", FsStats: statsapi.FsStats{UsedBytes: u64(1 << 40)}},
 					{Name: "pvc", FsStats: statsapi.FsStats{UsedBytes: u64(1 << 40)}},
+					{Name: "labels", FsStats: statsapi.FsStats{UsedBytes: u64(1 << 40)}},
+					{Name: "huge", FsStats: statsapi.FsStats{UsedBytes: u64(1 << 40)}},
+					{Name: "cfg", FsStats: statsapi.FsStats{UsedBytes: u64(500)}},
 				}
 				r := podStats(p["rootfs"])
 				r.Containers = []statsapi.ContainerStats{{Name: "main", Rootfs: &statsapi.FsStats{UsedBytes: u64(2000)}}}
 				return []statsapi.PodStats{e, r}
 			},
-			// emptydir: 100+50+1000 = 1150 (memory-backed and PVC volumes do
-			// not count), rootfs: 2000.
+			// emptydir: 100+50+1000+500 = 1650: the default-medium emptyDir
+			// and the configMap count (IsLocalEphemeralVolume); memory- and
+			// hugepages-backed emptyDirs, the downwardAPI volume (tmpfs) and
+			// the PVC do not. rootfs: 2000.
 			want: []string{"ns/rootfs", "ns/emptydir"},
 		},
 		{

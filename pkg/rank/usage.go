@@ -199,14 +199,21 @@ func layoutOf(s *statsapi.Summary) fslayout.Layout {
 	return fslayout.Of(key(nodefs), key(imagefs), key(containerfs))
 }
 
-// localVolumes names the pod's volumes that live on the node's filesystem
-// and count as ephemeral storage: disk-backed emptyDirs and the volumes the
-// kubelet writes there (configMap, downwardAPI, gitRepo).
+// localVolumes names the pod's volumes whose stats count toward its
+// ephemeral storage in the kubelet's disk ranking (localVolumeNames in
+// pkg/kubelet/eviction/helpers.go): hostPath volumes, and those
+// IsLocalEphemeralVolume (pkg/volume/util) names, which the kubelet keeps
+// on its own disk: emptyDirs of the default medium, configMaps and gitRepos.
+// Memory and hugepages emptyDirs, secrets, downwardAPI and projected volumes
+// are tmpfs or hugetlbfs, and PVCs, CSI and image volumes are elsewhere.
+// A hostPath volume has no stats in the Summary (its plugin reports none),
+// so it adds nothing in practice.
 func localVolumes(p *v1.Pod) map[string]bool {
 	out := map[string]bool{}
 	for i := range p.Spec.Volumes {
 		v := &p.Spec.Volumes[i]
-		if (v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumMemory) || v.ConfigMap != nil || v.DownwardAPI != nil || v.GitRepo != nil {
+		if v.HostPath != nil || v.GitRepo != nil || v.ConfigMap != nil ||
+			(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) {
 			out[v.Name] = true
 		}
 	}
