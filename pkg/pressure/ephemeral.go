@@ -18,9 +18,26 @@ import (
 // pod wrote to its emptyDir volumes and logs, and a pod can hold millions.
 // Its cost is bounded two ways (see Options): each pod's figure is cached for
 // EphemeralRefresh, and one Observe visits at most EphemeralBudget entries,
-// walking the stalest pods first. The parts are the kubelet's: the
-// containers' writable layers (writable.go), their logs, and the pod's
-// disk-backed emptyDirs.
+// walking the stalest pods first.
+//
+// What counts is what the kubelet counts (pkg/kubelet/stats:
+// makePodStorageStats and calcEphemeralStorage for the Summary's total,
+// pkg/kubelet/eviction: podDiskUsage for the ranking):
+//   - the containers' writable layers (writable.go);
+//   - their logs, by container directory: the files directly in
+//     /var/log/pods/<ns>_<name>_<uid>/<container>/, not its subdirectories
+//     (the kubelet's getPodContainerLogStats measures each file of that
+//     directory and skips directories);
+//   - the pod's local ephemeral volumes, those its IsLocalEphemeralVolume
+//     (pkg/volume/util) names: emptyDirs of the default medium, configMaps
+//     and gitRepos, which the kubelet keeps on disk. Secrets, downwardAPI
+//     and projected volumes are tmpfs mounts, and so are memory-medium
+//     emptyDirs (hugepages ones hugetlbfs): the walk does not cross into
+//     another filesystem, so none of them counts, as in the kubelet.
+//     hostPath volumes have no directory of the pod's and no stats;
+//   - in the Summary's total only, not in the ranking's parts: the files
+//     directly in the pod's log directory (getPodLogStats) and the pod's
+//     etc-hosts file (getPodEtcHostsStats).
 
 // ephemeralState is a pod's cached ephemeral-storage figure.
 type ephemeralState struct {
@@ -41,9 +58,12 @@ type EphemeralParts struct {
 	// WritableLayer is the containers' writable layers (the Summary's
 	// containers[].rootfs), on the runtime's filesystem.
 	WritableLayer DiskUsage `json:"writableLayer"`
-	// Logs is the pod's /var/log/pods directory, on nodefs.
+	// Logs is the containers' logs, the files of each container's
+	// directory in /var/log/pods/<pod>, on nodefs (the Summary's
+	// containers[].logs).
 	Logs DiskUsage `json:"logs"`
-	// Volumes is the pod's disk-backed emptyDirs, on nodefs.
+	// Volumes is the pod's local ephemeral volumes (default-medium
+	// emptyDirs, configMaps, gitRepos), on nodefs.
 	Volumes DiskUsage `json:"volumes"`
 }
 
@@ -53,9 +73,17 @@ type DiskUsage struct {
 	Inodes uint64 `json:"inodes"`
 }
 
-// emptyDirPath is where the kubelet keeps a pod's emptyDir volumes.
-func (o *Observer) emptyDirPath(uid string) string {
-	return filepath.Join(o.opts.HostRoot, "var/lib/kubelet/pods", uid, "volumes/kubernetes.io~empty-dir")
+// localVolumePluginDirs are the directories, under a pod's volumes
+// directory, of the volume plugins whose volumes IsLocalEphemeralVolume
+// counts: the kubelet escapes each plugin's name ("kubernetes.io/configmap")
+// into one ("kubernetes.io~configmap"). configMap and gitRepo volumes are
+// emptyDirs of the default medium underneath, set up in their own plugin's
+// directory.
+var localVolumePluginDirs = [...]string{"kubernetes.io~empty-dir", "kubernetes.io~configmap", "kubernetes.io~git-repo"}
+
+// podDir is the kubelet's directory of a pod.
+func (o *Observer) podDir(uid string) string {
+	return filepath.Join(o.opts.HostRoot, "var/lib/kubelet/pods", uid)
 }
 
 // refreshEphemeral re-measures the pods whose figure is older than
@@ -94,9 +122,31 @@ func (o *Observer) refreshEphemeral(ctx context.Context, now time.Time) {
 			found = found || ok
 			return ok
 		}
-		measure(o.emptyDirPath(e.uid), &parts.Volumes)
+		podDir := o.podDir(e.uid)
+		for _, d := range localVolumePluginDirs {
+			measure(filepath.Join(podDir, "volumes", d), &parts.Volumes)
+		}
+		note := func(dir string, ok bool, err error) {
+			if err != nil {
+				o.log.Warn("cannot measure pod ephemeral storage", zap.String("pod", e.key()), zap.String("dir", dir), zap.Error(err))
+			}
+			found = found || ok
+		}
+		// etc-hosts and the files directly in the pod's log directory
+		// count in the total only: the kubelet's ranking leaves them out.
+		ok, err := w.file(filepath.Join(podDir, "etc-hosts"))
+		note(podDir, ok, err)
 		if e.logDir != "" {
-			measure(e.logDir, &parts.Logs)
+			var containerDirs []string
+			ok, err := w.files(e.logDir, func(p string) { containerDirs = append(containerDirs, p) })
+			note(e.logDir, ok, err)
+			for _, dir := range containerDirs {
+				b, n := w.bytes, w.inodes
+				_, err := w.files(dir, nil)
+				note(dir, false, err)
+				parts.Logs.Bytes += w.bytes - b
+				parts.Logs.Inodes += w.inodes - n
+			}
 		}
 		for _, dir := range o.writableDirs(e, now) {
 			if !measure(dir, &parts.WritableLayer) {
@@ -155,6 +205,84 @@ func (w *duWalker) walk(root string) (bool, error) {
 	return true, nil
 }
 
+// file adds up the entry p itself, as the kubelet measures one file. It
+// reports whether p exists.
+func (w *duWalker) file(p string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, err
+	}
+	if w.visited >= w.budget {
+		w.cut = true
+		return true, nil
+	}
+	w.visited++
+	w.add(&st)
+	return true, nil
+}
+
+// files adds up the entries directly in dir that are not directories, as
+// the kubelet measures a log directory (fileMetricsByDir), and hands each
+// subdirectory to sub (when not nil) instead of counting it. It reports
+// whether dir exists.
+func (w *duWalker) files(dir string, sub func(string)) (bool, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	for {
+		names, err := f.Readdirnames(256)
+		for _, name := range names {
+			if w.visited >= w.budget {
+				w.cut = true
+				return true, nil
+			}
+			w.visited++
+			p := filepath.Join(dir, name)
+			if unix.Lstat(p, &st) != nil {
+				continue // removed meanwhile (rotated)
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				if sub != nil {
+					sub(p)
+				}
+				continue
+			}
+			w.add(&st)
+		}
+		if err == io.EOF || (err == nil && len(names) == 0) {
+			return true, nil
+		}
+		if err != nil {
+			return true, err
+		}
+	}
+}
+
+// add counts one inode's blocks, a hard-linked one once.
+func (w *duWalker) add(st *unix.Stat_t) {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Nlink > 1 {
+		key := [2]uint64{st.Dev, st.Ino}
+		if _, dup := w.seen[key]; dup {
+			return
+		}
+		if w.seen == nil {
+			w.seen = map[[2]uint64]struct{}{}
+		}
+		w.seen[key] = struct{}{}
+	}
+	w.inodes++
+	w.bytes += uint64(st.Blocks) * 512
+}
+
 func (w *duWalker) walkDir(dir string, dev uint64, stack []string) ([]string, error) {
 	f, err := os.Open(dir)
 	if err != nil {
@@ -177,20 +305,8 @@ func (w *duWalker) walkDir(dir string, dev uint64, stack []string) ([]string, er
 			if unix.Lstat(p, &st) != nil || st.Dev != dev {
 				continue
 			}
-			isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-			if !isDir && st.Nlink > 1 {
-				key := [2]uint64{st.Dev, st.Ino}
-				if _, dup := w.seen[key]; dup {
-					continue
-				}
-				if w.seen == nil {
-					w.seen = map[[2]uint64]struct{}{}
-				}
-				w.seen[key] = struct{}{}
-			}
-			w.inodes++
-			w.bytes += uint64(st.Blocks) * 512
-			if isDir {
+			w.add(&st)
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 				stack = append(stack, p)
 			}
 		}

@@ -61,8 +61,9 @@ type PodExtras struct {
 	EphemeralAge time.Duration `json:"ephemeralAge,omitempty"`
 	// EphemeralPartial: the walk stopped at the budget, so the figure is a lower bound.
 	EphemeralPartial bool `json:"ephemeralPartial,omitempty"`
-	// EphemeralParts splits the Summary's ephemeral-storage figure by part;
-	// nil when there is none.
+	// EphemeralParts splits the Summary's ephemeral-storage figure by the
+	// parts the kubelet's ranking counts (the total also holds the pod's
+	// etc-hosts and stray files in its log directory); nil when there is none.
 	EphemeralParts *EphemeralParts `json:"ephemeralParts,omitempty"`
 }
 

@@ -102,9 +102,11 @@ func fixturePods(psiAll, psiBurstableOnly, events, names bool, swap swapKind) ma
 	}
 	if names {
 		g, b := pods[uidG], pods[uidB]
-		g.namespace, g.name, g.ephInodes, g.ephMinBytes = "kube-system", "coredns-7db6d8ff4d-x2v9k", 2, 4
-		// cache/ and cache/data.bin (10000 bytes) in the emptyDir, app/ and app/0.log (600 bytes) in the logs.
-		b.namespace, b.name, b.ephInodes, b.ephMinBytes = "default", "web-0", 4+16, 10600+4096
+		// The logs count by file of each container's directory, not the directory itself (the
+		// kubelet's getPodContainerLogStats): coredns/0.log.
+		g.namespace, g.name, g.ephInodes, g.ephMinBytes = "kube-system", "coredns-7db6d8ff4d-x2v9k", 1, 4
+		// cache/ and cache/data.bin (10000 bytes) in the emptyDir, app/0.log (600 bytes) in the logs.
+		b.namespace, b.name, b.ephInodes, b.ephMinBytes = "default", "web-0", 3+16, 10600+4096
 		pods[uidG], pods[uidB] = g, b
 	}
 	return pods
@@ -739,7 +741,8 @@ func TestEphemeralBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakePassiveClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	// The budget covers the Guaranteed pod's 2 entries and the burstable pod's 20 first (stalest
+	// The budget covers the Guaranteed pod's 2 entries (its log directory and the log in it) and
+	// the burstable pod's 20 first (stalest
 	// first is by UID on the first pass); the BestEffort pod's 32 entries are cut at what is left.
 	o, err := NewObserver(Options{HostRoot: root, EphemeralBudget: 36, EphemeralRefresh: time.Minute, Clock: clk}, nil)
 	if err != nil {
@@ -762,8 +765,8 @@ func TestEphemeralBudget(t *testing.T) {
 	if fs[uidBE] == nil || !xs[uidBE].EphemeralPartial || *fs[uidBE].InodesUsed >= 31 {
 		t.Fatalf("best-effort pod: %s partial %v; want a partial count", fsString(fs[uidBE]), xs[uidBE].EphemeralPartial)
 	}
-	if *fs[uidG].InodesUsed != 2 || *fs[uidB].InodesUsed != 20 || xs[uidB].EphemeralPartial {
-		t.Errorf("guaranteed %s, burstable %s; want 2 and 20 inodes, whole", fsString(fs[uidG]), fsString(fs[uidB]))
+	if *fs[uidG].InodesUsed != 1 || *fs[uidB].InodesUsed != 19 || xs[uidB].EphemeralPartial {
+		t.Errorf("guaranteed %s, burstable %s; want 1 and 19 inodes (the logs' files, not their directories), whole", fsString(fs[uidG]), fsString(fs[uidB]))
 	}
 	partial := *fs[uidBE].InodesUsed
 

@@ -97,7 +97,7 @@ func TestWritableLayerUnavailable(t *testing.T) {
 						continue
 					}
 					x := obs.Pods[i].EphemeralParts
-					if x == nil || x.WritableLayer != (DiskUsage{}) || x.Logs.Inodes != 2 || x.Volumes.Inodes != 2 {
+					if x == nil || x.WritableLayer != (DiskUsage{}) || x.Logs.Inodes != 1 || x.Volumes.Inodes != 2 {
 						t.Errorf("burstable pod's parts %+v; want no writable layer, its logs and volumes", x)
 					}
 				}
