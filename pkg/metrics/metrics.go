@@ -105,6 +105,7 @@ type Metrics struct {
 	signalErrors         *prometheus.CounterVec
 	pressure             *prometheus.GaugeVec
 	victimsStuck         *prometheus.CounterVec
+	memoryLocked         prometheus.Gauge
 }
 
 // New builds the metrics on a fresh private registry, with the Go and
@@ -204,7 +205,12 @@ func New(version string) (*Metrics, error) {
 		Help: "1 while evictd is ready (its /readyz check passes: informers synced, a recent observation that read every signal), else 0.",
 	}, m.ready)
 
-	m.own = append(m.own, ready, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
+	m.memoryLocked = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "memory", Name: "locked",
+		Help: "1 when evictd's own memory is locked in RAM (--lock-memory: mlockall, pages locked as they are touched), so the node's pressure cannot page it out; 0 when turned off or refused (the log says why: usually a container without CAP_IPC_LOCK).",
+	})
+
+	m.own = append(m.own, ready, m.memoryLocked, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 
 	all := append([]prometheus.Collector{
@@ -472,6 +478,14 @@ func (m *Metrics) VictimStuck(resource string) {
 		resource = "unknown"
 	}
 	m.victimsStuck.WithLabelValues(resource).Inc()
+}
+
+// SetMemoryLocked records whether evictd's memory is locked in RAM.
+func (m *Metrics) SetMemoryLocked(locked bool) {
+	if m == nil {
+		return
+	}
+	m.memoryLocked.Set(boolValue(locked))
 }
 
 // boolValue is a gauge's value for a yes/no state.

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package memlock
+
+import "errors"
+
+// LockAll does nothing off Linux: evictd watches Linux nodes only.
+func LockAll() error {
+	return errors.ErrUnsupported
+}
