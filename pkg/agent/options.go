@@ -49,6 +49,7 @@ const (
 	FlagExpectImageGC        = "expect-image-gc"
 	FlagGraceMargin          = "grace-margin"
 	FlagInformerSyncTimeout  = "informer-sync-timeout"
+	FlagLockMemory           = "lock-memory"
 )
 
 // NodeCgroupUsage is the help of --node-cgroup, shared by `evictd run` and
@@ -120,6 +121,9 @@ type Options struct {
 	// InformerSyncTimeout bounds the informers' initial list and watch; a
 	// 403 Forbidden fails at once instead.
 	InformerSyncTimeout time.Duration
+	// LockMemory locks evictd's pages in RAM as they are touched, so the
+	// node's thrash cannot page it out (pkg/memlock).
+	LockMemory bool
 
 	// Config holds the thresholds, priority groups, exclusions and
 	// DaemonSet policy (file and kubelet-named flags).
@@ -147,6 +151,7 @@ func NewOptions() *Options {
 		ActEarly:      true,
 		FitGrace:      true,
 		ExpectImageGC: true,
+		LockMemory:    true,
 		GraceMargin:   2 * time.Second,
 		Config:        &config.Config{},
 		Evict:         evict.Defaults(),
@@ -186,6 +191,7 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	o.Evict.AddFlags(eviction)
 	o.Config.BindFlags(generic, thresholdFlags, eviction)
 	generic.DurationVar(&o.InformerSyncTimeout, FlagInformerSyncTimeout, o.InformerSyncTimeout, "How long to wait for the initial list and watch of pods, PriorityClasses and namespaces before exiting (a 403 Forbidden exits at once).")
+	generic.BoolVar(&o.LockMemory, FlagLockMemory, o.LockMemory, "Lock evictd's memory in RAM (mlockall, each page as it is first touched), so that the node's memory pressure cannot page it out; needs CAP_IPC_LOCK. When refused, evictd runs unlocked, logs why and reports evictd_memory_locked 0.")
 
 	eviction.Var(optionalBool{&o.includeDS}, FlagIncludeDaemonSetPods, "Make DaemonSet pods eligible for eviction (overrides includeDaemonSetPods of --config).")
 	eviction.Var(optionalBool{&o.swapRank}, FlagSwapInRanking, "Rank pods for the memory signals by working set + swap, on by default; false ranks by working set alone, as the kubelet (overrides swapInRanking of --config). Changes nothing on a node without swap.")

@@ -22,6 +22,7 @@ import (
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/logging"
+	"github.com/evictd/evictd/pkg/memlock"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/predict"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -54,6 +55,14 @@ const (
 func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error {
 	if err := o.Validate(); err != nil {
 		return err
+	}
+	// First, so that what follows is locked too (MCL_FUTURE covers it
+	// anyway; the sooner, the fewer pages are dropped before it).
+	lock := memlock.Lock(o.LockMemory, memlock.LockAll)
+	if lock.Locked {
+		// The lock lasts as long as the agent: a caller in the same
+		// process (a test) gets its memory back unlocked.
+		defer func() { _ = memlock.UnlockAll() }()
 	}
 	clk := clock.RealClock{}
 	// pkg/evict names the node in its own lines; everything else gets it here.
@@ -200,9 +209,12 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 		}
 	}()
 
+	// Reported only now: a bad flag or host root must stay one line on
+	// stderr.
+	lock.Report(log, m)
 	log.Info("evictd starting", zap.String("version", version), zap.Bool("dryRun", o.Evict.DryRun),
 		zap.String("pdbPolicy", string(o.Evict.PDBPolicy)), zap.Duration("housekeepingInterval", o.Housekeeping),
-		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC),
+		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC), zap.Bool("memoryLocked", lock.Locked),
 		zap.Stringers("thresholds", ths), zap.String("metricsAddress", ln.Addr().String()),
 		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot), zap.String("nodeCgroup", o.NodeCgroup),
 		zap.Bool("nodePSIReadsOff", noNodePSI), zap.Duration("stallWindow", o.Config.StallWindow()))

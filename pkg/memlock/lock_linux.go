@@ -11,3 +11,8 @@ import "golang.org/x/sys/unix"
 func LockAll() error {
 	return unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT)
 }
+
+// UnlockAll undoes LockAll.
+func UnlockAll() error {
+	return unix.Munlockall()
+}

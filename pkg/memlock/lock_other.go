@@ -8,3 +8,8 @@ import "errors"
 func LockAll() error {
 	return errors.ErrUnsupported
 }
+
+// UnlockAll does nothing off Linux.
+func UnlockAll() error {
+	return nil
+}
