@@ -293,6 +293,87 @@ func evictdRestarts(t *testing.T, n *Node, p *corev1.Pod) int32 {
 	return r
 }
 
+// evictdMemoryScript prints, for the evictd process of the pod cgroup $0,
+// its locked and resident memory, its OOM score adjustment and its
+// container cgroup's usage and limit, one "key value" per line.
+const evictdMemoryScript = `for f in $(find "$0" -name cgroup.procs); do
+  for p in $(cat "$f"); do
+    [ "$(cat /proc/$p/comm)" = evictd ] || continue
+    d=$(dirname "$f")
+    echo "pid $p"
+    grep -E '^(VmLck|VmRSS):' /proc/$p/status
+    grep -E '^Locked:' /proc/$p/smaps_rollup
+    echo "oom_score_adj $(cat /proc/$p/oom_score_adj)"
+    echo "memory.current $(cat "$d/memory.current")"
+    echo "memory.max $(cat "$d/memory.max")"
+  done
+done`
+
+// checkEvictdMemory reads evictd's process in the guest: its memory is
+// locked (VmLck > 0 for the locked mappings, smaps_rollup's Locked > 0 for
+// the resident locked pages), its resident set and its container's memory
+// stay under the container's limit, and its oom_score_adj is the kubelet's
+// -997 for a system-node-critical pod (GetContainerOOMScoreAdjust), which
+// evictd leaves as it is.
+func checkEvictdMemory(t *testing.T, ctx context.Context, n *Node, p *corev1.Pod) {
+	t.Helper()
+	r, err := n.Exec(ctx, []string{"/bin/sh", "-c", evictdMemoryScript, podCgroup(p)}, WithTimeout(time.Minute))
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		t.Errorf("reading evictd's memory in the guest: %v", err)
+		return
+	}
+	out := r.Stdout
+	t.Logf("evictd's memory in the guest:\n%s", out)
+	v := map[string]int64{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		key := strings.TrimSuffix(f[0], ":")
+		if _, dup := v[key]; dup {
+			t.Errorf("more than one evictd process in %s:\n%s", podCgroup(p), out)
+			return
+		}
+		if f[1] == "max" {
+			continue
+		}
+		x, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Errorf("evictd's memory: line %q: %v", line, err)
+			return
+		}
+		if len(f) == 3 && f[2] == "kB" {
+			x <<= 10
+		}
+		v[key] = x
+	}
+	for _, k := range []string{"pid", "VmLck", "VmRSS", "Locked", "oom_score_adj", "memory.current"} {
+		if _, ok := v[k]; !ok {
+			t.Errorf("no %s for evictd in the guest's output:\n%s", k, out)
+			return
+		}
+	}
+	limit, ok := v["memory.max"]
+	if !ok {
+		t.Errorf("evictd's container has no memory limit (memory.max):\n%s", out)
+		return
+	}
+	if v["VmLck"] == 0 || v["Locked"] == 0 {
+		t.Errorf("evictd's memory is not locked: VmLck %d kB, Locked %d kB", v["VmLck"]>>10, v["Locked"]>>10)
+	}
+	if v["VmRSS"] >= limit || v["memory.current"] >= limit {
+		t.Errorf("evictd: VmRSS %d MiB, its container's memory.current %d MiB; want both under its limit, %d MiB",
+			v["VmRSS"]>>20, v["memory.current"]>>20, limit>>20)
+	}
+	if v["oom_score_adj"] != -997 {
+		t.Errorf("evictd's oom_score_adj is %d, want the kubelet's -997 for a system-node-critical pod", v["oom_score_adj"])
+	}
+}
+
 // TestNodeStallThrash: a pod thrashing its page cache inside its limit (a
 // memory stall that frees nothing) beside two quiet pods, the larger of
 // which the kubelet's memory order would pick. With no stall threshold
@@ -350,6 +431,10 @@ func TestNodeStallThrash(t *testing.T) {
 	if r := evictdRestarts(t, n, ev); r != restartsBefore {
 		t.Errorf("evictd's container restarted %d times during phase 1's stall", r-restartsBefore)
 	}
+	// Still in the stall: evictd's memory is locked (IPC_LOCK, --lock-memory),
+	// inside its container's limit, at the kubelet's OOM score for a
+	// system-node-critical pod.
+	checkEvictdMemory(t, ctx, n, ev)
 	p := min(max(int(whole/2)/5*5, 10), 40)
 	stallThreshold.Lock()
 	stallThreshold.percent = p

@@ -130,7 +130,10 @@ func TestManifestContract(t *testing.T) {
 		{"no privilege escalation", sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation},
 		{"not privileged", sc != nil && (sc.Privileged == nil || !*sc.Privileged)},
 		{"drops ALL capabilities", sc != nil && sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"})},
-		{"adds only DAC_READ_SEARCH and SYS_RESOURCE", sc != nil && sc.Capabilities != nil && slices.Equal(sc.Capabilities.Add, []corev1.Capability{"DAC_READ_SEARCH", "SYS_RESOURCE"})},
+		// IPC_LOCK: evictd locks its memory (--lock-memory), so the node's
+		// thrash cannot page it out; nothing else needs it.
+		{"adds only DAC_READ_SEARCH, IPC_LOCK and SYS_RESOURCE", sc != nil && sc.Capabilities != nil && slices.Equal(sc.Capabilities.Add, []corev1.Capability{"DAC_READ_SEARCH", "IPC_LOCK", "SYS_RESOURCE"})},
+		{"does not turn the memory lock off", !slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--lock-memory") })},
 		{"metrics port named metrics", metricsPort},
 		{"liveness /healthz on metrics", ctr.LivenessProbe != nil && ctr.LivenessProbe.HTTPGet != nil && ctr.LivenessProbe.HTTPGet.Path == "/healthz" && ctr.LivenessProbe.HTTPGet.Port.StrVal == "metrics"},
 		{"startup /healthz on metrics, 3 minutes", ctr.StartupProbe != nil && ctr.StartupProbe.HTTPGet != nil && ctr.StartupProbe.HTTPGet.Path == "/healthz" &&
