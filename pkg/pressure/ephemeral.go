@@ -148,10 +148,18 @@ func (o *Observer) refreshEphemeral(ctx context.Context, now time.Time) {
 				parts.Logs.Inodes += w.inodes - n
 			}
 		}
-		for _, dir := range o.writableDirs(e, now) {
-			if !measure(dir, &parts.WritableLayer) {
+		for _, l := range o.writableDirs(e, now) {
+			if !measure(l.path, &parts.WritableLayer) {
 				o.warnWritable("a container's writable layer is not under the host root; writable layers are left out of ephemeral storage until the runtime's store is mounted",
-					zap.String("pod", e.key()), zap.String("dir", o.hostRel(dir)))
+					zap.String("pod", e.key()), zap.String("dir", o.hostRel(l.path)))
+				continue
+			}
+			if l.self {
+				b, n := w.bytes, w.inodes
+				_, err := w.file(l.path)
+				note(l.path, true, err)
+				parts.WritableLayer.Bytes += w.bytes - b
+				parts.WritableLayer.Inodes += w.inodes - n
 			}
 		}
 		budget -= w.visited

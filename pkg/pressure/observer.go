@@ -173,7 +173,8 @@ func NewObserver(opts Options, log *zap.Logger) (*Observer, error) {
 	}
 	o.nodeName = readHostname(opts.HostRoot)
 	o.node = newNodeFiles(opts, hier, rootDir, nodeDir)
-	o.writable = writableLayers{mountinfo: filepath.Join(opts.HostRoot, "proc/1/mountinfo"), upper: map[string]string{}}
+	o.writable = writableLayers{hostRoot: opts.HostRoot, mountinfo: filepath.Join(opts.HostRoot, "proc/1/mountinfo"), upper: map[string]string{},
+		crioStore: filepath.Join(opts.HostRoot, opts.ContainerFsPath)}
 	o.layout = Layout{
 		Mode:          hier.mode,
 		CgroupRoot:    opts.CgroupRoot,

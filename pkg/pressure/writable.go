@@ -2,8 +2,11 @@ package pressure
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -114,53 +117,141 @@ func containerIDOfCgroup(name string) string {
 	return name
 }
 
-// writableLayers finds the containers' upper directories.
+// writableLayers finds the containers' upper directories: from the host's
+// mount table for containerd, from CRI-O's container store (crio.go) when
+// the containerfs holds one.
 type writableLayers struct {
+	hostRoot  string
 	mountinfo string            // <host root>/proc/1/mountinfo
 	upper     map[string]string // container ID -> upper directory on the host
-	readAt    time.Time         // when mountinfo was last read
+	// crioStore is <host root><containerfs>: CRI-O's graph root when it has
+	// an overlay-containers directory, as CRI-O's does from its start.
+	crioStore string
+	crio      bool                     // the last reading was of CRI-O's store
+	crioPart  bool                     // a container file of it could not be read
+	crioCtrs  map[string]crioContainer // container ID -> CRI-O's record
+	readAt    time.Time                // when the sources were last read
 	// warned: each cause of a writable layer left out is logged once.
 	warned map[string]bool
 }
 
-// writableDirs returns the upper directories, under the host root, of the
-// containers in the pod's cgroup. The host's mount table is read again when
+// writableDir is a container's writable layer on the host.
+type writableDir struct {
+	path string
+	// self: the directory itself counts, as cadvisor's GetDirUsage counts
+	// it, through which the kubelet measures CRI-O's layers.
+	self bool
+}
+
+// writableDirs returns the writable layers, under the host root, of the
+// containers in the pod's cgroup. The runtime's records are read again when
 // a container is not in the last reading, at most once per
 // EphemeralRefresh (a node of another runtime has none of its containers
-// there): a container's upper directory does not change while it exists.
-func (o *Observer) writableDirs(e *podEntry, now time.Time) []string {
+// there): a container's writable layer does not change while it exists.
+// A container appears once, though CRI-O's conmon has a cgroup of its own
+// named for it (crio-conmon-<ID>.scope).
+func (o *Observer) writableDirs(e *podEntry, now time.Time) []writableDir {
 	w := &o.writable
 	ents, err := os.ReadDir(filepath.Join(o.hier.memory, e.rel))
 	if err != nil {
 		return nil // the pod is going: its cgroup read fails and says so
 	}
-	var dirs []string
+	var dirs []writableDir
+	var ids []string
 	for _, ent := range ents {
 		id := containerIDOfCgroup(ent.Name())
-		if !ent.IsDir() || id == "" {
+		if !ent.IsDir() || id == "" || slices.Contains(ids, id) {
 			continue
 		}
-		up, ok := w.upper[id]
-		if !ok && (w.readAt.IsZero() || now.Sub(w.readAt) >= o.opts.EphemeralRefresh) {
+		ids = append(ids, id)
+		dir, known := w.lookup(id)
+		if !known && (w.readAt.IsZero() || now.Sub(w.readAt) >= o.opts.EphemeralRefresh) {
 			w.readAt = now
-			b, err := os.ReadFile(w.mountinfo)
-			if err != nil {
-				o.warnWritable("cannot read the host's mount table; containers' writable layers are left out of ephemeral storage",
-					zap.String("file", o.hostRel(w.mountinfo)), zap.Error(err))
+			if !o.readWritableSources() {
 				return dirs
 			}
-			clear(w.upper)
-			parseRootfsMounts(b, w.upper)
-			up, ok = w.upper[id]
+			dir, known = w.lookup(id)
+			if !known && w.crio && !w.crioPart {
+				o.warnWritable("a pod's container is in neither of CRI-O's container files (is the store transient, under the run root?); its writable layer is left out of ephemeral storage",
+					zap.String("pod", e.key()), zap.String("container", id), zap.String("dir", o.hostRel(filepath.Join(w.crioStore, crioContainersDir))))
+			}
 		}
-		if !ok {
+		if !known {
 			// Not a containerd rootfs overlay (another runtime or
 			// snapshotter), or a container still starting.
 			continue
 		}
-		dirs = append(dirs, filepath.Join(o.opts.HostRoot, up))
+		if w.crio {
+			c := w.crioCtrs[id]
+			if c.bad != "" {
+				o.warnWritable("a CRI-O container's record is unusable; its writable layer is left out of ephemeral storage",
+					zap.String("pod", e.key()), zap.String("file", c.file), zap.String("container", id), zap.String("reason", c.bad))
+				continue
+			}
+			if c.sandbox {
+				continue // the kubelet leaves the sandbox's layer out
+			}
+		}
+		dirs = append(dirs, dir)
 	}
 	return dirs
+}
+
+// lookup returns the container's writable layer from the last reading, and
+// whether the container was in it.
+func (w *writableLayers) lookup(id string) (writableDir, bool) {
+	if w.crio {
+		c, ok := w.crioCtrs[id]
+		if !ok || c.layer == "" {
+			return writableDir{}, ok
+		}
+		return writableDir{path: filepath.Join(w.crioStore, crioLayersDir, c.layer, crioLayerUpperDir), self: true}, true
+	}
+	up, ok := w.upper[id]
+	if !ok {
+		return writableDir{}, false
+	}
+	return writableDir{path: filepath.Join(w.hostRoot, up)}, true
+}
+
+// readWritableSources reads CRI-O's container files when the containerfs is
+// CRI-O's store, else the host's mount table. It reports false, having
+// warned, when the source cannot be read at all.
+func (o *Observer) readWritableSources() bool {
+	w := &o.writable
+	w.crio = isDir(filepath.Join(w.crioStore, crioContainersDir))
+	if !w.crio {
+		b, err := os.ReadFile(w.mountinfo)
+		if err != nil {
+			o.warnWritable("cannot read the host's mount table; containers' writable layers are left out of ephemeral storage",
+				zap.String("file", o.hostRel(w.mountinfo)), zap.Error(err))
+			return false
+		}
+		clear(w.upper)
+		parseRootfsMounts(b, w.upper)
+		return true
+	}
+	if w.crioCtrs == nil {
+		w.crioCtrs = map[string]crioContainer{}
+	}
+	clear(w.crioCtrs)
+	w.crioPart = false
+	for _, name := range crioContainerFiles {
+		p := filepath.Join(w.crioStore, crioContainersDir, name)
+		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // containers/storage writes a file once it has a container of its kind
+		}
+		if err == nil {
+			err = parseCRIOContainers(b, o.hostRel(p), w.crioCtrs)
+		}
+		if err != nil {
+			w.crioPart = true
+			o.warnWritable("cannot read CRI-O's container file; the writable layers of its containers are left out of ephemeral storage",
+				zap.String("file", o.hostRel(p)), zap.Error(err))
+		}
+	}
+	return true
 }
 
 // warnWritable logs msg the first time it is seen.
