@@ -79,17 +79,18 @@ func parseMountLine(line string) (Mount, error) {
 		return Mount{}, fmt.Errorf("mount point %q is not absolute", f[4])
 	}
 	return Mount{
-		MountPoint: unescapeMountinfo(f[4]),
+		MountPoint: UnescapeMountinfo(f[4]),
 		FSType:     f[sep+1],
-		Source:     unescapeMountinfo(f[sep+2]),
+		Source:     UnescapeMountinfo(f[sep+2]),
 		Major:      uint32(maj),
 		Minor:      uint32(min),
 	}, nil
 }
 
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space,
-// \011 a tab, \012 a newline, \134 a backslash).
-func unescapeMountinfo(s string) string {
+// UnescapeMountinfo undoes the kernel's octal escapes in a mountinfo field
+// (\040 for a space, \011 a tab, \012 a newline, \054 a comma in overlay
+// options, \134 a backslash).
+func UnescapeMountinfo(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

@@ -122,3 +122,14 @@ func TestLayoutOfBtrfsSubvolumes(t *testing.T) {
 		t.Errorf("no table: %+v; want st_dev 7", id)
 	}
 }
+
+func TestUnescapeMountinfo(t *testing.T) {
+	for in, want := range map[string]string{
+		`/plain`: "/plain", `/a\040b`: "/a b", `/a\134b`: `/a\b`, `/a\054b\011c`: "/a,b\tc",
+		`/trailing\04`: `/trailing\04`, `/not\999octal`: `/not\999octal`,
+	} {
+		if got := UnescapeMountinfo(in); got != want {
+			t.Errorf("UnescapeMountinfo(%q) = %q; want %q", in, got, want)
+		}
+	}
+}

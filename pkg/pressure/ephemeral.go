@@ -237,6 +237,20 @@ func (w *duWalker) file(p string) (bool, error) {
 // subdirectory to sub (when not nil) instead of counting it. It reports
 // whether dir exists.
 func (w *duWalker) files(dir string, sub func(string)) (bool, error) {
+	return w.entries(dir, func(p string, st *unix.Stat_t) {
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			w.add(st)
+		} else if sub != nil {
+			sub(p)
+		}
+	})
+}
+
+// entries hands each entry of dir that can still be stat'ed (an entry
+// removed meanwhile, a rotated log, is skipped) to each, within the walk's
+// budget: once it is spent, the walk is cut short. It reports whether dir
+// exists.
+func (w *duWalker) entries(dir string, each func(p string, st *unix.Stat_t)) (bool, error) {
 	f, err := os.Open(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -255,16 +269,9 @@ func (w *duWalker) files(dir string, sub func(string)) (bool, error) {
 			}
 			w.visited++
 			p := filepath.Join(dir, name)
-			if unix.Lstat(p, &st) != nil {
-				continue // removed meanwhile (rotated)
+			if unix.Lstat(p, &st) == nil {
+				each(p, &st)
 			}
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				if sub != nil {
-					sub(p)
-				}
-				continue
-			}
-			w.add(&st)
 		}
 		if err == io.EOF || (err == nil && len(names) == 0) {
 			return true, nil
@@ -292,37 +299,15 @@ func (w *duWalker) add(st *unix.Stat_t) {
 }
 
 func (w *duWalker) walkDir(dir string, dev uint64, stack []string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return stack, nil // removed while walking
+	// A directory removed while walking is no error.
+	_, err := w.entries(dir, func(p string, st *unix.Stat_t) {
+		if st.Dev != dev {
+			return
 		}
-		return stack, err
-	}
-	defer f.Close()
-	var st unix.Stat_t
-	for {
-		names, err := f.Readdirnames(256)
-		for _, name := range names {
-			if w.visited >= w.budget {
-				w.cut = true
-				return stack, nil
-			}
-			w.visited++
-			p := filepath.Join(dir, name)
-			if unix.Lstat(p, &st) != nil || st.Dev != dev {
-				continue
-			}
-			w.add(&st)
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				stack = append(stack, p)
-			}
+		w.add(st)
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			stack = append(stack, p)
 		}
-		if err == io.EOF || (err == nil && len(names) == 0) {
-			return stack, nil
-		}
-		if err != nil {
-			return stack, err
-		}
-	}
+	})
+	return stack, err
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/evictd/evictd/pkg/fslayout"
 )
 
 // A container's writable layer is the upper directory of the overlay that
@@ -52,7 +54,7 @@ func parseRootfsMounts(b []byte, into map[string]string) {
 		if len(pre) < 5 || len(post) < 3 || post[0] != "overlay" {
 			continue
 		}
-		mp := unescapeMountinfo(pre[4])
+		mp := fslayout.UnescapeMountinfo(pre[4])
 		if filepath.Base(mp) != rootfsMountDir {
 			continue
 		}
@@ -62,32 +64,12 @@ func parseRootfsMounts(b []byte, into map[string]string) {
 		}
 		for _, opt := range strings.Split(post[2], ",") {
 			if v, ok := strings.CutPrefix(opt, "upperdir="); ok {
-				into[id] = unescapeMountinfo(v)
+				into[id] = fslayout.UnescapeMountinfo(v)
 				break
 			}
 		}
 	}
 }
-
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space,
-// \054 for a comma in overlay options, \134 for a backslash).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var out strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			out.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		out.WriteByte(s[i])
-	}
-	return out.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // isContainerID reports whether s is a CRI container ID: 64 lower-case hex
 // digits.

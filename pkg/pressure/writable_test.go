@@ -59,17 +59,6 @@ func TestContainerIDOfCgroup(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{
-		`/plain`: "/plain", `/a\040b`: "/a b", `/a\134b`: `/a\b`, `/a\054b\011c`: "/a,b\tc",
-		`/trailing\04`: `/trailing\04`, `/not\999octal`: `/not\999octal`,
-	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q; want %q", in, got, want)
-		}
-	}
-}
-
 // TestWritableLayerUnavailable: without the host's mount table, or with the
 // runtime's store not in the host root, the writable layers are left out of
 // the pods' ephemeral storage with one warning each, not guessed; the rest
