@@ -157,6 +157,7 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		Pod:           d.Candidate.Pod,
 		Signal:        t.Threshold.Signal,
 		Hard:          t.Hard(),
+		PredictedIn:   predictedIn(t),
 		Threshold:     noteAmount(t.Threshold.Signal, t.Amount, t.Observation.Capacity),
 		Available:     noteAmount(t.Threshold.Signal, t.Observation.Available, t.Observation.Capacity),
 		Usage:         d.Candidate.Usage,
@@ -296,3 +297,12 @@ func (l *Loop) noteDiskUsage(ranked map[thresholds.Signal][]rank.Candidate) {
 }
 
 func podKey(c rank.Candidate) string { return c.Namespace + "/" + c.Name }
+
+// predictedIn is how soon an early target's crossing is predicted, at least
+// a millisecond so that it reads as predicted; 0 for a threshold met.
+func predictedIn(t decide.Target) time.Duration {
+	if !t.Early {
+		return 0
+	}
+	return max(t.TimeLeft, time.Millisecond)
+}

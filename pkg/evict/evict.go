@@ -40,6 +40,9 @@ type Request struct {
 	Signal thresholds.Signal
 	// Hard: the threshold met is a hard one (else soft); picks the grace cap.
 	Hard bool
+	// PredictedIn, when positive, says the threshold is not met yet: its
+	// crossing is predicted that soon (act-early), as the pod's Event says.
+	PredictedIn time.Duration
 	// Threshold and Available are the threshold quantity (percentages
 	// already resolved against capacity) and the observed available amount,
 	// in the signal's unit (bytes, or a count for inodes and PIDs); they

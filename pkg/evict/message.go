@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -65,7 +66,7 @@ func evictionNote(req Request, grace int64) string {
 	if req.Usage > req.Request {
 		fmt.Fprintf(&b, ", has larger consumption of %s", res)
 	}
-	fmt.Fprintf(&b, ". Evicted by evictd: %s met its %s threshold; grace period %ds.", req.Signal, kindWord(req.Hard), grace)
+	fmt.Fprintf(&b, ". Evicted by evictd: %s; grace period %ds.", relieves(req), grace)
 	if req.GraceOverride != nil && req.GraceReason != "" {
 		fmt.Fprintf(&b, " The grace period was shortened: %s.", req.GraceReason)
 	}
@@ -85,8 +86,17 @@ func refusedNote(req Request, err error) string {
 	if inner := errors.Unwrap(err); inner != nil {
 		why = strings.TrimPrefix(inner.Error(), ErrRefused.Error()+": ")
 	}
-	return fmt.Sprintf("evictd asked to evict this pod (%s met its %s threshold) and the API server refused: %s. evictd evicts the next candidate instead and asks about this pod again later.",
-		req.Signal, kindWord(req.Hard), why)
+	return fmt.Sprintf("evictd asked to evict this pod (%s) and the API server refused: %s. evictd evicts the next candidate instead and asks about this pod again later.",
+		relieves(req), why)
+}
+
+// relieves is the threshold an eviction relieves, met or, acting early, only
+// predicted: an Event must not say a threshold was met when it was not.
+func relieves(req Request) string {
+	if req.PredictedIn > 0 {
+		return fmt.Sprintf("%s predicted to cross its %s threshold in %s (acting early)", req.Signal, kindWord(req.Hard), req.PredictedIn.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s met its %s threshold", req.Signal, kindWord(req.Hard))
 }
 
 // thresholdNote is the Event note on the Node when a threshold is first met.

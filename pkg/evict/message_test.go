@@ -3,6 +3,7 @@ package evict
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -34,14 +35,16 @@ func TestEvictionNote(t *testing.T) {
 				"Evicted by evictd: nodefs.available met its soft threshold; grace period 30s.",
 		},
 		{
-			name: "memory, grace shortened by the fast path",
-			req: Request{Signal: thresholds.MemoryAvailable, Hard: true,
+			// Before PredictedIn the Event said the threshold was met, with
+			// 310Mi of 300Mi available.
+			name: "memory, acting early, grace shortened by the fast path",
+			req: Request{Signal: thresholds.MemoryAvailable, Hard: true, PredictedIn: 499 * time.Millisecond,
 				Threshold: 300 << 20, Available: 310 << 20, Usage: 700 << 20, Request: 100 << 20,
 				GraceOverride: ptrInt64(2), GraceReason: "memory.available predicted to cross 300Mi in 3.1s"},
 			grace: 2,
 			want: "The node was low on resource: memory. Threshold quantity: 300Mi, available: 310Mi. " +
 				"Pod was using 700Mi, request is 100Mi, has larger consumption of memory. " +
-				"Evicted by evictd: memory.available met its hard threshold; grace period 2s. " +
+				"Evicted by evictd: memory.available predicted to cross its hard threshold in 499ms (acting early); grace period 2s. " +
 				"The grace period was shortened: memory.available predicted to cross 300Mi in 3.1s.",
 		},
 		{
