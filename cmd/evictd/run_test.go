@@ -168,6 +168,10 @@ func TestRunEvictsOnASimulatedNode(t *testing.T) {
 			"--node-name=" + node.Name, "--kubeconfig=" + c.EvictdKubeconfig,
 			"--host-root=" + node.HostRoot, "--cgroup-root=" + node.CgroupRoot, "--node-cgroup=" + node.CgroupRoot,
 			"--metrics-bind-address=127.0.0.1:0", "--housekeeping-interval=500ms",
+			// The simulated node's disks are the host's: a host disk under
+			// 20% free met the default imagefs threshold and evicted the
+			// idle pod. This test is about memory.
+			"--eviction-hard=memory.available<300Mi,nodefs.available<none,nodefs.inodesFree<none,imagefs.available<none,imagefs.inodesFree<none,pid.available<none",
 		}, io.Discard, logs)
 	}()
 	var base string
