@@ -565,6 +565,25 @@ func TestPodRequestEphemeralStorageWithPodLevelResources(t *testing.T) {
 	}
 }
 
+// hugepages-* are pod-level resources too (component-helpers'
+// IsSupportedPodLevelResource): a pod that sets only a pod-level hugepages
+// limit has pod-level resources set, so its containers' memory requests no
+// longer count and, with no pod-level memory, its memory request is 0.
+func TestPodRequestWithOnlyPodLevelHugePages(t *testing.T) {
+	ct := v1.Container{Name: "a", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceMemory: resourceMust("1Gi")}}}
+	p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{ct},
+		Resources: &v1.ResourceRequirements{Limits: v1.ResourceList{"hugepages-2Mi": resourceMust("4Mi")}}}}
+	if got := podRequest(p, v1.ResourceMemory); got != 0 {
+		t.Errorf("memory request = %d, want 0 (pod-level resources set by hugepages-2Mi)", got)
+	}
+	// Another resource at pod level (not one pod-level resources support)
+	// leaves the containers' requests counting.
+	p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceEphemeralStorage: resourceMust("1Gi")}}
+	if got := podRequest(p, v1.ResourceMemory); got != 1<<30 {
+		t.Errorf("memory request with only pod-level ephemeral-storage = %d, want 1Gi", got)
+	}
+}
+
 func TestRankDoesNotChangeInput(t *testing.T) {
 	pods := []*v1.Pod{newPod("ns", "b"), newPod("ns", "a")}
 	Rank(thresholds.MemoryAvailable, nil, pods, Options{})

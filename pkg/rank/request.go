@@ -2,6 +2,7 @@ package rank
 
 import (
 	"math"
+	"strings"
 
 	"github.com/evictd/evictd/pkg/thresholds"
 	v1 "k8s.io/api/core/v1"
@@ -16,7 +17,7 @@ import (
 //
 // Sidecars are init containers with restartPolicy Always (KEP-753); they run
 // alongside everything that starts after them. When pod-level resources are
-// set (spec.resources with cpu or memory, KEP-2837), no container's request
+// set (spec.resources with cpu, memory or hugepages-*, KEP-2837), no container's request
 // counts, for any resource: the pod-level cpu and memory requests stand in,
 // and other resources (ephemeral-storage) have none. The pod's overhead is
 // added only to a non-zero request. A container (or pod) with a limit but
@@ -51,23 +52,25 @@ func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
-// podLevelResources are the resources pod-level requests may set
-// (component-helpers' IsSupportedPodLevelResource).
-var podLevelResources = []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
+// isPodLevelResource: cpu, memory and hugepages-<size> may be set at pod
+// level (component-helpers' IsSupportedPodLevelResource).
+func isPodLevelResource(n v1.ResourceName) bool {
+	return n == v1.ResourceCPU || n == v1.ResourceMemory || strings.HasPrefix(string(n), v1.ResourceHugePagesPrefix)
+}
 
-// podLevelSet: spec.resources sets a request or limit for cpu or memory
-// (component-helpers' IsPodLevelResourcesSet).
+// podLevelSet: spec.resources sets a request or limit for a pod-level
+// resource (component-helpers' IsPodLevelResourcesSet); a pod-level
+// hugepages limit alone is enough, and then no container's request counts.
 func podLevelSet(p *v1.Pod) bool {
 	r := p.Spec.Resources
 	if r == nil {
 		return false
 	}
-	for _, n := range podLevelResources {
-		if _, ok := r.Requests[n]; ok {
-			return true
-		}
-		if _, ok := r.Limits[n]; ok {
-			return true
+	for _, l := range []v1.ResourceList{r.Requests, r.Limits} {
+		for n := range l {
+			if isPodLevelResource(n) {
+				return true
+			}
 		}
 	}
 	return false
