@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,16 +32,7 @@ const daemonSetMemoryLimit = 64 << 20
 func TestRunLocksItsMemory(t *testing.T) {
 	cgrouptest.Need(t, os.Geteuid() == 0, "root, for CAP_IPC_LOCK to lock memory without RLIMIT_MEMLOCK's bound")
 
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := unreachableKubeconfig(t)
 	logs := &syncBuffer{}
 	cmd := exec.Command(os.Args[0], "run", "--node-name=memlock-test", "--kubeconfig="+kubeconfig,
 		"--metrics-bind-address=127.0.0.1:0", "--wakeup-sources=none", "--informer-sync-timeout=5m")

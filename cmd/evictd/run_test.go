@@ -27,16 +27,7 @@ import (
 )
 
 func TestRunRejectsBadFlags(t *testing.T) {
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := unreachableKubeconfig(t)
 	t.Setenv("NODE_NAME", "")
 	tests := []struct {
 		name string
@@ -298,4 +289,21 @@ func TestRunKeepsKlogRoutedAfterItReturns(t *testing.T) {
 	if strings.Contains(errb.String(), "Unexpected error") {
 		t.Errorf("the cancelled request was logged as an error: %s", errb.String())
 	}
+}
+
+// unreachableKubeconfig writes a kubeconfig whose API server (port 1 of
+// loopback) never answers: enough for evictd to start and wait.
+func unreachableKubeconfig(t *testing.T) string {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }

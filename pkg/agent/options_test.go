@@ -59,16 +59,7 @@ func TestOptionsCompleteMergesFlagsAndConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			o.NodeName = "n1"
-			sections := &cliflag.Sections{}
-			o.AddFlags(sections)
-			if err := sections.FlagSet("t").Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			if err := o.Complete(); err != nil {
-				t.Fatal(err)
-			}
+			o := completedOptions(t, tc.args)
 			if err := o.Validate(); err != nil {
 				t.Fatal(err)
 			}
@@ -110,16 +101,7 @@ func TestOptionsValidateCgroupPaths(t *testing.T) {
 		{[]string{"--cgroup-root=kubelet"}, `invalid --cgroup-root "kubelet"`},
 	}
 	for _, tc := range tests {
-		o := NewOptions()
-		o.NodeName = "n1"
-		sections := &cliflag.Sections{}
-		o.AddFlags(sections)
-		if err := sections.FlagSet("t").Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		if err := o.Complete(); err != nil {
-			t.Fatal(err)
-		}
+		o := completedOptions(t, tc.args)
 		if len(tc.args) == 0 && (o.NodeCgroup != "/" || o.CgroupRoot != "/") {
 			t.Errorf("defaults: node cgroup %q, cgroup root %q; want / and /", o.NodeCgroup, o.CgroupRoot)
 		}
@@ -179,4 +161,21 @@ func TestHealth(t *testing.T) {
 			check("healthz", h.Healthz(), tc.healthy)
 		})
 	}
+}
+
+// completedOptions are the options of node n1 with args parsed and
+// completed.
+func completedOptions(t *testing.T, args []string) *Options {
+	t.Helper()
+	o := NewOptions()
+	o.NodeName = "n1"
+	sections := &cliflag.Sections{}
+	o.AddFlags(sections)
+	if err := sections.FlagSet("t").Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
