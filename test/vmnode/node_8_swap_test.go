@@ -171,7 +171,11 @@ cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, cid
 
 	// The pressure: a pod within its request (last in either order) takes
 	// memory.available 60 MiB under evictd's threshold, well over the
-	// kubelet's.
+	// kubelet's, and then grows slowly by what the kernel may free on its
+	// own as memory runs short: A's pages counted in its memory and its swap
+	// at once (swap cache, clean, so reclaimed first). A CI run whose guest
+	// was slow saw no crossing in 4 minutes with a fixed push, likely that:
+	// memory.available came back up by as much as the push went under.
 	avail, err := nodeAvailable(ctx, n)
 	if err != nil {
 		t.Fatal(err)
@@ -180,10 +184,17 @@ cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, cid
 	if push < 16 {
 		t.Fatalf("memory.available is already %d MiB", avail>>20)
 	}
+	doubled := max(currentA+swapA-holdA<<20, 0) >> 20
+	growTo := push + doubled + 32
+	if low := avail - growTo<<20; low < kubeletMemoryThreshold+32<<20 {
+		t.Fatalf("memory.available %d MiB: a push growing to %d MiB would take it to %d MiB, too near the kubelet's threshold", avail>>20, growTo, low>>20)
+	}
 	from := time.Now()
 	pf := newPodFates(n, ns)
-	createRunning(t, ctx, n, workloadPod(ns, "push", (push+48)<<20, (push+48)<<20, "--hold-mib="+strconv.FormatInt(push, 10)))
-	t.Logf("memory.available %d MiB; the push pod holds %d MiB", avail>>20, push)
+	createRunning(t, ctx, n, workloadPod(ns, "push", (growTo+48)<<20, (growTo+48)<<20, "--hold-mib="+strconv.FormatInt(push, 10),
+		"--grow-mib-per-sec=2", "--grow-to-mib="+strconv.FormatInt(growTo, 10)))
+	t.Logf("memory.available %d MiB; the push pod holds %d MiB, then grows at 2 MiB/s to %d MiB (A's pages in memory and swap at once: %d MiB)",
+		avail>>20, push, growTo, doubled)
 	if err := n.poll(ctx, 4*time.Minute, "an eviction", func(ctx context.Context) error {
 		if err := pf.check(ctx); err != nil {
 			return err
@@ -200,7 +211,8 @@ cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, cid
 		}
 		return fmt.Errorf("no pod ended")
 	}); err != nil {
-		t.Fatalf("%v\nevictd's log (tail):\n%s", err, framework.LastLines(evictdLog(t, n, ev), 30))
+		now, aerr := nodeAvailable(ctx, n)
+		t.Fatalf("%v (memory.available now %d MiB, err %v)\nevictd's log (tail):\n%s", err, now>>20, aerr, framework.LastLines(evictdLog(t, n, ev), 30))
 	}
 	// A while longer: one eviction relieves the pressure.
 	time.Sleep(20 * time.Second)
