@@ -17,7 +17,7 @@ BENCH_COUNT ?= 6
 export CGO_ENABLED ?= 0
 
 .PHONY: all build observe test unit e2e bench bench-latency bench-oom bench-overhead verify fmt vet lint \
-        fuzz cluster-bins demo dashboard-picture test-dashboard image image-workload test-image test-deploy clean FORCE
+        fuzz cluster-bins node-bins demo dashboard-picture test-dashboard image image-workload test-image test-deploy clean FORCE
 
 all: build
 
@@ -49,6 +49,10 @@ observe: $(BIN)/evictd
 ## cluster-bins: etcd, kube-apiserver and kube-controller-manager from hack/cluster.
 cluster-bins:
 	hack/build-cluster.sh $(BIN)
+
+## node-bins: the VM node's containerd 2, ctr and containerd-shim-runc-v2 from hack/node.
+node-bins:
+	hack/build-node.sh $(BIN)
 
 ## test: everything CI runs: static checks, unit tests, end-to-end tests on the host's cgroup v1,
 ## then the real node's tests in a cgroup v2 VM (needs root for apt-get). hack/test.sh runs the
@@ -205,7 +209,7 @@ bench-latency-node: node-ready $(BIN)/filler
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) hack/vm/bench-latency-node.sh
 
 # node-ready: the guest's kernel and packages, and the node's images.
-node-ready: build cluster-bins $(IMAGE_TOOL)
+node-ready: build cluster-bins node-bins $(IMAGE_TOOL)
 	hack/vm/prepare.sh $(VM_DIR)
 	@mkdir -p $(NODE_IMAGES)
 	$(IMAGE_TOOL) --binary $(BIN)/evictd --name evictd:e2e-node --out $(NODE_IMAGES)/evictd.tar >/dev/null

@@ -190,11 +190,11 @@ if [ ! -x "$report" ]; then
   finish 1
 fi
 
-# The VM node's pieces (apt-get of QEMU, the Debian kernel, containerd, runc and the CNI plugins:
+# The VM node's pieces (apt-get of QEMU, the Debian kernel, runc and the CNI plugins:
 # hack/vm/prepare.sh) and the other modules' downloads (the control plane's is the largest).
 if wanted node-ready; then background vm-prepare 1800 hack/vm/prepare.sh _output/vm; fi
 if wanted cluster-bins; then
-  background modules-tools 1800 bash -c "set -e; for m in hack/cluster hack/image hack/dashboard test/deploy; do \
+  background modules-tools 1800 bash -c "set -e; for m in hack/cluster hack/node hack/image hack/dashboard test/deploy; do \
     echo \"go mod download in \$m\"; (cd \$m && $GO mod download); done"
 fi
 step modules 1800 "$GO" mod download

@@ -6,8 +6,9 @@
 #   OUTDIR/initramfs.cpio.gz   busybox-static, the virtio/9p/overlay modules and an /init (below)
 #   OUTDIR/kernel/             the kernel package unpacked with dpkg-deb -x (modules, depmod'ed)
 #   OUTDIR/kver                the kernel release, e.g. 6.1.0-56-amd64
-#   OUTDIR/node/               containerd, runc and the CNI plugins (Debian's packages, unpacked
-#                              with dpkg-deb -x, never installed on the host) for the VM node
+#   OUTDIR/node/               runc and the CNI plugins (Debian's packages, unpacked with
+#                              dpkg-deb -x, never installed on the host) for the VM node; its
+#                              containerd 2 is built from Go modules (hack/build-node.sh)
 #
 # Host packages come from apt-get (qemu-system-x86, busybox-static, kmod, cpio); the kernel
 # package is fetched with apt-get download and never installed. The guest's /init mounts a
@@ -36,7 +37,7 @@ have_tools() {
 
 up_to_date=true
 have_tools || up_to_date=false
-for f in vmlinuz initramfs.cpio.gz kver node/usr/bin/containerd node/usr/sbin/runc node/usr/lib/cni/bridge; do
+for f in vmlinuz initramfs.cpio.gz kver node/usr/sbin/runc node/usr/lib/cni/bridge; do
   [ -s "$out/$f" ] || up_to_date=false
 done
 if $up_to_date && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
@@ -109,9 +110,10 @@ say "kernel $kver unpacked in $(( $(date +%s) - t ))s$([ -f "$out/vmlinux" ] && 
 
 # --- the node's runtime ---------------------------------------------------------------------------
 # The guest runs them from the host's root (it overlays the 9p share), so their libraries
-# (libc, libseccomp) are the host's own.
+# (libc, libseccomp) are the host's own. Not Debian's containerd: it is 1.x, and Kubernetes 1.36
+# and later want containerd 2 (hack/build-node.sh builds it).
 t=$(date +%s)
-node_pkgs=(containerd runc containernetworking-plugins)
+node_pkgs=(runc containernetworking-plugins)
 rm -rf "$out/node"
 mkdir -p "$out/node"
 for p in "${node_pkgs[@]}"; do
@@ -122,7 +124,7 @@ for p in "${node_pkgs[@]}"; do
   fi
   dpkg-deb -x "$nd" "$out/node"
 done
-say "node runtime ($("$out/node/usr/bin/containerd" --version | awk '{print $1, $3}'), $("$out/node/usr/sbin/runc" --version | head -1)) in $(( $(date +%s) - t ))s"
+say "node runtime ($("$out/node/usr/sbin/runc" --version | head -1)) in $(( $(date +%s) - t ))s"
 
 # --- initramfs ---------------------------------------------------------------------------------
 t=$(date +%s)

@@ -45,7 +45,7 @@ func render(t *testing.T, valuesYAML string) ([]*unstructured.Unstructured, erro
 	install.ReleaseName = "evictd"
 	install.Namespace = "default"
 	// The API server the dry-run test starts is this version.
-	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.34.4", Major: "1", Minor: "34"}
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
 	rel, err := install.Run(chrt, vals)
 	if err != nil {
 		return nil, err

@@ -235,7 +235,7 @@ func (n *Node) register(ctx context.Context) error {
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: hostIP}, {Type: corev1.NodeHostName, Address: n.Name}},
 			NodeInfo: corev1.NodeSystemInfo{
 				OperatingSystem: "linux", Architecture: runtime.GOARCH,
-				KubeletVersion: "v1.34.4-nodesim", ContainerRuntimeVersion: "nodesim://1",
+				KubeletVersion: "v1.37.2-nodesim", ContainerRuntimeVersion: "nodesim://1",
 			},
 		},
 	}

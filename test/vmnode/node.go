@@ -75,8 +75,12 @@ type Node struct {
 	// ReadOnlyURL is the kubelet's read-only port through a loopback
 	// forward: http://127.0.0.1:PORT.
 	ReadOnlyURL string
-	// Paths of the node's tools as the guest sees them (host paths).
+	// Paths of the node's tools as the guest sees them (host paths):
+	// containerd, ctr and the runc shim built by hack/build-node.sh,
+	// runc and the CNI plugins unpacked by hack/vm/prepare.sh.
 	Ctr, Containerd, VMAgent string
+	// path is the PATH under which containerd finds its shim and runc.
+	path string
 	// StartupTimes records how long each step took.
 	StartupTimes []Step
 	// Swap: the node has swap (NodeOptions.SwapMiB).
@@ -124,12 +128,12 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	runtime := filepath.Join(vmDir, "node")
 	need := []string{
 		filepath.Join(bin, "kubelet"), filepath.Join(bin, "vmagent"),
-		filepath.Join(runtime, "usr", "bin", "containerd"), filepath.Join(runtime, "usr", "sbin", "runc"),
-		filepath.Join(runtime, "usr", "lib", "cni", "bridge"),
+		filepath.Join(bin, "containerd"), filepath.Join(bin, "ctr"), filepath.Join(bin, "containerd-shim-runc-v2"),
+		filepath.Join(runtime, "usr", "sbin", "runc"), filepath.Join(runtime, "usr", "lib", "cni", "bridge"),
 	}
 	for _, p := range need {
 		if !isFile(p) {
-			return nil, fmt.Errorf("vmnode: missing %s (make build cluster-bins, hack/vm/prepare.sh)", p)
+			return nil, fmt.Errorf("vmnode: missing %s (make build cluster-bins node-bins, hack/vm/prepare.sh)", p)
 		}
 	}
 	out, err := filepath.Abs(o.OutDir)
@@ -137,8 +141,8 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		return nil, err
 	}
 	n = &Node{Name: o.Name, OutDir: out, Cluster: o.Cluster, logf: o.Logf, Swap: o.SwapMiB > 0,
-		Ctr: filepath.Join(runtime, "usr", "bin", "ctr"), Containerd: filepath.Join(runtime, "usr", "bin", "containerd"),
-		VMAgent: filepath.Join(bin, "vmagent")}
+		Ctr: filepath.Join(bin, "ctr"), Containerd: filepath.Join(bin, "containerd"),
+		VMAgent: filepath.Join(bin, "vmagent"), path: nodePath(bin, runtime)}
 	began := time.Now()
 	step := func(name string, since time.Time) {
 		n.StartupTimes = append(n.StartupTimes, Step{name, time.Since(since)})
@@ -264,14 +268,17 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	return n, nil
 }
 
-// env is the PATH under which containerd finds its shim and runc.
-func (n *Node) env() []string {
-	runtime := filepath.Dir(filepath.Dir(filepath.Dir(n.Containerd)))
-	return []string{"PATH=" + strings.Join([]string{
-		filepath.Join(runtime, "usr", "bin"), filepath.Join(runtime, "usr", "sbin"),
+// nodePath is the guest's PATH: the shim from bin (containerd 2 looks it up
+// in PATH), runc and the CNI plugins' package tree, then the host's own.
+func nodePath(bin, runtime string) string {
+	return strings.Join([]string{
+		bin, filepath.Join(runtime, "usr", "bin"), filepath.Join(runtime, "usr", "sbin"),
 		"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
-	}, ":")}
+	}, ":")
 }
+
+// env is the environment of the node's daemons and commands.
+func (n *Node) env() []string { return []string{"PATH=" + n.path} }
 
 // Exec runs argv in the guest (as root, in the node's root filesystem).
 func (n *Node) Exec(ctx context.Context, argv []string, opts ...ExecOption) (*ExecResult, error) {
@@ -288,9 +295,13 @@ func (n *Node) Sh(ctx context.Context, script string) (string, error) {
 }
 
 // ImportImage loads an OCI archive (a host path) into containerd's k8s.io
-// namespace, where the kubelet finds it.
+// namespace, where the kubelet finds it, unpacked into the CRI's
+// snapshotter. --local: ctr imports in its own process, as containerd 1.x's
+// ctr did, naming each image by its io.containerd.image.name annotation;
+// containerd 2's ctr otherwise goes through the transfer service, which
+// names the images it imports after a prefix of its own.
 func (n *Node) ImportImage(ctx context.Context, archive string) error {
-	r, err := n.Exec(ctx, []string{n.Ctr, "-n", "k8s.io", "images", "import", "--no-unpack=false", archive},
+	r, err := n.Exec(ctx, []string{n.Ctr, "-n", "k8s.io", "images", "import", "--local", "--snapshotter", "overlayfs", archive},
 		WithTimeout(5*time.Minute))
 	if err != nil {
 		return fmt.Errorf("import %s: %w", archive, err)

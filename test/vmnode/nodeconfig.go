@@ -50,34 +50,44 @@ func (n *Node) writeConfigs(o NodeOptions, runtime string) error {
 	return os.MkdirAll(filepath.Join(n.OutDir, "manifests"), 0o755)
 }
 
-// containerdConfig is containerd 1.6's config (version 2) for the node:
-// cgroupfs (no systemd in the guest), overlayfs snapshots on the node disk,
-// the pause image built locally, runc and CNI from prepare.sh's unpacked
-// packages, and no AppArmor (the guest kernel runs none).
+// containerdConfig is containerd 2.4's config for the node, in version 4,
+// the one containerd 2.4 dumps (its CRI plugins are io.containerd.cri.v1.images
+// and io.containerd.cri.v1.runtime since version 3; version 4 moves the
+// socket to the io.containerd.server.v1.grpc plugin, and a version 3 file is
+// migrated at every start with a warning): cgroupfs (no systemd in the guest; containerd 2 reports the driver
+// to the kubelet over CRI's RuntimeConfig from SystemdCgroup, so it must
+// agree with the kubelet's), overlayfs snapshots on the node disk, the pause
+// image built locally and pinned as the sandbox image, runc and CNI from
+// prepare.sh's unpacked packages, and no AppArmor (the guest kernel runs
+// none).
 func containerdConfig(runtime, out, pause string) string {
-	return fmt.Sprintf(`version = 2
+	return fmt.Sprintf(`version = 4
 root = "/var/lib/containerd"
 state = "/run/containerd"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.blockfile",
+  "io.containerd.snapshotter.v1.erofs"]
 
-[grpc]
+[plugins."io.containerd.server.v1.grpc"]
   address = "/run/containerd/containerd.sock"
 
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = %q
+
+[plugins."io.containerd.cri.v1.runtime"]
   disable_apparmor = true
   enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         SystemdCgroup = false
         BinaryName = %q
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %q
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [%q]
     conf_dir = %q
 `, pause, filepath.Join(runtime, "usr", "sbin", "runc"),
 		filepath.Join(runtime, "usr", "lib", "cni"), filepath.Join(out, "cni"))

@@ -1,8 +1,9 @@
 // Package podwatch keeps the agent's view of the API server: the pods bound
 // to its node, the PriorityClasses (to resolve priorityClassName when
 // spec.priority is unset) and, only when priority groups select namespaces
-// by label, the namespaces. Informers list once and then watch; there is no
-// periodic resync, so an idle node costs the API server nothing but a watch.
+// by label, the namespaces. Informers list once (a streaming list, a watch
+// with sendInitialEvents, where the API server serves one) and then watch;
+// there is no periodic resync, so an idle node costs the API server nothing but a watch.
 //
 // Every list and watch goes through this package's own ListWatch, so that a
 // 403 Forbidden is seen where it happens, with its verb and resource: the
@@ -184,7 +185,13 @@ func (w *Watcher) add(client ListWatcher, r kube.Resource, selector, why string,
 			return out, err
 		},
 	}
-	in.inf = cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{
+	// Since client-go 1.35 (WatchListClient on by default) a reflector's
+	// initial list is a watch with sendInitialEvents (a streaming list), so a
+	// missing grant shows as "cannot watch". A client that says it cannot
+	// serve one (client-go's fake clientset, in tests) is listed and then
+	// watched as before: the wrapper passes its answer to the reflector,
+	// which sees only this ListWatch otherwise.
+	in.inf = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, cache.SharedIndexInformerOptions{
 		Indexers: idx, ObjectDescription: in.resource,
 	})
 	// Both only fail once the informer has started.

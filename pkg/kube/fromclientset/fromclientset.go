@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/watchlist"
 
 	"github.com/evictd/evictd/pkg/kube"
 )
@@ -28,6 +29,15 @@ type Client struct {
 
 // Wrap returns a Client on cs.
 func Wrap(cs kubernetes.Interface) *Client { return &Client{cs: cs} }
+
+// IsWatchListSemanticsUnSupported passes on the clientset's answer (true
+// for client-go's fake, which sends no initial events on a watch), so that
+// informers on this Client list and then watch instead of waiting for a
+// streaming list that never comes (client-go's
+// watchlist.DoesClientNotSupportWatchListSemantics).
+func (c *Client) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(c.cs)
+}
 
 // List lists r in all namespaces.
 func (c *Client) List(ctx context.Context, r kube.Resource, opts metav1.ListOptions) (runtime.Object, error) {
