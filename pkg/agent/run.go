@@ -11,6 +11,8 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
@@ -152,11 +154,6 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	if !o.Evict.DryRun {
 		events = evict.NewEventWriter(client, "evictd-"+o.NodeName, log.Named("events"), clk)
 	}
-	ev, err := evict.New(evict.Config{Options: o.Evict, Client: client, NodeName: o.NodeName, Events: events, Metrics: m, Logger: evictLog, Clock: clk})
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUsage, err)
-	}
-
 	var loopRef struct {
 		sync.Mutex
 		l *Loop
@@ -175,6 +172,14 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	})
 	if err != nil {
 		return err
+	}
+	// An eviction answered tells the informers, backing off after an API
+	// outage, that the server is back: the victim's deletion must be seen
+	// now, not up to a minute later.
+	evictAPI := answerNoter{PodAPI: client, note: watcher.Answered}
+	ev, err := evict.New(evict.Config{Options: o.Evict, Client: evictAPI, NodeName: o.NodeName, Events: events, Metrics: m, Logger: evictLog, Clock: clk})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 
 	cfg := loopConfig(o, ths, rankOpts)
@@ -380,4 +385,22 @@ func hasStallThreshold(ths []thresholds.Threshold) bool {
 		}
 	}
 	return false
+}
+
+// answerNoter passes every eviction and deletion's result to note.
+type answerNoter struct {
+	evict.PodAPI
+	note func(error)
+}
+
+func (a answerNoter) Evict(ctx context.Context, ev *policyv1.Eviction) error {
+	err := a.PodAPI.Evict(ctx, ev)
+	a.note(err)
+	return err
+}
+
+func (a answerNoter) DeletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	err := a.PodAPI.DeletePod(ctx, namespace, name, opts)
+	a.note(err)
+	return err
 }

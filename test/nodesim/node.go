@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/evictd/evictd/test/internal/stale"
@@ -114,11 +116,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.ctx, n.cancel = runCtx, cancel
-	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", opts.Name).String()
-		}))
-	inf := factory.Core().V1().Pods().Informer()
+	inf := podInformer(opts.Client, opts.Name)
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { n.dispatch(obj, false) },
 		UpdateFunc: func(_, obj any) { n.dispatch(obj, false) },
@@ -127,18 +125,16 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		cancel()
 		return n, err
 	}
-	factory.Start(runCtx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		cancel()
-		factory.Shutdown()
-		return n, errors.New("pod informer did not sync")
-	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		<-runCtx.Done()
-		factory.Shutdown()
+		inf.RunWithContext(runCtx)
 	}()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		cancel()
+		n.wg.Wait()
+		return n, errors.New("pod informer did not sync")
+	}
 	// Stop when the caller's context ends, as documented.
 	go func() {
 		select {
@@ -471,5 +467,44 @@ func sweepStale(cg cgroupV1, tempDir string, log *zap.Logger) {
 	}
 	if err := stale.Sweep(tempDir, hostRootPrefix, removeHostRoot); err != nil {
 		log.Warn("could not remove stale host roots", zap.Error(err))
+	}
+}
+
+// podInformer watches the node's pods. Its list and watch calls retry every
+// retryEvery while they fail, as long as the error is one of a server that
+// is away (not 410 Gone or a bad request, which the reflector must handle):
+// client-go's own back-off reaches 30 s, jittered to 60, and tests that stop
+// the API server (TestAPIServerOutage) measure evictd, not how long a
+// stand-in kubelet takes to notice the server is back.
+func podInformer(client kubernetes.Interface, node string) cache.SharedIndexInformer {
+	onNode := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (kruntime.Object, error) {
+			lo.FieldSelector = onNode
+			return retrying(ctx, func() (kruntime.Object, error) { return client.CoreV1().Pods("").List(ctx, lo) })
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.FieldSelector = onNode
+			return retrying(ctx, func() (watch.Interface, error) { return client.CoreV1().Pods("").Watch(ctx, lo) })
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.Pod{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: "pods"})
+}
+
+const retryEvery = 250 * time.Millisecond
+
+func retrying[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	for {
+		out, err := call()
+		if err == nil || ctx.Err() != nil || apierrors.IsGone(err) || apierrors.IsResourceExpired(err) ||
+			apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return out, err
+		case <-time.After(retryEvery):
+		}
 	}
 }

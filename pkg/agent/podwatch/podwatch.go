@@ -11,6 +11,10 @@
 // ClusterRole lacks, instead of client-go retrying the forbidden list for
 // ever. The sync also has a deadline (Options.SyncTimeout) for every other
 // reason an informer cannot list (an API server that is down or too slow).
+// A list or watch failing for a reason that passes is tried again by the
+// same ListWatch, with a back-off that an answer to any other call of
+// evictd's cuts short (retry.go): after an API outage the view is current
+// again within a second of the first eviction answered, not a minute later.
 package podwatch
 
 import (
@@ -69,7 +73,10 @@ type Options struct {
 	OnDelete func(*v1.Pod)
 	// SyncTimeout bounds WaitForSync; 0 means DefaultSyncTimeout.
 	SyncTimeout time.Duration
-	Log         *zap.Logger
+	// RetryMin and RetryMax bound the back-off between tries of a failing
+	// list or watch (see retry.go); 0 means DefaultRetryMin, DefaultRetryMax.
+	RetryMin, RetryMax time.Duration
+	Log                *zap.Logger
 }
 
 // Watcher holds the informers.
@@ -89,6 +96,10 @@ type Watcher struct {
 	waitDone bool  // WaitForSync has returned: a Forbidden is no longer fatal
 	fatal    error // the first Forbidden answer before that
 	failed   chan struct{}
+
+	retryMin, retryMax time.Duration
+	retryMu            sync.Mutex
+	retryNow           chan struct{} // closed by Retry
 }
 
 // informer is one resource's informer and what its list and watch calls
@@ -119,9 +130,19 @@ func New(o Options) (*Watcher, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	w := &Watcher{log: log, syncTimeout: o.SyncTimeout, failed: make(chan struct{}), nodeName: o.NodeName}
+	if o.RetryMin < 0 || o.RetryMax < o.RetryMin {
+		return nil, fmt.Errorf("podwatch: retry back-off from %v to %v", o.RetryMin, o.RetryMax)
+	}
+	w := &Watcher{log: log, syncTimeout: o.SyncTimeout, failed: make(chan struct{}), nodeName: o.NodeName,
+		retryMin: o.RetryMin, retryMax: o.RetryMax, retryNow: make(chan struct{})}
 	if w.syncTimeout == 0 {
 		w.syncTimeout = DefaultSyncTimeout
+	}
+	if w.retryMin == 0 {
+		w.retryMin = DefaultRetryMin
+	}
+	if w.retryMax == 0 {
+		w.retryMax = max(DefaultRetryMax, w.retryMin)
 	}
 
 	// Only this node's pods; RBAC cannot restrict this, the selector does.
@@ -174,14 +195,22 @@ func (w *Watcher) add(client ListWatcher, r kube.Resource, selector, why string,
 			in.watching = false
 			in.mu.Unlock()
 			lo.FieldSelector = selector
-			out, err := client.List(ctx, r, lo)
-			w.answered(in, "list", err, false)
+			var out runtime.Object
+			err := w.withRetry(ctx, in, "list", func() (err error) {
+				out, err = client.List(ctx, r, lo)
+				w.answered(in, "list", err, false)
+				return err
+			})
 			return out, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
 			lo.FieldSelector = selector
-			out, err := client.Watch(ctx, r, lo)
-			w.answered(in, "watch", err, err == nil)
+			var out watch.Interface
+			err := w.withRetry(ctx, in, "watch", func() (err error) {
+				out, err = client.Watch(ctx, r, lo)
+				w.answered(in, "watch", err, err == nil)
+				return err
+			})
 			return out, err
 		},
 	}
@@ -221,7 +250,11 @@ func (w *Watcher) answered(in *informer, verb string, err error, watching bool) 
 		in.lastErr = err
 	}
 	in.mu.Unlock()
-	if err == nil || !apierrors.IsForbidden(err) {
+	if err == nil {
+		w.Retry() // the API server is back: the others need not wait
+		return
+	}
+	if !apierrors.IsForbidden(err) {
 		return
 	}
 	ferr := &ForbiddenError{Verb: verb, Resource: in.resource, Group: in.group, Why: in.why, Err: err}

@@ -91,6 +91,11 @@ func injected(verb, resource string, err error) *fake.Clientset {
 func startWatcher(t *testing.T, o Options) (*Watcher, context.CancelFunc) {
 	t.Helper()
 	o.NodeName = "node-a"
+	return startWatcherOn(t, o)
+}
+
+func startWatcherOn(t *testing.T, o Options) (*Watcher, context.CancelFunc) {
+	t.Helper()
 	if o.Log == nil {
 		o.Log = zaptest.NewLogger(t)
 	}

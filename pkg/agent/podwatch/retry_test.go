@@ -1,0 +1,160 @@
+package podwatch
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/evictd/evictd/pkg/kube/fromclientset"
+)
+
+func TestRetryable(t *testing.T) {
+	pods := schema.GroupResource{Resource: "pods"}
+	for _, tt := range []struct {
+		name   string
+		err    error
+		synced bool
+		want   bool
+	}{
+		{"connection refused", &netErr{syscall.ECONNREFUSED}, false, true},
+		{"503", apierrors.NewServiceUnavailable("starting"), false, true},
+		{"429", apierrors.NewTooManyRequests("slow down", 1), true, true},
+		{"timeout", apierrors.NewTimeoutError("slow", 1), true, true},
+		{"403 before the sync: a missing grant", apierrors.NewForbidden(pods, "", errors.New("no")), false, false},
+		{"403 after it: RBAC still loading", apierrors.NewForbidden(pods, "", errors.New("no")), true, true},
+		{"410: the reflector lists again", apierrors.NewResourceExpired("too old"), true, false},
+		{"410 Gone", apierrors.NewGone("gone"), true, false},
+		{"400: the reflector falls back to a list", apierrors.NewBadRequest("no sendInitialEvents"), true, false},
+	} {
+		if got := retryable(tt.err, tt.synced); got != tt.want {
+			t.Errorf("%s: retryable(%v, synced %v) = %v, want %v", tt.name, tt.err, tt.synced, got, tt.want)
+		}
+	}
+}
+
+type netErr struct{ errno syscall.Errno }
+
+func (e *netErr) Error() string { return "dial tcp 127.0.0.1:6443: " + e.errno.Error() }
+func (e *netErr) Unwrap() error { return e.errno }
+
+func TestServerAnswered(t *testing.T) {
+	pods := schema.GroupResource{Resource: "pods"}
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, true},
+		{apierrors.NewNotFound(pods, "gone"), true},
+		{apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0), true},
+		{apierrors.NewConflict(pods, "p", errors.New("changed")), true},
+		{apierrors.NewForbidden(pods, "p", errors.New("RBAC not loaded")), false},
+		{apierrors.NewUnauthorized("token"), false},
+		{apierrors.NewServiceUnavailable("starting"), false},
+		{apierrors.NewInternalError(errors.New("etcd")), false},
+		{&netErr{syscall.ECONNREFUSED}, false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := ServerAnswered(tt.err); got != tt.want {
+			t.Errorf("ServerAnswered(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+// failingLists is a clientset whose pod lists fail with err until ok is
+// set, counting the calls.
+func failingLists(err error) (*fake.Clientset, *atomic.Bool, *atomic.Int32) {
+	cs := fake.NewClientset()
+	var ok atomic.Bool
+	var calls atomic.Int32
+	cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		calls.Add(1)
+		if ok.Load() {
+			return false, nil, nil
+		}
+		return true, nil, err
+	})
+	return cs, &ok, &calls
+}
+
+// A list failing for a passing reason is tried again by podwatch, backing
+// off; Answered (another call of evictd's answered) ends the wait at once.
+func TestAnsweredEndsTheBackOff(t *testing.T) {
+	cs, ok, calls := failingLists(apierrors.NewServiceUnavailable("restarting"))
+	w, _ := startWatcher(t, Options{Client: fromclientset.Wrap(cs), SyncTimeout: time.Minute, RetryMin: time.Hour, RetryMax: time.Hour})
+	// The other informers' first answers end the wait too (by design): a
+	// moment for them, then the lists stop.
+	waitFor(t, "the first list", func() bool { return calls.Load() >= 1 })
+	time.Sleep(300 * time.Millisecond)
+	n0 := calls.Load()
+	time.Sleep(200 * time.Millisecond)
+	if n := calls.Load(); n != n0 || n > 3 {
+		t.Fatalf("%d lists, then %d, in an hour's back-off", n0, n)
+	}
+	ok.Store(true)
+	w.Answered(apierrors.NewServiceUnavailable("still down")) // not an answer
+	time.Sleep(100 * time.Millisecond)
+	if n := calls.Load(); n != n0 {
+		t.Fatalf("a 503 elsewhere ended the back-off: %d lists", n)
+	}
+	start := time.Now()
+	w.Answered(apierrors.NewTooManyRequests("the PodDisruptionBudget", 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.WaitForSync(ctx); err != nil {
+		t.Fatalf("WaitForSync after Answered: %v", err)
+	}
+	t.Logf("synced %v after Answered, %d lists", time.Since(start).Round(time.Millisecond), calls.Load())
+}
+
+// Without an answer elsewhere the tries back off: with a 50 ms start and a
+// 200 ms cap, one second holds at most about ten of them (jitter doubles a
+// wait at most), never a busy loop.
+func TestRetryBacksOff(t *testing.T) {
+	cs, _, calls := failingLists(&netErr{syscall.ECONNREFUSED})
+	w, cancel := startWatcher(t, Options{Client: fromclientset.Wrap(cs), SyncTimeout: time.Minute,
+		RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	time.Sleep(time.Second)
+	cancel()
+	w.Shutdown()
+	n := calls.Load()
+	if n < 3 || n > 12 {
+		t.Errorf("%d lists in a second with a back-off of 50 ms to 200 ms, want 3 to 12", n)
+	}
+	if w.Synced() {
+		t.Error("synced while every list failed")
+	}
+}
+
+// A 410 (the reflector must list afresh) is the reflector's, at once.
+func TestExpiredIsNotRetriedHere(t *testing.T) {
+	calls := 0
+	w := &Watcher{log: zaptest.NewLogger(t), retryMin: time.Hour, retryMax: time.Hour, retryNow: make(chan struct{}), failed: make(chan struct{})}
+	err := w.withRetry(context.Background(), &informer{resource: "pods"}, "watch", func() error {
+		calls++
+		return apierrors.NewResourceExpired("too old resource version")
+	})
+	if !apierrors.IsResourceExpired(err) || calls != 1 {
+		t.Errorf("withRetry = %v after %d calls, want the 410 after one", err, calls)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
