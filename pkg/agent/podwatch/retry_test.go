@@ -33,7 +33,6 @@ func TestRetryable(t *testing.T) {
 		{"403 before the sync: a missing grant", apierrors.NewForbidden(pods, "", errors.New("no")), false, false},
 		{"403 after it: RBAC still loading", apierrors.NewForbidden(pods, "", errors.New("no")), true, true},
 		{"410: the reflector lists again", apierrors.NewResourceExpired("too old"), true, false},
-		{"410 Gone", apierrors.NewGone("gone"), true, false},
 		{"400: the reflector falls back to a list", apierrors.NewBadRequest("no sendInitialEvents"), true, false},
 	} {
 		if got := retryable(tt.err, tt.synced); got != tt.want {
