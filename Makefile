@@ -8,7 +8,13 @@ TOOLS       := $(OUT)/tools
 STATICCHECK := $(TOOLS)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -s -w -X main.version=$(VERSION)
+# The commit and its date (the build date of a reproducible build: the same commit gives the same
+# binary), and whether the tree had uncommitted changes.
+REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE  ?= $(shell git log -1 --format=%cI 2>/dev/null)
+MODIFIED    ?= $(shell git diff --quiet HEAD 2>/dev/null || echo true)
+LDFLAGS     := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION) -X main.buildDate=$(BUILD_DATE) \
+               -X main.modified=$(MODIFIED)
 # Packages whose tests need the real control plane.
 E2E_PKGS    := ./test/e2e/...
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v '/test/e2e')

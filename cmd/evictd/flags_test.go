@@ -103,8 +103,13 @@ func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}, {"run", "--version"}, {"run", "--node-name=n1", "--version"}} {
 		var out, errb bytes.Buffer
 		code := dispatch(context.Background(), args, &out, &errb)
-		if code != exitOK || out.String() != version+"\n" || errb.Len() > 0 {
-			t.Errorf("evictd %s: exit %d, stdout %q, stderr %q; want 0 and %q", strings.Join(args, " "), code, out.String(), errb.String(), version+"\n")
+		if code != exitOK || !strings.HasPrefix(out.String(), "version:  "+version+"\n") || errb.Len() > 0 {
+			t.Errorf("evictd %s: exit %d, stdout %q, stderr %q; want 0 and the version first", strings.Join(args, " "), code, out.String(), errb.String())
+		}
+		for _, line := range []string{"revision: ", "date:     ", "go:       go"} {
+			if !strings.Contains(out.String(), "\n"+line) {
+				t.Errorf("evictd %s: no %q line in %q", strings.Join(args, " "), line, out.String())
+			}
 		}
 	}
 }

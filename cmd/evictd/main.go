@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+
+	"github.com/evictd/evictd/internal/buildinfo"
 )
 
 // Exit codes are part of the CLI contract (design.md).
@@ -43,8 +45,16 @@ const (
 	flagVersion = "version"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// Set at build time with -ldflags "-X main.version=... -X main.revision=..."
+// (the Makefile: git describe, the commit, its date, and "true" for a tree
+// with uncommitted changes); buildinfo falls back to what the toolchain
+// recorded.
+var version, revision, buildDate, modified = "dev", "", "", ""
+
+// build is what this binary was built from.
+func build() buildinfo.Info {
+	return buildinfo.Read(buildinfo.Stamped{Version: version, Revision: revision, Date: buildDate, Modified: modified})
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -66,7 +76,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case "run":
 		return runCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, version)
+		fmt.Fprint(stdout, build())
 		return exitOK
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

@@ -43,7 +43,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// cancelled contexts, not to klog's raw stderr as a second error line.
 	_ = logging.RouteKlog(log)
 
-	if err := agent.Run(ctx, opts, log, version); err != nil {
+	if err := agent.Run(ctx, opts, log, build()); err != nil {
 		if errors.Is(err, agent.ErrUsage) {
 			fmt.Fprintf(stderr, "evictd run: %s\n", usageMessage(err))
 			return exitUsage
@@ -92,7 +92,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (opts *agent.Options
 		return nil, "", "", exitOK, false
 	}
 	if f.showVersion {
-		fmt.Fprintln(stdout, version)
+		fmt.Fprint(stdout, build())
 		return nil, "", "", exitOK, false
 	}
 	logFormat, logLevel, opts = f.logFormat, f.logLevel, f.opts

@@ -16,6 +16,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/metrics"
@@ -119,7 +120,7 @@ func startAPIFixture(t *testing.T, dryRun bool) *apiFixture {
 
 	log := zaptest.NewLogger(t)
 	clk := clock.RealClock{}
-	f.metrics, err = metrics.New("test")
+	f.metrics, err = metrics.New(buildinfo.Info{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

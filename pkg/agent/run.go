@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/agent/fastpath"
 	"github.com/evictd/evictd/pkg/agent/inflight"
@@ -52,9 +53,9 @@ const (
 
 // Run builds everything from validated options and runs the agent until ctx
 // ends; then it stops cleanly: the eviction call under way finishes, queued
-// Events are flushed, the HTTP server shuts down gracefully. version labels
+// Events are flushed, the HTTP server shuts down gracefully. build labels
 // evictd_build_info. Errors that are the operator's to fix wrap ErrUsage.
-func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error {
+func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
-	restCfg.UserAgent = "evictd/" + version
+	restCfg.UserAgent = "evictd/" + build.Version
 	client, err := kube.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("%w: API client: %w", ErrUsage, err)
@@ -83,7 +84,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	ths, _ := o.Config.Thresholds() // validated
 	rankOpts, _ := o.Config.RankOptions()
 
-	m, err := metrics.New(version)
+	m, err := metrics.New(build)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -217,7 +218,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, version string) error
 	// Reported only now: a bad flag or host root must stay one line on
 	// stderr.
 	lock.Report(log, m)
-	log.Info("evictd starting", zap.String("version", version), zap.Bool("dryRun", o.Evict.DryRun),
+	log.Info("evictd starting", zap.String("version", build.Version), zap.String("revision", build.Revision), zap.Bool("dryRun", o.Evict.DryRun),
 		zap.String("pdbPolicy", string(o.Evict.PDBPolicy)), zap.Duration("housekeepingInterval", o.Housekeeping),
 		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC), zap.Bool("memoryLocked", lock.Locked),
 		zap.Stringers("thresholds", ths), zap.String("metricsAddress", ln.Addr().String()),

@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/kube/fromclientset"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -89,7 +90,7 @@ func newHarness(t *testing.T, ho harnessOpts) *harness {
 	}
 	core, logs := observer.New(zapcore.DebugLevel)
 	h.logs = logs
-	m, err := metrics.New("test")
+	m, err := metrics.New(buildinfo.Info{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

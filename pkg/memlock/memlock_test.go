@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/metrics"
 )
 
@@ -47,7 +48,7 @@ func TestLockReports(t *testing.T) {
 			}
 
 			core, logs := observer.New(zapcore.DebugLevel)
-			m, err := metrics.New("test")
+			m, err := metrics.New(buildinfo.Info{Version: "test"})
 			if err != nil {
 				t.Fatal(err)
 			}

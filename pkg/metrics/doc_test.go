@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -185,7 +186,7 @@ func renderDoc(t *testing.T) []byte {
 // in evictd_observation_signal_errors_total under its name, and every known
 // signal has its zero series from InitSignals before its first error.
 func TestSignalReadError(t *testing.T) {
-	m, err := New("test")
+	m, err := New(buildinfo.Info{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

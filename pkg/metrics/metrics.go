@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -109,14 +110,14 @@ type Metrics struct {
 }
 
 // New builds the metrics on a fresh private registry, with the Go and
-// process collectors, and sets evictd_build_info for version (the binary's
-// version string) and the running Go version.
-func New(version string) (*Metrics, error) {
+// process collectors, and sets evictd_build_info for the binary's version
+// and revision and the Go version it was built with.
+func New(build buildinfo.Info) (*Metrics, error) {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 
 	m.buildInfo = m.gaugeVec("", "build_info",
-		"A metric with a constant '1' value labelled by the version evictd was built from and the Go version it was built with.",
-		"version", "goversion")
+		"A metric with a constant '1' value labelled by the version and revision evictd was built from and the Go version it was built with.",
+		"version", "revision", "goversion")
 	m.signalAvailableBytes = m.gaugeVec("signal", "available_bytes",
 		"Bytes available for an eviction signal measured in bytes (memory and filesystem space), as last observed.",
 		"signal")
@@ -222,7 +223,11 @@ func New(version string) (*Metrics, error) {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	goVersion := build.GoVersion
+	if goVersion == "" {
+		goVersion = runtime.Version()
+	}
+	m.buildInfo.WithLabelValues(build.Version, build.Revision, goVersion).Set(1)
 	return m, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -18,7 +19,7 @@ import (
 // series, as a running agent would have them.
 func populated(t *testing.T) *Metrics {
 	t.Helper()
-	m, err := New("v1.2.3-test")
+	m, err := New(buildinfo.Info{Version: "v1.2.3-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,14 +64,14 @@ func TestLintClean(t *testing.T) {
 }
 
 func TestBuildInfo(t *testing.T) {
-	m, err := New("v9.9.9")
+	m, err := New(buildinfo.Info{Version: "v9.9.9", Revision: "0123abc"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := `
-# HELP evictd_build_info A metric with a constant '1' value labelled by the version evictd was built from and the Go version it was built with.
+# HELP evictd_build_info A metric with a constant '1' value labelled by the version and revision evictd was built from and the Go version it was built with.
 # TYPE evictd_build_info gauge
-evictd_build_info{goversion="` + runtime.Version() + `",version="v9.9.9"} 1
+evictd_build_info{goversion="` + runtime.Version() + `",revision="0123abc",version="v9.9.9"} 1
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "evictd_build_info"); err != nil {
 		t.Error(err)
@@ -94,7 +95,7 @@ func TestSignalFamilies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.signal), func(t *testing.T) {
-			m, err := New("test")
+			m, err := New(buildinfo.Info{Version: "test"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +180,7 @@ func TestCountersAndGauges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := New("test")
+			m, err := New(buildinfo.Info{Version: "test"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +193,7 @@ func TestCountersAndGauges(t *testing.T) {
 }
 
 func TestHistograms(t *testing.T) {
-	m, err := New("test")
+	m, err := New(buildinfo.Info{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ evictd_eviction_termination_seconds_count{signal="memory.available"} 1
 }
 
 func TestInitSignalsCreatesEverySeries(t *testing.T) {
-	m, err := New("test")
+	m, err := New(buildinfo.Info{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestNilMetricsIsANoOp(t *testing.T) {
 }
 
 func TestReadyFollowsTheCheck(t *testing.T) {
-	m, err := New("v")
+	m, err := New(buildinfo.Info{Version: "v"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/evictd/evictd/internal/buildinfo"
 )
 
 func TestServe(t *testing.T) {
-	m, err := New("v0-test")
+	m, err := New(buildinfo.Info{Version: "v0-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +74,7 @@ func TestServe(t *testing.T) {
 }
 
 func TestServeReportsListenerFailure(t *testing.T) {
-	m, err := New("v0-test")
+	m, err := New(buildinfo.Info{Version: "v0-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -27,7 +28,7 @@ type series map[string]map[string]bool
 // series Prometheus makes itself.
 func registrySeries(t *testing.T) series {
 	t.Helper()
-	m, err := metrics.New("test")
+	m, err := metrics.New(buildinfo.Info{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

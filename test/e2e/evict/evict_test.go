@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/metrics"
@@ -69,7 +70,7 @@ func newEvictor(t *testing.T, cfg *rest.Config, mutate func(*evict.Options)) *ev
 	if mutate != nil {
 		mutate(&o)
 	}
-	m, err := metrics.New("e2e")
+	m, err := metrics.New(buildinfo.Info{Version: "e2e"})
 	if err != nil {
 		t.Fatal(err)
 	}
