@@ -230,10 +230,15 @@ func TestRunEvictsOnASimulatedNode(t *testing.T) {
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("/metrics: %d, %v", code, err)
 	}
-	for _, want := range []string{`evictd_evictions_total{result="evicted",signal=`, `evictd_signal_available_bytes{signal="memory.available"}`, `evictd_wakeup_source_active{source="memcg_threshold"}`} {
+	for _, want := range []string{`evictd_evictions_total{result="evicted",signal=`, `evictd_signal_available_bytes{signal="memory.available"}`, `evictd_wakeup_source_active{source="memcg_threshold"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// A v1 node has no memory.events: the source is not exported at all,
+	// where an inactive series would trip EvictdWakeupSourceInactive for ever.
+	if strings.Contains(body, `evictd_wakeup_source_active{source="memory_events"}`) {
+		t.Errorf("/metrics exports the memory_events source on a cgroup v1 node")
 	}
 	for _, l := range logs.lines() {
 		if os.Getenv("EVICTD_TEST_ALL_LOGS") != "" {

@@ -231,6 +231,7 @@ func (l *Loop) answer(r callResult) bool {
 	case evict.RateLimited:
 		if errors.Is(r.err, evict.ErrEpisodeCap) {
 			ep.CapReached = true
+			l.deps.Metrics.SetEpisodeCapReached(string(ep.Resource), true)
 		} else {
 			ep.RetryAt = r.at.Add(max(out.RetryAfter, 10*time.Millisecond))
 		}

@@ -35,6 +35,7 @@ func (l *Loop) trackEpisodes(v *view) {
 	}
 	for _, ep := range ended {
 		l.deps.Metrics.SetPressure(string(ep.Resource), false)
+		l.deps.Metrics.SetEpisodeCapReached(string(ep.Resource), false)
 		l.inflight.EndEpisode(func(s thresholds.Signal) bool { return episode.Of(s) == ep.Resource })
 		lasted := v.now.Sub(ep.Start)
 		l.log.Info("pressure episode ended", zap.String("resource", string(ep.Resource)),

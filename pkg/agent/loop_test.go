@@ -1,10 +1,15 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -258,9 +263,26 @@ func TestLoopRateLimitAndFailureBackoff(t *testing.T) {
 		n.evictResult = func(p *simPod, req evict.Request) (evict.Outcome, error) {
 			return evict.Outcome{Result: evict.RateLimited}, &evict.PodError{Pod: "ns/" + p.name, Result: evict.RateLimited, Err: evict.ErrEpisodeCap}
 		}
+		var err error
+		if n.metrics, err = metrics.New(buildinfo.Info{Version: "test"}); err != nil {
+			t.Fatal(err)
+		}
 		n.run(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), 10*time.Second)
 		if len(n.calls) != 1 {
 			t.Fatalf("calls %v, want one", n.victims())
+		}
+		// What EvictdEpisodeCapReached alerts on.
+		want := `
+# HELP evictd_pressure_episode_cap_reached 1 while a resource's pressure episode has reached its eviction cap (--eviction-max-per-episode): evictd evicts no more pods for it until the episode ends, whatever the pressure.
+# TYPE evictd_pressure_episode_cap_reached gauge
+evictd_pressure_episode_cap_reached{resource="imagefs"} 0
+evictd_pressure_episode_cap_reached{resource="memory"} 1
+evictd_pressure_episode_cap_reached{resource="memory-stall"} 0
+evictd_pressure_episode_cap_reached{resource="nodefs"} 0
+evictd_pressure_episode_cap_reached{resource="pids"} 0
+`
+		if err := testutil.GatherAndCompare(n.metrics.Registry(), strings.NewReader(want), "evictd_pressure_episode_cap_reached"); err != nil {
+			t.Error(err)
 		}
 	})
 }

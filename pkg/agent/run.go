@@ -97,11 +97,6 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 			m.InitSignals(s)
 		}
 	}
-	var srcNames []string
-	for _, s := range wakeup.AllSources() {
-		srcNames = append(srcNames, string(s))
-	}
-	m.InitWakeupSources(srcNames...)
 
 	// Listen first, so a busy address fails before anything else starts.
 	ln, err := net.Listen("tcp", o.MetricsAddr)
@@ -127,6 +122,13 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	}
 	defer obsv.Close()
 	layout := obsv.Layout()
+	// Only the wake-up sources this node can have are armed and exported.
+	sources := o.Sources.On(layout)
+	var srcNames []string
+	for _, s := range sources.List() {
+		srcNames = append(srcNames, string(s))
+	}
+	m.InitWakeupSources(srcNames...)
 
 	// The host's /proc/pressure and this process's own are the same
 	// system-wide group (the PSI fallback arms the latter in a container).
@@ -143,11 +145,11 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	}
 	defer set.Close()
 	var arming *fastpath.Manager
-	if o.Sources != (fastpath.Sources{}) {
-		arming = fastpath.New(set, fastpath.Config{Sources: o.Sources, Thresholds: ths}, log.Named("wakeup"), clk, m)
+	if sources != (fastpath.Sources{}) {
+		arming = fastpath.New(set, fastpath.Config{Sources: sources, Thresholds: ths}, log.Named("wakeup"), clk, m)
 	} else {
-		for _, s := range wakeup.AllSources() {
-			m.SetWakeupSourceActive(string(s), s == wakeup.SourcePoll || s == wakeup.SourceKick)
+		for _, s := range sources.List() {
+			m.SetWakeupSourceActive(string(s), true) // poll and kick
 		}
 	}
 

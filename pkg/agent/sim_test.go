@@ -19,6 +19,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/predict"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
@@ -81,6 +82,7 @@ type simNode struct {
 	base     int64 // usage outside pods
 	pods     []*simPod
 	loop     *Loop
+	metrics  *metrics.Metrics // optional
 	// podReadLag is how long after the node's memory the pods' cgroups are
 	// read in one observation: a pod exiting in between is missing from
 	// both (the real observer reads the node first). Keep it under the
@@ -455,7 +457,7 @@ func testLoopConfig(ths []thresholds.Threshold) LoopConfig {
 func (n *simNode) run(t *testing.T, cfg LoopConfig, d time.Duration) *simWaker {
 	t.Helper()
 	w := &simWaker{n: n}
-	l, err := NewLoop(cfg, Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall})
+	l, err := NewLoop(cfg, Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Metrics: n.metrics, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall})
 	if err != nil {
 		t.Fatal(err)
 	}

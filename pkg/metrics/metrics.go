@@ -105,6 +105,7 @@ type Metrics struct {
 	wakeupSourceActive   *prometheus.GaugeVec
 	signalErrors         *prometheus.CounterVec
 	pressure             *prometheus.GaugeVec
+	episodeCapReached    *prometheus.GaugeVec
 	victimsStuck         *prometheus.CounterVec
 	memoryLocked         prometheus.Gauge
 }
@@ -193,6 +194,9 @@ func New(build buildinfo.Info) (*Metrics, error) {
 
 	m.pressure = m.gaugeVec("pressure", "episode",
 		"1 while a resource (memory, nodefs, imagefs, pids) is in a pressure episode: from a threshold of it being met until none has been for the pressure transition period.",
+		"resource")
+	m.episodeCapReached = m.gaugeVec("pressure", "episode_cap_reached",
+		"1 while a resource's pressure episode has reached its eviction cap (--eviction-max-per-episode): evictd evicts no more pods for it until the episode ends, whatever the pressure.",
 		"resource")
 	m.victimsStuck = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Subsystem: "eviction", Name: "stuck_total",
@@ -461,6 +465,7 @@ func (m *Metrics) InitResources(resources ...string) {
 	}
 	for _, r := range resources {
 		m.pressure.WithLabelValues(r).Set(0)
+		m.episodeCapReached.WithLabelValues(r).Set(0)
 		m.victimsStuck.WithLabelValues(r)
 	}
 }
@@ -471,6 +476,15 @@ func (m *Metrics) SetPressure(resource string, on bool) {
 		return
 	}
 	m.pressure.WithLabelValues(resource).Set(boolValue(on))
+}
+
+// SetEpisodeCapReached records whether resource's episode has reached its
+// eviction cap.
+func (m *Metrics) SetEpisodeCapReached(resource string, on bool) {
+	if m == nil {
+		return
+	}
+	m.episodeCapReached.WithLabelValues(resource).Set(boolValue(on))
 }
 
 // VictimStuck counts a pod in flight for resource ("" when it was found

@@ -34,6 +34,33 @@ type Sources struct {
 	MemoryEvents bool
 }
 
+// On keeps the sources this node can have: memcg thresholds need a v1
+// memory controller (v1 or hybrid), memory.events a v2 one, PSI a kernel
+// with /proc/pressure. A source it cannot have is not armed and not
+// exported, so that evictd_wakeup_source_active is 0 only for a source that
+// should work and does not.
+func (s Sources) On(l pressure.Layout) Sources {
+	return Sources{
+		Memcg:        s.Memcg && l.Mode != pressure.ModeV2,
+		MemoryEvents: s.MemoryEvents && l.Mode == pressure.ModeV2,
+		PSI:          s.PSI && l.ProcPressureDir != "",
+	}
+}
+
+// List names the sources that are on, with poll and kick, which always are.
+func (s Sources) List() []wakeup.Source {
+	var out []wakeup.Source
+	for _, src := range []struct {
+		on  bool
+		src wakeup.Source
+	}{{s.Memcg, wakeup.SourceMemcgThreshold}, {s.PSI, wakeup.SourcePSI}, {s.MemoryEvents, wakeup.SourceMemoryEvents}} {
+		if src.on {
+			out = append(out, src.src)
+		}
+	}
+	return append(out, wakeup.SourcePoll, wakeup.SourceKick)
+}
+
 // DefaultPSITrigger wakes the agent when tasks stalled on memory for 100 ms
 // within a second: rare on a healthy node, and the first sign of reclaim
 // trouble. Without CAP_SYS_RESOURCE the wake-up set falls back to 200 ms in
@@ -299,15 +326,13 @@ func (m *Manager) EventDriven(s thresholds.Signal) bool {
 // whenever it changes.
 func (m *Manager) export() {
 	var active []string
-	for _, src := range []wakeup.Source{wakeup.SourceMemcgThreshold, wakeup.SourcePSI, wakeup.SourceMemoryEvents} {
-		on := m.set.Active(src)
+	for _, src := range m.cfg.Sources.List() {
+		on := src == wakeup.SourcePoll || src == wakeup.SourceKick || m.set.Active(src)
 		m.metrics.SetWakeupSourceActive(string(src), on)
-		if on {
+		if on && src != wakeup.SourcePoll && src != wakeup.SourceKick {
 			active = append(active, string(src))
 		}
 	}
-	m.metrics.SetWakeupSourceActive(string(wakeup.SourcePoll), true)
-	m.metrics.SetWakeupSourceActive(string(wakeup.SourceKick), true)
 	slices.Sort(active)
 	s := strings.Join(active, ",")
 	if !m.logged || s != m.active {

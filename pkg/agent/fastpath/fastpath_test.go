@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -469,5 +470,31 @@ func TestSyncRearmsKubepodsPSITriggerAfterKubepodsIsRecreated(t *testing.T) {
 	}
 	if n := logs.FilterMessage("wake-up source re-armed").FilterField(zap.String("source", string(wakeup.SourcePSI))).Len(); n != 3 {
 		t.Errorf("logged %d PSI re-arms, want 3 (one per re-arm): %v", n, logs.FilterMessage("wake-up source re-armed").All())
+	}
+}
+
+func TestSourcesOn(t *testing.T) {
+	all := Sources{Memcg: true, PSI: true, MemoryEvents: true}
+	for _, tt := range []struct {
+		name   string
+		layout pressure.Layout
+		want   []wakeup.Source
+	}{
+		{"v1 with PSI", pressure.Layout{Mode: pressure.ModeV1, ProcPressureDir: "/proc/pressure"},
+			[]wakeup.Source{wakeup.SourceMemcgThreshold, wakeup.SourcePSI, wakeup.SourcePoll, wakeup.SourceKick}},
+		{"hybrid, memory on v1", pressure.Layout{Mode: pressure.ModeHybrid, ProcPressureDir: "/proc/pressure"},
+			[]wakeup.Source{wakeup.SourceMemcgThreshold, wakeup.SourcePSI, wakeup.SourcePoll, wakeup.SourceKick}},
+		{"v2 with PSI", pressure.Layout{Mode: pressure.ModeV2, ProcPressureDir: "/proc/pressure"},
+			[]wakeup.Source{wakeup.SourcePSI, wakeup.SourceMemoryEvents, wakeup.SourcePoll, wakeup.SourceKick}},
+		{"v2 without PSI", pressure.Layout{Mode: pressure.ModeV2},
+			[]wakeup.Source{wakeup.SourceMemoryEvents, wakeup.SourcePoll, wakeup.SourceKick}},
+	} {
+		if got := all.On(tt.layout).List(); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if got := (Sources{PSI: true}).On(pressure.Layout{Mode: pressure.ModeV2, ProcPressureDir: "/proc/pressure"}).List(); !slices.Equal(got,
+		[]wakeup.Source{wakeup.SourcePSI, wakeup.SourcePoll, wakeup.SourceKick}) {
+		t.Errorf("--wakeup-sources=psi on v2: %v, want psi, poll and kick only", got)
 	}
 }
