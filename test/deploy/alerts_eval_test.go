@@ -14,7 +14,7 @@ import (
 
 // TestAlertExpressionsFire evaluates every alert's own expression (read
 // from deploy/monitoring/alerts.yaml) with Prometheus's engine over
-// synthetic series of three nodes, and checks which nodes each selects: the
+// synthetic series of four nodes (and kube-state-metrics' DaemonSet series), and checks which nodes each selects: the
 // ones in trouble, and not the ones that only look alike. `for:` is not
 // evaluated here; only whether the condition holds. Each series an alert
 // returns must carry every label its annotations print ({{ $labels.x }}),
@@ -35,34 +35,46 @@ func TestAlertExpressionsFire(t *testing.T) {
 	// One sample a minute for 20 minutes; evaluated at 20m (Unix time 1200).
 	store := promqltest.LoadedStorage(t, `
 load 1m
-  evictd_evictions_total{job="evictd",instance="a",signal="memory.available",result="pdb_blocked"} 0+1x20
-  evictd_threshold_met{job="evictd",instance="a",signal="memory.available",kind="hard"} 1+0x20
-  evictd_evictions_total{job="evictd",instance="b",signal="memory.available",result="pdb_blocked"} 0+1x20
-  evictd_threshold_met{job="evictd",instance="b",signal="memory.available",kind="hard"} 0+0x20
-  evictd_evictions_total{job="evictd",instance="c",signal="memory.available",result="pdb_blocked"} 0+0x20
-  evictd_threshold_met{job="evictd",instance="c",signal="memory.available",kind="hard"} 1+0x20
-  evictd_evictions_total{job="evictd",instance="a",signal="nodefs.available",result="evicted"} 0+1x20
-  evictd_evictions_total{job="evictd",instance="b",signal="nodefs.available",result="evicted"} 0+0.1x20
-  evictd_evictions_total{job="evictd",instance="c",signal="nodefs.available",result="dry_run"} 0+1x20
-  evictd_observation_last_success_timestamp_seconds{job="evictd",instance="a"} 0+0x20
-  evictd_observation_last_success_timestamp_seconds{job="evictd",instance="b"} 0+60x20
-  evictd_observation_errors_total{job="evictd",instance="a"} 0+6x20
-  evictd_observation_duration_seconds_count{job="evictd",instance="a"} 0+60x20
-  evictd_observation_errors_total{job="evictd",instance="b"} 0+1x20
-  evictd_observation_duration_seconds_count{job="evictd",instance="b"} 0+60x20
-  up{job="evictd",instance="a"} 0+0x20
-  evictd_ready{job="evictd",instance="a"} 0+0x20
-  evictd_ready{job="evictd",instance="b"} 1+0x20
-  up{job="evictd",instance="b"} 1+0x20
-  up{job="node-exporter",instance="c"} 0+0x20
-  evictd_observation_signal_errors_total{job="evictd",instance="a",signal="pid.available"} 0+1x20
-  evictd_observation_signal_errors_total{job="evictd",instance="b",signal="pid.available"} 0+0x20
-  evictd_evictions_total{job="evictd",instance="a",signal="memory.available",result="refused"} 0+1x20
-  evictd_evictions_total{job="evictd",instance="b",signal="memory.available",result="refused"} 0+0x20
-  evictd_eviction_stuck_total{job="evictd",instance="a",resource="memory"} 0+1x20
-  evictd_eviction_stuck_total{job="evictd",instance="b",resource="memory"} 0+0x20
-  evictd_wakeup_source_active{job="evictd",instance="a",source="psi"} 0+0x20
-  evictd_wakeup_source_active{job="evictd",instance="b",source="psi"} 1+0x20
+  evictd_evictions_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="memory.available",result="pdb_blocked"} 0+1x20
+  evictd_threshold_met{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="memory.available",kind="hard"} 1+0x20
+  evictd_evictions_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="memory.available",result="pdb_blocked"} 0+1x20
+  evictd_threshold_met{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="memory.available",kind="hard"} 0+0x20
+  evictd_evictions_total{job="evictd",node="c",namespace="evictd-system",pod="evictd-c",signal="memory.available",result="pdb_blocked"} 0+0x20
+  evictd_threshold_met{job="evictd",node="c",namespace="evictd-system",pod="evictd-c",signal="memory.available",kind="hard"} 1+0x20
+  evictd_evictions_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="nodefs.available",result="evicted"} 0+1x20
+  evictd_evictions_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="nodefs.available",result="evicted"} 0+0.1x20
+  evictd_evictions_total{job="evictd",node="c",namespace="evictd-system",pod="evictd-c",signal="nodefs.available",result="dry_run"} 0+1x20
+  evictd_observation_last_success_timestamp_seconds{job="evictd",node="a",namespace="evictd-system",pod="evictd-a"} 0+0x20
+  evictd_observation_last_success_timestamp_seconds{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 0+60x20
+  evictd_observation_errors_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a"} 0+6x20
+  evictd_observation_duration_seconds_count{job="evictd",node="a",namespace="evictd-system",pod="evictd-a"} 0+60x20
+  evictd_observation_errors_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 0+1x20
+  evictd_observation_duration_seconds_count{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 0+60x20
+  up{job="evictd",node="a",namespace="evictd-system",pod="evictd-a"} 0+0x20
+  evictd_ready{job="evictd",node="a",namespace="evictd-system",pod="evictd-a"} 0+0x20
+  evictd_ready{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 1+0x20
+  up{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 1+0x20
+  up{job="node-exporter",node="c",namespace="evictd-system",pod="evictd-c"} 0+0x20
+  evictd_observation_signal_errors_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="pid.available"} 0+1x20
+  evictd_observation_signal_errors_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="pid.available"} 0+0x20
+  evictd_evictions_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="memory.available",result="refused"} 0+1x20
+  evictd_evictions_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="memory.available",result="refused"} 0+0x20
+  evictd_eviction_stuck_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",resource="memory"} 0+1x20
+  evictd_eviction_stuck_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",resource="memory"} 0+0x20
+  evictd_wakeup_source_active{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",source="psi"} 0+0x20
+  evictd_wakeup_source_active{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",source="psi"} 1+0x20
+  evictd_ready{job="evictd",node="d",namespace="evictd-system",pod="evictd-d"} 0+0x20
+  evictd_observation_last_success_timestamp_seconds{job="evictd",node="d",namespace="evictd-system",pod="evictd-d"} 0+60x20
+  evictd_evictions_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="memory.available",result="error"} 0+1x20
+  evictd_evictions_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="memory.available",result="error"} 0+0x20
+  evictd_pressure_episode_cap_reached{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",resource="memory"} 1+0x20
+  evictd_pressure_episode_cap_reached{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",resource="memory"} 0+0x20
+  evictd_wakeup_source_active{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",source="memory_events"} 1+0x20
+  evictd_wakeup_source_active{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",source="poll"} 1+0x20
+  kube_daemonset_status_desired_number_scheduled{job="kube-state-metrics",namespace="evictd-system",daemonset="evictd"} 4+0x20
+  kube_daemonset_status_number_ready{job="kube-state-metrics",namespace="evictd-system",daemonset="evictd"} 3+0x20
+  kube_daemonset_status_desired_number_scheduled{job="kube-state-metrics",namespace="other",daemonset="evictd-canary"} 2+0x20
+  kube_daemonset_status_number_ready{job="kube-state-metrics",namespace="other",daemonset="evictd-canary"} 2+0x20
 `)
 	t.Cleanup(func() { store.Close() })
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e6, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
@@ -78,16 +90,19 @@ load 1m
 
 	for _, tc := range []struct {
 		alert string
-		want  []string // the instances it selects
+		want  []string // the nodes it selects (DaemonSets: namespace/name)
 	}{
 		// PDBs refuse while the threshold stays met: a; b's threshold is no
 		// longer met, c has no refusals.
 		{"EvictdEvictionsRefusedByPDB", []string{"a"}},
 		// 15 evictions in 15 minutes on a; 1.5 on b; c only in dry run.
 		{"EvictdEvictionsSpiking", []string{"a"}},
-		// a's readiness check fails; b's passes.
-		{"EvictdNotReady", []string{"a"}},
-		// a's last success is 20 minutes old; b's is now.
+		// d is unready while it observes (informers not synced, say); a is
+		// unready because it does not observe, which EvictdNotObserving
+		// names, and it cannot read a signal (EvictdSignalUnreadable): a
+		// pages once, for its cause. b is ready.
+		{"EvictdNotReady", []string{"d"}},
+		// a's last success is 20 minutes old; b's and d's are now.
 		{"EvictdNotObserving", []string{"a"}},
 		// 10% of a's observations fail, under 2% of b's.
 		{"EvictdObservationsFailing", []string{"a"}},
@@ -95,12 +110,22 @@ load 1m
 		{"EvictdDown", []string{"a"}},
 		// a cannot read pid.available; b can.
 		{"EvictdSignalUnreadable", []string{"a"}},
+		// a's eviction calls fail; b's did not.
+		{"EvictdEvictionsFailing", []string{"a"}},
+		// a's memory episode spent its cap; b's did not.
+		{"EvictdEpisodeCapReached", []string{"a"}},
 		// a's evictions are refused; b's were not in the last 15 minutes.
 		{"EvictdEvictionsRefused", []string{"a"}},
 		// a's victims stay; b's go.
 		{"EvictdVictimStuck", []string{"a"}},
-		// a's PSI trigger is not armed; b's is.
+		// a's PSI trigger is not armed; b's is, and b, a cgroup v2 node,
+		// exports memory_events (armed) and no memcg_threshold series at
+		// all: the false positive of old, a v1-only source at 0 on every v2
+		// node for ever, cannot arise.
 		{"EvictdWakeupSourceInactive", []string{"a"}},
+		// evictd-system's DaemonSet has 3 of 4 pods ready; the canary in
+		// another namespace all of its 2.
+		{"EvictdDaemonSetIncomplete", []string{"evictd-system/evictd"}},
 	} {
 		evaluated[tc.alert] = true
 		expr, ok := exprs[tc.alert]
@@ -122,7 +147,11 @@ load 1m
 		}
 		var got []string
 		for _, s := range vec {
-			got = append(got, s.Metric.Get("instance"))
+			if ds := s.Metric.Get("daemonset"); ds != "" {
+				got = append(got, s.Metric.Get("namespace")+"/"+ds)
+			} else {
+				got = append(got, s.Metric.Get("node"))
+			}
 			for _, l := range printed[tc.alert] {
 				if s.Metric.Get(l) == "" {
 					t.Errorf("%s prints $labels.%s, which its result %s lacks", tc.alert, l, s.Metric)
@@ -131,7 +160,7 @@ load 1m
 		}
 		sort.Strings(got)
 		if !slices.Equal(got, tc.want) {
-			t.Errorf("%s selects instances %v at 20m; want %v (result %v)", tc.alert, got, tc.want, vec)
+			t.Errorf("%s selects nodes %v at 20m; want %v (result %v)", tc.alert, got, tc.want, vec)
 		}
 		q.Close()
 	}

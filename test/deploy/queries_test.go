@@ -144,8 +144,16 @@ func TestCheckExprCatchesMistakes(t *testing.T) {
 // TestAlertingRules parses deploy/monitoring/alerts.yaml with Prometheus's
 // own rule parser (which also parses every expr and annotation template)
 // and checks every expression against the registry.
+// runbookURL is docs/runbook.md where the alerts link it.
+const runbookURL = "https://github.com/evictd/evictd/blob/main/docs/runbook.md"
+
 func TestAlertingRules(t *testing.T) {
 	groups := loadRules(t)
+	raw, err := os.ReadFile(repoPath(t, "docs", "runbook.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runbook := string(raw)
 	s := registrySeries(t)
 	n := 0
 	for _, g := range groups.Groups {
@@ -158,6 +166,15 @@ func TestAlertingRules(t *testing.T) {
 			if r.Alert != "" {
 				if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 					t.Errorf("alert %s lacks a severity label, a summary or a description", name)
+				}
+				// Its runbook section exists: a "## Name" heading, whose
+				// anchor is the name in lower case.
+				want := runbookURL + "#" + strings.ToLower(r.Alert)
+				if r.Annotations["runbook_url"] != want {
+					t.Errorf("alert %s: runbook_url %q, want %q", name, r.Annotations["runbook_url"], want)
+				}
+				if !strings.Contains(runbook, "\n## "+r.Alert+"\n") {
+					t.Errorf("alert %s has no section in docs/runbook.md", name)
 				}
 			}
 		}
@@ -178,6 +195,9 @@ func TestAlertingRules(t *testing.T) {
 		"evictions spiking":              "evictd_evictions_total{result=~\"evicted",
 		"PDB refusals persisting":        `result="pdb_blocked"`,
 		"observation errors":             "evictd_observation_errors_total",
+		"evictions failing":              `result="error"`,
+		"episode cap reached":            "evictd_pressure_episode_cap_reached",
+		"DaemonSet coverage":             "kube_daemonset_status_number_ready",
 	} {
 		if !strings.Contains(all, needle) {
 			t.Errorf("no rule covers %s (no expr has %s)", what, needle)
