@@ -65,8 +65,9 @@ func ReadDashboard(path string) (*Dashboard, error) {
 }
 
 // Expand replaces the Grafana variables the dashboard's queries use with
-// what Grafana would put there: every instance, and a rate window of four
-// scrape intervals (Grafana's $__rate_interval is at least four).
+// what Grafana would put there: every cluster, job and node (the variables'
+// "All"), and a rate window of four scrape intervals (Grafana's
+// $__rate_interval is at least four).
 func Expand(expr string, scrapeInterval time.Duration) string {
 	window := (4 * scrapeInterval).Round(time.Second)
 	if window < time.Second {
@@ -75,9 +76,10 @@ func Expand(expr string, scrapeInterval time.Duration) string {
 	r := strings.NewReplacer(
 		"$__rate_interval", promDuration(window),
 		"${__rate_interval}", promDuration(window),
-		"$instance", ".*",
-		"${instance}", ".*",
 	)
+	for _, v := range []string{"cluster", "job", "node"} {
+		expr = strings.NewReplacer("$"+v, ".*", "${"+v+"}", ".*").Replace(expr)
+	}
 	return r.Replace(expr)
 }
 

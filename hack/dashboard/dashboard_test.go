@@ -27,8 +27,8 @@ func TestLegend(t *testing.T) {
 }
 
 func TestExpand(t *testing.T) {
-	got := Expand(`rate(x{instance=~"$instance"}[$__rate_interval])`, 2*time.Second)
-	if want := `rate(x{instance=~".*"}[8s])`; got != want {
+	got := Expand(`rate(x{cluster=~"$cluster",job=~"${job}",node=~"$node"}[$__rate_interval])`, 2*time.Second)
+	if want := `rate(x{cluster=~".*",job=~".*",node=~".*"}[8s])`; got != want {
 		t.Errorf("Expand = %q, want %q", got, want)
 	}
 }
@@ -85,7 +85,7 @@ const testDashboard = `{"title": "t", "panels": [
  {"type": "row", "title": "Pressure", "gridPos": {"x": 0, "y": 0, "w": 24, "h": 1}},
  {"type": "timeseries", "title": "Memory", "gridPos": {"x": 0, "y": 1, "w": 12, "h": 8},
   "fieldConfig": {"defaults": {"unit": "bytes"}},
-  "targets": [{"expr": "evictd_signal_available_bytes{instance=~\"$instance\"}", "legendFormat": "{{signal}}"}]},
+  "targets": [{"expr": "evictd_signal_available_bytes{node=~\"$node\"}", "legendFormat": "{{signal}}"}]},
  {"type": "timeseries", "title": "Evictions", "gridPos": {"x": 12, "y": 1, "w": 12, "h": 8},
   "fieldConfig": {"defaults": {"unit": "short", "custom": {"stacking": {"mode": "normal"}}}},
   "targets": [{"expr": "sum by (result) (increase(evictd_evictions_total[$__rate_interval]))", "legendFormat": "{{result}}"}]},
@@ -113,7 +113,7 @@ func TestPanelQueriesOverScrapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "d.png")
-	if err := render(context.Background(), d, dir, out, "", map[string]string{"instance": "n1", "job": "evictd"}); err != nil {
+	if err := render(context.Background(), d, dir, out, "", map[string]string{"node": "n1", "job": "evictd"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -203,7 +203,7 @@ func TestListScrapesRefusesStrangeNames(t *testing.T) {
 
 func openEvaluator(t *testing.T, scrapes []Scrape) (*Evaluator, func()) {
 	t.Helper()
-	db, closeDB, err := openStore(context.Background(), scrapes, map[string]string{"instance": "n1", "job": "evictd"})
+	db, closeDB, err := openStore(context.Background(), scrapes, map[string]string{"node": "n1", "job": "evictd"})
 	if err != nil {
 		t.Fatal(err)
 	}

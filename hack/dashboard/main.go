@@ -29,7 +29,7 @@ func run(args []string, stderr io.Writer) int {
 	dashPath := fs.String("dashboard", "", "the dashboard's JSON model (required)")
 	scrapeDir := fs.String("scrapes", "", "directory of <unix milliseconds>.prom scrapes (required)")
 	out := fs.String("out", "", "the PNG to write (required)")
-	instance := fs.String("instance", "demo-node", "the instance label the scrapes get, as Prometheus would add it")
+	node := fs.String("node", "demo-node", "the node label the scrapes get, as the chart's ServiceMonitor adds it")
 	job := fs.String("job", "evictd", "the job label the scrapes get")
 	subtitle := fs.String("subtitle", "", "a line under the title saying where the data came from")
 	if err := fs.Parse(args); err != nil {
@@ -42,7 +42,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 	}
 	if err := render(context.Background(), *dashPath, *scrapeDir, *out, *subtitle,
-		map[string]string{"instance": *instance, "job": *job}); err != nil {
+		map[string]string{"instance": "127.0.0.1:9731", "node": *node, "job": *job}); err != nil {
 		fmt.Fprintf(stderr, "dashboard: %v\n", err)
 		return 1
 	}

@@ -16,8 +16,10 @@ import (
 
 // targetLabels are the labels Prometheus adds to every series it scrapes
 // from evictd: job and instance always, the rest from Kubernetes service
-// discovery (a ServiceMonitor's defaults) and the chart's relabeling (node).
-var targetLabels = []string{"job", "instance", "namespace", "pod", "container", "service", "endpoint", "node"}
+// discovery (a ServiceMonitor's defaults), the chart's relabeling (node)
+// and, where several clusters share one Prometheus or Thanos, an external
+// cluster label (the dashboard's cluster variable).
+var targetLabels = []string{"job", "instance", "namespace", "pod", "container", "service", "endpoint", "node", "cluster"}
 
 // series is what a query may select: each series name evictd's registry
 // exposes (a histogram's _bucket, _sum and _count), with the labels it has.
@@ -40,6 +42,8 @@ func registrySeries(t *testing.T) series {
 	m.SetSignal(thresholds.PIDAvailable, 1000, 32768)
 	m.SetThreshold(sig, true, true, 300<<20)
 	m.SetThreshold(thresholds.PIDAvailable, true, false, 3276)
+	m.SetSignal(thresholds.MemoryPressureSome, 900, 1000)
+	m.SetStallThreshold(thresholds.MemoryPressureSome, true, false, 0.2)
 	m.IncEviction(sig, metrics.ResultEvicted)
 	m.ObserveEvictionLatency(sig, time.Second)
 	m.ObservePodGone(sig, time.Second)
