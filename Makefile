@@ -170,7 +170,7 @@ clean:
 
 FORCE:
 
-## vm-smoke: evictd observe on a real cgroup v2 kernel under QEMU (issue 10): hack/vm/prepare.sh
+## vm-smoke: evictd observe on a real cgroup v2 kernel under QEMU: hack/vm/prepare.sh
 ## installs QEMU and fetches a Debian kernel (apt-get, as root) into _output/vm, then the
 ## test boots it. make e2e-node runs the same test among the node's; this target is the quick one.
 VM_DIR := $(OUT)/vm
@@ -180,7 +180,7 @@ vm-smoke: $(BIN)/evictd $(BIN)/workload
 	hack/vm/prepare.sh $(VM_DIR)
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode -v -timeout 15m -run TestVMCgroupV2Observe ./test/vmnode
 
-## e2e-node: the real node (issue 10): a cgroup v2 guest under QEMU with containerd and the real
+## e2e-node: the real node: a cgroup v2 guest under QEMU with containerd and the real
 ## kubelet registered to the test control plane, evictd deployed from deploy/daemonset.yaml.
 ## Needs root (apt-get, the guest's disk). make test's node stages, alone; ends with a line
 ## "N passed, N failed". E2E_NODE_RUN=PATTERN runs only the tests it matches.
@@ -201,14 +201,14 @@ bench-race-node: node-ready
 	  -run '^TestNodeHeadToHead$$' ./test/vmnode 2>&1 | tee $(OUT)/bench/race-node.log
 
 ## bench-stall-node: TestNodeStallLatency, stall start to eviction with PSI wake-ups against
-## polling every 10 s, on the imagefs node (issue 13). The table is in _output/bench/stall-node.log.
+## polling every 10 s, on the imagefs node. The table is in _output/bench/stall-node.log.
 bench-stall-node: node-ready
 	@mkdir -p $(OUT)/bench
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode,vmnodebench -v -timeout 40m \
 	  -run '^TestNodeStallLatency$$' ./test/vmnode 2>&1 | tee $(OUT)/bench/stall-node.log
 
 ## bench-latency-node: the v2 fast path's detection latency on that node, per wake-up
-## configuration against the timer alone (issue 10); not part of test. Table in
+## configuration against the timer alone; not part of test. Table in
 ## _output/bench/latency-node.txt.
 bench-latency-node: node-ready $(BIN)/filler
 	$(IMAGE_TOOL) --binary $(BIN)/filler --name evictd-filler:e2e-node --out $(NODE_IMAGES)/filler.tar >/dev/null

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Detection latency (issue 6): a pod takes a 1 GiB simulated node across
+# Detection latency: a pod takes a 1 GiB simulated node across
 # memory.available<300Mi in one step (one 300 MiB MAP_POPULATE), and the time
 # from the crossing (timed by the test from the node cgroup's usage) to evictd's
 # Eviction reaching the API server (requestReceivedTimestamp in its audit log)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Overhead (issues 6 and 12): evictd's CPU time and resident memory with 110
+# Overhead: evictd's CPU time and resident memory with 110
 # pods on a 4 GiB simulated node, idle and under pressure (a pod growing at
 # 500 MiB/s, evicted again and again), EVICTD_BENCH_PHASE (default 60s) each.
 # A baseline evictd, built from the git ref BASELINE_REF, runs the same

@@ -19,7 +19,7 @@ import (
 	"github.com/evictd/evictd/internal/buildinfo"
 )
 
-// Exit codes are part of the CLI contract (design.md).
+// Exit codes are part of the CLI contract (README, "Exit codes").
 const (
 	exitOK      = 0
 	exitFailure = 1

@@ -107,7 +107,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 
 	// An unprivileged PSI trigger on the host's or kubepods' memory pressure
 	// stops firing if the same groups' pressure files are read in the loop
-	// (reference/psi.md §1.6), so the observer leaves them alone then.
+	// (docs/kernel.md, "PSI triggers and reads of the same group"), so the observer leaves them alone then.
 	// A stall threshold needs those files read: then reading wins, and the
 	// loop polls (adaptive) where the unprivileged trigger would not fire.
 	noNodePSI := o.Sources.PSI && !wakeup.HasCapSysResource() && !hasStallThreshold(ths)

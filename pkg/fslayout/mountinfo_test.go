@@ -88,7 +88,7 @@ func TestMountOf(t *testing.T) {
 	}
 }
 
-// TestLayoutOfBtrfsSubvolumes is B.8 of issue 22: the kubelet's root and
+// TestLayoutOfBtrfsSubvolumes: the kubelet's root and
 // containerd's root are two subvolumes of one btrfs disk, so st_dev differs
 // (each subvolume has an anonymous device of its own) while cadvisor, and so
 // the kubelet, sees one device: one filesystem, not a dedicated imagefs.

@@ -1,7 +1,7 @@
 // Package logging builds evictd's zap logger and routes client-go's klog
 // output into it, so that one process writes one log stream in one format.
 //
-// Key conventions for callers (see design.md): `pod` (namespace/name),
+// Key conventions for callers (docs/run.md, "Log messages"): `pod` (namespace/name),
 // `node`, `signal`, `reason`, `err`.
 package logging
 

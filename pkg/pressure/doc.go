@@ -31,7 +31,7 @@
 // directory name. Each pass reads only the few files each signal needs, and
 // keeps them open to re-read them with pread: containerd/cgroups' Stat()
 // opens some twenty files per cgroup, far too many for a loop that runs every
-// second or faster over hundreds of pods (reference/psi.md §5.2);
+// second or faster over hundreds of pods (docs/kernel.md, "What reading the files costs");
 // BenchmarkPodMemoryRead measures it on one pod. Parsing is done by pure,
 // allocation-free functions over the bytes read. The cgroup mode comes from
 // containerd/cgroups' Mode() only when the host root is "/" (layout.go).

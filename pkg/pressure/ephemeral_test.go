@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestEphemeralAsTheKubeletCounts is B.7 of issue 22: a pod's ephemeral
+// TestEphemeralAsTheKubeletCounts: a pod's ephemeral
 // storage holds what the kubelet's Summary and ranking hold. Local volumes
 // are those IsLocalEphemeralVolume names (emptyDir, configMap, gitRepo; not
 // secret, downwardAPI or projected, which are tmpfs on a node and plain

@@ -21,7 +21,7 @@ const btrfsMountinfo = `22 1 0:42 /@ / rw,relatime shared:1 - btrfs /dev/sda2 rw
 37 22 0:42 /@containerd /var/lib/containerd rw,relatime shared:31 - btrfs /dev/sda2 rw,ssd,space_cache=v2,subvolid=258,subvol=/@containerd
 `
 
-// TestDiskLayoutByBlockDevice is B.8 of issue 22: the kubelet's root and
+// TestDiskLayoutByBlockDevice: the kubelet's root and
 // the image store have different st_dev (here the fixture's filesystem and
 // a tmpfs; on the node two btrfs subvolumes, each with an anonymous device),
 // but the host's mount table has them on one block device, which is how

@@ -72,7 +72,7 @@ type Options struct {
 	// NoNodePSI stops the observer reading /proc/pressure/* and the kubepods
 	// cgroup's memory.pressure. Set it when an unprivileged PSI trigger is armed
 	// on those files: frequent reads of a group's pressure file keep such a
-	// trigger from firing (reference/psi.md §1.6).
+	// trigger from firing (docs/kernel.md, "PSI triggers and reads of the same group").
 	NoNodePSI bool
 
 	// Clock stamps observations and ages the ephemeral-storage cache; the

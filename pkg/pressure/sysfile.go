@@ -13,7 +13,7 @@ import (
 // files: paths are kept NUL-terminated (cpath) so opening allocates nothing,
 // and files are kept open between passes and re-read with pread, which costs
 // 2-7 µs instead of 9-15 µs for open+read+close (measured on this project's
-// machines, reference/psi.md §5.2).
+// machines, docs/kernel.md, "What reading the files costs").
 
 // atFDCWD is AT_FDCWD (-100) as a system call argument: ^99 is -100 in
 // two's complement.

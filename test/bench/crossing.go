@@ -54,7 +54,7 @@ func (c Crossing) Resolution() time.Duration {
 // WatchCrossing re-reads the single-number cgroup file path (e.g. a memory
 // cgroup's memory.usage_in_bytes) every interval until its value exceeds
 // level, and returns when that was first seen. It keeps the file open and
-// reads it with pread (about 2 µs a read, reference/psi.md §5.2), on a locked
+// reads it with pread (about 2 µs a read, docs/kernel.md, "What reading the files costs"), on a locked
 // OS thread, so that a 250 µs interval costs about 1% of a core and the
 // crossing is timed independently of how evictd learns about it.
 //

@@ -1,4 +1,4 @@
-// Package bench holds evictd's fast-path benchmarks (issue 6): detection
+// Package bench holds evictd's fast-path benchmarks: detection
 // latency, the OOM race against a growing pod, and the agent's own CPU and
 // memory overhead. They run evictd as a real process against the real test
 // control plane (test/e2e/framework) and a simulated node on real cgroup v1

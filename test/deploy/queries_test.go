@@ -182,7 +182,7 @@ func TestAlertingRules(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no rules in deploy/monitoring/alerts.yaml")
 	}
-	// What issue 12 asks the rules to cover, by the series that tell it.
+	// What the rules must cover, by the series that tell it.
 	all := ""
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Disk pressure on the real node (issue 11): one ext4 disk holds the
+// Disk pressure on the real node: one ext4 disk holds the
 // kubelet's root, the image store and the logs, so nodefs and imagefs are
 // the same filesystem, as on most nodes.
 

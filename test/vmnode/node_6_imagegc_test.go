@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The kubelet's image garbage collection on the real node (issue 11). Last
+// The kubelet's image garbage collection on the real node. Last
 // of the one-disk node's tests: the DiskPressure condition the kubelet sets
 // stays for its default 5-minute transition period, and its NoSchedule taint
 // with it (a run with this test early left the next test's pods pending).

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The dedicated imagefs layout (issue 11): a node whose /var/lib/containerd
+// The dedicated imagefs layout: a node whose /var/lib/containerd
 // is a disk of its own, so the image store and the containers' writable
 // layers are on imagefs, and the kubelet's root, the logs and the emptyDirs
 // on nodefs. These tests run on a node of their own, booted after the

@@ -18,7 +18,7 @@ import (
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
-// Swap (issue 13) on the imagefs node, which has 1 GiB of swap and the
+// Swap on the imagefs node, which has 1 GiB of swap and the
 // kubelet's LimitedSwap: a Burstable container (request below its limit)
 // may swap up to memory request / MemTotal × SwapTotal.
 

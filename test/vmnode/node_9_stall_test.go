@@ -21,7 +21,7 @@ import (
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
-// The memory stall signals (issue 13) on the real node: a pod that thrashes
+// The memory stall signals on the real node: a pod that thrashes
 // its own page cache inside its memory limit stalls the node (PSI) while
 // memory.available stays high, which no memory.available threshold sees.
 // These tests run on the imagefs node (imageFsNode), after the swap test,

@@ -21,7 +21,7 @@ import (
 	"github.com/evictd/evictd/test/bench"
 )
 
-// The v2 fast path's detection latency on the VM node (issue 10, item 3),
+// The v2 fast path's detection latency on the VM node,
 // as hack/bench-latency.sh measures it on the host's cgroup v1: a pod takes
 // the node across memory.available<300Mi in one step, and the time from the
 // crossing to evictd noticing it is measured per wake-up configuration,

@@ -16,7 +16,7 @@ import (
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
-// Stall-to-eviction latency on the VM node (issue 13): a benchmark, run by
+// Stall-to-eviction latency on the VM node: a benchmark, run by
 // make bench-stall-node, not by make test. Its one check (the PSI-woken
 // agent is not slower than polling, beyond noise) is a loose bound on a
 // measurement, so it lives with the measurements.

@@ -201,8 +201,8 @@ func evictdPodWith(t *testing.T, n *Node, extraArgs ...string) *corev1.Pod {
 
 // logEarlyBets lists, in the test's output, every eviction evictd made in
 // the test for a predicted crossing (act-early) with the memory available
-// then: the record the node runs with act-early on are read for (issue 22,
-// "act-early bets, and loses"). It never fails the test.
+// then: the record the node runs with act-early on are read for (docs/decide.md,
+// "A bet only where one is needed, and bounded"). It never fails the test.
 func logEarlyBets(t *testing.T, n *Node, since time.Time) {
 	evictdOnce.Lock()
 	p := evictdOnce.pod

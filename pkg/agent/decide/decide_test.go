@@ -522,7 +522,7 @@ func TestDecideFitsGraceToTheTimeLeft(t *testing.T) {
 		// Soft (cap 30s): 900Mi at 50Mi/s is 18s left, minus 2s: 16s.
 		{name: "soft eviction shortened to what fits", avail: 900 * mi, rate: 50 * mi, sustained: true, fit: true, wantGrace: 16},
 		{name: "fitting switched off", hard: true, avail: 250 * mi, rate: 200 * mi, sustained: true, wantGrace: 0},
-		// The defect of issue 9: one noisy sample makes a rate of GiB/s
+		// The defect this guards against: one noisy sample makes a rate of GiB/s
 		// and used to cut a soft eviction's minutes of grace to 1s.
 		{name: "one noisy sample must not cut a 300s soft grace", avail: 900 * mi, rate: 2000 * mi, fit: true,
 			podGrace: 300, softCap: 300},
@@ -641,8 +641,8 @@ func TestFitGraceNeverBelowTheSoftFloor(t *testing.T) {
 // TestActEarlyFromEstimatorSeries runs the act-early rule on what the
 // estimator makes of two series sampled at the 100 ms fast poll, on a 1 GiB
 // node with a 300Mi hard threshold and a 2 s lead. Bursts that bring
-// memory.available to 400Mi and stop must never be extrapolated (issue 9:
-// two falls over a 2 s fit were enough); a steady leak must be, before the
+// memory.available to 400Mi and stop must never be extrapolated (an early
+// version did: two falls over a 2 s fit were enough); a steady leak must be, before the
 // crossing.
 func TestActEarlyFromEstimatorSeries(t *testing.T) {
 	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})

@@ -153,7 +153,7 @@ func TestGoneNoteUsageAndEndEpisode(t *testing.T) {
 // A victim held by a finalizer or a hung runtime stays listed, terminating,
 // for ever. Once its entry expires it must not come back as Terminating:
 // its usage is back in the observation, and counting it as reclaim again
-// would keep evictd from choosing the next victim (issue 9, item 1).
+// would keep evictd from choosing the next victim.
 func TestSyncDoesNotReaddStuckVictim(t *testing.T) {
 	s := New(DefaultOptions()) // GoneTimeout 30s
 	s.Add(Added{Pod: pod("v"), Origin: Evicted, Signal: thresholds.MemoryAvailable, At: t0, GraceSeconds: 5, Usage: 100})

@@ -16,7 +16,7 @@ import (
 	"github.com/evictd/evictd/test/nodesim"
 )
 
-// The act-early scenarios (issue 9, "Act-early guesses") run on the 1 GiB
+// The act-early scenarios run on the 1 GiB
 // node of the memory scenarios with its one hard threshold
 // (memory.available<300Mi, minimum reclaim 100Mi) and evictd's defaults:
 // --act-early and --fit-grace on. Besides the pod under test the node holds
