@@ -23,7 +23,7 @@ BENCH_COUNT ?= 6
 export CGO_ENABLED ?= 0
 
 .PHONY: all build observe test unit e2e bench bench-latency bench-oom bench-overhead verify fmt vet lint \
-        fuzz cluster-bins node-bins demo dashboard-picture test-dashboard image image-workload test-image test-deploy clean FORCE
+        fuzz cluster-bins node-bins demo dashboard-picture test-dashboard image image-push image-workload test-image test-deploy clean FORCE
 
 all: build
 
@@ -129,19 +129,39 @@ dashboard-picture: build cluster-bins
 test-dashboard:
 	cd hack/dashboard && $(GO) test -count=1 ./...
 
-## image: the container image, written without a Docker engine (none runs on the dev machines)
-## by hack/image (go-containerregistry) as _output/image/evictd-$(VERSION).tar, an OCI image
-## layout in a tar: `ctr -n k8s.io images import FILE` loads it. IMAGE_FORMAT=docker-archive
-## writes `docker save`'s format instead, for `docker load`. Where a Docker engine runs, the
-## Dockerfile builds the same image: docker build -t evictd:$(VERSION) .
-IMAGE_DIR    := $(OUT)/image
-IMAGE_TOOL   := $(TOOLS)/image
-IMAGE_FORMAT ?= oci-layout
+## image: evictd's container image for linux/amd64 and linux/arm64 (an OCI image index), written
+## without a Docker engine by hack/image (go-containerregistry) as _output/image/evictd-$(VERSION).tar,
+## an OCI image layout in a tar (`ctr -n k8s.io images import FILE`, skopeo, crane and podman read
+## it), with the OCI labels: source, revision, version, created, licences. IMAGE_PLATFORMS picks the
+## architectures (IMAGE_FORMAT=docker-archive, `docker save`'s format, holds one: the first).
+## image-push: the same image pushed to IMAGE (e.g. IMAGE=registry.example.com/evictd:v0.1.0), with
+## the credentials `docker login` or `crane auth login` left in the Docker config.
+IMAGE_DIR       := $(OUT)/image
+IMAGE_TOOL      := $(TOOLS)/image
+IMAGE_FORMAT    ?= oci-layout
+IMAGE_PLATFORMS ?= amd64 arm64
+IMAGE           ?=
+IMAGE_ARCHES    := $(if $(filter docker-archive,$(IMAGE_FORMAT)),$(firstword $(IMAGE_PLATFORMS)),$(IMAGE_PLATFORMS))
+IMAGE_LABELS     = --label org.opencontainers.image.source=https://github.com/evictd/evictd \
+                   --label org.opencontainers.image.title=evictd \
+                   --label org.opencontainers.image.version=$(VERSION) \
+                   --label org.opencontainers.image.revision=$(REVISION) \
+                   --label org.opencontainers.image.created=$(BUILD_DATE) \
+                   --label org.opencontainers.image.licenses=Apache-2.0
 
-image: $(BIN)/evictd $(IMAGE_TOOL)
+image: $(IMAGE_TOOL) $(foreach a,$(IMAGE_ARCHES),$(OUT)/linux-$(a)/evictd)
 	@mkdir -p $(IMAGE_DIR)
-	$(IMAGE_TOOL) --binary $(BIN)/evictd --name evictd:$(VERSION) --format $(IMAGE_FORMAT) \
-	  --out $(IMAGE_DIR)/evictd-$(VERSION).tar
+	$(IMAGE_TOOL) $(foreach a,$(IMAGE_ARCHES),--binary $(OUT)/linux-$(a)/evictd) --name evictd:$(VERSION) \
+	  --format $(IMAGE_FORMAT) $(IMAGE_LABELS) --out $(IMAGE_DIR)/evictd-$(VERSION).tar
+
+image-push: $(IMAGE_TOOL) $(foreach a,$(IMAGE_PLATFORMS),$(OUT)/linux-$(a)/evictd)
+	@test -n "$(IMAGE)" || { echo "image-push: set IMAGE, e.g. IMAGE=registry.example.com/evictd:$(VERSION)" >&2; exit 2; }
+	$(IMAGE_TOOL) $(foreach a,$(IMAGE_PLATFORMS),--binary $(OUT)/linux-$(a)/evictd) --name $(IMAGE) \
+	  $(IMAGE_LABELS) --push
+
+# evictd cross-compiled for one architecture (static, as everywhere).
+$(OUT)/linux-%/evictd: FORCE
+	GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/evictd
 
 ## image-workload: the test workload's image the same way, _output/image/workload-$(VERSION).tar.
 image-workload: $(BIN)/workload $(IMAGE_TOOL)

@@ -1,31 +1,34 @@
 // Command image writes a container image that holds one static executable,
-// the image the Dockerfile builds, without a Docker engine. It is what
-// `make image` and `make image-workload` run:
+// without a Docker engine. It is what `make image`, `make image-push` and
+// `make image-workload` run:
 //
-//	image --binary _output/bin/evictd --name evictd:dev --out _output/image/evictd-dev.tar
+//	image --binary _output/linux-amd64/evictd --binary _output/linux-arm64/evictd \
+//	  --name evictd:v1.2.3 --label org.opencontainers.image.revision=<commit> --out evictd.tar
 //
-// The image has one layer, the executable at /<its base name>, mode 0755,
-// owned by 0:0 (as the Dockerfile's COPY leaves it), and a config with the
-// Dockerfile's ENTRYPOINT and USER (65532:65532, distroless's nonroot; the
-// DaemonSet overrides it with runAsUser 0). There is no base image: evictd is
-// static and reads no file of distroless's (no /etc/passwd, CA bundle or
-// tzdata is needed; the user is numeric).
+// Each image has one layer, the executable at /<its base name>, mode 0755,
+// owned by 0:0, and a config with that entrypoint, the user 65532:65532
+// (distroless's nonroot; the DaemonSet overrides it with runAsUser 0) and the
+// --label labels. There is no base image: evictd is static and reads no file
+// of a base's (no /etc/passwd, CA bundle or tzdata is needed; the user is
+// numeric). Several --binary, one per architecture (read from each ELF
+// header), make an OCI image index of one image per platform.
 //
-// The output is reproducible: the same executable, name and creation time
-// give the same bytes and the same digest. The creation time is
-// $SOURCE_DATE_EPOCH, or the Unix epoch.
+// The output is reproducible: the same executables, name, labels and
+// creation time give the same bytes and the same digest. The creation time
+// is $SOURCE_DATE_EPOCH, or the Unix epoch.
 //
-// Formats:
+// Formats, or --push to the registry --name names (credentials from the
+// Docker config, as docker login leaves them):
 //
 //   - oci-layout (default): an OCI image layout (oci-layout, index.json,
 //     blobs/sha256/...) packed as a tar, with OCI media types. Its index.json
-//     names the image with io.containerd.image.name (the full reference,
-//     docker.io/library/evictd:dev) and org.opencontainers.image.ref.name (the
-//     tag), as BuildKit's OCI exporter does, so `ctr -n k8s.io images import`
-//     stores it under the name the kubelet looks up, and skopeo, podman and
-//     crane read it as oci-archive.
+//     names the image (or the index) with io.containerd.image.name (the full
+//     reference, docker.io/library/evictd:dev) and
+//     org.opencontainers.image.ref.name (the tag), as BuildKit's OCI exporter
+//     does, so `ctr -n k8s.io images import` stores it under the name the
+//     kubelet looks up, and skopeo, podman and crane read it as oci-archive.
 //   - docker-archive: the `docker save` format (manifest.json with RepoTags),
-//     for `docker load`; containerd's import reads it too.
+//     for `docker load`, of one platform; containerd's import reads it too.
 //
 // Both are written with github.com/google/go-containerregistry: the layout
 // package for the first, the tarball package for the second.
@@ -41,6 +44,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -48,11 +52,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -61,7 +67,7 @@ const (
 	formatOCI    = "oci-layout"
 	formatDocker = "docker-archive"
 
-	// defaultUser is the Dockerfile's USER: distroless's nonroot.
+	// defaultUser is distroless's nonroot.
 	defaultUser = "65532:65532"
 	// defaultPath is the PATH Docker and distroless set.
 	defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -72,12 +78,14 @@ const (
 )
 
 type options struct {
-	binary     string
+	binaries   []string // one image per binary: an index when several
 	name       string
 	entrypoint string
 	user       string
 	arch       string
+	labels     map[string]string
 	out        string
+	push       bool
 	format     string
 	created    time.Time
 }
@@ -85,7 +93,7 @@ type options struct {
 // result is what a build wrote.
 type result struct {
 	ref      name.Tag
-	platform string
+	platform string // "linux/amd64", or "linux/amd64,linux/arm64" for an index
 	// digest is the manifest's digest: the image's digest in containerd and
 	// in a registry. imageID is the config's digest (Docker's image ID), the
 	// same in both formats.
@@ -112,14 +120,20 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "image: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "wrote %s (%s, %s, %s)\n", o.out, o.format, res.ref, res.platform)
+	where := o.out
+	if o.push {
+		where = "registry"
+	}
+	fmt.Fprintf(stdout, "wrote %s (%s, %s, %s)\n", where, o.format, res.ref, res.platform)
 	// A docker-archive holds no manifest (docker load and containerd's
 	// import make their own), so only the OCI archive's digest is the one
 	// the runtime will show.
 	if o.format == formatOCI {
 		fmt.Fprintf(stdout, "digest:   %s\n", res.digest)
 	}
-	fmt.Fprintf(stdout, "image ID: %s\n", res.imageID)
+	if len(o.binaries) == 1 {
+		fmt.Fprintf(stdout, "image ID: %s\n", res.imageID)
+	}
 	return 0
 }
 
@@ -127,7 +141,20 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	var o options
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.binary, "binary", "", "the static Linux executable to put in the image (required)")
+	fs.Func("binary", "a static Linux executable to put in the image (required; repeat it for an image of several platforms, one executable each, written as an OCI image index)", func(v string) error {
+		o.binaries = append(o.binaries, v)
+		return nil
+	})
+	o.labels = map[string]string{}
+	fs.Func("label", "a KEY=VALUE label of the image's config (repeatable), e.g. org.opencontainers.image.revision=<commit>", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, not %q", v)
+		}
+		o.labels[k] = val
+		return nil
+	})
+	fs.BoolVar(&o.push, "push", false, "push the image to the registry --name names (credentials from the Docker config, as docker login leaves them) instead of writing --out")
 	fs.StringVar(&o.name, "name", "", "the image reference, e.g. evictd:v1.2.3 (required)")
 	fs.StringVar(&o.entrypoint, "entrypoint", "", "the image's entrypoint (default /<base name of --binary>)")
 	fs.StringVar(&o.user, "user", defaultUser, "the image's user, numeric UID:GID (there is no /etc/passwd)")
@@ -140,16 +167,35 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	for _, req := range []struct{ flag, val string }{{"binary", o.binary}, {"name", o.name}, {"out", o.out}} {
-		if req.val == "" {
-			return o, fmt.Errorf("--%s is required", req.flag)
-		}
+	if len(o.binaries) == 0 {
+		return o, errors.New("--binary is required")
+	}
+	if o.name == "" {
+		return o, errors.New("--name is required")
+	}
+	switch {
+	case o.push && o.out != "":
+		return o, errors.New("--out and --push: write an archive or push, not both")
+	case !o.push && o.out == "":
+		return o, errors.New("--out is required (or --push)")
 	}
 	if o.format != formatOCI && o.format != formatDocker {
 		return o, fmt.Errorf("--format %q: want %s or %s", o.format, formatOCI, formatDocker)
 	}
+	if len(o.binaries) > 1 && o.format == formatDocker {
+		return o, fmt.Errorf("--format %s holds one platform; %d --binary given (use %s)", formatDocker, len(o.binaries), formatOCI)
+	}
+	if len(o.binaries) > 1 && o.arch != "" {
+		return o, errors.New("--arch names the platform of one --binary; with several, each one's ELF header says")
+	}
+	base := filepath.Base(o.binaries[0])
+	for _, b := range o.binaries[1:] {
+		if filepath.Base(b) != base {
+			return o, fmt.Errorf("--binary %s and %s: the executables of one image share a name (it is the entrypoint)", o.binaries[0], b)
+		}
+	}
 	if o.entrypoint == "" {
-		o.entrypoint = "/" + filepath.Base(o.binary)
+		o.entrypoint = "/" + base
 	}
 	if !path.IsAbs(o.entrypoint) {
 		return o, fmt.Errorf("--entrypoint %q: want an absolute path", o.entrypoint)
@@ -184,48 +230,105 @@ func build(o options) (result, error) {
 		return res, fmt.Errorf("--name: %w", err)
 	}
 	res.ref = ref
-	arch, err := checkBinary(o.binary)
+	var images []v1.Image
+	var platforms []string
+	for _, bin := range o.binaries {
+		img, arch, err := imageOf(o, bin)
+		if err != nil {
+			return res, err
+		}
+		for i, p := range platforms {
+			if p == "linux/"+arch {
+				return res, fmt.Errorf("--binary %s and %s are both for %s", o.binaries[i], bin, p)
+			}
+		}
+		images = append(images, img)
+		platforms = append(platforms, "linux/"+arch)
+	}
+	res.platform = strings.Join(platforms, ",")
+	if res.imageID, err = images[0].ConfigName(); err != nil {
+		return res, err
+	}
+	var idx v1.ImageIndex
+	if len(images) == 1 {
+		res.digest, err = images[0].Digest()
+	} else {
+		idx, err = indexOf(images)
+		if err == nil {
+			res.digest, err = idx.Digest()
+		}
+	}
 	if err != nil {
 		return res, err
 	}
-	switch {
-	case arch == "" && o.arch == "":
-		return res, fmt.Errorf("%s: unknown ELF machine; name the architecture with --arch", o.binary)
-	case arch == "":
-		arch = o.arch
-	case o.arch != "" && o.arch != arch:
-		return res, fmt.Errorf("--arch %s, but %s is built for %s", o.arch, o.binary, arch)
-	}
-	res.platform = "linux/" + arch
-	exe, err := os.ReadFile(o.binary)
-	if err != nil {
-		return res, err
-	}
-	img, err := image(o, arch, exe)
-	if err != nil {
-		return res, err
-	}
-	if res.digest, err = img.Digest(); err != nil {
-		return res, err
-	}
-	if res.imageID, err = img.ConfigName(); err != nil {
-		return res, err
+	if o.push {
+		return res, push(ref, images[0], idx)
 	}
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return res, err
 	}
 	switch o.format {
 	case formatDocker:
-		err = writeAtomically(o.out, func(w io.Writer) error { return tarball.Write(ref, img, w) })
+		err = writeAtomically(o.out, func(w io.Writer) error { return tarball.Write(ref, images[0], w) })
 	default:
-		err = writeOCIArchive(o.out, ref, img)
+		err = writeOCIArchive(o.out, ref, images[0], idx)
 	}
 	return res, err
 }
 
+// imageOf checks one executable and builds its image; it returns the
+// image's architecture too.
+func imageOf(o options, bin string) (v1.Image, string, error) {
+	arch, err := checkBinary(bin)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case arch == "" && o.arch == "":
+		return nil, "", fmt.Errorf("%s: unknown ELF machine; name the architecture with --arch", bin)
+	case arch == "":
+		arch = o.arch
+	case o.arch != "" && o.arch != arch:
+		return nil, "", fmt.Errorf("--arch %s, but %s is built for %s", o.arch, bin, arch)
+	}
+	exe, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, "", err
+	}
+	img, err := image(o, bin, arch, exe)
+	return img, arch, err
+}
+
+// indexOf is an OCI image index of the images, each with its platform.
+func indexOf(images []v1.Image) (v1.ImageIndex, error) {
+	var adds []mutate.IndexAddendum
+	for _, img := range images {
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			MediaType: types.OCIManifestSchema1,
+			Platform:  &v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture},
+		}})
+	}
+	return mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...), nil
+}
+
+// push writes the image, or the index when there is one, to the registry
+// ref names, with the credentials docker login (or crane auth login) left in
+// the Docker config.
+func push(ref name.Tag, img v1.Image, idx v1.ImageIndex) error {
+	auth := remote.WithAuthFromKeychain(authn.DefaultKeychain)
+	if idx != nil {
+		return remote.WriteIndex(ref, idx, auth)
+	}
+	return remote.Write(ref, img, auth)
+}
+
 // image builds the image: one layer with exe at /<base name>, and the config.
-func image(o options, arch string, exe []byte) (v1.Image, error) {
-	base := filepath.Base(o.binary)
+func image(o options, bin, arch string, exe []byte) (v1.Image, error) {
+	base := filepath.Base(bin)
 	layerTar, err := singleFileTar(base, exe, o.created)
 	if err != nil {
 		return nil, err
@@ -264,6 +367,9 @@ func image(o options, arch string, exe []byte) (v1.Image, error) {
 		User:       o.user,
 		Env:        []string{defaultPath},
 	}
+	if len(o.labels) > 0 {
+		cfg.Config.Labels = maps.Clone(o.labels)
+	}
 	return mutate.ConfigFile(img, cfg)
 }
 
@@ -294,7 +400,7 @@ func singleFileTar(base string, data []byte, mtime time.Time) ([]byte, error) {
 // writeOCIArchive writes img as an OCI image layout in a scratch directory
 // and packs that directory into a tar at out, in a fixed order with fixed
 // times and owners, so the archive's bytes depend on the image alone.
-func writeOCIArchive(out string, ref name.Tag, img v1.Image) error {
+func writeOCIArchive(out string, ref name.Tag, img v1.Image, idx v1.ImageIndex) error {
 	dir, err := os.MkdirTemp("", "evictd-image-")
 	if err != nil {
 		return err
@@ -304,10 +410,16 @@ func writeOCIArchive(out string, ref name.Tag, img v1.Image) error {
 	if err != nil {
 		return err
 	}
-	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{
+	ann := layout.WithAnnotations(map[string]string{
 		annotationContainerdName: containerdName(ref),
 		annotationRefName:        ref.TagStr(),
-	})); err != nil {
+	})
+	if idx != nil {
+		err = lp.AppendIndex(idx, ann)
+	} else {
+		err = lp.AppendImage(img, ann)
+	}
+	if err != nil {
 		return err
 	}
 	return writeAtomically(out, func(w io.Writer) error {
