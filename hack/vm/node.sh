@@ -21,6 +21,13 @@
 # Parameters (environment, set by the script StartNode generates): NODE_OUT, NODE_DISK,
 # NODE_SERVICE_IP, NODE_AGENT (the vmagent binary's host path), NODE_AGENT_ARGS and, optionally,
 # NODE_IMAGEFS_DISK and NODE_SWAP_DISK.
+#
+# With evictd.init=systemd on the kernel command line (/init exports it as EVICTD_INIT), the node
+# boots systemd as its PID 1 instead: NODE_SYSTEMD_LAYER (prepare.sh's OUTDIR/systemd, a host
+# path) becomes the overlay's top lower layer, the agent becomes the unit vmagent.service of the
+# default target evictd-node.target (with D-Bus, which the kubelet's and runc's systemd cgroup
+# managers talk to), the units StartNode wrote to NODE_OUT/units (containerd, the kubelet) are
+# installed, and this script leaves the root at /node for /init, which execs systemd in it.
 set -u
 say() { echo "evictd-node: $*"; }
 fail() { say "$*"; exit 1; }
@@ -37,8 +44,15 @@ r=/node
 mkdir -p /rw "$r"
 mount -t tmpfs -o mode=755 tmpfs /rw
 mkdir -p /rw/upper /rw/work
-mount -t overlay -o lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work overlay "$r" ||
-  fail "cannot overlay a tmpfs on the host root"
+lower=/host
+if [ "${EVICTD_INIT:-}" = systemd ]; then
+  : "${NODE_SYSTEMD_LAYER:?}"
+  [ -x "/host$NODE_SYSTEMD_LAYER/usr/lib/systemd/systemd" ] ||
+    fail "no systemd in $NODE_SYSTEMD_LAYER (hack/vm/prepare.sh makes it)"
+  lower=/host$NODE_SYSTEMD_LAYER:/host
+fi
+mount -t overlay -o "lowerdir=$lower,upperdir=/rw/upper,workdir=/rw/work" overlay "$r" ||
+  fail "cannot overlay a tmpfs on the host root ($lower)"
 
 mount -t proc proc "$r/proc"
 mount -t sysfs sysfs "$r/sys"
@@ -80,6 +94,71 @@ mount -t tmpfs tmpfs "$r/etc/containerd"
 echo "nameserver 127.0.0.1" >/rw/upper/etc/resolv.conf 2>/dev/null ||
   { mkdir -p /rw/upper/etc && echo "nameserver 127.0.0.1" >/rw/upper/etc/resolv.conf; }
 hostname >/rw/upper/etc/hostname
+
+if [ "${EVICTD_INIT:-}" = systemd ]; then
+  sd=$r/etc/systemd/system
+  mkdir -p "$sd" "$r/etc/systemd/system-generators" "$r/etc/systemd/journald.conf.d"
+  # Nothing of the host's boot: no generator (the host's fstab, its gettys, its SysV scripts)...
+  for g in "$r"/usr/lib/systemd/system-generators/*; do
+    ln -sf /dev/null "$r/etc/systemd/system-generators/${g##*/}"
+  done
+  : >"$r/etc/fstab"
+  # ... and none of what a TCG guest without devices, clock or logins does not need. tmpfiles
+  # above all: its boot-time clean-up of /tmp would empty the host's OutDir under /tmp, which
+  # is bound here writable.
+  for u in systemd-udevd.service systemd-udevd-control.socket systemd-udevd-kernel.socket \
+    systemd-udev-trigger.service systemd-udev-settle.service systemd-hwdb-update.service \
+    systemd-networkd.service systemd-networkd.socket systemd-networkd-wait-online.service \
+    systemd-resolved.service systemd-timesyncd.service systemd-logind.service \
+    getty.target getty@.service serial-getty@.service console-getty.service \
+    systemd-tmpfiles-setup.service systemd-tmpfiles-setup-dev.service \
+    systemd-tmpfiles-clean.service systemd-tmpfiles-clean.timer \
+    systemd-journal-flush.service systemd-journald-audit.socket systemd-random-seed.service \
+    systemd-firstboot.service systemd-machine-id-commit.service systemd-modules-load.service \
+    systemd-sysctl.service systemd-binfmt.service proc-sys-fs-binfmt_misc.automount \
+    kmod-static-nodes.service ldconfig.service systemd-update-utmp.service \
+    systemd-update-done.service systemd-sysusers.service systemd-remount-fs.service \
+    systemd-fsck-root.service systemd-pstore.service systemd-pcrphase-sysinit.service \
+    systemd-boot-update.service systemd-ask-password-console.path \
+    systemd-ask-password-wall.path dev-hugepages.mount dev-mqueue.mount \
+    sys-kernel-debug.mount sys-kernel-tracing.mount sys-kernel-config.mount \
+    sys-fs-fuse-connections.mount timers.target paths.target remote-fs.target \
+    cryptsetup.target swap.target tmp.mount e2scrub_reap.service; do
+    ln -sf /dev/null "$sd/$u"
+  done
+  printf '[Journal]\nStorage=volatile\nRuntimeMaxUse=16M\n' >"$r/etc/systemd/journald.conf.d/evictd-vm.conf"
+  # D-Bus runs as messagebus: a host without dbus has no such user.
+  grep -q '^messagebus:' "$r/etc/passwd" || chroot "$r" /usr/bin/systemd-sysusers ||
+    fail "cannot create D-Bus's user messagebus"
+  cat >"$sd/evictd-node.target" <<EOT
+[Unit]
+Description=evictd VM node (test/vmnode)
+Requires=basic.target
+After=basic.target
+Wants=dbus.service vmagent.service
+AllowIsolate=yes
+EOT
+  ln -sf evictd-node.target "$sd/default.target"
+  # The agent needs nothing systemd starts: it comes up at once, beside sysinit.
+  cat >"$sd/vmagent.service" <<EOT
+[Unit]
+Description=evictd VM test ground agent (test/cmd/vmagent)
+DefaultDependencies=no
+Conflicts=shutdown.target
+Before=shutdown.target
+[Service]
+Environment=PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/root
+ExecStart=$NODE_AGENT $NODE_AGENT_ARGS
+StandardOutput=append:$NODE_OUT/vmagent.log
+StandardError=inherit
+KillMode=process
+EOT
+  if [ -d "/out/units" ]; then
+    cp /out/units/* "$sd/" || fail "cannot install the units in $NODE_OUT/units"
+  fi
+  say "node root ready at /node at uptime $(cut -d' ' -f1 /proc/uptime)s; /init execs systemd in it"
+  exit 0
+fi
 
 say "node root ready at uptime $(cut -d' ' -f1 /proc/uptime)s; starting the agent"
 # The node root becomes the mount namespace's root, as switch_root does: moved onto / and

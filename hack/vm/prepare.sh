@@ -9,12 +9,20 @@
 #   OUTDIR/node/               runc and the CNI plugins (Debian's packages, unpacked with
 #                              dpkg-deb -x, never installed on the host) for the VM node; its
 #                              containerd 2 is built from Go modules (hack/build-node.sh)
+#   OUTDIR/systemd/            systemd and D-Bus (Debian's packages and the libraries systemd and
+#                              dbus-daemon link, unpacked with dpkg-deb -x, never installed on
+#                              the host): a lower layer of the node root above the host's root,
+#                              so the guest can boot systemd as its PID 1 (evictd.init=systemd)
+#                              whether or not the host has it
 #
 # Host packages come from apt-get (qemu-system-x86, busybox-static, kmod, cpio); the kernel
 # package is fetched with apt-get download and never installed. The guest's /init mounts a
 # cgroup v2 hierarchy with the memory controller on /sys/fs/cgroup, the host's root read-only
 # at /host (9p tag hostroot) and a writable share at /out (9p tag out), runs the command named
-# by evictd.cmd= on the kernel command line with busybox sh, and powers off.
+# by evictd.cmd= on the kernel command line with busybox sh, and powers off. With
+# evictd.init=systemd on the kernel command line the script is to leave a prepared root at /node
+# (hack/vm/node.sh does) and /init, instead of powering off, moves it onto / and execs systemd
+# there as PID 1.
 #
 # A run is skipped when OUTDIR holds every piece built by this same script (a hash stamp) and
 # the host tools are installed; delete OUTDIR/.vm-stamp to force a rebuild.
@@ -37,7 +45,8 @@ have_tools() {
 
 up_to_date=true
 have_tools || up_to_date=false
-for f in vmlinuz initramfs.cpio.gz kver node/usr/sbin/runc node/usr/lib/cni/bridge; do
+for f in vmlinuz initramfs.cpio.gz kver node/usr/sbin/runc node/usr/lib/cni/bridge \
+  systemd/usr/lib/systemd/systemd systemd/usr/bin/dbus-daemon systemd/usr/bin/systemctl; do
   [ -s "$out/$f" ] || up_to_date=false
 done
 if $up_to_date && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
@@ -126,6 +135,47 @@ for p in "${node_pkgs[@]}"; do
 done
 say "node runtime ($("$out/node/usr/sbin/runc" --version | head -1)) in $(( $(date +%s) - t ))s"
 
+# --- systemd and D-Bus for a guest whose PID 1 is systemd ------------------------------------
+# systemd, systemctl and dbus-daemon with every library they link (ldd on bookworm), but for
+# libc6, which every Debian host has and whose copy the whole host root shares. The layer lies
+# above the host's root in the node root's overlay: the guest's systemd is always this one.
+t=$(date +%s)
+systemd_pkgs=(systemd libsystemd-shared libsystemd0 dbus dbus-daemon dbus-system-bus-common dbus-bin
+  libdbus-1-3 libexpat1 libacl1 libapparmor1 libaudit1 libblkid1 libcap-ng0 libcap2 libcrypt1
+  libgcrypt20 libgpg-error0 libip4tc2 libkmod2 liblz4-1 liblzma5 libmount1 libpam0g libpcre2-8-0
+  libseccomp2 libselinux1 libssl3 libzstd1)
+sd="$out/systemd"
+rm -rf "$sd"
+mkdir -p "$sd" "$dl/systemd"
+for p in "${systemd_pkgs[@]}"; do
+  sdeb=$(ls "$dl/systemd/${p}_"*.deb 2>/dev/null | head -1 || true)
+  if [ -z "$sdeb" ]; then
+    (cd "$dl/systemd" && apt-get download -qq -o APT::Sandbox::User=root "$p")
+    sdeb=$(ls "$dl/systemd/${p}_"*.deb | head -1)
+  fi
+  dpkg-deb -x "$sdeb" "$sd"
+done
+# Bookworm's packages still ship /lib, /bin and /sbin, while its root has them as links into
+# /usr: a real directory in an upper layer would hide the host's link, and its whole /lib with
+# it. Fold them into usr/ as a merged-/usr system has them.
+for d in bin sbin lib lib64; do
+  if [ -d "$sd/$d" ] && [ ! -L "$sd/$d" ]; then
+    mkdir -p "$sd/usr/$d"
+    cp -a "$sd/$d/." "$sd/usr/$d/"
+    rm -rf "${sd:?}/$d"
+  fi
+done
+# Every library they link must resolve in the layer or else in the host's root.
+for b in usr/lib/systemd/systemd usr/bin/systemctl usr/bin/dbus-daemon; do
+  missing=$(LD_LIBRARY_PATH="$sd/usr/lib/x86_64-linux-gnu:$sd/usr/lib/x86_64-linux-gnu/systemd" \
+    ldd "$sd/$b" 2>&1 | grep 'not found' || true)
+  if [ -n "$missing" ]; then
+    echo "prepare.sh: $b in the systemd layer links libraries none has: $missing" >&2
+    exit 1
+  fi
+done
+say "systemd layer ($("$sd/usr/bin/systemctl" --version 2>/dev/null | head -1 || echo "systemd"), $(du -sh "$sd" | cut -f1)) in $(( $(date +%s) - t ))s"
+
 # --- initramfs ---------------------------------------------------------------------------------
 t=$(date +%s)
 root="$out/initramfs"
@@ -179,10 +229,15 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose hostroo
   echo "evictd-vm: cannot mount the host root at /host"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out /out ||
   echo "evictd-vm: cannot mount the out share at /out"
-cmd=
+cmd= init=
 for arg in $(cat /proc/cmdline); do
-  case "$arg" in evictd.cmd=*) cmd=${arg#evictd.cmd=} ;; esac
+  case "$arg" in
+    evictd.cmd=*) cmd=${arg#evictd.cmd=} ;;
+    evictd.init=*) init=${arg#evictd.init=} ;;
+  esac
 done
+# The script learns from it to leave its root at /node for systemd (hack/vm/node.sh).
+export EVICTD_INIT=$init
 echo "evictd-vm: ready at uptime $(cut -d' ' -f1 /proc/uptime)s, cgroup controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control)"
 rc=0
 if [ -z "$cmd" ]; then
@@ -200,6 +255,16 @@ else
   fi
 fi
 echo "evictd-vm: command exited $rc at uptime $(cut -d' ' -f1 /proc/uptime)s"
+if [ "$init" = systemd ] && [ "$rc" = 0 ]; then
+  # As switch_root does, but keeping the initramfs (its mounts, /host and /out, stay the node
+  # root's layers): the root moved onto / and entered, systemd exec'ed as PID 1 there.
+  if [ -x /node/lib/systemd/systemd ] && cd /node && mount -o move . /; then
+    echo "evictd-vm: exec systemd at uptime $(cut -d' ' -f1 /proc/uptime)s"
+    exec chroot . /lib/systemd/systemd
+  fi
+  echo "evictd-vm: no node root with systemd at /node"
+  rc=1
+fi
 sync
 umount /out 2>/dev/null
 echo "evictd-vm: poweroff"
