@@ -58,6 +58,11 @@ type NodeOptions struct {
 	Images []string
 	// PauseImage is the sandbox image's reference; required.
 	PauseImage string
+	// CgroupDriver is the kubelet's and runc's cgroup driver: CgroupFS
+	// (the default; the guest's PID 1 is its busybox /init) or Systemd
+	// (the guest boots systemd as PID 1, containerd and the kubelet run as
+	// its units, the pods in kubepods.slice).
+	CgroupDriver string
 	// Timeout bounds the VM's whole life; default 40 minutes.
 	Timeout time.Duration
 	// Logf receives progress; default none.
@@ -85,6 +90,8 @@ type Node struct {
 	StartupTimes []Step
 	// Swap: the node has swap (NodeOptions.SwapMiB).
 	Swap bool
+	// CgroupDriver is NodeOptions.CgroupDriver, defaulted.
+	CgroupDriver string
 
 	logf func(string, ...any)
 }
@@ -119,6 +126,12 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
+	if o.CgroupDriver == "" {
+		o.CgroupDriver = CgroupFS
+	}
+	if o.CgroupDriver != CgroupFS && o.CgroupDriver != Systemd {
+		return nil, fmt.Errorf("vmnode: NodeOptions.CgroupDriver %q is neither %q nor %q", o.CgroupDriver, CgroupFS, Systemd)
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -131,6 +144,10 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		filepath.Join(bin, "containerd"), filepath.Join(bin, "ctr"), filepath.Join(bin, "containerd-shim-runc-v2"),
 		filepath.Join(runtime, "usr", "sbin", "runc"), filepath.Join(runtime, "usr", "lib", "cni", "bridge"),
 	}
+	systemdLayer := filepath.Join(vmDir, "systemd")
+	if o.CgroupDriver == Systemd {
+		need = append(need, filepath.Join(systemdLayer, "usr", "lib", "systemd", "systemd"))
+	}
 	for _, p := range need {
 		if !isFile(p) {
 			return nil, fmt.Errorf("vmnode: missing %s (make build cluster-bins node-bins, hack/vm/prepare.sh)", p)
@@ -140,7 +157,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n = &Node{Name: o.Name, OutDir: out, Cluster: o.Cluster, logf: o.Logf, Swap: o.SwapMiB > 0,
+	n = &Node{Name: o.Name, OutDir: out, Cluster: o.Cluster, logf: o.Logf, Swap: o.SwapMiB > 0, CgroupDriver: o.CgroupDriver,
 		Ctr: filepath.Join(bin, "ctr"), Containerd: filepath.Join(bin, "containerd"),
 		VMAgent: filepath.Join(bin, "vmagent"), path: nodePath(bin, runtime)}
 	began := time.Now()
@@ -196,18 +213,24 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		"export NODE_AGENT=" + shellQuote(filepath.Join(bin, "vmagent")),
 		"export NODE_AGENT_ARGS=" + shellQuote(fmt.Sprintf("serve --listen=:%d --relay=%s:443=%s",
 			guestAgentPort, framework.ServiceIP, guestAPIAddr)),
+		"export NODE_SYSTEMD_LAYER=" + shellQuote(systemdLayer),
 		"exec sh /host" + filepath.Join(root, "hack", "vm", "node.sh"),
 		"",
 	}, "\n")
+	var kernelArgs []string
+	if o.CgroupDriver == Systemd {
+		kernelArgs = []string{"evictd.init=systemd"}
+	}
 	t := time.Now()
 	n.VM, err = Start(ctx, Options{
-		Dir:       vmDir,
-		MemoryMiB: o.MemoryMiB,
-		CPUs:      o.CPUs,
-		Script:    script,
-		OutDir:    out,
-		Timeout:   o.Timeout,
-		Disks:     disks,
+		Dir:        vmDir,
+		MemoryMiB:  o.MemoryMiB,
+		CPUs:       o.CPUs,
+		Script:     script,
+		OutDir:     out,
+		Timeout:    o.Timeout,
+		Disks:      disks,
+		KernelArgs: kernelArgs,
 		HostForwards: []HostForward{
 			{HostPort: ports[0], GuestPort: guestAgentPort},
 			{HostPort: ports[1], GuestPort: guestReadOnlyPort},
@@ -233,9 +256,8 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	step("boot to agent", t)
 
 	t = time.Now()
-	if _, err := n.Agent.Spawn(ctx, []string{n.Containerd, "--config", filepath.Join(out, "containerd.toml")},
-		filepath.Join(out, "containerd.log"), n.env()...); err != nil {
-		return n, fmt.Errorf("start containerd: %w", err)
+	if err := n.startContainerd(ctx); err != nil {
+		return n, err
 	}
 	if err := n.poll(ctx, 2*time.Minute, "containerd answering", func(ctx context.Context) error {
 		r, err := n.Exec(ctx, []string{n.Ctr, "version"})
@@ -312,6 +334,37 @@ func (n *Node) ImportImage(ctx context.Context, archive string) error {
 	return nil
 }
 
+// startContainerd starts containerd: a daemon of the guest agent, or on a
+// systemd node its unit (systemd's answer waits for containerd's READY=1).
+func (n *Node) startContainerd(ctx context.Context) error {
+	if n.CgroupDriver == Systemd {
+		return n.systemctlStart(ctx, containerdUnit)
+	}
+	if _, err := n.Agent.Spawn(ctx, []string{n.Containerd, "--config", filepath.Join(n.OutDir, "containerd.toml")},
+		filepath.Join(n.OutDir, "containerd.log"), n.env()...); err != nil {
+		return fmt.Errorf("start containerd: %w", err)
+	}
+	return nil
+}
+
+// systemctlStart starts a unit of a systemd node and names it and its
+// status when it does not start.
+func (n *Node) systemctlStart(ctx context.Context, unit string) error {
+	r, err := n.Exec(ctx, []string{"systemctl", "start", unit}, WithTimeout(6*time.Minute))
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		st, _ := n.Exec(ctx, []string{"systemctl", "status", "--no-pager", "--lines=20", unit})
+		status := ""
+		if st != nil {
+			status = st.Stdout
+		}
+		return fmt.Errorf("systemctl start %s: %w\n%s", unit, err, status)
+	}
+	return nil
+}
+
 // kubeletCgroup is where the kubelet of a node with swap runs: the
 // kubelet gives containers their swap limits only when its own cgroup has a
 // memory.swap.max, which the root cgroup (the agent's) has not.
@@ -320,6 +373,9 @@ const kubeletCgroup = "/sys/fs/cgroup/kubelet.service"
 // StartKubelet starts the kubelet as a daemon of the guest agent (on a
 // node with swap, in a cgroup of its own).
 func (n *Node) StartKubelet(ctx context.Context) error {
+	if n.CgroupDriver == Systemd {
+		return n.systemctlStart(ctx, kubeletUnit)
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return err
@@ -430,6 +486,9 @@ func (n *Node) Diagnostics() string {
 	if n.VM != nil {
 		fmt.Fprintf(&b, "==== console (last 30 lines) ====\n%s\n", framework.LastLines(n.VM.Console(), 30))
 		fmt.Fprintf(&b, "==== guest: %s\n", n.state())
+		if n.CgroupDriver == Systemd {
+			fmt.Fprintf(&b, "==== systemd's units ====\n%s\n", n.unitStatus())
+		}
 	}
 	return b.String()
 }
@@ -452,6 +511,24 @@ func (n *Node) state() string {
 		return fmt.Sprintf("QEMU runs; the guest agent does not answer: %v", err)
 	}
 	return "QEMU runs; the guest agent answers (uptime, load): " + strings.Join(strings.Fields(r.Stdout), " ")
+}
+
+// unitStatus is what systemd says of the node's units and of any that
+// failed, or why it cannot be asked.
+func (n *Node) unitStatus() string {
+	select {
+	case <-n.VM.Done():
+		return "the guest has stopped"
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := n.Exec(ctx, []string{"/bin/sh", "-c",
+		"systemctl --no-pager --failed; systemctl status --no-pager --lines=10 vmagent dbus " + containerdUnit + " " + kubeletUnit})
+	if err != nil {
+		return err.Error()
+	}
+	return r.Stdout + r.Stderr
 }
 
 // ended is how the guest ended, once QEMU has exited.

@@ -11,8 +11,22 @@ import (
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
+// The kubelet's cgroup drivers, NodeOptions.CgroupDriver.
+const (
+	CgroupFS = "cgroupfs"
+	Systemd  = "systemd"
+)
+
+// The units of a systemd node's daemons, which hack/vm/node.sh installs
+// from OutDir/units.
+const (
+	containerdUnit = "containerd.service"
+	kubeletUnit    = "kubelet.service"
+	unitsDir       = "units"
+)
+
 // writeConfigs writes what containerd, CNI and the kubelet read, into OutDir
-// (the guest sees it at the same path).
+// (the guest sees it at the same path), and on a systemd node the units.
 func (n *Node) writeConfigs(o NodeOptions, runtime string) error {
 	kubeconfig, err := o.Cluster.NodeCredentials(o.Name, "https://"+framework.ServiceIP.String()+":443")
 	if err != nil {
@@ -21,7 +35,7 @@ func (n *Node) writeConfigs(o NodeOptions, runtime string) error {
 	files := map[string][]byte{
 		"kubelet.kubeconfig": kubeconfig,
 		"ca.crt":             o.Cluster.CAData,
-		"containerd.toml":    []byte(containerdConfig(runtime, n.OutDir, o.PauseImage)),
+		"containerd.toml":    []byte(containerdConfig(runtime, n.OutDir, o.PauseImage, o.CgroupDriver == Systemd)),
 		"cni/10-evictd.conflist": []byte(`{
   "cniVersion": "1.0.0",
   "name": "evictd-vm",
@@ -33,11 +47,24 @@ func (n *Node) writeConfigs(o NodeOptions, runtime string) error {
 }
 `),
 	}
-	kc, err := kubeletConfig(n.OutDir, o.SwapMiB > 0)
+	kc, err := kubeletConfig(n.OutDir, o.SwapMiB > 0, o.CgroupDriver)
 	if err != nil {
 		return err
 	}
 	files["kubelet.yaml"] = kc
+	if o.CgroupDriver == Systemd {
+		root, err := RepoRoot()
+		if err != nil {
+			return err
+		}
+		units, err := nodeUnits(n.Containerd, filepath.Join(root, "_output", "bin", "kubelet"), n.OutDir, n.Name, n.path)
+		if err != nil {
+			return err
+		}
+		for name, text := range units {
+			files[filepath.Join(unitsDir, name)] = []byte(text)
+		}
+	}
 	for name, data := range files {
 		p := filepath.Join(n.OutDir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -54,13 +81,13 @@ func (n *Node) writeConfigs(o NodeOptions, runtime string) error {
 // the one containerd 2.4 dumps (its CRI plugins are io.containerd.cri.v1.images
 // and io.containerd.cri.v1.runtime since version 3; version 4 moves the
 // socket to the io.containerd.server.v1.grpc plugin, and a version 3 file is
-// migrated at every start with a warning): cgroupfs (no systemd in the guest; containerd 2 reports the driver
-// to the kubelet over CRI's RuntimeConfig from SystemdCgroup, so it must
-// agree with the kubelet's), overlayfs snapshots on the node disk, the pause
+// migrated at every start with a warning): runc's cgroup driver the
+// kubelet's (containerd 2 reports it to the kubelet over CRI's
+// RuntimeConfig from SystemdCgroup, so they must agree), overlayfs snapshots on the node disk, the pause
 // image built locally and pinned as the sandbox image, runc and CNI from
 // prepare.sh's unpacked packages, and no AppArmor (the guest kernel runs
 // none).
-func containerdConfig(runtime, out, pause string) string {
+func containerdConfig(runtime, out, pause string, systemdCgroup bool) string {
 	return fmt.Sprintf(`version = 4
 root = "/var/lib/containerd"
 state = "/run/containerd"
@@ -84,12 +111,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
-        SystemdCgroup = false
+        SystemdCgroup = %t
         BinaryName = %q
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = [%q]
     conf_dir = %q
-`, pause, filepath.Join(runtime, "usr", "sbin", "runc"),
+`, pause, systemdCgroup, filepath.Join(runtime, "usr", "sbin", "runc"),
 		filepath.Join(runtime, "usr", "lib", "cni"), filepath.Join(out, "cni"))
 }
 
@@ -97,11 +124,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 // kubelet keeps its default eviction thresholds and housekeeping: the tests
 // measure evictd against the kubelet as operators run it. With swap, the
 // node's Burstable pods may use it (LimitedSwap, GA in 1.34).
-func kubeletConfig(out string, swap bool) ([]byte, error) {
+func kubeletConfig(out string, swap bool, cgroupDriver string) ([]byte, error) {
 	cfg := map[string]any{
 		"apiVersion":             "kubelet.config.k8s.io/v1beta1",
 		"kind":                   "KubeletConfiguration",
-		"cgroupDriver":           "cgroupfs",
+		"cgroupDriver":           cgroupDriver,
 		"cgroupRoot":             "/",
 		"cgroupsPerQOS":          true,
 		"enforceNodeAllocatable": []string{"pods"},
@@ -129,6 +156,67 @@ func kubeletConfig(out string, swap bool) ([]byte, error) {
 		cfg["memorySwap"] = map[string]any{"swapBehavior": "LimitedSwap"}
 	}
 	return json.MarshalIndent(cfg, "", "  ")
+}
+
+// nodeUnits are a systemd node's units for containerd and the kubelet,
+// by file name. containerd's is Delegate=yes, as containerd's own
+// containerd.service: the shims and runc manage the cgroups beneath it, and
+// KillMode=process leaves the containers running when it stops. Neither
+// restarts by itself: a daemon that dies fails the test, as on a cgroupfs
+// node. Their output goes to the same logs in OutDir as there.
+func nodeUnits(containerd, kubelet, out, name, path string) (map[string]string, error) {
+	if strings.ContainsAny(out, " \t\n") {
+		return nil, fmt.Errorf("vmnode: OutDir %q has white space, which a unit's StandardOutput=append: cannot name", out)
+	}
+	// A command line also expands $VARIABLES: doubled, a $ stays one.
+	exec := func(argv ...string) string {
+		q := make([]string, len(argv))
+		for i, a := range argv {
+			q[i] = unitQuote(strings.ReplaceAll(a, "$", "$$"))
+		}
+		return strings.Join(q, " ")
+	}
+	return map[string]string{
+		containerdUnit: `[Unit]
+Description=containerd (test/vmnode)
+Wants=dbus.service
+After=dbus.service
+
+[Service]
+Type=notify
+Environment=` + unitQuote("PATH="+path) + `
+ExecStart=` + exec(containerd, "--config", filepath.Join(out, "containerd.toml")) + `
+Delegate=yes
+KillMode=process
+LimitNOFILE=infinity
+TasksMax=infinity
+TimeoutStartSec=5min
+StandardOutput=append:` + filepath.Join(out, "containerd.log") + `
+StandardError=inherit
+`,
+		kubeletUnit: `[Unit]
+Description=kubelet (test/vmnode)
+Wants=containerd.service
+After=containerd.service
+
+[Service]
+Environment=` + unitQuote("PATH="+path) + `
+ExecStart=` + exec(kubelet, "--config="+filepath.Join(out, "kubelet.yaml"),
+			"--kubeconfig="+filepath.Join(out, "kubelet.kubeconfig"), "--hostname-override="+name,
+			// 3: the eviction manager logs its observations every loop.
+			"--v=3") + `
+StandardOutput=append:` + filepath.Join(out, "kubelet.log") + `
+StandardError=inherit
+`,
+	}, nil
+}
+
+// unitQuote quotes one word of a unit file's command line or Environment=:
+// in double quotes, with systemd's escapes for the quote and the backslash,
+// and specifiers (%) doubled so they stay literal.
+func unitQuote(s string) string {
+	s = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%").Replace(s)
+	return `"` + s + `"`
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

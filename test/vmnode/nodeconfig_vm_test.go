@@ -3,6 +3,7 @@
 package vmnode
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,9 +26,17 @@ func TestContainerdConfigAsContainerdReadsIt(t *testing.T) {
 	if !isFile(bin) {
 		t.Fatalf("missing %s: make node-bins", bin)
 	}
+	for _, systemd := range []bool{false, true} {
+		t.Run(fmt.Sprintf("SystemdCgroup=%t", systemd), func(t *testing.T) {
+			checkContainerdConfig(t, bin, systemd)
+		})
+	}
+}
+
+func checkContainerdConfig(t *testing.T, bin string, systemd bool) {
 	const pause = "docker.io/library/evictd-pause:e2e-node"
 	cfg := filepath.Join(t.TempDir(), "containerd.toml")
-	if err := os.WriteFile(cfg, []byte(containerdConfig("/rt", "/out", pause)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(containerdConfig("/rt", "/out", pause, systemd)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(bin, "--config", cfg, "config", "dump").CombinedOutput()
@@ -45,7 +54,7 @@ func TestContainerdConfigAsContainerdReadsIt(t *testing.T) {
 		"[plugins.'io.containerd.cri.v1.runtime']":                                  {"disable_apparmor = true", "enable_selinux = false"},
 		"[plugins.'io.containerd.cri.v1.runtime'.containerd]":                       {"default_runtime_name = 'runc'"},
 		"[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]":         {"runtime_type = 'io.containerd.runc.v2'"},
-		"[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]": {"BinaryName = '/rt/usr/sbin/runc'", "SystemdCgroup = false"},
+		"[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]": {"BinaryName = '/rt/usr/sbin/runc'", fmt.Sprintf("SystemdCgroup = %t", systemd)},
 		"[plugins.'io.containerd.cri.v1.runtime'.cni]":                              {"bin_dirs = ['/rt/usr/lib/cni']", "conf_dir = '/out/cni'"},
 		"[plugins.'io.containerd.server.v1.grpc']":                                  {"address = '/run/containerd/containerd.sock'"},
 	}
