@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -362,7 +361,8 @@ func oomKills(ctx context.Context, n *Node) (int64, error) {
 }
 
 // waitQuietNode waits until the node runs no pod but evictd's, judged by the
-// pod cgroups under kubepods (the cgroupfs driver's pod<UID>), which go only
+// pod cgroups under kubepods (pod<UID> under cgroupfs, the slices
+// kubepods[-<qos>]-pod<UID>.slice under systemd), which go only
 // once every process of the pod has: a test that plans its memory from
 // memory.available must not count what the last test's pods still hold. A
 // namespace's deletion is not enough: the mirror of a static pod goes with
@@ -379,15 +379,15 @@ func waitQuietNode(t *testing.T, n *Node) {
 		}
 		keep := map[string]bool{}
 		for _, p := range evictd.Items {
-			keep["pod"+string(p.UID)] = true
+			keep[string(p.UID)] = true
 		}
-		out, err := n.Sh(ctx, "ls -d /sys/fs/cgroup/kubepods/pod* /sys/fs/cgroup/kubepods/*/pod* 2>/dev/null; true")
+		out, err := n.Sh(ctx, "ls -d "+strings.Join(podCgroupGlobs(n.CgroupDriver), " ")+" 2>/dev/null; true")
 		if err != nil {
 			return err
 		}
 		var others []string
 		for _, dir := range strings.Fields(out) {
-			if !keep[path.Base(dir)] {
+			if uid, ok := podUIDOfCgroup(n.CgroupDriver, dir); ok && !keep[uid] {
 				others = append(others, dir)
 			}
 		}

@@ -81,12 +81,12 @@ func TestNodeSwapRanking(t *testing.T) {
 	// memory.current fell by a fraction of what went to swap), and they
 	// count in both its working set and its swap, for the kubelet and
 	// evictd alike.
-	cg := podCgroup(a)
+	cg := n.PodCgroup(a)
 	out, err := n.Sh(ctx, fmt.Sprintf(`cd %s && i=0
 while [ $i -lt 12 ] && [ "$(cat memory.swap.current)" -lt %d ]; do
   echo 16M > memory.reclaim 2>/dev/null; i=$((i+1)); sleep 0.5
 done
-cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, cid))
+cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, containerCgroupName(n.CgroupDriver, cid)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,10 +49,12 @@ const (
 	// memory.available thresholds, which the stall tests stay clear of.
 	evictdMemoryThreshold  = 300 << 20
 	kubeletMemoryThreshold = 100 << 20
-	// The node's and kubepods' memory pressure files.
-	nodePressure     = "/proc/pressure/memory"
-	kubepodsPressure = "/sys/fs/cgroup/kubepods/memory.pressure"
+	// The node's memory pressure file (kubepodsPressure has kubepods').
+	nodePressure = "/proc/pressure/memory"
 )
+
+// kubepodsPressure is the memory pressure file of the node's kubepods.
+func kubepodsPressure(n *Node) string { return n.KubepodsCgroup() + "/memory.pressure" }
 
 // stallThreshold is the stall threshold (percent) of these tests: half the
 // share TestNodeStallThrash measured on the node with no stall threshold,
@@ -87,17 +89,6 @@ func stallArgs(extra ...string) []string {
 func thrasherPod(ns, name string) *corev1.Pod {
 	return withEmptyDir(workloadPod(ns, name, thrashLimit, thrashLimit,
 		"--reread-mib="+strconv.Itoa(thrashFileMiB), "--reread-dir=/data", "--reread-readers="+strconv.Itoa(thrashReaders)), "/data")
-}
-
-// podCgroup is a pod's cgroup in the guest (cgroupfs driver, cgroup root /).
-func podCgroup(p *corev1.Pod) string {
-	switch p.Status.QOSClass {
-	case corev1.PodQOSGuaranteed:
-		return "/sys/fs/cgroup/kubepods/pod" + string(p.UID)
-	case corev1.PodQOSBestEffort:
-		return "/sys/fs/cgroup/kubepods/besteffort/pod" + string(p.UID)
-	}
-	return "/sys/fs/cgroup/kubepods/burstable/pod" + string(p.UID)
 }
 
 // readPressure reads the guest's uptime and the pressure files in one go.
@@ -317,7 +308,7 @@ done`
 // evictd leaves as it is.
 func checkEvictdMemory(t *testing.T, ctx context.Context, n *Node, p *corev1.Pod) {
 	t.Helper()
-	r, err := n.Exec(ctx, []string{"/bin/sh", "-c", evictdMemoryScript, podCgroup(p)}, WithTimeout(time.Minute))
+	r, err := n.Exec(ctx, []string{"/bin/sh", "-c", evictdMemoryScript, n.PodCgroup(p)}, WithTimeout(time.Minute))
 	if err == nil {
 		err = r.Err()
 	}
@@ -335,7 +326,7 @@ func checkEvictdMemory(t *testing.T, ctx context.Context, n *Node, p *corev1.Pod
 		}
 		key := strings.TrimSuffix(f[0], ":")
 		if _, dup := v[key]; dup {
-			t.Errorf("more than one evictd process in %s:\n%s", podCgroup(p), out)
+			t.Errorf("more than one evictd process in %s:\n%s", n.PodCgroup(p), out)
 			return
 		}
 		if f[1] == "max" {
@@ -404,7 +395,7 @@ func TestNodeStallThrash(t *testing.T) {
 	restartsBefore := evictdRestarts(t, n, ev)
 	pf := newPodFates(n, ns)
 	names := []string{"node", "kubepods", "thrasher", "quiet-big"}
-	files := []string{nodePressure, kubepodsPressure, podCgroup(thr) + "/memory.pressure", podCgroup(pods[0]) + "/memory.pressure"}
+	files := []string{nodePressure, kubepodsPressure(n), n.PodCgroup(thr) + "/memory.pressure", n.PodCgroup(pods[0]) + "/memory.pressure"}
 	samples := sampleStall(t, ctx, n, files, 60*time.Second, 10*time.Second, pf)
 	whole := StallShare(samples[0].read, samples[len(samples)-1].read, 0, false)
 	t.Logf("phase 1, no stall threshold, %s:\n%s", time.Since(phase1).Round(time.Second), stallTable(samples, names))
@@ -470,7 +461,7 @@ func TestNodeStallThrash(t *testing.T) {
 	waitGone(t, ctx, n, ns, "thrasher")
 
 	// Afterwards: two windows of a quiet node, and no second eviction.
-	after := sampleStall(t, ctx, n, []string{nodePressure, kubepodsPressure}, 20*time.Second, 10*time.Second, pf)
+	after := sampleStall(t, ctx, n, []string{nodePressure, kubepodsPressure(n)}, 20*time.Second, 10*time.Second, pf)
 	t.Logf("after the eviction:\n%s", stallTable(after, names[:2]))
 	for i, s := range windowShares(after, 0) {
 		if s >= float64(p) {
@@ -558,7 +549,7 @@ func TestNodeBusyNoStall(t *testing.T) {
 	t.Logf("3 pods hold %d MiB each (%.0f%% of the node's %d MiB), filled in %s; memory.available was %d MiB, aimed at %d MiB",
 		each, float64(3*each<<20)*100/float64(total), total>>20, time.Since(from).Round(time.Second), avail>>20, target>>20)
 	pf := newPodFates(n, ns)
-	samples := sampleStall(t, ctx, n, []string{nodePressure, kubepodsPressure}, time.Minute, 15*time.Second, pf)
+	samples := sampleStall(t, ctx, n, []string{nodePressure, kubepodsPressure(n)}, time.Minute, 15*time.Second, pf)
 	t.Logf("soak, evictd with memory.pressureSome>%d%%:\n%s", p, stallTable(samples, []string{"node", "kubepods"}))
 	for i, s := range windowShares(samples, 0) {
 		if s >= float64(p) {

@@ -35,7 +35,10 @@ const (
 var extraImages []string
 
 // One control plane and one VM node serve every node test: booting the
-// guest and getting the kubelet Ready takes minutes under TCG.
+// guest and getting the kubelet Ready takes minutes under TCG. The one-disk
+// node runs the systemd cgroup driver, as kubeadm and the distributions
+// do (systemd is its PID 1); the imagefs node keeps cgroupfs, so both
+// layouts run under evictd.
 var shared struct {
 	once    sync.Once
 	cluster *framework.Cluster
@@ -79,7 +82,7 @@ func startShared(t *testing.T) error {
 		return err
 	}
 	var err error
-	shared.node, err = startNode(t, "evictd-vm", 0, 0, extraImages)
+	shared.node, err = startNode(t, "evictd-vm", Systemd, 0, 0, extraImages)
 	return err
 }
 
@@ -101,9 +104,10 @@ func startCluster(t *testing.T) error {
 }
 
 // startNode boots a node registered with the shared control plane, with
-// the images every node test needs and the extra ones; imageFsMiB > 0 gives
-// it a dedicated imagefs disk of that size, swapMiB > 0 a swap disk.
-func startNode(t *testing.T, name string, imageFsMiB, swapMiB int, extra []string) (*Node, error) {
+// the images every node test needs and the extra ones; its kubelet runs
+// with the cgroup driver driver; imageFsMiB > 0 gives it a dedicated
+// imagefs disk of that size, swapMiB > 0 a swap disk.
+func startNode(t *testing.T, name, driver string, imageFsMiB, swapMiB int, extra []string) (*Node, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -127,12 +131,13 @@ func startNode(t *testing.T, name string, imageFsMiB, swapMiB int, extra []strin
 		OutDir:  nodeDir,
 		// The whole suite's life (it runs about 45 minutes under CI), not
 		// the default 40 minutes: one run lost the node to it.
-		Timeout:    100 * time.Minute,
-		ImageFsMiB: imageFsMiB,
-		SwapMiB:    swapMiB,
-		Images:     archives,
-		PauseImage: pauseImage,
-		Logf:       t.Logf,
+		Timeout:      100 * time.Minute,
+		CgroupDriver: driver,
+		ImageFsMiB:   imageFsMiB,
+		SwapMiB:      swapMiB,
+		Images:       archives,
+		PauseImage:   pauseImage,
+		Logf:         t.Logf,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, shared.cluster.LogTails(20))
@@ -170,7 +175,7 @@ func imageFsNode(t *testing.T) *Node {
 	}
 	// Without the extra images: an unused one (the ballast) would count
 	// as the kubelet's reclaim on its small imagefs.
-	n, err := startNode(t, "evictd-vm-imagefs", 1024, 1024, nil)
+	n, err := startNode(t, "evictd-vm-imagefs", CgroupFS, 1024, 1024, nil)
 	if err != nil {
 		shared.err = err
 		t.Fatal(err)
