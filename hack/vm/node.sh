@@ -23,8 +23,9 @@
 # NODE_IMAGEFS_DISK and NODE_SWAP_DISK.
 #
 # With evictd.init=systemd on the kernel command line (/init exports it as EVICTD_INIT), the node
-# boots systemd as its PID 1 instead: NODE_SYSTEMD_LAYER (prepare.sh's OUTDIR/systemd, a host
-# path) becomes the overlay's top lower layer, the agent becomes the unit vmagent.service of the
+# boots systemd as its PID 1 instead: prepare.sh's OUTDIR/systemd, shared by QEMU over 9p with
+# the tag systemd (overlayfs refuses a layer inside another, so not through /host), becomes the
+# overlay's top lower layer, the agent becomes the unit vmagent.service of the
 # default target evictd-node.target (with D-Bus, which the kubelet's and runc's systemd cgroup
 # managers talk to), the units StartNode wrote to NODE_OUT/units (containerd, the kubelet) are
 # installed, and this script leaves the root at /node for /init, which execs systemd in it.
@@ -46,10 +47,11 @@ mount -t tmpfs -o mode=755 tmpfs /rw
 mkdir -p /rw/upper /rw/work
 lower=/host
 if [ "${EVICTD_INIT:-}" = systemd ]; then
-  : "${NODE_SYSTEMD_LAYER:?}"
-  [ -x "/host$NODE_SYSTEMD_LAYER/usr/lib/systemd/systemd" ] ||
-    fail "no systemd in $NODE_SYSTEMD_LAYER (hack/vm/prepare.sh makes it)"
-  lower=/host$NODE_SYSTEMD_LAYER:/host
+  mkdir -p /systemd
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose systemd /systemd ||
+    fail "cannot mount the systemd layer (9p tag systemd)"
+  [ -x /systemd/usr/lib/systemd/systemd ] || fail "no systemd in the systemd layer (hack/vm/prepare.sh makes it)"
+  lower=/systemd:/host
 fi
 mount -t overlay -o "lowerdir=$lower,upperdir=/rw/upper,workdir=/rw/work" overlay "$r" ||
   fail "cannot overlay a tmpfs on the host root ($lower)"

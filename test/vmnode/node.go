@@ -213,13 +213,14 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		"export NODE_AGENT=" + shellQuote(filepath.Join(bin, "vmagent")),
 		"export NODE_AGENT_ARGS=" + shellQuote(fmt.Sprintf("serve --listen=:%d --relay=%s:443=%s",
 			guestAgentPort, framework.ServiceIP, guestAPIAddr)),
-		"export NODE_SYSTEMD_LAYER=" + shellQuote(systemdLayer),
 		"exec sh /host" + filepath.Join(root, "hack", "vm", "node.sh"),
 		"",
 	}, "\n")
 	var kernelArgs []string
+	var shares []Share
 	if o.CgroupDriver == Systemd {
 		kernelArgs = []string{"evictd.init=systemd"}
+		shares = []Share{{Tag: systemdShare, Path: systemdLayer}}
 	}
 	t := time.Now()
 	n.VM, err = Start(ctx, Options{
@@ -231,6 +232,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		Timeout:    o.Timeout,
 		Disks:      disks,
 		KernelArgs: kernelArgs,
+		Shares:     shares,
 		HostForwards: []HostForward{
 			{HostPort: ports[0], GuestPort: guestAgentPort},
 			{HostPort: ports[1], GuestPort: guestReadOnlyPort},
@@ -289,6 +291,10 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	o.Logf("node %s ready in %s", o.Name, time.Since(began).Round(time.Millisecond))
 	return n, nil
 }
+
+// systemdShare is the 9p tag of prepare.sh's systemd layer, which
+// hack/vm/node.sh mounts and stacks on the host's root.
+const systemdShare = "systemd"
 
 // nodePath is the guest's PATH: the shim from bin (containerd 2 looks it up
 // in PATH), runc and the CNI plugins' package tree, then the host's own.

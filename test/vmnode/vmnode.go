@@ -93,6 +93,18 @@ type Options struct {
 	GuestForwards []GuestForward
 	// KernelArgs are appended to the kernel command line.
 	KernelArgs []string
+	// Shares are host directories the guest may mount read-only over 9p
+	// by their tags, besides the host's root (hostroot) and OutDir (out):
+	// a directory a guest overlay stacks on the host's root must come
+	// through a share of its own, as overlayfs refuses a layer inside
+	// another layer.
+	Shares []Share
+}
+
+// Share is a host directory the guest mounts read-only with
+// mount -t 9p -o trans=virtio,version=9p2000.L Tag DIR.
+type Share struct {
+	Tag, Path string
 }
 
 // Result of one boot.
@@ -373,6 +385,10 @@ func qemuArgs(opts Options, out string) []string {
 		"-append", cmdline,
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 		"-virtfs", "local,path=" + qemuEscape(out) + ",mount_tag=out,security_model=none",
+	}
+	for _, sh := range opts.Shares {
+		args = append(args, "-virtfs", "local,path="+qemuEscape(sh.Path)+",mount_tag="+qemuEscape(sh.Tag)+
+			",security_model=none,readonly=on,multidevs=remap")
 	}
 	for _, d := range opts.Disks {
 		args = append(args, "-drive", "file="+qemuEscape(d)+",format=raw,if=virtio,cache=unsafe")
