@@ -125,9 +125,12 @@ if [ "${EVICTD_INIT:-}" = systemd ]; then
     systemd-ask-password-wall.path dev-hugepages.mount dev-mqueue.mount \
     sys-kernel-debug.mount sys-kernel-tracing.mount sys-kernel-config.mount \
     sys-fs-fuse-connections.mount timers.target paths.target remote-fs.target \
-    cryptsetup.target swap.target tmp.mount e2scrub_reap.service; do
+    cryptsetup.target swap.target tmp.mount modprobe@.service e2scrub_reap.service; do
     ln -sf /dev/null "$sd/$u"
   done
+  # The host's root may be a container's (/.dockerenv): systemd would take the guest for one and
+  # run as in a container; a node is a machine.
+  rm -f "$r/.dockerenv"
   printf '[Journal]\nStorage=volatile\nRuntimeMaxUse=16M\n' >"$r/etc/systemd/journald.conf.d/evictd-vm.conf"
   # D-Bus runs as messagebus: a host without dbus has no such user.
   grep -q '^messagebus:' "$r/etc/passwd" || chroot "$r" /usr/bin/systemd-sysusers ||
