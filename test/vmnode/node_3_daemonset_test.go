@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +85,53 @@ func evictdContainerStats(ctx context.Context, n *Node, pod *corev1.Pod) (*stats
 		return errors.New("no evictd container with CPU and memory figures")
 	})
 	return c, err
+}
+
+// TestNodeCgroupLayout: the node runs the cgroup driver it was started
+// with, and evictd, from the shipped manifest with no flag for it, finds
+// that driver's kubepods. On the systemd node: systemd is PID 1, D-Bus,
+// containerd (delegated its cgroups) and the kubelet are its active units,
+// and evictd's container is a cri-containerd scope in its pod's slice.
+func TestNodeCgroupLayout(t *testing.T) {
+	n := sharedNode(t)
+	ctx := context.Background()
+	pod := evictdPod(t, n)
+	id, err := containerID(pod, "evictd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := n.PodCgroup(pod) + "/" + containerCgroupName(n.CgroupDriver, id)
+	if _, err := n.Sh(ctx, "test -d "+shellQuote(scope)); err != nil {
+		t.Errorf("evictd's container cgroup %s: %v", scope, err)
+	}
+	if n.CgroupDriver == Systemd {
+		for cmd, want := range map[string]string{
+			"cat /proc/1/comm": "systemd",
+			"systemctl is-active dbus.service vmagent.service " + containerdUnit + " " + kubeletUnit: "active\nactive\nactive\nactive",
+			"systemctl show --property=Delegate --value " + containerdUnit:                           "yes",
+		} {
+			out, err := n.Sh(ctx, cmd)
+			if err != nil || strings.TrimSpace(out) != want {
+				t.Errorf("%s: %q (%v), want %q", cmd, strings.TrimSpace(out), err, want)
+			}
+		}
+		st, err := n.Sh(ctx, "systemctl status --no-pager --lines=0 "+kubeletUnit)
+		if err != nil {
+			t.Errorf("systemctl status %s: %v", kubeletUnit, err)
+		}
+		t.Logf("systemctl status %s:\n%s", kubeletUnit, st)
+	}
+	var found string
+	for _, line := range strings.Split(evictdLog(t, n, pod), "\n") {
+		if strings.Contains(line, "found the kubepods cgroup") {
+			found = line
+			break
+		}
+	}
+	if !strings.Contains(found, path.Base(n.KubepodsCgroup())) || !strings.Contains(found, `"`+n.CgroupDriver+`"`) {
+		t.Errorf("evictd's log says %q, want kubepods at %s, driver %s", found, n.KubepodsCgroup(), n.CgroupDriver)
+	}
+	t.Logf("evictd: %s", found)
 }
 
 // TestNodeParity: evictd observe, run inside the evictd pod through its
