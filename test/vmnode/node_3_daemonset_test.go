@@ -120,6 +120,10 @@ func TestNodeCgroupLayout(t *testing.T) {
 			t.Errorf("systemctl status %s: %v", kubeletUnit, err)
 		}
 		t.Logf("systemctl status %s:\n%s", kubeletUnit, st)
+		// The boot's own account, for docs/node.md's boot times.
+		if an, err := n.Sh(ctx, "systemd-analyze time; systemd-analyze critical-chain vmagent.service; systemd-analyze blame | head -12"); err == nil {
+			t.Logf("systemd-analyze:\n%s", an)
+		}
 	}
 	var found string
 	for _, line := range strings.Split(evictdLog(t, n, pod), "\n") {
