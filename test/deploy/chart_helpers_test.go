@@ -25,10 +25,23 @@ func repoPath(t *testing.T, rel ...string) string {
 	return filepath.Join(append([]string{root}, rel...)...)
 }
 
-// render renders the chart as `helm template evictd deploy/helm/evictd
-// -f values` would, with Helm's own library: values are coalesced with the
-// chart's and checked against its values.schema.json.
+// The release the tests render by default: the name and namespace
+// deploy/daemonset.yaml uses.
+const (
+	defaultRelease   = "evictd"
+	defaultNamespace = "evictd-system"
+)
+
+// render renders the chart as `helm template evictd deploy/helm/evictd -n
+// evictd-system -f values` would, with Helm's own library: values are
+// coalesced with the chart's and checked against its values.schema.json.
 func render(t *testing.T, valuesYAML string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	return renderRelease(t, defaultRelease, defaultNamespace, valuesYAML)
+}
+
+// renderRelease renders the chart as release name in namespace ns.
+func renderRelease(t *testing.T, name, ns, valuesYAML string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
 	chrt, err := loader.Load(repoPath(t, "deploy", "helm", "evictd"))
 	if err != nil {
@@ -42,8 +55,8 @@ func render(t *testing.T, valuesYAML string) ([]*unstructured.Unstructured, erro
 	install.ClientOnly = true
 	install.DryRun = true
 	install.Replace = true
-	install.ReleaseName = "evictd"
-	install.Namespace = "default"
+	install.ReleaseName = name
+	install.Namespace = ns
 	// The API server the dry-run test starts is this version.
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
 	rel, err := install.Run(chrt, vals)

@@ -18,20 +18,24 @@ import (
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
-// TestChartDefaultsEqualManifest: with default values the chart renders
-// exactly the objects of deploy/daemonset.yaml, field for field. The check
-// is strict because the chart adds no label of Helm's own
-// (app.kubernetes.io/managed-by, helm.sh/chart, the release name) unless
-// commonLabels asks for it, and Helm adds none when it renders: nothing is
-// removed from either side before comparing.
+// TestChartDefaultsEqualManifest: with default values, installed as
+// release "evictd" in namespace evictd-system with namespace.create, the
+// chart renders the objects of deploy/daemonset.yaml field for field, once
+// the two things only a Helm release has are taken out of the chart's side:
+// Helm's standard labels (helm.sh/chart, app.kubernetes.io/instance,
+// version and managed-by, in metadata, selectors and pod labels alike) and
+// the release namespace in the cluster-scoped names (ClusterRole and
+// ClusterRoleBinding evictd-evictd-system, plain evictd in the manifest).
+// Nothing else is removed from either side.
 func TestChartDefaultsEqualManifest(t *testing.T) {
 	want, err := framework.ReadManifest(repoPath(t, "deploy", "daemonset.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := mustRender(t, "")
-	// The kustomization sets the tag; the file itself says evictd:dev, as
-	// does the chart's appVersion.
+	got := mustRender(t, "namespace: {create: true}")
+	for _, o := range got {
+		withoutReleaseIdentity(t, o)
+	}
 	wantBy, gotBy := byKey(t, want), byKey(t, got)
 	if !slices.Equal(keys(wantBy), keys(gotBy)) {
 		t.Fatalf("the chart renders %v; deploy/daemonset.yaml has %v", keys(gotBy), keys(wantBy))
@@ -43,19 +47,76 @@ func TestChartDefaultsEqualManifest(t *testing.T) {
 	}
 }
 
+// helmLabels are the standard labels a release adds beyond
+// app.kubernetes.io/name, which the plain manifest cannot have.
+var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
+
+// withoutReleaseIdentity removes from o what only a Helm release has (see
+// TestChartDefaultsEqualManifest), failing when a label is not there to
+// remove: the chart must set every one of them.
+func withoutReleaseIdentity(t *testing.T, o *unstructured.Unstructured) {
+	t.Helper()
+	strip := func(path ...string) {
+		labels, found, err := unstructured.NestedStringMap(o.Object, path...)
+		if err != nil || !found {
+			t.Fatalf("%s: no %s", key(o), strings.Join(path, "."))
+		}
+		for _, l := range helmLabels {
+			if l == "app.kubernetes.io/version" || l == "helm.sh/chart" || l == "app.kubernetes.io/managed-by" {
+				if path[len(path)-1] == "matchLabels" {
+					continue // a selector holds only what never changes
+				}
+			}
+			if _, ok := labels[l]; !ok {
+				t.Errorf("%s: %s has no %s (%v)", key(o), strings.Join(path, "."), l, labels)
+			}
+			delete(labels, l)
+		}
+		if err := unstructured.SetNestedStringMap(o.Object, labels, path...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	strip("metadata", "labels")
+	if o.GetKind() == "DaemonSet" {
+		strip("spec", "selector", "matchLabels")
+		strip("spec", "template", "metadata", "labels")
+	}
+	clusterName := defaultRelease + "-" + defaultNamespace
+	switch o.GetKind() {
+	case "ClusterRole", "ClusterRoleBinding":
+		if o.GetName() != clusterName {
+			t.Errorf("%s: want the name %s, release name and namespace", key(o), clusterName)
+		}
+		o.SetName("evictd")
+		if o.GetKind() == "ClusterRoleBinding" {
+			if err := unstructured.SetNestedField(o.Object, "evictd", "roleRef", "name"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // fullValues sets every value the chart has to something other than its
 // default.
 const fullValues = `
-namespace: {name: evictd-chart, create: true}
+namespace: {create: true}
 image: {repository: registry.example/evictd, tag: v9.9.9, pullPolicy: Always}
+imagePullSecrets: [{name: registry-example}]
 commonLabels: {team: platform}
+hostPaths:
+  kubeletRoot: /data/kubelet
+  podLogs: /data/pod-logs
+  imageStore: /data/containers/images
+  containerStore: /data/containers/layers
+  runtimeState: /run/containers/state
 thresholds:
-  hard: {memory.available: "500Mi", nodefs.available: "10%", imagefs.inodesFree: "none", pid.available: "1000"}
+  hard: {memory.available: "500Mi", nodefs.available: "10%", imagefs.inodesFree: "none", pid.available: "1000", memory.pressureSome: "40%"}
   soft: {memory.available: "1Gi", nodefs.available: "20%"}
   softGracePeriod: {memory.available: "1m30s", nodefs.available: "2m"}
   minimumReclaim: {memory.available: "200Mi", nodefs.available: "1Gi"}
   maxPodGracePeriod: 60
   pressureTransitionPeriod: 2m
+  stallWindow: 30s
 priorityGroups:
   - {name: batch, namespaces: [batch, ci], offset: -1000}
   - name: tenants
@@ -65,58 +126,145 @@ priorityGroups:
 excludedNamespaces: [kube-system]
 includeDaemonSetPods: true
 dryRun: true
-extraArgs: [--pdb-policy=best-effort, --log-level=debug]
+pdbPolicy: best-effort
+log: {level: debug, format: console}
+extraArgs: [--eviction-rate=2]
+priorityClassName: evictd-critical
 resources:
   requests: {cpu: 50m, memory: 48Mi}
   limits: {cpu: 200m, memory: 128Mi}
+podSecurityContext: {seccompProfile: {type: Localhost, localhostProfile: evictd.json}}
+securityContext: {runAsUser: 0, readOnlyRootFilesystem: true, capabilities: {drop: [ALL], add: [DAC_READ_SEARCH]}}
 tolerations:
   - {key: dedicated, operator: Equal, value: infra, effect: NoSchedule}
 nodeSelector: {kubernetes.io/os: linux, node-role.example/worker: "true"}
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms: [{matchExpressions: [{key: evictd.example/skip, operator: DoesNotExist}]}]
+podAnnotations: {example.com/owner: platform}
+podLabels: {cost-center: infra}
+updateStrategy: {type: OnDelete}
+probes:
+  startup: null
+  liveness: {httpGet: {path: /healthz, port: metrics}, periodSeconds: 20, timeoutSeconds: 10, failureThreshold: 3}
+extraVolumes: [{name: ca, configMap: {name: ca-bundle}}]
+extraVolumeMounts: [{name: ca, mountPath: /etc/ssl/extra, readOnly: true}]
+serviceAccount: {create: true, name: evictd-agent, annotations: {example.com/role: agent}}
 metrics:
   port: 9800
-  serviceMonitor: {enabled: true, interval: 15s, labels: {release: prometheus}}
+  serviceMonitor: {enabled: true, interval: 15s, scrapeTimeout: 10s, labels: {release: prometheus},
+    relabelings: [{targetLabel: tier, replacement: node-agents}]}
+  podMonitor: {enabled: true, interval: 20s, scrapeTimeout: 5s, labels: {release: prometheus}}
   prometheusRule: {enabled: true, labels: {release: prometheus}}
 `
 
-// TestChartValues: each value lands where evictd and Kubernetes read it.
+// TestChartValues: each value lands where evictd and Kubernetes read it,
+// rendered as release "agents" in namespace evictd-chart.
 func TestChartValues(t *testing.T) {
-	objs := mustRender(t, fullValues)
+	objs, err := renderRelease(t, "agents", "evictd-chart", fullValues)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range objs {
 		if o.GetKind() != "Namespace" && o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != "evictd-chart" {
-			t.Errorf("%s is not in namespace evictd-chart", key(o))
+			t.Errorf("%s is not in the release namespace evictd-chart", key(o))
 		}
-		if o.GetLabels()["team"] != "platform" || o.GetLabels()["app.kubernetes.io/name"] != "evictd" {
-			t.Errorf("%s has labels %v; want commonLabels added to app.kubernetes.io/name", key(o), o.GetLabels())
+		l := o.GetLabels()
+		if l["team"] != "platform" || l["app.kubernetes.io/name"] != "evictd" || l["app.kubernetes.io/instance"] != "agents" ||
+			l["app.kubernetes.io/version"] != "v9.9.9" || l["app.kubernetes.io/managed-by"] != "Helm" || l["helm.sh/chart"] != "evictd-0.1.0" {
+			t.Errorf("%s has labels %v; want the standard ones and commonLabels", key(o), l)
 		}
 	}
 	find(t, objs, "Namespace", "evictd-chart")
-	crb := find(t, objs, "ClusterRoleBinding", "evictd")
-	subjects, _, _ := unstructured.NestedSlice(crb.Object, "subjects")
-	if len(subjects) != 1 || subjects[0].(map[string]any)["namespace"] != "evictd-chart" {
-		t.Errorf("ClusterRoleBinding subjects %v; want the ServiceAccount in evictd-chart", subjects)
+	sa := find(t, objs, "ServiceAccount", "evictd-agent")
+	if sa.GetAnnotations()["example.com/role"] != "agent" {
+		t.Errorf("ServiceAccount annotations %v", sa.GetAnnotations())
+	}
+	cr := find(t, objs, "ClusterRole", "agents-evictd-evictd-chart")
+	crb := find(t, objs, "ClusterRoleBinding", "agents-evictd-evictd-chart")
+	assertYAMLEqual(t, "roleRef", crb.Object["roleRef"], `{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: agents-evictd-evictd-chart}`)
+	assertYAMLEqual(t, "subjects", crb.Object["subjects"], `[{kind: ServiceAccount, name: evictd-agent, namespace: evictd-chart}]`)
+	if !grants(t, cr, "", "pods", "delete") {
+		t.Error("pdbPolicy best-effort: the ClusterRole does not grant delete pods")
 	}
 
-	ds := find(t, objs, "DaemonSet", "evictd")
+	ds := find(t, objs, "DaemonSet", "agents-evictd")
 	pod := nested[map[string]any](t, ds, "spec", "template", "spec")
 	c := nested[[]any](t, ds, "spec", "template", "spec", "containers")[0].(map[string]any)
 	if c["image"] != "registry.example/evictd:v9.9.9" || c["imagePullPolicy"] != "Always" {
 		t.Errorf("image %v pull policy %v", c["image"], c["imagePullPolicy"])
 	}
 	wantArgs := []any{"run", "--host-root=/host", "--node-name=$(NODE_NAME)", "--metrics-bind-address=:9800",
-		"--config=/etc/evictd/config.yaml", "--dry-run", "--pdb-policy=best-effort", "--log-level=debug"}
+		"--image-fs=/data/containers/images", "--container-fs=/data/containers/layers",
+		"--config=/etc/evictd/config.yaml", "--dry-run", "--pdb-policy=best-effort", "--log-level=debug", "--log-format=console",
+		"--eviction-rate=2"}
 	if !reflect.DeepEqual(c["args"], wantArgs) {
 		t.Errorf("args %v; want %v", c["args"], wantArgs)
 	}
 	if port := c["ports"].([]any)[0].(map[string]any)["containerPort"]; port != int64(9800) && port != float64(9800) {
 		t.Errorf("containerPort %v (%T); want 9800", port, port)
 	}
+	// 7/8 of the 128Mi limit.
+	assertYAMLEqual(t, "env", c["env"], `[{name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}, {name: GOMEMLIMIT, value: 112MiB}]`)
 	assertYAMLEqual(t, "resources", c["resources"], `{requests: {cpu: 50m, memory: 48Mi}, limits: {cpu: 200m, memory: 128Mi}}`)
+	// Helm merges maps with the defaults; a list (add) is replaced.
+	assertYAMLEqual(t, "securityContext", c["securityContext"], `{runAsUser: 0, runAsGroup: 0, runAsNonRoot: false,
+		allowPrivilegeEscalation: false, privileged: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL], add: [DAC_READ_SEARCH]}}`)
+	assertYAMLEqual(t, "pod securityContext", pod["securityContext"], `{seccompProfile: {type: Localhost, localhostProfile: evictd.json}}`)
+	assertYAMLEqual(t, "probes", []any{c["startupProbe"], c["livenessProbe"], c["readinessProbe"]},
+		`[null, {httpGet: {path: /healthz, port: metrics}, periodSeconds: 20, timeoutSeconds: 10, failureThreshold: 3},
+		  {httpGet: {path: /readyz, port: metrics}, periodSeconds: 5, timeoutSeconds: 5, failureThreshold: 2}]`)
 	assertYAMLEqual(t, "tolerations", pod["tolerations"], `[{key: dedicated, operator: Equal, value: infra, effect: NoSchedule}]`)
 	assertYAMLEqual(t, "nodeSelector", pod["nodeSelector"], `{kubernetes.io/os: linux, node-role.example/worker: "true"}`)
+	assertYAMLEqual(t, "affinity", pod["affinity"], `{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: evictd.example/skip, operator: DoesNotExist}]}]}}}`)
+	assertYAMLEqual(t, "imagePullSecrets", pod["imagePullSecrets"], `[{name: registry-example}]`)
+	if pod["priorityClassName"] != "evictd-critical" || pod["serviceAccountName"] != "evictd-agent" {
+		t.Errorf("priorityClassName %v serviceAccountName %v", pod["priorityClassName"], pod["serviceAccountName"])
+	}
+	assertYAMLEqual(t, "updateStrategy", nested[map[string]any](t, ds, "spec", "updateStrategy"), `{type: OnDelete}`)
+	tmpl := nested[map[string]any](t, ds, "spec", "template", "metadata")
+	if tmpl["labels"].(map[string]any)["cost-center"] != "infra" || tmpl["annotations"].(map[string]any)["example.com/owner"] != "platform" {
+		t.Errorf("pod template metadata %v; want podLabels and podAnnotations", tmpl)
+	}
+	assertYAMLEqual(t, "selector", nested[map[string]any](t, ds, "spec", "selector"),
+		`{matchLabels: {app.kubernetes.io/name: evictd, app.kubernetes.io/instance: agents}}`)
+
+	// Each host path is mounted where evictd reads it: the kubelet's root
+	// and the pod logs where evictd looks under /host, the runtime's stores
+	// at their own paths under /host, as --image-fs and --container-fs name
+	// them; none of them is checked by the kubelet, /proc and cgroup are.
+	mounts := map[string]string{}
+	for _, m := range c["volumeMounts"].([]any) {
+		mounts[m.(map[string]any)["name"].(string)] = m.(map[string]any)["mountPath"].(string)
+	}
+	vols := map[string]map[string]any{}
+	for _, v := range pod["volumes"].([]any) {
+		vols[v.(map[string]any)["name"].(string)] = v.(map[string]any)
+	}
+	for name, want := range map[string][3]string{
+		"cgroup":          {"/sys/fs/cgroup", "/host/sys/fs/cgroup", "Directory"},
+		"proc":            {"/proc", "/host/proc", "Directory"},
+		"kubelet":         {"/data/kubelet", "/host/var/lib/kubelet", ""},
+		"pod-logs":        {"/data/pod-logs", "/host/var/log/pods", ""},
+		"image-store":     {"/data/containers/images", "/host/data/containers/images", ""},
+		"container-store": {"/data/containers/layers", "/host/data/containers/layers", ""},
+		"runtime-state":   {"/run/containers/state", "/host/run/containers/state", ""},
+	} {
+		hp, _ := vols[name]["hostPath"].(map[string]any)
+		if hp["path"] != want[0] || mounts[name] != want[1] || hp["type"] != want[2] {
+			t.Errorf("volume %s: hostPath %v mounted at %q; want %s at %s, type %q", name, hp, mounts[name], want[0], want[1], want[2])
+		}
+	}
+	assertYAMLEqual(t, "extra volume", lastOf(t, pod["volumes"]), `{name: ca, configMap: {name: ca-bundle}}`)
+	assertYAMLEqual(t, "extra mount", lastOf(t, c["volumeMounts"]), `{name: ca, mountPath: /etc/ssl/extra, readOnly: true}`)
+	if vols["config"]["configMap"].(map[string]any)["name"] != "agents-evictd-config" || mounts["config"] != "/etc/evictd" {
+		t.Errorf("config volume %v mounted at %q", vols["config"], mounts["config"])
+	}
 
 	// The file in the ConfigMap is what --config names, mounted there, and
 	// evictd's own parser accepts it with every value as given.
-	cm := find(t, objs, "ConfigMap", "evictd-config")
+	cm := find(t, objs, "ConfigMap", "agents-evictd-config")
 	file := nested[string](t, cm, "data", "config.yaml")
 	cfg, err := config.Decode([]byte(file))
 	if err != nil {
@@ -131,8 +279,10 @@ func TestChartValues(t *testing.T) {
 		cfg.EvictionMinimumReclaim["nodefs.available"] != "1Gi" {
 		t.Errorf("soft %v grace %v reclaim %v", cfg.EvictionSoft, cfg.EvictionSoftGracePeriod, cfg.EvictionMinimumReclaim)
 	}
-	if cfg.EvictionMaxPodGracePeriod != 60 || cfg.EvictionPressureTransitionPeriod.Duration.String() != "2m0s" {
-		t.Errorf("max pod grace %d, transition %v", cfg.EvictionMaxPodGracePeriod, cfg.EvictionPressureTransitionPeriod)
+	if cfg.EvictionMaxPodGracePeriod != 60 || cfg.EvictionPressureTransitionPeriod.Duration.String() != "2m0s" ||
+		cfg.EvictionStallWindow.Duration.String() != "30s" || cfg.EvictionHard["memory.pressureSome"] != "40%" {
+		t.Errorf("max pod grace %d, transition %v, stall window %v, hard %v", cfg.EvictionMaxPodGracePeriod,
+			cfg.EvictionPressureTransitionPeriod, cfg.EvictionStallWindow, cfg.EvictionHard)
 	}
 	if len(cfg.PriorityGroups) != 2 || cfg.PriorityGroups[0].Name != "batch" || cfg.PriorityGroups[0].Offset != -1000 ||
 		!cfg.PriorityGroups[1].Fence || cfg.PriorityGroups[1].NamespaceSelector.MatchLabels["evictd.io/tenant"] != "true" {
@@ -141,41 +291,49 @@ func TestChartValues(t *testing.T) {
 	if !slices.Equal(cfg.ExcludedNamespaces, []string{"kube-system"}) || !cfg.IncludeDaemonSetPods {
 		t.Errorf("excluded %v, include DaemonSet pods %v", cfg.ExcludedNamespaces, cfg.IncludeDaemonSetPods)
 	}
-	assertYAMLEqual(t, "config volume", lastOf(t, pod["volumes"]), `{name: config, configMap: {name: evictd-config}}`)
-	assertYAMLEqual(t, "config mount", lastOf(t, c["volumeMounts"]), `{name: config, mountPath: /etc/evictd, readOnly: true}`)
 	if nested[string](t, ds, "spec", "template", "metadata", "annotations", "checksum/config") == "" {
 		t.Error("no checksum/config annotation: a changed configuration would not roll the pods")
 	}
 
-	// The ServiceMonitor scrapes the pods' metrics port through the Service.
-	svc := find(t, objs, "Service", "evictd-metrics")
-	sm := find(t, objs, "ServiceMonitor", "evictd")
-	if sm.GetAPIVersion() != "monitoring.coreos.com/v1" || sm.GetLabels()["release"] != "prometheus" {
-		t.Errorf("ServiceMonitor %s labels %v", sm.GetAPIVersion(), sm.GetLabels())
-	}
+	// The ServiceMonitor scrapes the pods' metrics port through the Service,
+	// the PodMonitor the pods themselves; both select this release's pods
+	// only and keep the node label first.
+	svc := find(t, objs, "Service", "agents-evictd-metrics")
+	sm := find(t, objs, "ServiceMonitor", "agents-evictd")
+	pm := find(t, objs, "PodMonitor", "agents-evictd")
 	podLabels := nested[map[string]any](t, ds, "spec", "template", "metadata", "labels")
-	for _, sel := range []map[string]any{nested[map[string]any](t, svc, "spec", "selector"), nested[map[string]any](t, sm, "spec", "selector", "matchLabels")} {
+	for _, m := range []*unstructured.Unstructured{sm, pm} {
+		if m.GetAPIVersion() != "monitoring.coreos.com/v1" || m.GetLabels()["release"] != "prometheus" {
+			t.Errorf("%s: %s labels %v", key(m), m.GetAPIVersion(), m.GetLabels())
+		}
+		if ns := nested[[]any](t, m, "spec", "namespaceSelector", "matchNames"); len(ns) != 1 || ns[0] != "evictd-chart" {
+			t.Errorf("%s: namespaceSelector %v", key(m), ns)
+		}
+	}
+	for _, sel := range []map[string]any{nested[map[string]any](t, svc, "spec", "selector"),
+		nested[map[string]any](t, sm, "spec", "selector", "matchLabels"), nested[map[string]any](t, pm, "spec", "selector", "matchLabels")} {
+		if sel["app.kubernetes.io/instance"] != "agents" {
+			t.Errorf("selector %v does not pick this release's pods only", sel)
+		}
 		for k, v := range sel {
 			if podLabels[k] != v {
 				t.Errorf("selector %v does not select the pods (labels %v)", sel, podLabels)
 			}
 		}
 	}
-	if sm.GetLabels()["app.kubernetes.io/name"] != svc.GetLabels()["app.kubernetes.io/name"] {
-		t.Errorf("the ServiceMonitor's selector misses the Service's labels %v", svc.GetLabels())
-	}
-	ep := nested[[]any](t, sm, "spec", "endpoints")[0].(map[string]any)
 	svcPort := nested[[]any](t, svc, "spec", "ports")[0].(map[string]any)
-	if ep["port"] != svcPort["name"] || svcPort["targetPort"] != "metrics" || ep["interval"] != "15s" {
-		t.Errorf("endpoint %v, Service port %v", ep, svcPort)
+	if svcPort["targetPort"] != "metrics" {
+		t.Errorf("Service port %v", svcPort)
 	}
-	if ns := nested[[]any](t, sm, "spec", "namespaceSelector", "matchNames"); len(ns) != 1 || ns[0] != "evictd-chart" {
-		t.Errorf("namespaceSelector %v", ns)
-	}
+	nodeLabel := `{sourceLabels: [__meta_kubernetes_pod_node_name], targetLabel: node}`
+	assertYAMLEqual(t, "ServiceMonitor endpoint", nested[[]any](t, sm, "spec", "endpoints")[0],
+		`{port: `+svcPort["name"].(string)+`, path: /metrics, interval: 15s, scrapeTimeout: 10s, relabelings: [`+nodeLabel+`, {targetLabel: tier, replacement: node-agents}]}`)
+	assertYAMLEqual(t, "PodMonitor endpoint", nested[[]any](t, pm, "spec", "podMetricsEndpoints")[0],
+		`{port: metrics, path: /metrics, interval: 20s, scrapeTimeout: 5s, relabelings: [`+nodeLabel+`]}`)
 
 	// The PrometheusRule carries the rules file as it is, which Prometheus
 	// parses.
-	pr := find(t, objs, "PrometheusRule", "evictd")
+	pr := find(t, objs, "PrometheusRule", "agents-evictd")
 	spec, err := yaml.Marshal(nested[map[string]any](t, pr, "spec"))
 	if err != nil {
 		t.Fatal(err)
@@ -196,12 +354,12 @@ func TestChartValues(t *testing.T) {
 	}
 }
 
-// TestChartOptionalObjects: the ConfigMap, ServiceMonitor, Service and
-// PrometheusRule appear only when asked for, and namespace.create: false
-// leaves the Namespace to whoever made it.
+// TestChartOptionalObjects: the ConfigMap, ServiceMonitor, Service,
+// PodMonitor, PrometheusRule and Namespace appear only when asked for, and
+// the ServiceAccount and RBAC objects can be left to the user.
 func TestChartOptionalObjects(t *testing.T) {
 	def := mustRender(t, "")
-	for _, kind := range []string{"ConfigMap", "ServiceMonitor", "Service", "PrometheusRule"} {
+	for _, kind := range []string{"ConfigMap", "ServiceMonitor", "Service", "PrometheusRule", "PodMonitor", "Namespace"} {
 		if has(def, kind) {
 			t.Errorf("a default render has a %s", kind)
 		}
@@ -215,16 +373,30 @@ func TestChartOptionalObjects(t *testing.T) {
 		{"priorityGroups: [{name: batch, namespaces: [batch]}]", []string{"ConfigMap"}},
 		{"metrics: {serviceMonitor: {enabled: true}}", []string{"Service", "ServiceMonitor"}},
 		{"metrics: {prometheusRule: {enabled: true}}", []string{"PrometheusRule"}},
+		{"metrics: {podMonitor: {enabled: true}}", []string{"PodMonitor"}},
+		{"serviceAccount: {create: false, name: existing}", nil},
 	} {
 		objs := mustRender(t, tc.values)
-		for _, kind := range []string{"ConfigMap", "ServiceMonitor", "Service", "PrometheusRule"} {
+		for _, kind := range []string{"ConfigMap", "ServiceMonitor", "Service", "PrometheusRule", "PodMonitor"} {
 			if want := slices.Contains(tc.kinds, kind); has(objs, kind) != want {
 				t.Errorf("values %q: %s rendered %v; want %v", tc.values, kind, has(objs, kind), want)
 			}
 		}
 	}
-	if objs := mustRender(t, "namespace: {create: false}"); has(objs, "Namespace") {
-		t.Error("namespace.create: false still renders a Namespace")
+	if objs := mustRender(t, "namespace: {create: true}"); !has(objs, "Namespace") {
+		t.Error("namespace.create: true renders no Namespace")
+	}
+	// serviceAccount.create false: no ServiceAccount, the pods run as the
+	// named one, and the binding binds it.
+	objs := mustRender(t, "serviceAccount: {create: false, name: existing}")
+	if has(objs, "ServiceAccount") {
+		t.Error("serviceAccount.create: false still renders a ServiceAccount")
+	}
+	if sa := nested[string](t, find(t, objs, "DaemonSet", "evictd"), "spec", "template", "spec", "serviceAccountName"); sa != "existing" {
+		t.Errorf("serviceAccountName %q; want existing", sa)
+	}
+	if objs := mustRender(t, "rbac: {create: false}"); has(objs, "ClusterRole") || has(objs, "ClusterRoleBinding") {
+		t.Error("rbac.create: false still renders RBAC objects")
 	}
 	// The checksum follows the configuration.
 	a := find(t, mustRender(t, "thresholds: {hard: {memory.available: 1Gi}}"), "DaemonSet", "evictd")
@@ -258,7 +430,12 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{`extraArgs: [dry-run]`, "extraArgs"},
 		{`priorityGroups: [{namespaces: [batch]}]`, "name"},
 		{`priorityGroups: [{name: batch, ofset: 10}]`, "ofset"},
-		{`namespace: {name: Evictd_System}`, "name"},
+		{`nameOverride: Evictd_System`, "nameOverride"},
+		{`hostPaths: {imageStore: var/lib/containerd}`, "imageStore"},
+		{`hostPaths: {kubeletRoot: /var/lib/kubelet/}`, "kubeletRoot"},
+		{`log: {level: verbose}`, "level"},
+		{`metrics: {podMonitor: {scrapeTimeout: 5}}`, "scrapeTimeout"},
+		{`namespce: {create: true}`, "namespce"},
 		{`dryRun: "yes"`, "dryRun"},
 	} {
 		_, err := render(t, tc.values)
@@ -355,4 +532,18 @@ func assertYAMLEqual(t *testing.T, what string, got any, wantYAML string) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("%s (-want +got):\n%s", what, d)
 	}
+}
+
+// grants reports whether the ClusterRole r has a rule granting verb on
+// resource in group.
+func grants(t *testing.T, r *unstructured.Unstructured, group, resource, verb string) bool {
+	t.Helper()
+	for _, rule := range nested[[]any](t, r, "rules") {
+		m := rule.(map[string]any)
+		if slices.Contains(m["apiGroups"].([]any), any(group)) && slices.Contains(m["resources"].([]any), any(resource)) &&
+			slices.Contains(m["verbs"].([]any), any(verb)) {
+			return true
+		}
+	}
+	return false
 }

@@ -39,13 +39,22 @@ func TestChartServerSideDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, tc := range []struct{ name, values string }{
-		{"defaults", ""},
-		{"full", fullValues},
-	} {
+	cases := []struct{ name, release, ns, values string }{
+		{"defaults", defaultRelease, defaultNamespace, ""},
+		{"full", "agents", "evictd-chart", fullValues},
+	}
+	// Each distribution's preset (TestChartPresets checks their paths).
+	for _, p := range presets(t) {
+		cases = append(cases, struct{ name, release, ns, values string }{"preset " + p.name, defaultRelease, defaultNamespace, p.values})
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			objs, err := renderRelease(t, tc.release, tc.ns, tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
 			sent := 0
-			for _, obj := range mustRender(t, tc.values) {
+			for _, obj := range objs {
 				if obj.GroupVersionKind().Group == "monitoring.coreos.com" {
 					t.Logf("%s: not sent (no Prometheus Operator CRDs on the test server)", key(obj))
 					continue
@@ -58,7 +67,8 @@ func TestChartServerSideDryRun(t *testing.T) {
 				sent++
 				t.Logf("%s: accepted (%s)", key(obj), how)
 			}
-			if sent < 5 {
+			// ServiceAccount, ClusterRole, ClusterRoleBinding, DaemonSet at least.
+			if sent < 4 {
 				t.Errorf("only %d objects sent", sent)
 			}
 		})
@@ -82,13 +92,13 @@ func TestChartServerSideDryRun(t *testing.T) {
 	}
 
 	// A dry run stores nothing.
-	for _, n := range []string{"evictd-system", "evictd-chart"} {
-		if _, err := c.Admin.AppsV1().DaemonSets(n).Get(ctx, "evictd", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("DaemonSet %s/evictd after the dry run: %v; want NotFound", n, err)
+	for n, name := range map[string]string{"evictd-system": "evictd", "evictd-chart": "agents-evictd"} {
+		if _, err := c.Admin.AppsV1().DaemonSets(n).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("DaemonSet %s/%s after the dry run: %v; want NotFound", n, name, err)
 		}
 	}
-	if _, err := c.Admin.CoreV1().ConfigMaps("evictd-chart").Get(ctx, "evictd-config", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("ConfigMap evictd-chart/evictd-config after the dry run: %v; want NotFound", err)
+	if _, err := c.Admin.CoreV1().ConfigMaps("evictd-chart").Get(ctx, "agents-evictd-config", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ConfigMap evictd-chart/agents-evictd-config after the dry run: %v; want NotFound", err)
 	}
 }
 

@@ -1,17 +1,95 @@
+{{/* The chart's name, or nameOverride: app.kubernetes.io/name. */}}
+{{- define "evictd.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
 {{/*
-Labels of every object. Only app.kubernetes.io/name unless commonLabels adds
-more: Helm's own labels are left out so that a default render is exactly
-deploy/daemonset.yaml.
+The name of every object: the release name, with "-evictd" unless the
+release name holds it already (release "evictd" gives "evictd").
 */}}
+{{- define "evictd.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "evictd.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The name of the cluster-scoped objects (ClusterRole, ClusterRoleBinding):
+the fullname and the release namespace, since two releases of the same name
+in two namespaces would otherwise share one ClusterRole.
+*/}}
+{{- define "evictd.clusterName" -}}
+{{- printf "%s-%s" (include "evictd.fullname" .) .Release.Namespace | trunc 253 | trimSuffix "-" -}}
+{{- end }}
+
+{{- define "evictd.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "evictd.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name: the ServiceAccount to run as, when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end }}
+
+{{/* The labels that select this release's pods; they never change. */}}
+{{- define "evictd.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "evictd.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of every object. */}}
 {{- define "evictd.labels" -}}
-app.kubernetes.io/name: evictd
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "evictd.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
 {{- end }}
 
+{{/* repository@digest when a digest is set, else repository:tag. */}}
 {{- define "evictd.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/*
+GOMEMLIMIT: goMemLimit when set, else 7/8 of the memory limit, else nothing.
+The limit is a Kubernetes quantity; the binary suffixes and the decimal ones
+are converted to bytes here, since Helm has no quantity parser.
+*/}}
+{{- define "evictd.goMemLimit" -}}
+{{- if .Values.goMemLimit -}}
+{{ .Values.goMemLimit }}
+{{- else -}}
+{{- $lim := "" -}}
+{{- with .Values.resources }}{{ with .limits }}{{ with .memory }}{{ $lim = toString . }}{{ end }}{{ end }}{{ end -}}
+{{- if $lim -}}
+{{- $m := regexFindAll "^([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?$" $lim -1 -}}
+{{- if not $m -}}
+{{- fail (printf "resources.limits.memory %q: GOMEMLIMIT cannot be derived from it; write it as a whole number with Ki, Mi, Gi, Ti, k, M, G or T, or set goMemLimit" $lim) -}}
+{{- end -}}
+{{- $num := regexReplaceAll "^([0-9]+).*$" $lim "${1}" | int64 -}}
+{{- $unit := regexReplaceAll "^[0-9]+" $lim "" -}}
+{{- $mult := get (dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000) $unit | int64 -}}
+{{- $bytes := div (mul $num $mult 7) 8 -}}
+{{- if eq (mod $bytes 1048576) 0 -}}
+{{ div $bytes 1048576 }}MiB
+{{- else -}}
+{{ $bytes }}B
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end }}
 
 {{/*
@@ -27,6 +105,7 @@ file evictd runs on its defaults, as deploy/daemonset.yaml does.
 {{- with $t.minimumReclaim }}{{ $_ := set $c "evictionMinimumReclaim" . }}{{ end -}}
 {{- with $t.maxPodGracePeriod }}{{ $_ := set $c "evictionMaxPodGracePeriod" (int .) }}{{ end -}}
 {{- with $t.pressureTransitionPeriod }}{{ $_ := set $c "evictionPressureTransitionPeriod" . }}{{ end -}}
+{{- with $t.stallWindow }}{{ $_ := set $c "evictionStallWindow" . }}{{ end -}}
 {{- with .Values.priorityGroups }}{{ $_ := set $c "priorityGroups" . }}{{ end -}}
 {{- with .Values.excludedNamespaces }}{{ $_ := set $c "excludedNamespaces" . }}{{ end -}}
 {{- if .Values.includeDaemonSetPods }}{{ $_ := set $c "includeDaemonSetPods" true }}{{ end -}}
@@ -35,4 +114,27 @@ file evictd runs on its defaults, as deploy/daemonset.yaml does.
 {{- $_ := set $c "kind" "EvictdConfiguration" -}}
 {{ toYaml $c }}
 {{- end -}}
+{{- end }}
+
+{{/* The mount path of a host path under evictd's host root, /host. */}}
+{{- define "evictd.underHost" -}}
+{{- printf "/host/%s" (trimPrefix "/" .) | clean -}}
+{{- end }}
+
+{{/*
+A scrape endpoint's interval, timeout and relabelings, for the
+ServiceMonitor and the PodMonitor alike. The node label comes first and
+always: the alerting rules and the dashboard read each agent by it.
+*/}}
+{{- define "evictd.scrape" -}}
+interval: {{ .interval }}
+{{- with .scrapeTimeout }}
+scrapeTimeout: {{ . }}
+{{- end }}
+relabelings:
+  - sourceLabels: [__meta_kubernetes_pod_node_name]
+    targetLabel: node
+  {{- with .relabelings }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end }}
