@@ -18,6 +18,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/fslayout"
+	"github.com/evictd/evictd/pkg/hostpaths"
 	"github.com/evictd/evictd/pkg/pressure"
 )
 
@@ -116,6 +117,15 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd observe: writing output: %v\n", err)
 		return exitFailure
+	}
+	// Said after a whole observation, not failed on: the output is complete,
+	// only emptier than the node (package hostpaths).
+	for _, p := range hostpaths.Check(f.hostRoot, f.imageFs, f.containerFs) {
+		state := "empty"
+		if p.Missing {
+			state = "missing"
+		}
+		fmt.Fprintf(stderr, "evictd observe: warning: host directory %s is %s: unmeasured: %s; %s\n", p.Path, state, p.Loses, p.Hint)
 	}
 	// What was printed lacks these signals: say which and why, and fail, so
 	// a script never takes a partial observation for a whole one.

@@ -507,3 +507,36 @@ func TestObserveLostSignals(t *testing.T) {
 		})
 	}
 }
+
+// TestObserveWarnsOfEmptyHostDirectory: an image store that is an empty
+// directory (what the runtime mounts for an unchecked hostPath that does
+// not exist on the node) reads without error, so evictd says so on stderr;
+// the observation is still whole, so the exit status stays 0.
+func TestObserveWarnsOfEmptyHostDirectory(t *testing.T) {
+	fixture, err := filepath.Abs(filepath.Join(fixtureRoot, "v2-systemd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	for _, d := range []string{"proc", "sys", "var/lib/kubelet", "var/log"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, d)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(fixture, d)); err != nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(fixture, d), filepath.Join(root, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "var/lib/containerd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runObserve(t, "--host-root", root, "-o", "table")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if !strings.Contains(errOut, "warning: host directory /var/lib/containerd is empty") || !strings.Contains(errOut, "--image-fs") {
+		t.Errorf("stderr %q; want a warning naming the empty image store and --image-fs", errOut)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/hostpaths"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/memlock"
@@ -227,6 +228,8 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot), zap.String("nodeCgroup", o.NodeCgroup),
 		zap.Bool("nodePSIReadsOff", noNodePSI), zap.Duration("stallWindow", o.Config.StallWindow()))
 
+	warnHostPaths(log, o.HostRoot, o.ImageFs, o.ContainerFs)
+
 	if off := thresholds.SwitchedOffEntries(o.Config.ThresholdSpec()); len(off) > 0 {
 		log.Warn("thresholds of 0% or 100% are off, as in the kubelet: no threshold for these signals", zap.Strings("thresholds", off))
 	}
@@ -406,4 +409,19 @@ func (a answerNoter) DeletePod(ctx context.Context, namespace, name string, opts
 	err := a.PodAPI.DeletePod(ctx, namespace, name, opts)
 	a.note(err)
 	return err
+}
+
+// warnHostPaths logs, once at start, each host directory evictd can run
+// without but found missing or empty: a DaemonSet mounts them unchecked, so
+// a wrong path is otherwise an empty directory read without error
+// (package hostpaths).
+func warnHostPaths(log *zap.Logger, hostRoot, imageFs, containerFs string) {
+	for _, p := range hostpaths.Check(hostRoot, imageFs, containerFs) {
+		state := "empty"
+		if p.Missing {
+			state = "missing"
+		}
+		log.Warn("host directory missing or empty: check the host paths evictd is given", zap.String("path", p.Path),
+			zap.String("state", state), zap.String("unmeasured", p.Loses), zap.String("fix", p.Hint))
+	}
 }
