@@ -395,6 +395,9 @@ func TestChartOptionalObjects(t *testing.T) {
 	if sa := nested[string](t, find(t, objs, "DaemonSet", "evictd"), "spec", "template", "spec", "serviceAccountName"); sa != "existing" {
 		t.Errorf("serviceAccountName %q; want existing", sa)
 	}
+	// As a subchart it gets its parent's global values, which the closed
+	// schema must let through.
+	mustRender(t, "global: {imageRegistry: registry.example}")
 	if objs := mustRender(t, "rbac: {create: false}"); has(objs, "ClusterRole") || has(objs, "ClusterRoleBinding") {
 		t.Error("rbac.create: false still renders RBAC objects")
 	}
