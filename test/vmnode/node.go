@@ -84,6 +84,9 @@ type Node struct {
 	// containerd, ctr and the runc shim built by hack/build-node.sh,
 	// runc and the CNI plugins unpacked by hack/vm/prepare.sh.
 	Ctr, Containerd, VMAgent string
+	// Kubelet is the kubelet's path: framework.KubeBinDir's, so that make
+	// e2e-node-smoke KUBE_VERSION=... runs another release's kubelet.
+	Kubelet string
 	// path is the PATH under which containerd finds its shim and runc.
 	path string
 	// StartupTimes records how long each step took.
@@ -138,9 +141,13 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	}
 	vmDir := DefaultDir()
 	bin := filepath.Join(root, "_output", "bin")
+	kubeBin, err := framework.KubeBinDir()
+	if err != nil {
+		return nil, err
+	}
 	runtime := filepath.Join(vmDir, "node")
 	need := []string{
-		filepath.Join(bin, "kubelet"), filepath.Join(bin, "vmagent"),
+		filepath.Join(kubeBin, "kubelet"), filepath.Join(bin, "vmagent"),
 		filepath.Join(bin, "containerd"), filepath.Join(bin, "ctr"), filepath.Join(bin, "containerd-shim-runc-v2"),
 		filepath.Join(runtime, "usr", "sbin", "runc"), filepath.Join(runtime, "usr", "lib", "cni", "bridge"),
 	}
@@ -159,7 +166,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	}
 	n = &Node{Name: o.Name, OutDir: out, Cluster: o.Cluster, logf: o.Logf, Swap: o.SwapMiB > 0, CgroupDriver: o.CgroupDriver,
 		Ctr: filepath.Join(bin, "ctr"), Containerd: filepath.Join(bin, "containerd"),
-		VMAgent: filepath.Join(bin, "vmagent"), path: nodePath(bin, runtime)}
+		VMAgent: filepath.Join(bin, "vmagent"), Kubelet: filepath.Join(kubeBin, "kubelet"), path: nodePath(bin, runtime)}
 	began := time.Now()
 	step := func(name string, since time.Time) {
 		n.StartupTimes = append(n.StartupTimes, Step{name, time.Since(since)})
@@ -382,16 +389,12 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 	if n.CgroupDriver == Systemd {
 		return n.systemctlStart(ctx, kubeletUnit)
 	}
-	root, err := RepoRoot()
-	if err != nil {
-		return err
-	}
 	var wrap []string
 	if n.Swap {
 		wrap = []string{"/bin/sh", "-c", `mkdir -p "$0" && echo $$ >"$0/cgroup.procs" && shift && exec "$@"`, kubeletCgroup, "-"}
 	}
-	_, err = n.Agent.Spawn(ctx, append(wrap,
-		filepath.Join(root, "_output", "bin", "kubelet"),
+	_, err := n.Agent.Spawn(ctx, append(wrap,
+		n.Kubelet,
 		"--config="+filepath.Join(n.OutDir, "kubelet.yaml"),
 		"--kubeconfig="+filepath.Join(n.OutDir, "kubelet.kubeconfig"),
 		"--hostname-override="+n.Name,

@@ -53,11 +53,7 @@ func (n *Node) writeConfigs(o NodeOptions, runtime string) error {
 	}
 	files["kubelet.yaml"] = kc
 	if o.CgroupDriver == Systemd {
-		root, err := RepoRoot()
-		if err != nil {
-			return err
-		}
-		units, err := nodeUnits(n.Containerd, filepath.Join(root, "_output", "bin", "kubelet"), n.OutDir, n.Name, n.path)
+		units, err := nodeUnits(n.Containerd, n.Kubelet, n.OutDir, n.Name, n.path)
 		if err != nil {
 			return err
 		}

@@ -32,8 +32,8 @@ import (
 // Config says where a cluster finds its binaries and keeps its files. The
 // zero value is ready to use from a test binary in this repository.
 type Config struct {
-	// BinDir holds etcd, kube-apiserver and kube-controller-manager.
-	// Default: BinDir().
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and (for
+	// RealNodes) kube-scheduler. Default: KubeBinDir().
 	BinDir string
 	// Dir receives the PKI, etcd data, kubeconfigs and logs. Default: a new
 	// directory under os.TempDir(), removed by Stop. A given Dir is kept.
@@ -113,7 +113,7 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		cfg.ReadyTimeout = 3 * time.Minute
 	}
 	if cfg.BinDir == "" {
-		if cfg.BinDir, err = BinDir(); err != nil {
+		if cfg.BinDir, err = KubeBinDir(); err != nil {
 			return nil, err
 		}
 	}

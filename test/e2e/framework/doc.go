@@ -19,7 +19,8 @@
 //
 // Binaries are found in <repo>/_output/bin (the repository root is the
 // nearest directory above the working directory whose go.mod is this
-// module; RepoRootEnv and BinDirEnv override both). When one is missing,
+// module; RepoRootEnv and BinDirEnv override both, and KubeBinDirEnv the
+// directory of the Kubernetes binaries alone). When one is missing,
 // Start and StartNode skip the test naming "run make build cluster-bins",
 // or fail it when CI=true; so do StartNode and RequireRoot without root or
 // cgroup v1 memory and pids controllers.

@@ -61,6 +61,29 @@ func TestStartClusterMissingBinaries(t *testing.T) {
 	}
 }
 
+// TestKubeBinDir: the Kubernetes binaries come from EVICTD_KUBE_BIN_DIR when
+// it is set (make e2e-node-smoke KUBE_VERSION=...), from EVICTD_BIN_DIR
+// otherwise, and StartCluster looks for the control plane there.
+func TestKubeBinDir(t *testing.T) {
+	bins, kube := t.TempDir(), t.TempDir()
+	t.Setenv(BinDirEnv, bins)
+	t.Setenv(KubeBinDirEnv, "")
+	if got, err := KubeBinDir(); err != nil || got != bins {
+		t.Fatalf("KubeBinDir without %s = %q, %v; want %s", KubeBinDirEnv, got, err, bins)
+	}
+	t.Setenv(KubeBinDirEnv, kube)
+	if got, err := KubeBinDir(); err != nil || got != kube {
+		t.Fatalf("KubeBinDir with %s = %q, %v; want %s", KubeBinDirEnv, got, err, kube)
+	}
+	if got, err := BinDir(); err != nil || got != bins {
+		t.Fatalf("BinDir with %s set = %q, %v; want %s still", KubeBinDirEnv, got, err, bins)
+	}
+	_, err := StartCluster(t.Context(), Config{})
+	if !errors.Is(err, ErrMissingBinary) || !strings.Contains(err.Error(), filepath.Join(kube, "etcd")) {
+		t.Fatalf("StartCluster with an empty %s: %v, want ErrMissingBinary naming %s", KubeBinDirEnv, err, filepath.Join(kube, "etcd"))
+	}
+}
+
 func TestReadManifest(t *testing.T) {
 	tests := []struct {
 		name      string

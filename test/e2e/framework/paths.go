@@ -15,6 +15,13 @@ const (
 	// kube-apiserver, kube-controller-manager, workload, evictd). Default:
 	// <repo>/_output/bin.
 	BinDirEnv = "EVICTD_BIN_DIR"
+	// KubeBinDirEnv names a directory holding only the Kubernetes binaries
+	// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the
+	// VM node's kubelet), built at another release than hack/cluster pins
+	// (hack/build-cluster-version.sh, make e2e-node-smoke KUBE_VERSION=...),
+	// while evictd and the test binaries still come from BinDir. Default:
+	// BinDir().
+	KubeBinDirEnv = "EVICTD_KUBE_BIN_DIR"
 	// RepoRootEnv names the repository root. Default: the nearest directory
 	// above the working directory whose go.mod declares the evictd module.
 	RepoRootEnv = "EVICTD_REPO_ROOT"
@@ -72,6 +79,15 @@ func BinDir() (string, error) {
 		return "", err
 	}
 	return filepath.Join(root, "_output", "bin"), nil
+}
+
+// KubeBinDir is where the Kubernetes binaries are looked up (see
+// KubeBinDirEnv).
+func KubeBinDir() (string, error) {
+	if d := os.Getenv(KubeBinDirEnv); d != "" {
+		return filepath.Abs(d)
+	}
+	return BinDir()
 }
 
 // Binary returns the path of a built binary, or an error wrapping
