@@ -4,12 +4,16 @@
 # scheduler and the kubelet serve the VM node (test/vmnode, make e2e-node). A
 # build is skipped when the binaries exist and were built from the same tools
 # module (a hash stamp of the module files and this script).
+#
+# CLUSTER_MODULE names another tools module of the same shape to build from instead:
+# hack/build-cluster-version.sh generates one for another Kubernetes release.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "${1:?usage: build-cluster.sh OUTDIR}" && cd "$1" && pwd)
+module=${CLUSTER_MODULE:-$here/cluster}
 stamp="$out/.cluster-stamp"
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet)
-want=$(cat "$here/cluster/go.mod" "$here/cluster/go.sum" "$here/cluster/tools.go" "$here/build-cluster.sh" \
+want=$(cat "$module/go.mod" "$module/go.sum" "$module/tools.go" "$here/build-cluster.sh" \
   | sha256sum | cut -d' ' -f1)
 
 up_to_date=true
@@ -21,7 +25,7 @@ fi
 
 # An interrupted build must not leave a stamp that vouches for it.
 rm -f "$stamp"
-cd "$here/cluster"
+cd "$module"
 start=$(date +%s)
 echo "building the test control plane from Go modules (about 10 minutes from a cold cache)..."
 declare -A pkg=(
