@@ -195,7 +195,7 @@ FORCE:
 ## test boots it. make e2e-node runs the same test among the node's; this target is the quick one.
 VM_DIR := $(OUT)/vm
 
-.PHONY: vm-smoke e2e-node bench-latency-node bench-race-node bench-stall-node node-ready
+.PHONY: vm-smoke e2e-node e2e-node-smoke bench-latency-node bench-race-node bench-stall-node node-ready node-images
 vm-smoke: $(BIN)/evictd $(BIN)/workload
 	hack/vm/prepare.sh $(VM_DIR)
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode -v -timeout 15m -run TestVMCgroupV2Observe ./test/vmnode
@@ -208,9 +208,29 @@ NODE_IMAGES := $(IMAGE_DIR)/node
 e2e-node:
 	TEST_STAGES="tools node-ready node node-imagefs" hack/test.sh
 
-# The node benchmarks keep go test's exit status through tee.
-bench-race-node bench-stall-node: SHELL := /bin/bash
-bench-race-node bench-stall-node: .SHELLFLAGS := -o pipefail -c
+## e2e-node-smoke: evictd against another Kubernetes release on the VM node (issue 23), not part
+## of make test: with KUBE_VERSION=1.35.4, hack/build-cluster-version.sh builds that release's
+## etcd, control plane and kubelet into _output/bin-v1.35.4 (evictd and the test binaries stay the
+## main module's, with its k8s.io clients), and TestNodeParity and one eviction
+## (TestNodeProtectedPods) run against them; without KUBE_VERSION, the same on _output/bin. Needs
+## root, like e2e-node. The output is also in _output/e2e-node-smoke-VERSION.log.
+KUBE_VERSION ?=
+SMOKE_VERSION  = $(or $(KUBE_VERSION:v%=%),default)
+SMOKE_KUBE_BIN = $(if $(KUBE_VERSION),$(OUT)/bin-v$(KUBE_VERSION:v%=%),$(BIN))
+SMOKE_TESTS   := ^(TestNodeParity|TestNodeProtectedPods)$$
+e2e-node-smoke: node-images
+	$(if $(KUBE_VERSION),hack/build-cluster-version.sh $(KUBE_VERSION) $(SMOKE_KUBE_BIN),hack/build-cluster.sh $(BIN))
+	@{ date -u +'started %Y-%m-%d %H:%M:%S UTC'; \
+	  echo "evictd $(VERSION), k8s.io/client-go $$($(GO) list -m -f '{{.Version}}' k8s.io/client-go)"; \
+	  echo "control plane: $$($(SMOKE_KUBE_BIN)/kube-apiserver --version), $$($(SMOKE_KUBE_BIN)/etcd --version | head -1)"; \
+	  echo "node: $$($(SMOKE_KUBE_BIN)/kubelet --version), $$($(BIN)/containerd --version)"; \
+	} | tee $(OUT)/e2e-node-smoke-$(SMOKE_VERSION).log
+	EVICTD_KUBE_BIN_DIR=$(abspath $(SMOKE_KUBE_BIN)) EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 \
+	  -tags vmnode -v -timeout 25m -run '$(SMOKE_TESTS)' ./test/vmnode 2>&1 | tee -a $(OUT)/e2e-node-smoke-$(SMOKE_VERSION).log
+
+# The node benchmarks and the smoke keep go test's exit status through tee.
+bench-race-node bench-stall-node e2e-node-smoke: SHELL := /bin/bash
+bench-race-node bench-stall-node e2e-node-smoke: .SHELLFLAGS := -o pipefail -c
 
 ## bench-race-node: TestNodeHeadToHead with the kubelet-alone runs after evictd's (the fill rates
 ## against the kubelet's own eviction manager; they assert nothing and can livelock the guest, so
@@ -234,8 +254,11 @@ bench-latency-node: node-ready $(BIN)/filler
 	$(IMAGE_TOOL) --binary $(BIN)/filler --name evictd-filler:e2e-node --out $(NODE_IMAGES)/filler.tar >/dev/null
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) hack/vm/bench-latency-node.sh
 
-# node-ready: the guest's kernel and packages, and the node's images.
-node-ready: build cluster-bins node-bins $(IMAGE_TOOL)
+# node-ready: the guest's kernel and packages, the node's images, and the control plane and
+# kubelet of _output/bin; node-images: all but the control plane and kubelet.
+node-ready: cluster-bins node-images
+
+node-images: build node-bins $(IMAGE_TOOL)
 	hack/vm/prepare.sh $(VM_DIR)
 	@mkdir -p $(NODE_IMAGES)
 	$(IMAGE_TOOL) --binary $(BIN)/evictd --name evictd:e2e-node --out $(NODE_IMAGES)/evictd.tar >/dev/null
