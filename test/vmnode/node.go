@@ -296,12 +296,38 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	}
 	step("kubelet started, node Ready", t)
 	o.Logf("node %s ready in %s", o.Name, time.Since(began).Round(time.Millisecond))
+	n.logVersions(ctx, o.Logf)
 	return n, nil
 }
 
 // systemdShare is the 9p tag of prepare.sh's systemd layer, which
 // hack/vm/node.sh mounts and stacks on the host's root.
 const systemdShare = "systemd"
+
+// logVersions says which releases met (the API server's and the kubelet's
+// own words, as make e2e-node-smoke KUBE_VERSION=... needs them shown), and
+// what the kubelet warned about or logged as an error up to Ready.
+func (n *Node) logVersions(ctx context.Context, logf func(string, ...any)) {
+	if v, err := n.Cluster.Admin.Discovery().ServerVersion(); err == nil {
+		logf("node %s: API server %s", n.Name, v.GitVersion)
+	} else {
+		logf("node %s: API server version: %v", n.Name, err)
+	}
+	if node, err := n.Cluster.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
+		i := node.Status.NodeInfo
+		logf("node %s: kubelet %s, runtime %s, kernel %s", n.Name, i.KubeletVersion, i.ContainerRuntimeVersion, i.KernelVersion)
+	}
+	log, err := os.ReadFile(filepath.Join(n.OutDir, "kubelet.log"))
+	if err != nil {
+		logf("node %s: the kubelet's log: %v", n.Name, err)
+		return
+	}
+	first, total := klogComplaints(log, 20)
+	logf("node %s: the kubelet logged %d warnings and errors up to Ready; the first %d:", n.Name, total, len(first))
+	for _, l := range first {
+		logf("  %s", l)
+	}
+}
 
 // nodePath is the guest's PATH: the shim from bin (containerd 2 looks it up
 // in PATH), runc and the CNI plugins' package tree, then the host's own.
