@@ -208,7 +208,7 @@ NODE_IMAGES := $(IMAGE_DIR)/node
 e2e-node:
 	TEST_STAGES="tools node-ready node node-imagefs" hack/test.sh
 
-## e2e-node-smoke: evictd against another Kubernetes release on the VM node (issue 23), not part
+## e2e-node-smoke: evictd against another Kubernetes release on the VM node, not part
 ## of make test: with KUBE_VERSION=1.35.4, hack/build-cluster-version.sh builds that release's
 ## etcd, control plane and kubelet into _output/bin-v1.35.4 (evictd and the test binaries stay the
 ## main module's, with its k8s.io clients), and TestNodeParity and one eviction
