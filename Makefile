@@ -22,7 +22,7 @@ BENCH_COUNT ?= 6
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build observe test unit e2e bench bench-latency bench-oom bench-overhead verify fmt vet lint \
+.PHONY: all build observe test unit e2e bench bench-latency bench-oom bench-overhead verify fmt vet lint spdx \
         fuzz cluster-bins node-bins demo dashboard-picture test-dashboard image image-push image-workload test-image test-deploy clean FORCE
 
 all: build
@@ -92,7 +92,12 @@ fuzz:
 	hack/fuzz.sh $(or $(FUZZTIME),60s)
 
 ## verify: gofmt, go vet and staticcheck.
-verify: fmt vet lint
+verify: fmt vet lint spdx
+
+## spdx: every Go file and script says its licence (LICENSE: Apache-2.0) in an SPDX line.
+spdx:
+	@missing=$$(git ls-files '*.go' '*.sh' | xargs grep -L 'SPDX-License-Identifier: Apache-2.0'); \
+	if [ -n "$$missing" ]; then echo "no SPDX-License-Identifier line in:"; echo "$$missing"; exit 1; fi
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \

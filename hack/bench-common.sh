@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by hack/bench-latency.sh, hack/bench-oom.sh and hack/bench-overhead.sh
 # (sourced, not run): runs one benchmark test of ./test/bench and prints its
 # result table.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Detection latency: a pod takes a 1 GiB simulated node across
 # memory.available<300Mi in one step (one 300 MiB MAP_POPULATE), and the time
 # from the crossing (timed by the test from the node cgroup's usage) to evictd's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # OOM race: a pod grows at 100, 300 and 1000 MiB/s toward the
 # limit of a 1 GiB simulated node with memory.available<300Mi while three other
 # pods hold memory; counts the kernel's OOM kills and whether the documented

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Overhead: evictd's CPU time and resident memory with 110
 # pods on a 4 GiB simulated node, idle and under pressure (a pod growing at
 # 500 MiB/s, evicted again and again), EVICTD_BENCH_PHASE (default 60s) each.

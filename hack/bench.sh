@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Observation and ranking benchmarks, summarized as medians over COUNT runs.
 #
 #   hack/bench.sh [COUNT]        (make bench runs it with BENCH_COUNT, default 6)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds etcd, the control plane and the kubelet at another Kubernetes release than hack/cluster
 # pins, into OUTDIR, for make e2e-node-smoke KUBE_VERSION=1.35.4: evictd and the test binaries stay
 # built from the main module (its k8s.io clients) and meet an older API server and kubelet.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the
 # kubelet from the tools module in hack/cluster into the given directory. The
 # scheduler and the kubelet serve the VM node (test/vmnode, make e2e-node). A

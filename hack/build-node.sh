@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the VM node's container runtime from the tools module in hack/node into the given
 # directory: containerd 2, its client ctr and its runc shim containerd-shim-runc-v2 (Debian
 # packages only containerd 1.x; Kubernetes 1.36 and later want 2.0 or later). runc and the CNI

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The demo behind `make demo` (which builds evictd, the workload and the
 # control plane first): starts the test control plane (test/cmd/cluster),
 # then test/cmd/demo, which runs a simulated 1 GiB node, starts evictd against

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every fuzz target of the module for FUZZTIME each.
 #
 #   hack/fuzz.sh [FUZZTIME]      (make fuzz runs it with 60s)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make test: every stage CI runs, each timed, and one closing line whatever happens.
 #
 # Each stage prints "=== stage NAME: start HH:MM:SS UTC" and "=== stage NAME: ok|FAILED in Ns";

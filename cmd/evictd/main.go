@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command evictd is a node-level eviction agent for Kubernetes.
 //
 // main only parses the subcommand and hands over to the packages below pkg/;

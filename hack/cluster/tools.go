@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build tools
 
 // Package tools pins the Kubernetes commands this module builds: the control

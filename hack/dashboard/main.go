@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command dashboard draws evictd's Grafana dashboard as a PNG from scrapes of
 // evictd's /metrics (make dashboard-picture takes them during the demo). Every
 // panel query is evaluated by Prometheus's own engine over the scrapes, so

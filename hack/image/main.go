@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command image writes a container image that holds one static executable,
 // without a Docker engine. It is what `make image`, `make image-push` and
 // `make image-workload` run:

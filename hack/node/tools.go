@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build tools
 
 // Package tools pins the container runtime of the VM node (test/vmnode):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The v2 fast path's detection latency on the VM node (test/vmnode, build tags
 # vmnode and vmnodebench, TestNodeLatency): a one-step crossing of
 # memory.available<300Mi, timed in the guest, against evictd's "threshold met",

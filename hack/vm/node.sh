@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The VM node's system setup (test/vmnode StartNode), run by the guest's /init with busybox sh.
 # It turns the initramfs into a node that containerd and the kubelet can run on, then hands
 # control to the guest agent, which the host drives through a loopback forward:

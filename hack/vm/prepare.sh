@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Prepares the pieces of the VM test ground (test/vmnode) in OUTDIR:
 #
 #   OUTDIR/vmlinuz             Debian's standard amd64 kernel (the one linux-image-amd64 depends on)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package buildinfo says what an evictd binary was built from: the version,
 // revision and date the build stamped in (-ldflags -X, see the Makefile),
 // or else what the Go toolchain recorded on its own (debug.ReadBuildInfo:

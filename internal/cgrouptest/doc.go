@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cgrouptest gives tests of evictd's packages real cgroups and real
 // processes to put in them, on the cgroup v1 memory controller (and the pids
 // and cgroup2 hierarchies beside it) that this project's machines mount.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agent is `evictd run`: the loop that observes the node, decides
 // with kubelet-compatible thresholds which pod to evict, evicts it through
 // the Eviction API and waits for its resources to come back, plus the wiring

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cliflag groups a command's flags into named sections for its help,
 // the way Kubernetes components print theirs ("Thresholds flags:",
 // "Logging flags:", ...), without pulling in k8s.io/component-base: evictd

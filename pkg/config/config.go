@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config is evictd's configuration: the EvictdConfiguration file,
 // the kubelet-named flags that override it, defaults and validation. The
 // order is fixed: strict decoding, flag overrides, defaults, validation.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package evict is evictd's client of the policy/v1 Eviction API: it picks
 // the grace period, asks the API server to evict (or, in dry run, whether it
 // would allow it), classifies the answer, rate-limits, and reports each

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package evict
 
 // These tests use client-go's fake clientset only where a real API server

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fslayout names how a node's disk is laid out in the kubelet's
 // terms (KEP-4191): which of the kubelet's root (nodefs), the runtime's image
 // store (imagefs) and the containers' writable layers (containerfs) share a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hostpaths checks, once at start, the host directories evictd can
 // run without: the kubelet's pods directory, the pods' logs and the
 // runtime's stores. A DaemonSet mounts them with an unchecked hostPath type

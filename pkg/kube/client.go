@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kube is evictd's API client: one REST client per API group that
 // evictd calls, over a scheme that holds only those groups' types.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package logging builds evictd's zap logger and routes client-go's klog
 // output into it, so that one process writes one log stream in one format.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package memlock keeps evictd's own pages in RAM while the node it guards
 // thrashes: the kernel then cannot drop its code or data to make room, so
 // evictd does not stall on page faults in the pressure it is there to

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics holds evictd's Prometheus metrics on a private registry and
 // the small HTTP server that exposes them with /healthz and /readyz.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package predict estimates how fast available memory is being used up, when
 // it will cross each eviction threshold, and how much termination grace an
 // eviction can afford. It is pure: no I/O, no clock; callers pass times in.

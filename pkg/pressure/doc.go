@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pressure observes node and pod pressure from the kernel and
 // reports it in the shape of the kubelet's Summary API
 // (k8s.io/kubelet/pkg/apis/stats/v1alpha1), with the kubelet's definitions:

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package pressure
 
 // For the tests of package pressure_test, which rank what the observer sees

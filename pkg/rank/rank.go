@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rank orders the pods on a node for eviction under one starved
 // signal, the kubelet's way (exceeds request, then priority, then usage above
 // request), minus its known mistakes: pods without stats go last instead of

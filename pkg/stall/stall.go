@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stall measures memory stall: the share of a sliding window in
 // which tasks of a group (the node, kubepods, a pod) waited on memory, from
 // the cumulative stall totals PSI reports (the "total=" of a pressure file,

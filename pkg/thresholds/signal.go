@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package thresholds holds evictd's kubelet-compatible eviction thresholds:
 // the signals, the threshold syntax, the observations derived from a kubelet
 // Summary, and a clock-driven state machine that says which thresholds to act

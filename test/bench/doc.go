@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bench holds evictd's fast-path benchmarks: detection
 // latency, the OOM race against a growing pod, and the agent's own CPU and
 // memory overhead. They run evictd as a real process against the real test

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package deploy tests what deploy/ ships besides the manifest: the Helm
 // chart, the Prometheus alerting rules and the Grafana dashboard.
 package deploy

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nodesim is a kubelet stand-in for end-to-end tests: it turns a
 // real cgroup subtree and a directory into a Node of a real API server, and
 // runs the pods bound to that Node as real processes.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build vmnode
 
 // The tests that boot a VM of their own. They build only with -tags vmnode:

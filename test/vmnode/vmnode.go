@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package vmnode boots a throwaway Linux guest under QEMU to test evictd on a
 // real cgroup v2 memory controller, which the project's machines lack (they
 // mount the memory controller on cgroup v1).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package decide is the agent's decision step: given the threshold state,
 // the ranked pods and the reclaim already in flight, which pod to evict now,
 // if any, and with what grace. It is pure (no I/O, no clock: the time is an

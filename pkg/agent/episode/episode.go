@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package episode keeps a node's pressure episodes, one per resource
 // (memory, the node filesystem, the image filesystem, PIDs). An episode
 // starts when a threshold of its resource is met (or, for memory, its

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fastpath arms the agent's event-driven wake-up sources
 // (pkg/pressure/wakeup) where the host's cgroup layout allows, and keeps them
 // armed as the node changes: memcg threshold eventfds on cgroup v1 at the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package imagegc estimates what the kubelet's image garbage collection can
 // free on a node: the images no pod on the node uses. Disk pressure that
 // those images cover is the kubelet's to relieve, by deleting them, before

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package inflight keeps the pods whose resources are on their way back:
 // pods evictd evicted (or, in dry run, would have) and pods it found already
 // terminating, also after a restart. Until such a pod is gone, its usage

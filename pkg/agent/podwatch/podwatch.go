@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package podwatch keeps the agent's view of the API server: the pods bound
 // to its node, the PriorityClasses (to resolve priorityClassName when
 // spec.priority is unset) and, only when priority groups select namespaces

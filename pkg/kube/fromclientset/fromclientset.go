@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fromclientset puts evictd's API calls (the methods of
 // kube.Client) on a client-go clientset, so that unit tests can inject API
 // errors with k8s.io/client-go/kubernetes/fake and its reactors.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package wakeup tells the agent loop when to look at memory again: one epoll
 // set holds every event-driven source the kernel offers, and an adaptive poll
 // interval covers the rest.

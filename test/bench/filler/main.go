@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command filler is the container process the fast-path benchmarks (package
 // bench) use to fill memory faster than page faults from user space can:
 // every allocation is one mmap call with MAP_POPULATE, so the kernel

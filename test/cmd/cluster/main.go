@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command cluster runs the test control plane (etcd, kube-apiserver,
 // kube-controller-manager; see package framework) until SIGINT or SIGTERM,
 // for the demo and for poking at by hand:

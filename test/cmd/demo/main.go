@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command demo narrates evictd at work for `make demo` (hack/demo.sh starts
 // the test control plane first and passes its kubeconfigs):
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command nodesim runs one simulated node (see package nodesim) against a
 // cluster until SIGINT or SIGTERM, for the demo and for manual runs. It needs
 // root and the cgroup v1 memory and pids controllers.

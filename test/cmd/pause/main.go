@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command pause is the pod sandbox's process in the pause image the VM tests
 // build themselves (the guest cannot pull one). It is PID 1 of the sandbox:
 // it holds the pod's namespaces open by existing, so it only waits, for

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command testreport reads `go test -json` on standard input and tells a CI log
 // what happened: the tests' text as `go test -v` prints it (all of it, or with
 // --quiet only the packages' verdicts, failures and skips), and a last line

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command vmagent is the bridge between tests on the host and the QEMU guest
 // that test/vmnode boots with user-mode networking, where the host may only
 // dial loopback and the guest has no shell we could log in to:

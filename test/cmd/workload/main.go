@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command workload is the process the kubelet stand-in (test/nodesim) runs for
 // every container of a simulated pod. It makes real, measurable pressure:
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agent holds the end-to-end tests of `evictd run`: the built evictd
 // binary runs as a real process with only its ServiceAccount's kubeconfig,
 // against the real test control plane (package framework) and a simulated

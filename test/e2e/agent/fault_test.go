@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package agent
 
 // Shared helpers of the fault tests (fault_*_test.go): evictd started with

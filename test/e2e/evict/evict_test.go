@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package evict_test runs pkg/evict's Evictor against a real API server and
 // kube-controller-manager (the disruption controller keeps the
 // PodDisruptionBudgets' status), as evictd's own ServiceAccount: what the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package framework starts a real Kubernetes control plane for evictd's
 // end-to-end tests and the demo: etcd, kube-apiserver and
 // kube-controller-manager, built from Go modules by `make cluster-bins`

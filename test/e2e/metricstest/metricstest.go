@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metricstest reads single series back from a Prometheus registry,
 // for tests that check what evictd counted.
 package metricstest

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package podtest builds the pods and PodDisruptionBudgets the end-to-end
 // tests and the demo create, and waits for the API server to show what they
 // expect of them. It is not a test package so that the demo command can use

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package smoke tests the ground every other end-to-end test stands on: the
 // real control plane, the kubelet stand-in on real cgroups, the Eviction API
 // with PodDisruptionBudgets, and evictd's RBAC identity from

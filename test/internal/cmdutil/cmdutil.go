@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cmdutil holds what the long-running test commands (cluster,
 // nodesim) share: their logger and the shell assignments they publish once
 // ready, for hack/ scripts to source.

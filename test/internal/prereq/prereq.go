@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package prereq decides what a test does when the host lacks something it
 // needs (root, cgroups, built binaries): in CI (CI=true) that is a failure,
 // anywhere else a skip, and the reason is named either way. The decision

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package proc runs the child processes of the test harness (control-plane
 // binaries, simulated containers) so that they can never outlive it: each
 // runs in its own process group, which is what gets signalled, and the kernel

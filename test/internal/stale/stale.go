@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stale names the host resources the test harness creates (temporary
 // directories, cgroups) after the process that owns them, so that a later run
 // can remove what a killed run left behind. A test that hits `go test

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package guestmem computes the VM node's memory.available the way the
 // kubelet does on cgroup v2, from the files the guest kernel exposes. It is
 // shared by the host-side tests (test/vmnode) and the guest agent

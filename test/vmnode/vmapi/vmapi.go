@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package vmapi is the wire format of the VM node's guest agent
 // (test/cmd/vmagent) and its host-side client (test/vmnode.Agent): JSON
 // bodies of POST /exec, /spawn and /signal, and what `vmagent crossing`

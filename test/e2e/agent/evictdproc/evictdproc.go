@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package evictdproc runs `evictd run` as a real process for the
 // end-to-end tests and the demo, and reads back what it reports: its JSON
 // log lines, its /metrics and /healthz, and its resident memory and CPU time
