@@ -58,15 +58,6 @@ func containerCgroupName(driver, id string) string {
 	return id
 }
 
-// podCgroupGlobs are shell globs matching every pod cgroup of the node.
-func podCgroupGlobs(driver string) []string {
-	k := kubepodsDir(driver)
-	if driver == Systemd {
-		return []string{k + "/kubepods-pod*.slice", k + "/kubepods-*.slice/kubepods-*-pod*.slice"}
-	}
-	return []string{k + "/pod*", k + "/*/pod*"}
-}
-
 // podUIDOfCgroup is the pod UID a pod cgroup's directory is named for, or
 // false for a directory that is not a pod's.
 func podUIDOfCgroup(driver, dir string) (string, bool) {

@@ -426,3 +426,12 @@ func waitNoMemoryPressure(t *testing.T, n *Node) {
 		t.Fatal(err)
 	}
 }
+
+// podCgroupGlobs are shell globs matching every pod cgroup of the node.
+func podCgroupGlobs(driver string) []string {
+	k := kubepodsDir(driver)
+	if driver == Systemd {
+		return []string{k + "/kubepods-pod*.slice", k + "/kubepods-*.slice/kubepods-*-pod*.slice"}
+	}
+	return []string{k + "/pod*", k + "/*/pod*"}
+}
