@@ -122,6 +122,12 @@ func TestNodeCgroupLayout(t *testing.T) {
 			t.Errorf("systemctl status %s: %v", kubeletUnit, err)
 		}
 		t.Logf("systemctl status %s:\n%s", kubeletUnit, st)
+		// What systemd's own processes hold, against a cgroupfs node, where
+		// none of them runs.
+		if mem, err := n.Sh(ctx, `cd /sys/fs/cgroup && for d in init.scope system.slice system.slice/*.service; do
+  echo "$d $(( $(cat $d/memory.current) >> 10 ))KiB"; done`); err == nil {
+			t.Logf("memory.current of systemd's cgroups:\n%s", mem)
+		}
 		// The boot's own account, for docs/node.md's boot times.
 		if an, err := n.Sh(ctx, "systemd-analyze time; systemd-analyze critical-chain vmagent.service; systemd-analyze blame | head -12"); err == nil {
 			t.Logf("systemd-analyze:\n%s", an)
