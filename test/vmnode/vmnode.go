@@ -8,7 +8,8 @@
 // Debian kernel and a busybox initramfs whose /init mounts cgroup2 with
 // memory, pids, cpu and io enabled on /sys/fs/cgroup, the host's root
 // read-only at /host and a writable share at /out, runs one shell script and
-// powers off. Boot runs that guest under TCG (the machines' /dev/kvm is a
+// powers off; with evictd.init=systemd in KernelArgs it execs systemd as PID 1
+// in the root the script left at /node instead (StartNode's systemd node). Boot runs that guest under TCG (the machines' /dev/kvm is a
 // nested mode that unmodified kernels cannot use), with no network at all.
 //
 // Code in the guest runs about 40 times slower than on the host: plan
