@@ -84,8 +84,19 @@ func startShared(t *testing.T) error {
 		return err
 	}
 	var err error
-	shared.node, err = startNode(t, "evictd-vm", Systemd, 0, 0, extraImages)
+	shared.node, err = startNode(t, "evictd-vm", sharedDriver(), 0, 0, extraImages)
 	return err
+}
+
+// sharedDriverEnv, set to cgroupfs, runs the one-disk node with that
+// driver instead of systemd: the same tests on both layouts, side by side.
+const sharedDriverEnv = "EVICTD_NODE_CGROUP_DRIVER"
+
+func sharedDriver() string {
+	if d := os.Getenv(sharedDriverEnv); d != "" {
+		return d
+	}
+	return Systemd
 }
 
 // startCluster starts the control plane the node tests share.
