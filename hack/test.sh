@@ -162,7 +162,7 @@ end_lane() {
 }
 
 stages=(tools modules vm-prepare modules-tools build cluster-bins unit e2e node-ready node
-  node-imagefs verify test-image test-dashboard deploy-lint test-deploy)
+  node-imagefs node-systemd verify test-image test-dashboard deploy-lint test-deploy)
 finish() {
   local name r secs p f sk passed=0 failed=0 skipped=0
   echo
@@ -231,6 +231,18 @@ node_imagefs() {
 node_onedisk() {
   node_tests node ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} -skip "$(anchored "${imagefs_tests[@]}")"
 }
+# The one-disk node again with the systemd cgroup driver (systemd as the guest's PID 1, containerd
+# and the kubelet as its units), for part of its suite: the layout, parity with the kubelet, the
+# shipped DaemonSet and one eviction beside protected pods. TestNodeHeadToHead does not pass there
+# yet (docs/node.md, "What is not done yet").
+systemd_tests=(TestNodeCgroupLayout TestNodeParity TestNodeDaemonSet TestNodeProtectedPods)
+node_systemd() {
+  local run=("${systemd_tests[@]}")
+  if [ -n "${E2E_NODE_RUN:-}" ]; then
+    mapfile -t run < <(printf '%s\n' "${systemd_tests[@]}" | grep -E -e "$E2E_NODE_RUN")
+  fi
+  [ "${#run[@]}" -gt 0 ] && EVICTD_NODE_CGROUP_DRIVER=systemd node_tests node-systemd -run "$(anchored "${run[@]}")"
+}
 any_wanted() { local s; for s in "$@"; do wanted "$s" && return 0; done; return 1; }
 
 step build 1200 make --no-print-directory build
@@ -245,6 +257,7 @@ e2e() { gotest e2e 3000 . -p 1 ./test/e2e/...; }
 needs e2e build cluster-bins && lane e2e 0 e2e
 node_onedisk
 node_imagefs
+node_systemd
 end_lane e2e
 end_lane checks
 finish

@@ -88,15 +88,22 @@ func startShared(t *testing.T) error {
 	return err
 }
 
-// sharedDriverEnv, set to cgroupfs, runs the one-disk node with that
-// driver instead of systemd: the same tests on both layouts, side by side.
+// sharedDriverEnv, set to systemd, runs the one-disk node with the systemd
+// driver (a guest whose PID 1 is systemd) instead of cgroupfs: hack/test.sh's
+// node-systemd stage runs part of the suite so. The whole suite does not
+// pass there yet: TestNodeHeadToHead saw the OOM killer in each of its
+// three runs on that node (docs/node.md, "What is not done yet").
 const sharedDriverEnv = "EVICTD_NODE_CGROUP_DRIVER"
 
 func sharedDriver() string {
-	if d := os.Getenv(sharedDriverEnv); d != "" {
-		return d
+	switch d := os.Getenv(sharedDriverEnv); d {
+	case "", CgroupFS:
+		return CgroupFS
+	case Systemd:
+		return Systemd
+	default:
+		panic(fmt.Sprintf("%s=%q: want %s or %s", sharedDriverEnv, d, CgroupFS, Systemd))
 	}
-	return Systemd
 }
 
 // startCluster starts the control plane the node tests share.
