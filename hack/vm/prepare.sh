@@ -123,17 +123,23 @@ say "kernel $kver unpacked in $(( $(date +%s) - t ))s$([ -f "$out/vmlinux" ] && 
 # (libc, libseccomp) are the host's own. Not Debian's containerd: it is 1.x, and Kubernetes 1.36
 # and later want containerd 2 (hack/build-node.sh builds it).
 t=$(date +%s)
-node_pkgs=(runc containernetworking-plugins)
-rm -rf "$out/node"
-mkdir -p "$out/node"
-for p in "${node_pkgs[@]}"; do
-  nd=$(ls "$dl/${p}_"*.deb 2>/dev/null | head -1 || true)
-  if [ -z "$nd" ]; then
-    (cd "$dl" && apt-get download -qq -o APT::Sandbox::User=root "$p")
-    nd=$(ls "$dl/${p}_"*.deb | head -1)
-  fi
-  dpkg-deb -x "$nd" "$out/node"
-done
+# unpack DEST DLDIR PKG...: each package's .deb, downloaded into DLDIR once (apt-get download),
+# unpacked into DEST (dpkg-deb -x), which is made afresh; nothing is installed on the host.
+unpack() {
+  local dest=$1 dldir=$2 p deb
+  shift 2
+  rm -rf "$dest"
+  mkdir -p "$dest" "$dldir"
+  for p in "$@"; do
+    deb=$(ls "$dldir/${p}_"*.deb 2>/dev/null | head -1 || true)
+    if [ -z "$deb" ]; then
+      (cd "$dldir" && apt-get download -qq -o APT::Sandbox::User=root "$p")
+      deb=$(ls "$dldir/${p}_"*.deb | head -1)
+    fi
+    dpkg-deb -x "$deb" "$dest"
+  done
+}
+unpack "$out/node" "$dl" runc containernetworking-plugins
 say "node runtime ($("$out/node/usr/sbin/runc" --version | head -1)) in $(( $(date +%s) - t ))s"
 
 # --- systemd and D-Bus for a guest whose PID 1 is systemd ------------------------------------
@@ -146,16 +152,7 @@ systemd_pkgs=(systemd libsystemd-shared libsystemd0 dbus dbus-daemon dbus-system
   libgcrypt20 libgpg-error0 libip4tc2 libkmod2 liblz4-1 liblzma5 libmount1 libpam0g libpcre2-8-0
   libseccomp2 libselinux1 libssl3 libzstd1)
 sd="$out/systemd"
-rm -rf "$sd"
-mkdir -p "$sd" "$dl/systemd"
-for p in "${systemd_pkgs[@]}"; do
-  sdeb=$(ls "$dl/systemd/${p}_"*.deb 2>/dev/null | head -1 || true)
-  if [ -z "$sdeb" ]; then
-    (cd "$dl/systemd" && apt-get download -qq -o APT::Sandbox::User=root "$p")
-    sdeb=$(ls "$dl/systemd/${p}_"*.deb | head -1)
-  fi
-  dpkg-deb -x "$sdeb" "$sd"
-done
+unpack "$sd" "$dl/systemd" "${systemd_pkgs[@]}"
 # Bookworm's packages still ship /lib, /bin and /sbin, while its root has them as links into
 # /usr: a real directory in an upper layer would hide the host's link, and its whole /lib with
 # it. Fold them into usr/ as a merged-/usr system has them.

@@ -104,7 +104,7 @@ func (w *Watcher) withRetry(ctx context.Context, in *informer, verb string, call
 		// Taken before the call: a Retry while it is under way counts.
 		now := w.retryChan()
 		err := call()
-		if err == nil || ctx.Err() != nil || !retryable(err, w.isSynced()) {
+		if err == nil || ctx.Err() != nil || !retryable(err, w.Synced()) {
 			if err == nil && !failing.IsZero() {
 				w.log.Info("API server answering again", zap.String("resource", in.resource), zap.String("verb", verb),
 					zap.Duration("after", time.Since(failing).Round(time.Millisecond)), zap.Int("tries", tries))
@@ -132,11 +132,4 @@ func (w *Watcher) withRetry(ctx context.Context, in *informer, verb string, call
 		}
 		delay = min(2*delay, w.retryMax)
 	}
-}
-
-// isSynced reports whether WaitForSync has returned successfully.
-func (w *Watcher) isSynced() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.waitDone
 }
