@@ -33,6 +33,9 @@ type workload struct {
 	touched  int64
 	// reread counts the bytes --reread-mib has read back so far.
 	reread atomic.Int64
+	// terms is where SIGTERM arrives; touchTo looks at it without taking
+	// the signal, so that the main loop still sees it.
+	terms <-chan os.Signal
 }
 
 func newWorkload(cfg config, out io.Writer) *workload {
@@ -40,6 +43,7 @@ func newWorkload(cfg config, out io.Writer) *workload {
 }
 
 func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
+	w.terms = terms
 	if peak := w.cfg.peakMiB(); peak > 0 {
 		// One reservation for the whole peak: pages cost nothing until they
 		// are written, and the address range never moves.
@@ -171,9 +175,20 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 // touchTo writes one byte into every page up to n bytes. A non-zero write
 // forces the kernel to back the page with its own frame, charged to this
 // process's memory cgroup.
+//
+// It stops early once SIGTERM is pending. Growth follows the wall clock, so
+// a process slowed by reclaim owes hundreds of MiB at its next tick; without
+// the check an evicted leaker went on paying that debt for its whole grace
+// period and past it, as no real program does (Go's default SIGTERM
+// disposition ends it at once), until the kernel's OOM killer ended it.
 func (w *workload) touchTo(n int64) {
-	for ; w.touched < n; w.touched += int64(w.pageSize) {
+	const checkEvery = 256 // pages: 1 MiB of 4 KiB pages
+	for i := 0; w.touched < n; i++ {
+		if i%checkEvery == 0 && len(w.terms) > 0 {
+			return
+		}
 		w.mem[w.touched] = 1
+		w.touched += int64(w.pageSize)
 	}
 }
 

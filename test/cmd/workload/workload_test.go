@@ -224,6 +224,27 @@ func TestTermDelay(t *testing.T) {
 	}
 }
 
+// TestTermStopsTouching: a SIGTERM that is pending while the workload owes
+// memory (its hold, or growth it fell behind on) ends the touching at once,
+// as Go's default disposition would end a real leaker; the pages owed are
+// never charged.
+func TestTermStopsTouching(t *testing.T) {
+	for name, cfg := range map[string]config{
+		"hold":       {holdMiB: 64},
+		"hold, grow": {holdMiB: 1, growMiBPerSec: 1 << 20, growToMiB: 64},
+	} {
+		terms := make(chan os.Signal, 1)
+		terms <- syscall.SIGTERM
+		w := newWorkload(cfg, &bytes.Buffer{})
+		if err := w.run(context.Background(), terms); err != nil {
+			t.Fatal(err)
+		}
+		if w.touched > 0 {
+			t.Errorf("%s: touched %d MiB after SIGTERM, want none", name, w.touched/mib)
+		}
+	}
+}
+
 func TestRunBadUsage(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := run([]string{"--hold-mib=x"}, &bytes.Buffer{}, &stderr); code != 2 {
