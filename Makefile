@@ -211,7 +211,7 @@ vm-smoke: $(BIN)/evictd $(BIN)/workload
 ## "N passed, N failed". E2E_NODE_RUN=PATTERN runs only the tests it matches.
 NODE_IMAGES := $(IMAGE_DIR)/node
 e2e-node:
-	TEST_STAGES="tools node-ready node node-imagefs node-systemd" hack/test.sh
+	TEST_STAGES="tools node-ready node node-imagefs node-cgroupfs" hack/test.sh
 
 ## e2e-node-smoke: evictd against another Kubernetes release on the VM node, not part
 ## of make test: with KUBE_VERSION=1.35.4, hack/build-cluster-version.sh builds that release's

@@ -162,7 +162,7 @@ end_lane() {
 }
 
 stages=(tools modules vm-prepare modules-tools build cluster-bins unit e2e node-ready node
-  node-imagefs node-systemd verify test-image test-dashboard deploy-lint test-deploy)
+  node-imagefs node-cgroupfs verify test-image test-dashboard deploy-lint test-deploy)
 finish() {
   local name r secs p f sk passed=0 failed=0 skipped=0
   echo
@@ -211,37 +211,43 @@ checks() {
     gotest test-deploy "$budget" test/deploy --quiet ./...
   fi
 }
+# Both nodes of the suite run the systemd cgroup driver, as kubeadm and the distributions do
+# (systemd as the guest's PID 1, containerd and the kubelet as its units); the node-cgroupfs stage
+# boots the one-disk node again with the cgroupfs driver for its layout, parity with the kubelet and
+# one eviction beside protected pods. EVICTD_NODE_CGROUP_DRIVER picks a node's driver.
+#
 # The tests of the node with a dedicated imagefs and swap (test/vmnode/node_7 to node_9), run by
 # node-imagefs in a fresh process (a fresh control plane, no node before its own); the one-disk
 # node's process skips them and runs everything else, a test added there included.
-# E2E_NODE_RUN (a go test -run pattern) narrows both.
+# E2E_NODE_RUN (a go test -run pattern) narrows all three.
 imagefs_tests=(TestNodeDedicatedImageFs TestNodeSwapRanking TestNodeStallThrash TestNodeBusyNoStall)
+cgroupfs_tests=(TestNodeCgroupLayout TestNodeParity TestNodeProtectedPods)
 anchored() { local IFS='|'; echo "^($*)\$"; }
 node_tests() {
   local name=$1; shift
   needs "$name" node-ready && gotest "$name" 4800 . -tags vmnode "$@" ./test/vmnode
 }
-node_imagefs() {
-  local run=("${imagefs_tests[@]}")
+# narrowed NAME...: the names E2E_NODE_RUN matches, all of them without it.
+narrowed() {
   if [ -n "${E2E_NODE_RUN:-}" ]; then
-    mapfile -t run < <(printf '%s\n' "${imagefs_tests[@]}" | grep -E -e "$E2E_NODE_RUN")
+    printf '%s\n' "$@" | grep -E -e "$E2E_NODE_RUN" || true
+  else
+    printf '%s\n' "$@"
   fi
-  [ "${#run[@]}" -gt 0 ] && node_tests node-imagefs -run "$(anchored "${run[@]}")"
 }
 node_onedisk() {
-  node_tests node ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} -skip "$(anchored "${imagefs_tests[@]}")"
+  EVICTD_NODE_CGROUP_DRIVER=systemd node_tests node ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} \
+    -skip "$(anchored "${imagefs_tests[@]}")"
 }
-# The one-disk node again with the systemd cgroup driver (systemd as the guest's PID 1, containerd
-# and the kubelet as its units), for part of its suite: the layout, parity with the kubelet, the
-# shipped DaemonSet and one eviction beside protected pods. TestNodeHeadToHead does not pass there
-# yet (docs/node.md, "What is not done yet").
-systemd_tests=(TestNodeCgroupLayout TestNodeParity TestNodeDaemonSet TestNodeProtectedPods)
-node_systemd() {
-  local run=("${systemd_tests[@]}")
-  if [ -n "${E2E_NODE_RUN:-}" ]; then
-    mapfile -t run < <(printf '%s\n' "${systemd_tests[@]}" | grep -E -e "$E2E_NODE_RUN")
-  fi
-  [ "${#run[@]}" -gt 0 ] && EVICTD_NODE_CGROUP_DRIVER=systemd node_tests node-systemd -run "$(anchored "${run[@]}")"
+node_imagefs() {
+  local run
+  mapfile -t run < <(narrowed "${imagefs_tests[@]}")
+  [ "${#run[@]}" -gt 0 ] && EVICTD_NODE_CGROUP_DRIVER=systemd node_tests node-imagefs -run "$(anchored "${run[@]}")"
+}
+node_cgroupfs() {
+  local run
+  mapfile -t run < <(narrowed "${cgroupfs_tests[@]}")
+  [ "${#run[@]}" -gt 0 ] && EVICTD_NODE_CGROUP_DRIVER=cgroupfs node_tests node-cgroupfs -run "$(anchored "${run[@]}")"
 }
 any_wanted() { local s; for s in "$@"; do wanted "$s" && return 0; done; return 1; }
 
@@ -257,7 +263,7 @@ e2e() { gotest e2e 3000 . -p 1 ./test/e2e/...; }
 needs e2e build cluster-bins && lane e2e 0 e2e
 node_onedisk
 node_imagefs
-node_systemd
+node_cgroupfs
 end_lane e2e
 end_lane checks
 finish
