@@ -19,9 +19,9 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/agent/family"
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/agent/inflight"
-	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/metrics"
@@ -29,7 +29,6 @@ import (
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/rank"
-	"github.com/evictd/evictd/pkg/stall"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -90,7 +89,7 @@ type LoopConfig struct {
 	// its last threshold cleared (the kubelet's pressure transition period).
 	TransitionPeriod time.Duration
 	// StallWindow is the window of the stall signals' shares (0:
-	// config.DefaultStallWindow).
+	// config.DefaultStallWindow), for the stall family.
 	StallWindow time.Duration
 	// Rank holds the configured part of the ranking options; the loop adds
 	// PriorityClasses and NamespaceLabels from the PodSource on each pass.
@@ -142,6 +141,10 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	Log     *zap.Logger
 	Clock   clock.Clock
+	// Families are the signal families the loop evaluates beside the
+	// Summary's signals; nil: those the thresholds name
+	// (family.Configured).
+	Families []family.Family
 	// Go runs an eviction call; nil runs it on a goroutine of its own, so
 	// that observing and deciding go on while the API server is slow.
 	// Tests pass a synchronous runner for scripted, repeatable passes.
@@ -160,13 +163,9 @@ type Loop struct {
 	clk  clock.Clock
 
 	tracker *thresholds.Tracker
-	// stall measures the stall signals and the pods' own stall, fed from
-	// every observation when a stall threshold is set (stallOn);
-	// stallSettleUntil is when the latest stall victim's effect is in a
-	// whole window (decide.Input.StallSettling).
-	stall            *stall.Tracker
-	stallOn          bool
-	stallSettleUntil time.Time
+	// families are called at each step of a pass (observe, assess, rankFor,
+	// decideInput, settleVictims): the loop knows no family's insides.
+	families []family.Family
 	// refused are the pods whose eviction the API server refused for the
 	// pod itself (an admission policy or webhook, several PDBs), and when.
 	refused map[types.UID]time.Time
@@ -223,11 +222,11 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 	if cfg.WarnEvery <= 0 {
 		cfg.WarnEvery = time.Minute
 	}
-	if cfg.StallWindow <= 0 {
-		cfg.StallWindow = config.DefaultStallWindow
+	if deps.Families == nil {
+		deps.Families = family.Configured(family.Config{Thresholds: cfg.Thresholds, StallWindow: cfg.StallWindow})
 	}
 	l := &Loop{
-		stall:     stall.New(cfg.StallWindow),
+		families:  deps.Families,
 		cfg:       cfg,
 		deps:      deps,
 		log:       deps.Log,
@@ -241,9 +240,6 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 
 		imageGCSince:  map[thresholds.Signal]time.Time{},
 		imageGCGaveUp: map[thresholds.Signal]bool{},
-	}
-	for _, th := range cfg.Thresholds {
-		l.stallOn = l.stallOn || th.Signal.Stall()
 	}
 	for _, s := range []thresholds.Signal{thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable} {
 		e, err := predict.NewEstimator(predict.Options{})
@@ -337,7 +333,9 @@ type view struct {
 	rank    rank.Options
 	ranked  map[thresholds.Signal][]rank.Candidate
 	byUID   map[types.UID]*statsapi.PodStats
-	now     time.Time
+	// families rank the pods for their own signals.
+	families []family.Family
+	now      time.Time
 	// woke is the wake-up that started the pass.
 	woke wakeup.Wakeup
 	// unusedImages is the bytes of the node's unused images, -1 until
@@ -367,6 +365,12 @@ func (v *view) rankFor(s thresholds.Signal) []rank.Candidate {
 		v.rank.DiskLayout = v.obs.Node.DiskLayout
 		v.rank.DiskParts = rank.DiskPartsOf(v.obs)
 	}
+	for _, f := range v.families {
+		if c, ok := f.Targets(s, v.obs.Summary, v.pods, v.rank); ok {
+			v.ranked[s] = c
+			return c
+		}
+	}
 	c := rank.Rank(s, v.obs.Summary, v.pods, v.rank).Candidates
 	v.ranked[s] = c
 	return c
@@ -390,10 +394,15 @@ func (l *Loop) observe(ctx context.Context) (*pressure.Observation, bool) {
 		return nil, false
 	}
 	m.SkippedFiles(obs.SkippedFiles)
-	if lost := l.stallSignalErrors(obs); len(lost) > 0 {
+	for _, f := range l.families {
+		err := f.Observe(obs, end)
+		if err == nil {
+			continue
+		}
+		why, lost := family.Lost(f.Name(), err)
 		obs.SignalErrors = append(obs.SignalErrors, lost...)
-		if l.health.shouldWarn("stall", lost[0].Error(), end, l.cfg.WarnEvery) {
-			l.log.Warn("a stall threshold cannot be evaluated: no memory PSI figure", zap.Errors("signals", signalErrs(lost)))
+		if l.health.shouldWarn(f.Name(), lost[0].Error(), end, l.cfg.WarnEvery) {
+			l.log.Warn(why, zap.Errors("signals", signalErrs(lost)))
 		}
 	}
 	for _, se := range obs.SignalErrors {
@@ -409,8 +418,11 @@ func (l *Loop) observe(ctx context.Context) (*pressure.Observation, bool) {
 // the threshold state and the episodes it starts or ends.
 func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	m := l.deps.Metrics
-	v := &view{obs: obs, woke: w, signals: thresholds.Observe(obs.Summary), ranked: map[thresholds.Signal][]rank.Candidate{}, unusedImages: -1}
-	podStall := l.observeStall(obs, v.signals)
+	v := &view{obs: obs, woke: w, signals: thresholds.Observe(obs.Summary), ranked: map[thresholds.Signal][]rank.Candidate{}, unusedImages: -1,
+		families: l.families}
+	for _, f := range l.families {
+		f.Assess(v.signals)
+	}
 	for s, o := range v.signals {
 		m.SetSignal(s, o.Available, o.Capacity)
 	}
@@ -436,7 +448,6 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	v.rank = l.cfg.Rank
 	v.rank.PriorityClasses = l.deps.Pods.PriorityClasses()
 	v.rank.NamespaceLabels = l.deps.Pods.NamespaceLabels()
-	v.rank.PodStall = podStall
 	v.targets = decide.Targets(l.decideOptions(), l.decideInput(v, nil))
 	l.trackEpisodes(v)
 	return v
@@ -467,93 +478,15 @@ func (l *Loop) decideInput(v *view, keep func(thresholds.Threshold) bool) decide
 			}
 		}
 	}
-	entries := l.inFlightView()
-	return decide.Input{
+	in := decide.Input{
 		Now: v.now, Status: st, Thresholds: ths, Observations: v.signals, Rates: v.rates, Sustained: v.trends,
-		Rank: v.rankFor, InFlight: entries, Tried: map[types.UID]bool{},
-		NodeReclaim: l.nodeReclaim(v, st), StallSettling: l.stallSettling(v.now, entries),
+		Rank: v.rankFor, InFlight: l.inFlightView(), Tried: map[types.UID]bool{},
+		NodeReclaim: l.nodeReclaim(v, st),
 	}
-}
-
-// observeStall feeds the stall tracker the observation's PSI totals (the
-// node's, kubepods' and each pod's memory.pressure), adds the stall signals
-// to signals and returns the pods' own stall shares for the ranking. It
-// does nothing without a stall threshold: the pods' shares are only ever
-// used to pick a stall victim.
-func (l *Loop) observeStall(obs *pressure.Observation, signals map[thresholds.Signal]thresholds.Observation) map[string]rank.PodStall {
-	if !l.stallOn || obs.Summary == nil {
-		return nil
+	for _, f := range l.families {
+		f.Settle(&in)
 	}
-	now := l.clk.Now()
-	at := func(m *statsapi.MemoryStats) time.Time {
-		if m.Time.IsZero() {
-			return now
-		}
-		return m.Time.Time
-	}
-	n := &obs.Summary.Node
-	if n.Memory != nil {
-		l.stall.Add(stall.Node, at(n.Memory), n.Memory.PSI)
-	}
-	for i := range n.SystemContainers {
-		if c := &n.SystemContainers[i]; c.Name == statsapi.SystemContainerPods && c.Memory != nil {
-			l.stall.Add(stall.Kubepods, at(c.Memory), c.Memory.PSI)
-		}
-	}
-	seen := map[string]bool{stall.Node: true, stall.Kubepods: true}
-	pods := make(map[string]rank.PodStall, len(obs.Summary.Pods))
-	for i := range obs.Summary.Pods {
-		ps := &obs.Summary.Pods[i]
-		if ps.Memory == nil || ps.Memory.PSI == nil || ps.PodRef.UID == "" {
-			continue
-		}
-		g := stall.PodGroup(ps.PodRef.UID)
-		seen[g] = true
-		l.stall.Add(g, at(ps.Memory), ps.Memory.PSI)
-		if sh, ok := l.stall.Share(g); ok {
-			pods[ps.PodRef.UID] = rank.PodStall{Some: sh.Some, Full: sh.Full}
-		}
-	}
-	l.stall.Retain(func(g string) bool { return seen[g] })
-	for s, o := range l.stall.Observations() {
-		signals[s] = o
-	}
-	return pods
-}
-
-// stallSignalErrors names the configured stall signals whose group has no
-// memory PSI in obs (PSI off at boot, psi=0, or its file unreadable): evictd
-// is blind to that stall, which readiness, the signal error metric and the
-// log must say rather than treat as no stall.
-func (l *Loop) stallSignalErrors(obs *pressure.Observation) []pressure.SignalError {
-	if !l.stallOn || obs.Summary == nil {
-		return nil
-	}
-	has := map[string]bool{}
-	if m := obs.Summary.Node.Memory; m != nil && m.PSI != nil {
-		has[stall.Node] = true
-	}
-	for _, c := range obs.Summary.Node.SystemContainers {
-		if c.Name == statsapi.SystemContainerPods && c.Memory != nil && c.Memory.PSI != nil {
-			has[stall.Kubepods] = true
-		}
-	}
-	var out []pressure.SignalError
-	seen := map[thresholds.Signal]bool{}
-	for _, th := range l.cfg.Thresholds {
-		s := th.Signal
-		if !s.Stall() || seen[s] || has[stall.GroupOf(s)] {
-			continue
-		}
-		seen[s] = true
-		path := "/proc/pressure/memory"
-		if stall.GroupOf(s) == stall.Kubepods {
-			path = "kubepods/memory.pressure"
-		}
-		out = append(out, pressure.SignalError{Signal: string(s), Path: path,
-			Err: errors.New("no memory PSI figure (PSI off at boot, or the file unreadable)")})
-	}
-	return out
+	return in
 }
 
 func signalErrs(lost []pressure.SignalError) []error {
@@ -562,41 +495,6 @@ func signalErrs(lost []pressure.SignalError) []error {
 		out[i] = lost[i]
 	}
 	return out
-}
-
-// stallSettling reports whether a memory victim (evicted for a stall or for
-// memory.available and its kin) is still going or went less than a stall
-// window ago: until then the window's share still holds the stall from
-// before it went, and a second victim would be one too many. A victim for
-// memory.available settles the stall too: it frees the memory whose
-// shortage the stall is, and before, the two signals each evicted a pod
-// for one shortfall.
-func (l *Loop) stallSettling(now time.Time, entries []inflight.Entry) bool {
-	if !l.stallOn {
-		return false
-	}
-	for _, e := range entries {
-		if settlesStall(e) {
-			l.stallSettleFrom(now)
-		}
-	}
-	return now.Before(l.stallSettleUntil)
-}
-
-// settlesStall tells the victims whose going may end a stall: those evicted
-// for a stall, and those evicted for memory (a would-be victim of dry run
-// frees nothing).
-func settlesStall(e inflight.Entry) bool {
-	r := episode.Of(e.Signal)
-	return r == episode.Stall || r == episode.Memory && e.Origin != inflight.DryRun
-}
-
-// stallSettleFrom notes a stall victim still there (or gone) at t: no
-// second one before a whole window after t.
-func (l *Loop) stallSettleFrom(t time.Time) {
-	if u := t.Add(l.cfg.StallWindow); u.After(l.stallSettleUntil) {
-		l.stallSettleUntil = u
-	}
 }
 
 // nodeReclaim is what the kubelet's image garbage collection frees toward

@@ -53,8 +53,8 @@ func (l *Loop) settleVictims(v *view) {
 			return
 		}
 		l.victimGone(e, at)
-		if l.stallOn && settlesStall(e) {
-			l.stallSettleFrom(at)
+		for _, f := range l.families {
+			f.Gone(e, at)
 		}
 		left = append(left, e)
 	}
