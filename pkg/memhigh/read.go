@@ -165,3 +165,23 @@ func ParseEvents(b []byte) (pressure.MemoryEvents, error) {
 	}
 	return e, nil
 }
+
+// ReadNode reads the container cgroups of every pod in obs. It needs
+// cgroup v2: v1 has no memory.high, and hybrid's memory controller is v1.
+func ReadNode(obs *pressure.Observation) ([]Sample, []error) {
+	if obs.Layout.Mode != pressure.ModeV2 {
+		return nil, []error{fmt.Errorf("containers at memory.high need cgroup v2; this node's memory controller is %s", obs.Layout.Mode)}
+	}
+	var out []Sample
+	var errs []error
+	for i := range obs.Pods {
+		x := &obs.Pods[i]
+		if x.Cgroup == "" || x.UID == "" {
+			continue
+		}
+		s, e := ReadPod(filepath.Join(obs.Layout.MemoryMount, x.Cgroup), x.UID)
+		out = append(out, s...)
+		errs = append(errs, e...)
+	}
+	return out, errs
+}
