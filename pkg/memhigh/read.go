@@ -30,6 +30,9 @@ type Sample struct {
 	// when the kernel keeps no PSI (psi=0 at boot: the file is absent).
 	SomeTotal uint64
 	HasPSI    bool
+	// SomeAvg10 is the kernel's own 10 s average of the same, in percent,
+	// for a one-off look (evictd observe); the agent uses the totals.
+	SomeAvg10 float64
 }
 
 // FileError is a container cgroup file that could not be read or parsed:
@@ -139,7 +142,7 @@ func readContainer(dir, podUID, id string) (Sample, error) {
 	if err != nil {
 		return fail("memory.pressure", fmt.Errorf("malformed: %w", err))
 	}
-	s.SomeTotal, s.HasPSI = psi.Some.Total, true
+	s.SomeTotal, s.HasPSI, s.SomeAvg10 = psi.Some.Total, true, psi.Some.Avg10
 	return s, nil
 }
 

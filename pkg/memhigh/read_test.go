@@ -45,7 +45,7 @@ func TestReadPodSystemd(t *testing.T) {
 		t.Fatalf("errors: %v", errs)
 	}
 	want := []Sample{
-		{PodUID: "uid-1", ContainerID: idA, High: 536870912, HighSet: true, HighEvents: 4182, MaxEvents: 17, SomeTotal: 9123456, HasPSI: true},
+		{PodUID: "uid-1", ContainerID: idA, High: 536870912, HighSet: true, HighEvents: 4182, MaxEvents: 17, SomeTotal: 9123456, HasPSI: true, SomeAvg10: 23.41},
 		{PodUID: "uid-1", ContainerID: idB, High: math.MaxUint64, HighEvents: 0, MaxEvents: 0, SomeTotal: 0, HasPSI: true},
 	}
 	if len(got) != len(want) {
