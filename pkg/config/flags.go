@@ -81,23 +81,20 @@ func (m *memHighFlags) bind(fs *pflag.FlagSet) {
 
 // apply overrides c's memory.high fields with the flags given.
 func (m *memHighFlags) apply(c *Config) {
-	if m.onF != nil && m.onF.Changed {
-		c.MemoryHighEviction = m.on
-	}
-	if m.highF != nil && m.highF.Changed {
-		c.MemoryHighEventRate = &m.highRate
-	}
-	if m.maxF != nil && m.maxF.Changed {
-		c.MemoryHighMaxEventRate = &m.maxRate
-	}
-	if m.pressureF != nil && m.pressureF.Changed {
-		c.MemoryHighPressureSome = m.pressure
-	}
-	if m.windowF != nil && m.windowF.Changed {
-		c.MemoryHighWindow = &metav1.Duration{Duration: m.window}
-	}
-	if m.graceF != nil && m.graceF.Changed {
-		c.MemoryHighGracePeriod = &metav1.Duration{Duration: m.grace}
+	for _, o := range []struct {
+		flag *pflag.Flag
+		set  func()
+	}{
+		{m.onF, func() { c.MemoryHighEviction = m.on }},
+		{m.highF, func() { c.MemoryHighEventRate = &m.highRate }},
+		{m.maxF, func() { c.MemoryHighMaxEventRate = &m.maxRate }},
+		{m.pressureF, func() { c.MemoryHighPressureSome = m.pressure }},
+		{m.windowF, func() { c.MemoryHighWindow = &metav1.Duration{Duration: m.window} }},
+		{m.graceF, func() { c.MemoryHighGracePeriod = &metav1.Duration{Duration: m.grace} }},
+	} {
+		if o.flag != nil && o.flag.Changed {
+			o.set()
+		}
 	}
 }
 
