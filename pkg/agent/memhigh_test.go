@@ -79,3 +79,22 @@ func TestLoopMemoryHighOff(t *testing.T) {
 		t.Errorf("evicted %v", v)
 	}
 }
+
+// Switched on where there is no cgroup v2 (the scripted node has no
+// layout), the loop builds the family itself, and the family reads the
+// host: the signal is reported unreadable, with why, and nothing is evicted.
+func TestLoopMemoryHighWithoutV2(t *testing.T) {
+	n := newSimNode(t, 4096*mi, 250*mi,
+		&simPod{name: "jvm", usage: 300 * mi, request: 256 * mi, grace: 20})
+	th := memhigh.Thresholds{HighRate: 10, Window: 10 * time.Second, Grace: 30 * time.Second}
+	cfg := testLoopConfig([]thresholds.Threshold{family.MemHighThreshold(th)})
+	cfg.MemoryHigh = th
+	n.run(t, cfg, 60*time.Second)
+	if v := n.victims(); len(v) != 0 {
+		t.Errorf("evicted %v", v)
+	}
+	want := "signal memory.highStuck unknown: (container cgroups): containers at memory.high need cgroup v2"
+	if p := n.loop.Problem(); p == nil || !strings.Contains(p.Error(), want) {
+		t.Errorf("Problem() = %v, want it to contain %q", p, want)
+	}
+}

@@ -76,7 +76,7 @@ func TestMemHighFamily(t *testing.T) {
 		}
 		for _, c := range cands {
 			if c.Eligible && c.UID != "stuck" {
-				t.Fatalf("at %v: %s is a target: %+v", now.Sub(t0), c.UID, c)
+				t.Fatalf("at %v: %s is a target: %s", now.Sub(t0), c.UID, c.MemoryHigh)
 			}
 			if c.Eligible && eligibleAt.IsZero() {
 				eligibleAt = now
