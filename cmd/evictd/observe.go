@@ -21,6 +21,7 @@ import (
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/hostpaths"
+	"github.com/evictd/evictd/pkg/memhigh"
 	"github.com/evictd/evictd/pkg/pressure"
 )
 
@@ -31,7 +32,8 @@ const observeSynopsis = "evictd observe [--host-root DIR] [--cgroup-root PATH] [
 const observeUsage = `Usage: ` + observeSynopsis + `
 
 One observation of node and pod pressure. JSON is a kubelet stats Summary;
-the table is for people: node signals first, then the pods by working set;
+the table is for people: node signals first, then the pods by working set,
+then, on cgroup v2, the containers with memory.high set (docs/memhigh.md);
 observation is the whole of what evictd acts on, the Summary with what it
 has no field for (pods' ephemeral storage by part, the disk layout, the
 signals that could not be read), which evictd rank --summary also takes.
@@ -115,6 +117,15 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	default:
 		err = writeObservationTable(stdout, obs)
+		if err == nil && obs.Layout.Mode == pressure.ModeV2 {
+			containers, errs := memhigh.ReadNode(obs)
+			err = writeMemoryHighTable(stdout, containers)
+			// A container left out is said, not failed on: memory.high
+			// is no node signal.
+			for _, e := range errs {
+				fmt.Fprintf(stderr, "evictd observe: warning: container left out of memory.high: %v\n", e)
+			}
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd observe: writing output: %v\n", err)
@@ -263,6 +274,32 @@ func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.PodRef.UID, name, obs.Pods[i].QoS,
 			bytesOf(p.Memory.WorkingSetBytes), bytesOf(p.Memory.UsageBytes), swap, procs, eph, psi)
+	}
+	return tw.Flush()
+}
+
+// writeMemoryHighTable lists the containers with memory.high set and what
+// their cgroups counted since they started; the agent turns the counters
+// into rates over its window (docs/memhigh.md), which one look cannot.
+func writeMemoryHighTable(w io.Writer, containers []memhigh.Sample) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	set := 0
+	for _, c := range containers {
+		if c.HighSet {
+			set++
+		}
+	}
+	fmt.Fprintf(tw, "\nCONTAINERS WITH MEMORY.HIGH (%d of %d)\n", set, len(containers))
+	fmt.Fprintln(tw, "POD UID\tCONTAINER\tMEMORY.HIGH\tHIGH EVENTS\tMAX EVENTS\tMEMORY PSI SOME avg10")
+	for _, c := range containers {
+		if !c.HighSet {
+			continue
+		}
+		psi := "-"
+		if c.HasPSI {
+			psi = strconv.FormatFloat(c.SomeAvg10, 'f', 2, 64) + "%"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", c.PodUID, c.ContainerID[:min(12, len(c.ContainerID))], formatBytes(c.High), c.HighEvents, c.MaxEvents, psi)
 	}
 	return tw.Flush()
 }

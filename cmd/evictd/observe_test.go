@@ -542,3 +542,36 @@ func TestObserveWarnsOfEmptyHostDirectory(t *testing.T) {
 		t.Errorf("stderr %q; want a warning naming the empty image store and --image-fs", errOut)
 	}
 }
+
+// On cgroup v2 the table lists the containers with memory.high set and
+// what their cgroups counted; a malformed memory.events is one warning
+// naming the file, and leaves that container out without failing the
+// observation (memory.high is no node signal).
+func TestObserveMemoryHigh(t *testing.T) {
+	const scope = "sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod7d3f3c2a_9b1e_4c5d_8f6a_2b3c4d5e6f70.slice/cri-containerd-e1d2c3b4a5968778695a4b3c2d1e0f1e2d3c4b5a69788796a5b4c3d2e1f0a1b2.scope"
+	code, out, errOut := runObserve(t, "--host-root", filepath.Join(fixtureRoot, "v2-systemd"), "-o", "table")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	want := []string{uidB, "e1d2c3b4a596", "256.0Mi", "3", "2", "4.50%"}
+	_, section, ok := strings.Cut(out, "CONTAINERS WITH MEMORY.HIGH (1 of 3)\n")
+	if !ok || len(strings.Split(strings.TrimSpace(section), "\n")) != 2 || !slices.Equal(strings.Fields(strings.Split(section, "\n")[1]), want) {
+		t.Fatalf("memory.high section missing or not %v:\n%s", want, out)
+	}
+
+	root := t.TempDir()
+	if err := os.CopyFS(root, os.DirFS(filepath.Join(fixtureRoot, "v2-systemd"))); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(root, scope, "memory.events")
+	if err := os.WriteFile(bad, []byte("low 0\nhigh 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runObserve(t, "--host-root", root, "-o", "table")
+	if code != exitOK || !strings.Contains(out, "CONTAINERS WITH MEMORY.HIGH (0 of 2)") {
+		t.Errorf("exit %d, output:\n%s\nwant 0 and the container left out", code, out)
+	}
+	if lines := strings.Split(strings.TrimSpace(errOut), "\n"); len(lines) != 1 || !strings.Contains(lines[0], bad+": malformed") {
+		t.Errorf("stderr %q, want one warning naming %s", errOut, bad)
+	}
+}

@@ -166,6 +166,7 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		Request:       d.Candidate.Request,
 		Swap:          d.Candidate.Swap,
 		Stall:         d.Candidate.Stall,
+		MemoryHigh:    d.Candidate.MemoryHigh,
 		Rank:          d.Rank,
 		Reason:        reason,
 		GraceOverride: d.GraceOverride,

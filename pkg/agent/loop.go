@@ -24,6 +24,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/fslayout"
+	"github.com/evictd/evictd/pkg/memhigh"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/predict"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -91,6 +92,9 @@ type LoopConfig struct {
 	// StallWindow is the window of the stall signals' shares (0:
 	// config.DefaultStallWindow), for the stall family.
 	StallWindow time.Duration
+	// MemoryHigh are the memory.high family's thresholds (off when none;
+	// Thresholds then holds family.MemHighThreshold of them).
+	MemoryHigh memhigh.Thresholds
 	// Rank holds the configured part of the ranking options; the loop adds
 	// PriorityClasses and NamespaceLabels from the PodSource on each pass.
 	Rank   rank.Options
@@ -223,7 +227,8 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		cfg.WarnEvery = time.Minute
 	}
 	if deps.Families == nil {
-		deps.Families = family.Configured(family.Config{Thresholds: cfg.Thresholds, StallWindow: cfg.StallWindow})
+		deps.Families = family.Configured(family.Config{Thresholds: cfg.Thresholds, StallWindow: cfg.StallWindow,
+			MemoryHigh: cfg.MemoryHigh, Pods: deps.Pods.Pods, Metrics: deps.Metrics})
 	}
 	l := &Loop{
 		families:  deps.Families,

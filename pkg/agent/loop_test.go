@@ -280,6 +280,7 @@ func TestLoopRateLimitAndFailureBackoff(t *testing.T) {
 evictd_pressure_episode_cap_reached{resource="imagefs"} 0
 evictd_pressure_episode_cap_reached{resource="memory"} 1
 evictd_pressure_episode_cap_reached{resource="memory-stall"} 0
+evictd_pressure_episode_cap_reached{resource="memory-high"} 0
 evictd_pressure_episode_cap_reached{resource="nodefs"} 0
 evictd_pressure_episode_cap_reached{resource="pids"} 0
 `

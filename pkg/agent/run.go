@@ -21,6 +21,7 @@ import (
 
 	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/agent/family"
 	"github.com/evictd/evictd/pkg/agent/fastpath"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
@@ -85,6 +86,9 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		return fmt.Errorf("%w: API client: %w", ErrUsage, err)
 	}
 	ths, _ := o.Config.Thresholds() // validated
+	if mh := o.Config.MemoryHighThresholds(); mh.Enabled() {
+		ths = append(ths, family.MemHighThreshold(mh))
+	}
 	rankOpts, _ := o.Config.RankOptions()
 
 	m, err := metrics.New(build)
@@ -289,6 +293,7 @@ func loopConfig(o *Options, ths []thresholds.Threshold, rankOpts rank.Options) L
 		Thresholds:       ths,
 		TransitionPeriod: o.Config.TransitionPeriod(),
 		StallWindow:      o.Config.StallWindow(),
+		MemoryHigh:       o.Config.MemoryHighThresholds(),
 		Rank:             rankOpts,
 		Decide: decide.Options{
 			Evict:       o.Evict,

@@ -107,6 +107,26 @@ type Config struct {
 	// measured over (docs/stall.md); default 10s, within 1s..5m.
 	EvictionStallWindow *metav1.Duration `json:"evictionStallWindow,omitempty"`
 
+	// MemoryHighEviction switches on the eviction of pods with a
+	// container stuck at its memory.high (docs/memhigh.md); off by
+	// default. The MemoryHigh* fields below tune it (and are refused
+	// without it); a rate or share of 0 leaves its signal out.
+	MemoryHighEviction bool `json:"memoryHighEviction,omitempty"`
+	// MemoryHighEventRate is memory.events high per second over the
+	// window above which a container is over; default 10.
+	MemoryHighEventRate *float64 `json:"memoryHighEventRate,omitempty"`
+	// MemoryHighMaxEventRate is memory.events max per second; default 1.
+	MemoryHighMaxEventRate *float64 `json:"memoryHighMaxEventRate,omitempty"`
+	// MemoryHighPressureSome is the share of the window the container's
+	// tasks stalled on memory (memory.pressure some); default "10%".
+	MemoryHighPressureSome string `json:"memoryHighPressureSome,omitempty"`
+	// MemoryHighWindow is what the rates and share are measured over;
+	// default 30s, within 1s..5m.
+	MemoryHighWindow *metav1.Duration `json:"memoryHighWindow,omitempty"`
+	// MemoryHighGracePeriod is how long a container must stay over
+	// before its pod is evicted; default 1m.
+	MemoryHighGracePeriod *metav1.Duration `json:"memoryHighGracePeriod,omitempty"`
+
 	// PriorityGroups, in order: for a namespace matched only by selectors,
 	// the first matching group wins.
 	PriorityGroups []PriorityGroup `json:"priorityGroups,omitempty"`
@@ -328,6 +348,9 @@ func (c *Config) Validate() error {
 	}
 	if w := c.StallWindow(); w < MinStallWindow || w > MaxStallWindow {
 		return fmt.Errorf("evictionStallWindow %s must be within %s..%s", w, MinStallWindow, MaxStallWindow)
+	}
+	if err := c.validateMemoryHigh(); err != nil {
+		return err
 	}
 	for i, ns := range c.ExcludedNamespaces {
 		if err := checkNamespace(ns); err != nil {

@@ -50,7 +50,7 @@ func describeDecodeError(js []byte, err error) error {
 
 // durationFields are the file's duration fields, in the order they are
 // decoded.
-var durationFields = []string{"evictionPressureTransitionPeriod", "evictionStallWindow"}
+var durationFields = []string{"evictionPressureTransitionPeriod", "evictionStallWindow", "memoryHighWindow", "memoryHighGracePeriod"}
 
 // durationFieldOf names the duration field whose value err quotes (the
 // first one decoded when several hold the same bad value).

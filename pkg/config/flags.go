@@ -26,6 +26,14 @@ const (
 	FlagEvictionMaxPodGrace      = "eviction-max-pod-grace-period"
 	FlagEvictionPressureTransPer = "eviction-pressure-transition-period"
 	FlagEvictionStallWindow      = "eviction-stall-window"
+
+	// The memory.high family's (docs/memhigh.md): evictd's own.
+	FlagMemoryHighEviction    = "memory-high-eviction"
+	FlagMemoryHighEventRate   = "memory-high-event-rate"
+	FlagMemoryHighMaxRate     = "memory-high-max-event-rate"
+	FlagMemoryHighPressure    = "memory-high-pressure-some"
+	FlagMemoryHighWindow      = "memory-high-window"
+	FlagMemoryHighGracePeriod = "memory-high-grace-period"
 )
 
 // flagValues holds what the flags said until Complete merges it.
@@ -40,6 +48,54 @@ type flagValues struct {
 	stall      time.Duration
 	// The scalar flags override the file only when given.
 	maxGraceFlag, transitionFlag, stallFlag *pflag.Flag
+	memHigh                                 memHighFlags
+}
+
+// memHighFlags are the memory.high flags, each applied only when given.
+type memHighFlags struct {
+	on                bool
+	highRate, maxRate float64
+	pressure          string
+	window, grace     time.Duration
+	onF, highF, maxF  *pflag.Flag
+	pressureF         *pflag.Flag
+	windowF, graceF   *pflag.Flag
+}
+
+func (m *memHighFlags) bind(fs *pflag.FlagSet) {
+	fs.BoolVar(&m.on, FlagMemoryHighEviction, false,
+		"Evict the pod of a container stuck at its memory.high (cgroup v2; docs/memhigh.md). Off by default; the --memory-high-* flags tune it.")
+	fs.Float64Var(&m.highRate, FlagMemoryHighEventRate, DefaultMemoryHighEventRate,
+		"memory.events high per second over --"+FlagMemoryHighWindow+" above which a container is over memory.high; 0 leaves this signal out.")
+	fs.Float64Var(&m.maxRate, FlagMemoryHighMaxRate, DefaultMemoryHighMaxEventRate,
+		"memory.events max per second over --"+FlagMemoryHighWindow+" above which a container with memory.high set is over; 0 leaves this signal out.")
+	fs.StringVar(&m.pressure, FlagMemoryHighPressure, DefaultMemoryHighPressureSome,
+		"Share of --"+FlagMemoryHighWindow+" a container's tasks stalled on memory (memory.pressure some) above which it is over; 0% leaves this signal out.")
+	fs.DurationVar(&m.window, FlagMemoryHighWindow, DefaultMemoryHighWindow,
+		"Window of the memory.high rates and share.")
+	fs.DurationVar(&m.grace, FlagMemoryHighGracePeriod, DefaultMemoryHighGracePeriod,
+		"How long a container must stay over a memory.high threshold before its pod is evicted.")
+	m.onF, m.highF, m.maxF = fs.Lookup(FlagMemoryHighEviction), fs.Lookup(FlagMemoryHighEventRate), fs.Lookup(FlagMemoryHighMaxRate)
+	m.pressureF, m.windowF, m.graceF = fs.Lookup(FlagMemoryHighPressure), fs.Lookup(FlagMemoryHighWindow), fs.Lookup(FlagMemoryHighGracePeriod)
+}
+
+// apply overrides c's memory.high fields with the flags given.
+func (m *memHighFlags) apply(c *Config) {
+	for _, o := range []struct {
+		flag *pflag.Flag
+		set  func()
+	}{
+		{m.onF, func() { c.MemoryHighEviction = m.on }},
+		{m.highF, func() { c.MemoryHighEventRate = &m.highRate }},
+		{m.maxF, func() { c.MemoryHighMaxEventRate = &m.maxRate }},
+		{m.pressureF, func() { c.MemoryHighPressureSome = m.pressure }},
+		{m.windowF, func() { c.MemoryHighWindow = &metav1.Duration{Duration: m.window} }},
+		{m.graceF, func() { c.MemoryHighGracePeriod = &metav1.Duration{Duration: m.grace} }},
+	} {
+		if o.flag != nil && o.flag.Changed {
+			o.set()
+		}
+	}
 }
 
 // BindFlags registers --config on file, the kubelet's threshold flags on
@@ -68,6 +124,7 @@ func (c *Config) BindFlags(file, thresholdFlags, eviction *pflag.FlagSet) {
 	thresholdFlags.DurationVar(&f.stall, FlagEvictionStallWindow, DefaultStallWindow,
 		"Window over which the stall signals (memory.pressureSome>P%, ...) measure the share of time stalled on memory.")
 	f.stallFlag = thresholdFlags.Lookup(FlagEvictionStallWindow)
+	f.memHigh.bind(thresholdFlags)
 	eviction.Var(&secondsValue{dst: &f.maxGrace}, FlagEvictionMaxPodGrace,
 		"Longest grace period, in seconds, given to a pod evicted for a soft threshold: min(pod's terminationGracePeriodSeconds, this). 0, the default, gives each pod its own terminationGracePeriodSeconds.")
 	f.maxGraceFlag = eviction.Lookup(FlagEvictionMaxPodGrace)
@@ -166,6 +223,7 @@ func (c *Config) Complete() error {
 		if f.stallFlag != nil && f.stallFlag.Changed {
 			c.EvictionStallWindow = &metav1.Duration{Duration: f.stall}
 		}
+		f.memHigh.apply(c)
 	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {

@@ -61,6 +61,9 @@ type Request struct {
 	// Stall is, for a stall signal, the share of time the pod's own tasks
 	// stalled on memory.
 	Stall float64
+	// MemoryHigh is, for the memory.high signal, the pod's container stuck
+	// at its memory.high and why (rank.Candidate.MemoryHigh).
+	MemoryHigh string
 	// Rank is the pod's 1-based place in the eviction order, and Reason
 	// why it ranks there; both are logged.
 	Rank   int

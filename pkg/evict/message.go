@@ -49,6 +49,12 @@ func kindWord(hard bool) string {
 // what evictd adds: the signal, the kind of threshold and the grace period.
 func evictionNote(req Request, grace int64) string {
 	res := resourceName(req.Signal)
+	if req.Signal.MemoryHigh() {
+		// The kubelet has no such signal (KEP-5986 is not merged): the
+		// container and what it is stuck on, not the node's figures.
+		return fmt.Sprintf("A container of the pod was stuck at its memory.high: %s. Evicted by evictd: %s; grace period %ds.",
+			req.MemoryHigh, relieves(req), grace)
+	}
 	var b strings.Builder
 	usageUnit := req.Signal
 	if req.Signal.Stall() {
@@ -103,6 +109,10 @@ func relieves(req Request) string {
 
 // thresholdNote is the Event note on the Node when a threshold is first met.
 func thresholdNote(s thresholds.Signal, hard bool, threshold, available int64) string {
+	if s.MemoryHigh() {
+		return fmt.Sprintf("Attempting to free containers stuck at memory.high: %s has %d pods with a container over a memory.high threshold (%s threshold).",
+			s, -available, kindWord(hard))
+	}
 	if s.Stall() {
 		return fmt.Sprintf("Attempting to end a memory stall: %s is %s of the stall window, above the %s threshold of %s.",
 			s, formatAmount(s, available), kindWord(hard), formatAmount(s, threshold))

@@ -124,3 +124,21 @@ func TestTruncate(t *testing.T) {
 }
 
 func ptrInt64(v int64) *int64 { return &v }
+
+// The memory.high signal's Events name the container and what it is stuck
+// on, not the node's figures, which played no part.
+func TestMemoryHighNotes(t *testing.T) {
+	req := Request{Signal: thresholds.MemoryHighStuck, Threshold: 0, Available: -1,
+		MemoryHigh: "container app: memory.events high 50.0/s over 10s (threshold 10/s), for 30s"}
+	got := evictionNote(req, 20)
+	want := "A container of the pod was stuck at its memory.high: container app: memory.events high 50.0/s over 10s (threshold 10/s), for 30s. " +
+		"Evicted by evictd: memory.highStuck met its soft threshold; grace period 20s."
+	if got != want {
+		t.Errorf("evictionNote:\n got %q\nwant %q", got, want)
+	}
+	got = thresholdNote(thresholds.MemoryHighStuck, false, 0, -2)
+	want = "Attempting to free containers stuck at memory.high: memory.highStuck has 2 pods with a container over a memory.high threshold (soft threshold)."
+	if got != want {
+		t.Errorf("thresholdNote = %q, want %q", got, want)
+	}
+}

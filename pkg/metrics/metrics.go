@@ -96,6 +96,7 @@ type Metrics struct {
 	thresholdCount       *prometheus.GaugeVec
 	signalStall          *prometheus.GaugeVec
 	thresholdStall       *prometheus.GaugeVec
+	memoryHighContainers *prometheus.GaugeVec
 	evictions            *prometheus.CounterVec
 	evictionLatency      *prometheus.HistogramVec
 	termination          *prometheus.HistogramVec
@@ -145,6 +146,9 @@ func New(build buildinfo.Info) (*Metrics, error) {
 	m.signalStall = m.gaugeVec("signal", "stall_ratio",
 		"Share of the stall window (--eviction-stall-window) in which tasks stalled on memory, for the stall signals (memory.pressureSome/Full of the node, allocatableMemory.pressureSome/Full of kubepods), from PSI totals, as last observed.",
 		"signal")
+	m.memoryHighContainers = m.gaugeVec("memory_high", "containers",
+		"Containers over a memory.high threshold (docs/memhigh.md), by container name, the signal over (high, max: the memory.events rates; pressure: the memory.pressure share) and state (over; stuck: over for the grace period, a target), as last observed.",
+		"container", "signal", "state")
 	m.thresholdStall = m.gaugeVec("threshold", "stall_ratio",
 		"The share of the stall window stalled above which a stall signal's threshold is met.",
 		"signal", "kind")
@@ -314,6 +318,9 @@ func (m *Metrics) InitWakeupSources(sources ...string) {
 // IsCountSignal reports whether a signal is a count (inodes, PIDs) rather
 // than bytes; it picks the metric family SetSignal writes.
 func IsCountSignal(s thresholds.Signal) bool {
+	if s.MemoryHigh() {
+		return true // pods with a container stuck at memory.high
+	}
 	switch s.Resource() {
 	case "inodes", "pids":
 		return true
@@ -326,6 +333,9 @@ func IsCountSignal(s thresholds.Signal) bool {
 func (m *Metrics) SetSignal(s thresholds.Signal, available, capacity int64) {
 	if m == nil {
 		return
+	}
+	if s.MemoryHigh() {
+		return // a count of pods, not an amount: SetMemoryHigh tells it
 	}
 	if s.Stall() {
 		if capacity > 0 {
@@ -357,6 +367,29 @@ func (m *Metrics) SetThreshold(s thresholds.Signal, hard, met bool, amount int64
 		g = m.thresholdCount
 	}
 	g.WithLabelValues(string(s), kind).Set(float64(amount))
+}
+
+// MemoryHighContainer is one container over a memory.high threshold, for
+// SetMemoryHigh.
+type MemoryHighContainer struct {
+	Container, Signal string
+	Stuck             bool
+}
+
+// SetMemoryHigh replaces the memory.high containers with those of the
+// last observation: a container no longer over leaves no stale series.
+func (m *Metrics) SetMemoryHigh(over []MemoryHighContainer) {
+	if m == nil {
+		return
+	}
+	m.memoryHighContainers.Reset()
+	for _, c := range over {
+		state := "over"
+		if c.Stuck {
+			state = "stuck"
+		}
+		m.memoryHighContainers.WithLabelValues(c.Container, c.Signal, state).Inc()
+	}
 }
 
 // SetStallThreshold records whether a stall signal's hard or soft threshold

@@ -34,6 +34,7 @@ func populated(t *testing.T) *Metrics {
 	m.SetThreshold(thresholds.PIDAvailable, true, false, 3276)
 	m.SetSignal(thresholds.MemoryPressureSome, 6_000_000, 10_000_000)
 	m.SetStallThreshold(thresholds.MemoryPressureSome, true, true, 0.3)
+	m.SetMemoryHigh([]MemoryHighContainer{{Container: "app", Signal: "high", Stuck: true}})
 	start := time.Unix(1700000000, 0)
 	m.ObservationDone(start, start.Add(3*time.Millisecond), nil)
 	return m

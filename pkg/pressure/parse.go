@@ -555,3 +555,11 @@ func parseDirents(buf []byte, fn func(name []byte, typ uint8)) error {
 	}
 	return nil
 }
+
+// ParseMemoryEvents parses a cgroup v2 memory.events file, for readers of
+// cgroups other than the observer's own (a pod's containers).
+func ParseMemoryEvents(b []byte) (MemoryEvents, error) { return parseMemoryEvents(b) }
+
+// ParsePSI parses a pressure file, for readers of cgroups other than the
+// observer's own (a pod's containers).
+func ParsePSI(b []byte) (statsv1alpha1.PSIStats, error) { return parsePSI(b) }

@@ -116,10 +116,11 @@ func TestKubepodsVanishes(t *testing.T) {
 }
 
 // allSignals are the signals a clean fixture yields: all but the stall
-// signals, which take two readings a window apart (pkg/stall). The
+// signals, which take two readings a window apart (pkg/stall), and
+// memory.highStuck, which the memory.high family counts (pkg/memhigh). The
 // fixtures' nodes have swap (v2-nopsi's aside, which this test does not use).
 var allSignals = slices.DeleteFunc(thresholds.Signals(), func(s thresholds.Signal) bool {
-	return s.Stall()
+	return s.Stall() || s.MemoryHigh()
 })
 
 // TestNodeSignalErrors breaks one node-level file between two passes. The

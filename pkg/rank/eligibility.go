@@ -40,6 +40,10 @@ const (
 	// the ranking marks a pod whose own memory.pressure shows no stall
 	// (docs/stall.md): evicting it would not end the stall.
 	CheckNotStalling = "not-stalling"
+	// CheckNotStuck is not a protection either: under the memory.high
+	// signal only a pod with a container stuck at its memory.high for
+	// the grace period is a target (docs/memhigh.md).
+	CheckNotStuck = "not-stuck-at-memory-high"
 )
 
 // checkEnv is what the checks may look at besides the pod.

@@ -49,6 +49,19 @@ type Options struct {
 	// show stalled for it to be evicted under a stall signal;
 	// 0 means DefaultStallingShare.
 	StallingShare float64
+	// MemoryHigh holds, by pod UID, the pods with a container over a
+	// memory.high threshold, for the memory.high signal; a pod without an
+	// entry is not a target for it (docs/memhigh.md).
+	MemoryHigh map[string]PodMemoryHigh
+}
+
+// PodMemoryHigh is a pod's container over a memory.high threshold: which
+// one, what is over, and whether it has been for the grace period.
+type PodMemoryHigh struct {
+	Container string
+	// Detail says which signal is over and by how much.
+	Detail string
+	Stuck  bool
 }
 
 // PodStall is the share of time a pod's tasks stalled on memory, in [0, 1].
@@ -90,6 +103,9 @@ type Candidate struct {
 	// whether it reaches Options.StallingShare.
 	Stall    float64 `json:"stall,omitempty"`
 	Stalling bool    `json:"stalling,omitempty"`
+	// MemoryHigh is, under the memory.high signal, the container stuck
+	// at its memory.high and why ("" for a pod with none).
+	MemoryHigh string `json:"memoryHigh,omitempty"`
 	// Pod is the input pod, for the caller that evicts it.
 	Pod *v1.Pod `json:"-"`
 }
@@ -155,6 +171,9 @@ func Rank(signal thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, o
 		if signal.Stall() {
 			markStall(&c, signal.FullStall(), ps, opts)
 		}
+		if signal.MemoryHigh() {
+			markMemoryHigh(&c, opts.MemoryHigh)
+		}
 		c.ExceedsRequest = m.byRequest && c.HasUsage && c.Usage > c.Request
 		if m.fs != "" && c.HasUsage && c.Usage == 0 {
 			// Evicting it would free nothing where the space is short.
@@ -205,6 +224,26 @@ func markStall(c *Candidate, full bool, ps *statsapi.PodStats, opts Options) {
 		}
 		c.Eligible = false
 		c.SkipReason = joinReasons(c.SkipReason, CheckNotStalling+": "+detail)
+	}
+}
+
+// markMemoryHigh fills a candidate under the memory.high signal: a pod with
+// a container over a threshold counts one, what its eviction gives back
+// (the signal counts such pods); only one stuck for the grace period is
+// eligible.
+func markMemoryHigh(c *Candidate, byUID map[string]PodMemoryHigh) {
+	mh, ok := byUID[c.UID]
+	if ok {
+		c.MemoryHigh = "container " + mh.Container + ": " + mh.Detail
+		c.Usage, c.HasUsage = 1, true
+	}
+	if !ok || !mh.Stuck {
+		detail := "no container over a memory.high threshold"
+		if ok {
+			detail = "container " + mh.Container + " not yet over it for the grace period"
+		}
+		c.Eligible = false
+		c.SkipReason = joinReasons(c.SkipReason, CheckNotStuck+": "+detail)
 	}
 }
 

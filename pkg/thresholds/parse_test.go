@@ -272,7 +272,7 @@ func TestParseGraceAndHard(t *testing.T) {
 
 func TestSignals(t *testing.T) {
 	for _, s := range Signals() {
-		if _, err := ParseSignal(string(s)); err != nil {
+		if _, err := ParseSignal(string(s)); err != nil && !s.MemoryHigh() {
 			t.Errorf("ParseSignal(%s): %v", s, err)
 		}
 		if s.Resource() == "" || s.Condition() == "" {
@@ -281,6 +281,15 @@ func TestSignals(t *testing.T) {
 	}
 	if _, err := ParseSignal("swap.free"); err == nil {
 		t.Error("swap.free was accepted")
+	}
+}
+
+// memory.highStuck takes its thresholds from the memory-high settings:
+// the threshold maps refuse it, naming where it is set.
+func TestMemoryHighNotInThresholdMaps(t *testing.T) {
+	_, err := Parse(Spec{Hard: map[string]string{"memory.highStuck": "1"}})
+	if err == nil || !strings.Contains(err.Error(), "memory-high settings (docs/memhigh.md)") {
+		t.Errorf("Parse(memory.highStuck<1) = %v, want a refusal naming the memory-high settings", err)
 	}
 }
 

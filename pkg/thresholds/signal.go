@@ -42,6 +42,13 @@ const (
 	MemoryPressureFull            Signal = "memory.pressureFull"
 	AllocatableMemoryPressureSome Signal = "allocatableMemory.pressureSome"
 	AllocatableMemoryPressureFull Signal = "allocatableMemory.pressureFull"
+
+	// MemoryHighStuck counts the pods with a container stuck at its
+	// memory.high (docs/memhigh.md): its threshold comes from the
+	// --memory-high-* flags, not from the threshold maps, and its
+	// observation is the negated count, so that it is met, as every
+	// threshold, when what is "available" drops below its amount (0).
+	MemoryHighStuck Signal = "memory.highStuck"
 )
 
 // signalOrder is the order in which starved signals are acted on: memory
@@ -55,6 +62,7 @@ var signalOrder = []Signal{
 	AllocatableMemoryPressureFull,
 	MemoryPressureSome,
 	AllocatableMemoryPressureSome,
+	MemoryHighStuck,
 	NodeFsAvailable,
 	NodeFsInodesFree,
 	ImageFsAvailable,
@@ -89,6 +97,9 @@ func ParseSignal(name string) (Signal, error) {
 		// The kubelet takes these, then ignores them with a log line.
 		return "", fmt.Errorf("eviction signal %q is not set directly: as in the kubelet, containerfs takes the thresholds of the filesystem the writable layers are on; set nodefs.* or imagefs.* (evictd observe names that filesystem)", name)
 	}
+	if s == MemoryHighStuck {
+		return "", fmt.Errorf("eviction signal %q is not set in the threshold maps: it takes its thresholds from the memory-high settings (docs/memhigh.md), and evictd observe shows it", name)
+	}
 	if !s.Valid() {
 		return "", fmt.Errorf("unknown eviction signal %q (known: %s)", name, knownSignals())
 	}
@@ -96,9 +107,11 @@ func ParseSignal(name string) (Signal, error) {
 }
 
 func knownSignals() string {
-	names := make([]string, len(signalOrder))
-	for i, s := range signalOrder {
-		names[i] = string(s)
+	names := make([]string, 0, len(signalOrder))
+	for _, s := range signalOrder {
+		if s != MemoryHighStuck {
+			names = append(names, string(s))
+		}
 	}
 	return strings.Join(names, ", ")
 }
@@ -107,7 +120,8 @@ func knownSignals() string {
 func (s Signal) Condition() v1.NodeConditionType {
 	switch s {
 	case MemoryAvailable, AllocatableMemoryAvailable, SwapAvailable,
-		MemoryPressureSome, MemoryPressureFull, AllocatableMemoryPressureSome, AllocatableMemoryPressureFull:
+		MemoryPressureSome, MemoryPressureFull, AllocatableMemoryPressureSome, AllocatableMemoryPressureFull,
+		MemoryHighStuck:
 		return v1.NodeMemoryPressure
 	case PIDAvailable:
 		return v1.NodePIDPressure
@@ -121,7 +135,8 @@ func (s Signal) Condition() v1.NodeConditionType {
 func (s Signal) Resource() string {
 	switch s {
 	case MemoryAvailable, AllocatableMemoryAvailable, SwapAvailable,
-		MemoryPressureSome, MemoryPressureFull, AllocatableMemoryPressureSome, AllocatableMemoryPressureFull:
+		MemoryPressureSome, MemoryPressureFull, AllocatableMemoryPressureSome, AllocatableMemoryPressureFull,
+		MemoryHighStuck:
 		return string(v1.ResourceMemory)
 	case NodeFsAvailable, ImageFsAvailable:
 		return string(v1.ResourceEphemeralStorage)
@@ -154,6 +169,10 @@ func (s Signal) Stall() bool {
 	}
 	return false
 }
+
+// MemoryHigh reports whether s is the memory.high signal, whose pods are
+// those with a container stuck at its memory.high.
+func (s Signal) MemoryHigh() bool { return s == MemoryHighStuck }
 
 // FullStall reports whether s counts the time all tasks stalled at once
 // (PSI's "full" line) rather than at least one ("some").

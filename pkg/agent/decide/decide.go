@@ -602,11 +602,16 @@ func RankReason(t Target, c rank.Candidate) string {
 		fmt.Fprintf(&b, "own memory stall %.1f%% over the window; ", c.Stall*100)
 		sig = thresholds.MemoryAvailable // its usage is in bytes
 	}
-	if !c.HasUsage {
+	switch {
+	case sig.MemoryHigh():
+		// Its "usage" is the one stuck pod it counts for; what it is
+		// stuck on says why.
+		b.WriteString(c.MemoryHigh)
+	case !c.HasUsage:
 		b.WriteString("no usage figure")
-	} else if c.ExceedsRequest {
+	case c.ExceedsRequest:
 		fmt.Fprintf(&b, "usage %s exceeds request %s", amount(sig, c.Usage), amount(sig, c.Request))
-	} else {
+	default:
 		fmt.Fprintf(&b, "usage %s within request %s", amount(sig, c.Usage), amount(sig, c.Request))
 	}
 	if c.Swap > 0 {

@@ -34,15 +34,19 @@ const (
 	// Stall is memory stall (the PSI signals): an episode of its own, so
 	// that a thrashing node's evictions, one per stall window, neither
 	// use up nor wait on memory.available's cap and calls.
-	Stall   Resource = "memory-stall"
-	NodeFs  Resource = "nodefs"
-	ImageFs Resource = "imagefs"
-	PIDs    Resource = "pids"
+	Stall Resource = "memory-stall"
+	// MemoryHigh is containers stuck at memory.high (docs/memhigh.md):
+	// their own memory, not the node's, so an episode of its own that
+	// neither uses up nor waits on memory.available's.
+	MemoryHigh Resource = "memory-high"
+	NodeFs     Resource = "nodefs"
+	ImageFs    Resource = "imagefs"
+	PIDs       Resource = "pids"
 )
 
 // Resources lists every resource in action order: memory first, as the
 // kubelet acts.
-func Resources() []Resource { return []Resource{Memory, Stall, NodeFs, ImageFs, PIDs} }
+func Resources() []Resource { return []Resource{Memory, Stall, MemoryHigh, NodeFs, ImageFs, PIDs} }
 
 // Of is the resource a signal measures.
 func Of(s thresholds.Signal) Resource {
@@ -52,6 +56,8 @@ func Of(s thresholds.Signal) Resource {
 	case thresholds.MemoryPressureSome, thresholds.MemoryPressureFull,
 		thresholds.AllocatableMemoryPressureSome, thresholds.AllocatableMemoryPressureFull:
 		return Stall
+	case thresholds.MemoryHighStuck:
+		return MemoryHigh
 	case thresholds.NodeFsAvailable, thresholds.NodeFsInodesFree:
 		return NodeFs
 	case thresholds.ImageFsAvailable, thresholds.ImageFsInodesFree:

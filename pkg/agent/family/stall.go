@@ -13,6 +13,8 @@ import (
 	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/config"
+	"github.com/evictd/evictd/pkg/memhigh"
+	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/stall"
@@ -25,15 +27,23 @@ type Config struct {
 	// StallWindow is the window of the stall signals' shares (0:
 	// config.DefaultStallWindow).
 	StallWindow time.Duration
+	// MemoryHigh are the memory.high family's thresholds; none: no family.
+	MemoryHigh memhigh.Thresholds
+	// Pods names the memory.high family's containers in its metrics.
+	Pods    func() []*v1.Pod
+	Metrics *metrics.Metrics
 }
 
 // Configured are the families the thresholds name: stall with a stall
-// threshold. A family without a threshold is not built at all, so it reads
+// threshold, memory.high with a memory.high threshold. A family without a threshold is not built at all, so it reads
 // nothing and reports nothing.
 func Configured(c Config) []Family {
 	var out []Family
 	if s := NewStall(c.Thresholds, c.StallWindow); s != nil {
 		out = append(out, s)
+	}
+	if m := NewMemHigh(c.MemoryHigh, nil, c.Pods, c.Metrics); m != nil {
+		out = append(out, m)
 	}
 	return out
 }

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package family
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/agent/inflight"
+	"github.com/evictd/evictd/pkg/memhigh"
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// ContainerReader reads the container cgroups of an observation's pods
+// (memhigh.ReadNode; tests script it).
+type ContainerReader func(obs *pressure.Observation) ([]memhigh.Sample, []error)
+
+// MemHigh is the memory.high family (docs/memhigh.md): each container's
+// memory.events high and max rates and memory.pressure share, the pods
+// with a container over a threshold as the memory.highStuck signal, and
+// those over it for the grace period as its only targets.
+type MemHigh struct {
+	det     *memhigh.Detector
+	read    ContainerReader
+	pods    func() []*v1.Pod
+	metrics *metrics.Metrics
+	// states are the containers of the last observation, at at; ok is
+	// false when nothing could be read at all.
+	states []memhigh.State
+	at     time.Time
+	ok     bool
+}
+
+// MemHighThreshold is the loop's threshold on the memory.highStuck signal
+// for th: soft, with th's grace period, so that a victim gets its own
+// termination grace (capped by the maximum pod grace period): a container
+// at memory.high slows down, it does not take the node with it. Met when
+// one pod has a container over a threshold (the signal's observation is
+// the negated count of such pods).
+func MemHighThreshold(th memhigh.Thresholds) thresholds.Threshold {
+	return thresholds.Threshold{Signal: thresholds.MemoryHighStuck, Value: thresholds.Value{Quantity: resource.NewQuantity(0, resource.DecimalSI)}, GracePeriod: max(th.Grace, time.Nanosecond)}
+}
+
+// NewMemHigh returns the memory.high family of th, or nil when th has no
+// threshold (the default: the family is off). read nil reads the host
+// (memhigh.ReadNode); pods names the containers (nil: by ID).
+func NewMemHigh(th memhigh.Thresholds, read ContainerReader, pods func() []*v1.Pod, m *metrics.Metrics) *MemHigh {
+	if !th.Enabled() {
+		return nil
+	}
+	if read == nil {
+		read = memhigh.ReadNode
+	}
+	return &MemHigh{det: memhigh.NewDetector(th), read: read, pods: pods, metrics: m}
+}
+
+// Name implements Family.
+func (f *MemHigh) Name() string { return "memory-high" }
+
+// States are the containers of the last observation, by pod UID then
+// container ID.
+func (f *MemHigh) States() []memhigh.State { return f.states }
+
+// Observe reads every pod's container cgroups. A container whose file is
+// unreadable or malformed is left out of the pass, and its stuck time
+// starts again (memhigh.Detector.Observe): evictd never evicts on a signal
+// it could not read, and says so.
+func (f *MemHigh) Observe(obs *pressure.Observation, now time.Time) error {
+	samples, errs := f.read(obs)
+	f.at, f.ok = now, len(samples) > 0 || len(errs) == 0
+	f.states = f.det.Observe(now, samples)
+	f.setMetrics()
+	if len(errs) == 0 {
+		return nil
+	}
+	lost := make([]pressure.SignalError, len(errs))
+	for i, err := range errs {
+		path := "(container cgroups)"
+		if fe, ok := errors.AsType[*memhigh.FileError](err); ok {
+			path, err = fe.Path, fe.Err
+		}
+		lost[i] = pressure.SignalError{Signal: string(thresholds.MemoryHighStuck), Path: path, Err: err}
+	}
+	return &Unreadable{Why: "memory.high cannot be evaluated for some containers: " + errs[0].Error(), Signals: lost}
+}
+
+// Assess implements Family: the pods with a container over a threshold,
+// negated, against the pods with memory.high set.
+func (f *MemHigh) Assess(signals map[thresholds.Signal]thresholds.Observation) {
+	if !f.ok {
+		return
+	}
+	over, watched := map[string]bool{}, map[string]bool{}
+	for _, st := range f.states {
+		if st.HighSet {
+			watched[st.PodUID] = true
+		}
+		if len(st.Over) > 0 {
+			over[st.PodUID] = true
+		}
+	}
+	signals[thresholds.MemoryHighStuck] = thresholds.Observation{Available: -int64(len(over)), Capacity: int64(len(watched)), Time: f.at}
+}
+
+// Targets ranks the pods for memory.highStuck in priority order, only
+// those with a container over a threshold for the grace period eligible.
+func (f *MemHigh) Targets(s thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, opts rank.Options) ([]rank.Candidate, bool) {
+	if !s.MemoryHigh() {
+		return nil, false
+	}
+	opts.MemoryHigh = f.byPod(pods)
+	return rank.Rank(s, summary, pods, opts).Candidates, true
+}
+
+// byPod is each pod's container over a threshold: one stuck for the grace
+// period if any, else the one over the longest.
+func (f *MemHigh) byPod(pods []*v1.Pod) map[string]rank.PodMemoryHigh {
+	names := containerNames(pods)
+	out := map[string]rank.PodMemoryHigh{}
+	best := map[string]time.Time{}
+	for _, st := range f.states {
+		if len(st.Over) == 0 {
+			continue
+		}
+		if b, ok := best[st.PodUID]; ok && !st.Since.Before(b) {
+			continue
+		}
+		best[st.PodUID] = st.Since
+		out[st.PodUID] = rank.PodMemoryHigh{
+			Container: nameOf(names, st.ContainerID),
+			Detail:    st.Describe(f.det.Thresholds()) + ", for " + st.StuckFor(f.at).Round(time.Second).String(),
+			Stuck:     st.Stuck,
+		}
+	}
+	return out
+}
+
+// Settle implements Family: a victim's count comes back through the
+// ranking (a pod in flight still over counts as the one pod it is), so
+// there is nothing to settle.
+func (f *MemHigh) Settle(*decide.Input) {}
+
+// Gone implements Family: a victim gone leaves the containers read.
+func (f *MemHigh) Gone(inflight.Entry, time.Time) {}
+
+func (f *MemHigh) setMetrics() {
+	var names map[string]string
+	if f.pods != nil {
+		names = containerNames(f.pods())
+	}
+	var over []metrics.MemoryHighContainer
+	for _, st := range f.states {
+		for _, s := range st.Over {
+			over = append(over, metrics.MemoryHighContainer{Container: nameOf(names, st.ContainerID), Signal: string(s), Stuck: st.Stuck})
+		}
+	}
+	f.metrics.SetMemoryHigh(over)
+}
+
+// containerNames maps the runtime's container IDs (the part of
+// containerStatuses[].containerID after "runtime://") to container names.
+func containerNames(pods []*v1.Pod) map[string]string {
+	out := map[string]string{}
+	for _, p := range pods {
+		for _, list := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+			for _, cs := range list {
+				if _, id, ok := strings.Cut(cs.ContainerID, "://"); ok {
+					out[id] = cs.Name
+				}
+			}
+		}
+	}
+	return out
+}
+
+// nameOf is a container's name, or, while its pod's status does not list
+// it yet, its ID shortened as the runtimes print it.
+func nameOf(names map[string]string, id string) string {
+	if n, ok := names[id]; ok {
+		return n
+	}
+	return id[:min(12, len(id))]
+}

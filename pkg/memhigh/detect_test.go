@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package memhigh
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+var testThresholds = Thresholds{HighRate: 10, MaxRate: 1, Some: 0.1, Window: 10 * time.Second, Grace: 30 * time.Second}
+
+// container is a scripted container: its counters grow by these per second.
+type container struct {
+	id                string
+	highSet           bool
+	highPerSec        uint64
+	maxPerSec         uint64
+	stallShare        float64 // of each second
+	high, max, stallµ uint64
+}
+
+func (c *container) step(secs int) Sample {
+	c.high += c.highPerSec * uint64(secs)
+	c.max += c.maxPerSec * uint64(secs)
+	c.stallµ += uint64(c.stallShare * float64(secs) * 1e6)
+	s := Sample{PodUID: "pod-" + c.id, ContainerID: c.id, HighSet: c.highSet, HighEvents: c.high, MaxEvents: c.max, SomeTotal: c.stallµ, HasPSI: true}
+	if c.highSet {
+		s.High = 512 << 20
+	}
+	return s
+}
+
+// run samples the containers every second for d and returns, per
+// container, when it was first Stuck (zero: never), and the last states.
+func run(d *Detector, from time.Time, secs int, cs ...*container) (map[string]time.Time, []State) {
+	first := map[string]time.Time{}
+	var last []State
+	for i := 1; i <= secs; i++ {
+		now := from.Add(time.Duration(i) * time.Second)
+		var samples []Sample
+		for _, c := range cs {
+			samples = append(samples, c.step(1))
+		}
+		last = d.Observe(now, samples)
+		for _, st := range last {
+			if _, ok := first[st.ContainerID]; !ok && st.Stuck {
+				first[st.ContainerID] = now
+			}
+		}
+	}
+	return first, last
+}
+
+// Each signal alone makes a container with memory.high set stuck once it
+// has been over its threshold for the grace period, and not before.
+func TestStuckAfterGrace(t *testing.T) {
+	for _, c := range []*container{
+		{id: "high", highSet: true, highPerSec: 50},
+		{id: "max", highSet: true, maxPerSec: 3},
+		{id: "pressure", highSet: true, stallShare: 0.3},
+	} {
+		t.Run(c.id, func(t *testing.T) {
+			d := NewDetector(testThresholds)
+			first, last := run(d, t0, 60, c)
+			// Over once half a window of readings shows it (the first at
+			// 1 s, so at 6 s), stuck a grace period (30 s) later.
+			if want := t0.Add(36 * time.Second); !first[c.id].Equal(want) {
+				t.Errorf("stuck at %v, want %v", first[c.id].Sub(t0), want.Sub(t0))
+			}
+			if st := last[0]; !slices.Equal(st.Over, []Signal{Signal(c.id)}) || !strings.Contains(st.Describe(testThresholds), "over 10s") {
+				t.Errorf("state %+v (%s), want over on %s only", st, st.Describe(testThresholds), c.id)
+			}
+		})
+	}
+}
+
+// A container that stops hitting memory.high before the grace period is
+// never stuck, and its stuck time starts again when it resumes.
+func TestStopsBeforeGrace(t *testing.T) {
+	d := NewDetector(testThresholds)
+	c := &container{id: "c", highSet: true, highPerSec: 50}
+	first, _ := run(d, t0, 20, c) // over from 5 s to 20 s: 15 s of 30
+	c.highPerSec = 0
+	more, last := run(d, t0.Add(20*time.Second), 30, c)
+	if len(first)+len(more) != 0 {
+		t.Errorf("stuck at %v %v, want never", first, more)
+	}
+	if st := last[0]; len(st.Over) != 0 || !st.Since.IsZero() {
+		t.Errorf("after it stopped: %+v, want not over", st)
+	}
+	c.highPerSec = 50
+	again, _ := run(d, t0.Add(50*time.Second), 40, c)
+	// The window still held no events 5 s in: over when the rate over
+	// the 10 s window passes 10/s (3 s), stuck 30 s later.
+	if got := again["c"].Sub(t0.Add(50 * time.Second)); got < 30*time.Second {
+		t.Errorf("stuck %v after resuming, want at least the 30 s grace", got)
+	}
+}
+
+// Without memory.high (it reads "max") a container is never over, however
+// often it reaches memory.max or stalls: memory.max is the kernel's to
+// enforce, and a stall without memory.high is the stall family's.
+func TestNoMemoryHighNeverStuck(t *testing.T) {
+	d := NewDetector(testThresholds)
+	c := &container{id: "c", highPerSec: 500, maxPerSec: 50, stallShare: 0.9}
+	first, last := run(d, t0, 120, c)
+	if len(first) != 0 || len(last[0].Over) != 0 {
+		t.Errorf("stuck %v, state %+v; want never over without memory.high", first, last[0])
+	}
+}
+
+// A busy container below its memory.high (no high or max events, a little
+// stall) sees nothing.
+func TestBusyBelowHigh(t *testing.T) {
+	d := NewDetector(testThresholds)
+	c := &container{id: "c", highSet: true, stallShare: 0.02}
+	first, last := run(d, t0, 120, c)
+	if len(first) != 0 || len(last[0].Over) != 0 {
+		t.Errorf("stuck %v, state %+v; want nothing", first, last[0])
+	}
+	if st := last[0]; st.HighRate != 0 || st.Some < 0.019 || st.Some > 0.021 {
+		t.Errorf("rates %+v, want no events and a 2%% stall share", st)
+	}
+}
+
+// A container missing from a pass (gone, or its files unreadable) is
+// forgotten: the next reading starts its history, and its stuck time,
+// afresh.
+func TestMissingForgets(t *testing.T) {
+	d := NewDetector(testThresholds)
+	c := &container{id: "c", highSet: true, highPerSec: 50}
+	run(d, t0, 30, c)
+	d.Observe(t0.Add(31*time.Second), nil)
+	first, _ := run(d, t0.Add(31*time.Second), 30, c)
+	if got, ok := first["c"]; ok && got.Sub(t0.Add(31*time.Second)) < 30*time.Second {
+		t.Errorf("stuck %v after a missed pass, want the grace period again", got.Sub(t0.Add(31*time.Second)))
+	}
+}
+
+// A counter that went back (a new cgroup with the same name) restarts the
+// history rather than reading a huge rate.
+func TestCounterReset(t *testing.T) {
+	d := NewDetector(testThresholds)
+	d.Observe(t0, []Sample{{PodUID: "p", ContainerID: "c", HighSet: true, HighEvents: 1 << 40}})
+	st := d.Observe(t0.Add(10*time.Second), []Sample{{PodUID: "p", ContainerID: "c", HighSet: true, HighEvents: 5}})
+	if st[0].HighRate != 0 || len(st[0].Over) != 0 {
+		t.Errorf("state %+v after a counter reset, want no rate", st[0])
+	}
+}
+
+func TestThresholdsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		th   Thresholds
+		want string
+	}{
+		{Thresholds{HighRate: -1, Window: time.Second}, "event rate -1"},
+		{Thresholds{Some: 1, Window: time.Second}, "pressure share 1"},
+		{Thresholds{HighRate: 1}, "window 0s"},
+		{Thresholds{HighRate: 1, Window: time.Second, Grace: -time.Second}, "grace period -1s"},
+	} {
+		if err := tc.th.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want it to name %q", tc.th, err, tc.want)
+		}
+	}
+	if err := testThresholds.Validate(); err != nil {
+		t.Error(err)
+	}
+}

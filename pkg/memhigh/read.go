@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package memhigh
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/evictd/evictd/pkg/pressure"
+)
+
+// Sample is one reading of a container cgroup's memory.high state.
+type Sample struct {
+	// PodUID and ContainerID name the container: its ID as the runtime
+	// puts it in the cgroup's name (and in the pod's containerStatuses).
+	PodUID, ContainerID string
+	// High is memory.high in bytes; HighSet is false when it reads "max".
+	High    uint64
+	HighSet bool
+	// HighEvents and MaxEvents are memory.events' high and max counters.
+	HighEvents, MaxEvents uint64
+	// SomeTotal is memory.pressure's "some" total in µs; HasPSI is false
+	// when the kernel keeps no PSI (psi=0 at boot: the file is absent).
+	SomeTotal uint64
+	HasPSI    bool
+	// SomeAvg10 is the kernel's own 10 s average of the same, in percent,
+	// for a one-off look (evictd observe); the agent uses the totals.
+	SomeAvg10 float64
+}
+
+// FileError is a container cgroup file that could not be read or parsed:
+// its container reports nothing in that pass.
+type FileError struct {
+	PodUID, ContainerID string
+	Path                string
+	Err                 error
+}
+
+func (e *FileError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+func (e *FileError) Unwrap() error { return e.Err }
+
+// ContainerID is the runtime's container ID in a container cgroup's
+// directory name, "" for a directory that is not a container's: the
+// cgroupfs driver names it by the bare ID (64 hex digits), the systemd
+// driver "<runtime>-<id>.scope" (cri-containerd-, crio-, docker-); CRI-O's
+// conmon scope is the monitor, not the container.
+func ContainerID(dir string) string {
+	name := dir
+	if s, ok := strings.CutSuffix(name, ".scope"); ok {
+		if strings.Contains(s, "conmon-") {
+			return ""
+		}
+		i := strings.LastIndexByte(s, '-')
+		if i < 0 {
+			return ""
+		}
+		name = s[i+1:]
+	}
+	if len(name) != 64 {
+		return ""
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return ""
+		}
+	}
+	return name
+}
+
+// ReadPod reads the container cgroups under a pod's cgroup directory (v2).
+// A container whose cgroup vanished while being read is left out quietly
+// (it was going away); one whose file is unreadable or malformed is left
+// out with a *FileError naming the file.
+func ReadPod(podDir, podUID string) ([]Sample, []error) {
+	entries, err := os.ReadDir(podDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, []error{&FileError{PodUID: podUID, Path: podDir, Err: err}}
+	}
+	var out []Sample
+	var errs []error
+	for _, e := range entries {
+		id := ContainerID(e.Name())
+		if !e.IsDir() || id == "" {
+			continue
+		}
+		s, err := readContainer(filepath.Join(podDir, e.Name()), podUID, id)
+		switch {
+		case err == nil:
+			out = append(out, s)
+		case !errors.Is(err, fs.ErrNotExist) || !gone(filepath.Join(podDir, e.Name())):
+			errs = append(errs, err)
+		}
+	}
+	return out, errs
+}
+
+// gone reports whether a cgroup directory no longer exists.
+func gone(dir string) bool {
+	_, err := os.Stat(dir)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+func readContainer(dir, podUID, id string) (Sample, error) {
+	s := Sample{PodUID: podUID, ContainerID: id}
+	fail := func(name string, err error) (Sample, error) {
+		return Sample{}, &FileError{PodUID: podUID, ContainerID: id, Path: filepath.Join(dir, name), Err: err}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "memory.high"))
+	if err != nil {
+		return fail("memory.high", err)
+	}
+	if s.High, s.HighSet, err = ParseHigh(b); err != nil {
+		return fail("memory.high", err)
+	}
+	if b, err = os.ReadFile(filepath.Join(dir, "memory.events")); err != nil {
+		return fail("memory.events", err)
+	}
+	ev, err := ParseEvents(b)
+	if err != nil {
+		return fail("memory.events", err)
+	}
+	s.HighEvents, s.MaxEvents = ev.High, ev.Max
+	b, err = os.ReadFile(filepath.Join(dir, "memory.pressure"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !gone(dir):
+		return s, nil // no PSI on this kernel: the other two signals still count
+	case err != nil:
+		return fail("memory.pressure", err)
+	}
+	psi, err := pressure.ParsePSI(b)
+	if err != nil {
+		return fail("memory.pressure", fmt.Errorf("malformed: %w", err))
+	}
+	s.SomeTotal, s.HasPSI, s.SomeAvg10 = psi.Some.Total, true, psi.Some.Avg10
+	return s, nil
+}
+
+// ParseHigh parses memory.high: a number of bytes, or "max" for none.
+func ParseHigh(b []byte) (limit uint64, set bool, err error) {
+	v := string(bytes.TrimSuffix(b, []byte{'\n'}))
+	if v == "max" {
+		return math.MaxUint64, false, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("malformed: %q is neither a number of bytes nor \"max\"", v)
+	}
+	return n, true, nil
+}
+
+// ParseEvents parses memory.events, which must hold the high and max
+// counters.
+func ParseEvents(b []byte) (pressure.MemoryEvents, error) {
+	e, err := pressure.ParseMemoryEvents(b)
+	if err != nil {
+		return e, fmt.Errorf("malformed: %w", err)
+	}
+	return e, nil
+}
+
+// ReadNode reads the container cgroups of every pod in obs. It needs
+// cgroup v2: v1 has no memory.high, and hybrid's memory controller is v1.
+func ReadNode(obs *pressure.Observation) ([]Sample, []error) {
+	if obs.Layout.Mode != pressure.ModeV2 {
+		return nil, []error{fmt.Errorf("containers at memory.high need cgroup v2; this node's memory controller is %s", obs.Layout.Mode)}
+	}
+	var out []Sample
+	var errs []error
+	for i := range obs.Pods {
+		x := &obs.Pods[i]
+		if x.Cgroup == "" || x.UID == "" {
+			continue
+		}
+		s, e := ReadPod(filepath.Join(obs.Layout.MemoryMount, x.Cgroup), x.UID)
+		out = append(out, s...)
+		errs = append(errs, e...)
+	}
+	return out, errs
+}

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package memhigh
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/evictd/evictd/pkg/pressure"
+)
+
+const (
+	idA = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
+	idB = "b1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
+	idC = "c1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
+)
+
+func TestContainerID(t *testing.T) {
+	for dir, want := range map[string]string{
+		"cri-containerd-" + idA + ".scope": idA, // systemd driver, containerd
+		"crio-" + idA + ".scope":           idA, // systemd driver, CRI-O
+		"docker-" + idA + ".scope":         idA,
+		idA:                                idA, // cgroupfs driver
+		"crio-conmon-" + idA + ".scope":    "",  // CRI-O's monitor, not the container
+		"kubepods-burstable.slice":         "",
+		"memory.events":                    "",
+		strings.ToUpper(idA):               "",
+		idA[:63]:                           "",
+	} {
+		if got := ContainerID(dir); got != want {
+			t.Errorf("ContainerID(%q) = %q, want %q", dir, got, want)
+		}
+	}
+}
+
+// A systemd-driver pod: the container with memory.high set and the one
+// without it are read with their counters; CRI-O's conmon scope and the
+// pod's own files are not containers.
+func TestReadPodSystemd(t *testing.T) {
+	got, errs := ReadPod("testdata/v2-systemd/kubepods-burstable-pod7d3f3c2a_9b1e_4c5d_8f6a_2b3c4d5e6f70.slice", "uid-1")
+	if len(errs) != 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	want := []Sample{
+		{PodUID: "uid-1", ContainerID: idA, High: 536870912, HighSet: true, HighEvents: 4182, MaxEvents: 17, SomeTotal: 9123456, HasPSI: true, SomeAvg10: 23.41},
+		{PodUID: "uid-1", ContainerID: idB, High: math.MaxUint64, HighEvents: 0, MaxEvents: 0, SomeTotal: 0, HasPSI: true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("container %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// A cgroupfs-driver pod on a kernel without PSI: memory.pressure is absent,
+// the events still count.
+func TestReadPodWithoutPSI(t *testing.T) {
+	got, errs := ReadPod("testdata/v2-cgroupfs-nopsi/pod0f1e2d3c-4b5a-4978-8796-a5b4c3d2e1f0", "uid-2")
+	if len(errs) != 0 || len(got) != 1 {
+		t.Fatalf("got %+v, %v; want one container", got, errs)
+	}
+	if s := got[0]; s.ContainerID != idC || !s.HighSet || s.High != 100<<20 || s.HighEvents != 12 || s.HasPSI {
+		t.Errorf("got %+v, want %s with memory.high 100Mi, 12 high events and no PSI", s, idC)
+	}
+}
+
+// Malformed files: one error each, naming the file, and the container is
+// left out rather than guessed.
+func TestReadPodMalformed(t *testing.T) {
+	got, errs := ReadPod("testdata/malformed", "uid-3")
+	if len(got) != 0 {
+		t.Errorf("read %+v from malformed files", got)
+	}
+	want := []string{
+		filepath.Join("testdata/malformed", "d"+idA[1:], "memory.events") + ": malformed",
+		filepath.Join("testdata/malformed", "e"+idA[1:], "memory.pressure") + ": malformed",
+		filepath.Join("testdata/malformed", "f"+idA[1:], "memory.high") + `: malformed: "12abc" is neither a number of bytes nor "max"`,
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("errors %v, want %d", errs, len(want))
+	}
+	for i, w := range want {
+		var fe *FileError
+		if !errors.As(errs[i], &fe) || fe.PodUID != "uid-3" || !strings.HasPrefix(errs[i].Error(), w) {
+			t.Errorf("error %d = %v, want a *FileError starting %q", i, errs[i], w)
+		}
+	}
+}
+
+// A pod whose cgroup is gone by the time it is read (it was going away)
+// is no error.
+func TestReadPodGone(t *testing.T) {
+	if got, errs := ReadPod(filepath.Join(t.TempDir(), "gone"), "uid"); len(got)+len(errs) != 0 {
+		t.Errorf("got %v, %v for a vanished pod cgroup", got, errs)
+	}
+}
+
+func TestParseHigh(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		limit uint64
+		set   bool
+		bad   bool
+	}{
+		{"max\n", math.MaxUint64, false, false},
+		{"536870912\n", 536870912, true, false},
+		{"0\n", 0, true, false},
+		{"", 0, false, true},
+		{"-1\n", 0, false, true},
+		{"512M\n", 0, false, true},
+	} {
+		limit, set, err := ParseHigh([]byte(tc.in))
+		if (err != nil) != tc.bad || limit != tc.limit || set != tc.set {
+			t.Errorf("ParseHigh(%q) = %d, %v, %v", tc.in, limit, set, err)
+		}
+	}
+}
+
+// memory.events as the kernel prints it; high and max are what count, and
+// a file cut short is refused.
+func TestParseEvents(t *testing.T) {
+	e, err := ParseEvents([]byte("low 1\nhigh 4182\nmax 17\noom 2\noom_kill 1\noom_group_kill 0\n"))
+	if err != nil || e.High != 4182 || e.Max != 17 || e.OOMKill != 1 {
+		t.Errorf("ParseEvents = %+v, %v", e, err)
+	}
+	if _, err := ParseEvents([]byte("low 1\nhigh 4182\n")); err == nil {
+		t.Error("a memory.events cut short was accepted")
+	}
+}
+
+// Only cgroup v2 has memory.high: elsewhere ReadNode says so, once.
+func TestReadNodeNeedsV2(t *testing.T) {
+	for _, mode := range []pressure.Mode{pressure.ModeV1, pressure.ModeHybrid} {
+		obs := &pressure.Observation{Layout: pressure.Layout{Mode: mode}, Pods: []pressure.PodExtras{{UID: "u", Cgroup: "/kubepods/podu"}}}
+		got, errs := ReadNode(obs)
+		if len(got) != 0 || len(errs) != 1 || !strings.Contains(errs[0].Error(), "need cgroup v2") {
+			t.Errorf("%s: got %v, %v; want one error saying cgroup v2 is needed", mode, got, errs)
+		}
+	}
+	obs := &pressure.Observation{Layout: pressure.Layout{Mode: pressure.ModeV2, MemoryMount: "testdata/v2-systemd"},
+		Pods: []pressure.PodExtras{{UID: "uid-1", Cgroup: "/kubepods-burstable-pod7d3f3c2a_9b1e_4c5d_8f6a_2b3c4d5e6f70.slice"}}}
+	if got, errs := ReadNode(obs); len(got) != 2 || len(errs) != 0 {
+		t.Errorf("v2: got %d containers, %v; want 2 and no error", len(got), errs)
+	}
+}
