@@ -29,13 +29,19 @@ import (
 //   - a controller is usable in a cgroup only when its parent lists it in
 //     cgroup.subtree_control; cgroup2.NewManager writes +memory +pids into
 //     every ancestor's file (the hierarchy root's included) for each cgroup
-//     made, as the kubelet's cgroup manager enables them down to kubepods;
+//     made, as the kubelet's cgroupManagerImpl.Create does through
+//     libcontainer's fs2.CreateCgroupPath;
 //   - a cgroup with controllers enabled for its children may hold no
 //     processes ("no internal processes"): the node, kubepods, the QoS and
 //     the pod cgroups stay empty and every container process joins its own
 //     leaf cgroup, as with a real runtime;
 //   - OOM kills are counted in memory.events (oom_kill), not
 //     memory.oom_control.
+//
+// memory.oom.group, which the kubelet asks the runtime for on v2 containers
+// (kubeGenericRuntimeManager.calculateLinuxResources, unless
+// singleProcessOOMKill), is not set: on any OOM kill the stand-in kills the
+// pod's other processes itself.
 type cgroupV2 struct {
 	fsRoot string // the unified hierarchy's mount, e.g. /sys/fs/cgroup
 }
