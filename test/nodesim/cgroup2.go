@@ -29,8 +29,8 @@ import (
 //   - a controller is usable in a cgroup only when its parent lists it in
 //     cgroup.subtree_control; cgroup2.NewManager writes +memory +pids into
 //     every ancestor's file (the hierarchy root's included) for each cgroup
-//     made, as the kubelet's cgroupManagerImpl.Create does through
-//     libcontainer's fs2.CreateCgroupPath;
+//     made, as the kubelet's cgroupCommon.Create does through
+//     opencontainers/cgroups' fs2.CreateCgroupPath (Manager.Apply);
 //   - a cgroup with controllers enabled for its children may hold no
 //     processes ("no internal processes"): the node, kubepods, the QoS and
 //     the pod cgroups stay empty and every container process joins its own
