@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/evictd/evictd/test/internal/stale"
 )
@@ -243,9 +244,24 @@ func (n *Node) register(ctx context.Context) error {
 		return fmt.Errorf("register Node: %w", err)
 	}
 	// Status sent with a create is kept for Nodes today; writing it through
-	// the status subresource as well does not depend on that.
-	created.Status = node.Status
-	if _, err := n.opts.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// the status subresource as well does not depend on that. A controller
+	// may write the Node in between (the node lifecycle controller taints a
+	// new Node), so a conflict is retried on a fresh read, as the kubelet's
+	// updateNodeStatus retries tryUpdateNodeStatus.
+	cur := created
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if cur == nil {
+			var err error
+			if cur, err = n.opts.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		cur.Status = node.Status
+		_, err := n.opts.Client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		cur = nil
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("set Node status: %w", err)
 	}
 	return nil
