@@ -27,14 +27,14 @@ export CGO_ENABLED ?= 0
 
 all: build
 
-## build: evictd and the test binaries (workload, cluster, nodesim, and the VM node's vmagent
-## and pause) into _output/bin.
-## One go build for all six: their packages compile and link side by side on every core.
+## build: evictd and the test binaries (workload, cluster, nodesim, demo, and the VM node's
+## vmagent and pause) into _output/bin.
+## One go build for all seven: their packages compile and link side by side on every core.
 ## The test binaries get evictd's flags too (-X main.version is ignored where unused).
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/evictd ./test/cmd/workload \
-	  ./test/cmd/cluster ./test/cmd/nodesim ./test/cmd/vmagent ./test/cmd/pause
+	  ./test/cmd/cluster ./test/cmd/nodesim ./test/cmd/demo ./test/cmd/vmagent ./test/cmd/pause
 
 $(BIN)/evictd: FORCE
 	@mkdir -p $(BIN)

@@ -5,7 +5,9 @@
 # then test/cmd/demo, which runs a simulated 1 GiB node, starts evictd against
 # it, creates pods and a memory hog and tells what happens. Everything it
 # starts is stopped and removed at the end, also on Ctrl-C. Needs root: the
-# simulated node is made of real cgroups and processes.
+# simulated node is made of real cgroups and processes, on cgroup v1 (the
+# memory and pids hierarchies) or v2 (the unified hierarchy), whichever the
+# host mounts at /sys/fs/cgroup.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,6 +16,21 @@ cd "$root"
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "demo: run as root: the simulated node creates cgroups (sudo make demo)" >&2
+  exit 1
+fi
+cg=/sys/fs/cgroup
+if [ -e "$cg/cgroup.controllers" ]; then
+  for c in memory pids; do
+    if ! grep -qw "$c" "$cg/cgroup.controllers"; then
+      echo "demo: cgroup v2 at $cg has no $c controller (cgroup.controllers: $(cat "$cg/cgroup.controllers"))" >&2
+      exit 1
+    fi
+  done
+  echo "cgroup v2 (the unified hierarchy at $cg): the simulated node's cgroups go there."
+elif [ -e "$cg/memory/memory.limit_in_bytes" ] && [ -e "$cg/pids/cgroup.procs" ]; then
+  echo "cgroup v1 (the memory and pids hierarchies under $cg): the simulated node's cgroups go there."
+else
+  echo "demo: neither cgroup v2 (no $cg/cgroup.controllers) nor the cgroup v1 memory and pids hierarchies under $cg" >&2
   exit 1
 fi
 for b in evictd workload etcd kube-apiserver kube-controller-manager; do

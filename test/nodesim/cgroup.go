@@ -19,26 +19,65 @@ import (
 	"github.com/evictd/evictd/internal/cgrouptest"
 )
 
-// cgroupV1 makes the node's cgroups in the v1 memory and pids hierarchies
-// with containerd/cgroups' cgroup1 package. Every path handed to it is
-// relative to the hierarchy roots, so the same relative path names a cgroup
-// in both.
+// cgroups is where a node's cgroups live: the v1 memory and pids
+// hierarchies (cgroupV1) or the v2 unified hierarchy (cgroupV2), chosen by
+// what the host mounts (newCgroups). Every path handed to it is relative to
+// the hierarchy roots ("/evictd-test-123-0a1b2c3d/node-a/kubepods"), as
+// evictd's --cgroup-root and --node-cgroup are.
 //
 // The names are the kubelet's cgroupfs-driver layout (layout.go), chosen
 // here, not by the library, which makes whatever path it is given; the
-// systemd driver's kubepods.slice names are not simulated. No cgroup v2:
-// Supported refuses such a host.
+// systemd driver's kubepods.slice names are not simulated.
+type cgroups interface {
+	// version is "v1" or "v2", for messages.
+	version() string
+	// create makes rel (and its parents) like mkdir -p: a cgroup that
+	// exists already is accepted.
+	create(rel string) (cgroup, error)
+	// load finds a cgroup that exists already (one a killed run left), so
+	// that it can be removed; ok is false when it is not there.
+	load(rel string) (cg cgroup, ok bool, err error)
+	// remove kills what is left in the cgroup and below it and removes the
+	// tree, retrying until timeout.
+	remove(cg cgroup, timeout time.Duration) error
+	// procsFiles are the files a process writes its pid into to join rel.
+	procsFiles(rel string) []string
+	// oomKills is the kernel's count of OOM kills of processes in rel
+	// itself (not its children).
+	oomKills(rel string) (uint64, error)
+	// memoryDir and pidsDir are rel's directories where its memory and
+	// pids interface files are; one directory on v2.
+	memoryDir(rel string) string
+	pidsDir(rel string) string
+	// roots are the hierarchy roots, where stale node cgroups are swept.
+	roots() []string
+}
+
+// newCgroups picks the backend for the host's cgroup mount at fsRoot: v2
+// when fsRoot is the unified hierarchy (it has cgroup.controllers), v1
+// otherwise. Either must offer the memory and pids controllers.
+func newCgroups(fsRoot string) (cgroups, error) {
+	if isUnified(fsRoot) {
+		return newCgroupV2(fsRoot)
+	}
+	return newCgroupV1(fsRoot)
+}
+
+// cgroup is one cgroup the node made: its path and the library's handle,
+// whose update sets limits and whose delete removes it.
+type cgroup struct {
+	rel    string // e.g. /evictd-test-123-0a1b2c3d/node-a/kubepods
+	update func(*specs.LinuxResources) error
+	delete func() error
+}
+
+// cgroupV1 makes the node's cgroups in the v1 memory and pids hierarchies
+// with containerd/cgroups' cgroup1 package. The same relative path names a
+// cgroup in both.
 type cgroupV1 struct {
 	fsRoot string // e.g. /sys/fs/cgroup
 	memory string // e.g. /sys/fs/cgroup/memory
 	pids   string // e.g. /sys/fs/cgroup/pids
-}
-
-// cgroup is one cgroup the node made, in both hierarchies: its path and the
-// library's handle, whose Delete removes it.
-type cgroup struct {
-	rel string // e.g. /evictd-test-123-0a1b2c3d/node-a/kubepods
-	lib cgroup1.Cgroup
 }
 
 func newCgroupV1(fsRoot string) (cgroupV1, error) {
@@ -71,7 +110,7 @@ func (c cgroupV1) create(rel string) (cgroup, error) {
 	if err != nil {
 		return cgroup{}, fmt.Errorf("create cgroup %s under %s: %w", rel, c.fsRoot, err)
 	}
-	return cgroup{rel: rel, lib: lib}, nil
+	return cgroup{rel: rel, update: lib.Update, delete: lib.Delete}, nil
 }
 
 // load finds a cgroup that exists already (one a killed run left), so that
@@ -85,11 +124,11 @@ func (c cgroupV1) load(rel string) (cg cgroup, ok bool, err error) {
 	if err != nil {
 		return cgroup{}, false, fmt.Errorf("load cgroup %s under %s: %w", rel, c.fsRoot, err)
 	}
-	return cgroup{rel: rel, lib: lib}, true, nil
+	return cgroup{rel: rel, update: lib.Update, delete: lib.Delete}, true, nil
 }
 
-// setLimits sets memory.limit_in_bytes and pids.max through the library's
-// Update. A negative memory limit leaves the cgroup unlimited, as does a
+// setLimits sets the memory limit (v1 memory.limit_in_bytes, v2
+// memory.max) and pids.max through the library's Update. A negative memory limit leaves the cgroup unlimited, as does a
 // pids limit of zero or less.
 func (cg cgroup) setLimits(memoryBytes, maxPIDs int64) error {
 	var r specs.LinuxResources
@@ -102,7 +141,7 @@ func (cg cgroup) setLimits(memoryBytes, maxPIDs int64) error {
 	if r.Memory == nil && r.Pids == nil {
 		return nil
 	}
-	if err := cg.lib.Update(&r); err != nil {
+	if err := cg.update(&r); err != nil {
 		return fmt.Errorf("limit cgroup %s (memory %d bytes, pids %d): %w", cg.rel, memoryBytes, maxPIDs, err)
 	}
 	return nil
@@ -116,16 +155,23 @@ func (cg cgroup) setLimits(memoryBytes, maxPIDs int64) error {
 // cannot remove child cgroups (pods' container cgroups, pods left when a
 // pod's own removal failed) and retries for 150 ms only.
 func (c cgroupV1) remove(cg cgroup, timeout time.Duration) error {
-	if cg.lib == nil {
+	if cg.delete == nil {
 		return nil
 	}
-	return cgrouptest.RemoveTree(c.dirs(cg.rel), cg.lib.Delete, timeout)
+	return cgrouptest.RemoveTree(c.dirs(cg.rel), cg.delete, timeout)
 }
 
-// procsFiles are the files a process writes its pid into to join rel. The
-// library's Add moves a process that already runs; a container must be in
-// its cgroups before exec, so its wrapper writes these itself (see
-// joinCgroups).
+func (c cgroupV1) version() string { return "v1" }
+
+func (c cgroupV1) memoryDir(rel string) string { return filepath.Join(c.memory, rel) }
+
+func (c cgroupV1) pidsDir(rel string) string { return filepath.Join(c.pids, rel) }
+
+func (c cgroupV1) roots() []string { return []string{c.memory, c.pids} }
+
+// procsFiles: the library's Add moves a process that already runs; a
+// container must be in its cgroups before exec, so its wrapper writes these
+// itself (see joinCgroups).
 func (c cgroupV1) procsFiles(rel string) []string {
 	return []string{filepath.Join(c.memory, rel, "cgroup.procs"), filepath.Join(c.pids, rel, "cgroup.procs")}
 }

@@ -6,17 +6,21 @@
 //
 // # What it does
 //
-// Start creates, on the cgroup v1 memory and pids hierarchies (with
-// containerd/cgroups' cgroup1; see cgroup.go for what stays hand-written),
+// Start creates, on the cgroup v1 memory and pids hierarchies or in the
+// cgroup v2 unified hierarchy, whichever the host mounts at
+// Options.CgroupFS (with containerd/cgroups' cgroup1 or cgroup2; see
+// cgroup.go and cgroup2.go for what stays hand-written),
 //
-//	/evictd-test-<pid>-<rand>/<node>               memory.limit_in_bytes = MemoryBytes
+//	/evictd-test-<pid>-<rand>/<node>               memory limit = MemoryBytes
 //	  kubepods/                                    limit = MemoryBytes - ReservedMemoryBytes
 //	    pod<uid>/<container id>/                   Guaranteed pods
 //	    burstable/pod<uid>/<container id>/
 //	    besteffort/pod<uid>/<container id>/
 //
 // (the kubelet's cgroupfs-driver layout, with the kubelet's pod and container
-// memory limits), a host root directory (see Node.HostRoot) with sys and
+// memory limits: v1 memory.limit_in_bytes, v2 memory.max; on v2, memory and
+// pids are enabled in each parent's cgroup.subtree_control and processes
+// join the container cgroups only, the leaves), a host root directory (see Node.HostRoot) with sys and
 // proc linked to the real ones and var/lib/kubelet, var/log/pods and
 // var/lib/containerd, optionally on a tmpfs of DiskBytes, and registers a
 // Node whose capacity and allocatable match. evictd watches such a node with
@@ -40,8 +44,8 @@
 //   - on a deletionTimestamp: SIGTERM to each container's process group,
 //     up to deletionGracePeriodSeconds, SIGKILL, cgroups and directories
 //     removed, the pod deleted with grace 0 (UID precondition);
-//   - when the kernel OOM-kills one of its processes (oom_kill in
-//     memory.oom_control, polled every OOMPollInterval and on every
+//   - when the kernel OOM-kills one of its processes (oom_kill in v1
+//     memory.oom_control or v2 memory.events.local, polled every OOMPollInterval and on every
 //     unexpected exit): kills the rest, reports phase Failed with reason
 //     OOMKilled and counts the kill (Node.OOMKills).
 //
@@ -56,16 +60,16 @@
 //     with a hung runtime; it stays Terminating with phase Running.
 //   - CreateCgroup makes an empty cgroup below the node cgroup: a cgroup
 //     root without kubepods.
-//   - NewFaultRoot makes a second host root in which chosen files of the
-//     node cgroup's memory directory are copies mounted over the real ones;
+//   - NewFaultRoot (cgroup v1 only) makes a second host root in which
+//     chosen files of the node cgroup's memory directory are copies mounted over the real ones;
 //     FaultRoot.Break turns them into garbage and Restore puts them back,
 //     while the real files, the pods and their cgroups stay intact.
 //
 // Not simulated: container restarts (an exited container stays exited;
 // when all have, the pod is Succeeded or Failed), probes, images, networking,
 // Secrets/ConfigMaps in env, emptyDir medium Memory or sizeLimit, node
-// heartbeats (no node lifecycle controller runs). cgroup v2 is not
-// supported: Supported says so on such hosts.
+// heartbeats (no node lifecycle controller runs). NewFaultRoot needs
+// cgroup v1 and says so on a v2 node.
 //
 // # Cleaning up
 //

@@ -27,7 +27,7 @@ import (
 const HangTerminationAnnotation = "nodesim.evictd.test/hang-termination"
 
 // CreateCgroup creates a cgroup at name below the node cgroup in the memory
-// and pids hierarchies and returns its path relative to the hierarchy roots
+// and pids hierarchies (on v2, the unified one) and returns its path relative to the hierarchy roots
 // (a value for evictd's --cgroup-root). It holds no kubepods cgroup and no
 // processes; Stop removes it with the node's cgroups.
 func (n *Node) CreateCgroup(name string) (string, error) {
@@ -85,6 +85,13 @@ func (n *Node) NewFaultRoot(files ...string) (_ *FaultRoot, err error) {
 	if len(files) == 0 {
 		return nil, errors.New("nodesim: NewFaultRoot needs at least one file to shadow")
 	}
+	v1, ok := n.cg.(cgroupV1)
+	if !ok {
+		// Its root is laid out as v1's (sys/fs/cgroup/memory beside the
+		// other controllers); on v2 the shadows would go over files of the
+		// one unified mount instead, which nothing has needed yet.
+		return nil, fmt.Errorf("nodesim: NewFaultRoot needs cgroup v1; node %s runs on cgroup %s", n.Name, n.cg.version())
+	}
 	f := &FaultRoot{Root: filepath.Join(n.opts.TempDir, stale.Name(faultRootPrefix)), shadows: map[string]shadowFile{}}
 	defer func() {
 		if err != nil {
@@ -107,25 +114,25 @@ func (n *Node) NewFaultRoot(files ...string) (_ *FaultRoot, err error) {
 	if err := os.Symlink(filepath.Join(n.HostRoot, "var"), filepath.Join(f.Root, "var")); err != nil {
 		return nil, err
 	}
-	realCg := filepath.Dir(n.cg.memory)
+	realCg := filepath.Dir(v1.memory)
 	entries, err := os.ReadDir(realCg)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range entries {
-		if e.Name() == filepath.Base(n.cg.memory) {
+		if e.Name() == filepath.Base(v1.memory) {
 			continue
 		}
 		if err := os.Symlink(filepath.Join(realCg, e.Name()), filepath.Join(cgDir, e.Name())); err != nil {
 			return nil, err
 		}
 	}
-	mem := filepath.Join(cgDir, filepath.Base(n.cg.memory))
+	mem := filepath.Join(cgDir, filepath.Base(v1.memory))
 	if err := os.Mkdir(mem, 0o755); err != nil {
 		return nil, err
 	}
-	if err := syscall.Mount(n.cg.memory, mem, "", syscall.MS_BIND, ""); err != nil {
-		return nil, fmt.Errorf("bind %s at %s: %w", n.cg.memory, mem, err)
+	if err := syscall.Mount(v1.memory, mem, "", syscall.MS_BIND, ""); err != nil {
+		return nil, fmt.Errorf("bind %s at %s: %w", v1.memory, mem, err)
 	}
 	// Private, so that the mounts over single files below stay in this
 	// root and never show at the real path.

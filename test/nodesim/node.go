@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/evictd/evictd/test/internal/stale"
 )
@@ -42,7 +43,8 @@ type Node struct {
 	// proc (links to the real ones), var/lib/kubelet, var/log/pods and the
 	// image store var/lib/containerd.
 	HostRoot string
-	// CgroupRoot is the node cgroup's path inside each hierarchy, e.g.
+	// CgroupRoot is the node cgroup's path inside each hierarchy (v1) or
+	// the unified one (v2), e.g.
 	// /evictd-test-123-0a1b2c3d/node-a: evictd's --cgroup-root, and its
 	// --node-cgroup too, so that this cgroup's memory is the node's. The
 	// kubelet's kubepods tree is below it.
@@ -50,7 +52,7 @@ type Node struct {
 
 	opts   Options
 	log    *zap.Logger
-	cg     cgroupV1
+	cg     cgroups
 	disk   *hostRoot
 	ctx    context.Context // ends when the node stops
 	cancel context.CancelFunc
@@ -81,7 +83,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if err := opts.defaultAndValidate(); err != nil {
 		return nil, err
 	}
-	cg, err := newCgroupV1(opts.CgroupFS)
+	cg, err := newCgroups(opts.CgroupFS)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +147,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		case <-runCtx.Done():
 		}
 	}()
-	log.Info("simulated node running", zap.String("hostRoot", n.HostRoot), zap.String("cgroupRoot", n.CgroupRoot))
+	log.Info("simulated node running", zap.String("cgroups", n.CgroupVersion()), zap.String("hostRoot", n.HostRoot), zap.String("cgroupRoot", n.CgroupRoot))
 	return n, nil
 }
 
@@ -242,9 +244,24 @@ func (n *Node) register(ctx context.Context) error {
 		return fmt.Errorf("register Node: %w", err)
 	}
 	// Status sent with a create is kept for Nodes today; writing it through
-	// the status subresource as well does not depend on that.
-	created.Status = node.Status
-	if _, err := n.opts.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// the status subresource as well does not depend on that. A controller
+	// may write the Node in between (the node lifecycle controller taints a
+	// new Node), so a conflict is retried on a fresh read, as the kubelet's
+	// updateNodeStatus retries tryUpdateNodeStatus.
+	cur := created
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if cur == nil {
+			var err error
+			if cur, err = n.opts.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		cur.Status = node.Status
+		_, err := n.opts.Client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		cur = nil
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("set Node status: %w", err)
 	}
 	return nil
@@ -349,11 +366,17 @@ func (n *Node) addOOMKills(k int) {
 	n.mu.Unlock()
 }
 
-// MemoryCgroupDir is the node cgroup's directory in the memory hierarchy.
-func (n *Node) MemoryCgroupDir() string { return filepath.Join(n.cg.memory, n.CgroupRoot) }
+// CgroupVersion is "v1" or "v2": which cgroup hierarchy the node's cgroups
+// are in.
+func (n *Node) CgroupVersion() string { return n.cg.version() }
 
-// PidsCgroupDir is the node cgroup's directory in the pids hierarchy.
-func (n *Node) PidsCgroupDir() string { return filepath.Join(n.cg.pids, n.CgroupRoot) }
+// MemoryCgroupDir is the node cgroup's directory in the memory hierarchy
+// (on v2, the unified one).
+func (n *Node) MemoryCgroupDir() string { return n.cg.memoryDir(n.CgroupRoot) }
+
+// PidsCgroupDir is the node cgroup's directory in the pids hierarchy (on
+// v2, the same as MemoryCgroupDir).
+func (n *Node) PidsCgroupDir() string { return n.cg.pidsDir(n.CgroupRoot) }
 
 // PodMemoryCgroupDir is the pod's cgroup directory in the memory hierarchy.
 func (n *Node) PodMemoryCgroupDir(pod *corev1.Pod) string {
@@ -450,13 +473,13 @@ func (n *Node) removeCgroups() error {
 }
 
 // sweepStale removes what simulated nodes of dead processes left behind.
-func sweepStale(cg cgroupV1, tempDir string, log *zap.Logger) {
+func sweepStale(cg cgroups, tempDir string, log *zap.Logger) {
 	// Fault roots first: their mounts sit on files of the node cgroups.
 	if err := stale.Sweep(tempDir, faultRootPrefix, removeFaultRoot); err != nil {
 		log.Warn("could not remove stale fault roots", zap.Error(err))
 	}
-	// A stale cgroup is found in either hierarchy and removed from both.
-	for _, root := range []string{cg.memory, cg.pids} {
+	// On v1 a stale cgroup is found in either hierarchy and removed from both.
+	for _, root := range cg.roots() {
 		if err := stale.Sweep(root, cgroupPrefix, func(p string) error {
 			left, ok, err := cg.load("/" + filepath.Base(p))
 			if err != nil || !ok {

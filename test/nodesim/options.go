@@ -21,8 +21,9 @@ type Options struct {
 	Client kubernetes.Interface
 	// Name of the Node object; a DNS label.
 	Name string
-	// MemoryBytes is the node's memory: the node cgroup's
-	// memory.limit_in_bytes and the Node's memory capacity.
+	// MemoryBytes is the node's memory: the node cgroup's memory limit
+	// (v1 memory.limit_in_bytes, v2 memory.max) and the Node's memory
+	// capacity.
 	MemoryBytes int64
 	// ReservedMemoryBytes is kept out of allocatable (system and kube
 	// reserved): the kubepods cgroup limit and the Node's allocatable memory
@@ -42,8 +43,9 @@ type Options struct {
 	Pods int64
 	// WorkloadBin is the workload binary containers run (see argv).
 	WorkloadBin string
-	// CgroupFS is where the v1 hierarchies are mounted; default
-	// /sys/fs/cgroup.
+	// CgroupFS is where the cgroup hierarchies are mounted: the v1
+	// hierarchies' parent directory, or the v2 unified hierarchy itself
+	// (which has cgroup.controllers); default /sys/fs/cgroup.
 	CgroupFS string
 	// TempDir receives the host root; default os.TempDir().
 	TempDir string
@@ -114,8 +116,8 @@ func (o *Options) defaultAndValidate() error {
 }
 
 // Supported says why this host cannot run a simulated node, or nil: it
-// needs root and the cgroup v1 memory and pids controllers under cgroupFS
-// ("" means /sys/fs/cgroup).
+// needs root and the memory and pids controllers under cgroupFS ("" means
+// /sys/fs/cgroup), on cgroup v1 or v2.
 func Supported(cgroupFS string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("nodesim needs root for cgroups and mounts (euid %d)", os.Geteuid())
@@ -123,6 +125,6 @@ func Supported(cgroupFS string) error {
 	if cgroupFS == "" {
 		cgroupFS = defaultCgroupFS
 	}
-	_, err := newCgroupV1(cgroupFS)
+	_, err := newCgroups(cgroupFS)
 	return err
 }

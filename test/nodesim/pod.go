@@ -31,10 +31,18 @@ import (
 )
 
 // joinCgroups is run by /bin/sh before the container's command: it writes
-// its own pid into the memory and pids cgroup.procs ($1, $2) and only then
-// execs the command, so every page the command touches is charged to the
+// its own pid into each cgroup.procs file given before "--" (v1: memory's
+// and pids'; v2: the one unified file) and only then execs the command
+// after it, so every page the command touches is charged to the
 // container's cgroup from the first one.
-const joinCgroups = `echo $$ > "$1" && echo $$ > "$2" && shift 2 && exec "$@"`
+const joinCgroups = `while [ "$1" != -- ]; do echo $$ > "$1" || exit 1; shift; done; shift; exec "$@"`
+
+// joinArgs are /bin/sh's arguments to run argv in the cgroups whose
+// cgroup.procs files are procsFiles (see joinCgroups).
+func joinArgs(procsFiles []string, argv ...string) []string {
+	args := append([]string{"-c", joinCgroups, "sh"}, procsFiles...)
+	return append(append(args, "--"), argv...)
+}
 
 // defaultGrace is the API's default terminationGracePeriodSeconds.
 const defaultGrace = 30 * time.Second
@@ -274,9 +282,7 @@ func (r *podRunner) startContainer(spec *corev1.Container, facts podFacts) (*con
 	c.logFile = f
 
 	env := containerEnv(r.pod, spec, facts)
-	args := append([]string{"-c", joinCgroups, "sh"}, cg.procsFiles(c.cgroup.rel)...)
-	args = append(args, argv(spec, r.n.opts.WorkloadBin, env)...)
-	cmd := exec.Command("/bin/sh", args...)
+	cmd := exec.Command("/bin/sh", joinArgs(cg.procsFiles(c.cgroup.rel), argv(spec, r.n.opts.WorkloadBin, env)...)...)
 	cmd.Env = envList(env)
 	cmd.Dir = spec.WorkingDir
 	if cmd.Dir == "" {
@@ -471,7 +477,7 @@ func (r *podRunner) stopAll(sig syscall.Signal) {
 }
 
 // removeCgroups removes the containers' cgroups, then the pod's, each
-// through the library's Delete (see cgroupV1.remove).
+// through the library's Delete (see cgroups.remove).
 func (r *podRunner) removeCgroups() {
 	if !r.cgroupsMade {
 		return

@@ -3,7 +3,7 @@
 // Command demo narrates evictd at work for `make demo` (hack/demo.sh starts
 // the test control plane first and passes its kubeconfigs):
 //
-//	demo --kubeconfig ADMIN --evictd-kubeconfig EVICTD --bin-dir DIR --work-dir DIR
+//	demo --kubeconfig ADMIN --evictd-kubeconfig EVICTD --bin-dir DIR --work-dir DIR [--verify]
 //
 // It runs a simulated 1 GiB node itself (package nodesim, the code
 // test/cmd/nodesim runs; only the node's owner can play a static pod),
@@ -12,7 +12,13 @@
 // priorities (one protected by a PodDisruptionBudget, one static, one
 // node-critical) and a pod whose memory keeps growing, and tells in plain
 // words what happens: memory falling, evictd's ranking, each eviction with
-// its reason, and the final state. On SIGINT or SIGTERM, or at the end, it
+// its reason, and the final state. The node's cgroups are on cgroup v1 or
+// v2, whichever the host runs (package nodesim picks). With --verify it
+// exits 1 unless the story happened: evictd evicted the memory hog through
+// the Eviction API and saw it gone, the pods it must never evict (the
+// PodDisruptionBudget's, the Guaranteed one under its request, the critical
+// and the static pod) still run, and the kernel's OOM killer never struck
+// (test/vmnode's TestNodeDemoV2 runs it so in a cgroup v2 guest). On SIGINT or SIGTERM, or at the end, it
 // stops evictd and removes the node's processes, cgroups and directories.
 package main
 
@@ -73,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	binDir := fs.String("bin-dir", "", "directory holding evictd and workload (required)")
 	workDir := fs.String("work-dir", "", "directory for evictd's log and captured files (required)")
 	scrapeDir := fs.String("scrape-dir", "", "keep a scrape of evictd's /metrics every second in this directory, for the dashboard's picture")
+	verify := fs.Bool("verify", false, "exit 1 unless the hog was evicted, the protected pods still run and no OOM kill happened")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -99,7 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	d := &demo{out: stdout, client: client, evictdKubeconfig: *evictdKubeconfig, binDir: *binDir, workDir: *workDir,
-		scrapeDir: *scrapeDir, evicted: map[string]string{}}
+		scrapeDir: *scrapeDir, verify: *verify, evicted: map[string]string{}}
 	err = d.run(ctx)
 	d.cleanup()
 	switch {
@@ -120,6 +127,7 @@ type demo struct {
 	binDir, workDir  string
 	scrapeDir        string
 	scrapes          *scrapeRecorder
+	verify           bool
 
 	node    *nodesim.Node
 	evictd  *evictdproc.Process
@@ -128,6 +136,8 @@ type demo struct {
 	hogName string
 	// why each evicted pod went, from evictd's log, by pod name.
 	evicted map[string]string
+	// hogGone: evictd logged the evicted hog gone.
+	hogGone bool
 }
 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
@@ -176,7 +186,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.say("evictd demo: a node runs out of memory, and evictd picks who goes.")
 	d.step(1, "A local Kubernetes control plane is up (etcd, kube-apiserver, kube-controller-manager with the disruption controller).")
 
-	d.step(2, "Starting a simulated node %q with 1 GiB of memory.", nodeName)
+	d.step(2, "Starting a simulated node %q with 1 GiB of memory (cgroup %s on this host).", nodeName, cgroupVersion())
 	workload := filepath.Join(d.binDir, "workload")
 	logCfg := zap.NewDevelopmentConfig()
 	logCfg.OutputPaths = []string{filepath.Join(d.workDir, "node.log")}
@@ -190,7 +200,7 @@ func (d *demo) run(ctx context.Context) error {
 		return fmt.Errorf("start the simulated node: %w", err)
 	}
 	d.node = node
-	d.say("   Its memory is a real cgroup (%s) and its pods are real processes;", node.MemoryCgroupDir())
+	d.say("   Its memory is a real cgroup (cgroup %s: %s) and its pods are real processes;", node.CgroupVersion(), node.MemoryCgroupDir())
 	d.say("   a stand-in for the kubelet starts them, and stops them when they are deleted.")
 
 	d.step(3, "Creating the workloads (namespace %q).", namespace)
@@ -414,7 +424,7 @@ func (d *demo) watchPressure(ctx context.Context) error {
 				reason, _, _ := strings.Cut(l.Reason, ";")
 				d.evicted[strings.TrimPrefix(l.Pod, namespace+"/")] = fmt.Sprintf("evicted as rank %v: %s", l.Fields["rank"], reason)
 			case l.Msg == "evicted pod gone" && l.Pod == namespace+"/"+d.hogName:
-				hogGone = true
+				hogGone, d.hogGone = true, true
 			case l.Msg == "pressure episode ended" && hogGone:
 				ended = true
 			}
@@ -551,7 +561,52 @@ func (d *demo) showFinal(ctx context.Context) error {
 	if u, err := evictdproc.ReadUsage("/proc", d.evictd.Pid()); err == nil {
 		d.say("   evictd itself: %.0f MiB resident, %.2f s of CPU so far.", u.RSS/mib, u.CPU.Seconds())
 	}
+	if !d.verify {
+		return nil
+	}
+	if err := storyHeld(d.evicted, present, d.hogGone, d.mirror, d.node.OOMKills()); err != nil {
+		return err
+	}
+	d.say("   Verified: evictd evicted %s, the protected pods still run, no OOM kill.", hog.name)
 	return nil
+}
+
+// protected are the pods evictd must never evict in the demo: the one
+// its PodDisruptionBudget keeps, the Guaranteed one under its request, the
+// critical one (and the static pod, by its mirror's name).
+var protected = []string{"web-frontend", "database", "node-agent"}
+
+// storyHeld checks the demo's outcome for --verify: evictd evicted the hog
+// (its "evicted pod" line, which follows the Eviction API's answer) and saw
+// it gone, every protected pod is still there undeleted, and the OOM killer
+// never struck. Pods ranked before the hog may have been evicted too.
+func storyHeld(evicted map[string]string, present map[string]bool, hogGone bool, mirror string, oomKills int) error {
+	var errs []error
+	if evicted[hog.name] == "" || !hogGone {
+		errs = append(errs, fmt.Errorf("the hog %s was not evicted and gone (evicted: %v, gone: %v)", hog.name, evicted, hogGone))
+	}
+	for _, name := range append(append([]string{}, protected...), mirror) {
+		if evicted[name] != "" || !present[name] {
+			errs = append(errs, fmt.Errorf("protected pod %s: evicted %q, still running %v", name, evicted[name], present[name]))
+		}
+	}
+	if oomKills != 0 {
+		errs = append(errs, fmt.Errorf("the kernel OOM killer struck %d times", oomKills))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("the demo's story did not hold: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// cgroupVersion tells which cgroup version the host mounts at
+// /sys/fs/cgroup, for the demo's words: only v2's root has
+// cgroup.controllers.
+func cgroupVersion() string {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return "v2"
+	}
+	return "v1"
 }
 
 // cleanup stops evictd and the node; it is safe after a partial start.

@@ -2,7 +2,7 @@
 
 // Command nodesim runs one simulated node (see package nodesim) against a
 // cluster until SIGINT or SIGTERM, for the demo and for manual runs. It needs
-// root and the cgroup v1 memory and pids controllers.
+// root and the memory and pids controllers, on cgroup v1 or v2.
 //
 //	nodesim --kubeconfig FILE --name NODE --memory 1Gi [--reserved 64Mi]
 //	        [--disk 512Mi] [--max-pids N] [--workload-bin PATH] [--env-file FILE]

@@ -25,7 +25,7 @@
 // directory of the Kubernetes binaries alone). When one is missing,
 // Start and StartNode skip the test naming "run make build cluster-bins",
 // or fail it when CI=true; so do StartNode and RequireRoot without root or
-// cgroup v1 memory and pids controllers.
+// the memory and pids controllers (cgroup v1 or v2).
 //
 // # What Start sets up
 //

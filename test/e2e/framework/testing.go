@@ -105,8 +105,9 @@ func (c *Cluster) Namespace(t testing.TB, prefix string) string {
 // StartNode starts a simulated node (see package nodesim) on this cluster
 // and stops it in t.Cleanup. Client defaults to the admin client, Logger to
 // the test log and WorkloadBin to the built workload binary. A host without
-// root or cgroup v1 memory and pids controllers skips the test, or fails it
-// in CI.
+// root or the memory and pids controllers (cgroup v1 or v2) skips the test,
+// or fails it in CI. The suite runs on v1 in CI; its tests that read v1
+// files through the node (NewFaultRoot among them) are not v2-ready.
 func (c *Cluster) StartNode(t testing.TB, opts nodesim.Options) *nodesim.Node {
 	t.Helper()
 	RequireRoot(t)
