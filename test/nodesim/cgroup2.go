@@ -3,15 +3,12 @@
 package nodesim
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/evictd/evictd/internal/cgrouptest"
+	"github.com/evictd/evictd/pkg/pressure"
 )
 
 // cgroupV2 makes the node's cgroups in the v2 unified hierarchy with
@@ -147,41 +145,9 @@ func (c cgroupV2) oomKills(rel string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return parseMemoryEventsOOMKill(b)
-}
-
-// parseMemoryEventsOOMKill returns oom_kill of a v2 memory.events file:
-//
-//	low 0
-//	high 0
-//	max 12
-//	oom 1
-//	oom_kill 1
-//	oom_group_kill 0
-//
-// Kernels before 4.13 have no oom_kill line; it then reads as zero.
-func parseMemoryEventsOOMKill(b []byte) (uint64, error) {
-	var kills uint64
-	var sawMax bool
-	s := bufio.NewScanner(bytes.NewReader(b))
-	for s.Scan() {
-		key, val, ok := strings.Cut(strings.TrimSpace(s.Text()), " ")
-		if !ok {
-			return 0, fmt.Errorf("memory.events: malformed line %q", s.Text())
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("memory.events: %s: bad value %q", key, val)
-		}
-		switch key {
-		case "max":
-			sawMax = true
-		case "oom_kill":
-			kills = n
-		}
+	ev, err := pressure.ParseMemoryEvents(b)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", rel, err)
 	}
-	if !sawMax {
-		return 0, errors.New("memory.events: no max line")
-	}
-	return kills, nil
+	return ev.OOMKill, nil
 }

@@ -185,34 +185,6 @@ const (
 	memoryEventsLocal0 = "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n"
 )
 
-func TestParseMemoryEventsOOMKill(t *testing.T) {
-	tests := []struct {
-		name, in, wantErr string
-		want              uint64
-	}{
-		{name: "killed", in: memoryEventsKilled, want: 1},
-		{name: "idle", in: memoryEventsLocal0, want: 0},
-		{name: "kernel before 4.13", in: "low 0\nhigh 0\nmax 0\noom 0\n", want: 0},
-		{name: "empty", in: "", wantErr: "no max line"},
-		{name: "no value", in: "max\n", wantErr: `malformed line "max"`},
-		{name: "bad value", in: "max 0\noom_kill -1\n", wantErr: `oom_kill: bad value "-1"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseMemoryEventsOOMKill([]byte(tt.in))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("got %d, %v; want %d", got, err, tt.want)
-			}
-		})
-	}
-}
-
 // TestCgroupV2OOMKillsAreLocal: a pod cgroup's kills are read from
 // memory.events.local, so a kill in its container is counted once, not a
 // second time through the pod's hierarchical memory.events; without the
