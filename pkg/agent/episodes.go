@@ -3,7 +3,9 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -12,6 +14,16 @@ import (
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
+
+// Withdrawer is an Evictor that holds requests to withdraw when their
+// pressure episode ends (*evictreq.Evictor, --eviction-request).
+type Withdrawer interface {
+	EpisodeEnded(ctx context.Context, ended func(thresholds.Signal) bool)
+}
+
+// withdrawTimeout bounds the withdrawals of one ended episode: past it the
+// requests stay, and a responder may still evict a pod no longer needed to go.
+const withdrawTimeout = 30 * time.Second
 
 // trackEpisodes starts and ends the resources' pressure episodes from the
 // pass's threshold state, and leaves the trail: log lines, the pressure
@@ -38,7 +50,16 @@ func (l *Loop) trackEpisodes(v *view) {
 	for _, ep := range ended {
 		l.deps.Metrics.SetPressure(string(ep.Resource), false)
 		l.deps.Metrics.SetEpisodeCapReached(string(ep.Resource), false)
-		l.inflight.EndEpisode(func(s thresholds.Signal) bool { return episode.Of(s) == ep.Resource })
+		inEpisode := func(s thresholds.Signal) bool { return episode.Of(s) == ep.Resource }
+		l.inflight.EndEpisode(inEpisode)
+		if w, ok := l.deps.Evictor.(Withdrawer); ok {
+			// Off the loop: a withdrawal is an API call or two per pod.
+			l.deps.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), withdrawTimeout)
+				defer cancel()
+				w.EpisodeEnded(ctx, inEpisode)
+			})
+		}
 		lasted := v.now.Sub(ep.Start)
 		l.log.Info("pressure episode ended", zap.String("resource", string(ep.Resource)),
 			zap.Duration("lasted", lasted), zap.Int("evictions", ep.Evictions), zap.Duration("transitionPeriod", l.cfg.TransitionPeriod))

@@ -26,6 +26,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/evictreq"
 	"github.com/evictd/evictd/pkg/hostpaths"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/logging"
@@ -192,8 +193,18 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 
+	var evictor Evictor = ev
+	if o.EvictionRequest {
+		evictor, err = evictreq.New(evictreq.Config{Imperative: ev, API: client, ResponderWait: o.EvictionRequestWait,
+			NotServed: func() { m.SetEvictionRequestServed(false) }, Logger: evictLog.Named("request"), Clock: clk})
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrUsage, err)
+		}
+		m.SetEvictionRequestServed(true)
+	}
+
 	cfg := loopConfig(o, ths, rankOpts)
-	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: ev, Arming: armingOrNil(arming),
+	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: evictor, Arming: armingOrNil(arming),
 		Metrics: m, Log: log, Clock: clk})
 	if err != nil {
 		return err
@@ -229,7 +240,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	lock.Report(log, m)
 	log.Info("evictd starting", zap.String("version", build.Version), zap.String("revision", build.Revision), zap.Bool("dryRun", o.Evict.DryRun),
 		zap.String("pdbPolicy", string(o.Evict.PDBPolicy)), zap.Duration("housekeepingInterval", o.Housekeeping),
-		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC), zap.Bool("memoryLocked", lock.Locked),
+		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC), zap.Bool("evictionRequest", o.EvictionRequest), zap.Bool("memoryLocked", lock.Locked),
 		zap.Stringers("thresholds", ths), zap.String("metricsAddress", ln.Addr().String()),
 		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot), zap.String("nodeCgroup", o.NodeCgroup),
 		zap.Bool("nodePSIReadsOff", noNodePSI), zap.Duration("stallWindow", o.Config.StallWindow()))

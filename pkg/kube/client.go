@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,11 +84,12 @@ func (r Resource) newList() (runtime.Object, error) {
 type Client struct {
 	// core serves /api/v1 (pods, nodes, namespaces, and the eviction
 	// subresource, which lives under pods); events serves
-	// /apis/events.k8s.io/v1, scheduling /apis/scheduling.k8s.io/v1.
-	core, events, scheduling rest.Interface
+	// /apis/events.k8s.io/v1, scheduling /apis/scheduling.k8s.io/v1,
+	// lifecycle /apis/lifecycle.k8s.io/v1alpha1 (--eviction-request only).
+	core, events, scheduling, lifecycle rest.Interface
 }
 
-// NewForConfig builds a Client on cfg. The three REST clients share one
+// NewForConfig builds a Client on cfg. The four REST clients share one
 // HTTP client, hence one connection pool, as a clientset's do.
 func NewForConfig(cfg *rest.Config) (*Client, error) {
 	if cfg == nil {
@@ -106,6 +108,7 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 		{corev1.SchemeGroupVersion, "/api", &c.core},
 		{eventsv1.SchemeGroupVersion, "/apis", &c.events},
 		{schedulingv1.SchemeGroupVersion, "/apis", &c.scheduling},
+		{lifecyclev1alpha1.SchemeGroupVersion, "/apis", &c.lifecycle},
 	} {
 		gcfg := rest.CopyConfig(cfg)
 		gv := g.gv
@@ -177,4 +180,43 @@ func (c *Client) DeletePod(ctx context.Context, namespace, name string, opts met
 // CreateEvent creates an events.k8s.io/v1 Event.
 func (c *Client) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
 	return c.events.Post().Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Error()
+}
+
+// GetPod reads one pod (--eviction-request follows its victim with it).
+func (c *Client) GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	out := &corev1.Pod{}
+	err := c.core.Get().Namespace(namespace).Resource("pods").Name(name).Do(ctx).Into(out)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CreateEvictionRequest creates a lifecycle.k8s.io/v1alpha1 EvictionRequest.
+// A 404 means the API server does not serve the resource (the
+// EvictionRequestAPI feature gate or its runtime config is off).
+func (c *Client) CreateEvictionRequest(ctx context.Context, er *lifecyclev1alpha1.EvictionRequest) (*lifecyclev1alpha1.EvictionRequest, error) {
+	out := &lifecyclev1alpha1.EvictionRequest{}
+	if err := c.lifecycle.Post().Namespace(er.Namespace).Resource("evictionrequests").Body(er).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// GetEvictionRequest reads one EvictionRequest.
+func (c *Client) GetEvictionRequest(ctx context.Context, namespace, name string) (*lifecyclev1alpha1.EvictionRequest, error) {
+	out := &lifecyclev1alpha1.EvictionRequest{}
+	if err := c.lifecycle.Get().Namespace(namespace).Resource("evictionrequests").Name(name).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UpdateEvictionRequest replaces an EvictionRequest's spec (its intent).
+func (c *Client) UpdateEvictionRequest(ctx context.Context, er *lifecyclev1alpha1.EvictionRequest) (*lifecyclev1alpha1.EvictionRequest, error) {
+	out := &lifecyclev1alpha1.EvictionRequest{}
+	if err := c.lifecycle.Put().Namespace(er.Namespace).Resource("evictionrequests").Name(er.Name).Body(er).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

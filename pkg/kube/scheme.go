@@ -5,6 +5,7 @@ package kube
 import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,7 @@ func init() {
 	// them: a 404's Status body and the List/DeleteOptions encodings.
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
 	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, policyv1.AddToScheme, eventsv1.AddToScheme, schedulingv1.AddToScheme,
+		corev1.AddToScheme, policyv1.AddToScheme, eventsv1.AddToScheme, schedulingv1.AddToScheme, lifecyclev1alpha1.AddToScheme,
 	} {
 		utilruntime.Must(add(scheme))
 	}

@@ -111,6 +111,7 @@ type Metrics struct {
 	episodeCapReached    *prometheus.GaugeVec
 	victimsStuck         *prometheus.CounterVec
 	memoryLocked         prometheus.Gauge
+	evictionRequest      prometheus.Gauge
 }
 
 // New builds the metrics on a fresh private registry, with the Go and
@@ -221,7 +222,12 @@ func New(build buildinfo.Info) (*Metrics, error) {
 		Help: "1 when evictd's own memory is locked in RAM (--lock-memory: mlockall, pages locked as they are touched), so the node's pressure cannot page it out; 0 when turned off or refused (the log says why: usually a container without CAP_IPC_LOCK).",
 	})
 
-	m.own = append(m.own, ready, m.memoryLocked, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
+	m.evictionRequest = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "eviction_request", Name: "served",
+		Help: "1 while --eviction-request asks for soft and disk evictions with lifecycle.k8s.io/v1alpha1 EvictionRequests; 0 when the mode is off, or when the API server answered that it does not serve them (the log says so once; every eviction then uses the Eviction API).",
+	})
+
+	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 
 	all := append([]prometheus.Collector{
@@ -548,4 +554,13 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// SetEvictionRequestServed records whether evictions are asked for with
+// EvictionRequests (--eviction-request on and the API served).
+func (m *Metrics) SetEvictionRequestServed(on bool) {
+	if m == nil {
+		return
+	}
+	m.evictionRequest.Set(boolValue(on))
 }

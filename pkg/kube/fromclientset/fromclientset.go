@@ -13,7 +13,9 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -85,4 +87,24 @@ func (c *Client) DeletePod(ctx context.Context, namespace, name string, opts met
 func (c *Client) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
 	_, err := c.cs.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 	return err
+}
+
+// GetPod reads one pod.
+func (c *Client) GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	return c.cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// CreateEvictionRequest creates an EvictionRequest.
+func (c *Client) CreateEvictionRequest(ctx context.Context, er *lifecyclev1alpha1.EvictionRequest) (*lifecyclev1alpha1.EvictionRequest, error) {
+	return c.cs.LifecycleV1alpha1().EvictionRequests(er.Namespace).Create(ctx, er, metav1.CreateOptions{})
+}
+
+// GetEvictionRequest reads one EvictionRequest.
+func (c *Client) GetEvictionRequest(ctx context.Context, namespace, name string) (*lifecyclev1alpha1.EvictionRequest, error) {
+	return c.cs.LifecycleV1alpha1().EvictionRequests(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// UpdateEvictionRequest replaces an EvictionRequest.
+func (c *Client) UpdateEvictionRequest(ctx context.Context, er *lifecyclev1alpha1.EvictionRequest) (*lifecyclev1alpha1.EvictionRequest, error) {
+	return c.cs.LifecycleV1alpha1().EvictionRequests(er.Namespace).Update(ctx, er, metav1.UpdateOptions{})
 }
