@@ -191,6 +191,30 @@ func TestChartPDBPolicy(t *testing.T) {
 	}
 }
 
+// TestChartEvictionRequest: the evictionrequests and "get pods" rules and
+// the flag come with evictionRequest.enabled and only then; the flag in
+// extraArgs, which would leave the rules out, is refused.
+func TestChartEvictionRequest(t *testing.T) {
+	for values, want := range map[string]bool{"": false, "evictionRequest: {enabled: true, responderWait: 30s}": true} {
+		objs := mustRender(t, values)
+		cr := find(t, objs, "ClusterRole", "evictd-evictd-system")
+		for _, verb := range []string{"create", "get", "update"} {
+			if got := grants(t, cr, "lifecycle.k8s.io", "evictionrequests", verb); got != want {
+				t.Errorf("%q: %s evictionrequests granted %v; want %v", values, verb, got, want)
+			}
+		}
+		if got := grants(t, cr, "", "pods", "get"); got != want {
+			t.Errorf("%q: get pods granted %v; want %v", values, got, want)
+		}
+	}
+	if _, err := render(t, "extraArgs: [--eviction-request]"); err == nil || !strings.Contains(err.Error(), "evictionRequest") {
+		t.Errorf("--eviction-request in extraArgs: %v; want an error pointing at evictionRequest", err)
+	}
+	if _, err := render(t, "evictionRequest: {responderWait: soon}"); err == nil || !strings.Contains(err.Error(), "responderWait") {
+		t.Errorf("responderWait soon: %v; want a schema error", err)
+	}
+}
+
 // TestChartImage: the tag defaults to the chart's appVersion, a digest wins
 // over the tag.
 func TestChartImage(t *testing.T) {
