@@ -53,6 +53,9 @@ type Config struct {
 	// kubelet identities. The tests that use the kubelet stand-in bind pods
 	// to their node themselves and need none of it.
 	RealNodes bool
+	// APIServerArgs are added to kube-apiserver's own, for a test of an
+	// alpha API (--feature-gates, --runtime-config).
+	APIServerArgs []string
 }
 
 // Cluster is a running control plane. Its fields are set by StartCluster and
@@ -188,7 +191,7 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	); err != nil {
 		return c, err
 	}
-	if err := c.start("kube-apiserver", bins["kube-apiserver"],
+	if err := c.start("kube-apiserver", bins["kube-apiserver"], append([]string{
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(ports[2]),
@@ -211,6 +214,7 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+	}, cfg.APIServerArgs...)...,
 	); err != nil {
 		return c, err
 	}

@@ -50,6 +50,11 @@ type Option func(*Config)
 // WithReadyTimeout bounds the cluster start.
 func WithReadyTimeout(d time.Duration) Option { return func(c *Config) { c.ReadyTimeout = d } }
 
+// WithAPIServerArgs adds arguments to kube-apiserver's (Config.APIServerArgs).
+func WithAPIServerArgs(args ...string) Option {
+	return func(c *Config) { c.APIServerArgs = append(c.APIServerArgs, args...) }
+}
+
 // Start starts a cluster for a test (see StartCluster) and stops it in
 // t.Cleanup, printing the tail of every component log first when the test
 // has failed. Missing binaries skip the test, or fail it in CI.
