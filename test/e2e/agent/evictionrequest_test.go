@@ -66,7 +66,9 @@ func TestEvictionRequestMode(t *testing.T) {
 	load := createRunning(t, c.Admin, podSpec{name: "load", priorityClass: classHigh, holdMiB: 10, growMiBPerSec: 50, growToMiB: 250,
 		requests: res("memory", "300Mi")}.pod(ns, node.Name))["load"]
 	er := waitEvictionRequest(t, c, ns, erName, 40*time.Second, "created with intent Eviction",
-		func(er *lifecyclev1alpha1.EvictionRequest) bool { return er.Spec.Intent == lifecyclev1alpha1.EvictionRequestIntentEviction })
+		func(er *lifecyclev1alpha1.EvictionRequest) bool {
+			return er.Spec.Intent == lifecyclev1alpha1.EvictionRequestIntentEviction
+		})
 	if er.Spec.Requester != evictreq.DefaultRequester {
 		t.Errorf("requester %q, want %q", er.Spec.Requester, evictreq.DefaultRequester)
 	}
@@ -82,7 +84,9 @@ func TestEvictionRequestMode(t *testing.T) {
 	}
 	waitGone(t, c.Admin, load, 30*time.Second)
 	waitEvictionRequest(t, c, ns, erName, responderWait, "withdrawn",
-		func(er *lifecyclev1alpha1.EvictionRequest) bool { return er.Spec.Intent == lifecyclev1alpha1.EvictionRequestIntentWithdrawn })
+		func(er *lifecyclev1alpha1.EvictionRequest) bool {
+			return er.Spec.Intent == lifecyclev1alpha1.EvictionRequestIntentWithdrawn
+		})
 	if since := time.Since(requested); since >= responderWait {
 		t.Fatalf("withdrawn %s after the request, past the responder wait %s: the test is mis-sized", since, responderWait)
 	}
@@ -99,7 +103,9 @@ func TestEvictionRequestMode(t *testing.T) {
 	createRunning(t, c.Admin, podSpec{name: "load2", priorityClass: classHigh, holdMiB: 10, growMiBPerSec: 50, growToMiB: 250,
 		requests: res("memory", "300Mi")}.pod(ns, node.Name))
 	waitEvictionRequest(t, c, ns, erName, 40*time.Second, "asking again",
-		func(er *lifecyclev1alpha1.EvictionRequest) bool { return er.Spec.Intent == lifecyclev1alpha1.EvictionRequestIntentEviction })
+		func(er *lifecyclev1alpha1.EvictionRequest) bool {
+			return er.Spec.Intent == lifecyclev1alpha1.EvictionRequestIntentEviction
+		})
 	evs := waitEvictions(t, e, 1, responderWait+40*time.Second)
 	if got := podsOf(evs); len(got) != 1 || got[0] != podKey(batch) {
 		t.Fatalf("evicted %v, want %s", got, podKey(batch))

@@ -192,23 +192,23 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return c, err
 	}
 	if err := c.start("kube-apiserver", bins["kube-apiserver"], append([]string{
-		"--etcd-servers="+etcdURL,
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(ports[2]),
+		"--secure-port=" + strconv.Itoa(ports[2]),
 		// A loopback advertise address is refused in the "kubernetes"
 		// Endpoints object, so that reconciler is off; nothing here needs it.
 		"--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
-		"--cert-dir="+filepath.Join(c.Dir, "apiserver"),
-		"--tls-cert-file="+pki.servingCert,
-		"--tls-private-key-file="+pki.servingKey,
+		"--cert-dir=" + filepath.Join(c.Dir, "apiserver"),
+		"--tls-cert-file=" + pki.servingCert,
+		"--tls-private-key-file=" + pki.servingKey,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+pki.saVerifyingKey,
-		"--service-account-signing-key-file="+pki.saSigningKey,
-		"--token-auth-file="+tokenFile,
+		"--service-account-key-file=" + pki.saVerifyingKey,
+		"--service-account-signing-key-file=" + pki.saSigningKey,
+		"--token-auth-file=" + tokenFile,
 		// Kubelets (test/vmnode) authenticate with client certificates and
 		// are authorized as nodes, the way kubeadm sets up a cluster.
-		"--client-ca-file="+pki.caFile,
+		"--client-ca-file=" + pki.caFile,
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--service-cluster-ip-range=10.0.0.0/24",
