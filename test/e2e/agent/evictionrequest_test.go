@@ -47,8 +47,7 @@ func TestEvictionRequestMode(t *testing.T) {
 	})...)
 	waitHolding(t, node, mapValues(pods)...)
 	e := startEvictd(t, c, node,
-		"--eviction-hard=memory.available<50Mi,allocatableMemory.available<none,nodefs.available<none,"+
-			"nodefs.inodesFree<none,imagefs.available<none,imagefs.inodesFree<none,pid.available<none",
+		softOnlyHard,
 		"--eviction-soft=memory.available<400Mi",
 		"--eviction-soft-grace-period=memory.available="+softGrace.String(),
 		"--act-early=false",

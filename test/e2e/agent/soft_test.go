@@ -13,6 +13,11 @@ import (
 	"github.com/evictd/evictd/test/nodesim"
 )
 
+// softOnlyHard leaves one hard threshold, far below the soft tests'
+// pressure, so that only the soft threshold under test evicts.
+const softOnlyHard = "--eviction-hard=memory.available<50Mi,allocatableMemory.available<none,nodefs.available<none," +
+	"nodefs.inodesFree<none,imagefs.available<none,imagefs.inodesFree<none,pid.available<none"
+
 // TestSoftThreshold: a soft memory threshold with an 8 s grace period and
 // --eviction-max-pod-grace-period=4. Pressure that clears within the grace
 // period evicts nothing; pressure that lasts evicts, and each victim gets
@@ -44,8 +49,7 @@ func TestSoftThreshold(t *testing.T) {
 	logBaseline(t, node, avail, mapValues(pods))
 
 	e := startEvictd(t, c, node,
-		"--eviction-hard=memory.available<50Mi,allocatableMemory.available<none,nodefs.available<none,"+
-			"nodefs.inodesFree<none,imagefs.available<none,imagefs.inodesFree<none,pid.available<none",
+		softOnlyHard,
 		"--eviction-soft=memory.available<400Mi",
 		"--eviction-soft-grace-period=memory.available="+softGrace.String(),
 		"--eviction-max-pod-grace-period=4",
