@@ -48,31 +48,13 @@ func (e *FileError) Error() string { return e.Path + ": " + e.Err.Error() }
 func (e *FileError) Unwrap() error { return e.Err }
 
 // ContainerID is the runtime's container ID in a container cgroup's
-// directory name, "" for a directory that is not a container's: the
-// cgroupfs driver names it by the bare ID (64 hex digits), the systemd
-// driver "<runtime>-<id>.scope" (cri-containerd-, crio-, docker-); CRI-O's
-// conmon scope is the monitor, not the container.
+// directory name (pressure.ContainerIDOfCgroup), "" for a directory that is
+// not a container's: CRI-O's conmon scope is the monitor, not the container.
 func ContainerID(dir string) string {
-	name := dir
-	if s, ok := strings.CutSuffix(name, ".scope"); ok {
-		if strings.Contains(s, "conmon-") {
-			return ""
-		}
-		i := strings.LastIndexByte(s, '-')
-		if i < 0 {
-			return ""
-		}
-		name = s[i+1:]
-	}
-	if len(name) != 64 {
+	if strings.Contains(dir, "conmon-") {
 		return ""
 	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return ""
-		}
-	}
-	return name
+	return pressure.ContainerIDOfCgroup(dir)
 }
 
 // ReadPod reads the container cgroups under a pod's cgroup directory (v2).

@@ -87,10 +87,11 @@ func isContainerID(s string) bool {
 	return true
 }
 
-// containerIDOfCgroup returns the container ID a pod's child cgroup is
+// ContainerIDOfCgroup returns the container ID a pod's child cgroup is
 // named for: the ID itself (cgroupfs driver) or <runtime>-<ID>.scope
 // (systemd driver: cri-containerd-, crio-, docker-); "" for other names.
-func containerIDOfCgroup(name string) string {
+// CRI-O's conmon scope (crio-conmon-<ID>.scope) gives its container's ID.
+func ContainerIDOfCgroup(name string) string {
 	name = strings.TrimSuffix(name, ".scope")
 	if i := strings.LastIndexByte(name, '-'); i >= 0 {
 		name = name[i+1:]
@@ -143,7 +144,7 @@ func (o *Observer) writableDirs(e *podEntry, now time.Time) []writableDir {
 	var dirs []writableDir
 	var ids []string
 	for _, ent := range ents {
-		id := containerIDOfCgroup(ent.Name())
+		id := ContainerIDOfCgroup(ent.Name())
 		if !ent.IsDir() || id == "" || slices.Contains(ids, id) {
 			continue
 		}

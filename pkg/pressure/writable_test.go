@@ -55,8 +55,8 @@ func TestContainerIDOfCgroup(t *testing.T) {
 		"memory.stat":                          "",
 		"":                                     "",
 	} {
-		if got := containerIDOfCgroup(name); got != want {
-			t.Errorf("containerIDOfCgroup(%q) = %q; want %q", name, got, want)
+		if got := ContainerIDOfCgroup(name); got != want {
+			t.Errorf("ContainerIDOfCgroup(%q) = %q; want %q", name, got, want)
 		}
 	}
 }
