@@ -54,7 +54,7 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 			l.log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.String("pod", podKey(d.Candidate)), zap.String("reason", reason))
 			return
 		}
-		l.launch(ctx, ep, d)
+		l.launch(ctx, ep, d, v.cgroupOf(d.Candidate.UID))
 		next := false
 		for _, r := range l.calls.drain() {
 			next = l.answer(r) && r.ep == ep || next
@@ -146,8 +146,10 @@ func (q *callQueue) drain() []callResult {
 // wait blocks until every call under way has answered.
 func (q *callQueue) wait() { q.wg.Wait() }
 
-// launch starts the eviction call d asks for, in its lane of ep.
-func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decision) {
+// launch starts the eviction call d asks for, in its lane of ep. cgroup is
+// the candidate's pod cgroup, which the actuator contains once a hard
+// memory eviction is accepted.
+func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decision, cgroup string) {
 	t := d.Target
 	reason := d.Reason
 	if d.GraceOverride != nil {
@@ -189,6 +191,11 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 			r.out, r.err = l.deps.Evictor.Evict(ctx, c.req)
 		}
 		r.at = l.clk.Now()
+		// Here rather than when the loop takes the answer: a victim filling
+		// the node at GiB/s must stop within milliseconds of its acceptance.
+		if l.actuation != nil && containable(c.req, r.out) {
+			l.actuation.contain(c.req.Pod, cgroup)
+		}
 		l.calls.push(r)
 		l.deps.Waker.Kick(KickCallDone)
 	})

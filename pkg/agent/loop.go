@@ -149,6 +149,11 @@ type Deps struct {
 	// Summary's signals; nil: those the thresholds name
 	// (family.Configured).
 	Families []family.Family
+	// Actuator, when not nil, contains hard memory victims once their
+	// eviction is accepted and relaxes containers stuck at memory.high
+	// (--actuator); PodEvents leaves its Events (nil: none).
+	Actuator  Actuator
+	PodEvents PodEventer
 	// Go runs an eviction call; nil runs it on a goroutine of its own, so
 	// that observing and deciding go on while the API server is slow.
 	// Tests pass a synchronous runner for scripted, repeatable passes.
@@ -189,6 +194,8 @@ type Loop struct {
 	lead      leadTime
 	pace      pacing
 	health    health
+	// actuation is the actuator's side of the loop; nil when it is off.
+	actuation *actuation
 }
 
 // NewLoop builds a loop.
@@ -226,9 +233,10 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 	if cfg.WarnEvery <= 0 {
 		cfg.WarnEvery = time.Minute
 	}
+	act := newActuation(deps.Actuator, deps.PodEvents, deps.Metrics, deps.Log)
 	if deps.Families == nil {
 		deps.Families = family.Configured(family.Config{Thresholds: cfg.Thresholds, StallWindow: cfg.StallWindow,
-			MemoryHigh: cfg.MemoryHigh, Pods: deps.Pods.Pods, Metrics: deps.Metrics})
+			MemoryHigh: cfg.MemoryHigh, Pods: deps.Pods.Pods, Metrics: deps.Metrics, Relax: act.relaxer()})
 	}
 	l := &Loop{
 		families:  deps.Families,
@@ -242,6 +250,7 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		estimates: map[thresholds.Signal]*predict.Estimator{},
 		lead:      leadTime{value: cfg.Decide.Lead},
 		refused:   map[types.UID]time.Time{},
+		actuation: act,
 
 		imageGCSince:  map[thresholds.Signal]time.Time{},
 		imageGCGaveUp: map[thresholds.Signal]bool{},
@@ -358,6 +367,16 @@ func (v *view) podStats(uid types.UID) *statsapi.PodStats {
 		}
 	}
 	return v.byUID[uid]
+}
+
+// cgroupOf is a pod's cgroup in the observation, "" when it has none.
+func (v *view) cgroupOf(uid string) string {
+	for i := range v.obs.Pods {
+		if v.obs.Pods[i].UID == uid {
+			return v.obs.Pods[i].Cgroup
+		}
+	}
+	return ""
 }
 
 // rankFor ranks the pods for a signal once per pass.
@@ -711,7 +730,7 @@ func (l *Loop) LastPass() time.Time { return unixNano(l.health.lastPass.Load()) 
 func (l *Loop) Problem() error {
 	l.health.mu.Lock()
 	defer l.health.mu.Unlock()
-	errs := []error{l.health.problem}
+	errs := []error{l.health.problem, l.actuation.problem()}
 	descs := make([]string, 0, len(l.health.stuck))
 	for _, d := range l.health.stuck {
 		descs = append(descs, d)

@@ -49,7 +49,7 @@ func TestLoopMemoryHighEvictsAfterGrace(t *testing.T) {
 	cfg := testLoopConfig(append(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}}),
 		family.MemHighThreshold(th)))
 	cfg.MemoryHigh = th
-	n.runWithFamilies(t, cfg, 90*time.Second, family.NewMemHigh(th, mh.read, n.Pods, n.metrics))
+	n.runWithFamilies(t, cfg, 90*time.Second, family.NewMemHigh(th, mh.read, n.Pods, n.metrics, nil))
 
 	if !eq(n.victims(), []string{"jvm"}) {
 		t.Fatalf("eviction calls %v, want jvm alone", n.victims())

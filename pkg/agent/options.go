@@ -55,6 +55,8 @@ const (
 	FlagGraceMargin         = "grace-margin"
 	FlagInformerSyncTimeout = "informer-sync-timeout"
 	FlagLockMemory          = "lock-memory"
+	// --actuator (docs/actuator.md).
+	FlagActuator = "actuator"
 )
 
 // NodeCgroupUsage is the help of --node-cgroup, shared by `evictd run` and
@@ -134,6 +136,10 @@ type Options struct {
 	// LockMemory locks evictd's pages in RAM as they are touched, so the
 	// node's thrash cannot page it out (pkg/memlock).
 	LockMemory bool
+	// Actuator lets evictd write the pod cgroups' memory limits: contain a
+	// hard memory victim once its eviction is accepted, relax a container
+	// stuck at memory.high (pkg/actuator). Off by default.
+	Actuator bool
 
 	// Config holds the thresholds, priority groups, exclusions and
 	// DaemonSet policy (file and kubelet-named flags).
@@ -217,6 +223,7 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	eviction.BoolVar(&o.ExpectImageGC, FlagExpectImageGC, o.ExpectImageGC, "Count the node's unused images (the Node's status.images) as space the kubelet's image garbage collection frees, and evict only for disk pressure on the image filesystem that they cannot cover; false when the kubelet's image GC is off.")
 
 	eviction.BoolVar(&o.EvictionRequest, FlagEvictionRequest, o.EvictionRequest, "Ask for soft and disk evictions with a lifecycle.k8s.io/v1alpha1 EvictionRequest (Kubernetes 1.37 alpha, feature gate EvictionRequestAPI), so that the pod's eviction responders can act; hard memory evictions stay on the Eviction API. Needs the evictionrequests RBAC rule.")
+	eviction.BoolVar(&o.Actuator, FlagActuator, o.Actuator, "Let evictd write the pod cgroups' memory limits (docs/actuator.md): stop a hard memory victim's growth once its eviction is accepted, and relax the memory.high of a container stuck at it before evicting (with --memory-high-eviction). Needs the pod cgroups mounted writable (the chart's actuator.enabled); nothing is written in dry run.")
 	eviction.DurationVar(&o.EvictionRequestWait, FlagEvictionRequestWait, o.EvictionRequestWait, "With --eviction-request: how long a pod may stay after its EvictionRequest before evictd evicts it through the Eviction API.")
 
 	observation.StringVar(&o.HostRoot, FlagHostRoot, o.HostRoot, "Directory under which every host path (/proc, /sys/fs/cgroup, /var/lib/kubelet, /var/log/pods) is read.")

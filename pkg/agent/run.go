@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/pkg/actuator"
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/agent/family"
 	"github.com/evictd/evictd/pkg/agent/fastpath"
@@ -203,9 +204,21 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		m.SetEvictionRequestServed(true)
 	}
 
+	var act Actuator
+	switch {
+	case o.Actuator && o.Evict.DryRun:
+		log.Info("the actuator writes nothing in dry run: --actuator is off")
+	case o.Actuator:
+		act = actuator.New(layout)
+	}
+	var podEvents PodEventer
+	if events != nil {
+		podEvents = events.Emit
+	}
+
 	cfg := loopConfig(o, ths, rankOpts)
 	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: evictor, Arming: armingOrNil(arming),
-		Metrics: m, Log: log, Clock: clk})
+		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents})
 	if err != nil {
 		return err
 	}
@@ -240,7 +253,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	lock.Report(log, m)
 	log.Info("evictd starting", zap.String("version", build.Version), zap.String("revision", build.Revision), zap.Bool("dryRun", o.Evict.DryRun),
 		zap.String("pdbPolicy", string(o.Evict.PDBPolicy)), zap.Duration("housekeepingInterval", o.Housekeeping),
-		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC), zap.Bool("evictionRequest", o.EvictionRequest), zap.Bool("memoryLocked", lock.Locked),
+		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC), zap.Bool("evictionRequest", o.EvictionRequest), zap.Bool("actuator", act != nil), zap.Bool("memoryLocked", lock.Locked),
 		zap.Stringers("thresholds", ths), zap.String("metricsAddress", ln.Addr().String()),
 		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot), zap.String("nodeCgroup", o.NodeCgroup),
 		zap.Bool("nodePSIReadsOff", noNodePSI), zap.Duration("stallWindow", o.Config.StallWindow()))

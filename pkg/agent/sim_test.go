@@ -66,6 +66,9 @@ type simPod struct {
 
 func (p *simPod) uid() types.UID { return types.UID("uid-" + p.name) }
 
+// cgroup is the pod's cgroup, as the observer names it.
+func (p *simPod) cgroup() string { return "/kubepods/burstable/pod" + string(p.uid()) }
+
 func (p *simPod) memAt(now time.Time) int64 {
 	el, u := now.Sub(p.started).Seconds(), p.usage
 	if p.ramp > 0 {
@@ -195,12 +198,13 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 			PodRef: statsapi.PodReference{Name: p.name, Namespace: "ns", UID: string(p.uid())},
 			Memory: &statsapi.MemoryStats{Time: ts, WorkingSetBytes: &m, UsageBytes: &m},
 		}
+		x := pressure.PodExtras{UID: string(p.uid()), Cgroup: p.cgroup()}
 		if n.diskCapacity > 0 {
 			d, one := uint64(p.disk), uint64(1)
 			ps.EphemeralStorage = &statsapi.FsStats{Time: ts, UsedBytes: &d, InodesUsed: &one}
-			extras = append(extras, pressure.PodExtras{UID: string(p.uid()),
-				EphemeralParts: &pressure.EphemeralParts{WritableLayer: pressure.DiskUsage{Bytes: d, Inodes: 1}}})
+			x.EphemeralParts = &pressure.EphemeralParts{WritableLayer: pressure.DiskUsage{Bytes: d, Inodes: 1}}
 		}
+		extras = append(extras, x)
 		pods = append(pods, ps)
 	}
 	avail := uint64(max(n.capacity-ws, 0))

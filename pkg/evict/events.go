@@ -42,10 +42,20 @@ const (
 	// ReasonPressureEnded is on the Node when a resource's pressure episode
 	// ends: no threshold of it met for the pressure transition period.
 	ReasonPressureEnded = "EvictionPressureEnded"
+	// ReasonVictimContained is on a hard memory victim whose memory limit
+	// the actuator (--actuator) set just above its usage once its eviction
+	// was accepted: it shuts down, but cannot grow.
+	ReasonVictimContained = "EvictionVictimContained"
+	// ReasonMemoryHighRelaxed is on a pod one of whose containers, stuck at
+	// memory.high, the actuator gave its memory.max as memory.high (stage 1
+	// of docs/memhigh.md) instead of evicting it.
+	ReasonMemoryHighRelaxed = "MemoryHighRelaxed"
 
 	actionEvict  = "Evict"
 	actionDelete = "Delete"
 	actionNotice = "Reclaim"
+	// ActionActuate is the action of the actuator's Events.
+	ActionActuate = "Actuate"
 
 	// ReportingController is the events.k8s.io reportingController.
 	ReportingController = "evictd"

@@ -74,6 +74,8 @@ func (t Thresholds) Validate() error {
 // State is one container's memory.high state after a sample.
 type State struct {
 	PodUID, ContainerID string
+	// Cgroup is the container's cgroup (Sample.Cgroup).
+	Cgroup string
 	// HighSet: memory.high is set; a container without it is never stuck.
 	HighSet bool
 	High    uint64
@@ -176,6 +178,13 @@ func (d *Detector) Observe(now time.Time, samples []Sample) []State {
 	return out
 }
 
+// Forget drops a container's readings and stuck time: after its memory.high
+// was relaxed, its old rates say nothing of it, and it must be stuck for a
+// whole grace period again to be a target.
+func (d *Detector) Forget(podUID, containerID string) {
+	delete(d.conts, key(podUID, containerID))
+}
+
 // add appends r and drops the readings older than the window's start but
 // the last one before it, which measures the whole window. A counter that
 // went back (a container restarted in the same cgroup) starts afresh.
@@ -199,7 +208,7 @@ func (h *history) add(r reading, window time.Duration) {
 }
 
 func (d *Detector) state(s Sample, h *history, now time.Time) State {
-	st := State{PodUID: s.PodUID, ContainerID: s.ContainerID, HighSet: s.HighSet, High: s.High, Some: -1}
+	st := State{PodUID: s.PodUID, ContainerID: s.ContainerID, Cgroup: s.Cgroup, HighSet: s.HighSet, High: s.High, Some: -1}
 	first, last := h.readings[0], h.readings[len(h.readings)-1]
 	st.Span = last.at.Sub(first.at)
 	if st.Span > 0 {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +22,9 @@ type Sample struct {
 	// PodUID and ContainerID name the container: its ID as the runtime
 	// puts it in the cgroup's name (and in the pod's containerStatuses).
 	PodUID, ContainerID string
+	// Cgroup is the container's cgroup relative to the hierarchy's root,
+	// for the actuator (ReadNode; ReadPod leaves it "").
+	Cgroup string
 	// High is memory.high in bytes; HighSet is false when it reads "max".
 	High    uint64
 	HighSet bool
@@ -61,7 +65,11 @@ func ContainerID(dir string) string {
 // A container whose cgroup vanished while being read is left out quietly
 // (it was going away); one whose file is unreadable or malformed is left
 // out with a *FileError naming the file.
-func ReadPod(podDir, podUID string) ([]Sample, []error) {
+func ReadPod(podDir, podUID string) ([]Sample, []error) { return readPod(podDir, "", podUID) }
+
+// readPod is ReadPod, naming each container's cgroup under podCgroup when
+// it is not "".
+func readPod(podDir, podCgroup, podUID string) ([]Sample, []error) {
 	entries, err := os.ReadDir(podDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -79,6 +87,9 @@ func ReadPod(podDir, podUID string) ([]Sample, []error) {
 		s, err := readContainer(filepath.Join(podDir, e.Name()), podUID, id)
 		switch {
 		case err == nil:
+			if podCgroup != "" {
+				s.Cgroup = path.Join(podCgroup, e.Name())
+			}
 			out = append(out, s)
 		case !errors.Is(err, fs.ErrNotExist) || !gone(filepath.Join(podDir, e.Name())):
 			errs = append(errs, err)
@@ -164,7 +175,7 @@ func ReadNode(obs *pressure.Observation) ([]Sample, []error) {
 		if x.Cgroup == "" || x.UID == "" {
 			continue
 		}
-		s, e := ReadPod(filepath.Join(obs.Layout.MemoryMount, x.Cgroup), x.UID)
+		s, e := readPod(filepath.Join(obs.Layout.MemoryMount, x.Cgroup), x.Cgroup, x.UID)
 		out = append(out, s...)
 		errs = append(errs, e...)
 	}

@@ -145,7 +145,13 @@ func TestReadNodeNeedsV2(t *testing.T) {
 	}
 	obs := &pressure.Observation{Layout: pressure.Layout{Mode: pressure.ModeV2, MemoryMount: "testdata/v2-systemd"},
 		Pods: []pressure.PodExtras{{UID: "uid-1", Cgroup: "/kubepods-burstable-pod7d3f3c2a_9b1e_4c5d_8f6a_2b3c4d5e6f70.slice"}}}
-	if got, errs := ReadNode(obs); len(got) != 2 || len(errs) != 0 {
-		t.Errorf("v2: got %d containers, %v; want 2 and no error", len(got), errs)
+	got, errs := ReadNode(obs)
+	if len(got) != 2 || len(errs) != 0 {
+		t.Fatalf("v2: got %d containers, %v; want 2 and no error", len(got), errs)
+	}
+	// The actuator writes the container's cgroup: named from the
+	// hierarchy's root.
+	if want := obs.Pods[0].Cgroup + "/cri-containerd-" + idA + ".scope"; got[0].Cgroup != want {
+		t.Errorf("container cgroup = %q, want %q", got[0].Cgroup, want)
 	}
 }

@@ -112,6 +112,8 @@ type Metrics struct {
 	victimsStuck         *prometheus.CounterVec
 	memoryLocked         prometheus.Gauge
 	evictionRequest      prometheus.Gauge
+	actuatorWritable     prometheus.Gauge
+	actuatorWrites       *prometheus.CounterVec
 }
 
 // New builds the metrics on a fresh private registry, with the Go and
@@ -227,7 +229,16 @@ func New(build buildinfo.Info) (*Metrics, error) {
 		Help: "1 while --eviction-request asks for soft and disk evictions with lifecycle.k8s.io/v1alpha1 EvictionRequests; 0 when the mode is off, or when the API server answered that it does not serve them (the log says so once; every eviction then uses the Eviction API).",
 	})
 
-	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
+	m.actuatorWritable = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "actuator", Name: "writable",
+		Help: "1 while --actuator can write the pod cgroups' memory limits (its check at start and its last write succeeded); 0 when it is off, or refused (the log and /readyz say why: usually the chart's actuator.enabled not set, so the mount is read-only).",
+	})
+	m.actuatorWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "actuator", Name: "writes_total",
+		Help: "The actuator's writes to pod cgroups, by action (contain: a hard memory victim's growth stopped once its eviction was accepted; relax: a container stuck at memory.high given its memory.max as memory.high) and result (ok, error).",
+	}, []string{"action", "result"})
+
+	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 
 	all := append([]prometheus.Collector{
@@ -380,6 +391,34 @@ func (m *Metrics) SetThreshold(s thresholds.Signal, hard, met bool, amount int64
 type MemoryHighContainer struct {
 	Container, Signal string
 	Stuck             bool
+}
+
+// Actuator actions and results, the labels of evictd_actuator_writes_total.
+const (
+	ActuatorContain = "contain"
+	ActuatorRelax   = "relax"
+)
+
+// SetActuatorWritable records whether the actuator can write the pod
+// cgroups.
+func (m *Metrics) SetActuatorWritable(ok bool) {
+	if m == nil {
+		return
+	}
+	m.actuatorWritable.Set(boolValue(ok))
+}
+
+// ActuatorWrote counts one of the actuator's writes, failed when err is
+// not nil.
+func (m *Metrics) ActuatorWrote(action string, err error) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.actuatorWrites.WithLabelValues(action, result).Inc()
 }
 
 // SetMemoryHigh replaces the memory.high containers with those of the

@@ -35,6 +35,7 @@ func populated(t *testing.T) *Metrics {
 	m.SetSignal(thresholds.MemoryPressureSome, 6_000_000, 10_000_000)
 	m.SetStallThreshold(thresholds.MemoryPressureSome, true, true, 0.3)
 	m.SetMemoryHigh([]MemoryHighContainer{{Container: "app", Signal: "high", Stuck: true}})
+	m.ActuatorWrote(ActuatorContain, nil)
 	start := time.Unix(1700000000, 0)
 	m.ObservationDone(start, start.Add(3*time.Millisecond), nil)
 	return m

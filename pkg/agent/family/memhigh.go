@@ -4,6 +4,7 @@ package family
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,21 @@ import (
 // (memhigh.ReadNode; tests script it).
 type ContainerReader func(obs *pressure.Observation) ([]memhigh.Sample, []error)
 
+// Relax is a container the memory.high family asks the actuator to relax.
+type Relax struct {
+	// Pod is the container's pod, nil while the pod source does not
+	// know it.
+	Pod                      *v1.Pod
+	PodUID, Container, Cgroup string
+	// Why is what kept it stuck, for the Event and the log.
+	Why string
+}
+
+// Relaxer gives a stuck container its memory.max as memory.high (stage 1,
+// with --actuator) and reports it; an error means it did not, and the pod
+// is evicted as without the actuator.
+type Relaxer func(Relax) error
+
 // MemHigh is the memory.high family (docs/memhigh.md): each container's
 // memory.events high and max rates and memory.pressure share, the pods
 // with a container over a threshold as the memory.highStuck signal, and
@@ -38,6 +54,11 @@ type MemHigh struct {
 	states []memhigh.State
 	at     time.Time
 	ok     bool
+	// relax is stage 1 (nil: evict after the grace period); relaxed are
+	// the containers it was tried on, by pod UID and container ID, while
+	// they are read: each is relaxed once, and evicted if it stays stuck.
+	relax   Relaxer
+	relaxed map[string]bool
 }
 
 // MemHighThreshold is the loop's threshold on the memory.highStuck signal
@@ -52,15 +73,17 @@ func MemHighThreshold(th memhigh.Thresholds) thresholds.Threshold {
 
 // NewMemHigh returns the memory.high family of th, or nil when th has no
 // threshold (the default: the family is off). read nil reads the host
-// (memhigh.ReadNode); pods names the containers (nil: by ID).
-func NewMemHigh(th memhigh.Thresholds, read ContainerReader, pods func() []*v1.Pod, m *metrics.Metrics) *MemHigh {
+// (memhigh.ReadNode); pods names the containers (nil: by ID); relax, when
+// not nil, relaxes a container stuck on the high signal before its pod is
+// a target.
+func NewMemHigh(th memhigh.Thresholds, read ContainerReader, pods func() []*v1.Pod, m *metrics.Metrics, relax Relaxer) *MemHigh {
 	if !th.Enabled() {
 		return nil
 	}
 	if read == nil {
 		read = memhigh.ReadNode
 	}
-	return &MemHigh{det: memhigh.NewDetector(th), read: read, pods: pods, metrics: m}
+	return &MemHigh{det: memhigh.NewDetector(th), read: read, pods: pods, metrics: m, relax: relax, relaxed: map[string]bool{}}
 }
 
 // Name implements Family.
@@ -78,6 +101,7 @@ func (f *MemHigh) Observe(obs *pressure.Observation, now time.Time) error {
 	samples, errs := f.read(obs)
 	f.at, f.ok = now, len(samples) > 0 || len(errs) == 0
 	f.states = f.det.Observe(now, samples)
+	f.relaxStuck()
 	f.setMetrics()
 	if len(errs) == 0 {
 		return nil
@@ -91,6 +115,57 @@ func (f *MemHigh) Observe(obs *pressure.Observation, now time.Time) error {
 		lost[i] = pressure.SignalError{Signal: string(thresholds.MemoryHighStuck), Path: path, Err: err}
 	}
 	return &Unreadable{Why: "memory.high cannot be evaluated for some containers: " + errs[0].Error(), Signals: lost}
+}
+
+// relaxStuck is stage 1 (KEP-5986): a container stuck for the grace
+// period with memory.events high among its signals gets its memory.max as
+// memory.high, once, and starts its stuck time again; its pod is a target
+// only if it stays stuck (at memory.max, or stalled) for another grace
+// period. Throttled by memory.high alone, it may well have stabilised.
+func (f *MemHigh) relaxStuck() {
+	if f.relax == nil {
+		return
+	}
+	live := make(map[string]bool, len(f.states))
+	var pods map[string]*v1.Pod
+	var names map[string]string
+	for i := range f.states {
+		st := &f.states[i]
+		k := st.PodUID + "/" + st.ContainerID
+		live[k] = true
+		if !st.Stuck || f.relaxed[k] || !slices.Contains(st.Over, memhigh.HighEvents) || st.Cgroup == "" {
+			continue
+		}
+		if pods == nil {
+			list := f.podList()
+			pods, names = map[string]*v1.Pod{}, containerNames(list)
+			for _, p := range list {
+				pods[string(p.UID)] = p
+			}
+		}
+		r := Relax{Pod: pods[st.PodUID], PodUID: st.PodUID, Container: nameOf(names, st.ContainerID), Cgroup: st.Cgroup,
+			Why: st.Describe(f.det.Thresholds()) + ", for " + st.StuckFor(f.at).Round(time.Second).String()}
+		// Tried once: a failed write is not tried again at each pass while
+		// the pod, now a target, goes.
+		f.relaxed[k] = true
+		if f.relax(r) != nil {
+			continue
+		}
+		f.det.Forget(st.PodUID, st.ContainerID)
+		st.Over, st.Since, st.Stuck = nil, time.Time{}, false
+	}
+	for k := range f.relaxed {
+		if !live[k] {
+			delete(f.relaxed, k)
+		}
+	}
+}
+
+func (f *MemHigh) podList() []*v1.Pod {
+	if f.pods == nil {
+		return nil
+	}
+	return f.pods()
 }
 
 // Assess implements Family: the pods with a container over a threshold,

@@ -56,7 +56,7 @@ func TestMemHighFamily(t *testing.T) {
 		counts:  map[string]uint64{},
 	}
 	pods := []*v1.Pod{mhPod("stuck"), mhPod("nohigh"), mhPod("quiet")}
-	f := NewMemHigh(mhThresholds, src.read, func() []*v1.Pod { return pods }, nil)
+	f := NewMemHigh(mhThresholds, src.read, func() []*v1.Pod { return pods }, nil, nil)
 	obs := &pressure.Observation{}
 	var eligibleAt time.Time
 	for i := 1; i <= 60; i++ {
@@ -103,7 +103,7 @@ func TestMemHighFamily(t *testing.T) {
 func TestMemHighFamilyUnreadable(t *testing.T) {
 	src := &scriptedContainers{perSec: map[string]uint64{}, highSet: map[string]bool{}, counts: map[string]uint64{},
 		errs: []error{&memhigh.FileError{PodUID: "bad", ContainerID: "c-bad", Path: "pod/c-bad/memory.events", Err: errors.New(`malformed: a required key is missing`)}}}
-	f := NewMemHigh(mhThresholds, src.read, nil, nil)
+	f := NewMemHigh(mhThresholds, src.read, nil, nil, nil)
 	err := f.Observe(&pressure.Observation{}, t0)
 	why, lost := Lost(f.Name(), err)
 	if len(lost) != 1 || lost[0].Signal != "memory.highStuck" || lost[0].Path != "pod/c-bad/memory.events" ||
@@ -119,7 +119,7 @@ func TestMemHighFamilyUnreadable(t *testing.T) {
 }
 
 func TestMemHighOffByDefault(t *testing.T) {
-	if f := NewMemHigh(memhigh.Thresholds{Window: time.Second}, nil, nil, nil); f != nil {
+	if f := NewMemHigh(memhigh.Thresholds{Window: time.Second}, nil, nil, nil, nil); f != nil {
 		t.Error("a memory.high family without thresholds was built")
 	}
 	got := Configured(Config{MemoryHigh: mhThresholds})

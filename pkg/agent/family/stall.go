@@ -32,6 +32,8 @@ type Config struct {
 	// Pods names the memory.high family's containers in its metrics.
 	Pods    func() []*v1.Pod
 	Metrics *metrics.Metrics
+	// Relax is the memory.high family's stage 1 (nil: none).
+	Relax Relaxer
 }
 
 // Configured are the families the thresholds name: stall with a stall
@@ -42,7 +44,7 @@ func Configured(c Config) []Family {
 	if s := NewStall(c.Thresholds, c.StallWindow); s != nil {
 		out = append(out, s)
 	}
-	if m := NewMemHigh(c.MemoryHigh, nil, c.Pods, c.Metrics); m != nil {
+	if m := NewMemHigh(c.MemoryHigh, nil, c.Pods, c.Metrics, c.Relax); m != nil {
 		out = append(out, m)
 	}
 	return out

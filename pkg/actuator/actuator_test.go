@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package actuator
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/internal/cgrouptest"
+	"github.com/evictd/evictd/pkg/pressure"
+)
+
+func TestMain(m *testing.M) {
+	cgrouptest.RunChildIfRequested()
+	os.Exit(m.Run())
+}
+
+// v2Node writes a cgroup v2 pod cgroup with one container, in the kernel's
+// formats, under a temporary hierarchy root.
+func v2Node(t *testing.T) (root, pod, ctr string) {
+	t.Helper()
+	root = t.TempDir()
+	pod = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a1b.slice"
+	ctr = pod + "/cri-containerd-4f3e.scope"
+	for path, body := range map[string]string{
+		"/kubepods.slice/memory.high": "max\n",
+		pod + "/memory.current":       "314572800\n",
+		pod + "/memory.high":          "max\n",
+		pod + "/memory.max":           "536870912\n",
+		ctr + "/memory.current":       "310378496\n",
+		ctr + "/memory.high":          "483183820\n",
+		ctr + "/memory.max":           "536870912\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, pod, ctr
+}
+
+func v2Layout(root string) pressure.Layout {
+	return pressure.Layout{Mode: pressure.ModeV2, MemoryMount: root, KubepodsMemoryDir: filepath.Join(root, "kubepods.slice")}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestContainV2SetsMemoryHighAboveUsage(t *testing.T) {
+	root, pod, _ := v2Node(t)
+	a := New(v2Layout(root))
+	c, err := a.Contain(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := CapAbove(314572800)
+	if c.Usage != 314572800 || c.Limit != want || c.File != filepath.Join(root, pod, "memory.high") {
+		t.Errorf("Contain = %+v; want usage 314572800, limit %d in the pod's memory.high", c, want)
+	}
+	if got := readFile(t, c.File); got != fmt.Sprint(want) {
+		t.Errorf("memory.high holds %q, want %d", got, want)
+	}
+	if got := readFile(t, filepath.Join(root, pod, "memory.max")); got != "536870912\n" {
+		t.Errorf("memory.max changed to %q: Contain must only throttle", got)
+	}
+}
+
+func TestRelaxV2RaisesMemoryHighToMax(t *testing.T) {
+	root, _, ctr := v2Node(t)
+	a := New(v2Layout(root))
+	r, err := a.Relax(ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.From != "483183820" || r.To != "536870912" {
+		t.Errorf("Relax = %+v; want from 483183820 to 536870912", r)
+	}
+	if got := readFile(t, filepath.Join(root, ctr, "memory.high")); got != "536870912" {
+		t.Errorf("memory.high holds %q after Relax", got)
+	}
+	// No memory.max: "max", as the kernel writes an unlimited one.
+	if err := os.WriteFile(filepath.Join(root, ctr, "memory.max"), []byte("max\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := a.Relax(ctr); err != nil || r.To != "max" {
+		t.Errorf("Relax with memory.max unlimited = %+v, %v; want to \"max\"", r, err)
+	}
+}
+
+func TestActuatorRefusesBadInput(t *testing.T) {
+	root, pod, ctr := v2Node(t)
+	a := New(v2Layout(root))
+	for _, cg := range []string{"", "/", "/kubepods.slice/../../etc", "../x"} {
+		if _, err := a.Contain(cg); err == nil || !strings.Contains(err.Error(), "not a pod's") {
+			t.Errorf("Contain(%q) = %v; want a refusal naming it", cg, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, pod, "memory.current"), []byte("lots\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Contain(pod); err == nil || !strings.Contains(err.Error(), `"lots"`) || !strings.Contains(err.Error(), "memory.current") {
+		t.Errorf("Contain with a malformed memory.current = %v; want an error naming the file and the value", err)
+	}
+	if got := readFile(t, filepath.Join(root, pod, "memory.high")); got != "max\n" {
+		t.Errorf("memory.high written (%q) after a malformed read", got)
+	}
+	if err := os.WriteFile(filepath.Join(root, ctr, "memory.max"), []byte("half\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Relax(ctr); err == nil || !strings.Contains(err.Error(), `"half"`) {
+		t.Errorf("Relax with a malformed memory.max = %v; want an error naming the value", err)
+	}
+	if _, err := New(pressure.Layout{Mode: pressure.ModeV1, MemoryMount: root}).Relax(ctr); err == nil || !strings.Contains(err.Error(), "cgroup v2") {
+		t.Errorf("Relax on v1 = %v; want a refusal naming cgroup v2", err)
+	}
+	if err := New(pressure.Layout{Mode: pressure.ModeV2, MemoryMount: root}).Check(); !errors.Is(err, ErrNoKubepods) {
+		t.Errorf("Check without kubepods = %v, want ErrNoKubepods", err)
+	}
+}
+
+// TestCheckNamesAReadOnlyMount mounts the pod cgroups read-only, as the
+// DaemonSet does without actuator.enabled, and wants Check to say so.
+func TestCheckNamesAReadOnlyMount(t *testing.T) {
+	cgrouptest.Need(t, os.Geteuid() == 0, "root, to mount a read-only tmpfs")
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	kp := filepath.Join(dir, "kubepods.slice")
+	if err := os.MkdirAll(kp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(kp, "memory.high"), []byte("max\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := New(v2Layout(dir))
+	if err := a.Check(); err != nil {
+		t.Fatalf("Check on a writable mount: %v", err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remounting read-only: %v", err)
+	}
+	err := a.Check()
+	if !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), "actuator.enabled") {
+		t.Errorf("Check on a read-only mount = %v; want EROFS and the chart value that fixes it", err)
+	}
+	if got := readFile(t, filepath.Join(kp, "memory.high")); got != "max\n" {
+		t.Errorf("Check wrote %q", got)
+	}
+}
+
+// TestContainV1StopsARealGrower puts a process with 64 MiB in a real v1
+// memory cgroup, contains it, and asks it for 128 MiB more: it must stop
+// at the new limit, neither growing past it nor being OOM-killed.
+// forcedCharges is how far past a v1 limit a waiting cgroup's usage may be.
+const forcedCharges = 1 << 20
+
+func TestContainV1StopsARealGrower(t *testing.T) {
+	cg := cgrouptest.NewMemoryCgroup(t, "evictd-actuator")
+	child := cgrouptest.StartChild(t, cg)
+	if _, err := child.Touch(64); err != nil {
+		t.Fatal(err)
+	}
+	a := New(pressure.Layout{Mode: pressure.ModeV1, MemoryMount: cgrouptest.MemoryRoot})
+	rel := strings.TrimPrefix(cg.Dir(), cgrouptest.MemoryRoot)
+	c, err := a.Contain(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Usage < 64<<20 || c.Limit != CapAbove(c.Usage) || c.File != cg.Path("memory.limit_in_bytes") {
+		t.Fatalf("Contain = %+v; want the usage (at least 64 MiB) and the limit above it", c)
+	}
+	if limit, err := cgrouptest.ReadInt(c.File); err != nil || uint64(limit) != c.Limit {
+		t.Fatalf("memory.limit_in_bytes = %d, %v; want %d", limit, err, c.Limit)
+	}
+	if err := child.BeginTouch(128, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tc, err := child.EndTouch(2 * time.Second); err == nil {
+		t.Fatalf("the contained child touched 128 MiB more (%v)", tc)
+	}
+	usage, err := cg.MemoryUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kernel forces a few charges past a limit (page tables, kernel
+	// allocations that may not fail): seen one page over.
+	if uint64(usage) > c.Limit+forcedCharges {
+		t.Errorf("usage %d is past the limit %d by more than the kernel's forced charges", usage, c.Limit)
+	}
+	oom := readFile(t, cg.Path("memory.oom_control"))
+	if !strings.Contains(oom, "oom_kill_disable 1") || !strings.Contains(oom, "under_oom 1") {
+		t.Errorf("memory.oom_control = %q; want the OOM killer off and the child waiting under OOM", oom)
+	}
+	if strings.Contains(oom, "oom_kill ") && !strings.Contains(oom, "oom_kill 0") {
+		t.Errorf("memory.oom_control = %q; the contained child was OOM-killed", oom)
+	}
+	if err := syscall.Kill(child.Pid(), 0); err != nil {
+		t.Errorf("the contained child is gone (%v); it should wait at its limit", err)
+	}
+}
