@@ -212,7 +212,7 @@ func (l *Loop) answer(r callResult) bool {
 			At: at, GraceSeconds: out.GracePeriodSeconds, Usage: d.Candidate.Usage})
 	}
 	switch out.Result {
-	case evict.Evicted, evict.ForcedDelete:
+	case evict.Evicted, evict.ForcedDelete, evict.ResponderEvicted:
 		at := out.Accepted
 		if at.IsZero() {
 			at = r.at

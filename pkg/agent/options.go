@@ -50,8 +50,8 @@ const (
 	FlagFitGrace             = "fit-grace"
 	FlagExpectImageGC        = "expect-image-gc"
 	// --eviction-request (docs/evictionrequest.md).
-	FlagEvictionRequest     = "eviction-request"
-	FlagEvictionRequestWait = "eviction-request-responder-wait"
+	FlagEvictionRequest     = config.FlagEvictionRequest
+	FlagEvictionRequestWait = config.FlagEvictionRequestWait
 	FlagGraceMargin         = "grace-margin"
 	FlagInformerSyncTimeout = "informer-sync-timeout"
 	FlagLockMemory          = "lock-memory"
@@ -128,6 +128,7 @@ type Options struct {
 	// EvictionRequest asks for soft and disk evictions with a
 	// lifecycle.k8s.io/v1alpha1 EvictionRequest; EvictionRequestWait is how
 	// long a responder has before evictd uses the Eviction API itself.
+	// Complete sets both from the config (its file fields and flags).
 	EvictionRequest     bool
 	EvictionRequestWait time.Duration
 	// InformerSyncTimeout bounds the informers' initial list and watch; a
@@ -167,11 +168,9 @@ func NewOptions() *Options {
 		ActEarly:      true,
 		FitGrace:      true,
 		ExpectImageGC: true,
-		// EvictionRequestWait: a soft eviction's own grace period is what
-		// the operator allowed a pod to shut down in; a responder (a live
-		// migration, a drain) gets a minute to start that before the
-		// pressure it was asked to relieve is relieved the plain way.
-		EvictionRequestWait: time.Minute,
+		// EvictionRequestWait: Complete sets it from the config, whose
+		// default it is (config.DefaultEvictionRequestResponderWait).
+		EvictionRequestWait: config.DefaultEvictionRequestResponderWait,
 		LockMemory:          true,
 		GraceMargin:         2 * time.Second,
 		Config:              &config.Config{},
@@ -222,9 +221,8 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	eviction.DurationVar(&o.GraceMargin, FlagGraceMargin, o.GraceMargin, "Part of the time left kept for the eviction itself when fitting a grace period.")
 	eviction.BoolVar(&o.ExpectImageGC, FlagExpectImageGC, o.ExpectImageGC, "Count the node's unused images (the Node's status.images) as space the kubelet's image garbage collection frees, and evict only for disk pressure on the image filesystem that they cannot cover; false when the kubelet's image GC is off.")
 
-	eviction.BoolVar(&o.EvictionRequest, FlagEvictionRequest, o.EvictionRequest, "Ask for soft and disk evictions with a lifecycle.k8s.io/v1alpha1 EvictionRequest (Kubernetes 1.37 alpha, feature gate EvictionRequestAPI), so that the pod's eviction responders can act; hard memory evictions stay on the Eviction API. Needs the evictionrequests RBAC rule.")
+	// --eviction-request and its wait are the config's (BindFlags above).
 	eviction.BoolVar(&o.Actuator, FlagActuator, o.Actuator, "Let evictd write the pod cgroups' memory limits (docs/actuator.md): stop a hard memory victim's growth once its eviction is accepted, and relax the memory.high of a container stuck at it before evicting (with --memory-high-eviction). Needs the pod cgroups mounted writable (the chart's actuator.enabled); nothing is written in dry run.")
-	eviction.DurationVar(&o.EvictionRequestWait, FlagEvictionRequestWait, o.EvictionRequestWait, "With --eviction-request: how long a pod may stay after its EvictionRequest before evictd evicts it through the Eviction API.")
 
 	observation.StringVar(&o.HostRoot, FlagHostRoot, o.HostRoot, "Directory under which every host path (/proc, /sys/fs/cgroup, /var/lib/kubelet, /var/log/pods) is read.")
 	observation.StringVar(&o.CgroupRoot, FlagCgroupRoot, o.CgroupRoot, "Cgroup under which kubepods lives (the kubelet's --cgroup-root).")
@@ -280,6 +278,7 @@ func (o *Options) Complete() error {
 	if o.includeDS != nil {
 		o.Config.IncludeDaemonSetPods = *o.includeDS
 	}
+	o.EvictionRequest, o.EvictionRequestWait = o.Config.EvictionRequest, o.Config.ResponderWait()
 	// The kubelet's --eviction-max-pod-grace-period: 0 leaves the pod's own
 	// grace; the evictor takes a cap, so "no cap" is the largest one.
 	if g := o.Config.EvictionMaxPodGracePeriod; g > 0 {
@@ -345,8 +344,6 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid --%s %q: %s", FlagNodeName, o.NodeName, strings.Join(validation.IsDNS1123Subdomain(o.NodeName), "; "))
 	case o.Housekeeping < 10*time.Millisecond || o.Housekeeping > 10*time.Minute:
 		return fmt.Errorf("invalid --%s %v: must be within 10ms..10m", FlagHousekeeping, o.Housekeeping)
-	case o.EvictionRequestWait < time.Second || o.EvictionRequestWait > time.Hour:
-		return fmt.Errorf("invalid --%s %v: must be within 1s..1h", FlagEvictionRequestWait, o.EvictionRequestWait)
 	case o.PollMin <= 0 || o.PollMin > o.Housekeeping:
 		return fmt.Errorf("invalid --%s %v: must be more than 0 and at most --%s (%v)", FlagPollMin, o.PollMin, FlagHousekeeping, o.Housekeeping)
 	case o.GraceMargin < 0:

@@ -127,6 +127,14 @@ type Config struct {
 	// before its pod is evicted; default 1m.
 	MemoryHighGracePeriod *metav1.Duration `json:"memoryHighGracePeriod,omitempty"`
 
+	// EvictionRequest asks for soft and disk evictions with a
+	// lifecycle.k8s.io/v1alpha1 EvictionRequest (docs/evictionrequest.md);
+	// off by default. EvictionRequestResponderWait is how long a responder
+	// has before evictd evicts through the Eviction API itself; default 1m,
+	// within 1s..1h.
+	EvictionRequest              bool             `json:"evictionRequest,omitempty"`
+	EvictionRequestResponderWait *metav1.Duration `json:"evictionRequestResponderWait,omitempty"`
+
 	// PriorityGroups, in order: for a namespace matched only by selectors,
 	// the first matching group wins.
 	PriorityGroups []PriorityGroup `json:"priorityGroups,omitempty"`
@@ -350,6 +358,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("evictionStallWindow %s must be within %s..%s", w, MinStallWindow, MaxStallWindow)
 	}
 	if err := c.validateMemoryHigh(); err != nil {
+		return err
+	}
+	if err := c.validateEvictionRequest(); err != nil {
 		return err
 	}
 	for i, ns := range c.ExcludedNamespaces {

@@ -50,7 +50,7 @@ func describeDecodeError(js []byte, err error) error {
 
 // durationFields are the file's duration fields, in the order they are
 // decoded.
-var durationFields = []string{"evictionPressureTransitionPeriod", "evictionStallWindow", "memoryHighWindow", "memoryHighGracePeriod"}
+var durationFields = []string{"evictionPressureTransitionPeriod", "evictionStallWindow", "memoryHighWindow", "memoryHighGracePeriod", "evictionRequestResponderWait"}
 
 // durationFieldOf names the duration field whose value err quotes (the
 // first one decoded when several hold the same bad value).

@@ -49,6 +49,7 @@ type flagValues struct {
 	// The scalar flags override the file only when given.
 	maxGraceFlag, transitionFlag, stallFlag *pflag.Flag
 	memHigh                                 memHighFlags
+	evictReq                                evictReqFlags
 }
 
 // memHighFlags are the memory.high flags, each applied only when given.
@@ -99,7 +100,8 @@ func (m *memHighFlags) apply(c *Config) {
 }
 
 // BindFlags registers --config on file, the kubelet's threshold flags on
-// thresholds, and --eviction-max-pod-grace-period on eviction (the sections
+// thresholds, and --eviction-max-pod-grace-period and --eviction-request's
+// two on eviction (the sections
 // of `evictd run --help`; pass one flag set three times where sections do
 // not matter). After parsing, call Complete. A map flag may be repeated; its
 // entries add up.
@@ -128,6 +130,7 @@ func (c *Config) BindFlags(file, thresholdFlags, eviction *pflag.FlagSet) {
 	eviction.Var(&secondsValue{dst: &f.maxGrace}, FlagEvictionMaxPodGrace,
 		"Longest grace period, in seconds, given to a pod evicted for a soft threshold: min(pod's terminationGracePeriodSeconds, this). 0, the default, gives each pod its own terminationGracePeriodSeconds.")
 	f.maxGraceFlag = eviction.Lookup(FlagEvictionMaxPodGrace)
+	f.evictReq.bind(eviction)
 }
 
 // signalMapValue is a repeatable flag of signal entries, the kubelet's
@@ -224,6 +227,7 @@ func (c *Config) Complete() error {
 			c.EvictionStallWindow = &metav1.Duration{Duration: f.stall}
 		}
 		f.memHigh.apply(c)
+		f.evictReq.apply(c)
 	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {

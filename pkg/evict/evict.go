@@ -443,6 +443,26 @@ func (e *Evictor) finish(req Request, b *Budget, v verb, out Outcome, err error)
 	return out, err
 }
 
+// RecordResponderEviction records req's pod as evicted by an eviction
+// responder acting on evictd's EvictionRequest evictionRequest
+// (namespace/name): pkg/evictreq calls it once, when the pod is terminating
+// or gone. It is recorded as an eviction is: the evictions counter (result
+// responder_evicted), the eviction latency from req.PressureSince to
+// accepted, and an Evicted Event on the pod that says a responder acted.
+// No API call is made, no budget charged and no line logged (the caller
+// logs it). It returns out with that Result.
+func (e *Evictor) RecordResponderEviction(req Request, evictionRequest string, out Outcome) Outcome {
+	out.Result = ResponderEvicted
+	e.metrics.IncEviction(req.Signal, string(out.Result))
+	if !req.PressureSince.IsZero() && !out.Accepted.IsZero() {
+		e.metrics.ObserveEvictionLatency(req.Signal, out.Accepted.Sub(req.PressureSince))
+	}
+	if e.events != nil && req.Pod != nil {
+		e.events.Emit(podRef(req.Pod), v1.EventTypeWarning, ReasonEvicted, actionEvict, responderNote(req, evictionRequest))
+	}
+	return out
+}
+
 // NodeThresholdMet leaves an EvictionThresholdMet Event on the node; call it
 // when a threshold is first met in an episode. Threshold and available are in
 // the signal's unit. Nothing is written in dry-run mode.

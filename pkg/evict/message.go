@@ -48,12 +48,27 @@ func kindWord(hard bool) string {
 // rather than container level because evictd ranks whole pods, followed by
 // what evictd adds: the signal, the kind of threshold and the grace period.
 func evictionNote(req Request, grace int64) string {
+	by := fmt.Sprintf("Evicted by evictd: %s; grace period %ds.", relieves(req), grace)
+	if req.GraceOverride != nil && req.GraceReason != "" && !req.Signal.MemoryHigh() {
+		by += fmt.Sprintf(" The grace period was shortened: %s.", req.GraceReason)
+	}
+	return causeNote(req) + " " + by
+}
+
+// responderNote is the Event note on a pod that an eviction responder
+// evicted, acting on evictd's EvictionRequest (pkg/evictreq): the same
+// cause, and who evicted it; the grace period was the responder's.
+func responderNote(req Request, evictionRequest string) string {
+	return causeNote(req) + fmt.Sprintf(" Evicted by an eviction responder acting on evictd's EvictionRequest %s: %s.", evictionRequest, relieves(req))
+}
+
+// causeNote is why evictd wanted the pod gone, ending with a full stop.
+func causeNote(req Request) string {
 	res := resourceName(req.Signal)
 	if req.Signal.MemoryHigh() {
 		// The kubelet has no such signal (KEP-5986 is not merged): the
 		// container and what it is stuck on, not the node's figures.
-		return fmt.Sprintf("A container of the pod was stuck at its memory.high: %s. Evicted by evictd: %s; grace period %ds.",
-			req.MemoryHigh, relieves(req), grace)
+		return fmt.Sprintf("A container of the pod was stuck at its memory.high: %s.", req.MemoryHigh)
 	}
 	var b strings.Builder
 	usageUnit := req.Signal
@@ -74,10 +89,7 @@ func evictionNote(req Request, grace int64) string {
 	if req.Usage > req.Request {
 		fmt.Fprintf(&b, ", has larger consumption of %s", res)
 	}
-	fmt.Fprintf(&b, ". Evicted by evictd: %s; grace period %ds.", relieves(req), grace)
-	if req.GraceOverride != nil && req.GraceReason != "" {
-		fmt.Fprintf(&b, " The grace period was shortened: %s.", req.GraceReason)
-	}
+	b.WriteString(".")
 	return b.String()
 }
 

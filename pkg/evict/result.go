@@ -40,12 +40,16 @@ const (
 	// ForcedDelete: ForceDelete deleted a PDB-blocked pod
 	// (--pdb-policy=best-effort).
 	ForcedDelete Result = metrics.ResultForcedDelete
+	// ResponderEvicted: an eviction responder evicted the pod, acting on
+	// evictd's EvictionRequest (pkg/evictreq, RecordResponderEviction); no
+	// Eviction API call was made.
+	ResponderEvicted Result = metrics.ResultResponderEvicted
 )
 
 // Accepted reports whether the pod is now (or, in dry run, would be) on its
 // way out, so that its usage counts as reclaim in flight.
 func (r Result) Accepted() bool {
-	return r == Evicted || r == ForcedDelete || r == DryRun
+	return r == Evicted || r == ForcedDelete || r == DryRun || r == ResponderEvicted
 }
 
 // Outcome is what an eviction attempt did.

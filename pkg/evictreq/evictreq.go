@@ -232,7 +232,8 @@ func (e *Evictor) Evict(ctx context.Context, req evict.Request) (evict.Outcome, 
 		switch Assess(er, live, pod.UID) {
 		case Gone:
 			log.Info("evicted pod through its EvictionRequest", zap.String("evictionRequest", o.name), zap.Duration("took", e.clock.Since(start)))
-			return evict.Outcome{Result: evict.Evicted, GracePeriodSeconds: grace, Accepted: e.clock.Now(), Attempts: 1}, nil
+			return e.Evictor.RecordResponderEviction(req, o.namespace+"/"+o.name,
+				evict.Outcome{GracePeriodSeconds: grace, Accepted: e.clock.Now(), Attempts: 1}), nil
 		case GaveUp:
 			log.Warn("EvictionRequest failed; using the Eviction API", zap.String("evictionRequest", o.name))
 			return e.Evictor.Evict(ctx, req)

@@ -193,8 +193,8 @@ func TestSoftEvictionRequested(t *testing.T) {
 		}
 	}
 	out, err := h.ev.Evict(context.Background(), softMemory())
-	if err != nil || out.Result != evict.Evicted {
-		t.Fatalf("Evict = %v, %v; want evicted", out.Result, err)
+	if err != nil || out.Result != evict.ResponderEvicted {
+		t.Fatalf("Evict = %v, %v; want responder_evicted", out.Result, err)
 	}
 	er := h.api.request(t)
 	if er.Spec.Requester != DefaultRequester || er.Spec.Intent != lifecyclev1alpha1.EvictionRequestIntentEviction ||

@@ -51,12 +51,17 @@ const (
 	// itself (an admission policy or webhook, more than one
 	// PodDisruptionBudget); asking again soon gets the same answer.
 	ResultRefused = "refused"
+	// ResultResponderEvicted: --eviction-request: an eviction responder
+	// evicted the pod, acting on evictd's EvictionRequest; evictd made no
+	// eviction call. Counted once the pod is terminating or gone.
+	ResultResponderEvicted = "responder_evicted"
 )
 
 // EvictionResults lists every result label value.
 var EvictionResults = []string{
 	ResultEvicted, ResultDryRun, ResultPDBBlocked, ResultNotFound,
 	ResultError, ResultRateLimited, ResultForcedDelete, ResultRefused,
+	ResultResponderEvicted,
 }
 
 // Values of the kind label of evictd_threshold_met.

@@ -109,6 +109,14 @@ file evictd runs on its defaults, as deploy/daemonset.yaml does.
 {{- with .Values.priorityGroups }}{{ $_ := set $c "priorityGroups" . }}{{ end -}}
 {{- with .Values.excludedNamespaces }}{{ $_ := set $c "excludedNamespaces" . }}{{ end -}}
 {{- if .Values.includeDaemonSetPods }}{{ $_ := set $c "includeDaemonSetPods" true }}{{ end -}}
+{{- /* memory.high's tunings only with its switch: evictd refuses them without it. A rate of 0 is a value (the signal left out), so each is tested for presence, not truth. */ -}}
+{{- $m := .Values.memoryHigh -}}
+{{- if $m.enabled -}}
+{{- $_ := set $c "memoryHighEviction" true -}}
+{{- range $value, $field := dict "eventRate" "memoryHighEventRate" "maxEventRate" "memoryHighMaxEventRate" "pressureSome" "memoryHighPressureSome" "window" "memoryHighWindow" "gracePeriod" "memoryHighGracePeriod" -}}
+{{- if and (hasKey $m $value) (ne (toString (get $m $value)) "") }}{{ $_ := set $c $field (get $m $value) }}{{ end -}}
+{{- end -}}
+{{- end -}}
 {{- if $c -}}
 {{- $_ := set $c "apiVersion" "evictd.io/v1alpha1" -}}
 {{- $_ := set $c "kind" "EvictdConfiguration" -}}
