@@ -12,6 +12,9 @@
 //	filler --grow-mib-per-sec R --grow-to-mib C
 //	    from the start, allocate every 10 ms what keeps the total on R·t,
 //	    up to C MiB
+//	filler --grow-fastest --grow-to-mib C
+//	    from the start, allocate 8 MiB a call, one call after the other:
+//	    as fast as this kernel charges pages, up to C MiB
 //	filler --cache-file F --cache-mib N ...
 //	    before anything else, write N MiB to the file F and sync it: page
 //	    cache charged to the process's cgroup, written once and so on the
@@ -20,7 +23,8 @@
 //
 // It prints "filler: ready", then one line per step or at the end of the
 // growth, and holds the memory until SIGTERM or SIGINT, on which it exits 0
-// at once.
+// at once. A growth reports the rate it achieved, from its own calls, when
+// it ends and on the signal: "filler: achieved R MiB/s (N MiB in D)".
 package main
 
 import (
@@ -41,9 +45,15 @@ const mib = 1 << 20
 // tick is how often growth is applied: at 1000 MiB/s, 10 MiB a call.
 const tick = 10 * time.Millisecond
 
+// fastChunk is what --grow-fastest maps a call: small enough that a signal
+// waits at most a few milliseconds, large enough that the calls' own cost
+// does not set the rate.
+const fastChunk = 8 * mib
+
 type config struct {
 	stepMiB   int64
 	growRate  float64
+	fastest   bool
 	growTo    int64
 	cacheFile string
 	cacheMiB  int64
@@ -82,15 +92,46 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var grow <-chan time.Time
 	var total int64
 	start := time.Now()
+	var lastAlloc time.Time
+	achieved := func() {
+		if total > 0 {
+			d := lastAlloc.Sub(start)
+			fmt.Fprintf(stdout, "filler: achieved %.0f MiB/s (%d MiB in %s)\n", float64(total)/mib/d.Seconds(), total/mib, d.Round(time.Millisecond))
+		}
+	}
 	if cfg.growRate > 0 {
 		t := time.NewTicker(tick)
 		defer t.Stop()
 		grow = t.C
 	}
+	if cfg.fastest {
+		for total < cfg.growTo*mib {
+			select {
+			case sig := <-sigs:
+				if sig != syscall.SIGUSR1 {
+					achieved()
+					return 0
+				}
+				continue
+			default:
+			}
+			if err := alloc(min(fastChunk, cfg.growTo*mib-total)); err != nil {
+				fmt.Fprintf(stderr, "filler: %v\n", err)
+				return 1
+			}
+			total += min(fastChunk, cfg.growTo*mib-total)
+			lastAlloc = time.Now()
+		}
+		fmt.Fprintf(stdout, "filler: grew to %d MiB in %s\n", cfg.growTo, time.Since(start))
+		achieved()
+	}
 	for {
 		select {
 		case sig := <-sigs:
 			if sig != syscall.SIGUSR1 {
+				if cfg.growRate > 0 && grow != nil {
+					achieved()
+				}
 				return 0
 			}
 			if cfg.stepMiB == 0 {
@@ -113,9 +154,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 					return 1
 				}
 				total += n
+				lastAlloc = time.Now()
 			}
 			if total >= cfg.growTo*mib-4096 {
 				fmt.Fprintf(stdout, "filler: grew to %d MiB in %s\n", cfg.growTo, time.Since(start))
+				achieved()
 				grow = nil
 			}
 		}
@@ -128,6 +171,7 @@ func parse(args []string) (config, error) {
 	fs.SetOutput(io.Discard)
 	fs.Int64Var(&c.stepMiB, "step-mib", 0, "MiB to allocate in one call on each SIGUSR1")
 	fs.Float64Var(&c.growRate, "grow-mib-per-sec", 0, "grow at this rate from the start, MiB/s")
+	fs.BoolVar(&c.fastest, "grow-fastest", false, "grow as fast as the kernel charges pages from the start")
 	fs.Int64Var(&c.growTo, "grow-to-mib", 0, "stop growing at this total, MiB")
 	fs.StringVar(&c.cacheFile, "cache-file", "", "file to write --cache-mib MiB to before anything else")
 	fs.Int64Var(&c.cacheMiB, "cache-mib", 0, "MiB of page cache to write to --cache-file")
@@ -142,16 +186,18 @@ func parse(args []string) (config, error) {
 		return c, fmt.Errorf("--step-mib=%d: want 0 to %d", c.stepMiB, maxMiB)
 	case c.growRate < 0 || c.growRate > 1e6:
 		return c, fmt.Errorf("--grow-mib-per-sec=%g: want 0 to 1e6", c.growRate)
-	case c.growRate > 0 && (c.growTo <= 0 || c.growTo > maxMiB):
-		return c, fmt.Errorf("--grow-to-mib=%d: want 1 to %d with --grow-mib-per-sec", c.growTo, maxMiB)
-	case c.growRate == 0 && c.growTo != 0:
-		return c, fmt.Errorf("--grow-to-mib=%d: needs --grow-mib-per-sec", c.growTo)
+	case c.fastest && c.growRate > 0:
+		return c, fmt.Errorf("--grow-fastest and --grow-mib-per-sec=%g: give one", c.growRate)
+	case (c.growRate > 0 || c.fastest) && (c.growTo <= 0 || c.growTo > maxMiB):
+		return c, fmt.Errorf("--grow-to-mib=%d: want 1 to %d with --grow-mib-per-sec or --grow-fastest", c.growTo, maxMiB)
+	case c.growRate == 0 && !c.fastest && c.growTo != 0:
+		return c, fmt.Errorf("--grow-to-mib=%d: needs --grow-mib-per-sec or --grow-fastest", c.growTo)
 	case c.cacheMiB < 0 || c.cacheMiB > maxMiB:
 		return c, fmt.Errorf("--cache-mib=%d: want 0 to %d", c.cacheMiB, maxMiB)
 	case (c.cacheMiB > 0) != (c.cacheFile != ""):
 		return c, fmt.Errorf("--cache-mib=%d and --cache-file=%q: give both or neither", c.cacheMiB, c.cacheFile)
-	case c.stepMiB == 0 && c.growRate == 0:
-		return c, errors.New("nothing to do: give --step-mib or --grow-mib-per-sec")
+	case c.stepMiB == 0 && c.growRate == 0 && !c.fastest:
+		return c, errors.New("nothing to do: give --step-mib, --grow-mib-per-sec or --grow-fastest")
 	}
 	return c, nil
 }

@@ -3,10 +3,15 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParse(t *testing.T) {
@@ -17,6 +22,9 @@ func TestParse(t *testing.T) {
 	}{
 		{[]string{"--step-mib=300"}, config{stepMiB: 300}, ""},
 		{[]string{"--grow-mib-per-sec=1000", "--grow-to-mib=1024"}, config{growRate: 1000, growTo: 1024}, ""},
+		{[]string{"--grow-fastest", "--grow-to-mib=1024"}, config{fastest: true, growTo: 1024}, ""},
+		{[]string{"--grow-fastest"}, config{}, "--grow-to-mib=0"},
+		{[]string{"--grow-fastest", "--grow-mib-per-sec=10", "--grow-to-mib=1"}, config{}, "give one"},
 		{nil, config{}, "nothing to do"},
 		{[]string{"--step-mib=-1"}, config{}, "--step-mib=-1"},
 		{[]string{"--grow-mib-per-sec=100"}, config{}, "--grow-to-mib=0"},
@@ -55,5 +63,39 @@ func TestWriteCache(t *testing.T) {
 	}
 	if err := writeCache(filepath.Join(p, "under-a-file"), 1); err == nil {
 		t.Fatal("writeCache under a regular file: no error")
+	}
+}
+
+// The fastest growth maps what it was asked for and reports the rate it
+// achieved from its own calls; SIGTERM then ends it at once.
+func TestGrowFastestReportsItsRate(t *testing.T) {
+	r, w := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"--grow-fastest", "--grow-to-mib=64"}, w, io.Discard)
+		w.Close()
+	}()
+	sc := bufio.NewScanner(r)
+	var rate float64
+	var mibs int
+	for sc.Scan() {
+		if _, err := fmt.Sscanf(sc.Text(), "filler: achieved %f MiB/s (%d MiB in", &rate, &mibs); err == nil {
+			break
+		}
+	}
+	if rate <= 0 || mibs != 64 {
+		t.Fatalf("achieved %v MiB/s over %d MiB; want a positive rate over 64 MiB", rate, mibs)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit code %d after SIGTERM, want 0", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("still running 5 s after SIGTERM")
 	}
 }
