@@ -71,7 +71,7 @@ func hint(err error) string {
 	case errors.Is(err, syscall.EROFS):
 		return " (the pod cgroups are mounted read-only: the chart's actuator.enabled mounts them writable)"
 	case errors.Is(err, os.ErrPermission):
-		return " (evictd must run as root to write cgroup files)"
+		return " (evictd must run as root to write cgroup files; on an SELinux-enforcing node its container likely needs seLinuxOptions type spc_t)"
 	}
 	return ""
 }

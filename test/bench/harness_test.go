@@ -387,6 +387,13 @@ type agent struct {
 	version, sources, metricsAddr string
 }
 
+// memoryHard is the benchmarks' --eviction-hard: memory.available<300Mi,
+// and the disk and PID signals off. The simulated node's disks are the
+// host's, and a benchmark must not evict for a host disk that happens to be
+// full.
+const memoryHard = "--eviction-hard=memory.available<300Mi,nodefs.available<none,nodefs.inodesFree<none," +
+	"imagefs.available<none,imagefs.inodesFree<none,pid.available<none"
+
 // startAgent runs `evictd run` against the node with the extra flags and
 // waits until its informers have synced and its wake-up sources are set.
 // Its log goes to EVICTD_BENCH_OUT/<logName>-evictd.log as well.

@@ -131,7 +131,7 @@ func TestLatency(t *testing.T) {
 	for _, cfg := range configs {
 		t.Run(cfg.name, func(t *testing.T) {
 			e.ensure(t, latencyBase)
-			flags := append([]string{"--eviction-hard=memory.available<300Mi"}, cfg.flags...)
+			flags := append([]string{memoryHard}, cfg.flags...)
 			a := startAgent(t, e, "latency-"+cfg.name, flags...)
 			sources[cfg.name], version = a.sources, a.version
 			for i := range trials {

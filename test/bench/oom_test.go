@@ -96,7 +96,7 @@ func TestOOMRace(t *testing.T) {
 			for _, s := range oomOthers {
 				e.ensure(t, s)
 			}
-			flags := append([]string{"--eviction-hard=memory.available<300Mi"}, cfg.flags...)
+			flags := append([]string{memoryHard}, cfg.flags...)
 			a := startAgent(t, e, "oom-"+cfg.name, flags...)
 			version = a.version
 			interval := time.Second
@@ -185,7 +185,7 @@ func TestOOMRace(t *testing.T) {
 		"achieved = the grower's measured fill rate from 64 to 400 MiB (median over trials); it allocates with MAP_POPULATE every 10 ms, or at max 8 MiB a call one after the other (--grow-fastest; test/bench/filler, which prints the rate it achieved itself)",
 		"'far fewer' is read as at most a quarter of the baseline's kills")
 	for _, cfg := range configs {
-		tab.Notes = append(tab.Notes, fmt.Sprintf("%s: evictd run --eviction-hard=memory.available<300Mi %s  (%s)", cfg.name, strings.Join(cfg.flags, " "), cfg.about))
+		tab.Notes = append(tab.Notes, fmt.Sprintf("%s: evictd run %s %s  (%s)", cfg.name, memoryHard, strings.Join(cfg.flags, " "), cfg.about))
 	}
 	report(t, "oom", tab)
 }

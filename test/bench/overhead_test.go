@@ -157,7 +157,7 @@ func TestOverhead(t *testing.T) {
 		"CPU = utime + stime of /proc/<pid>/stat (all threads) over the phase; RSS sampled every second from /proc/<pid>/status",
 		"anon/file = RssAnon/RssFile at the end (file pages are mostly evictd's own binary text: shared, clean, reclaimable)",
 		"Go heap/stack/sys = go_memstats_heap_inuse_bytes, _stack_inuse_bytes, _sys_bytes from evictd's /metrics at the end",
-		"evictd run --eviction-hard=memory.available<300Mi (everything else as built)")
+		"evictd run "+memoryHard+" (everything else as built)")
 	tabs := []*Table{tab}
 	if baseline != "" {
 		tabs = append(tabs, compareOverhead(baselineRef, baseRuns, runs))
@@ -221,7 +221,7 @@ func medianOf(runs []overheadRun, get func(overheadRun) float64) float64 {
 // measures the idle and the pressure phase and stops it.
 func runOverhead(t *testing.T, e *env, bin, label string, phase time.Duration, filler string, hogs *int) overheadRun {
 	t.Helper()
-	a := startAgentBin(t, e, bin, "overhead-"+label, "--eviction-hard=memory.available<300Mi")
+	a := startAgentBin(t, e, bin, "overhead-"+label, memoryHard)
 	defer a.stop()
 	time.Sleep(overheadWarmup)
 	startup, err := ReadProcUsage("/proc", a.p.Pid())

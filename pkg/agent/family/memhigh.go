@@ -29,7 +29,7 @@ type ContainerReader func(obs *pressure.Observation) ([]memhigh.Sample, []error)
 type Relax struct {
 	// Pod is the container's pod, nil while the pod source does not
 	// know it.
-	Pod                      *v1.Pod
+	Pod                       *v1.Pod
 	PodUID, Container, Cgroup string
 	// Why is what kept it stuck, for the Event and the log.
 	Why string
