@@ -3,9 +3,14 @@
 package deploy
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/evictd/evictd/test/e2e/framework"
 )
 
 // agentPod returns the rendered DaemonSet's evictd container and the pod's
@@ -110,4 +115,60 @@ func TestChartActuator(t *testing.T) {
 			t.Errorf("%s in extraArgs: %v; want an error pointing at actuator.enabled", arg, err)
 		}
 	}
+}
+
+// TestManifestActuatorCommented: deploy/daemonset.yaml carries the
+// actuator commented out (the flag, the mount and the volume), and
+// uncommenting those three blocks gives what the chart renders with
+// actuator.enabled, so the plain manifest's opt-in cannot drift from the
+// chart's.
+func TestManifestActuatorCommented(t *testing.T) {
+	src, err := os.ReadFile(repoPath(t, "deploy", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncommented, blocks := uncommentActuator(string(src))
+	if blocks != 3 {
+		t.Fatalf("deploy/daemonset.yaml has %d commented actuator blocks; want 3 (# - --actuator, and # - name: pod-cgroups as mount and volume)", blocks)
+	}
+	want, err := framework.ParseManifest(strings.NewReader(uncommented))
+	if err != nil {
+		t.Fatalf("deploy/daemonset.yaml with the actuator uncommented: %v", err)
+	}
+	got := mustRender(t, "namespace: {create: true}\nactuator: {enabled: true}")
+	for _, o := range got {
+		withoutReleaseIdentity(t, o)
+	}
+	wantBy, gotBy := byKey(t, want), byKey(t, got)
+	if !slices.Equal(keys(wantBy), keys(gotBy)) {
+		t.Fatalf("the chart renders %v; deploy/daemonset.yaml has %v", keys(gotBy), keys(wantBy))
+	}
+	for k, w := range wantBy {
+		if d := cmp.Diff(w.Object, gotBy[k].Object); d != "" {
+			t.Errorf("%s: deploy/daemonset.yaml with the actuator uncommented differs from the chart's actuator.enabled (-manifest +chart):\n%s", k, d)
+		}
+	}
+}
+
+// uncommentActuator uncomments the actuator's blocks of a manifest: a line
+// "# - --actuator" or "# - name: pod-cgroups", and the commented lines
+// indented under it. It returns the text and the number of blocks.
+func uncommentActuator(manifest string) (string, int) {
+	lines := strings.Split(manifest, "\n")
+	blocks, inBlock, blockIndent := 0, false, ""
+	for i, l := range lines {
+		text := strings.TrimLeft(l, " ")
+		indent := l[:len(l)-len(text)]
+		switch {
+		case text == "# - --actuator" || text == "# - name: pod-cgroups":
+			blocks++
+			inBlock, blockIndent = true, indent
+			lines[i] = indent + strings.TrimPrefix(text, "# ")
+		case inBlock && indent == blockIndent && strings.HasPrefix(text, "#   "):
+			lines[i] = indent + strings.TrimPrefix(text, "# ")
+		default:
+			inBlock = false
+		}
+	}
+	return strings.Join(lines, "\n"), blocks
 }
