@@ -44,6 +44,8 @@ func TestChartServerSideDryRun(t *testing.T) {
 	cases := []struct{ name, release, ns, values string }{
 		{"defaults", defaultRelease, defaultNamespace, ""},
 		{"full", "agents", "evictd-chart", fullValues},
+		// The writable pod-cgroups mount nested in the read-only one.
+		{"actuator", defaultRelease, defaultNamespace, "actuator: {enabled: true}"},
 	}
 	// Each distribution's preset (TestChartPresets checks their paths).
 	for _, p := range presets(t) {
