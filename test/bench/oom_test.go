@@ -50,10 +50,29 @@ var (
 	}
 )
 
+// oomCase is one row of the race: the asked fill rate in MiB/s (fastest
+// for the fastest), and whether the grower goes on through SIGTERM, as a
+// container's PID 1 without a handler does, growing through its whole
+// grace period: no eviction alone can save the node from that one.
+type oomCase struct {
+	rate       int
+	ignoreTerm bool
+}
+
+func (c oomCase) String() string {
+	s := strconv.Itoa(c.rate)
+	if c.rate == fastest {
+		s = "max"
+	}
+	if c.ignoreTerm {
+		s += " ignoring SIGTERM"
+	}
+	return s
+}
+
 // oomTrial is what happened in one race.
 type oomTrial struct {
-	// rate is the asked fill rate in MiB/s, fastest for the fastest.
-	rate int
+	oomCase
 	// achieved is the grower's measured fill rate, MiB/s, from 64 MiB to
 	// its peak or 400 MiB.
 	achieved float64
@@ -83,7 +102,7 @@ func TestOOMRace(t *testing.T) {
 	requireBench(t)
 	trials := envInt(t, trialsEnv, 3)
 	configs := pickConfigs(t, oomConfigs)
-	rates := oomRates(t)
+	cases := oomCases(t)
 	loadBefore := loadavg()
 
 	filler := buildFiller(t)
@@ -103,11 +122,11 @@ func TestOOMRace(t *testing.T) {
 			if slices.Contains(cfg.flags, "--housekeeping-interval=10s") {
 				interval = 10 * time.Second
 			}
-			for _, rate := range rates {
+			for ci, c := range cases {
 				for i := range trials {
-					tr := runOOMTrial(t, e, a, filler, rate, interval, fmt.Sprintf("%s-%s-%d", oomGrowerName, rateName(rate), i))
+					tr := runOOMTrial(t, e, a, filler, c, interval, fmt.Sprintf("%s-%d-%d", oomGrowerName, ci, i))
 					t.Logf("%s %s MiB/s trial %d: achieved %.0f MiB/s, OOM kills %d, lost %v, min available %d MiB",
-						cfg.name, rateName(rate), i, tr.achieved, tr.oomKills, tr.lost, tr.minAvailable/mib)
+						cfg.name, c, i, tr.achieved, tr.oomKills, tr.lost, tr.minAvailable/mib)
 					results[cfg.name] = append(results[cfg.name], tr)
 				}
 			}
@@ -120,16 +139,16 @@ func TestOOMRace(t *testing.T) {
 			fmt.Sprintf("%s; evictd %s; %d trials per rate", machine(loadBefore), version, trials),
 		Header: []string{"config", "rate MiB/s", "achieved MiB/s", "trials", "trials with OOM kill", "OOM kills", "grower evicted", "order kept", "min available MiB", "outcomes"},
 	}
-	kills := map[string]map[int]int{}
+	kills := map[string]map[oomCase]int{}
 	for _, cfg := range configs {
-		kills[cfg.name] = map[int]int{}
-		for _, rate := range rates {
+		kills[cfg.name] = map[oomCase]int{}
+		for _, rate := range cases {
 			var achieved []float64
 			var minAvail []int64
 			n, withKill, killsSum, evicted, kept := 0, 0, 0, 0, 0
 			var outcomes []string
 			for _, tr := range results[cfg.name] {
-				if tr.rate != rate {
+				if tr.oomCase != rate {
 					continue
 				}
 				n++
@@ -154,35 +173,40 @@ func TestOOMRace(t *testing.T) {
 				outcomes = append(outcomes, o)
 			}
 			kills[cfg.name][rate] = killsSum
-			tab.Row(cfg.name, rateName(rate), fmt.Sprintf("%.0f", median(achieved)), n, withKill, killsSum, evicted,
+			tab.Row(cfg.name, rate, fmt.Sprintf("%.0f", median(achieved)), n, withKill, killsSum, evicted,
 				fmt.Sprintf("%d/%d", kept, n), fmt.Sprintf("%d", slices.Min(append(minAvail, 1<<30))), CountSame(outcomes))
 		}
 	}
 	has := func(name string) bool { _, ok := kills[name]; return ok }
-	for _, rate := range rates {
-		base := kills["kubelet-cadence"][rate]
-		if has("evictd") && has("kubelet-cadence") {
-			ev := kills["evictd"][rate]
+	for _, c := range cases {
+		base := kills["kubelet-cadence"][c]
+		if has("evictd") && has("kubelet-cadence") && !c.ignoreTerm {
+			ev := kills["evictd"][c]
 			goal := ""
 			switch {
-			case rate != fastest && rate <= 300:
+			case c.rate != fastest && c.rate <= 300:
 				goal = fmt.Sprintf("goal no OOM kill: %s", verdict(ev == 0))
 			default:
 				goal = fmt.Sprintf("goal far fewer than the baseline: %s", verdict(base > 0 && float64(ev) <= float64(base)/4))
 			}
-			tab.Notes = append(tab.Notes, fmt.Sprintf("%4s MiB/s: OOM kills evictd %d vs kubelet-cadence %d, ratio %s; %s",
-				rateName(rate), ev, base, Ratio(float64(ev), float64(base)), goal))
+			tab.Notes = append(tab.Notes, fmt.Sprintf("%s MiB/s: OOM kills evictd %d vs kubelet-cadence %d, ratio %s; %s",
+				c, ev, base, Ratio(float64(ev), float64(base)), goal))
 		}
 		if has("evictd-actuator") && has("evictd") {
-			act, ev := kills["evictd-actuator"][rate], kills["evictd"][rate]
-			tab.Notes = append(tab.Notes, fmt.Sprintf("%4s MiB/s: OOM kills evictd-actuator %d vs evictd %d, ratio %s; goal no more than without it: %s",
-				rateName(rate), act, ev, Ratio(float64(act), float64(ev)), verdict(act <= ev)))
+			act, ev := kills["evictd-actuator"][c], kills["evictd"][c]
+			goal := fmt.Sprintf("goal no more than without it: %s", verdict(act <= ev))
+			if c.ignoreTerm {
+				goal = fmt.Sprintf("goal no OOM kill: %s", verdict(act == 0))
+			}
+			tab.Notes = append(tab.Notes, fmt.Sprintf("%s MiB/s: OOM kills evictd-actuator %d vs evictd %d, ratio %s; %s",
+				c, act, ev, Ratio(float64(act), float64(ev)), goal))
 		}
 	}
 	tab.Notes = append(tab.Notes,
 		"order kept = the grower (first in the documented order) went first, by eviction, and no other pod was lost",
 		"min available = capacity - (node memory.max_usage_in_bytes - inactive_file), the lowest point of the trial (worst trial shown)",
 		"achieved = the grower's measured fill rate from 64 to 400 MiB (median over trials); it allocates with MAP_POPULATE every 10 ms, or at max 8 MiB a call one after the other (--grow-fastest; test/bench/filler, which prints the rate it achieved itself)",
+		"ignoring SIGTERM = the grower goes on growing through its grace period until SIGKILL (--ignore-term), as a container's PID 1 without a handler does",
 		"'far fewer' is read as at most a quarter of the baseline's kills")
 	for _, cfg := range configs {
 		tab.Notes = append(tab.Notes, fmt.Sprintf("%s: evictd run %s %s  (%s)", cfg.name, memoryHard, strings.Join(cfg.flags, " "), cfg.about))
@@ -190,34 +214,28 @@ func TestOOMRace(t *testing.T) {
 	report(t, "oom", tab)
 }
 
-func oomRates(t *testing.T) []int {
+// oomCases are the rows of EVICTD_BENCH_RATES: MiB/s or "max", each
+// optionally followed by "/ignore-term".
+func oomCases(t *testing.T) []oomCase {
 	t.Helper()
 	s := os.Getenv(ratesEnv)
 	if s == "" {
-		return []int{100, 300, 1000, fastest}
+		return []oomCase{{100, false}, {300, false}, {1000, false}, {fastest, false}, {1000, true}, {fastest, true}}
 	}
-	var out []int
+	var out []oomCase
 	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "max" {
-			out = append(out, fastest)
-			continue
+		f, ignore := strings.CutSuffix(strings.TrimSpace(f), "/ignore-term")
+		c := oomCase{rate: fastest, ignoreTerm: ignore}
+		if f != "max" {
+			n, err := strconv.Atoi(f)
+			if err != nil || n <= 0 {
+				t.Fatalf("%s=%q: want MiB/s rates such as 100,300,1000,max,max/ignore-term", ratesEnv, s)
+			}
+			c.rate = n
 		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			t.Fatalf("%s=%q: want MiB/s rates such as 100,300,1000,max", ratesEnv, s)
-		}
-		out = append(out, n)
+		out = append(out, c)
 	}
 	return out
-}
-
-// rateName is a rate as the table shows it.
-func rateName(rate int) string {
-	if rate == fastest {
-		return "max"
-	}
-	return strconv.Itoa(rate)
 }
 
 func median(xs []float64) float64 {
@@ -231,7 +249,7 @@ func median(xs []float64) float64 {
 
 // runOOMTrial starts a grower at rate MiB/s and waits until it is evicted or
 // killed.
-func runOOMTrial(t *testing.T, e *env, a *agent, filler string, rate int, interval time.Duration, name string) oomTrial {
+func runOOMTrial(t *testing.T, e *env, a *agent, filler string, c oomCase, interval time.Duration, name string) oomTrial {
 	t.Helper()
 	a.alive(t)
 	others := map[string]*corev1.Pod{}
@@ -244,18 +262,20 @@ func runOOMTrial(t *testing.T, e *env, a *agent, filler string, rate int, interv
 	// then start at a random phase of its timer.
 	time.Sleep(3*time.Second + jitter(interval))
 
-	tr := oomTrial{rate: rate}
+	tr := oomTrial{oomCase: c}
 	if err := os.WriteFile(e.memFile("memory.max_usage_in_bytes"), []byte("0"), 0o644); err != nil {
 		t.Fatalf("reset the node's peak usage: %v", err)
 	}
 	oomBefore := e.node.OOMKills()
 	mark := a.logs.Len()
-	growth := fmt.Sprintf("--grow-mib-per-sec=%d", rate)
-	if rate == fastest {
-		growth = "--grow-fastest"
+	cmd := []string{filler, fmt.Sprintf("--grow-mib-per-sec=%d", c.rate), fmt.Sprintf("--grow-to-mib=%d", oomGrowToMiB)}
+	if c.rate == fastest {
+		cmd[1] = "--grow-fastest"
 	}
-	grower := e.createPod(t, podSpec{name: name, requestMiB: 64, grace: 30, command: []string{filler,
-		growth, fmt.Sprintf("--grow-to-mib=%d", oomGrowToMiB)}})
+	if c.ignoreTerm {
+		cmd = append(cmd, "--ignore-term")
+	}
+	grower := e.createPod(t, podSpec{name: name, requestMiB: 64, grace: 30, command: cmd})
 	defer func() {
 		if !e.waitGone(name, 0) {
 			e.deletePod(t, name, 0)

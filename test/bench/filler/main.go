@@ -23,7 +23,8 @@
 //
 // It prints "filler: ready", then one line per step or at the end of the
 // growth, and holds the memory until SIGTERM or SIGINT, on which it exits 0
-// at once. A growth reports the rate it achieved, from its own calls, when
+// at once. With --ignore-term it goes on (growing, then holding) through
+// SIGTERM, as a container's PID 1 without a handler does, until SIGKILL. A growth reports the rate it achieved, from its own calls, when
 // it ends and on the signal: "filler: achieved R MiB/s (N MiB in D)".
 package main
 
@@ -51,12 +52,14 @@ const tick = 10 * time.Millisecond
 const fastChunk = 8 * mib
 
 type config struct {
-	stepMiB   int64
-	growRate  float64
-	fastest   bool
-	growTo    int64
-	cacheFile string
-	cacheMiB  int64
+	stepMiB  int64
+	growRate float64
+	fastest  bool
+	// ignoreTerm keeps going through SIGTERM and SIGINT.
+	ignoreTerm bool
+	growTo     int64
+	cacheFile  string
+	cacheMiB   int64
 }
 
 func main() {
@@ -104,15 +107,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer t.Stop()
 		grow = t.C
 	}
+	// ends reports whether sig ends the filler, saying so when it does not.
+	ends := func(sig os.Signal) bool {
+		if sig == syscall.SIGUSR1 {
+			return false
+		}
+		if cfg.ignoreTerm {
+			fmt.Fprintf(stdout, "filler: %v ignored\n", sig)
+			return false
+		}
+		return true
+	}
 	if cfg.fastest {
 		for total < cfg.growTo*mib {
 			select {
 			case sig := <-sigs:
-				if sig != syscall.SIGUSR1 {
+				if ends(sig) {
 					achieved()
 					return 0
 				}
-				continue
 			default:
 			}
 			if err := alloc(min(fastChunk, cfg.growTo*mib-total)); err != nil {
@@ -128,11 +141,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for {
 		select {
 		case sig := <-sigs:
-			if sig != syscall.SIGUSR1 {
+			if ends(sig) {
 				if cfg.growRate > 0 && grow != nil {
 					achieved()
 				}
 				return 0
+			}
+			if sig != syscall.SIGUSR1 {
+				continue
 			}
 			if cfg.stepMiB == 0 {
 				continue
@@ -173,6 +189,7 @@ func parse(args []string) (config, error) {
 	fs.Float64Var(&c.growRate, "grow-mib-per-sec", 0, "grow at this rate from the start, MiB/s")
 	fs.BoolVar(&c.fastest, "grow-fastest", false, "grow as fast as the kernel charges pages from the start")
 	fs.Int64Var(&c.growTo, "grow-to-mib", 0, "stop growing at this total, MiB")
+	fs.BoolVar(&c.ignoreTerm, "ignore-term", false, "go on through SIGTERM and SIGINT, until SIGKILL")
 	fs.StringVar(&c.cacheFile, "cache-file", "", "file to write --cache-mib MiB to before anything else")
 	fs.Int64Var(&c.cacheMiB, "cache-mib", 0, "MiB of page cache to write to --cache-file")
 	if err := fs.Parse(args); err != nil {

@@ -25,6 +25,7 @@ func TestParse(t *testing.T) {
 		{[]string{"--grow-fastest", "--grow-to-mib=1024"}, config{fastest: true, growTo: 1024}, ""},
 		{[]string{"--grow-fastest"}, config{}, "--grow-to-mib=0"},
 		{[]string{"--grow-fastest", "--grow-mib-per-sec=10", "--grow-to-mib=1"}, config{}, "give one"},
+		{[]string{"--grow-fastest", "--grow-to-mib=8", "--ignore-term"}, config{fastest: true, growTo: 8, ignoreTerm: true}, ""},
 		{nil, config{}, "nothing to do"},
 		{[]string{"--step-mib=-1"}, config{}, "--step-mib=-1"},
 		{[]string{"--grow-mib-per-sec=100"}, config{}, "--grow-to-mib=0"},
@@ -97,5 +98,41 @@ func TestGrowFastestReportsItsRate(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("still running 5 s after SIGTERM")
+	}
+}
+
+// With --ignore-term, SIGTERM neither ends the growth nor the filler: it
+// says so and grows on.
+func TestIgnoreTermGrowsThroughSIGTERM(t *testing.T) {
+	r, w := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"--grow-mib-per-sec=400", "--grow-to-mib=16", "--ignore-term"}, w, io.Discard)
+		w.Close()
+	}()
+	sc := bufio.NewScanner(r)
+	if !sc.Scan() || sc.Text() != "filler: ready" {
+		t.Fatalf("first line %q, want filler: ready", sc.Text())
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.HasPrefix(sc.Text(), "filler: grew to 16 MiB") {
+			break
+		}
+	}
+	if len(lines) == 0 || lines[0] != "filler: terminated ignored" {
+		t.Errorf("lines after SIGTERM %q; want it ignored first, then the growth to its end", lines)
+	}
+	if !strings.HasPrefix(lines[len(lines)-1], "filler: grew to 16 MiB") {
+		t.Errorf("lines after SIGTERM %q; the growth did not reach 16 MiB", lines)
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("the filler exited (%d) after an ignored SIGTERM", code)
+	default:
 	}
 }
