@@ -99,7 +99,7 @@ func (a *actuation) problem() error {
 	return fmt.Errorf("actuator: %w", a.err)
 }
 
-// contains reports whether an accepted eviction's victim is to be
+// containable reports whether an accepted eviction's victim is to be
 // contained: a hard memory or stall victim, whose grace period a fast
 // grower could outrun.
 func containable(req evict.Request, out evict.Outcome) bool {
