@@ -223,6 +223,9 @@ func deployEvictd(t *testing.T, ctx context.Context, n *Node, extraArgs ...strin
 	for _, obj := range objs {
 		if obj.GetKind() == "DaemonSet" {
 			wantArgs = setImage(t, obj, evictdImage, extraArgs)
+			if slices.Contains(extraArgs, "--actuator") {
+				mountPodCgroups(t, obj, podCgroups(n))
+			}
 		}
 		ri, err := n.Cluster.ResourceFor(obj)
 		if err != nil {
@@ -282,6 +285,36 @@ func setImage(t *testing.T, obj *unstructured.Unstructured, image string, extraA
 	}
 	obj.Object = m
 	return c.Args
+}
+
+// podCgroups is the host path of the node's pod cgroup tree.
+func podCgroups(n *Node) string {
+	if n.CgroupDriver == Systemd {
+		return "/sys/fs/cgroup/kubepods.slice"
+	}
+	return "/sys/fs/cgroup/kubepods"
+}
+
+// mountPodCgroups adds what the manifest carries commented out for
+// --actuator: the pod cgroups at dir, writable, nested in the read-only
+// cgroup mount (docs/actuator.md).
+func mountPodCgroups(t *testing.T, obj *unstructured.Unstructured, dir string) {
+	t.Helper()
+	var ds appsv1.DaemonSet
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &ds); err != nil {
+		t.Fatal(err)
+	}
+	spec := &ds.Spec.Template.Spec
+	dirType := corev1.HostPathDirectory
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "pod-cgroups",
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &dirType}}})
+	c := &spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "pod-cgroups", MountPath: "/host" + dir})
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.Object = m
 }
 
 func podReady(p *corev1.Pod) bool {
