@@ -133,22 +133,29 @@ func withKubeletMemoryQoS(t *testing.T, n *Node, factor float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	restart := func(what string, data []byte) {
-		t.Helper()
+	restart := func(what string, data []byte) error {
 		from := time.Now()
 		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if err := n.RestartKubelet(ctx); err != nil {
-			t.Fatalf("%v\n%s", err, n.Diagnostics())
+			return fmt.Errorf("%w\n%s", err, n.Diagnostics())
 		}
 		if err := n.WaitReady(ctx, 3*time.Minute); err != nil {
-			t.Fatalf("the kubelet %s: %v\n%s", what, err, n.Diagnostics())
+			return fmt.Errorf("the kubelet %s: %w\n%s", what, err, n.Diagnostics())
 		}
 		t.Logf("the kubelet restarted %s, Ready in %s", what, time.Since(from).Round(100*time.Millisecond))
+		return nil
 	}
-	restart(fmt.Sprintf("with memoryThrottlingFactor %g", factor), cfg)
-	t.Cleanup(func() { restart("with its config as before", orig) })
+	// The way back first, so that it runs however far the way there got.
+	t.Cleanup(func() {
+		if err := restart("with its config as before", orig); err != nil {
+			t.Errorf("putting the kubelet's config back: %v", err)
+		}
+	})
+	if err := restart(fmt.Sprintf("with memoryThrottlingFactor %g", factor), cfg); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // memHighPod is a workload pod at the test's request and limit whose one
