@@ -49,9 +49,9 @@ const (
 	memHighRequest = 32 << 20
 	memHighLimit   = 256 << 20
 	// The churner holds 196 MiB and maps, touches and unmaps 40 MiB over
-	// and over: with its runtime it peaked at 239.5 MiB in the guest, 6 MiB
-	// above memory.high and 16 MiB below memory.max, so it is throttled at
-	// every cycle and never OOM-killed (no swap on this node).
+	// and over: with its runtime it peaked at 239.5-241.3 MiB in the
+	// guest, 6-8 MiB above memory.high and 15-16 MiB below memory.max, so
+	// it is throttled at every cycle and never OOM-killed (no swap here).
 	churnHoldMiB = 196
 	churnMiB     = 40
 	// The stable pod holds 128 MiB, 105 MiB below memory.high, and does
