@@ -436,6 +436,23 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 	return nil
 }
 
+// RestartKubelet restarts a systemd node's kubelet, which reads its
+// config again; the pods keep running. A cgroupfs node's kubelet is a
+// daemon of the guest agent, which this does not restart.
+func (n *Node) RestartKubelet(ctx context.Context) error {
+	if n.CgroupDriver != Systemd {
+		return fmt.Errorf("restart the kubelet: only on a systemd node, not %s", n.CgroupDriver)
+	}
+	r, err := n.Exec(ctx, []string{"systemctl", "restart", kubeletUnit}, WithTimeout(2*time.Minute))
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("systemctl restart %s: %w", kubeletUnit, err)
+	}
+	return nil
+}
+
 // WaitReady waits until the Node reports Ready and the kubelet's
 // read-only port answers.
 func (n *Node) WaitReady(ctx context.Context, timeout time.Duration) error {

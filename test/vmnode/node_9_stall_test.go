@@ -199,14 +199,21 @@ func minAvailable(samples []stallSample) int64 {
 	return m
 }
 
-// podLogLine waits for a line containing text in the pod's container log and
-// returns its time (the runtime's, on the guest's clock).
+// podLogLine waits for a line containing text in the log of the pod's
+// container "work" (workloadPod's) and returns its time (the runtime's, on
+// the guest's clock).
 func podLogLine(t *testing.T, ctx context.Context, n *Node, p *corev1.Pod, text string, timeout time.Duration) time.Time {
+	t.Helper()
+	return containerLogLine(t, ctx, n, p, "work", text, timeout)
+}
+
+// containerLogLine is podLogLine for the pod's container named container.
+func containerLogLine(t *testing.T, ctx context.Context, n *Node, p *corev1.Pod, container, text string, timeout time.Duration) time.Time {
 	t.Helper()
 	var at time.Time
 	var ended string
 	err := n.poll(ctx, timeout, fmt.Sprintf("%q in %s's log", text, p.Name), func(ctx context.Context) error {
-		out, err := n.Sh(ctx, fmt.Sprintf("cat /var/log/pods/%s_%s_%s/work/*.log", p.Namespace, p.Name, p.UID))
+		out, err := n.Sh(ctx, fmt.Sprintf("cat /var/log/pods/%s_%s_%s/%s/*.log", p.Namespace, p.Name, p.UID, container))
 		if err != nil {
 			return err
 		}

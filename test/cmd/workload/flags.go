@@ -30,6 +30,8 @@ type config struct {
 	rereadMiB      int64
 	rereadDir      string
 	rereadReaders  int
+	churnMiB       int64
+	churnPause     time.Duration
 	procs          int
 	termDelay      time.Duration
 	exitAfter      time.Duration
@@ -59,6 +61,8 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.Int64Var(&c.rereadMiB, "reread-mib", 0, "write a file of this size into --reread-dir once, then re-read it in a loop forever, MiB")
 	fs.IntVar(&c.rereadReaders, "reread-readers", 0, "readers of the --reread-mib file at once, each over its own share of it (0: one)")
 	fs.StringVar(&c.rereadDir, "reread-dir", getenv(dirEnv), "directory for --reread-mib, on a disk-backed filesystem (default $"+dirEnv+")")
+	fs.Int64Var(&c.churnMiB, "churn-mib", 0, "after the hold, map this much, touch it, unmap it, over and over (a garbage-collected heap), MiB")
+	fs.DurationVar(&c.churnPause, "churn-pause", 0, "time between one churn cycle's unmap and the next map (0: none)")
 	fs.Int64Var(&c.logMiB, "log-mib", 0, "text to print to stdout at start, MiB (the container's log)")
 	fs.IntVar(&c.files, "files", 0, "empty files to create in --write-dir at start (inodes)")
 	fs.IntVar(&c.procs, "procs", 0, "extra child processes to spawn")
@@ -83,7 +87,7 @@ func (c config) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"--hold-mib", c.holdMiB}, {"--grow-to-mib", c.growToMiB}, {"--write-mib", c.writeMiB}, {"--burst-mib", c.burstMiB}, {"--log-mib", c.logMiB}, {"--reread-mib", c.rereadMiB}} {
+	}{{"--hold-mib", c.holdMiB}, {"--grow-to-mib", c.growToMiB}, {"--write-mib", c.writeMiB}, {"--burst-mib", c.burstMiB}, {"--log-mib", c.logMiB}, {"--reread-mib", c.rereadMiB}, {"--churn-mib", c.churnMiB}} {
 		if f.v < 0 || f.v > maxMiB {
 			return fmt.Errorf("%s=%d: must be between 0 and %d", f.name, f.v, maxMiB)
 		}
@@ -119,6 +123,10 @@ func (c config) validate() error {
 		return fmt.Errorf("--reread-readers=%d: must be between 0 and 64", c.rereadReaders)
 	case c.rereadMiB > 0 && c.rereadDir == "":
 		return fmt.Errorf("--reread-mib=%d: needs --reread-dir or $%s", c.rereadMiB, dirEnv)
+	case c.churnPause < 0:
+		return fmt.Errorf("--churn-pause=%s: must not be negative", c.churnPause)
+	case c.churnPause > 0 && c.churnMiB == 0:
+		return fmt.Errorf("--churn-pause=%s: needs --churn-mib", c.churnPause)
 	case c.files < 0 || c.files > 10_000_000:
 		return fmt.Errorf("--files=%d: must be between 0 and 10000000", c.files)
 	case c.files > 0 && c.writeDir == "":

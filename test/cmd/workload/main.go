@@ -7,6 +7,7 @@
 //	         [--burst-mib B --bursts K [--burst-delay D] [--burst-interval I]]
 //	         [--write-mib N [--write-dir DIR] [--write-mib-per-sec W]]
 //	         [--reread-mib N [--reread-dir DIR]]
+//	         [--churn-mib C [--churn-pause P]]
 //	         [--procs N] [--term-delay D] [--exit-after D]
 //
 // Memory is anonymous memory whose every page is written, so it is charged to
@@ -19,7 +20,11 @@
 // cache, and then read back from start to end forever: under a memory limit
 // below its size the pod's cgroup keeps reclaiming its own page cache and
 // reading it again, a memory stall (PSI) with node memory still available;
-// its directory must be on a disk, not a tmpfs. Extra processes are
+// its directory must be on a disk, not a tmpfs. A churn (--churn-mib) is
+// a garbage-collected heap's life: above the hold, a chunk of C MiB is
+// mapped, every page written and the chunk unmapped, over and over (P
+// apart), so a container whose memory.high lies between the hold and the
+// hold plus C crosses it on every cycle and falls back below it after. Extra processes are
 // children in the same process group, so a
 // signal to the group reaches them and they count in the pod's pids cgroup.
 //

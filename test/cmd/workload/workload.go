@@ -33,6 +33,10 @@ type workload struct {
 	touched  int64
 	// reread counts the bytes --reread-mib has read back so far.
 	reread atomic.Int64
+	// churned counts the --churn-mib cycles done (mapped, touched,
+	// unmapped), churnTouched the MiB they touched.
+	churned      atomic.Int64
+	churnTouched atomic.Int64
 	// terms is where SIGTERM arrives; touchTo looks at it without taking
 	// the signal, so that the main loop still sees it.
 	terms <-chan os.Signal
@@ -98,6 +102,29 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 		defer func() { cancel(); <-finished }()
 	}
 
+	// The churn runs in a goroutine of its own until SIGTERM or the end of
+	// run; stopChurn ends it, waits and prints its last lines, at once on
+	// SIGTERM, so that a chunk half touched is not finished during the term
+	// delay.
+	churnLines := make(chan string, 16)
+	stopChurn := func() {}
+	if w.cfg.churnMiB > 0 {
+		cctx, cancel := context.WithCancel(ctx)
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			w.churnLoop(cctx, churnLines)
+		}()
+		stopChurn = func() {
+			cancel()
+			<-finished
+			for len(churnLines) > 0 {
+				fmt.Fprintln(w.out, <-churnLines)
+			}
+		}
+		defer func() { stopChurn() }()
+	}
+
 	var grow <-chan time.Time
 	if w.cfg.growMiBPerSec > 0 {
 		t := time.NewTicker(growTick)
@@ -128,6 +155,8 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 			fmt.Fprintln(w.out, "workload: exit-after reached")
 			return nil
 		case <-terms:
+			stopChurn()
+			stopChurn = func() {}
 			fmt.Fprintf(w.out, "workload: SIGTERM, exiting in %s\n", w.cfg.termDelay)
 			select {
 			case <-ctx.Done():
@@ -135,6 +164,8 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 			}
 			return nil
 		case line := <-rereadLines:
+			fmt.Fprintln(w.out, line)
+		case line := <-churnLines:
 			fmt.Fprintln(w.out, line)
 		case err := <-rereadDone:
 			// Like a full disk for --write-mib: said, and the rest goes on.
@@ -190,6 +221,72 @@ func (w *workload) touchTo(n int64) {
 		w.mem[w.touched] = 1
 		w.touched += int64(w.pageSize)
 	}
+}
+
+// churnReport is how often the churn says how many cycles it has done.
+const churnReport = 10 * time.Second
+
+// churnLoop maps --churn-mib of anonymous memory, writes every page (each is
+// charged to the memory cgroup as it is written), unmaps it (uncharged at
+// once) and starts again after --churn-pause, until ctx ends: the heap of a
+// garbage-collected runtime that allocates above what it keeps and gives
+// it back. ctx is looked at every MiB, so a SIGTERM in the middle of a
+// chunk stops the touching there. Its lines go to lines; the last, when ctx
+// ends, counts the cycles.
+func (w *workload) churnLoop(ctx context.Context, lines chan<- string) {
+	say := func(format string, args ...any) {
+		select {
+		case lines <- fmt.Sprintf(format, args...):
+		default: // the main loop is gone or behind; a report is not worth waiting for
+		}
+	}
+	size := int(w.cfg.churnMiB * mib)
+	say("workload: churning %d MiB above the hold, %s apart", w.cfg.churnMiB, w.cfg.churnPause)
+	began := time.Now()
+	lastAt, lastCycles := began, int64(0)
+	defer func() {
+		say("workload: churn: %d cycles of %d MiB in %s", w.churned.Load(), w.cfg.churnMiB, time.Since(began).Round(time.Millisecond))
+	}()
+	for ctx.Err() == nil {
+		mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+		if err != nil {
+			say("workload: churn stopped: map %d MiB: %v", w.cfg.churnMiB, err)
+			return
+		}
+		whole := w.touchAll(ctx, mem)
+		_ = unix.Munmap(mem)
+		if !whole {
+			return
+		}
+		c := w.churned.Add(1)
+		if now := time.Now(); now.Sub(lastAt) >= churnReport {
+			say("workload: churn: %d cycles, %.1f a second lately", c, float64(c-lastCycles)/now.Sub(lastAt).Seconds())
+			lastAt, lastCycles = now, c
+		}
+		if w.cfg.churnPause > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(w.cfg.churnPause):
+			}
+		}
+	}
+}
+
+// touchAll writes one byte into every page of mem, looking at ctx every
+// MiB; false when ctx ended first.
+func (w *workload) touchAll(ctx context.Context, mem []byte) bool {
+	for off := 0; off < len(mem); off += w.pageSize {
+		if off%mib == 0 {
+			if ctx.Err() != nil {
+				return false
+			}
+			if off > 0 {
+				w.churnTouched.Add(1)
+			}
+		}
+		mem[off] = 1
+	}
+	return true
 }
 
 // writeFiles writes total MiB into one file in dir, at rate MiB/s when rate

@@ -66,6 +66,12 @@ func TestParseFlags(t *testing.T) {
 		{name: "bursts too large in all", args: []string{"--burst-mib=600000", "--bursts=2", "--burst-interval=1s"}, wantErr: "in all"},
 		{name: "negative burst interval", args: []string{"--burst-mib=10", "--bursts=2", "--burst-interval=-1s"}, wantErr: "--burst-interval=-1s"},
 		{name: "negative burst delay", args: []string{"--burst-mib=10", "--bursts=1", "--burst-delay=-1s"}, wantErr: "--burst-delay=-1s"},
+		{name: "churn", args: []string{"--hold-mib=200", "--churn-mib=40", "--churn-pause=50ms"},
+			want: config{holdMiB: 200, churnMiB: 40, churnPause: 50 * time.Millisecond}},
+		{name: "negative churn", args: []string{"--churn-mib=-1"}, wantErr: "--churn-mib=-1"},
+		{name: "huge churn", args: []string{"--churn-mib=99999999"}, wantErr: "--churn-mib=99999999"},
+		{name: "negative churn pause", args: []string{"--churn-mib=1", "--churn-pause=-1s"}, wantErr: "--churn-pause=-1s"},
+		{name: "churn pause without churn", args: []string{"--churn-pause=1s"}, wantErr: "--churn-pause=1s: needs --churn-mib"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -351,4 +357,107 @@ func TestRereadStopsOnError(t *testing.T) {
 	if !strings.Contains(out.String(), "workload: reread stopped: ") || !strings.Contains(out.String(), "exit-after reached") {
 		t.Errorf("output:\n%s", out.String())
 	}
+}
+
+// TestChurn: --churn-mib maps, touches and unmaps a chunk over and over
+// above the hold, as a garbage-collected heap does: the cycles go on, and
+// each chunk is given back before the next, so the process's resident
+// memory stays about one chunk above the hold however many cycles ran.
+func TestChurn(t *testing.T) {
+	const chunkMiB = 16
+	cfg := config{holdMiB: 4, churnMiB: chunkMiB, exitAfter: 800 * time.Millisecond}
+	var out bytes.Buffer
+	w := newWorkload(cfg, &out)
+	base := residentBytes(t)
+	var peak int64
+	done := make(chan error, 1)
+	go func() { done <- w.run(context.Background(), make(chan os.Signal)) }()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		case <-tick.C:
+			peak = max(peak, residentBytes(t)-base)
+		}
+	}
+	cycles := w.churned.Load()
+	if cycles < 5 {
+		t.Fatalf("%d churn cycles in %s, want at least 5; output:\n%s", cycles, cfg.exitAfter, out.String())
+	}
+	// Kept chunks would have grown the process by cycles*chunkMiB.
+	if limit := int64(cfg.holdMiB+3*chunkMiB) * mib; peak > limit {
+		t.Errorf("resident memory grew by up to %d MiB over %d cycles of %d MiB, want under %d MiB: the chunks are not given back",
+			peak/mib, cycles, chunkMiB, limit/mib)
+	}
+	for _, want := range []string{"workload: holding 4 MiB", "workload: churning 16 MiB above the hold", fmt.Sprintf("workload: churn: %d cycles", cycles)} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestChurnPause: --churn-pause spaces the cycles, so a churn meant to stay
+// light does not take a CPU.
+func TestChurnPause(t *testing.T) {
+	cfg := config{churnMiB: 1, churnPause: 100 * time.Millisecond, exitAfter: 550 * time.Millisecond}
+	w := newWorkload(cfg, &bytes.Buffer{})
+	if err := w.run(context.Background(), make(chan os.Signal)); err != nil {
+		t.Fatal(err)
+	}
+	if c := w.churned.Load(); c < 3 || c > 7 {
+		t.Errorf("%d cycles in %s with a %s pause, want about 5", c, cfg.exitAfter, cfg.churnPause)
+	}
+}
+
+// TestTermStopsChurning: SIGTERM stops the churn at once, even in the middle
+// of a chunk, and nothing more is touched during the term delay: an evicted
+// churner does not go on charging memory for its whole grace period.
+func TestTermStopsChurning(t *testing.T) {
+	terms := make(chan os.Signal, 1)
+	var out bytes.Buffer
+	w := newWorkload(config{churnMiB: 256, termDelay: time.Second}, &out)
+	done := make(chan error, 1)
+	go func() { done <- w.run(context.Background(), terms) }()
+	time.Sleep(30 * time.Millisecond)
+	terms <- syscall.SIGTERM
+	time.Sleep(300 * time.Millisecond)
+	atTerm := w.churnTouched.Load()
+	time.Sleep(300 * time.Millisecond)
+	if later := w.churnTouched.Load(); later != atTerm {
+		t.Errorf("touched %d MiB more during the term delay, want none", later-atTerm)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("still running 5s after SIGTERM")
+	}
+	if !strings.Contains(out.String(), "workload: SIGTERM, exiting in 1s") {
+		t.Errorf("output lacks the SIGTERM line:\n%s", out.String())
+	}
+}
+
+// residentBytes is this process's resident set (/proc/self/statm).
+func residentBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		t.Fatalf("/proc/self/statm: %q", b)
+	}
+	var pages int64
+	if _, err := fmt.Sscan(f[1], &pages); err != nil {
+		t.Fatalf("/proc/self/statm: %q: %v", b, err)
+	}
+	return pages * int64(os.Getpagesize())
 }

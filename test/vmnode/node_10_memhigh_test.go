@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build vmnode
+
+package vmnode
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/test/bench"
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+// Containers stuck at memory.high on the real node (docs/memhigh.md): the
+// kubelet itself writes memory.high (MemoryQoS, beta and on by default in
+// 1.37, with a memoryThrottlingFactor), a container churning above it is
+// detected and, without an actuator, evicted after the grace period, while
+// a container with a stable working set below it and one busy allocating
+// and freeing well below it see nothing. It runs on the one-disk node and
+// restarts its kubelet twice (into the factor and back). Its file's name
+// puts it right after TestNodeDemoV2 (go test runs the files in name
+// order): not after TestNodeDiskImageGC, whose DiskPressure taint stays five
+// minutes, nor just before it, whose ballast image the kubelet must have
+// detected more than its 2-minute imageMinimumGCAge before (a restart
+// detects every image again); the tests in between take far longer.
+
+const (
+	// memHighFactor is the kubelet's memoryThrottlingFactor during the
+	// test: 0.9, the value the kubelet defaulted to before 1.37 made it nil
+	// (its validation's previousDefaultMemoryThrottlingFactor), so
+	// memory.high = request + 0.9 (limit - request).
+	memHighFactor = 0.9
+	// Every pod of the test has the same request and limit: memory.high
+	// = 32 + 0.9 * 224 = 233.6 MiB, 22.4 MiB below memory.max (256 MiB).
+	memHighRequest = 32 << 20
+	memHighLimit   = 256 << 20
+	// The churner holds 196 MiB and maps, touches and unmaps 40 MiB over
+	// and over: with its runtime it peaked at 239.5-241.3 MiB in the
+	// guest, 6-8 MiB above memory.high and 15-16 MiB below memory.max, so
+	// it is throttled at every cycle and never OOM-killed (no swap here).
+	churnHoldMiB = 196
+	churnMiB     = 40
+	// The stable pod holds 128 MiB, 105 MiB below memory.high, and does
+	// nothing else.
+	stableHoldMiB = 128
+	// The busy pod holds 64 MiB and churns 64 MiB every half second: a
+	// pod allocating and freeing all the time, peaking near 130 MiB, well
+	// below memory.high, so never throttled.
+	busyHoldMiB  = 64
+	busyChurnMiB = 64
+	busyPause    = 500 * time.Millisecond
+	// memHighWindow and memHighGrace are shorter than the defaults (30 s
+	// and 1 m) to keep the node stage short: 10 s is still five of the
+	// churner's throttled cycles and two of PSI's avg10 periods, and 20 s
+	// of grace is two whole windows over, so one throttled burst cannot
+	// evict. The detection cannot come before half a window, the eviction
+	// not before the grace period after that.
+	memHighWindow = 10 * time.Second
+	memHighGrace  = 20 * time.Second
+	// memHighPoll is how often the test reads the cgroups and evictd's
+	// metrics; its times are that coarse.
+	memHighPoll = 2 * time.Second
+)
+
+// memHighArgs are evictd's arguments for the family at the test's window
+// and grace, the rate and share thresholds at their defaults, and extra.
+func memHighArgs(extra ...string) []string {
+	return append([]string{
+		"--memory-high-eviction",
+		"--memory-high-window=" + memHighWindow.String(),
+		"--memory-high-grace-period=" + memHighGrace.String(),
+	}, extra...)
+}
+
+// memHighCase is one configuration of evictd against the same three pods;
+// check asserts what must become of the churner (the stable and busy pods
+// must see nothing in every case). A case with the actuator (relax
+// memory.high to memory.max, evict only if pressure persists) is another
+// entry: its arguments and a check that the churner's memory.high was
+// relaxed and it was not evicted once it stabilised.
+type memHighCase struct {
+	name  string
+	args  []string
+	check func(t *testing.T, r *memHighRun)
+}
+
+// TestNodeMemoryHigh: the cases of the memory.high family on the real
+// kubelet's memory.high.
+func TestNodeMemoryHigh(t *testing.T) {
+	n := sharedNode(t)
+	began := time.Now()
+	// Registered first, so it runs last: after the kubelet's restart back.
+	t.Cleanup(func() {
+		t.Logf("TestNodeMemoryHigh took %s, the kubelet's two restarts included", time.Since(began).Round(time.Second))
+	})
+	withKubeletMemoryQoS(t, n, memHighFactor)
+	for _, c := range []memHighCase{
+		{name: "evicted after the grace period", args: memHighArgs(), check: checkChurnerEvicted},
+	} {
+		t.Run(c.name, func(t *testing.T) { runMemHighCase(t, n, c) })
+	}
+}
+
+// withKubeletMemoryQoS restarts the kubelet with memoryThrottlingFactor
+// set, and at the end of the test with its config as it was. Only the
+// pods created in between get memory.high; the factor on the whole node
+// would give every other test's pods one too (a BestEffort pod's at 0.9 of
+// the node's allocatable memory, below where its memory tests want it to
+// go).
+func withKubeletMemoryQoS(t *testing.T, n *Node, factor float64) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(n.OutDir, "kubelet.yaml")
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := withMemoryThrottlingFactor(orig, factor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart := func(what string, data []byte) error {
+		from := time.Now()
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+		if err := n.RestartKubelet(ctx); err != nil {
+			return fmt.Errorf("%w\n%s", err, n.Diagnostics())
+		}
+		if err := n.WaitReady(ctx, 3*time.Minute); err != nil {
+			return fmt.Errorf("the kubelet %s: %w\n%s", what, err, n.Diagnostics())
+		}
+		t.Logf("the kubelet restarted %s, Ready in %s", what, time.Since(from).Round(100*time.Millisecond))
+		return nil
+	}
+	// The way back first, so that it runs however far the way there got.
+	t.Cleanup(func() {
+		if err := restart("with its config as before", orig); err != nil {
+			t.Errorf("putting the kubelet's config back: %v", err)
+		}
+	})
+	if err := restart(fmt.Sprintf("with memoryThrottlingFactor %g", factor), cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// memHighPod is a workload pod at the test's request and limit whose one
+// container is named name (the metric names containers, not pods).
+func memHighPod(ns, name string, args ...string) *corev1.Pod {
+	p := workloadPod(ns, name, memHighRequest, memHighLimit, args...)
+	p.Spec.Containers[0].Name = name
+	return p
+}
+
+// memHighRun is what one case saw: its pods, every reading of their
+// container cgroups and of evictd's gauge, and when things happened (host
+// clock, memHighPoll apart).
+type memHighRun struct {
+	n     *Node
+	ev    *corev1.Pod
+	ns    string
+	began time.Time
+	// cgroups are the pods' container cgroups, by pod (and container) name.
+	cgroups map[string]string
+	samples []memHighSample
+	pf      *podFates
+	// firstHigh, firstOver, firstStuck and ended are when the churner's
+	// memory.events high was first above zero, when evictd's gauge first
+	// had it over and stuck, and when its fate (or its going) was seen:
+	// the polls' times, as coarse as the polls (a poll of the loaded
+	// guest took 2-8 s).
+	firstHigh, firstOver, firstStuck, ended time.Time
+	// churnAt is the churner's "churning" log line's time (guest clock).
+	churnAt time.Time
+}
+
+// memHighSample is one poll: each pod's cgroup (missing once gone) and
+// evictd's non-zero evictd_memory_high_containers series.
+type memHighSample struct {
+	at     time.Time
+	reads  map[string]cgroupRead
+	series []string
+}
+
+// memHighPollScript reads each container cgroup given ($2...) with
+// cgroupReadScript and then evictd's metrics at $1.
+const memHighPollScript = `url=$1; shift
+for d in "$@"; do
+  echo "#### $d"
+  sh -c '` + cgroupReadScript + `' "$d" 2>/dev/null || echo "#### gone"
+done
+echo "#### metrics"
+curl -s --max-time 10 "$url" | grep '^evictd_memory_high_containers' || true`
+
+// poll reads the cgroups and the metrics once.
+func (r *memHighRun) poll(ctx context.Context) (memHighSample, error) {
+	s := memHighSample{at: time.Now(), reads: map[string]cgroupRead{}}
+	url := "http://" + r.ev.Status.PodIP + ":9731/metrics"
+	names := slices.Sorted(maps.Keys(r.cgroups))
+	argv := []string{"/bin/sh", "-c", memHighPollScript, "sh", url}
+	for _, name := range names {
+		argv = append(argv, r.cgroups[name])
+	}
+	res, err := r.n.Exec(ctx, argv, WithTimeout(time.Minute))
+	if err == nil {
+		err = res.Err()
+	}
+	if err != nil {
+		return s, err
+	}
+	byDir := map[string]string{}
+	for name, dir := range r.cgroups {
+		byDir[dir] = name
+	}
+	var section string
+	parts := map[string]*strings.Builder{}
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		if h, ok := strings.CutPrefix(line, "#### "); ok {
+			if h == "gone" {
+				delete(parts, section)
+				continue
+			}
+			section = h
+			parts[section] = &strings.Builder{}
+			continue
+		}
+		if b := parts[section]; b != nil {
+			b.WriteString(line + "\n")
+		}
+	}
+	for dir, b := range parts {
+		if dir == "metrics" {
+			s.series = memHighSeries(b.String())
+			continue
+		}
+		cr, err := parseCgroupRead(b.String())
+		if err != nil {
+			// A cgroup going away while read is a pod ending.
+			if strings.Contains(err.Error(), "no memory.") {
+				continue
+			}
+			return s, fmt.Errorf("%s: %w", byDir[dir], err)
+		}
+		s.reads[byDir[dir]] = cr
+	}
+	return s, nil
+}
+
+// record polls, keeps the sample and the churner's times, and checks the
+// pods' fates.
+func (r *memHighRun) record(ctx context.Context) error {
+	s, err := r.poll(ctx)
+	if err != nil {
+		return err
+	}
+	r.samples = append(r.samples, s)
+	if c, ok := s.reads["churn"]; ok && c.Events["high"] > 0 && r.firstHigh.IsZero() {
+		r.firstHigh = s.at
+	}
+	for _, series := range s.series {
+		if strings.HasPrefix(series, "churn/") && r.firstOver.IsZero() {
+			r.firstOver = s.at
+		}
+		if strings.HasPrefix(series, "churn/") && strings.HasSuffix(series, "/stuck") && r.firstStuck.IsZero() {
+			r.firstStuck = s.at
+		}
+	}
+	return r.pf.check(ctx)
+}
+
+// sample records every memHighPoll until done says so or timeout passes.
+func (r *memHighRun) sample(t *testing.T, ctx context.Context, timeout time.Duration, what string, done func() bool) {
+	t.Helper()
+	end := time.Now().Add(timeout)
+	for {
+		next := time.Now().Add(memHighPoll)
+		if err := r.record(ctx); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if done() {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %s; fates %v\n%s\nevictd's log (tail):\n%s", what, timeout, r.pf.fates, r.table(),
+				framework.LastLines(evictdLogSince(t, r.n, r.ev, r.began), 30))
+		}
+		time.Sleep(time.Until(next))
+	}
+}
+
+// table shows each poll: per pod, its memory.events high rate and
+// memory.pressure some share since the previous poll and its
+// memory.current; evictd's series last.
+func (r *memHighRun) table() string {
+	names := []string{"churn", "stable", "busy"}
+	tab := &bench.Table{Header: []string{"s"}}
+	for _, name := range names {
+		tab.Header = append(tab.Header, name+" high/s", name+" some", name+" MiB")
+	}
+	tab.Header = append(tab.Header, "evictd_memory_high_containers")
+	for i := 1; i < len(r.samples); i++ {
+		a, b := r.samples[i-1], r.samples[i]
+		cells := []any{fmt.Sprintf("%.0f", b.at.Sub(r.began).Seconds())}
+		for _, name := range names {
+			x, okA := a.reads[name]
+			y, okB := b.reads[name]
+			if !okA || !okB {
+				cells = append(cells, "-", "-", "-")
+				continue
+			}
+			h, s := memHighRates(x, y)
+			cells = append(cells, fmt.Sprintf("%.1f", h), fmt.Sprintf("%.0f%%", s), fmt.Sprintf("%.1f", float64(y.Current)/(1<<20)))
+		}
+		cells = append(cells, strings.Join(b.series, " "))
+		tab.Row(cells...)
+	}
+	return tab.String()
+}
+
+// span is the first and last reading of a pod's cgroup.
+func (r *memHighRun) span(name string) (first, last cgroupRead, ok bool) {
+	for _, s := range r.samples {
+		if c, found := s.reads[name]; found {
+			if !ok {
+				first, ok = c, true
+			}
+			last = c
+		}
+	}
+	return first, last, ok
+}
+
+// runMemHighCase deploys evictd with the case's arguments, runs the three
+// pods, samples until the churner ends (or the check's deadline), then
+// soaks the other two for another grace period, and asserts.
+func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
+	ctx := context.Background()
+	from := time.Now()
+	ev := evictdPodWith(t, n, c.args...)
+	t.Logf("evictd with %v Ready in %s", c.args, time.Since(from).Round(time.Second))
+	ns := newNamespace(t, n, "memhigh")
+	r := &memHighRun{n: n, ev: ev, ns: ns, began: time.Now(), cgroups: map[string]string{}, pf: newPodFates(n, ns)}
+	pods := createRunning(t, ctx, n,
+		memHighPod(ns, "churn", "--hold-mib="+strconv.Itoa(churnHoldMiB), "--churn-mib="+strconv.Itoa(churnMiB)),
+		memHighPod(ns, "stable", "--hold-mib="+strconv.Itoa(stableHoldMiB)),
+		memHighPod(ns, "busy", "--hold-mib="+strconv.Itoa(busyHoldMiB), "--churn-mib="+strconv.Itoa(busyChurnMiB),
+			"--churn-pause="+busyPause.String()))
+	t.Logf("the pods run %s after their creation", time.Since(r.began).Round(time.Second))
+	for _, p := range pods {
+		id, err := containerID(p, p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.cgroups[p.Name] = n.PodCgroup(p) + "/" + containerCgroupName(n.CgroupDriver, id)
+	}
+
+	// The kubelet wrote memory.high, by its formula, on every container.
+	first, err := r.poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := kubeletMemoryHigh(memHighRequest, memHighLimit, memHighFactor, 4096)
+	for name := range r.cgroups {
+		if got := first.reads[name].High; got != want {
+			t.Fatalf("%s's container has memory.high %d, want the kubelet's %d (request %d MiB, limit %d MiB, factor %g): is MemoryQoS on?",
+				name, got, want, memHighRequest>>20, memHighLimit>>20, memHighFactor)
+		}
+	}
+	t.Logf("the kubelet set memory.high %d (%.1f MiB) on each container", want, float64(want)/(1<<20))
+	r.samples = append(r.samples, first)
+	// The churn's first cycle crosses memory.high (the hold alone stays
+	// below it): its start, on the guest's clock as evictd's log lines are,
+	// is when the churner's throttling began, to a cycle.
+	r.churnAt = containerLogLine(t, ctx, n, pods[0], "churn", "workload: churning", time.Minute)
+
+	// Until the churner ends (its eviction, the case's outcome) or, for a
+	// case where it must stay, the deadline: half a window, the grace
+	// period and a minute for the guest's slowness.
+	deadline := memHighWindow/2 + memHighGrace + time.Minute
+	r.sample(t, ctx, deadline, "the churner's end", func() bool {
+		if r.pf.fates["churn"] != "" {
+			return true
+		}
+		if _, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "churn", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			r.pf.fates["churn"] = "gone"
+			return true
+		}
+		return false
+	})
+	r.ended = time.Now()
+	// The soak goes on for a grace period after, and until the stable and
+	// busy pods have been watched for half a window and two grace periods.
+	soakEnd := r.began.Add(memHighWindow/2 + 2*memHighGrace + memHighPoll)
+	if e := time.Now().Add(memHighGrace); e.After(soakEnd) {
+		soakEnd = e
+	}
+	r.sample(t, ctx, time.Until(soakEnd)+30*time.Second, "the soak", func() bool { return time.Now().After(soakEnd) })
+	t.Logf("%s (s since the pods were created):\n%s", c.name, r.table())
+
+	c.check(t, r)
+	checkQuietPods(t, r)
+	t.Logf("case %q took %s", c.name, time.Since(from).Round(time.Second))
+}
+
+// checkChurnerEvicted: without the actuator, the churner is evicted by
+// evictd for memory.highStuck through the Eviction API, no sooner than the
+// grace period after evictd first had it over, with an Event naming the
+// container and the signal, and nothing else is evicted.
+func checkChurnerEvicted(t *testing.T, r *memHighRun) {
+	if f := r.pf.fates["churn"]; f != ByEvictd && f != "gone" {
+		t.Fatalf("the churner ended by %q, want an eviction by evictd (an OOM kill means its peak reached memory.max)", f)
+	}
+	waitGone(t, context.Background(), r.n, r.ns, "churn")
+	// Stuck lasts a loop tick or two before the eviction, which a poll
+	// may miss; over lasts the grace period.
+	if r.firstHigh.IsZero() || r.firstOver.IsZero() {
+		t.Fatalf("the churner was evicted before it was seen throttled (%s) and over in evictd's gauge (%s)", r.firstHigh, r.firstOver)
+	}
+	first, last, _ := r.span("churn")
+	h, s := memHighRates(first, last)
+	t.Logf("the churner: memory.events high %.1f/s, memory.pressure some %.0f%% over %.0f s; memory.peak %.1f MiB (memory.high %.1f, memory.max %d MiB)",
+		h, s, last.Uptime-first.Uptime, float64(last.Peak)/(1<<20), float64(last.High)/(1<<20), memHighLimit>>20)
+	since := func(at time.Time) string {
+		if at.IsZero() {
+			return "never seen"
+		}
+		return fmt.Sprintf("+%.0f s", at.Sub(r.began).Seconds())
+	}
+	t.Logf("the churner, by the test's polls (since the pods were created): first throttled %s, over in evictd's gauge %s, stuck %s, gone %s",
+		since(r.firstHigh), since(r.firstOver), since(r.firstStuck), since(r.ended))
+	if last.Events["oom_kill"] != 0 {
+		t.Errorf("the churner's memory.events oom_kill %d: it reached memory.max", last.Events["oom_kill"])
+	}
+	lines := evictedLines(t, r.n, r.ev, r.began)
+	t.Logf("evictd's evictions:\n%s", rawLines(lines))
+	if len(lines) != 1 || lines[0].Str("pod") != r.ns+"/churn" || lines[0].Str("signal") != "memory.highStuck" {
+		t.Fatalf("evictd's evictions: %d lines, want one, of the churner for memory.highStuck", len(lines))
+	}
+	// On the guest's clock: from the churn's start (its first cycle
+	// throttled) to the eviction, at least the grace period (over from
+	// the first pass that sees the throttling, stuck the grace period
+	// after), and not much more than half a window on top.
+	took := lines[0].TS.Sub(r.churnAt)
+	t.Logf("the churner evicted %.1f s after its churn began (window %s, grace %s)", took.Seconds(), memHighWindow, memHighGrace)
+	if took < memHighGrace || took > memHighWindow+memHighGrace+15*time.Second {
+		t.Errorf("evicted %s after the churn began, want between the %s grace period and %s",
+			took.Round(100*time.Millisecond), memHighGrace, memHighWindow+memHighGrace+15*time.Second)
+	}
+	events := podEvents(t, r.n, r.ns)
+	t.Logf("events in %s:\n%s", r.ns, events)
+	var note string
+	for _, line := range strings.Split(events, "\n") {
+		if strings.Contains(line, " Pod/churn: ") && strings.HasSuffix(line, "("+evict.ReportingController+")") {
+			note = line
+		}
+	}
+	if !strings.Contains(note, "memory.highStuck") || !strings.Contains(note, "container churn") {
+		t.Errorf("no Event from evictd on the churner naming its container and memory.highStuck (last: %q)", note)
+	}
+}
+
+// checkQuietPods: the stable and busy pods were never throttled (their
+// memory.events high stayed 0, their peak below memory.high), evictd's
+// gauge never named them, and they still run.
+func checkQuietPods(t *testing.T, r *memHighRun) {
+	for _, name := range []string{"stable", "busy"} {
+		first, last, ok := r.span(name)
+		if !ok {
+			t.Errorf("%s: never read", name)
+			continue
+		}
+		t.Logf("%s: memory.events high %d, memory.peak %.1f MiB over %.0f s", name, last.Events["high"], float64(last.Peak)/(1<<20), last.Uptime-first.Uptime)
+		if last.Events["high"] != 0 || last.Peak >= last.High {
+			t.Errorf("%s was throttled (memory.events high %d, peak %d, memory.high %d): not the quiet pod this test needs",
+				name, last.Events["high"], last.Peak, last.High)
+		}
+		if f := r.pf.fates[name]; f != "" {
+			t.Errorf("%s ended by %s", name, f)
+		}
+		for _, s := range r.samples {
+			for _, series := range s.series {
+				if strings.HasPrefix(series, name+"/") {
+					t.Errorf("%s in evictd's gauge at +%.0f s: %s", name, s.at.Sub(r.began).Seconds(), series)
+				}
+			}
+		}
+	}
+	if r.samples[len(r.samples)-1].at.Sub(r.began) < memHighWindow/2+2*memHighGrace {
+		t.Errorf("the soak lasted %s, under half a window and two grace periods", r.samples[len(r.samples)-1].at.Sub(r.began))
+	}
+}
