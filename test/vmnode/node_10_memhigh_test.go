@@ -93,8 +93,11 @@ func memHighArgs(extra ...string) []string {
 // entry: its arguments and a check that the churner's memory.high was
 // relaxed and it was not evicted once it stabilised.
 type memHighCase struct {
-	name  string
-	args  []string
+	name string
+	args []string
+	// stays: the churner must still run at the end (sampled to the
+	// deadline, not until it ends).
+	stays bool
 	check func(t *testing.T, r *memHighRun)
 }
 
@@ -110,6 +113,7 @@ func TestNodeMemoryHigh(t *testing.T) {
 	withKubeletMemoryQoS(t, n, memHighFactor)
 	for _, c := range []memHighCase{
 		{name: "evicted after the grace period", args: memHighArgs(), check: checkChurnerEvicted},
+		{name: "with the actuator: relaxed, then left alone", args: memHighArgs("--actuator"), stays: true, check: checkChurnerRelaxed},
 	} {
 		t.Run(c.name, func(t *testing.T) { runMemHighCase(t, n, c) })
 	}
@@ -391,7 +395,14 @@ func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 	// case where it must stay, the deadline: half a window, the grace
 	// period and a minute for the guest's slowness.
 	deadline := memHighWindow/2 + memHighGrace + time.Minute
-	r.sample(t, ctx, deadline, "the churner's end", func() bool {
+	deadlineAt := time.Now().Add(deadline)
+	r.sample(t, ctx, deadline+30*time.Second, "the churner's end", func() bool {
+		if c.stays {
+			if f := r.pf.fates["churn"]; f != "" {
+				t.Fatalf("the churner ended by %q; with this case it must stay", f)
+			}
+			return time.Now().After(deadlineAt)
+		}
 		if r.pf.fates["churn"] != "" {
 			return true
 		}
@@ -471,6 +482,67 @@ func checkChurnerEvicted(t *testing.T, r *memHighRun) {
 	if !strings.Contains(note, "memory.highStuck") || !strings.Contains(note, "container churn") {
 		t.Errorf("no Event from evictd on the churner naming its container and memory.highStuck (last: %q)", note)
 	}
+}
+
+// checkChurnerRelaxed: with the actuator, the churner stuck on its
+// memory.events high for the grace period has its memory.high raised to its
+// memory.max (stage 1), once, with an Event naming the container, and is
+// not evicted: at memory.max, its working set below it, it has stabilised.
+// The writable pod cgroups also let kubepods' PSI trigger arm.
+func checkChurnerRelaxed(t *testing.T, r *memHighRun) {
+	if f := r.pf.fates["churn"]; f != "" {
+		t.Fatalf("the churner ended by %q; relaxed, it should have been left alone", f)
+	}
+	log := evictdLog(t, r.n, r.ev)
+	if !strings.Contains(log, `"msg":"actuator on:`) {
+		t.Errorf("evictd's log does not say the actuator is on")
+	}
+	armed := false
+	for _, line := range strings.Split(log, "\n") {
+		armed = armed || strings.Contains(line, `"msg":"wake-up source active"`) && strings.Contains(line, `"source":"psi"`) &&
+			strings.Contains(line, `"name":"kubepods"`)
+	}
+	if !armed {
+		t.Errorf("kubepods' PSI trigger did not arm with the pod cgroups writable; evictd's wake-up lines:\n%s", grepLines(log, "wake-up source"))
+	}
+	relaxed := 0
+	for _, line := range strings.Split(evictdLogSince(t, r.n, r.ev, r.began), "\n") {
+		if strings.Contains(line, `"msg":"memory.high relaxed to memory.max"`) {
+			relaxed++
+			t.Logf("evictd: %s", line)
+			if !strings.Contains(line, `"container":"churn"`) || !strings.Contains(line, fmt.Sprintf(`"to":"%d"`, memHighLimit)) {
+				t.Errorf("relaxed something else than the churner to its memory.max: %s", line)
+			}
+		}
+	}
+	if relaxed != 1 {
+		t.Errorf("evictd relaxed memory.high %d times, want once", relaxed)
+	}
+	_, last, ok := r.span("churn")
+	if !ok || last.High != memHighLimit {
+		t.Errorf("the churner's memory.high at the end is %d, want its memory.max %d", last.High, memHighLimit)
+	}
+	if lines := evictedLines(t, r.n, r.ev, r.began); len(lines) != 0 {
+		t.Errorf("evictd evicted:\n%s", rawLines(lines))
+	}
+	events := podEvents(t, r.n, r.ns)
+	if !strings.Contains(events, evict.ReasonMemoryHighRelaxed) || !strings.Contains(events, "container churn") {
+		t.Errorf("no %s Event naming the churner's container:\n%s", evict.ReasonMemoryHighRelaxed, events)
+	}
+	if last.Events["oom_kill"] != 0 {
+		t.Errorf("the churner's memory.events oom_kill %d after its relax", last.Events["oom_kill"])
+	}
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // checkQuietPods: the stable and busy pods were never throttled (their
