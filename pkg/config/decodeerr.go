@@ -28,6 +28,17 @@ func describeDecodeError(js []byte, err error) error {
 		}
 		return err
 	}
+	// A duration's own decoder reports a non-string value with an offset
+	// into the value alone, which would name another field: the duration
+	// fields are looked up by what they hold.
+	if te.Type != nil && te.Type.Kind() == reflect.String {
+		if f, literal, ok := nonStringDuration(js); ok {
+			if strings.HasPrefix(literal, "a ") || strings.HasPrefix(literal, "an ") {
+				return fmt.Errorf("%s: must be a duration such as \"30s\", not %s", f, literal)
+			}
+			return fmt.Errorf("%s: %s must be a duration such as \"30s\"", f, literal)
+		}
+	}
 	path, literal := "", ""
 	if te.Offset > 0 {
 		path, literal = valueAt(js, te.Offset)
@@ -65,6 +76,29 @@ func durationFieldOf(js []byte, err error) string {
 		}
 	}
 	return strings.Join(durationFields, " or ")
+}
+
+// nonStringDuration finds the first duration field of js that holds
+// something other than a string, and that value in words.
+func nonStringDuration(js []byte) (field, literal string, ok bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(js, &top) != nil {
+		return "", "", false
+	}
+	for _, f := range durationFields {
+		raw, found := top[f]
+		if !found || len(raw) == 0 || raw[0] == '"' || string(raw) == "null" {
+			continue
+		}
+		switch raw[0] {
+		case '[':
+			return f, "a list", true
+		case '{':
+			return f, "an object", true
+		}
+		return f, string(raw), true
+	}
+	return "", "", false
 }
 
 // kindInWords names the decoder's kinds of JSON value.

@@ -25,6 +25,8 @@ func TestDecodeErrorsNameTheFieldAndValue(t *testing.T) {
 		{"number for a string", "excludedNamespaces: [kube-system, 3]\n", "excludedNamespaces[1]: 3 must be a string"},
 		{"grace cap beyond int32", "evictionMaxPodGracePeriod: 3000000000\n", "evictionMaxPodGracePeriod: 3000000000 is outside the int32 range"},
 		{"bad duration", "evictionPressureTransitionPeriod: 5x\n", `evictionPressureTransitionPeriod: time: unknown unit "x" in duration "5x"`},
+		{"number for a duration", "memoryHighEviction: true\nmemoryHighWindow: 30\n", `memoryHighWindow: 30 must be a duration such as "30s"`},
+		{"list for a duration", "evictionStallWindow: [10s]\n", `evictionStallWindow: must be a duration such as "30s", not a list`},
 		{"unknown field", "priorityGroups:\n- name: a\n  namespaces: [x]\n  fenced: true\n", `unknown field "priorityGroups[0].fenced"`},
 	}
 	dir := t.TempDir()
