@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/evictd/evictd/test/e2e/framework"
 )
@@ -135,19 +134,7 @@ func TestManifestActuatorCommented(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deploy/daemonset.yaml with the actuator uncommented: %v", err)
 	}
-	got := mustRender(t, "namespace: {create: true}\nactuator: {enabled: true}")
-	for _, o := range got {
-		withoutReleaseIdentity(t, o)
-	}
-	wantBy, gotBy := byKey(t, want), byKey(t, got)
-	if !slices.Equal(keys(wantBy), keys(gotBy)) {
-		t.Fatalf("the chart renders %v; deploy/daemonset.yaml has %v", keys(gotBy), keys(wantBy))
-	}
-	for k, w := range wantBy {
-		if d := cmp.Diff(w.Object, gotBy[k].Object); d != "" {
-			t.Errorf("%s: deploy/daemonset.yaml with the actuator uncommented differs from the chart's actuator.enabled (-manifest +chart):\n%s", k, d)
-		}
-	}
+	equalsChart(t, want, "namespace: {create: true}\nactuator: {enabled: true}", "deploy/daemonset.yaml with the actuator uncommented")
 }
 
 // uncommentActuator uncomments the actuator's blocks of a manifest: a line

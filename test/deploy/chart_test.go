@@ -29,24 +29,32 @@ import (
 // the release namespace in the cluster-scoped names (ClusterRole and
 // ClusterRoleBinding evictd-evictd-system, plain evictd in the manifest).
 // Nothing else is removed from either side.
-func TestChartDefaultsEqualManifest(t *testing.T) {
-	want, err := framework.ReadManifest(repoPath(t, "deploy", "daemonset.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := mustRender(t, "namespace: {create: true}")
+// equalsChart checks that the chart rendered with values gives the objects
+// of want (what names them in the messages), field for field, once the
+// release's own labels and names are taken out of the chart's side.
+func equalsChart(t *testing.T, want []*unstructured.Unstructured, values, what string) {
+	t.Helper()
+	got := mustRender(t, values)
 	for _, o := range got {
 		withoutReleaseIdentity(t, o)
 	}
 	wantBy, gotBy := byKey(t, want), byKey(t, got)
 	if !slices.Equal(keys(wantBy), keys(gotBy)) {
-		t.Fatalf("the chart renders %v; deploy/daemonset.yaml has %v", keys(gotBy), keys(wantBy))
+		t.Fatalf("the chart renders %v; %s has %v", keys(gotBy), what, keys(wantBy))
 	}
 	for k, w := range wantBy {
 		if d := cmp.Diff(w.Object, gotBy[k].Object); d != "" {
-			t.Errorf("%s differs from deploy/daemonset.yaml (-manifest +chart):\n%s", k, d)
+			t.Errorf("%s differs from %s (-manifest +chart):\n%s", k, what, d)
 		}
 	}
+}
+
+func TestChartDefaultsEqualManifest(t *testing.T) {
+	want, err := framework.ReadManifest(repoPath(t, "deploy", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalsChart(t, want, "namespace: {create: true}", "deploy/daemonset.yaml")
 }
 
 // helmLabels are the standard labels a release adds beyond

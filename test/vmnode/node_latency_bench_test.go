@@ -93,6 +93,29 @@ var nodeLatencySteps = []nodeLatencyStep{
 		nodeLatencyCacheGapMiB, nodeLatencyLimitSlackMiB), true},
 }
 
+// pickByName is the items of all the environment variable env names, a
+// comma-separated list, in its order; all of them when it is unset.
+func pickByName[T any](t *testing.T, env string, all []T, name func(T) string) []T {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		return all
+	}
+	var have []string
+	for _, x := range all {
+		have = append(have, name(x))
+	}
+	var picked []T
+	for _, n := range strings.Split(v, ",") {
+		i := slices.Index(have, n)
+		if i < 0 {
+			t.Fatalf("%s=%q: no %q (have %s)", env, v, n, strings.Join(have, ", "))
+		}
+		picked = append(picked, all[i])
+	}
+	return picked
+}
+
 func TestNodeLatency(t *testing.T) {
 	n := sharedNode(t)
 	ctx := context.Background()
@@ -103,17 +126,7 @@ func TestNodeLatency(t *testing.T) {
 			t.Fatalf("EVICTD_BENCH_TRIALS=%q: want a positive number", v)
 		}
 	}
-	steps := nodeLatencySteps
-	if v := os.Getenv("EVICTD_BENCH_STEPS"); v != "" {
-		steps = nil
-		for _, name := range strings.Split(v, ",") {
-			i := slices.IndexFunc(nodeLatencySteps, func(s nodeLatencyStep) bool { return s.name == name })
-			if i < 0 {
-				t.Fatalf("EVICTD_BENCH_STEPS=%q: no step %q (have plain, at-limit)", v, name)
-			}
-			steps = append(steps, nodeLatencySteps[i])
-		}
-	}
+	steps := pickByName(t, "EVICTD_BENCH_STEPS", nodeLatencySteps, func(s nodeLatencyStep) string { return s.name })
 	const rest = 3 * time.Second // longer than evictd's 2 s fill-rate window
 	ns := newNamespace(t, n, "latency")
 	// The base pod holds what keeps the node resting at nodeLatencyRestMiB,
@@ -170,17 +183,7 @@ func TestNodeLatency(t *testing.T) {
 	results := map[string]map[string][]NodeLatencyTrial{}
 	rests := map[string][]int64{}
 	var names []string
-	configs := nodeLatencyConfigs
-	if v := os.Getenv("EVICTD_BENCH_CONFIGS"); v != "" {
-		configs = nil
-		for _, name := range strings.Split(v, ",") {
-			i := slices.IndexFunc(nodeLatencyConfigs, func(c nodeLatencyConfig) bool { return c.name == name })
-			if i < 0 {
-				t.Fatalf("EVICTD_BENCH_CONFIGS=%q: no configuration %q", v, name)
-			}
-			configs = append(configs, nodeLatencyConfigs[i])
-		}
-	}
+	configs := pickByName(t, "EVICTD_BENCH_CONFIGS", nodeLatencyConfigs, func(c nodeLatencyConfig) string { return c.name })
 	for _, cfg := range configs {
 		names = append(names, cfg.name)
 		t.Run(cfg.name, func(t *testing.T) {
