@@ -40,14 +40,7 @@ func TestActuatorContainsHardVictim(t *testing.T) {
 	// As in TestFaultStuckTerminating: stuck ranks first; db and the load
 	// stay within their requests. The load takes memory.available below
 	// the 300 MiB threshold.
-	stuck := podSpec{name: "stuck", holdMiB: 250, termDelay: 10 * time.Minute}.pod(ns, node.Name)
-	stuck.Annotations = map[string]string{nodesim.HangTerminationAnnotation: "true"}
-	stuck.Finalizers = []string{stuckFinalizer}
-	specs := []podSpec{
-		{name: "db", priorityClass: classHigh, holdMiB: 100,
-			requests: res("cpu", "100m", "memory", "200Mi"), limits: res("cpu", "100m", "memory", "200Mi")},
-	}
-	pods := createRunning(t, c.Admin, append(podsFor(ns, node.Name, specs), stuck)...)
+	pods := createRunning(t, c.Admin, append(podsFor(ns, node.Name, []podSpec{stuckDB}), hungPod(ns, node.Name))...)
 	t.Cleanup(func() { releaseStuck(t, c, pods["stuck"]) })
 	waitHolding(t, node, mapValues(pods)...)
 

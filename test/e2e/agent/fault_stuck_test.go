@@ -55,13 +55,10 @@ func TestFaultStuckTerminating(t *testing.T) {
 	// within their requests. Baseline memory.available is about 390 MiB;
 	// the load takes it to about 140 MiB, below the 300 MiB threshold, and
 	// only the next pod's 250 MiB bring it back above (stuck keeps its own).
-	stuck := podSpec{name: "stuck", holdMiB: 250, termDelay: 10 * time.Minute}.pod(ns, node.Name)
-	stuck.Annotations = map[string]string{nodesim.HangTerminationAnnotation: "true"}
-	stuck.Finalizers = []string{stuckFinalizer}
+	stuck := hungPod(ns, node.Name)
 	specs := []podSpec{
 		{name: "next", priorityClass: classLow, holdMiB: 250, grace: 2},
-		{name: "db", priorityClass: classHigh, holdMiB: 100,
-			requests: res("cpu", "100m", "memory", "200Mi"), limits: res("cpu", "100m", "memory", "200Mi")},
+		stuckDB,
 	}
 	pods := createRunning(t, c.Admin, append(podsFor(ns, node.Name, specs), stuck)...)
 	t.Cleanup(func() { releaseStuck(t, c, pods["stuck"]) })
@@ -192,6 +189,20 @@ func memoryOnlyHard(threshold string) string {
 	return "--eviction-hard=memory.available<" + threshold + ",allocatableMemory.available<none,nodefs.available<none," +
 		"nodefs.inodesFree<none,imagefs.available<none,imagefs.inodesFree<none,pid.available<none"
 }
+
+// hungPod is "stuck": BestEffort, holding 250 MiB, whose termination the
+// stand-in hangs (SIGTERM, never SIGKILL) and whose object a finalizer
+// keeps; releaseStuck ends it.
+func hungPod(ns, nodeName string) *corev1.Pod {
+	p := podSpec{name: "stuck", holdMiB: 250, termDelay: 10 * time.Minute}.pod(ns, nodeName)
+	p.Annotations = map[string]string{nodesim.HangTerminationAnnotation: "true"}
+	p.Finalizers = []string{stuckFinalizer}
+	return p
+}
+
+// stuckDB is the Guaranteed pod beside the stuck one, within its request.
+var stuckDB = podSpec{name: "db", priorityClass: classHigh, holdMiB: 100,
+	requests: res("cpu", "100m", "memory", "200Mi"), limits: res("cpu", "100m", "memory", "200Mi")}
 
 // releaseStuck removes the stuck pod's finalizer and deletes it at once, so
 // that the stand-in kills its processes and the namespace can go.
