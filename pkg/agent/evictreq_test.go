@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/internal/metrictest"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/evictreq"
 	"github.com/evictd/evictd/pkg/kube/fromclientset"
@@ -59,25 +60,8 @@ func (a *requestAgent) runAlong(t *testing.T, d time.Duration) {
 // for memory.available.
 func (a *requestAgent) responderEvictions(t *testing.T) float64 {
 	t.Helper()
-	mfs, err := a.metrics.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "evictd_evictions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["signal"] == "memory.available" && labels["result"] == metrics.ResultResponderEvicted {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return metrictest.Value(t, a.metrics.Registry(), "evictd_evictions_total",
+		map[string]string{"signal": "memory.available", "result": metrics.ResultResponderEvicted})
 }
 
 func newRequestAgent(t *testing.T) *requestAgent {

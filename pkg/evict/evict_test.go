@@ -33,6 +33,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/internal/metrictest"
 	"github.com/evictd/evictd/pkg/kube/fromclientset"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -148,25 +149,7 @@ func (h *harness) lastEviction() *policyv1.Eviction {
 // counter reads evictd_evictions_total{signal,result}.
 func (h *harness) counter(s thresholds.Signal, result Result) float64 {
 	h.t.Helper()
-	mfs, err := h.metrics.Registry().Gather()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "evictd_evictions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["signal"] == string(s) && labels["result"] == string(result) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return metrictest.Value(h.t, h.metrics.Registry(), "evictd_evictions_total", map[string]string{"signal": string(s), "result": string(result)})
 }
 
 // flushEvents waits for queued Events and returns those the fake server got.
