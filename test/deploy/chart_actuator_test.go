@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
