@@ -61,11 +61,7 @@ type cgroupRead struct {
 	Current, Peak, High int64
 }
 
-// cgroupReadScript prints what parseCgroupRead reads, for the cgroup
-// directory $0.
-const cgroupReadScript = `cat /proc/uptime; cd "$0" && for f in memory.events memory.pressure memory.current memory.peak memory.high; do echo "== $f"; cat $f; done`
-
-// parseCgroupRead parses cgroupReadScript's output.
+// parseCgroupRead parses cgroupReadScript's output (node_10_memhigh_test.go).
 func parseCgroupRead(out string) (cgroupRead, error) {
 	r := cgroupRead{Events: map[string]int64{}, Peak: -1}
 	lines := strings.Split(strings.TrimSpace(out), "\n")

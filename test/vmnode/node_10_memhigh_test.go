@@ -200,6 +200,10 @@ type memHighSample struct {
 	series []string
 }
 
+// cgroupReadScript prints what parseCgroupRead reads, for the cgroup
+// directory $0.
+const cgroupReadScript = `cat /proc/uptime; cd "$0" && for f in memory.events memory.pressure memory.current memory.peak memory.high; do echo "== $f"; cat $f; done`
+
 // memHighPollScript reads each container cgroup given ($2...) with
 // cgroupReadScript and then evictd's metrics at $1.
 const memHighPollScript = `url=$1; shift
