@@ -71,10 +71,11 @@ func (t Thresholds) Validate() error {
 	return nil
 }
 
-// State is one container's memory.high state after a sample.
+// State is one container's memory.high state after a sample, or the
+// pod's own (ContainerID PodLevel).
 type State struct {
 	PodUID, ContainerID string
-	// Cgroup is the container's cgroup (Sample.Cgroup).
+	// Cgroup is the container's or pod's cgroup (Sample.Cgroup).
 	Cgroup string
 	// HighSet: memory.high is set; a container without it is never stuck.
 	HighSet bool
@@ -90,6 +91,10 @@ type State struct {
 	Since time.Time
 	Stuck bool
 }
+
+// IsPodLevel reports whether the state is the pod's own cgroup's, not a
+// container's.
+func (s State) IsPodLevel() bool { return s.ContainerID == PodLevel }
 
 // StuckFor is how long the container has been over a threshold at now.
 func (s State) StuckFor(now time.Time) time.Duration {
@@ -120,8 +125,11 @@ type reading struct {
 	psi             bool
 }
 
-// maxReadings bounds a container's history (a poll every 10 ms would keep
-// thousands over a 30 s window); the oldest in the window is what counts.
+// maxReadings bounds a container's history: a pass every 10 ms would keep
+// thousands over a 30 s window. Readings closer together than
+// window/maxReadings are thinned, never the oldest (the one the rates are
+// measured from) nor the newest, so that a window of any length at any pass
+// rate is still measured whole, with at most maxReadings+2 readings.
 const maxReadings = 64
 
 type history struct {
@@ -188,6 +196,15 @@ func (d *Detector) Forget(podUID, containerID string) {
 // add appends r and drops the readings older than the window's start but
 // the last one before it, which measures the whole window. A counter that
 // went back (a container restarted in the same cgroup) starts afresh.
+//
+// The newest reading replaces the one before it while that one is less than
+// window/maxReadings after its own predecessor. Thinning by time, not by
+// count as pkg/stall does, keeps the oldest reading within one spacing of
+// the window's start: halving the middle each time a count is reached
+// leaves the oldest part sparsest, and the oldest reading could then stay
+// up to most of a window before the start (a 30 s window measured over 42 s
+// at 10 ms passes). pkg/stall interpolates across that gap; a rate taken
+// between two readings cannot.
 func (h *history) add(r reading, window time.Duration) {
 	if n := len(h.readings); n > 0 {
 		last := h.readings[n-1]
@@ -195,16 +212,22 @@ func (h *history) add(r reading, window time.Duration) {
 			h.readings = h.readings[:0]
 		}
 	}
-	h.readings = append(h.readings, r)
+	// Rounded up, so that maxReadings spacings never fall short of the
+	// window and the bound holds for any window.
+	spacing := (window + maxReadings - 1) / maxReadings
+	if n := len(h.readings); n >= 2 && h.readings[n-1].at.Sub(h.readings[n-2].at) < spacing {
+		h.readings[n-1] = r
+	} else {
+		h.readings = append(h.readings, r)
+	}
 	start := r.at.Add(-window)
 	drop := 0
 	for drop+1 < len(h.readings) && !h.readings[drop+1].at.After(start) {
 		drop++
 	}
-	if len(h.readings)-drop > maxReadings {
-		drop = len(h.readings) - maxReadings
+	if drop > 0 {
+		h.readings = append(h.readings[:0], h.readings[drop:]...)
 	}
-	h.readings = append(h.readings[:0], h.readings[drop:]...)
 }
 
 func (d *Detector) state(s Sample, h *history, now time.Time) State {

@@ -3,6 +3,7 @@
 package memhigh
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -21,12 +22,16 @@ type container struct {
 	maxPerSec         uint64
 	stallShare        float64 // of each second
 	high, max, stallµ uint64
+	highNs, maxNs     uint64
 }
 
-func (c *container) step(secs int) Sample {
-	c.high += c.highPerSec * uint64(secs)
-	c.max += c.maxPerSec * uint64(secs)
-	c.stallµ += uint64(c.stallShare * float64(secs) * 1e6)
+func (c *container) step(dt time.Duration) Sample {
+	// In events·ns, so that 50/s over 10 ms passes counts one event every
+	// other pass rather than none.
+	c.highNs += c.highPerSec * uint64(dt)
+	c.maxNs += c.maxPerSec * uint64(dt)
+	c.high, c.max = c.highNs/uint64(time.Second), c.maxNs/uint64(time.Second)
+	c.stallµ += uint64(c.stallShare * float64(dt.Microseconds()))
 	s := Sample{PodUID: "pod-" + c.id, ContainerID: c.id, HighSet: c.highSet, HighEvents: c.high, MaxEvents: c.max, SomeTotal: c.stallµ, HasPSI: true}
 	if c.highSet {
 		s.High = 512 << 20
@@ -34,16 +39,22 @@ func (c *container) step(secs int) Sample {
 	return s
 }
 
-// run samples the containers every second for d and returns, per
-// container, when it was first Stuck (zero: never), and the last states.
+// run samples the containers every second for secs seconds and returns,
+// per container, when it was first Stuck (missing: never), and the last
+// states.
 func run(d *Detector, from time.Time, secs int, cs ...*container) (map[string]time.Time, []State) {
+	return runEvery(d, from, time.Second, secs, cs...)
+}
+
+// runEvery is run with passes every `every`, n of them.
+func runEvery(d *Detector, from time.Time, every time.Duration, n int, cs ...*container) (map[string]time.Time, []State) {
 	first := map[string]time.Time{}
 	var last []State
-	for i := 1; i <= secs; i++ {
-		now := from.Add(time.Duration(i) * time.Second)
+	for i := 1; i <= n; i++ {
+		now := from.Add(time.Duration(i) * every)
 		var samples []Sample
 		for _, c := range cs {
-			samples = append(samples, c.step(1))
+			samples = append(samples, c.step(every))
 		}
 		last = d.Observe(now, samples)
 		for _, st := range last {
@@ -168,5 +179,87 @@ func TestThresholdsValidate(t *testing.T) {
 	}
 	if err := testThresholds.Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// The window is measured whatever the pass rate: at 100 ms passes (the
+// agent's fast path) a whole default window is far more readings than the
+// history's bound, and at 1 s passes so is a 5-minute window. Each must
+// still be measured over at least half the window, or it never fires.
+func TestLongWindowsFire(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		every  time.Duration
+		window time.Duration
+	}{
+		// config.DefaultMemoryHighWindow (the config package imports this
+		// one, so its constants cannot be used here).
+		{"100ms passes, default 30s window", 100 * time.Millisecond, 30 * time.Second},
+		{"10ms passes, default 30s window", 10 * time.Millisecond, 30 * time.Second},
+		// config.MaxStallWindow, the longest memoryHighWindow allowed.
+		{"1s passes, 5m window", time.Second, 5 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The other values are config's defaults too (DefaultMemoryHigh*).
+			th := Thresholds{HighRate: 10, MaxRate: 1, Some: 0.1, Window: tc.window, Grace: time.Minute}
+			d := NewDetector(th)
+			c := &container{id: "c", highSet: true, highPerSec: 50}
+			// Half a window to be over, the grace to be stuck, then a whole
+			// window more so that the rate is over the full window.
+			n := int((tc.window/2 + th.Grace + tc.window) / tc.every)
+			first, last := runEvery(d, t0, tc.every, n, c)
+			st := last[0]
+			if !slices.Equal(st.Over, []Signal{HighEvents}) || st.Span*2 < tc.window || !st.Stuck {
+				t.Fatalf("after %s: over %v, span %s, stuck %v; want over on high, over at least half the %s window, stuck",
+					time.Duration(n)*tc.every, st.Over, st.Span, st.Stuck, tc.window)
+			}
+			if math.Abs(st.HighRate-50) > 0.5 || st.Span < tc.window {
+				t.Errorf("high rate %.2f/s over %s, want 50/s over the whole %s window", st.HighRate, st.Span, tc.window)
+			}
+			// Over once the readings span half the window (the first is one
+			// pass in), stuck a grace period later.
+			want := t0.Add(tc.every + tc.window/2 + th.Grace)
+			if got, ok := first["c"]; !ok || got.Before(want) || got.After(want.Add(tc.every)) {
+				t.Errorf("stuck at %v, want at %v", got.Sub(t0), want.Sub(t0))
+			}
+		})
+	}
+}
+
+// Thousands of 10 ms passes keep a bounded history, and its rates stay
+// those of the window: the oldest reading kept sits just before the
+// window's start, never a stretch before it that would dilute a rate that
+// changed.
+func TestHistoryBoundedRatesTrue(t *testing.T) {
+	const every = 10 * time.Millisecond
+	th := Thresholds{HighRate: 10, MaxRate: 1, Some: 0.1, Window: 30 * time.Second, Grace: time.Minute}
+	d := NewDetector(th)
+	// 100/s and 30 % stalled for 40 s, then nothing: at 60 s the window
+	// holds 10 s of it.
+	c := &container{id: "c", highSet: true, highPerSec: 100, stallShare: 0.3}
+	perWindow := int(th.Window / every)
+	var highs, stalls []uint64
+	for i := 1; i <= 6000; i++ {
+		if i == 4000 {
+			c.highPerSec, c.stallShare = 0, 0
+		}
+		s := c.step(every)
+		highs, stalls = append(highs, s.HighEvents), append(stalls, s.SomeTotal)
+		st := d.Observe(t0.Add(time.Duration(i)*every), []Sample{s})[0]
+		if n := len(d.conts[key(s.PodUID, s.ContainerID)].readings); n > maxReadings+2 {
+			t.Fatalf("pass %d: %d readings kept, want at most %d", i, n, maxReadings+2)
+		}
+		if i <= perWindow {
+			continue
+		}
+		j := i - 1 - perWindow // the pass at the window's start
+		wantHigh := float64(highs[i-1]-highs[j]) / th.Window.Seconds()
+		wantSome := float64(stalls[i-1]-stalls[j]) / float64(th.Window.Microseconds())
+		// The oldest reading is at most one spacing (window/maxReadings)
+		// and one pass before the window's start: 2 % of the peak rate.
+		if math.Abs(st.HighRate-wantHigh) > 2 || math.Abs(st.Some-wantSome) > 0.006 || st.Span < th.Window || st.Span > th.Window+th.Window/maxReadings+every {
+			t.Fatalf("pass %d (%s): high %.2f/s, stalled %.3f over %s; want %.2f/s, %.3f over the %s window",
+				i, time.Duration(i)*every, st.HighRate, st.Some, st.Span, wantHigh, wantSome, th.Window)
+		}
 	}
 }

@@ -17,13 +17,20 @@ import (
 	"github.com/evictd/evictd/pkg/pressure"
 )
 
-// Sample is one reading of a container cgroup's memory.high state.
+// PodLevel is the ContainerID of the samples and states of a pod's own
+// cgroup: a pod-level memory limit (spec.resources, KEP-2837) sits on the
+// pod's cgroup, where a memory.high throttles every container of the pod
+// together while none is over its own. No runtime's container ID is empty.
+const PodLevel = ""
+
+// Sample is one reading of a container cgroup's memory.high state, or of
+// the pod's own cgroup (ContainerID PodLevel).
 type Sample struct {
 	// PodUID and ContainerID name the container: its ID as the runtime
 	// puts it in the cgroup's name (and in the pod's containerStatuses).
 	PodUID, ContainerID string
-	// Cgroup is the container's cgroup relative to the hierarchy's root,
-	// for the actuator (ReadNode; ReadPod leaves it "").
+	// Cgroup is the container's (or the pod's) cgroup relative to the
+	// hierarchy's root, for the actuator (ReadNode; ReadPod leaves it "").
 	Cgroup string
 	// High is memory.high in bytes; HighSet is false when it reads "max".
 	High    uint64
@@ -61,14 +68,14 @@ func ContainerID(dir string) string {
 	return pressure.ContainerIDOfCgroup(dir)
 }
 
-// ReadPod reads the container cgroups under a pod's cgroup directory (v2).
-// A container whose cgroup vanished while being read is left out quietly
-// (it was going away); one whose file is unreadable or malformed is left
-// out with a *FileError naming the file.
+// ReadPod reads the container cgroups under a pod's cgroup directory (v2),
+// and the pod's own cgroup first (ContainerID PodLevel) when its memory.high
+// is set. A container whose cgroup vanished while being read is left out
+// quietly (it was going away); one whose file is unreadable or malformed is
+// left out with a *FileError naming the file.
 func ReadPod(podDir, podUID string) ([]Sample, []error) { return readPod(podDir, "", podUID) }
 
-// readPod is ReadPod, naming each container's cgroup under podCgroup when
-// it is not "".
+// readPod is ReadPod, naming each cgroup under podCgroup when it is not "".
 func readPod(podDir, podCgroup, podUID string) ([]Sample, []error) {
 	entries, err := os.ReadDir(podDir)
 	if err != nil {
@@ -79,6 +86,15 @@ func readPod(podDir, podCgroup, podUID string) ([]Sample, []error) {
 	}
 	var out []Sample
 	var errs []error
+	switch s, ok, err := readPodLevel(podDir, podUID); {
+	case err != nil:
+		if !errors.Is(err, fs.ErrNotExist) || !gone(podDir) {
+			errs = append(errs, err)
+		}
+	case ok:
+		s.Cgroup = podCgroup
+		out = append(out, s)
+	}
 	for _, e := range entries {
 		id := ContainerID(e.Name())
 		if !e.IsDir() || id == "" {
@@ -106,22 +122,64 @@ func gone(dir string) bool {
 
 func readContainer(dir, podUID, id string) (Sample, error) {
 	s := Sample{PodUID: podUID, ContainerID: id}
-	fail := func(name string, err error) (Sample, error) {
-		return Sample{}, &FileError{PodUID: podUID, ContainerID: id, Path: filepath.Join(dir, name), Err: err}
-	}
 	b, err := os.ReadFile(filepath.Join(dir, "memory.high"))
 	if err != nil {
-		return fail("memory.high", err)
+		return Sample{}, fileError(dir, "memory.high", podUID, id, err)
 	}
 	if s.High, s.HighSet, err = ParseHigh(b); err != nil {
-		return fail("memory.high", err)
+		return Sample{}, fileError(dir, "memory.high", podUID, id, err)
 	}
-	if b, err = os.ReadFile(filepath.Join(dir, "memory.events")); err != nil {
-		return fail("memory.events", err)
+	return readCounters(dir, "memory.events", s)
+}
+
+// readPodLevel reads the pod's own cgroup, ok only when its memory.high is
+// set: without a pod-level limit the pod's figures are its containers',
+// which are read on their own. A pod cgroup without memory.high (no memory
+// controller in it) is not read either.
+//
+// The events are memory.events.local, the times the pod's own memory.high
+// and memory.max were hit: memory.events is hierarchical and counts each
+// container hitting its own limits too, which would report one container's
+// throttling twice and, relaxed at the pod's level, not help it. Kernels
+// before 5.2 have no memory.events.local; the pod is then reported
+// unreadable rather than read from the sums. memory.pressure has no local
+// form: the pod's stall share is all of its tasks', whatever limit they
+// stalled on.
+func readPodLevel(dir, podUID string) (Sample, bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "memory.high"))
+	if errors.Is(err, fs.ErrNotExist) && !gone(dir) {
+		return Sample{}, false, nil
+	}
+	if err != nil {
+		return Sample{}, false, fileError(dir, "memory.high", podUID, PodLevel, err)
+	}
+	s := Sample{PodUID: podUID, ContainerID: PodLevel}
+	if s.High, s.HighSet, err = ParseHigh(b); err != nil {
+		return Sample{}, false, fileError(dir, "memory.high", podUID, PodLevel, err)
+	}
+	if !s.HighSet {
+		return Sample{}, false, nil
+	}
+	s, err = readCounters(dir, "memory.events.local", s)
+	return s, err == nil, err
+}
+
+func fileError(dir, name, podUID, id string, err error) error {
+	return &FileError{PodUID: podUID, ContainerID: id, Path: filepath.Join(dir, name), Err: err}
+}
+
+// readCounters fills s from dir's events file and memory.pressure.
+func readCounters(dir, events string, s Sample) (Sample, error) {
+	fail := func(name string, err error) (Sample, error) {
+		return Sample{}, fileError(dir, name, s.PodUID, s.ContainerID, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, events))
+	if err != nil {
+		return fail(events, err)
 	}
 	ev, err := ParseEvents(b)
 	if err != nil {
-		return fail("memory.events", err)
+		return fail(events, err)
 	}
 	s.HighEvents, s.MaxEvents = ev.High, ev.Max
 	b, err = os.ReadFile(filepath.Join(dir, "memory.pressure"))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/evictd/evictd/pkg/pressure"
 )
@@ -37,8 +38,9 @@ func TestContainerID(t *testing.T) {
 }
 
 // A systemd-driver pod: the container with memory.high set and the one
-// without it are read with their counters; CRI-O's conmon scope and the
-// pod's own files are not containers.
+// without it are read with their counters; CRI-O's conmon scope is not a
+// container, and the pod's own cgroup, whose memory.high is "max", is not
+// read.
 func TestReadPodSystemd(t *testing.T) {
 	got, errs := ReadPod("testdata/v2-systemd/kubepods-burstable-pod7d3f3c2a_9b1e_4c5d_8f6a_2b3c4d5e6f70.slice", "uid-1")
 	if len(errs) != 0 {
@@ -153,5 +155,72 @@ func TestReadNodeNeedsV2(t *testing.T) {
 	// hierarchy's root.
 	if want := obs.Pods[0].Cgroup + "/cri-containerd-" + idA + ".scope"; got[0].Cgroup != want {
 		t.Errorf("container cgroup = %q, want %q", got[0].Cgroup, want)
+	}
+}
+
+const podLevelDir = "testdata/v2-pod-level/kubepods-burstable-pod3e5a7c91_2d4b_4f6e_8a1c_9b0d2e4f6a81.slice"
+
+// A pod with a memory.high on its own cgroup (a pod-level limit) is read
+// as a sample of its own, first, with the pod's own counters: its
+// memory.events counts its containers' events too (4182 high and 17 max of
+// container a's, at a's own memory.high and memory.max), memory.events.local
+// only the times the pod's memory.high and memory.max were hit.
+func TestReadPodLevel(t *testing.T) {
+	got, errs := ReadPod(podLevelDir, "uid-4")
+	if len(errs) != 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	want := []Sample{
+		{PodUID: "uid-4", ContainerID: PodLevel, High: 483180544, HighSet: true, HighEvents: 1508, MaxEvents: 0, SomeTotal: 14203318, HasPSI: true, SomeAvg10: 31.07},
+		{PodUID: "uid-4", ContainerID: idA, High: 268435456, HighSet: true, HighEvents: 4182, MaxEvents: 17, SomeTotal: 9123456, HasPSI: true, SomeAvg10: 23.41},
+		{PodUID: "uid-4", ContainerID: idB, High: math.MaxUint64, SomeTotal: 3071337, HasPSI: true, SomeAvg10: 4.10},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("sample %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	// The actuator writes the pod's cgroup for the pod's own sample.
+	obs := &pressure.Observation{Layout: pressure.Layout{Mode: pressure.ModeV2, MemoryMount: "testdata/v2-pod-level"},
+		Pods: []pressure.PodExtras{{UID: "uid-4", Cgroup: "/" + filepath.Base(podLevelDir)}}}
+	got, errs = ReadNode(obs)
+	if len(got) != 3 || len(errs) != 0 {
+		t.Fatalf("ReadNode: got %+v, %v; want the pod and its two containers", got, errs)
+	}
+	if got[0].ContainerID != PodLevel || got[0].Cgroup != obs.Pods[0].Cgroup {
+		t.Errorf("ReadNode: pod's own sample %+v, want cgroup %q", got[0], obs.Pods[0].Cgroup)
+	}
+}
+
+// A pod-level memory.high on a kernel without memory.events.local (before
+// 5.2): the hierarchical memory.events would count the containers' own
+// throttling as the pod's, so the pod is reported unreadable, not guessed.
+func TestReadPodLevelWithoutLocalEvents(t *testing.T) {
+	dir := "testdata/malformed-pod/pod0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	got, errs := ReadPod(dir, "uid-5")
+	var fe *FileError
+	if len(got) != 0 || len(errs) != 1 || !errors.As(errs[0], &fe) || fe.ContainerID != PodLevel ||
+		fe.Path != filepath.Join(dir, "memory.events.local") {
+		t.Errorf("got %+v, %v; want one *FileError naming %s", got, errs, filepath.Join(dir, "memory.events.local"))
+	}
+}
+
+// The pod's own state and its containers' are tracked apart: the pod over
+// its memory.high while no container is over its own.
+func TestPodLevelTrackedApart(t *testing.T) {
+	d := NewDetector(testThresholds)
+	pod := &container{id: PodLevel, highSet: true, highPerSec: 50}
+	app := &container{id: idA, highSet: true}
+	var last []State
+	for i := 1; i <= 60; i++ {
+		p, a := pod.step(time.Second), app.step(time.Second)
+		p.PodUID, a.PodUID = "uid", "uid"
+		last = d.Observe(t0.Add(time.Duration(i)*time.Second), []Sample{a, p})
+	}
+	if len(last) != 2 || !last[0].IsPodLevel() || !last[0].Stuck || last[1].IsPodLevel() || len(last[1].Over) != 0 {
+		t.Errorf("states %+v, want the pod's own stuck, first, and its container not over", last)
 	}
 }
