@@ -52,10 +52,14 @@ func TestRankCommandJSON(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
+		// pods is the PodList fixture, pods.json when empty.
+		pods string
 		// want is the order of namespace/name, eligible ones first.
 		want       []string
 		wantSignal string
 		eligible   int
+		// requests, when set, are candidates' requests by namespace/name.
+		requests map[string]int64
 	}{
 		{
 			// Over their requests by 344Mi, 100Mi and 44Mi at priority 0;
@@ -105,10 +109,30 @@ func TestRankCommandJSON(t *testing.T) {
 			},
 			eligible: 5,
 		},
+		{
+			// web-1's spec was raised to 1Gi and the resize deferred: the
+			// kubelet still counts the 256Mi its status shows allocated, so
+			// web-1 is 344Mi over and first, as with pods.json. By its spec
+			// it would be under its request, after web-2.
+			name:       "memory, a deferred resize ranks by the allocated request",
+			pods:       "pods-resize.json",
+			args:       []string{"-o", "json"},
+			wantSignal: "memory.available",
+			want: []string{
+				"shop/web-1", "batch/report-7f9", "shop/web-2", "shop/db-0", "shop/cart-5",
+				"shop/payments-0", "monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
+			},
+			eligible: 5,
+			requests: map[string]int64{"shop/web-1": 256 << 20, "shop/web-2": 256 << 20},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--summary", td("summary.json"), "--pods", td("pods.json")}, tc.args...)
+			pods := tc.pods
+			if pods == "" {
+				pods = "pods.json"
+			}
+			args := append([]string{"--summary", td("summary.json"), "--pods", td(pods)}, tc.args...)
 			code, out, errOut := runRank(t, args...)
 			if code != exitOK {
 				t.Fatalf("exit %d, stderr %q", code, errOut)
@@ -133,6 +157,11 @@ func TestRankCommandJSON(t *testing.T) {
 			}
 			if eligible != tc.eligible {
 				t.Errorf("%d eligible, want %d", eligible, tc.eligible)
+			}
+			for _, c := range res.Candidates {
+				if want, ok := tc.requests[c.Namespace+"/"+c.Name]; ok && c.Request != want {
+					t.Errorf("%s/%s request = %d, want %d", c.Namespace, c.Name, c.Request, want)
+				}
 			}
 		})
 	}

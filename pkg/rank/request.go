@@ -24,15 +24,45 @@ import (
 // and other resources (ephemeral-storage) have none. The pod's overhead is
 // added only to a non-zero request. A container (or pod) with a limit but
 // no request counts its limit, as API defaulting would have set.
+//
+// The kubelet ranks the allocated pod, not the desired one: its eviction
+// manager lists pods through getAllocatedPods, which swaps in the resources
+// the allocation manager admitted (UpdatePodFromAllocation). Under in-place
+// resize the two differ exactly when a resize is pending, Deferred when the
+// node is short. The API shows that allocation in the pod's status, which
+// this reads in place of the spec, as the kubelet writes it:
+//
+//   - status.allocatedResources (InPlacePodLevelResourcesVerticalScaling) is
+//     PodRequests of the allocated pod, the whole sum above with the overhead
+//     already in it: it stands in for the sum, less the overhead. With
+//     pod-level resources set it stands in only for a pod-level cpu or
+//     memory request the spec sets (the kubelet counts nothing else);
+//   - otherwise each container's status.containerStatuses[] (or
+//     initContainerStatuses[]) allocatedResources, matched by name, is that
+//     container's allocated requests; a container the kubelet has not
+//     created yet has none and counts its spec.
+//
+// Neither status.containerStatuses[].resources nor status.resources (what
+// the runtime has applied) is read: the eviction ranking uses neither, nor
+// component-helpers' max(spec, actuated, allocated) under UseStatusResources,
+// which is what the scheduler counts.
 func podRequest(p *v1.Pod, name v1.ResourceName) int64 {
 	var total int64
-	if podLevelSet(p) {
-		total = podLevelRequest(p, name)
-	} else {
+	allocTotal, allocated := allocatedTotal(p, name)
+	switch {
+	case podLevelSet(p):
+		var set bool
+		total, set = podLevelRequest(p, name)
+		if set && allocated {
+			total = allocTotal
+		}
+	case allocated:
+		total = allocTotal
+	default:
 		var sidecars, initMax, regular int64
 		for i := range p.Spec.InitContainers {
 			c := &p.Spec.InitContainers[i]
-			req := containerRequest(c, name)
+			req := containerRequest(p, c, name)
 			if isSidecar(c) {
 				sidecars = addSat(sidecars, req)
 				continue
@@ -40,7 +70,7 @@ func podRequest(p *v1.Pod, name v1.ResourceName) int64 {
 			initMax = max(initMax, addSat(req, sidecars))
 		}
 		for i := range p.Spec.Containers {
-			regular = addSat(regular, containerRequest(&p.Spec.Containers[i], name))
+			regular = addSat(regular, containerRequest(p, &p.Spec.Containers[i], name))
 		}
 		total = max(addSat(regular, sidecars), initMax)
 	}
@@ -48,6 +78,17 @@ func podRequest(p *v1.Pod, name v1.ResourceName) int64 {
 		return 0
 	}
 	return addSat(total, quantity(p.Spec.Overhead, name))
+}
+
+// allocatedTotal reads status.allocatedResources, less the overhead the
+// kubelet put in it (floored at 0, as component-helpers subtracts it), and
+// whether the status has it at all. A resource it does not list is not
+// requested.
+func allocatedTotal(p *v1.Pod, name v1.ResourceName) (int64, bool) {
+	if p.Status.AllocatedResources == nil {
+		return 0, false
+	}
+	return max(quantity(p.Status.AllocatedResources, name)-quantity(p.Spec.Overhead, name), 0), true
 }
 
 func isSidecar(c *v1.Container) bool {
@@ -78,23 +119,44 @@ func podLevelSet(p *v1.Pod) bool {
 	return false
 }
 
-func podLevelRequest(p *v1.Pod, name v1.ResourceName) int64 {
+// podLevelRequest is the pod-level request for cpu or memory, and whether
+// spec.resources sets one (or a limit standing in for it).
+func podLevelRequest(p *v1.Pod, name v1.ResourceName) (int64, bool) {
 	if name != v1.ResourceCPU && name != v1.ResourceMemory {
-		return 0
+		return 0, false
 	}
 	if v, ok := lookup(p.Spec.Resources.Requests, name); ok {
-		return v
+		return v, true
 	}
-	v, _ := lookup(p.Spec.Resources.Limits, name)
-	return v
+	return lookup(p.Spec.Resources.Limits, name)
 }
 
-func containerRequest(c *v1.Container, name v1.ResourceName) int64 {
+// containerRequest is one container's request: its allocated one when the
+// pod's status shows it, else its spec's.
+func containerRequest(p *v1.Pod, c *v1.Container, name v1.ResourceName) int64 {
+	if cs := containerStatus(p, c.Name); cs != nil && cs.AllocatedResources != nil {
+		// The allocated requests as they are: one not listed is not
+		// requested (API defaulting had already copied limits in).
+		return quantity(cs.AllocatedResources, name)
+	}
 	if v, ok := lookup(c.Resources.Requests, name); ok {
 		return v
 	}
 	v, _ := lookup(c.Resources.Limits, name)
 	return v
+}
+
+// containerStatus finds a container's status by name, among the containers'
+// and then the init containers' (names are unique across both).
+func containerStatus(p *v1.Pod, name string) *v1.ContainerStatus {
+	for _, l := range [][]v1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+		for i := range l {
+			if l[i].Name == name {
+				return &l[i]
+			}
+		}
+	}
+	return nil
 }
 
 func quantity(l v1.ResourceList, name v1.ResourceName) int64 {
