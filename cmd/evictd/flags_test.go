@@ -148,7 +148,7 @@ func TestUsageLinesNameEveryFlag(t *testing.T) {
 			if fl.Shorthand != "" {
 				names += "|-" + regexp.QuoteMeta(fl.Shorthand)
 			}
-			if !regexp.MustCompile(`[ \[](` + names + `)[ \]]`).MatchString(c.synopsis + " ") {
+			if !regexp.MustCompile(`[ \[](` + names + `)[ \]=]`).MatchString(c.synopsis + " ") {
 				t.Errorf("%q does not name --%s", c.synopsis, fl.Name)
 			}
 		})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/hostpaths"
 	"github.com/evictd/evictd/pkg/memhigh"
@@ -27,7 +28,7 @@ import (
 
 // observeSynopsis names every flag of observe but --help; a test walks the
 // flag set to keep it so.
-const observeSynopsis = "evictd observe [--host-root DIR] [--cgroup-root PATH] [--node-cgroup PATH] [--image-fs PATH] [--container-fs PATH] [-o json|table|observation] [-v]"
+const observeSynopsis = "evictd observe [--host-root DIR] [--cgroup-root PATH] [--node-cgroup PATH] [--image-fs PATH] [--container-fs PATH] [--hugepage-aware-eviction=false] [-o json|table|observation] [-v]"
 
 const observeUsage = `Usage: ` + observeSynopsis + `
 
@@ -52,6 +53,7 @@ type observeFlags struct {
 	imageFs, containerFs             string
 	output                           string
 	verbose, help                    bool
+	hugepageAware                    bool
 }
 
 func newObserveFlags() (*observeFlags, *pflag.FlagSet) {
@@ -62,6 +64,7 @@ func newObserveFlags() (*observeFlags, *pflag.FlagSet) {
 	fs.StringVar(&f.nodeCgroup, agent.FlagNodeCgroup, pressure.DefaultNodeCgroup, agent.NodeCgroupUsage)
 	fs.StringVar(&f.imageFs, "image-fs", pressure.DefaultImageFsPath, "The container runtime's image store (imagefs).")
 	fs.StringVar(&f.containerFs, "container-fs", "", "Where the runtime keeps the writable layers (containerfs), if not under --image-fs.")
+	fs.BoolVar(&f.hugepageAware, config.FlagHugepageAwareEviction, true, "Take the node's hugepage pool off memory.available, as the kubelet's HugepageAwareEviction gate (on by default from 1.37); false as with the gate off.")
 	fs.StringVarP(&f.output, "output", "o", "json", "Output format: json (a kubelet Summary), table or observation.")
 	fs.BoolVarP(&f.verbose, "v", "v", false, "Log debug messages.")
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
@@ -90,7 +93,8 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 	log := cliLogger(stderr, f.verbose)
 	defer func() { _ = log.Sync() }()
-	o, err := pressure.NewObserver(pressure.Options{HostRoot: f.hostRoot, CgroupRoot: f.cgroupRoot, NodeCgroup: f.nodeCgroup, ImageFsPath: f.imageFs, ContainerFsPath: f.containerFs}, log)
+	o, err := pressure.NewObserver(pressure.Options{HostRoot: f.hostRoot, CgroupRoot: f.cgroupRoot, NodeCgroup: f.nodeCgroup, ImageFsPath: f.imageFs, ContainerFsPath: f.containerFs,
+		NoHugepageAwareEviction: !f.hugepageAware}, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd observe: %v\n", err)
 		if errors.Is(err, pressure.ErrHostRoot) || errors.Is(err, pressure.ErrInvalidOptions) {
@@ -177,8 +181,12 @@ func writeObservationTable(w io.Writer, obs *pressure.Observation) error {
 	fmt.Fprintf(tw, "NODE %s (cgroups %s, driver %s, cgroup root %s, node cgroup %s)\n", orDash(node.NodeName), l.Mode, driver, l.CgroupRoot, orDash(l.NodeCgroup))
 	fmt.Fprintln(tw, "SIGNAL\tAVAILABLE\tCAPACITY\tDETAIL")
 	if m := node.Memory; m != nil && m.AvailableBytes != nil {
-		fmt.Fprintf(tw, "memory.available\t%s\t%s\tworking set %s, usage %s\n", bytesOf(m.AvailableBytes),
-			formatBytes(obs.Node.MemoryCapacityBytes), bytesOf(m.WorkingSetBytes), bytesOf(m.UsageBytes))
+		hugepages := ""
+		if p := obs.Node.HugepagePoolBytes; p > 0 {
+			hugepages = ", hugepages " + formatBytes(p) + " taken off"
+		}
+		fmt.Fprintf(tw, "memory.available\t%s\t%s\tworking set %s, usage %s%s\n", bytesOf(m.AvailableBytes),
+			formatBytes(obs.Node.MemoryCapacityBytes), bytesOf(m.WorkingSetBytes), bytesOf(m.UsageBytes), hugepages)
 	} else {
 		fmt.Fprintln(tw, "memory.available\t-\t-\tunreadable (see warnings)")
 	}

@@ -55,6 +55,9 @@ const (
 	// hardSlack is added to the hard grace cap to get the horizon within
 	// which reclaim in flight counts toward a hard threshold.
 	hardSlack = 2 * time.Second
+	// leftoverTimeout bounds the start-up search for the EvictionRequests
+	// an earlier evictd left open (--eviction-request).
+	leftoverTimeout = time.Minute
 )
 
 // Run builds everything from validated options and runs the agent until ctx
@@ -122,6 +125,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	noNodePSI := o.Sources.PSI && !wakeup.HasCapSysResource() && !hasStallThreshold(ths)
 	obsv, err := pressure.NewObserver(pressure.Options{
 		HostRoot: o.HostRoot, CgroupRoot: o.CgroupRoot, NodeCgroup: o.NodeCgroup, ImageFsPath: o.ImageFs, ContainerFsPath: o.ContainerFs, NoNodePSI: noNodePSI, Clock: clk,
+		NoHugepageAwareEviction: !o.Config.HugepageAware(),
 	}, log.Named("observe"))
 	if err != nil {
 		if errors.Is(err, pressure.ErrHostRoot) || errors.Is(err, pressure.ErrInvalidOptions) {
@@ -195,12 +199,14 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	}
 
 	var evictor Evictor = ev
+	var requests *evictreq.Evictor
 	if o.EvictionRequest {
-		evictor, err = evictreq.New(evictreq.Config{Imperative: ev, API: client, ResponderWait: o.EvictionRequestWait,
-			NotServed: func() { m.SetEvictionRequestServed(false) }, Logger: evictLog.Named("request"), Clock: clk})
+		requests, err = evictreq.New(evictreq.Config{Imperative: ev, API: client, ResponderWait: o.EvictionRequestWait,
+			Served: m.SetEvictionRequestServed, Logger: evictLog.Named("request"), Clock: clk})
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrUsage, err)
 		}
+		evictor = requests
 		m.SetEvictionRequestServed(true)
 	}
 
@@ -280,6 +286,17 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		startedMu.Lock()
 		started = clk.Now()
 		startedMu.Unlock()
+		if requests != nil {
+			// Beside the loop, never in its way: the requests an evictd
+			// that crashed or was killed left open on this node's pods.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lctx, lcancel := context.WithTimeout(ctx, leftoverTimeout)
+				defer lcancel()
+				_, _ = requests.WithdrawLeftovers(lctx, watcher.Pods()) // logged there; not fatal
+			}()
+		}
 		runErr = loop.Run(ctx)
 	}
 

@@ -151,6 +151,13 @@ type Config struct {
 	// alone, as the kubelet does. It changes nothing on a node without swap.
 	SwapInRanking *bool `json:"swapInRanking,omitempty"`
 
+	// HugepageAwareEviction takes the node's hugepage pool off
+	// memory.available and its capacity (the default, nil or true), as the
+	// kubelet does with its HugepageAwareEviction feature gate, beta and on
+	// by default from Kubernetes 1.37; false for a node whose kubelet has
+	// the gate off, so that evictd sees what that kubelet sees.
+	HugepageAwareEviction *bool `json:"hugepageAwareEviction,omitempty"`
+
 	flags *flagValues
 	// allocDerived, allocReclaimDerived: SetDefaults derived
 	// allocatableMemory.available's threshold and minimum reclaim from
@@ -477,6 +484,11 @@ func (c *Config) RankOptions() (rank.Options, error) {
 		opts.PriorityGroups = append(opts.PriorityGroups, rg)
 	}
 	return opts, nil
+}
+
+// HugepageAware is HugepageAwareEviction, defaulted: true unless set false.
+func (c *Config) HugepageAware() bool {
+	return c.HugepageAwareEviction == nil || *c.HugepageAwareEviction
 }
 
 // HasSelectors reports whether any group needs namespace labels.

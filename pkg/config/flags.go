@@ -26,6 +26,9 @@ const (
 	FlagEvictionMaxPodGrace      = "eviction-max-pod-grace-period"
 	FlagEvictionPressureTransPer = "eviction-pressure-transition-period"
 	FlagEvictionStallWindow      = "eviction-stall-window"
+	// FlagHugepageAwareEviction mirrors the kubelet's feature gate of that
+	// name: evictd's own flag, for a kubelet with the gate off.
+	FlagHugepageAwareEviction = "hugepage-aware-eviction"
 
 	// The memory.high family's (docs/memhigh.md): evictd's own.
 	FlagMemoryHighEviction    = "memory-high-eviction"
@@ -50,6 +53,10 @@ type flagValues struct {
 	maxGraceFlag, transitionFlag, stallFlag *pflag.Flag
 	memHigh                                 memHighFlags
 	evictReq                                evictReqFlags
+
+	// --hugepage-aware-eviction, applied only when given.
+	hugepageAware     bool
+	hugepageAwareFlag *pflag.Flag
 }
 
 // memHighFlags are the memory.high flags, each applied only when given.
@@ -126,6 +133,9 @@ func (c *Config) BindFlags(file, thresholdFlags, eviction *pflag.FlagSet) {
 	thresholdFlags.DurationVar(&f.stall, FlagEvictionStallWindow, DefaultStallWindow,
 		"Window over which the stall signals (memory.pressureSome>P%, ...) measure the share of time stalled on memory.")
 	f.stallFlag = thresholdFlags.Lookup(FlagEvictionStallWindow)
+	thresholdFlags.BoolVar(&f.hugepageAware, FlagHugepageAwareEviction, true,
+		"Take the node's hugepage pool off memory.available and its capacity, as the kubelet does with its HugepageAwareEviction feature gate (on by default from 1.37). Set it false when the node's kubelet has the gate off.")
+	f.hugepageAwareFlag = thresholdFlags.Lookup(FlagHugepageAwareEviction)
 	f.memHigh.bind(thresholdFlags)
 	eviction.Var(&secondsValue{dst: &f.maxGrace}, FlagEvictionMaxPodGrace,
 		"Longest grace period, in seconds, given to a pod evicted for a soft threshold: min(pod's terminationGracePeriodSeconds, this). 0, the default, gives each pod its own terminationGracePeriodSeconds.")
@@ -225,6 +235,10 @@ func (c *Config) Complete() error {
 		}
 		if f.stallFlag != nil && f.stallFlag.Changed {
 			c.EvictionStallWindow = &metav1.Duration{Duration: f.stall}
+		}
+		if f.hugepageAwareFlag != nil && f.hugepageAwareFlag.Changed {
+			aware := f.hugepageAware
+			c.HugepageAwareEviction = &aware
 		}
 		f.memHigh.apply(c)
 		f.evictReq.apply(c)

@@ -11,8 +11,17 @@
 //     kubelet's eviction code derives it. The node cgroup is the root "/" by
 //     default, as the kubelet's Summary reads it whatever its --cgroup-root:
 //     Options.CgroupRoot only says where kubepods is.
+//     From Kubernetes 1.37 (the HugepageAwareEviction gate, on by default)
+//     the node's hugepage pool comes off it too, floored at 0: the sum over
+//     page sizes of nr_hugepages × the size, from /sys/kernel/mm/hugepages
+//     (or, when that is not under the host root, the Hugetlb line of
+//     /proc/meminfo, the same sum). The working set stays, so the capacity
+//     drops by the pool as well. Options.NoHugepageAwareEviction keeps the
+//     pool in, as a kubelet with the gate off does; a node cgroup other
+//     than "/" never has it taken off.
 //   - allocatableMemory.available: the same for the kubepods cgroup, in the
-//     Node.SystemContainers entry named "pods".
+//     Node.SystemContainers entry named "pods", with no hugepage pool taken
+//     off (the kubelet adjusts only the node's figure).
 //   - nodefs / imagefs: statfs of /var/lib/kubelet and of the image store.
 //   - pid.available: Node.Rlimit, min(pid_max, threads-max) and the task
 //     count of /proc/loadavg.

@@ -108,7 +108,8 @@ type nodeFiles struct {
 	mem          memFiles // the node cgroup's
 	procPressure bool
 	psi          [3]file // /proc/pressure/memory, cpu, io
-	meminfo      file    // /proc/meminfo, for SwapTotal and SwapFree
+	meminfo      file    // /proc/meminfo, for SwapTotal and SwapFree (and Hugetlb, see hugepages)
+	hugepages    hugepagePool
 	pidMax       file
 	threadsMax   file
 	loadavg      file
@@ -164,6 +165,7 @@ func (n *nodeFiles) close(open *int) {
 		n.psi[i].close(open)
 	}
 	n.meminfo.close(open)
+	n.hugepages.close(open)
 	n.pidMax.close(open)
 	n.threadsMax.close(open)
 	n.loadavg.close(open)
@@ -205,6 +207,10 @@ type nodeSample struct {
 	// swapTotal and swapFree are /proc/meminfo's, in bytes; swapOK: read.
 	swapTotal, swapFree uint64
 	swapOK              bool
+	// hugepages is the node's hugepage pool in bytes, taken off
+	// memory.available; hugepagesOK: known (0 when not read: switched off).
+	hugepages   uint64
+	hugepagesOK bool
 }
 
 type fsSample struct {
@@ -367,21 +373,42 @@ func (o *Observer) readNodeFile(obs *Observation, f *file, parse func([]byte) (u
 	return v, true
 }
 
-// readMeminfoSwap reads SwapTotal and SwapFree from /proc/meminfo, for
-// swap.available. The warning of a malformed file quotes the bad line.
-func (o *Observer) readMeminfoSwap(obs *Observation, ns *nodeSample) {
+// readMeminfo reads SwapTotal and SwapFree from /proc/meminfo, for
+// swap.available, and, when the hugepage pool comes from there (see
+// hugepagePool), its Hugetlb line, for memory.available. The warning of a
+// malformed file quotes the bad line; a bad line of one part does not
+// cost the other.
+func (o *Observer) readMeminfo(obs *Observation, ns *nodeSample) {
 	f := &o.node.meminfo
+	hugepages := o.node.hugepages.meminfo && !o.node.hugepages.off
 	b, err := o.read(f)
 	if err != nil {
-		o.signalFileErr(obs, f.path.String(), nil, err, swapSignals...)
+		signals := swapSignals
+		if hugepages {
+			signals = []string{sigSwap, sigMemory}
+		}
+		o.signalFileErr(obs, f.path.String(), nil, err, signals...)
 		return
 	}
+	skipped := obs.SkippedFiles
 	total, free, line, err := parseMeminfoSwap(b)
 	if err != nil {
 		o.signalFileErr(obs, f.path.String(), line, err, swapSignals...)
-		return
+	} else {
+		ns.swapTotal, ns.swapFree, ns.swapOK = total, free, true
 	}
-	ns.swapTotal, ns.swapFree, ns.swapOK = total, free, true
+	if hugepages {
+		pool, line, err := parseMeminfoHugetlb(b)
+		if err != nil {
+			if line != nil {
+				err = fmt.Errorf("%s: %w", quoteContent(line), err) // the value, in the SignalError itself
+			}
+			o.signalFileErr(obs, f.path.String(), line, err, nodeUsageSignals...)
+			obs.SkippedFiles = min(obs.SkippedFiles, skipped+1) // one file, however many of its lines failed
+			return
+		}
+		ns.hugepages, ns.hugepagesOK = pool, true
+	}
 }
 
 func (o *Observer) readPSIFile(obs *Observation, f *file) (statsv1alpha1.PSIStats, bool) {
@@ -434,7 +461,8 @@ var (
 func (o *Observer) readNode(ns *nodeSample, obs *Observation) {
 	n := &o.node
 	o.readMem(obs, &n.mem, &ns.mem, false, false, nodeUsageSignals, nodeLimitSignals)
-	o.readMeminfoSwap(obs, ns)
+	o.readMeminfo(obs, ns)
+	o.readHugepages(obs, ns)
 	if n.procPressure && !o.opts.NoNodePSI {
 		for i := range n.psi {
 			ns.psi[i], ns.psiOK[i] = o.readPSIFile(obs, &n.psi[i])
@@ -570,8 +598,14 @@ func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns
 		obs.Node.NodeCgroupLimitBytes = ns.mem.limit
 	}
 	obs.Node.MemTotalBytes = o.memTotal
-	if ns.mem.limitOK {
-		obs.Node.MemoryCapacityBytes = capacity
+	// The hugepage pool comes off memory.available, floored at 0, as the
+	// kubelet's adjustForHugePages does; the working set is left as it is,
+	// so the capacity (available + working set) drops by the pool too.
+	if ns.hugepagesOK {
+		obs.Node.HugepagePoolBytes = ns.hugepages
+		if ns.mem.limitOK {
+			obs.Node.MemoryCapacityBytes = sub0(capacity, ns.hugepages)
+		}
 	}
 
 	var psi []statsv1alpha1.PSIStats
@@ -589,9 +623,14 @@ func (o *Observer) buildNode(node *statsv1alpha1.NodeStats, obs *Observation, ns
 	}
 	if ns.mem.ok {
 		ws := workingSet(ns.mem.usage, ns.mem.stat.InactiveFile)
-		vals[0], vals[1], vals[2], vals[3], vals[4], vals[5] = sub0(capacity, ws), ns.mem.usage, ws, ns.mem.stat.RSS, ns.mem.stat.PgFault, ns.mem.stat.PgMajFault
-		node.Memory = &statsv1alpha1.MemoryStats{Time: ts, AvailableBytes: &vals[0], UsageBytes: &vals[1], WorkingSetBytes: &vals[2],
+		vals[0], vals[1], vals[2], vals[3], vals[4], vals[5] = sub0(sub0(capacity, ws), ns.hugepages), ns.mem.usage, ws, ns.mem.stat.RSS, ns.mem.stat.PgFault, ns.mem.stat.PgMajFault
+		node.Memory = &statsv1alpha1.MemoryStats{Time: ts, UsageBytes: &vals[1], WorkingSetBytes: &vals[2],
 			RSSBytes: &vals[3], PageFaults: &vals[4], MajorPageFaults: &vals[5]}
+		if ns.hugepagesOK {
+			// An unknown pool leaves memory.available out (its
+			// SignalError says why); the working set is still known.
+			node.Memory.AvailableBytes = &vals[0]
+		}
 	}
 	if psi != nil {
 		if ns.psiOK[0] {

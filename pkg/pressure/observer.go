@@ -73,10 +73,20 @@ type PodExtras struct {
 type NodeExtras struct {
 	// MemTotalBytes is MemTotal from /proc/meminfo.
 	MemTotalBytes uint64 `json:"memTotalBytes"`
-	// MemoryCapacityBytes is min(MemTotal, the node cgroup's memory limit):
-	// what memory.available is measured against; 0 when that limit could not
-	// be read (see SignalErrors).
+	// MemoryCapacityBytes is min(MemTotal, the node cgroup's memory limit)
+	// less HugepagePoolBytes (floored at 0): what memory.available is
+	// measured against; 0 when that limit or the hugepage pool could not
+	// be read (see SignalErrors). Past the floor of memory.available (a
+	// working set above it) the Summary's available + working set, the
+	// kubelet's capacity, is the working set alone.
 	MemoryCapacityBytes uint64 `json:"memoryCapacityBytes"`
+	// HugepagePoolBytes is the node's pre-allocated hugepage pool, the sum
+	// over page sizes of nr_hugepages × the page size, taken off
+	// memory.available and its capacity as the kubelet's
+	// HugepageAwareEviction gate does; 0 when there is none, when it is
+	// not read (Options.NoHugepageAwareEviction, a node cgroup other than
+	// "/") or could not be (see SignalErrors).
+	HugepagePoolBytes uint64 `json:"hugepagePoolBytes,omitempty"`
 	// NodeCgroupLimitBytes is the node cgroup's memory limit when it is below
 	// MemTotal, 0 otherwise (the root cgroup has none).
 	NodeCgroupLimitBytes uint64 `json:"nodeCgroupLimitBytes,omitempty"`
@@ -175,6 +185,7 @@ func NewObserver(opts Options, log *zap.Logger) (*Observer, error) {
 	}
 	o.nodeName = readHostname(opts.HostRoot)
 	o.node = newNodeFiles(opts, hier, rootDir, nodeDir)
+	o.node.hugepages = newHugepagePool(opts, log)
 	o.writable = writableLayers{hostRoot: opts.HostRoot, mountinfo: filepath.Join(opts.HostRoot, "proc/1/mountinfo"), upper: map[string]string{},
 		crioStore: filepath.Join(opts.HostRoot, opts.ContainerFsPath)}
 	o.layout = Layout{

@@ -76,6 +76,15 @@ type Options struct {
 	// on those files: frequent reads of a group's pressure file keep such a
 	// trigger from firing (docs/kernel.md, "PSI triggers and reads of the same group").
 	NoNodePSI bool
+	// NoHugepageAwareEviction leaves the node's hugepage pool in
+	// memory.available and its capacity, as a kubelet with its
+	// HugepageAwareEviction feature gate off computes them. By default (the
+	// gate is beta and on from Kubernetes 1.37) the pool, the sum over page
+	// sizes of /sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages ×
+	// the size, is taken off memory.available, floored at 0 (see
+	// hugepages.go). The pool is never taken off a node cgroup other than
+	// "/": a cgroup standing for a node holds none of the host's hugepages.
+	NoHugepageAwareEviction bool
 
 	// Clock stamps observations and ages the ephemeral-storage cache; the
 	// real clock by default.

@@ -226,9 +226,12 @@ func TestNodeSignalErrors(t *testing.T) {
 			lost: []thresholds.Signal{thresholds.SwapAvailable}, cause: "SwapTotal",
 		},
 		{
+			// The fixtures have no /sys/kernel/mm/hugepages: the hugepage
+			// pool taken off memory.available is /proc/meminfo's Hugetlb
+			// line, which a truncated read loses too (hugepages.go).
 			name: "meminfo truncated", fixture: "v1-systemd",
 			file: "proc/meminfo", brk: truncate,
-			lost: []thresholds.Signal{thresholds.SwapAvailable}, cause: errNoNewline.Error(),
+			lost: []thresholds.Signal{thresholds.SwapAvailable, thresholds.MemoryAvailable}, cause: errNoNewline.Error(),
 		},
 		{
 			// The pods' swap is still read when meminfo cannot tell whether
