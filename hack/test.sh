@@ -7,7 +7,9 @@
 # stage: the top-level tests of each go test stage (counted by test/cmd/testreport, which under
 # CI=true also counts a skip outside the benchmark packages as a failure), plus one for each
 # stage that is not a test run (a build, a download). A stage whose prerequisite failed is not
-# run and counts as one failure.
+# run and counts as one failure. A stage that names the tests it runs (node-imagefs,
+# node-cgroupfs) also counts one failure for each named test that did not run (testreport's
+# --expect-run), so a renamed test cannot leave its stage passing with fewer tests.
 #
 # Most stages run one after another. Three things overlap, because they wait on something else
 # than the CPU or take only the CPU the timed tests leave (docs/ci.md has the measurements):
@@ -100,11 +102,21 @@ step() {
   fi
 }
 
-# gotest NAME MAXSECONDS DIR [--quiet] GO-TEST-ARGS...: go test -json through testreport.
+# gotest NAME MAXSECONDS DIR [--quiet] [--expect-run PATTERN] GO-TEST-ARGS...: go test -json
+# through testreport. --expect-run gives testreport the stage's -run pattern when it lists test
+# names (^(TestA|TestB)$): a name no test ran under (renamed, removed, behind another build tag)
+# fails the stage, named, where it would pass with fewer tests.
 gotest() {
-  local name=$1 max=$2 dir=$3 quiet= s rc c; shift 3
+  local name=$1 max=$2 dir=$3 s rc c; shift 3
+  local -a ropts=()
   wanted "$name" || return 0
-  if [ "${1:-}" = --quiet ]; then quiet=--quiet; shift; fi
+  while :; do
+    case ${1:-} in
+      --quiet) ropts+=(--quiet); shift ;;
+      --expect-run) ropts+=(--expect-run "$2"); shift 2 ;;
+      *) break ;;
+    esac
+  done
   s=$(date +%s)
   say "=== stage $name: start $(now) UTC"
   rm -f "$logs/$name.counts"
@@ -112,7 +124,7 @@ gotest() {
   (cd "$dir" && timeout --kill-after=30 $(($(cap "$max") + 60)) \
     "$GO" test -json -count=1 -timeout "$(cap "$max")s" "$@" 2>&1) \
     | tee "$logs/$name.json" \
-    | "$report" $quiet --allow-skip "$allow_skip" --counts "$logs/$name.counts"
+    | "$report" "${ropts[@]}" --allow-skip "$allow_skip" --counts "$logs/$name.counts"
   rc=${PIPESTATUS[0]}
   if [ -s "$logs/$name.counts" ]; then read -r -a c <"$logs/$name.counts"; else c=(0 1 0); fi
   # go test failed but no test did (a vet error, a killed binary): one failure.
@@ -223,9 +235,21 @@ checks() {
 imagefs_tests=(TestNodeDedicatedImageFs TestNodeSwapRanking TestNodeStallThrash TestNodeBusyNoStall)
 cgroupfs_tests=(TestNodeCgroupLayout TestNodeParity TestNodeProtectedPods)
 anchored() { local IFS='|'; echo "^($*)\$"; }
+# node_tests NAME [--expect-run PATTERN] GO-TEST-ARGS...
 node_tests() {
   local name=$1; shift
-  needs "$name" node-ready && gotest "$name" 4800 . -tags vmnode "$@" ./test/vmnode
+  local -a expect=()
+  if [ "${1:-}" = --expect-run ]; then expect=(--expect-run "$2"); shift 2; fi
+  needs "$name" node-ready && gotest "$name" 4800 . "${expect[@]}" -tags vmnode "$@" ./test/vmnode
+}
+# named NAME DRIVER TESTS...: a node stage that runs the tests it names, and fails for any of
+# them that did not run.
+named() {
+  local name=$1 driver=$2 pattern run; shift 2
+  mapfile -t run < <(narrowed "$@")
+  [ "${#run[@]}" -gt 0 ] || return 0
+  pattern=$(anchored "${run[@]}")
+  EVICTD_NODE_CGROUP_DRIVER=$driver node_tests "$name" --expect-run "$pattern" -run "$pattern"
 }
 # narrowed NAME...: the names E2E_NODE_RUN matches, all of them without it.
 narrowed() {
@@ -239,16 +263,8 @@ node_onedisk() {
   EVICTD_NODE_CGROUP_DRIVER=systemd node_tests node ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} \
     -skip "$(anchored "${imagefs_tests[@]}")"
 }
-node_imagefs() {
-  local run
-  mapfile -t run < <(narrowed "${imagefs_tests[@]}")
-  [ "${#run[@]}" -gt 0 ] && EVICTD_NODE_CGROUP_DRIVER=systemd node_tests node-imagefs -run "$(anchored "${run[@]}")"
-}
-node_cgroupfs() {
-  local run
-  mapfile -t run < <(narrowed "${cgroupfs_tests[@]}")
-  [ "${#run[@]}" -gt 0 ] && EVICTD_NODE_CGROUP_DRIVER=cgroupfs node_tests node-cgroupfs -run "$(anchored "${run[@]}")"
-}
+node_imagefs() { named node-imagefs systemd "${imagefs_tests[@]}"; }
+node_cgroupfs() { named node-cgroupfs cgroupfs "${cgroupfs_tests[@]}"; }
 any_wanted() { local s; for s in "$@"; do wanted "$s" && return 0; done; return 1; }
 
 step build 1200 make --no-print-directory build

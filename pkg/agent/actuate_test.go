@@ -108,7 +108,10 @@ func TestLoopContainsAcceptedHardVictims(t *testing.T) {
 		}
 		actuatorMetrics(t, n.metrics, `
 evictd_actuator_writable 1
-evictd_actuator_writes_total{action="contain",result="ok"} 1`)
+evictd_actuator_writes_total{action="contain",result="error"} 0
+evictd_actuator_writes_total{action="contain",result="ok"} 1
+evictd_actuator_writes_total{action="relax",result="error"} 0
+evictd_actuator_writes_total{action="relax",result="ok"} 0`)
 		if p := n.loop.Problem(); p != nil {
 			t.Errorf("Problem() = %v", p)
 		}
@@ -170,7 +173,10 @@ func TestLoopActuatorFailureShows(t *testing.T) {
 	}
 	actuatorMetrics(t, n.metrics, `
 evictd_actuator_writable 0
-evictd_actuator_writes_total{action="contain",result="error"} 1`)
+evictd_actuator_writes_total{action="contain",result="error"} 1
+evictd_actuator_writes_total{action="contain",result="ok"} 0
+evictd_actuator_writes_total{action="relax",result="error"} 0
+evictd_actuator_writes_total{action="relax",result="ok"} 0`)
 }
 
 // jvmReader scripts one container per pod whose memory.events high grows

@@ -2,11 +2,18 @@
 
 // Command testreport reads `go test -json` on standard input and tells a CI log
 // what happened: the tests' text as `go test -v` prints it (all of it, or with
-// --quiet only the packages' verdicts, failures and skips), and a last line
+// --quiet only the packages' verdicts, failures and skips), the compiler's and
+// vet's output of a package that did not build, and a last line
 // "N passed, N failed[, N skipped]" counting top-level tests. A package that
 // fails without a failing test (a build error, a panic, a timeout) counts as
-// one failed. With --ci, a skip outside the --allow-skip packages counts as a
-// failure: in CI a test that cannot run has failed.
+// one failed, and so does a build failure no package's verdict reported. With
+// --ci, a skip outside the --allow-skip packages counts as a failure: in CI a
+// test that cannot run has failed.
+//
+// --expect-run PATTERN takes a stage's go test -run pattern when it lists
+// test names (TestA|TestB, ^(TestA|TestB)$): each name that no top-level test
+// ran under counts as one failure and is named, so a test renamed or moved
+// away fails its stage instead of leaving it to pass with fewer tests.
 //
 // --counts FILE writes "passed failed skipped" there too, for hack/test.sh.
 package main
@@ -14,20 +21,26 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 )
 
-// event is one line of `go test -json` (cmd/test2json's TestEvent).
+// event is one line of `go test -json` (cmd/test2json's TestEvent, and the
+// go command's build events: build-output and build-fail, which carry
+// ImportPath instead of Package).
 type event struct {
-	Action  string
-	Package string
-	Test    string
-	Output  string
-	Elapsed float64
+	Action      string
+	Package     string
+	Test        string
+	Output      string
+	Elapsed     float64
+	ImportPath  string
+	FailedBuild string
 }
 
 type options struct {
@@ -35,35 +48,151 @@ type options struct {
 	ci         bool
 	allowSkip  []string
 	countsFile string
+	// expect lists the top-level tests that must each have run.
+	expect []string
 }
 
 func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is the command: its flags, environment and streams as arguments, its
+// exit status as the result (0 all passed, 1 a failure, 2 a usage or I/O
+// error).
+func run(args []string, getenv func(string) string, in io.Reader, out, errOut io.Writer) int {
+	opts, err := parseFlags(args, getenv, errOut)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(errOut, "testreport:", err)
+		}
+		return 2
+	}
+	c, err := report(in, out, opts)
+	if err != nil {
+		fmt.Fprintln(errOut, "testreport:", err)
+		return 2
+	}
+	if opts.countsFile != "" {
+		if err := os.WriteFile(opts.countsFile, []byte(fmt.Sprintf("%d %d %d\n", c.passed, c.failed, c.skipped)), 0o644); err != nil {
+			fmt.Fprintln(errOut, "testreport:", err)
+			return 2
+		}
+	}
+	if c.failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (options, error) {
 	var opts options
-	var allow string
-	flag.BoolVar(&opts.quiet, "quiet", false, "print only packages' verdicts, failures and skips, not every test's output")
-	flag.BoolVar(&opts.ci, "ci", os.Getenv("CI") == "true", "count a skip as a failure (default: CI=true)")
-	flag.StringVar(&allow, "allow-skip", "", "comma-separated package import paths whose skips are allowed under --ci (benchmarks asked for by name)")
-	flag.StringVar(&opts.countsFile, "counts", "", "also write \"passed failed skipped\" to this file")
-	flag.Parse()
+	var allow, expect string
+	fs := flag.NewFlagSet("testreport", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.BoolVar(&opts.quiet, "quiet", false, "print only packages' verdicts, failures and skips, not every test's output")
+	fs.BoolVar(&opts.ci, "ci", getenv("CI") == "true", "count a skip as a failure (default: CI=true)")
+	fs.StringVar(&allow, "allow-skip", "", "comma-separated package import paths whose skips are allowed under --ci (benchmarks asked for by name)")
+	fs.StringVar(&opts.countsFile, "counts", "", "also write \"passed failed skipped\" to this file")
+	fs.StringVar(&expect, "expect-run", "", "the stage's go test -run pattern, when it lists test names (TestA|TestB or ^(TestA|TestB)$): each name no top-level test ran under counts as a failure")
+	if err := fs.Parse(args); err != nil {
+		return opts, err
+	}
+	if fs.NArg() > 0 {
+		return opts, fmt.Errorf("unexpected arguments %q: go test -json comes on standard input", fs.Args())
+	}
 	for _, p := range strings.Split(allow, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			opts.allowSkip = append(opts.allowSkip, p)
 		}
 	}
-	c, err := report(os.Stdin, os.Stdout, opts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "testreport:", err)
-		os.Exit(2)
+	if expect != "" {
+		names, err := expectedNames(expect)
+		if err != nil {
+			return opts, err
+		}
+		opts.expect = names
 	}
-	if opts.countsFile != "" {
-		if err := os.WriteFile(opts.countsFile, []byte(fmt.Sprintf("%d %d %d\n", c.passed, c.failed, c.skipped)), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "testreport:", err)
-			os.Exit(2)
+	return opts, nil
+}
+
+var testName = regexp.MustCompile(`^[\pL_][\pL\pN_]*$`)
+
+// expectedNames lists the test names of a -run pattern that is an
+// alternation of names: TestA|TestB, ^(TestA|TestB)$, ^TestA$|^TestB$,
+// (?:TestA|TestB), each alternative anchored or not, in parentheses or not.
+// Anything else (a wildcard, a class, a subtest's /) is an error: the
+// pattern does not name its tests, so what ran cannot be checked by name.
+func expectedNames(pattern string) ([]string, error) {
+	var names []string
+	seen := map[string]bool{}
+	var walk func(s string) error
+	walk = func(s string) error {
+		s = strings.TrimSuffix(strings.TrimPrefix(s, "^"), "$")
+		if inner, ok := enclosed(s); ok {
+			return walk(inner)
+		}
+		alts := splitTop(s)
+		if len(alts) > 1 {
+			for _, a := range alts {
+				if err := walk(a); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if !testName.MatchString(s) {
+			return fmt.Errorf("--expect-run %q: %q is not a test name; the pattern must list names, as TestA|TestB or ^(TestA|TestB)$", pattern, s)
+		}
+		if !seen[s] {
+			seen[s] = true
+			names = append(names, s)
+		}
+		return nil
+	}
+	if err := walk(pattern); err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// enclosed is s without the parentheses around all of it ("(a|b)", "(?:a|b)").
+func enclosed(s string) (string, bool) {
+	if !strings.HasPrefix(s, "(") || !strings.HasSuffix(s, ")") {
+		return "", false
+	}
+	depth := 0
+	for i, r := range s {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth == 0 && i != len(s)-1 {
+				return "", false // "(a)|(b)": the first group ends early
+			}
 		}
 	}
-	if c.failed > 0 {
-		os.Exit(1)
+	return strings.TrimPrefix(s[1:len(s)-1], "?:"), true
+}
+
+// splitTop splits s at the | outside parentheses.
+func splitTop(s string) []string {
+	var parts []string
+	depth, start := 0, 0
+	for i, r := range s {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case '|':
+			if depth == 0 {
+				parts = append(parts, s[start:i])
+				start = i + 1
+			}
+		}
 	}
+	return append(parts, s[start:])
 }
 
 type counts struct{ passed, failed, skipped int }
@@ -75,18 +204,33 @@ type pkgState struct {
 	output     map[string]*strings.Builder // by test name; "" is the package's own
 }
 
+// report reads go test -json from in, prints it to out as it goes and
+// returns the counts; it touches nothing else.
 func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 	var c counts
 	pkgs := map[string]*pkgState{}
 	var skips []string
+	ran := map[string]bool{}      // top-level tests that got a run event
+	var buildFailed []string      // import paths, in order
+	reported := map[string]bool{} // build failures a package's verdict named
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
 		var e event
 		if err := json.Unmarshal(line, &e); err != nil || e.Action == "" {
-			// go test prints build errors as plain text before any JSON.
+			// Older go commands print build errors as plain text.
 			fmt.Fprintln(out, string(line))
+			continue
+		}
+		switch e.Action {
+		case "build-output":
+			// The compiler's and vet's messages: a failure's reason, so
+			// printed in --quiet mode too.
+			fmt.Fprint(out, e.Output)
+			continue
+		case "build-fail":
+			buildFailed = append(buildFailed, e.ImportPath)
 			continue
 		}
 		ps := pkgs[e.Package]
@@ -96,6 +240,10 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 		}
 		topLevel := e.Test != "" && !strings.Contains(e.Test, "/")
 		switch e.Action {
+		case "run":
+			if topLevel {
+				ran[e.Test] = true
+			}
 		case "output":
 			if !opts.quiet {
 				fmt.Fprint(out, e.Output)
@@ -117,6 +265,9 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 			}
 			if e.Test == "" {
 				// The package's verdict.
+				if e.FailedBuild != "" {
+					reported[e.FailedBuild] = true
+				}
 				if e.Action == "fail" && !ps.testFailed {
 					c.failed++ // failed without a failing test: build error, panic or timeout
 				}
@@ -156,6 +307,15 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 	if err := sc.Err(); err != nil {
 		return c, fmt.Errorf("reading go test -json: %w", err)
 	}
+	// A build failure no package's verdict followed (the stream cut short):
+	// still one failure.
+	for _, p := range buildFailed {
+		if !reported[p] {
+			reported[p] = true
+			c.failed++
+			fmt.Fprintf(out, "FAIL\t%s [build failed]\n", p)
+		}
+	}
 	for _, s := range skips {
 		pkg := s[:strings.IndexByte(s, ' ')]
 		verdict := "skipped"
@@ -163,6 +323,12 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 			verdict = "skipped, which fails under CI=true"
 		}
 		fmt.Fprintf(out, "SKIP %s: %s\n", s, verdict)
+	}
+	for _, name := range opts.expect {
+		if !ran[name] {
+			c.failed++
+			fmt.Fprintf(out, "NOT RUN %s: the stage's -run pattern names it, but no test of that name ran (renamed, removed, or behind another build tag?)\n", name)
+		}
 	}
 	fmt.Fprintf(out, "%d passed, %d failed", c.passed, c.failed)
 	if c.skipped > 0 {
