@@ -20,6 +20,7 @@ package actuator
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -115,9 +116,24 @@ func (a *Actuator) Contain(podCgroup string) (Contained, error) {
 	// The OOM killer off first: a victim that reaches its new limit then
 	// waits there for its SIGKILL instead of being killed before its
 	// SIGTERM is handled.
-	if err := write(filepath.Join(dir, "memory.oom_control"), "1"); err != nil {
+	oom := filepath.Join(dir, "memory.oom_control")
+	if err := write(oom, "1"); err != nil {
 		return Contained{}, err
 	}
+	c, err := a.limitV1(dir)
+	if err != nil {
+		// Without its limit, a victim left with the OOM killer off would
+		// hang at its old limit, or the node's, instead of being killed:
+		// the OOM killer goes back on.
+		if rerr := write(oom, "0"); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = fmt.Errorf("%w; and the OOM killer could not be turned back on: %w", err, rerr)
+		}
+	}
+	return c, err
+}
+
+// limitV1 sets a v1 cgroup's limit just above its usage.
+func (a *Actuator) limitV1(dir string) (Contained, error) {
 	var c Contained
 	for range containRetries {
 		usage, err := readBytes(filepath.Join(dir, "memory.usage_in_bytes"))
@@ -130,6 +146,14 @@ func (a *Actuator) Contain(podCgroup string) (Contained, error) {
 		}
 	}
 	return c, fmt.Errorf("writing %d to %s: the cgroup kept growing past it (%w)", c.Limit, c.File, syscall.EBUSY)
+}
+
+// VictimSpecific reports whether err is about the cgroup written, not the
+// actuator's power to write: the cgroup is gone (the pod exited first), or
+// the kernel refused a limit below a usage still growing. Readiness is for
+// what stops evictd protecting the node, which neither does.
+func VictimSpecific(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.ENODEV)
 }
 
 // Relaxed is what Relax did.

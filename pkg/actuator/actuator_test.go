@@ -5,6 +5,7 @@ package actuator
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -214,5 +215,35 @@ func TestContainV1StopsARealGrower(t *testing.T) {
 	}
 	if err := syscall.Kill(child.Pid(), 0); err != nil {
 		t.Errorf("the contained child is gone (%v); it should wait at its limit", err)
+	}
+}
+
+// A v1 containment whose limit cannot be written turns the OOM killer back
+// on: left off, the victim would hang at its old limit instead of being
+// killed there.
+func TestContainV1RestoresTheOOMKiller(t *testing.T) {
+	root := t.TempDir()
+	pod := "kubepods/burstable/pod-a"
+	dir := filepath.Join(root, pod)
+	if err := os.MkdirAll(filepath.Join(dir, "memory.limit_in_bytes"), 0o755); err != nil { // a write to it fails
+		t.Fatal(err)
+	}
+	for f, v := range map[string]string{"memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n", "memory.usage_in_bytes": "104857600\n"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := New(pressure.Layout{Mode: pressure.ModeV1, MemoryMount: root}).Contain(pod)
+	if err == nil || !strings.Contains(err.Error(), "memory.limit_in_bytes") {
+		t.Fatalf("Contain = %v; want the limit write's error", err)
+	}
+	if got := readFile(t, filepath.Join(dir, "memory.oom_control")); got != "0" {
+		t.Errorf("memory.oom_control holds %q after the failed containment; want 0 written back (the OOM killer on)", got)
+	}
+	if VictimSpecific(err) {
+		t.Errorf("VictimSpecific(%v) = true; a limit file that cannot be written is the actuator's failure", err)
+	}
+	if !VictimSpecific(fmt.Errorf("x: %w", syscall.EBUSY)) || !VictimSpecific(fmt.Errorf("x: %w", fs.ErrNotExist)) {
+		t.Error("VictimSpecific is false for EBUSY or a cgroup gone")
 	}
 }

@@ -54,12 +54,18 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 			l.log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.String("pod", podKey(d.Candidate)), zap.String("reason", reason))
 			return
 		}
-		l.launch(ctx, ep, d, v.cgroupOf(d.Candidate.UID))
+		lane := l.launch(ctx, ep, d, v.cgroupOf(d.Candidate.UID))
+		// Only the answer of the call just made says whether to try the
+		// next candidate: an earlier call's refusal, drained here too,
+		// must not start a second call in a lane whose call is under way
+		// (its tracking would be lost, and its pod called for again).
 		next := false
 		for _, r := range l.calls.drain() {
-			next = l.answer(r) && r.ep == ep || next
+			if l.answer(r) && r.ep == ep && r.lane == lane {
+				next = true
+			}
 		}
-		if !next {
+		if !next || ep.Busy(lane) {
 			return
 		}
 		// A PodDisruptionBudget or the API server refused it for this pod:
@@ -146,10 +152,10 @@ func (q *callQueue) drain() []callResult {
 // wait blocks until every call under way has answered.
 func (q *callQueue) wait() { q.wg.Wait() }
 
-// launch starts the eviction call d asks for, in its lane of ep. cgroup is
-// the candidate's pod cgroup, which the actuator contains once a hard
-// memory eviction is accepted.
-func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decision, cgroup string) {
+// launch starts the eviction call d asks for, in its lane of ep, and
+// returns the lane. cgroup is the candidate's pod cgroup, which the
+// actuator contains once a hard memory eviction is accepted.
+func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decision, cgroup string) episode.Lane {
 	t := d.Target
 	reason := d.Reason
 	if d.GraceOverride != nil {
@@ -199,6 +205,7 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		l.calls.push(r)
 		l.deps.Waker.Kick(KickCallDone)
 	})
+	return c.lane
 }
 
 // answer applies a call's answer to its episode and the in-flight set, and
@@ -206,18 +213,15 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 func (l *Loop) answer(r callResult) bool {
 	ep, d, out := r.ep, r.d, r.out
 	ep.Calls[r.lane] = nil
-	uid := d.Candidate.Pod.UID
-	add := func(origin inflight.Origin, at time.Time) {
-		l.inflight.Add(inflight.Added{Pod: d.Candidate.Pod, Origin: origin, Signal: d.Target.Threshold.Signal, Hard: r.req.Hard,
-			At: at, GraceSeconds: out.GracePeriodSeconds, Usage: d.Candidate.Usage})
+	if l.episodes.Get(ep.Resource) != ep {
+		l.lateAnswer(r)
+		return false
 	}
+	uid := d.Candidate.Pod.UID
+	add := func(origin inflight.Origin, at time.Time) { l.addInFlight(r, origin, at) }
 	switch out.Result {
 	case evict.Evicted, evict.ForcedDelete, evict.ResponderEvicted:
-		at := out.Accepted
-		if at.IsZero() {
-			at = r.at
-		}
-		add(inflight.Evicted, at)
+		add(inflight.Evicted, acceptedAt(r))
 		ep.FailBackoff = 0
 		ep.Evictions++
 		if !d.Candidate.HasUsage {
@@ -235,6 +239,17 @@ func (l *Loop) answer(r callResult) bool {
 		// the next episode (or another resource's) would get the same
 		// answer.
 		l.refused[uid] = r.at
+		return true
+	case evict.WebhookFailed:
+		// An admission webhook that selects this pod could not be called:
+		// the webhook's state, for its pods only, so the next candidate
+		// goes at once, as after a refusal. Its pods are asked again after
+		// the episode's longest failure back-off (MaxFailureBackoff, 30 s),
+		// not a refusal's RefusedRecheck: a webhook comes back when its
+		// backend does, not when a person changes a policy. Recorded with
+		// the refusals, dated so that it expires that much sooner.
+		recheck := min(l.cfg.MaxFailureBackoff, l.cfg.RefusedRecheck)
+		l.refused[uid] = r.at.Add(recheck - l.cfg.RefusedRecheck)
 		return true
 	case evict.NotFound:
 		add(inflight.Vanished, r.at)
@@ -256,6 +271,48 @@ func (l *Loop) answer(r callResult) bool {
 	return false
 }
 
+// lateAnswer takes the answer of a call whose episode ended while it was
+// under way. What it says of the pod stands (an accepted eviction is a pod
+// on its way out, whose reclaim counts for whatever episode comes next; a
+// refusal is the pod's); what it says of the episode (its count, back-off,
+// cap, blocked pods) has no episode left to apply to.
+func (l *Loop) lateAnswer(r callResult) {
+	live := l.ended[:0]
+	for _, ep := range l.ended {
+		if ep.Busy(episode.Soft) || ep.Busy(episode.Hard) {
+			live = append(live, ep)
+		}
+	}
+	clear(l.ended[len(live):])
+	l.ended = live
+	d, out := r.d, r.out
+	switch out.Result {
+	case evict.Evicted, evict.ForcedDelete, evict.ResponderEvicted:
+		l.addInFlight(r, inflight.Evicted, acceptedAt(r))
+	case evict.NotFound:
+		l.addInFlight(r, inflight.Vanished, r.at)
+	case evict.Refused:
+		l.refused[d.Candidate.Pod.UID] = r.at
+	}
+	l.log.Info("eviction call answered after its pressure episode ended", zap.String("pod", podKey(d.Candidate)),
+		zap.String("resource", string(r.ep.Resource)), zap.String("result", string(out.Result)), logging.Err(r.err))
+}
+
+// addInFlight records the pod of r's call in flight, from at.
+func (l *Loop) addInFlight(r callResult, origin inflight.Origin, at time.Time) {
+	l.inflight.Add(inflight.Added{Pod: r.d.Candidate.Pod, Origin: origin, Signal: r.d.Target.Threshold.Signal, Hard: r.req.Hard,
+		At: at, GraceSeconds: r.out.GracePeriodSeconds, Usage: r.d.Candidate.Usage})
+}
+
+// acceptedAt is when the API server accepted r's eviction (when the call
+// returned, if the outcome does not say).
+func acceptedAt(r callResult) time.Time {
+	if r.out.Accepted.IsZero() {
+		return r.at
+	}
+	return r.out.Accepted
+}
+
 // inFlightView is what a decision counts as in flight: the pods on their way
 // out, and the pods whose eviction call is under way in any episode (as
 // Pending entries). One view for every episode: a pod called for one signal
@@ -267,7 +324,7 @@ func (l *Loop) answer(r callResult) bool {
 // counting both would count the pod twice.
 func (l *Loop) inFlightView() []inflight.Entry {
 	var pending []inflight.Entry
-	for _, ep := range l.episodes.All() {
+	for _, ep := range append(l.episodes.All(), l.ended...) {
 		for _, c := range ep.Calls {
 			if c != nil {
 				pending = append(pending, inflight.Entry{UID: c.Pod, Pod: c.Key, Origin: inflight.Pending, Signal: c.Signal,

@@ -76,6 +76,11 @@ func (a *actuation) failed(err error) {
 
 func (a *actuation) wrote(action string, err error) {
 	a.m.ActuatorWrote(action, err)
+	if actuator.VictimSpecific(err) {
+		// The victim's cgroup, not the actuator: readiness stays as it is.
+		a.log.Warn("the actuator could not write this pod's cgroup", zap.String("action", action), logging.Err(err))
+		return
+	}
 	if err != nil {
 		a.failed(err)
 		return
@@ -131,6 +136,15 @@ func (a *actuation) contain(pod *v1.Pod, cgroup string) {
 	}
 }
 
+// whose names the cgroup relaxed in an Event: a container's, or the pod's
+// own (pod-level resources).
+func whose(container string) string {
+	if container == family.PodCgroupName {
+		return "the pod cgroup's"
+	}
+	return "container " + container + "'s"
+}
+
 func podRef(namespace, name string, uid types.UID) v1.ObjectReference {
 	return v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name, UID: uid}
 }
@@ -155,8 +169,8 @@ func (a *actuation) relaxer() family.Relaxer {
 			zap.String("file", rel.File), zap.String("from", rel.From), zap.String("to", rel.To), zap.String("why", r.Why))
 		if a.events != nil && r.Pod != nil {
 			a.events(podRef(r.Pod.Namespace, r.Pod.Name, r.Pod.UID), v1.EventTypeNormal, evict.ReasonMemoryHighRelaxed, evict.ActionActuate,
-				fmt.Sprintf("evictd raised container %s's memory.high from %s to its memory.max, %s: %s. The pod is evicted only if the container stays stuck for the grace period.",
-					r.Container, rel.From, rel.To, r.Why))
+				fmt.Sprintf("evictd raised %s memory.high from %s to its memory.max, %s: %s. The pod is evicted only if it stays stuck for the grace period.",
+					whose(r.Container), rel.From, rel.To, r.Why))
 		}
 		return nil
 	}

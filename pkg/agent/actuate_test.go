@@ -4,8 +4,11 @@ package agent
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/evictd/evictd/pkg/memhigh"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -221,16 +225,23 @@ func TestLoopMemoryHighRelaxesFirst(t *testing.T) {
 		// evictedAt bounds the eviction (zero: none).
 		evictedFrom, evictedBy time.Duration
 		relaxed                int
+		protected              bool
 	}{
 		// Relaxed at 35 s (half the window, then the grace), quiet after.
 		{name: "stabilises", stabilise: true, relaxed: 1},
 		// Relaxed at 35 s, stuck again 5 s later, evicted 30 s after that.
 		{name: "persists", evictedFrom: 69 * time.Second, evictedBy: 72 * time.Second, relaxed: 1},
 		{name: "relax fails", writeErr: errors.New("read-only file system"), evictedFrom: 35 * time.Second, evictedBy: 37 * time.Second},
+		// A pod evictd never evicts is never relaxed either.
+		{name: "protected", protected: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var prio int32
+			if tc.protected {
+				prio = 2000001000 // system-node-critical
+			}
 			n := newSimNode(t, 4096*mi, 250*mi,
-				&simPod{name: "jvm", usage: 300 * mi, request: 256 * mi, grace: 20, exitIn: 2 * time.Second},
+				&simPod{name: "jvm", usage: 300 * mi, request: 256 * mi, grace: 20, exitIn: 2 * time.Second, priority: prio},
 				&simPod{name: "quiet", usage: 300 * mi, request: 256 * mi, grace: 20})
 			n.metrics = newMetrics(t)
 			r := &jvmReader{n: n, rate: map[string]uint64{"jvm": 200}, counts: map[string]uint64{}}
@@ -245,7 +256,8 @@ func TestLoopMemoryHighRelaxesFirst(t *testing.T) {
 			cfg := testLoopConfig([]thresholds.Threshold{family.MemHighThreshold(th)})
 			cfg.MemoryHigh = th
 			relax := newActuation(act, ev.emit, n.metrics, zaptest.NewLogger(t)).relaxer()
-			n.runWithActuator(t, cfg, 100*time.Second, act, ev, family.NewMemHigh(th, r.read, n.Pods, n.metrics, relax))
+			mh := family.NewMemHigh(th, r.read, n.Pods, n.metrics, relax).Protect(func(p *v1.Pod) string { return rank.SkipReason(p, cfg.Rank) })
+			n.runWithActuator(t, cfg, 100*time.Second, act, ev, mh)
 
 			if want := tc.relaxed + map[bool]int{true: 1}[tc.writeErr != nil]; len(act.relaxed) != want {
 				t.Errorf("relax calls %v, want %d", act.relaxed, want)
@@ -275,5 +287,31 @@ func TestLoopMemoryHighRelaxesFirst(t *testing.T) {
 				t.Errorf("events %q, want %d %s naming the container and the signal", ev.list, tc.relaxed, evict.ReasonMemoryHighRelaxed)
 			}
 		})
+	}
+}
+
+// A write that fails for the victim's own cgroup (gone before the write,
+// or growing past each limit tried) is not the actuator failing: readiness
+// stays green, the write still counts as an error.
+func TestLoopActuatorVictimFailureKeepsReadiness(t *testing.T) {
+	for _, werr := range []error{
+		fmt.Errorf("open /host/sys/fs/cgroup/kubepods.slice/pod-a/memory.high: %w", fs.ErrNotExist),
+		fmt.Errorf("writing 1073741824 to memory.limit_in_bytes: the cgroup kept growing past it (%w)", syscall.EBUSY),
+	} {
+		n := newSimNode(t, 4096*mi, base250, threePods()...)
+		n.metrics = newMetrics(t)
+		n.runWithActuator(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), 10*time.Second, &fakeActuator{writeErr: werr}, &podEvents{})
+		if !eq(n.victims(), []string{"a"}) {
+			t.Fatalf("eviction calls %v, want a", n.victims())
+		}
+		if p := n.loop.Problem(); p != nil {
+			t.Errorf("%v: Problem() = %v; want none, the actuator can write", werr, p)
+		}
+		actuatorMetrics(t, n.metrics, `
+evictd_actuator_writable 1
+evictd_actuator_writes_total{action="contain",result="error"} 1
+evictd_actuator_writes_total{action="contain",result="ok"} 0
+evictd_actuator_writes_total{action="relax",result="error"} 0
+evictd_actuator_writes_total{action="relax",result="ok"} 0`)
 	}
 }

@@ -52,6 +52,9 @@ func (l *Loop) trackEpisodes(v *view) {
 		l.deps.Metrics.SetEpisodeCapReached(string(ep.Resource), false)
 		inEpisode := func(s thresholds.Signal) bool { return episode.Of(s) == ep.Resource }
 		l.inflight.EndEpisode(inEpisode)
+		if ep.Busy(episode.Soft) || ep.Busy(episode.Hard) {
+			l.ended = append(l.ended, ep)
+		}
 		if w, ok := l.deps.Evictor.(Withdrawer); ok {
 			// Off the loop: a withdrawal is an API call or two per pod.
 			l.deps.Go(func() {

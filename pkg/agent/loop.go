@@ -187,6 +187,11 @@ type Loop struct {
 	// ExpectImageGC): the kubelet keeps young ones.
 	imageAges imagegc.Ages
 	episodes  *episode.Tracker
+	// ended are the episodes that ended with a call under way (a
+	// withdrawn EvictionRequest, a slow API server): until it answers, its
+	// pod stays in the in-flight view, so that no later episode calls it
+	// again (lateAnswer).
+	ended     []*episode.Episode
 	inflight  *inflight.Set
 	estimates map[thresholds.Signal]*predict.Estimator
 	calls     callQueue
@@ -236,7 +241,12 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 	act := newActuation(deps.Actuator, deps.PodEvents, deps.Metrics, deps.Log)
 	if deps.Families == nil {
 		deps.Families = family.Configured(family.Config{Thresholds: cfg.Thresholds, StallWindow: cfg.StallWindow,
-			MemoryHigh: cfg.MemoryHigh, Pods: deps.Pods.Pods, Metrics: deps.Metrics, Relax: act.relaxer()})
+			MemoryHigh: cfg.MemoryHigh, Pods: deps.Pods.Pods, Metrics: deps.Metrics, Relax: act.relaxer(),
+			Protected: func(p *v1.Pod) string {
+				opts := cfg.Rank
+				opts.PriorityClasses = deps.Pods.PriorityClasses()
+				return rank.SkipReason(p, opts)
+			}})
 	}
 	l := &Loop{
 		families:  deps.Families,

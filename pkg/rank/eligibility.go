@@ -144,6 +144,20 @@ func CheckNames() []string {
 	return out
 }
 
+// SkipReason is why p is never evicted under opts ("" when it may be): the
+// reason Rank gives it, for a caller that acts on pods outside a ranking
+// (the memory.high family's stage 1 writes only to pods evictd may evict).
+func SkipReason(p *v1.Pod, opts Options) string {
+	env := checkEnv{own: ownPriority(p, opts.PriorityClasses), includeDaemonSetPods: opts.IncludeDaemonSetPods}
+	if len(opts.ExcludedNamespaces) > 0 {
+		env.excluded = make(map[string]bool, len(opts.ExcludedNamespaces))
+		for _, ns := range opts.ExcludedNamespaces {
+			env.excluded[ns] = true
+		}
+	}
+	return skipReason(p, &env)
+}
+
 // skipReason runs every check; "" means the pod is eligible. Otherwise it is
 // "name: detail" per failed check, joined with "; ".
 func skipReason(p *v1.Pod, env *checkEnv) string {

@@ -47,6 +47,12 @@
 //     counts only if its grace ends within HardHorizon. A soft eviction with a
 //     long grace period therefore cannot hold back a hard threshold, and
 //     pressure that keeps rising past what is in flight raises the need.
+//     A soft call still under way (Pending: an EvictionRequest waiting for
+//     its responders, for minutes) covers no hard target at all: nothing has
+//     been evicted yet, and its deadline is only what the call would give.
+//     A hard call under way is an Eviction API call, answered within a
+//     round trip, and counts. Once accepted, a victim's deadline counts from
+//     the acceptance (or the pod's own deletionTimestamp, pkg/agent/inflight).
 //   - Under a hard threshold, a pod already terminating with a grace period
 //     that ends past HardHorizon (a soft victim, a user's delete) goes first:
 //     it is evicted again with the hard grace, as the kubelet kills
@@ -158,6 +164,11 @@ type Input struct {
 	// or suffered. The stall signals' need counts as covered meanwhile: one
 	// victim per window (docs/stall.md).
 	StallSettling bool
+	// StallGoneRecently: the settling comes (also) from a victim that went
+	// less than a stall window ago, whose effect a hard stall threshold
+	// waits for too; a victim still in flight holds a hard one back only
+	// within HardHorizon (SettlesStall).
+	StallGoneRecently bool
 }
 
 // Target is one threshold considered, with its accounting.
@@ -244,12 +255,14 @@ func Decide(opts Options, in Input) Decision {
 		switch {
 		case !t.Threshold.Signal.Stall():
 			t.InFlight = InFlightReclaim(opts, in.Now, *t, cands, in.InFlight)
-		case in.StallSettling && !(t.Hard() && stallVictimsOutlast(in.InFlight, in.Now.Add(opts.HardHorizon))):
+		case in.StallSettling && (!t.Hard() || in.StallGoneRecently || stallHeldWithin(in.InFlight, in.Now.Add(opts.HardHorizon))):
 			// A stall's need is in µs of stall, which no pod's usage
 			// measures: a victim covers all of it until its effect shows.
 			// For a hard threshold, only a victim whose grace ends within
-			// HardHorizon does (the escalation rule): a soft victim draining
-			// for ten minutes must not hold a hard stall threshold back.
+			// HardHorizon does (the escalation rule), whichever signal it
+			// went for: a soft victim, of memory.available as much as of a
+			// stall, draining for ten minutes must not hold a hard stall
+			// threshold back.
 			t.InFlight = t.Need
 		}
 		t.NodeReclaim = in.NodeReclaim[t.Threshold.Signal]
@@ -395,20 +408,36 @@ func allBlocked(cands []rank.Candidate, inFlight, blocked, refused map[types.UID
 	return n > 0
 }
 
-// stallVictimsOutlast reports whether there is a stall victim in flight and
-// every one of them has a grace ending after horizon.
-func stallVictimsOutlast(entries []inflight.Entry, horizon time.Time) bool {
+// SettlesStall tells the victims whose going may end a stall: those evicted
+// for a stall (in dry run too: one would-be victim per window), and those
+// evicted for memory, which frees the memory whose shortage the stall is (a
+// would-be victim of dry run frees nothing).
+func SettlesStall(e inflight.Entry) bool {
+	if e.Signal.Stall() {
+		return true
+	}
+	return (isMemory(e.Signal) || e.Signal == thresholds.SwapAvailable) && e.Origin != inflight.DryRun
+}
+
+// waiting: a soft call under way, which may wait for minutes on an
+// EvictionRequest's responders before anything is evicted.
+func waiting(e inflight.Entry) bool { return e.Origin == inflight.Pending && !e.Hard }
+
+// stallHeldWithin reports whether the stall settles for a hard threshold:
+// no victim that settles it is in flight (it settles on one that went), or
+// one of them was accepted and its grace ends by horizon.
+func stallHeldWithin(entries []inflight.Entry, horizon time.Time) bool {
 	n := 0
 	for _, e := range entries {
-		if !e.Signal.Stall() {
+		if !SettlesStall(e) {
 			continue
 		}
-		if !e.ReclaimBy.After(horizon) {
-			return false
-		}
 		n++
+		if !waiting(e) && !e.ReclaimBy.After(horizon) {
+			return true
+		}
 	}
-	return n > 0
+	return n == 0
 }
 
 // anyRefused reports whether an eligible candidate not in flight was
@@ -541,8 +570,8 @@ func InFlightReclaim(opts Options, now time.Time, t Target, cands []rank.Candida
 			// node figure may not show it yet.
 			sum = satAdd(sum, max(e.MemoryReleased, 0))
 		}
-		if t.Hard() && e.ReclaimBy.After(horizon) {
-			continue // its grace outlasts what a hard threshold can wait
+		if t.Hard() && (waiting(e) || e.ReclaimBy.After(horizon)) {
+			continue // not evicted yet, or its grace outlasts what a hard threshold can wait
 		}
 		var v int64
 		if u, ok := current[e.UID]; ok && u.ok {

@@ -112,8 +112,19 @@ func TestStallSettle(t *testing.T) {
 	if !settling(t0.Add(9*time.Second)) || settling(t0.Add(10*time.Second)) {
 		t.Error("want settling for the 10 s window after the victim was last seen, not after")
 	}
+	goneRecently := func(now time.Time) bool {
+		in := decide.Input{Now: now}
+		f.Settle(&in)
+		return in.StallGoneRecently
+	}
+	if goneRecently(t0.Add(9 * time.Second)) {
+		t.Error("a victim only in flight reads as gone: a hard stall threshold would wait on a soft victim's grace")
+	}
 	f.Gone(inflight.Entry{Signal: thresholds.MemoryAvailable, Origin: inflight.Evicted}, t0.Add(20*time.Second))
 	if !settling(t0.Add(29*time.Second)) || settling(t0.Add(30*time.Second)) {
 		t.Error("want settling for the 10 s window after a memory victim went, not after")
+	}
+	if !goneRecently(t0.Add(29*time.Second)) || goneRecently(t0.Add(30*time.Second)) {
+		t.Error("want gone-recently for the 10 s window after a memory victim went, not after")
 	}
 }

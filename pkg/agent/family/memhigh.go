@@ -25,6 +25,11 @@ import (
 // (memhigh.ReadNode; tests script it).
 type ContainerReader func(obs *pressure.Observation) ([]memhigh.Sample, []error)
 
+// PodCgroupName stands for the container's name where the cgroup stuck at
+// memory.high is the pod's own (pod-level resources), in metrics, logs and
+// Events.
+const PodCgroupName = "(pod)"
+
 // Relax is a container the memory.high family asks the actuator to relax.
 type Relax struct {
 	// Pod is the container's pod, nil while the pod source does not
@@ -59,6 +64,10 @@ type MemHigh struct {
 	// they are read: each is relaxed once, and evicted if it stays stuck.
 	relax   Relaxer
 	relaxed map[string]bool
+	// protected says why a pod is never evicted (static, critical, a
+	// DaemonSet's, excluded, opted out); stage 1 leaves those alone: an
+	// operator who protected a pod from evictd did not hand it its limits.
+	protected func(*v1.Pod) string
 }
 
 // MemHighThreshold is the loop's threshold on the memory.highStuck signal
@@ -84,6 +93,13 @@ func NewMemHigh(th memhigh.Thresholds, read ContainerReader, pods func() []*v1.P
 		read = memhigh.ReadNode
 	}
 	return &MemHigh{det: memhigh.NewDetector(th), read: read, pods: pods, metrics: m, relax: relax, relaxed: map[string]bool{}}
+}
+
+// Protect sets how the family tells the pods evictd never evicts, which
+// stage 1 leaves alone, and returns f.
+func (f *MemHigh) Protect(protected func(*v1.Pod) string) *MemHigh {
+	f.protected = protected
+	return f
 }
 
 // Name implements Family.
@@ -143,7 +159,13 @@ func (f *MemHigh) relaxStuck() {
 				pods[string(p.UID)] = p
 			}
 		}
-		r := Relax{Pod: pods[st.PodUID], PodUID: st.PodUID, Container: nameOf(names, st.ContainerID), Cgroup: st.Cgroup,
+		pod := pods[st.PodUID]
+		if pod == nil || f.protected != nil && f.protected(pod) != "" {
+			// Unknown to the pod source, or protected: not relaxed (and,
+			// protected, never evicted either: the ranking skips it).
+			continue
+		}
+		r := Relax{Pod: pod, PodUID: st.PodUID, Container: nameOf(names, st.ContainerID), Cgroup: st.Cgroup,
 			Why: st.Describe(f.det.Thresholds()) + ", for " + st.StuckFor(f.at).Round(time.Second).String()}
 		// Tried once: a failed write is not tried again at each pass while
 		// the pod, now a target, goes.
@@ -260,6 +282,10 @@ func containerNames(pods []*v1.Pod) map[string]string {
 // nameOf is a container's name, or, while its pod's status does not list
 // it yet, its ID shortened as the runtimes print it.
 func nameOf(names map[string]string, id string) string {
+	if id == memhigh.PodLevel {
+		// The pod's own cgroup (a pod-level memory.high): no container.
+		return PodCgroupName
+	}
 	if n, ok := names[id]; ok {
 		return n
 	}

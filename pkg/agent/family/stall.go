@@ -10,7 +10,6 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/pkg/agent/decide"
-	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/memhigh"
@@ -32,8 +31,11 @@ type Config struct {
 	// Pods names the memory.high family's containers in its metrics.
 	Pods    func() []*v1.Pod
 	Metrics *metrics.Metrics
-	// Relax is the memory.high family's stage 1 (nil: none).
-	Relax Relaxer
+	// Relax is the memory.high family's stage 1 (nil: none); Protected
+	// says why a pod is never evicted ("" when it may be), and stage 1
+	// writes to none of those (nil: every pod may be).
+	Relax     Relaxer
+	Protected func(*v1.Pod) string
 }
 
 // Configured are the families the thresholds name: stall with a stall
@@ -45,7 +47,7 @@ func Configured(c Config) []Family {
 		out = append(out, s)
 	}
 	if m := NewMemHigh(c.MemoryHigh, nil, c.Pods, c.Metrics, c.Relax); m != nil {
-		out = append(out, m)
+		out = append(out, m.Protect(c.Protected))
 	}
 	return out
 }
@@ -61,8 +63,9 @@ type Stall struct {
 	// pods are the pods' own stall shares in the last observation.
 	pods map[string]rank.PodStall
 	// settleUntil is when the latest stall victim's effect is in a whole
-	// window (decide.Input.StallSettling).
-	settleUntil time.Time
+	// window (decide.Input.StallSettling); goneUntil the same for the
+	// victims that went (decide.Input.StallGoneRecently).
+	settleUntil, goneUntil time.Time
 }
 
 // NewStall returns the stall family of ths over window (0:
@@ -177,27 +180,23 @@ func (f *Stall) Targets(s thresholds.Signal, summary *statsapi.Summary, pods []*
 // for one shortfall.
 func (f *Stall) Settle(in *decide.Input) {
 	for _, e := range in.InFlight {
-		if settlesStall(e) {
+		if decide.SettlesStall(e) {
 			f.settleFrom(in.Now)
 		}
 	}
 	in.StallSettling = in.Now.Before(f.settleUntil)
+	in.StallGoneRecently = in.Now.Before(f.goneUntil)
 }
 
 // Gone implements Family: a memory victim gone at at settles the stall for
 // a whole window after.
 func (f *Stall) Gone(e inflight.Entry, at time.Time) {
-	if settlesStall(e) {
+	if decide.SettlesStall(e) {
 		f.settleFrom(at)
+		if u := at.Add(f.window); u.After(f.goneUntil) {
+			f.goneUntil = u
+		}
 	}
-}
-
-// settlesStall tells the victims whose going may end a stall: those evicted
-// for a stall, and those evicted for memory (a would-be victim of dry run
-// frees nothing).
-func settlesStall(e inflight.Entry) bool {
-	r := episode.Of(e.Signal)
-	return r == episode.Stall || r == episode.Memory && e.Origin != inflight.DryRun
 }
 
 // settleFrom notes a stall victim still there (or gone) at t: no second

@@ -81,6 +81,10 @@ type Entry struct {
 	// processes still held memory; its cgroup now says what it still holds
 	// (MemorySeen), until they are gone too.
 	ObjectGone bool
+	// Deletion is the pod object's deletionTimestamp last taken in (zero
+	// while it has none): when it moves, the API server's deadline replaces
+	// ReclaimBy (see Sync).
+	Deletion time.Time
 }
 
 // Options configure a Set.
@@ -146,6 +150,11 @@ func (s *Set) Add(a Added) Entry {
 		LastUsage:  map[thresholds.Signal]int64{a.Signal: a.Usage},
 		MemorySeen: -1,
 	}
+	if dt := a.Pod.DeletionTimestamp; dt != nil {
+		// The deletion the call started from: an informer still showing it
+		// must not take the new, shorter deadline back.
+		e.Deletion = dt.Time
+	}
 	if isMemory(a.Signal) {
 		e.MemorySeen = a.Usage
 	}
@@ -170,6 +179,12 @@ func (s *Set) Add(a Added) Entry {
 // event may have been missed); expired entries are removed and returned
 // too, separately, and their pods never join again while they are listed
 // (they are stuck: their usage is back in the observation, not on its way).
+//
+// An evicted pod's deadline is the API server's, once its object shows a
+// new deletionTimestamp: the grace evictd asked for is not what the pod
+// got when a responder deleted it with its own, or when the API server
+// kept an earlier, shorter deletion; the entry's guess would then count a
+// pod draining for minutes as reclaim within a hard threshold's horizon.
 func (s *Set) Sync(pods []*v1.Pod, now time.Time) (gone, expired []Entry) {
 	listed := make(map[types.UID]*v1.Pod, len(pods))
 	for _, p := range pods {
@@ -178,10 +193,16 @@ func (s *Set) Sync(pods []*v1.Pod, now time.Time) (gone, expired []Entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for uid, e := range s.entries {
-		if _, ok := listed[uid]; !ok {
+		p, ok := listed[uid]
+		if !ok {
 			gone = append(gone, *e)
 			delete(s.entries, uid)
 			continue
+		}
+		if e.Origin == Evicted && p.DeletionTimestamp != nil && !p.DeletionTimestamp.Time.Equal(e.Deletion) {
+			e.Deletion = p.DeletionTimestamp.Time
+			e.ReclaimBy = e.Deletion
+			e.Expires = e.Deletion.Add(s.opts.GoneTimeout)
 		}
 		if !e.Expires.IsZero() && !now.Before(e.Expires) {
 			expired = append(expired, *e)
@@ -220,7 +241,7 @@ func (s *Set) Sync(pods []*v1.Pod, now time.Time) (gone, expired []Entry) {
 		}
 		s.entries[uid] = &Entry{
 			UID: uid, Pod: p.Namespace + "/" + p.Name, Namespace: p.Namespace, Name: p.Name, Origin: Terminating,
-			Start: start, ReclaimBy: by, Expires: exp.Add(s.opts.GoneTimeout),
+			Start: start, ReclaimBy: by, Expires: exp.Add(s.opts.GoneTimeout), Deletion: by,
 			LastUsage: map[thresholds.Signal]int64{}, MemorySeen: -1,
 		}
 	}

@@ -236,3 +236,33 @@ func TestKeepPutsBackAnEntryWhoseObjectIsGone(t *testing.T) {
 		t.Errorf("Sync gone = %+v", gone)
 	}
 }
+
+// An evicted pod's deadline is the one its object shows: a responder that
+// deleted it with a 600 s grace leaves it draining for ten minutes, whatever
+// grace evictd planned; and an informer still showing the deletion a hard
+// re-eviction started from does not take the new deadline back.
+func TestSyncTakesTheDeadlineFromThePodObject(t *testing.T) {
+	s := New(Options{GoneTimeout: 30 * time.Second, VanishedTimeout: 10 * time.Second})
+	p := pod("drainer")
+	s.Add(Added{Pod: p, Origin: Evicted, Signal: thresholds.MemoryAvailable, At: t0, GraceSeconds: 5})
+	s.Sync([]*v1.Pod{terminating("drainer", t0.Add(600*time.Second), 600, v1.PodRunning)}, t0.Add(time.Second))
+	e := s.Snapshot()[0]
+	if want := t0.Add(600 * time.Second); !e.ReclaimBy.Equal(want) {
+		t.Errorf("reclaim by %s after the pod showed a 600 s deletion; want %s (the pod's own deadline)", e.ReclaimBy.Sub(t0), want.Sub(t0))
+	}
+	if want := t0.Add(630 * time.Second); !e.Expires.Equal(want) {
+		t.Errorf("expires %s; want %s", e.Expires.Sub(t0), want.Sub(t0))
+	}
+
+	// Evicted again with the hard grace, from the pod as it was.
+	old := terminating("drainer", t0.Add(600*time.Second), 600, v1.PodRunning)
+	s.Add(Added{Pod: old, Origin: Evicted, Signal: thresholds.MemoryAvailable, Hard: true, At: t0.Add(2 * time.Second), GraceSeconds: 1})
+	s.Sync([]*v1.Pod{old}, t0.Add(2500*time.Millisecond))
+	if e := s.Snapshot()[0]; !e.ReclaimBy.Equal(t0.Add(3 * time.Second)) {
+		t.Errorf("a stale object took the re-eviction's deadline back: reclaim by %s, want 3s", e.ReclaimBy.Sub(t0))
+	}
+	s.Sync([]*v1.Pod{terminating("drainer", t0.Add(3100*time.Millisecond), 1, v1.PodRunning)}, t0.Add(2600*time.Millisecond))
+	if e := s.Snapshot()[0]; !e.ReclaimBy.Equal(t0.Add(3100 * time.Millisecond)) {
+		t.Errorf("reclaim by %s after the object showed the shortened deletion; want 3.1s", e.ReclaimBy.Sub(t0))
+	}
+}
