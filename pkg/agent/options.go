@@ -122,8 +122,9 @@ type Options struct {
 	ActEarly    bool
 	FitGrace    bool
 	GraceMargin time.Duration
-	// ExpectImageGC counts the node's unused images as space the kubelet's
-	// image garbage collection frees, on the image filesystem's signals.
+	// ExpectImageGC counts the node's unused images, less the pinned sandbox
+	// image (imagegc.Pinned), as space the kubelet's image garbage
+	// collection frees, on the image filesystem's signals.
 	ExpectImageGC bool
 	// EvictionRequest asks for soft and disk evictions with a
 	// lifecycle.k8s.io/v1alpha1 EvictionRequest; EvictionRequestWait is how
@@ -279,8 +280,9 @@ func (o *Options) Complete() error {
 		o.Config.IncludeDaemonSetPods = *o.includeDS
 	}
 	o.EvictionRequest, o.EvictionRequestWait = o.Config.EvictionRequest, o.Config.ResponderWait()
-	// The kubelet's --eviction-max-pod-grace-period: 0 leaves the pod's own
-	// grace; the evictor takes a cap, so "no cap" is the largest one.
+	// --eviction-max-pod-grace-period (the kubelet's name): 0 leaves the
+	// pod's own grace (the kubelet's 0 gives 1 s); the evictor takes a cap,
+	// so "no cap" is the largest one.
 	if g := o.Config.EvictionMaxPodGracePeriod; g > 0 {
 		o.Evict.MaxPodGracePeriod = int64(g)
 	} else {

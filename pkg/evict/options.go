@@ -29,10 +29,11 @@ const (
 const DefaultPodGracePeriod int64 = 30
 
 // NoGraceCap is a MaxPodGracePeriod that caps nothing: every pod evicted for
-// a soft threshold gets its own terminationGracePeriodSeconds, the
-// kubelet's --eviction-max-pod-grace-period=0. A cap rather than a special
-// value keeps GracePeriod one formula; 2^31-1 seconds (68 years) is more
-// than any pod asks for.
+// a soft threshold gets its own terminationGracePeriodSeconds, which is what
+// evictd's --eviction-max-pod-grace-period=0 means (not the kubelet's 0,
+// which gives the pod 1 s). A cap rather than a special value keeps
+// GracePeriod one formula; 2^31-1 seconds (68 years) is more than any pod
+// asks for.
 const NoGraceCap int64 = math.MaxInt32
 
 // Options are the evictor's settings, one flag each. Start from Defaults,
@@ -46,9 +47,11 @@ type Options struct {
 	PDBPolicy PDBPolicy
 	// MaxPodGracePeriod caps the grace period, in seconds, of evictions for
 	// soft thresholds; NoGraceCap, the default, leaves each pod its own. It
-	// has no flag here: the kubelet's --eviction-max-pod-grace-period is
-	// pkg/config's (it is a field of the file too), and the agent copies it
-	// in, turning the kubelet's "0 = the pod's own" into NoGraceCap.
+	// has no flag here: --eviction-max-pod-grace-period, the kubelet's name,
+	// is pkg/config's (it is a field of the file too), and the agent copies
+	// it in, turning its 0, "the pod's own", into NoGraceCap. (The
+	// kubelet's 0 is 1 s: its pod worker raises a grace override below 1 s
+	// to 1 s instead of falling back to the pod's own, 1.37.)
 	MaxPodGracePeriod int64
 	// HardGracePeriod caps the grace period, in seconds, of evictions for
 	// hard thresholds.
@@ -67,11 +70,13 @@ type Options struct {
 
 // Defaults returns the default options. Why these values:
 //   - no soft grace cap (NoGraceCap): a soft threshold leaves time, so a pod
-//     evicted for one gets its own terminationGracePeriodSeconds, as the
-//     kubelet's --eviction-max-pod-grace-period of 0 gives it;
+//     evicted for one gets its own terminationGracePeriodSeconds (the
+//     kubelet's --eviction-max-pod-grace-period of 0, its default, gives it
+//     1 s, as for a hard threshold);
 //   - hard grace cap 5 s: a hard threshold means the node is close to the
 //     OOM killer; 5 s lets most SIGTERM handlers flush and exit, where the
-//     kubelet's own 1 s often cuts them short;
+//     kubelet's own 1 s (2 s per container once its runtime manager applies
+//     its minimum) often cuts them short;
 //   - 1 eviction per second, burst 1: the agent already waits for each
 //     victim's memory to come back before it evicts again, so this limit
 //     never slows a healthy loop; it is the backstop against a loop that
@@ -143,8 +148,8 @@ func (o Options) Validate() error {
 	}
 	// 0 is refused rather than given a meaning: the API server treats a
 	// grace period of 0 as an immediate force delete, and the kubelet
-	// re-defaults an override of 0 to the pod's full grace period, so either
-	// reading would surprise someone.
+	// raises an override of 0 to 1 s (1.37; before, it fell back to the
+	// pod's full grace period), so either reading would surprise someone.
 	if o.MaxPodGracePeriod < 1 {
 		errs = append(errs, fmt.Errorf("invalid --%s %d: must be at least 1 second (evictd never sends a grace period of 0)", FlagMaxPodGracePeriod, o.MaxPodGracePeriod))
 	}

@@ -17,6 +17,7 @@ func FuzzParse(f *testing.F) {
 		"pid.available<none", "memory.available<0.5%", "nodefs.available<1e3", "memory.available<=1",
 		"memory.available<NaN%", "memory.available<1Ei", "imagefs.inodesFree<99.999%", "a<b,a<c", "",
 		"memory.pressureSome>40%", "allocatableMemory.pressureFull>0.001%", "memory.pressureFull<5%", "swap.available<10%",
+		"memory.available<0.0%", "nodefs.available<10%%", "memory.available<1e-200", "memory.available<100.000001%", "pid.available<0e999",
 	} {
 		f.Add(s, "memory.available=1m30s")
 	}

@@ -3,6 +3,7 @@
 package thresholds
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -20,16 +21,40 @@ import (
 // --eviction-hard=pid.available<none or, in the file, `pid.available: none`.
 const Disabled = "none"
 
-// SwitchedOff reports whether raw is one of the two values the kubelet reads
-// as no threshold at all, exactly "0%" and "100%" (parseThresholdStatement
-// in pkg/kubelet/eviction/helpers.go: "ignore 0% and 100%"). evictd reads
-// them the same way for the kubelet's signals, so that a kubelet setting
-// copied over never turns into a threshold that is always met (100%) and
-// evicts up to the cap. The stall signals are evictd's own and keep their
-// own rule (a share in (0%, 100%)).
+// SwitchedOff reports whether raw is a value the kubelet reads as no
+// threshold: exactly "0%" or "100%", which parseThresholdStatement (in
+// pkg/kubelet/eviction/helpers.go) ignores, or any other percentage its
+// parsePercentage reads as 0 ("0.0%", "-0%", "0e3%", "1e-50%"), which it
+// keeps as a threshold of 0, met only by a reading below zero (a corrupt
+// one, kubernetes#52386). evictd reads them all as off, so that a kubelet
+// setting copied over never turns into a threshold that is always met
+// (100%) and evicts up to the cap, or one met only by a bad reading. The
+// stall signals are evictd's own and keep their own rule (a share in
+// (0%, 100%)).
 func SwitchedOff(s Signal, raw string) bool {
 	raw = strings.TrimSpace(raw)
-	return !s.Stall() && (raw == "0%" || raw == "100%")
+	if s.Stall() || !strings.HasSuffix(raw, "%") {
+		return false
+	}
+	if raw == "0%" || raw == "100%" {
+		return true
+	}
+	k, _, err := kubeletPercentage(raw)
+	return err == nil && k == 0
+}
+
+// kubeletPercentage reads a percentage as the kubelet's parsePercentage
+// does, every trailing "%" dropped and the number taken as a float32 over
+// 100, for the checks that decide what the kubelet makes of it; exact is
+// the same number as a float64 fraction, the value evictd keeps.
+func kubeletPercentage(s string) (kubelet float32, exact float64, err error) {
+	num := strings.TrimRight(s, "%")
+	p32, err := strconv.ParseFloat(num, 32)
+	if err != nil {
+		return 0, 0, err
+	}
+	p64, _ := strconv.ParseFloat(num, 64) // well formed and in range: the 32-bit parse took it
+	return float32(p32) / 100, p64 / 100, nil
 }
 
 // SwitchedOffEntries lists the thresholds of spec that SwitchedOff reads as
@@ -162,11 +187,15 @@ type Spec struct {
 }
 
 // Parse validates a Spec and turns it into thresholds, hard ones first, each
-// group in action order. It rejects unknown signals, zero or negative
-// quantities, percentages outside (0, 100], soft thresholds without a grace
-// period, and grace periods or minimum reclaims that belong to no threshold.
-// The first problem found (in signal-name order) is returned, naming the bad
-// entry.
+// group in action order. It follows the kubelet's ParseThresholdConfig
+// (pkg/kubelet/eviction/helpers.go) where that gives a setting a useful
+// meaning, and otherwise rejects, with an error that says what the kubelet
+// would do: unknown signals, zero or negative quantities, quantities beyond
+// int64, percentages outside (0, 100], soft thresholds without a grace
+// period, grace periods of 0 (the kubelet makes the soft threshold a hard
+// one), and grace periods or minimum reclaims that belong to no threshold
+// (the kubelet ignores them). The first problem found (in signal-name
+// order) is returned, naming the bad entry.
 func Parse(spec Spec) ([]Threshold, error) {
 	hard, err := parseValues("eviction-hard", spec.Hard)
 	if err != nil {
@@ -187,14 +216,18 @@ func Parse(spec Spec) ([]Threshold, error) {
 		if err != nil {
 			return nil, fmt.Errorf("eviction-soft-grace-period: %s=%q is not a duration", k, raw)
 		}
-		if d <= 0 {
-			return nil, fmt.Errorf("eviction-soft-grace-period: %s=%s must be positive", k, raw)
+		if d < 0 {
+			return nil, fmt.Errorf("eviction-soft-grace-period: %s=%s must not be negative", k, raw)
 		}
 		if _, ok := soft[s]; !ok {
 			if SwitchedOff(s, spec.Soft[k]) {
 				continue // the threshold it belongs to is off
 			}
-			return nil, fmt.Errorf("eviction-soft-grace-period: %s has a grace period but no soft threshold", k)
+			return nil, fmt.Errorf("eviction-soft-grace-period: %s has a grace period but no soft threshold (the kubelet ignores it; remove it, or add the soft threshold)", k)
+		}
+		if d == 0 {
+			// The kubelet's isHardEvictionThreshold is GracePeriod == 0.
+			return nil, fmt.Errorf("eviction-soft-grace-period: %s=%s: the kubelet makes such a soft threshold a hard one (met, it acts at once and gives the pod 1 s, not eviction-max-pod-grace-period); set it in eviction-hard instead", k, raw)
 		}
 		grace[s] = d
 	}
@@ -204,7 +237,7 @@ func Parse(spec Spec) ([]Threshold, error) {
 		if err != nil {
 			return nil, fmt.Errorf("eviction-minimum-reclaim: %w", err)
 		}
-		v, err := parseValue(spec.MinimumReclaim[k], true)
+		v, err := parseValue(strings.TrimSpace(spec.MinimumReclaim[k]), true)
 		if err != nil {
 			return nil, fmt.Errorf("eviction-minimum-reclaim: %s=%q: %w", k, spec.MinimumReclaim[k], err)
 		}
@@ -214,7 +247,7 @@ func Parse(spec Spec) ([]Threshold, error) {
 			if SwitchedOff(s, spec.Hard[k]) || SwitchedOff(s, spec.Soft[k]) {
 				continue // the threshold it belongs to is off
 			}
-			return nil, fmt.Errorf("eviction-minimum-reclaim: %s has a minimum reclaim but no threshold", k)
+			return nil, fmt.Errorf("eviction-minimum-reclaim: %s has a minimum reclaim but no threshold (the kubelet ignores it; remove it, or add the threshold)", k)
 		}
 		minReclaim[s] = v
 	}
@@ -307,58 +340,103 @@ func ParseValue(s string) (Value, error) {
 	return parseValue(strings.TrimSpace(s), false)
 }
 
-func parseValue(s string, allowZero bool) (Value, error) {
+// parseValue parses a threshold's amount, or a minimum reclaim's (reclaim:
+// zero allowed, no upper bound but int64's). Where the kubelet takes a value
+// that evictd refuses, the error says what the kubelet makes of it.
+func parseValue(s string, reclaim bool) (Value, error) {
 	if s == "" {
 		return Value{}, fmt.Errorf("empty value")
 	}
 	if strings.HasSuffix(s, "%") {
-		num := strings.TrimSuffix(s, "%")
-		p, err := strconv.ParseFloat(num, 64)
-		if err != nil {
+		// The kubelet's arithmetic decides (10%% is 10%, and 100.000001%
+		// is 100% in a float32); evictd keeps the float64.
+		k, p, err := kubeletPercentage(s)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return Value{}, fmt.Errorf("percentage %s is outside (0%%, 100%%]", s)
+		case err != nil:
 			return Value{}, fmt.Errorf("%q is not a percentage", s)
-		}
-		// Written so that NaN fails too.
-		if !(p > 0 && p <= 100) {
+		case math.IsNaN(p) && reclaim:
+			return Value{}, fmt.Errorf("%s is not a number: the kubelet takes it as a minimum reclaim of NaN times the capacity, an integer that depends on the CPU, in effect no minimum reclaim; leave it out", s)
+		case math.IsNaN(p):
+			return Value{}, fmt.Errorf("%s is not a number: the kubelet takes it as a threshold of NaN times the capacity, an integer that depends on the CPU (never met on amd64); write 0%% to switch the threshold off", s)
+		case reclaim && k > 1:
+			return Value{}, fmt.Errorf("minimum reclaim %s is above 100%%: %s", s, neverClears)
+		case !(k > 0 && k <= 1):
 			return Value{}, fmt.Errorf("percentage %s is outside (0%%, 100%%]", s)
 		}
-		return Value{Percentage: p / 100}, nil
+		return Value{Percentage: math.Min(p, 1)}, nil
 	}
-	if err := checkQuantityShape(s); err != nil {
+	q, err := parseQuantity(s)
+	if err != nil {
 		return Value{}, err
 	}
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return Value{}, fmt.Errorf("%q is not a quantity or percentage", s)
-	}
-	if q.Sign() < 0 || (q.Sign() == 0 && !allowZero) {
+	if q.Sign() < 0 || (q.Sign() == 0 && !reclaim) {
 		return Value{}, fmt.Errorf("quantity %s must be greater than zero", s)
 	}
 	if q.Cmp(maxInt64Quantity) > 0 {
-		return Value{}, fmt.Errorf("quantity %s is too large", s)
+		if reclaim {
+			return Value{}, fmt.Errorf("minimum reclaim %s is beyond the int64 range: %s", s, neverClears)
+		}
+		return Value{}, fmt.Errorf("quantity %s is beyond the int64 range: the kubelet takes it as a threshold always met, and evicts a pod every pass until no pod it may evict is left", s)
 	}
 	return Value{Quantity: &q}, nil
 }
 
-// checkQuantityShape rejects what resource.ParseQuantity would take
-// seconds or more to reject: its time grows with the decimal exponent
-// ("1e9999999" takes about two seconds), so a typo or hostile value in a
-// config file could stall startup.
-func checkQuantityShape(s string) error {
-	if len(s) > 64 {
-		return fmt.Errorf("quantity %.20s... is too long", s)
+// neverClears is what the kubelet does with a minimum reclaim larger than
+// anything the signal can have available.
+const neverClears = "the kubelet takes it, and a threshold it has acted on then never clears (available never reaches threshold + minimum reclaim): it evicts a pod every pass until no pod it may evict is left"
+
+// Quantities beyond maxQuantityLen characters are refused;
+// maxQuantityExponent bounds the decimal exponent given to
+// resource.ParseQuantity (see parseQuantity).
+const (
+	maxQuantityLen      = 64
+	maxQuantityExponent = 100
+)
+
+// Stand-ins for quantities whose exponent is beyond maxQuantityExponent.
+var (
+	beyondInt64Quantity = resource.MustParse("1e101")
+	nanoQuantity        = resource.MustParse("1e-9") // what ParseQuantity makes of 1e-40
+)
+
+// parseQuantity is resource.ParseQuantity, without the seconds it takes
+// on a large decimal exponent ("1e9999999" takes about two seconds, so a
+// typo or hostile value in a config file could stall startup). Beyond
+// ±maxQuantityExponent the value is known without it: in at most
+// maxQuantityLen characters, a positive mantissa times 10^101 or more is
+// beyond int64 (the caller refuses it), and times 10^-101 or less is below
+// 1n, which ParseQuantity rounds up to 1n (1e-9), as it does for the
+// kubelet.
+func parseQuantity(s string) (resource.Quantity, error) {
+	if len(s) > maxQuantityLen {
+		return resource.Quantity{}, fmt.Errorf("quantity %.20s... is longer than %d characters (the kubelet reads the number it spells); write it shorter", s, maxQuantityLen)
 	}
-	i := strings.IndexAny(s, "eE")
-	if i < 0 || i+1 >= len(s) {
-		return nil // no exponent, or the "E" (exa) suffix
+	if i := strings.IndexAny(s, "eE"); i > 0 && i+1 < len(s) {
+		// A large exponent of a plain number is settled here; whatever
+		// else ("1Ei", "2e3") ParseQuantity judges.
+		exp, err := strconv.Atoi(s[i+1:])
+		if err == nil && (exp > maxQuantityExponent || exp < -maxQuantityExponent) {
+			mantissa := s[:i]
+			m, err := resource.ParseQuantity(mantissa)
+			switch {
+			case err != nil || strings.Trim(mantissa, "+-0123456789.") != "":
+				return resource.Quantity{}, fmt.Errorf("%q is not a quantity or percentage", s)
+			case m.Sign() <= 0:
+				return m, nil // zero or negative, whatever the exponent
+			case exp > 0:
+				return beyondInt64Quantity.DeepCopy(), nil
+			default:
+				return nanoQuantity.DeepCopy(), nil
+			}
+		}
 	}
-	exp, err := strconv.Atoi(s[i+1:])
+	q, err := resource.ParseQuantity(s)
 	if err != nil {
-		return nil // not an exponent ("Ei"); ParseQuantity decides
+		return resource.Quantity{}, fmt.Errorf("%q is not a quantity or percentage", s)
 	}
-	if exp > 30 || exp < -30 {
-		return fmt.Errorf("quantity %s: exponent out of range", s)
-	}
-	return nil
+	return q, nil
 }
 
 // SplitStatements splits the flag form of thresholds,
@@ -420,7 +498,8 @@ func addOnce(m map[string]string, name, value, item string) error {
 		return fmt.Errorf("%q has no signal", item)
 	}
 	if _, dup := m[name]; dup {
-		return fmt.Errorf("%q: signal %s is given twice", item, printable(name))
+		// The kubelet's map flags keep the last value given.
+		return fmt.Errorf("%q: signal %s is given twice (the kubelet keeps the last one, %s); give it once", item, printable(name), printable(value))
 	}
 	m[name] = value
 	return nil

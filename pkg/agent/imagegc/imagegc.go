@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package imagegc estimates what the kubelet's image garbage collection can
-// free on a node: the images no pod on the node uses. Disk pressure that
-// those images cover is the kubelet's to relieve, by deleting them, before
-// any pod is evicted for it (its eviction manager does node-level reclaim
-// first, and its periodic collection starts at 85 % use).
+// free on a node: the images no pod on the node uses, less the pod sandbox
+// image, which the runtime pins (see Pinned). Disk pressure that those
+// images cover is the kubelet's to relieve, by deleting them, before any pod
+// is evicted for it (its eviction manager does node-level reclaim first,
+// and its periodic collection starts at 85 % use).
 //
 // The figure comes from the Node's status.images, which the kubelet fills
 // from the runtime every 10 s (kept in the API when it changes): the 50
@@ -93,7 +94,9 @@ func (a *Ages) OldEnough(img v1.ContainerImage, now time.Time) bool {
 // use: the kubelet's container collection keeps its exited containers (one
 // per container, MaxPerPodContainer) until the pod goes, and its image
 // collection spares the images of every container that exists. Images
-// without names are counted as used: nothing tells what they are.
+// without names are counted as used: nothing tells what they are. Pinned
+// images (the pod sandbox image) are never counted: the collection skips
+// them.
 func Unused(node *v1.Node, pods []*v1.Pod, old func(v1.ContainerImage) bool) (bytes int64, images int) {
 	if node == nil {
 		return 0, 0
@@ -124,7 +127,7 @@ func Unused(node *v1.Node, pods []*v1.Pod, old func(v1.ContainerImage) bool) (by
 		}
 	}
 	for _, img := range node.Status.Images {
-		inUse := len(img.Names) == 0
+		inUse := len(img.Names) == 0 || Pinned(img)
 		for _, n := range img.Names {
 			if used[n] || used[Normalize(n)] {
 				inUse = true
@@ -137,6 +140,36 @@ func Unused(node *v1.Node, pods []*v1.Pod, old func(v1.ContainerImage) bool) (by
 		}
 	}
 	return bytes, images
+}
+
+// Pinned reports whether img is the pod sandbox ("pause") image, which the
+// runtime pins: containerd its pinned_images.sandbox (sandbox_image before
+// 2.0), CRI-O its pinned_images, which hold its pause_image by default. The
+// kubelet's image collection never deletes a pinned image (CRI
+// Image.pinned; imagesInEvictionOrder in
+// pkg/kubelet/images/image_gc_manager.go skips it), and no pod's
+// containers name the sandbox image, so without this it would count as
+// space the collection frees. The Node's status.images does not carry the
+// pinned flag, so the image is known by its name: a repository whose last
+// path element is "pause" or has it as a dash- or underscore-separated word
+// (registry.k8s.io/pause, eks/pause, rancher/mirrored-pause, pause-amd64).
+// A name that only looks like one errs toward evicting. Other images a
+// runtime pins (the rest of CRI-O's pinned_images, containerd's
+// io.cri-containerd.pinned label) are not known here.
+func Pinned(img v1.ContainerImage) bool {
+	for _, n := range img.Names {
+		repo, _, _ := strings.Cut(n, "@")
+		last := repo[strings.LastIndexByte(repo, '/')+1:]
+		if i := strings.LastIndexByte(last, ':'); i >= 0 {
+			last = last[:i]
+		}
+		for _, w := range strings.FieldsFunc(last, func(r rune) bool { return r == '-' || r == '_' }) {
+			if w == "pause" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Normalize spells an image reference the way the runtime lists it:

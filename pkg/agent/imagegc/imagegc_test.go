@@ -68,6 +68,37 @@ func TestUnused(t *testing.T) {
 	}
 }
 
+// TestUnusedSkipsPinned: the kubelet's image collection never deletes an
+// image its runtime pins (imagesInEvictionOrder skips record.pinned), and
+// every runtime pins the pod sandbox image, which no pod's containers name:
+// it is not space the collection frees.
+func TestUnusedSkipsPinned(t *testing.T) {
+	node := &v1.Node{Status: v1.NodeStatus{Images: []v1.ContainerImage{
+		{Names: []string{"registry.k8s.io/pause@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a", "registry.k8s.io/pause:3.10"}, SizeBytes: 320 << 10},
+		{Names: []string{"602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/pause:3.5"}, SizeBytes: 300 << 10},
+		{Names: []string{"docker.io/rancher/mirrored-pause:3.6"}, SizeBytes: 300 << 10},
+		{Names: []string{"k8s.gcr.io/pause-amd64:3.1"}, SizeBytes: 740 << 10},
+		{Names: []string{"docker.io/library/evictd-pause:e2e-node"}, SizeBytes: 2 << 20}, // the VM node's
+		{Names: []string{"localhost:5000/pause"}, SizeBytes: 1 << 20},
+		{Names: []string{"quay.io/big/model:v1"}, SizeBytes: 900 << 20},
+		{Names: []string{"docker.io/library/paused-jobs:1"}, SizeBytes: 50 << 20}, // not a sandbox image
+	}}}
+	bytes, n := Unused(node, nil, nil)
+	if want := int64(950 << 20); bytes != want || n != 2 {
+		t.Errorf("Unused = %d bytes in %d images; want %d in 2 (the model and paused-jobs; no sandbox image)", bytes, n, want)
+	}
+	for _, img := range node.Status.Images[:6] {
+		if !Pinned(img) {
+			t.Errorf("Pinned(%v) = false, want true", img.Names)
+		}
+	}
+	for _, img := range node.Status.Images[6:] {
+		if Pinned(img) {
+			t.Errorf("Pinned(%v) = true, want false", img.Names)
+		}
+	}
+}
+
 // TestAges: an image counts once listed for DetectPeriod + MinAge; one listed again after
 // it left starts anew; a changed object is looked at, the same one is not.
 func TestAges(t *testing.T) {
