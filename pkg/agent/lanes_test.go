@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -121,5 +122,37 @@ func TestLoopLateAnswerOutlivesItsEpisode(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("a, evicted by a call that outlived its episode, is not in flight: %+v", n.loop.InFlight())
+	}
+}
+
+// An episode that never ends keeps no record of the pods that left: the
+// PodDisruptionBudget refusals and API refusals of a pod no longer listed
+// are forgotten.
+func TestLoopForgetsPodsNoLongerListed(t *testing.T) {
+	pods := []*simPod{
+		{name: "guarded", usage: 1000 * mi, request: 100 * mi, grace: 30, pdb: true},
+		{name: "refused", usage: 900 * mi, request: 100 * mi, grace: 30},
+		{name: "next", usage: 50 * mi, grace: 30},
+	}
+	n := newSimNode(t, 4096*mi, 4096*mi-200*mi-1950*mi, pods...) // 200Mi available: hard
+	n.evictResult = func(p *simPod, req evict.Request) (evict.Outcome, error) {
+		if p.name == "refused" {
+			return evict.Outcome{Result: evict.Refused, Attempts: 1},
+				&evict.PodError{Pod: "ns/refused", Result: evict.Refused, Err: errors.New("denied by a policy")}
+		}
+		return evict.Outcome{}, nil
+	}
+	w := n.run(t, testLoopConfig(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})), time.Second)
+	ep := n.loop.episodes.Get(episode.Memory)
+	if ep == nil || len(ep.Blocked) != 1 || len(n.loop.refused) != 1 {
+		t.Fatalf("after a pass: episode %v; want guarded's PDB refusal and refused's refusal recorded (refused %v)", ep, n.loop.refused)
+	}
+	n.mu.Lock()
+	n.pod("guarded").deleted = true // gone by other means; the pressure stays
+	n.pod("refused").deleted = true
+	n.mu.Unlock()
+	n.runMore(t, time.Second, w)
+	if ep := n.loop.episodes.Get(episode.Memory); ep == nil || len(ep.Blocked) != 0 || len(n.loop.refused) != 0 {
+		t.Errorf("pods gone, episode still on: blocked %v, refused %v; want both forgotten", ep.Blocked, n.loop.refused)
 	}
 }

@@ -337,11 +337,38 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 	v := l.assess(obs, w)
 	l.forgetImageGCWaits(v.status)
 	l.settleVictims(v)
+	l.forgetUnlisted(v)
 	for _, ep := range l.episodes.All() {
 		l.act(ctx, ep, v)
 	}
 	l.noteDiskUsage(v.ranked)
 	return l.nextWait(v.signals)
+}
+
+// forgetUnlisted drops the per-pod records of pods no longer listed, which
+// an episode that never ends would keep for ever: its PodDisruptionBudget
+// refusals, and the node's API refusals.
+func (l *Loop) forgetUnlisted(v *view) {
+	var listed map[types.UID]bool
+	isListed := func(uid types.UID) bool {
+		if listed == nil {
+			listed = make(map[types.UID]bool, len(v.pods))
+			for _, p := range v.pods {
+				listed[p.UID] = true
+			}
+		}
+		return listed[uid]
+	}
+	for _, ep := range l.episodes.All() {
+		if len(ep.Blocked) > 0 {
+			ep.RetainBlocked(isListed)
+		}
+	}
+	for uid := range l.refused {
+		if !isListed(uid) {
+			delete(l.refused, uid)
+		}
+	}
 }
 
 // view is what one pass sees: the observation and what it means.

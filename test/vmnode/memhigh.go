@@ -170,3 +170,34 @@ func memHighSeries(metrics string) []string {
 	}
 	return out
 }
+
+// WakeupFigures reads evictd's wake-up series from a /metrics page: each
+// source's evictd_wakeup_source_active and evictd_wakeups_total.
+func WakeupFigures(metrics string) (active, woke map[string]float64) {
+	active, woke = map[string]float64{}, map[string]float64{}
+	for _, line := range strings.Split(metrics, "\n") {
+		var into map[string]float64
+		rest, ok := strings.CutPrefix(line, "evictd_wakeup_source_active{")
+		if ok {
+			into = active
+		} else if rest, ok = strings.CutPrefix(line, "evictd_wakeups_total{"); ok {
+			into = woke
+		} else {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(labels, ",") {
+			if k, src, _ := strings.Cut(kv, "="); k == "source" {
+				into[strings.Trim(src, `"`)] = v
+			}
+		}
+	}
+	return active, woke
+}

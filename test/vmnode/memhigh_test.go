@@ -123,3 +123,22 @@ evictd_memory_high_containers_other 3
 		t.Errorf("%v, want %v", got, want)
 	}
 }
+
+func TestWakeupFigures(t *testing.T) {
+	page := `# HELP evictd_wakeup_source_active 1 while a wake-up source is armed, 0 when it is unavailable or has failed.
+# TYPE evictd_wakeup_source_active gauge
+evictd_wakeup_source_active{source="memory_events"} 1
+evictd_wakeup_source_active{source="psi"} 0
+# TYPE evictd_wakeups_total counter
+evictd_wakeups_total{source="memory_events"} 412
+evictd_wakeups_total{source="poll"} 3.5e+02
+evictd_wakeups_totally{source="x"} 9
+`
+	active, woke := WakeupFigures(page)
+	if active["memory_events"] != 1 || active["psi"] != 0 || len(active) != 2 {
+		t.Errorf("active %v", active)
+	}
+	if woke["memory_events"] != 412 || woke["poll"] != 350 || len(woke) != 2 {
+		t.Errorf("woke %v", woke)
+	}
+}

@@ -428,7 +428,31 @@ func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 
 	c.check(t, r)
 	checkQuietPods(t, r)
+	checkMemoryEventsWoke(t, ctx, r)
 	t.Logf("case %q took %s", c.name, time.Since(from).Round(time.Second))
+}
+
+// checkMemoryEventsWoke: the cgroup v2 fast path is armed on the real node
+// and works: kubepods' memory.events watch (inotify) is armed, and the
+// churner's throttling, counted up the hierarchy in kubepods'
+// memory.events high, woke evictd through it.
+func checkMemoryEventsWoke(t *testing.T, ctx context.Context, r *memHighRun) {
+	res, err := r.n.Exec(ctx, []string{"curl", "-s", "--max-time", "10", "http://" + r.ev.Status.PodIP + ":9731/metrics"}, WithTimeout(time.Minute))
+	if err == nil {
+		err = res.Err()
+	}
+	if err != nil {
+		t.Errorf("evictd's metrics: %v", err)
+		return
+	}
+	active, woke := WakeupFigures(res.Stdout)
+	t.Logf("evictd's wake-up sources: armed %v, wake-ups %v", active, woke)
+	if active["memory_events"] != 1 {
+		t.Errorf("evictd_wakeup_source_active{source=\"memory_events\"} %v, want 1: kubepods' memory.events watch is not armed", active["memory_events"])
+	}
+	if woke["memory_events"] <= 0 {
+		t.Errorf("evictd_wakeups_total{source=\"memory_events\"} %v while the churner was throttled at memory.high: the watch never woke evictd", woke["memory_events"])
+	}
 }
 
 // checkChurnerEvicted: without the actuator, the churner is evicted by

@@ -171,6 +171,17 @@ func spread(uid types.UID, n int) float64 {
 	return 0.8 + 0.4*float64(h.Sum32()%1000)/1000
 }
 
+// RetainBlocked forgets the PodDisruptionBudget records of pods no longer
+// listed: an episode that never ends (a node that stays short) would
+// otherwise keep one for every pod that ever passed through it.
+func (e *Episode) RetainBlocked(listed func(types.UID) bool) {
+	for uid := range e.Blocked {
+		if !listed(uid) {
+			delete(e.Blocked, uid)
+		}
+	}
+}
+
 // FreshBlocked returns the pods not to be asked again yet at now.
 func (e *Episode) FreshBlocked(now time.Time) map[types.UID]bool {
 	out := make(map[types.UID]bool, len(e.Blocked))
