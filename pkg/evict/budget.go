@@ -142,11 +142,63 @@ func (b *Budget) remember(k seenKey, out Outcome, err error, capHit bool) (seenB
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	_, seenBefore = b.seen[k]
-	if out.Result == PDBBlocked || out.Result == Refused || out.Result == DryRun {
+	if out.Result == PDBBlocked || out.Result == Refused || out.Result == WebhookFailed || out.Result == DryRun {
 		b.seen[k] = seenEntry{outcome: out, err: err}
 	}
 	if capHit && !b.capLogged {
 		b.capLogged, firstCap = true, true
 	}
 	return seenBefore, firstCap
+}
+
+// Reservation is an eviction's place in its budget (a cap slot and a rate
+// token) held while someone other than the Evictor may carry the eviction
+// out: --eviction-request's responders (pkg/evictreq). Settle it once:
+// accepted keeps the charge, as an accepted eviction keeps its own;
+// otherwise it is given back whole, as a refusal's is.
+type Reservation struct {
+	b     *Budget
+	clock func() time.Time
+
+	mu      sync.Mutex
+	c       charge
+	settled bool
+}
+
+// Reserve charges req's budget (req.Budget, or the shared one) for an
+// eviction that a responder may carry out: the episode cap and the rate
+// limit apply to it as to a call of Evict. When the budget has no room it
+// returns a nil Reservation and the RateLimited Outcome and error Evict
+// would (logged and counted as Evict's are); then ask nobody.
+func (e *Evictor) Reserve(req Request) (*Reservation, Outcome, error) {
+	if err := req.validate(); err != nil {
+		return nil, Outcome{Result: Failed}, &PodError{Pod: req.podKey(), Result: Failed, Err: err}
+	}
+	b := req.Budget
+	if b == nil {
+		b = e.budget
+	}
+	c, wait, err := b.admit(e.clock.Now())
+	if err != nil {
+		out := Outcome{Result: RateLimited, RetryAfter: wait, GracePeriodSeconds: e.opts.GracePeriod(req.Pod, req.Hard, req.GraceOverride)}
+		out, err = e.finish(req, b, verbEvict, out, err)
+		return nil, out, err
+	}
+	return &Reservation{b: b, c: c, clock: e.clock.Now}, Outcome{}, nil
+}
+
+// Settle keeps the charge (accepted: the pod was evicted through the
+// reservation) or gives it back. Only the first call counts; a nil
+// Reservation does nothing.
+func (r *Reservation) Settle(accepted bool) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.settled {
+		return
+	}
+	r.settled = true
+	r.b.settle(r.c, accepted, r.clock())
 }

@@ -45,6 +45,14 @@ func classify(err error) (Result, bool) {
 		// Permanent until someone fixes the PDBs, and for this pod only.
 		return Refused, false
 	}
+	if isWebhookCallFailure(err) {
+		// An admission webhook the API server could not call fails the
+		// eviction of the pods it selects, and only theirs: the next
+		// candidate may go. Not retried within the call: the webhook's
+		// backend is down or slow (each try may last the webhook's
+		// timeout), and it seldom comes back within seconds.
+		return WebhookFailed, false
+	}
 	switch {
 	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsServiceUnavailable(err),
 		apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
@@ -59,6 +67,11 @@ func classify(err error) (Result, bool) {
 		code := status.Status().Code
 		switch {
 		case code >= 500:
+			return Failed, true
+		case code == 403 && isAdmissionNotReady(err):
+			// An admission plugin whose informers have not synced yet,
+			// right after an API server start: its state, for every pod
+			// alike, and gone within seconds.
 			return Failed, true
 		case code == 401, code == 403 && isAuthorizationDenial(err):
 			// evictd's own credentials or permissions: every pod gets the
@@ -114,6 +127,53 @@ func isMultiplePDBs(err error) bool {
 // webhook's or policy's own message.
 func isAdmissionDenial(err error) bool {
 	return messageHas(err, "admission webhook", "ValidatingAdmissionPolicy")
+}
+
+// callingWebhook matches the API server's words when it could not call
+// an admission webhook whose failurePolicy is Fail (k8s.io/apiserver's
+// webhookutil.ErrCallingWebhook, which the validating and mutating
+// dispatchers answer as a 500 InternalError): `failed calling webhook
+// "NAME": failed to call webhook: Post "https://...": dial tcp ...:
+// connect: connection refused`, or a timeout, or `received invalid webhook
+// response: ...`. The submatch is the webhook's name.
+var callingWebhook = regexp.MustCompile(`failed calling webhook "([^"]+)"`)
+
+// isWebhookCallFailure is a 5xx of an admission webhook the API server
+// could not call (failurePolicy Fail). A webhook that answered and denied
+// is isAdmissionDenial's, not this.
+func isWebhookCallFailure(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code < 500 {
+		return false
+	}
+	return callingWebhook.MatchString(status.Status().Message)
+}
+
+// WebhookName is the name of the admission webhook whose failure err
+// reports (an error of a WebhookFailed attempt), or "".
+func WebhookName(err error) string {
+	msg, ok := statusMessage(err)
+	if !ok {
+		return ""
+	}
+	if m := callingWebhook.FindStringSubmatch(msg); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// admissionNotReady is the 403 that NamespaceLifecycle (and the webhook and
+// ValidatingAdmissionPolicy plugins) answer until their informers have
+// synced, right after an API server starts: admission.NewForbidden(a,
+// fmt.Errorf("not yet ready to handle request")), worded by
+// apierrors.NewForbidden as `pods "NAME" is forbidden: not yet ready to
+// handle request`.
+const admissionNotReady = "is forbidden: not yet ready to handle request"
+
+// isAdmissionNotReady is that 403: the API server's state, not the pod's.
+func isAdmissionNotReady(err error) bool {
+	msg, ok := statusMessage(err)
+	return ok && strings.HasSuffix(msg, admissionNotReady)
 }
 
 // authzDenial matches the authorizer's 403 (k8s.io/apiserver's

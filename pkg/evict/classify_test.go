@@ -12,11 +12,16 @@ import (
 	"syscall"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/evictd/evictd/pkg/thresholds"
 )
 
 var podsGR = schema.GroupResource{Resource: "pods"}
@@ -34,6 +39,13 @@ func pdbRefusal(cause string) error {
 // returns a Status it did not give a reason.
 func statusErr(code int32, msg string) error {
 	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: code, Message: msg}}
+}
+
+// webhookCallFailure is the API server's answer when it could not call an
+// admission webhook whose failurePolicy is Fail: a 500 whose message is
+// webhookutil.ErrCallingWebhook's, "failed calling webhook NAME: REASON".
+func webhookCallFailure(webhook, reason string) error {
+	return apierrors.NewInternalError(fmt.Errorf("failed calling webhook %q: %s", webhook, reason))
 }
 
 func TestClassify(t *testing.T) {
@@ -70,6 +82,22 @@ func TestClassify(t *testing.T) {
 			Reason: metav1.StatusReasonTooManyRequests, Message: `admission webhook "drain.example.com" denied the request: draining elsewhere`}}, Refused, false},
 		{"422 invalid", apierrors.NewInvalid(schema.GroupKind{Kind: "Eviction"}, "web-1", field.ErrorList{field.Invalid(field.NewPath("x"), 1, "bad")}), Refused, false},
 		{"400 bad request", apierrors.NewBadRequest("no"), Refused, false},
+		// A webhook the API server could not call (failurePolicy: Fail): the
+		// dispatchers' apierrors.NewInternalError(&ErrCallingWebhook{...}),
+		// k8s.io/apiserver/pkg/admission/plugin/webhook/{validating,mutating}.
+		// About the pods the webhook selects, not the API server.
+		{"500 webhook unreachable", webhookCallFailure("guard.example.com",
+			`failed to call webhook: Post "https://127.0.0.1:1/validate?timeout=10s": dial tcp 127.0.0.1:1: connect: connection refused`), WebhookFailed, false},
+		{"500 webhook timed out", webhookCallFailure("guard.example.com",
+			`failed to call webhook: Post "https://guard.webhooks.svc:443/validate?timeout=10s": context deadline exceeded`), WebhookFailed, false},
+		{"500 webhook invalid response", webhookCallFailure("guard.example.com",
+			"received invalid webhook response: expected response.uid=\"a\", got \"b\""), WebhookFailed, false},
+		// NamespaceLifecycle (and the webhook and policy plugins) before
+		// their informers sync, right after an API server starts:
+		// admission.NewForbidden(a, fmt.Errorf("not yet ready to handle
+		// request")), k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle.
+		// The API server's state, for every pod alike.
+		{"403 admission not yet ready", apierrors.NewForbidden(podsGR, "web-1", errors.New("not yet ready to handle request")), Failed, true},
 		{"401", apierrors.NewUnauthorized("token expired"), Failed, false},
 		{"per-call deadline", fmt.Errorf("post: %w", context.DeadlineExceeded), Failed, true},
 		{"connection refused", &url.Error{Op: "Post", URL: "https://apiserver/x", Err: syscall.ECONNREFUSED}, Failed, true},
@@ -91,5 +119,71 @@ func TestPDBMessageNamesTheBudget(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("pdbMessage = %q, lacks %q", msg, want)
 		}
+	}
+}
+
+// A webhook the API server cannot call fails this pod's eviction: one call
+// (no retry: the next candidate is a better use of the time), a
+// WebhookFailed result wrapping ErrWebhookFailed and naming the webhook,
+// counted as webhook_failed, and once an episode a warning and an
+// EvictionWebhookFailed Event on the pod that name the webhook.
+func TestEvictWebhookFailure(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.metrics.InitSignals(thresholds.MemoryAvailable) // every result's series, at 0
+	down := webhookCallFailure("guard.example.com",
+		`failed to call webhook: Post "https://127.0.0.1:1/validate?timeout=10s": dial tcp 127.0.0.1:1: connect: connection refused`)
+	h.script(down, down, down, down, down, down)
+	pod := testPod("web-1", nil)
+	for i := range 2 {
+		out, err := h.ev.Evict(context.Background(), memReq(pod, true))
+		if out.Result != WebhookFailed || out.Attempts != 1 {
+			t.Fatalf("call %d: outcome %+v, want %s after 1 attempt", i, out, WebhookFailed)
+		}
+		var pe *PodError
+		if !errors.Is(err, ErrWebhookFailed) || !errors.As(err, &pe) || pe.Pod != "shop/web-1" || pe.Result != WebhookFailed {
+			t.Fatalf("call %d: error %v, want a *PodError for shop/web-1 wrapping ErrWebhookFailed", i, err)
+		}
+		if got := WebhookName(err); got != "guard.example.com" {
+			t.Errorf("WebhookName(%v) = %q, want guard.example.com", err, got)
+		}
+	}
+	if n, _ := h.calls(); n != 2 {
+		t.Errorf("%d eviction calls for 2 attempts, want 2 (no retry within a call)", n)
+	}
+	if got := h.counter(thresholds.MemoryAvailable, WebhookFailed); got != 2 {
+		t.Errorf("evictd_evictions_total{result=webhook_failed} = %v, want 2", got)
+	}
+	if got := h.counter(thresholds.MemoryAvailable, Failed); got != 0 {
+		t.Errorf("evictd_evictions_total{result=error} = %v, want 0", got)
+	}
+	warn := h.logs.FilterLevelExact(zapcore.WarnLevel).FilterField(zap.String("webhook", "guard.example.com"))
+	debug := h.logs.FilterLevelExact(zapcore.DebugLevel).FilterField(zap.String("webhook", "guard.example.com"))
+	if warn.Len() != 1 || debug.Len() != 1 {
+		t.Errorf("logged %d warnings and %d debug lines naming the webhook, want 1 and 1 (once an episode at Warn)", warn.Len(), debug.Len())
+	}
+	evs := h.flushEvents()
+	if len(evs) != 1 {
+		t.Fatalf("%d events, want 1: %+v", len(evs), evs)
+	}
+	if e := evs[0]; e.Reason != ReasonEvictionWebhookFailed || e.Type != v1.EventTypeWarning || e.Regarding.UID != pod.UID ||
+		!strings.Contains(e.Note, `could not call the admission webhook "guard.example.com"`) ||
+		!strings.Contains(e.Note, "connection refused") || !strings.Contains(e.Note, "evicts the next candidate") {
+		t.Errorf("unexpected event %+v", e)
+	}
+}
+
+// The 403 of an admission plugin not ready yet is retried within the call,
+// as any transient failure, and the eviction then goes.
+func TestEvictAdmissionNotYetReadyIsRetried(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.metrics.InitSignals(thresholds.MemoryAvailable)
+	notReady := apierrors.NewForbidden(podsGR, "web-1", errors.New("not yet ready to handle request"))
+	h.script(notReady, notReady, nil)
+	out, err := h.ev.Evict(context.Background(), memReq(testPod("web-1", nil), true))
+	if out.Result != Evicted || out.Attempts != 3 || err != nil {
+		t.Fatalf("outcome %+v, err %v; want evicted at the 3rd attempt", out, err)
+	}
+	if got := h.counter(thresholds.MemoryAvailable, Refused); got != 0 {
+		t.Errorf("evictd_evictions_total{result=refused} = %v, want 0", got)
 	}
 }

@@ -39,6 +39,11 @@ const (
 	// refused for the pod itself (an admission policy or webhook, several
 	// PodDisruptionBudgets): evictd went on to the next candidate.
 	ReasonEvictionRefused = "EvictionRefused"
+	// ReasonEvictionWebhookFailed is on a pod whose eviction failed because
+	// an admission webhook that selects it (failurePolicy Fail) could not be
+	// called; the note names the webhook. evictd went on to the next
+	// candidate.
+	ReasonEvictionWebhookFailed = "EvictionWebhookFailed"
 	// ReasonPressureEnded is on the Node when a resource's pressure episode
 	// ends: no threshold of it met for the pressure transition period.
 	ReasonPressureEnded = "EvictionPressureEnded"
@@ -250,6 +255,18 @@ func truncate(s string, n int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// webhookFailedNote is the Event note on a pod whose eviction failed because
+// the admission webhook webhook could not be called; err carries the
+// server's words.
+func webhookFailedNote(req Request, webhook string, err error) string {
+	why := err.Error()
+	if msg, ok := statusMessage(err); ok {
+		why = msg
+	}
+	return fmt.Sprintf("evictd asked to evict this pod (%s) and the API server could not call the admission webhook %q, which selects it and fails closed: %s. "+
+		"evictd evicts the next candidate instead and asks about this pod again later.", relieves(req), webhook, why)
+}
 
 // podRef is the Event's regarding for a pod.
 func podRef(pod *v1.Pod) v1.ObjectReference {

@@ -326,6 +326,9 @@ func (e *Evictor) do(ctx context.Context, req Request, v verb) (Outcome, error) 
 		err = fmt.Errorf("%w: %s", ErrPDBBlocked, pdbMessage(apiErr))
 	case Refused:
 		err = fmt.Errorf("%w: %s", ErrRefused, refusalMessage(apiErr))
+	case WebhookFailed:
+		// apiErr stays in the chain: WebhookName reads the webhook from it.
+		err = fmt.Errorf("%w: %w", ErrWebhookFailed, apiErr)
 	case Failed:
 		err = fmt.Errorf("after %d attempt(s): %w", out.Attempts, apiErr)
 	}
@@ -429,6 +432,24 @@ func (e *Evictor) finish(req Request, b *Budget, v verb, out Outcome, err error)
 		if e.events != nil {
 			e.events.Emit(podRef(req.Pod), v1.EventTypeWarning, ReasonEvictionRefused, actionEvict, refusedNote(req, err))
 		}
+	case WebhookFailed:
+		// As a refusal: once an episode at Warn, with an Event on the pod
+		// naming the webhook, whose owners can mend it.
+		webhook := WebhookName(err)
+		fields = append(fields, zap.String("webhook", webhook))
+		if seenBefore {
+			e.log.Debug("admission webhook failed", fields...)
+			break
+		}
+		msg := "admission webhook failed on this pod's eviction; trying the next candidate"
+		if e.opts.DryRun {
+			msg = "would evict pod"
+			fields = append(fields, zap.String("verdict", "admission webhook failed"))
+		}
+		e.log.Warn(msg, fields...)
+		if e.events != nil {
+			e.events.Emit(podRef(req.Pod), v1.EventTypeWarning, ReasonEvictionWebhookFailed, actionEvict, webhookFailedNote(req, webhook, err))
+		}
 	case NotFound:
 		e.log.Info("pod already gone", fields...)
 	case RateLimited:
@@ -449,8 +470,9 @@ func (e *Evictor) finish(req Request, b *Budget, v verb, out Outcome, err error)
 // or gone. It is recorded as an eviction is: the evictions counter (result
 // responder_evicted), the eviction latency from req.PressureSince to
 // accepted, and an Evicted Event on the pod that says a responder acted.
-// No API call is made, no budget charged and no line logged (the caller
-// logs it). It returns out with that Result.
+// No API call is made and no line logged (the caller logs it); the
+// budget is charged by the Reservation (Reserve) the caller took before it
+// asked and settles as accepted. It returns out with that Result.
 func (e *Evictor) RecordResponderEviction(req Request, evictionRequest string, out Outcome) Outcome {
 	out.Result = ResponderEvicted
 	e.metrics.IncEviction(req.Signal, string(out.Result))

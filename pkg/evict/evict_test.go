@@ -627,7 +627,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func TestResultValuesMatchMetricLabels(t *testing.T) {
-	ours := []Result{Evicted, DryRun, PDBBlocked, NotFound, Failed, RateLimited, ForcedDelete, Refused, ResponderEvicted}
+	ours := []Result{Evicted, DryRun, PDBBlocked, NotFound, Failed, RateLimited, ForcedDelete, Refused, ResponderEvicted, WebhookFailed}
 	if len(ours) != len(metrics.EvictionResults) {
 		t.Fatalf("%d results here, %d in metrics.EvictionResults", len(ours), len(metrics.EvictionResults))
 	}

@@ -30,6 +30,12 @@ const (
 	// PodDisruptionBudget covers it): the same answer would come again, for
 	// this pod only. Try the next candidate.
 	Refused Result = metrics.ResultRefused
+	// WebhookFailed: an admission webhook with failurePolicy Fail that
+	// selects this pod could not be called (its backend down or too slow,
+	// an answer the API server could not read): the webhook's state, for
+	// the pods it selects, not the API server's. Not retried within the
+	// call; try the next candidate, and this one again after a while.
+	WebhookFailed Result = metrics.ResultWebhookFailed
 	// Failed: any other error, after bounded retries with backoff; it may
 	// be the API server's, for every pod alike (down, overloaded, evictd's
 	// own permissions).
@@ -80,6 +86,9 @@ var (
 	// ErrRefused: the API server refused the eviction for this pod (an
 	// admission policy or webhook, several PodDisruptionBudgets).
 	ErrRefused = errors.New("eviction refused for this pod")
+	// ErrWebhookFailed: an admission webhook that selects this pod could
+	// not be called; WebhookName tells which.
+	ErrWebhookFailed = errors.New("admission webhook failed on this pod's eviction")
 	// ErrRateLimited: the per-node token bucket is empty.
 	ErrRateLimited = errors.New("eviction rate limit reached")
 	// ErrEpisodeCap: this pressure episode already had MaxPerEpisode

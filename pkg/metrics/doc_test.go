@@ -36,11 +36,12 @@ var resultHelp = map[string]string{
 	ResultDryRun:           "`--dry-run`: the server-side dry-run eviction was allowed; nothing was changed",
 	ResultPDBBlocked:       "a PodDisruptionBudget refused it (HTTP 429); in dry run, it would have",
 	ResultNotFound:         "the pod was already gone (HTTP 404, or its UID changed); not an error",
-	ResultError:            "any other failure, after bounded retries with backoff: the API server down or overloaded, a timeout, evictd's own credentials or RBAC (401, a 403 of the authorizer); the episode backs off before its next call",
+	ResultError:            "any other failure, after bounded retries with backoff: the API server down or overloaded, a timeout, admission not yet ready right after an API server start (403 `not yet ready to handle request`), evictd's own credentials or RBAC (401, a 403 of the authorizer); the episode backs off before its next call",
 	ResultRateLimited:      "held back by the episode's rate limit (`--eviction-rate`, `--eviction-burst`, per pressure episode) or its cap; no API call was made",
 	ResultForcedDelete:     "`--pdb-policy=best-effort`: a PDB-blocked pod was deleted anyway under a hard threshold",
 	ResultResponderEvicted: "`--eviction-request`: an eviction responder evicted the pod, acting on evictd's EvictionRequest (docs/evictionrequest.md); evictd made no eviction call. Counted once, when the pod is terminating or gone; a pod evictd evicts itself after the responder wait counts as `evicted` only",
 	ResultRefused:          "the API server refused this pod's eviction for the pod itself: an admission policy or webhook denied it (HTTP 403, 422, 400, or a webhook's 429) or more than one PodDisruptionBudget covers it (HTTP 500); evictd evicts the next candidate at once and asks about this pod again after 2 minutes; in dry run, it would have been refused",
+	ResultWebhookFailed:    "an admission webhook with `failurePolicy: Fail` that selects this pod could not be called (its backend down or too slow, or an answer the API server could not read: HTTP 500 `failed calling webhook \"NAME\"`); the webhook's state, for the pods it selects, not the API server's: evictd evicts the next candidate at once and asks about this pod again after 30 s; in dry run, the dry-run eviction failed so",
 }
 
 // TestMetricsDoc keeps docs/metrics.md equal to what the registry holds.

@@ -55,13 +55,18 @@ const (
 	// evicted the pod, acting on evictd's EvictionRequest; evictd made no
 	// eviction call. Counted once the pod is terminating or gone.
 	ResultResponderEvicted = "responder_evicted"
+	// ResultWebhookFailed: an admission webhook with failurePolicy Fail
+	// that selects this pod could not be called (its backend down, a
+	// timeout, an invalid answer; HTTP 500 "failed calling webhook"): the
+	// webhook's state, for the pods it selects, not the API server's.
+	ResultWebhookFailed = "webhook_failed"
 )
 
 // EvictionResults lists every result label value.
 var EvictionResults = []string{
 	ResultEvicted, ResultDryRun, ResultPDBBlocked, ResultNotFound,
 	ResultError, ResultRateLimited, ResultForcedDelete, ResultRefused,
-	ResultResponderEvicted,
+	ResultResponderEvicted, ResultWebhookFailed,
 }
 
 // Values of the kind label of evictd_threshold_met.
@@ -243,6 +248,14 @@ func New(build buildinfo.Info) (*Metrics, error) {
 		Help: "The actuator's writes to pod cgroups, by action (contain: a hard memory victim's growth stopped once its eviction was accepted; relax: a container stuck at memory.high given its memory.max as memory.high) and result (ok, error).",
 	}, []string{"action", "result"})
 
+	// Both label sets are closed: every series exists at 0 from the start,
+	// so rate() and an alert on errors see the first write, not a new series.
+	for _, action := range ActuatorActions {
+		for _, result := range ActuatorResults {
+			m.actuatorWrites.WithLabelValues(action, result)
+		}
+	}
+
 	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 
@@ -402,6 +415,17 @@ type MemoryHighContainer struct {
 const (
 	ActuatorContain = "contain"
 	ActuatorRelax   = "relax"
+
+	ActuatorOK    = "ok"
+	ActuatorError = "error"
+)
+
+// ActuatorActions and ActuatorResults list every value of the action and
+// result labels of evictd_actuator_writes_total; New creates each pair's
+// series at 0.
+var (
+	ActuatorActions = []string{ActuatorContain, ActuatorRelax}
+	ActuatorResults = []string{ActuatorOK, ActuatorError}
 )
 
 // SetActuatorWritable records whether the actuator can write the pod
@@ -419,9 +443,9 @@ func (m *Metrics) ActuatorWrote(action string, err error) {
 	if m == nil {
 		return
 	}
-	result := "ok"
+	result := ActuatorOK
 	if err != nil {
-		result = "error"
+		result = ActuatorError
 	}
 	m.actuatorWrites.WithLabelValues(action, result).Inc()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/internal/metrictest"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -332,5 +333,31 @@ func TestStallSignalsGoToTheirOwnFamilies(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(m.signalAvailableBytes); n != 1 {
 		t.Errorf("a stall signal leaked into evictd_signal_available_bytes: %d series", n)
+	}
+}
+
+// TestClosedLabelSetsStartAtZero: a counter whose label values are a closed
+// set has every series from New on, at 0, so rate() and an alert see the
+// first increment (kube-state-metrics' rule) and a test reading 0 reads a
+// series that is there, not one that was renamed away.
+func TestClosedLabelSetsStartAtZero(t *testing.T) {
+	m, err := New(buildinfo.Info{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := testutil.CollectAndCount(m.actuatorWrites), len(ActuatorActions)*len(ActuatorResults); got != want {
+		t.Fatalf("evictd_actuator_writes_total: %d series after New, want %d (every action and result)", got, want)
+	}
+	for _, action := range ActuatorActions {
+		for _, result := range ActuatorResults {
+			labels := map[string]string{"action": action, "result": result}
+			if got := metrictest.Value(t, m.Registry(), "evictd_actuator_writes_total", labels); got != 0 {
+				t.Errorf("evictd_actuator_writes_total%v = %v after New, want 0", labels, got)
+			}
+		}
+	}
+	m.ActuatorWrote(ActuatorRelax, errors.New("EACCES"))
+	if got := metrictest.Value(t, m.Registry(), "evictd_actuator_writes_total", map[string]string{"action": ActuatorRelax, "result": ActuatorError}); got != 1 {
+		t.Errorf("after a failed relax: %v, want 1", got)
 	}
 }

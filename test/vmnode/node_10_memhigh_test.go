@@ -22,6 +22,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/test/bench"
+	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
@@ -63,25 +64,27 @@ const (
 	busyHoldMiB  = 64
 	busyChurnMiB = 64
 	busyPause    = 500 * time.Millisecond
-	// memHighWindow and memHighGrace are shorter than the defaults (30 s
-	// and 1 m) to keep the node stage short: 10 s is still five of the
-	// churner's throttled cycles and two of PSI's avg10 periods, and 20 s
-	// of grace is two whole windows over, so one throttled burst cannot
+	// memHighWindow is evictd's default, which the test leaves to evictd:
+	// a throttled container wakes evictd itself (memory.events, PSI), so
+	// its passes come every 100 ms or so, and a history too short for the
+	// window goes blind at exactly these rates (issue 32, A1). The grace
+	// is shorter than the default 1 m to keep the node stage short; 20 s
+	// is still two thirds of a window over, so one throttled burst cannot
 	// evict. The detection cannot come before half a window, the eviction
 	// not before the grace period after that.
-	memHighWindow = 10 * time.Second
+	memHighWindow = config.DefaultMemoryHighWindow
 	memHighGrace  = 20 * time.Second
 	// memHighPoll is how often the test reads the cgroups and evictd's
 	// metrics; its times are that coarse.
 	memHighPoll = 2 * time.Second
 )
 
-// memHighArgs are evictd's arguments for the family at the test's window
-// and grace, the rate and share thresholds at their defaults, and extra.
+// memHighArgs are evictd's arguments for the family at the test's grace,
+// the window and the rate and share thresholds at their defaults, and
+// extra.
 func memHighArgs(extra ...string) []string {
 	return append([]string{
 		"--memory-high-eviction",
-		"--memory-high-window=" + memHighWindow.String(),
 		"--memory-high-grace-period=" + memHighGrace.String(),
 	}, extra...)
 }
