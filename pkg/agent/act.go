@@ -232,24 +232,11 @@ func (l *Loop) answer(r callResult) bool {
 	case evict.PDBBlocked:
 		ep.PDBRefused(uid, r.at, l.cfg.PDBRecheck)
 		return true
-	case evict.Refused:
+	case evict.Refused, evict.WebhookFailed:
 		// This pod's answer, not the API server's state: no back-off for
 		// the episode, so the node is not left to sink while the same pod
-		// is asked again and again. Kept for the node, not the episode:
-		// the next episode (or another resource's) would get the same
-		// answer.
-		l.refused[uid] = r.at
-		return true
-	case evict.WebhookFailed:
-		// An admission webhook that selects this pod could not be called:
-		// the webhook's state, for its pods only, so the next candidate
-		// goes at once, as after a refusal. Its pods are asked again after
-		// the episode's longest failure back-off (MaxFailureBackoff, 30 s),
-		// not a refusal's RefusedRecheck: a webhook comes back when its
-		// backend does, not when a person changes a policy. Recorded with
-		// the refusals, dated so that it expires that much sooner.
-		recheck := min(l.cfg.MaxFailureBackoff, l.cfg.RefusedRecheck)
-		l.refused[uid] = r.at.Add(recheck - l.cfg.RefusedRecheck)
+		// is asked again and again.
+		l.noteRefused(r)
 		return true
 	case evict.NotFound:
 		add(inflight.Vanished, r.at)
@@ -291,11 +278,27 @@ func (l *Loop) lateAnswer(r callResult) {
 		l.addInFlight(r, inflight.Evicted, acceptedAt(r))
 	case evict.NotFound:
 		l.addInFlight(r, inflight.Vanished, r.at)
-	case evict.Refused:
-		l.refused[d.Candidate.Pod.UID] = r.at
+	case evict.Refused, evict.WebhookFailed:
+		l.noteRefused(r)
 	}
 	l.log.Info("eviction call answered after its pressure episode ended", zap.String("pod", podKey(d.Candidate)),
 		zap.String("resource", string(r.ep.Resource)), zap.String("result", string(out.Result)), logging.Err(r.err))
+}
+
+// noteRefused records that r's pod was refused for itself. Kept for the
+// node, not the episode: the next episode (or another resource's) would
+// get the same answer. A webhook that could not be called (WebhookFailed)
+// is the webhook's state, for its pods only: they are asked again after
+// the episode's longest failure back-off (MaxFailureBackoff, 30 s), not a
+// refusal's RefusedRecheck, since a webhook comes back when its backend
+// does, not when a person changes a policy; recorded with the refusals,
+// dated so that it expires that much sooner.
+func (l *Loop) noteRefused(r callResult) {
+	at := r.at
+	if r.out.Result == evict.WebhookFailed {
+		at = at.Add(min(l.cfg.MaxFailureBackoff, l.cfg.RefusedRecheck) - l.cfg.RefusedRecheck)
+	}
+	l.refused[r.d.Candidate.Pod.UID] = at
 }
 
 // addInFlight records the pod of r's call in flight, from at.

@@ -61,6 +61,7 @@ load 1m
   evictd_observation_signal_errors_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="pid.available"} 0+0x20
   evictd_evictions_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="memory.available",result="refused"} 0+1x20
   evictd_evictions_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="memory.available",result="refused"} 0+0x20
+  evictd_evictions_total{job="evictd",node="e",namespace="evictd-system",pod="evictd-e",signal="memory.available",result="webhook_failed"} 0+1x20
   evictd_eviction_stuck_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",resource="memory"} 0+1x20
   evictd_eviction_stuck_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",resource="memory"} 0+0x20
   evictd_wakeup_source_active{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",source="psi"} 0+0x20
@@ -116,8 +117,9 @@ load 1m
 		{"EvictdEvictionsFailing", []string{"a"}},
 		// a's memory episode spent its cap; b's did not.
 		{"EvictdEpisodeCapReached", []string{"a"}},
-		// a's evictions are refused; b's were not in the last 15 minutes.
-		{"EvictdEvictionsRefused", []string{"a"}},
+		// a's evictions are refused; e's fail on a webhook that cannot be
+		// called; b's were neither in the last 15 minutes.
+		{"EvictdEvictionsRefused", []string{"a", "e"}},
 		// a's victims stay; b's go.
 		{"EvictdVictimStuck", []string{"a"}},
 		// a's PSI trigger is not armed; b's is, and b, a cgroup v2 node,
