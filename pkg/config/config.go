@@ -356,7 +356,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if c.EvictionMaxPodGracePeriod < 0 {
-		return fmt.Errorf("evictionMaxPodGracePeriod %d must not be negative", c.EvictionMaxPodGracePeriod)
+		return fmt.Errorf("evictionMaxPodGracePeriod %d must not be negative (the kubelet 1.37 takes a negative value as 1 s, as 0; evictd's 0 is the pod's own grace, docs/decide.md)", c.EvictionMaxPodGracePeriod)
 	}
 	if c.EvictionPressureTransitionPeriod != nil && c.EvictionPressureTransitionPeriod.Duration < 0 {
 		return fmt.Errorf("evictionPressureTransitionPeriod %s must not be negative", c.EvictionPressureTransitionPeriod.Duration)

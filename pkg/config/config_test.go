@@ -322,12 +322,12 @@ func TestFlags(t *testing.T) {
 				t.Error("an empty --eviction-hard dropped thresholds (kubernetes#71660)")
 			}
 		}},
-		{name: "signal twice across repeats", args: []string{"--eviction-hard=memory.available<1Gi", "--eviction-hard=memory.available<2Gi"}, wantErr: "memory.available is given twice"},
+		{name: "signal twice across repeats", args: []string{"--eviction-hard=memory.available<1Gi", "--eviction-hard=memory.available<2Gi"}, wantErr: "memory.available is given twice (the kubelet keeps the last one given"},
 		{name: "bad operator", args: []string{"--eviction-hard=memory.available>1Gi"}, wantErr: "only < is allowed"},
 		{name: "bad value", args: []string{"--eviction-hard=memory.available<lots"}, wantErr: "memory.available<lots"},
 		{name: "soft flag without grace", args: []string{"--eviction-soft=memory.available<2Gi"}, wantErr: "has no grace period"},
 		{name: "bad max grace", args: []string{"--eviction-max-pod-grace-period=1.5"}, wantErr: "not a whole number of seconds"},
-		{name: "negative max grace", args: []string{"--eviction-max-pod-grace-period=-1"}, wantErr: "must not be negative"},
+		{name: "negative max grace", args: []string{"--eviction-max-pod-grace-period=-1"}, wantErr: "must not be negative (the kubelet 1.37 takes a negative value as 1 s"},
 		{name: "missing config file", args: []string{"--config", filepath.Join("testdata", "nope.yaml")}, wantErr: "nope.yaml"},
 		{name: "bad config file", args: []string{"--config", filepath.Join("testdata", "unknown-field.yaml")}, wantErr: `unknown field "evictionHardd"`},
 		{name: "flags make a valid file invalid", args: []string{"--config", full, "--eviction-soft=pid.available<50%"}, wantErr: "full.yaml (with flags): eviction-soft: pid.available<50% has no grace period"},

@@ -201,7 +201,7 @@ func mergeFlag(dst *map[string]string, m map[string]string) error {
 	}
 	for k, v := range m {
 		if _, dup := (*dst)[k]; dup {
-			return fmt.Errorf("signal %s is given twice", k)
+			return fmt.Errorf("signal %s is given twice (the kubelet keeps the last one given; give it once)", k)
 		}
 		(*dst)[k] = v
 	}
