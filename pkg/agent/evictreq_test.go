@@ -4,12 +4,14 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -130,9 +132,44 @@ func (a *requestAgent) request(t *testing.T, name, what string, cond func(*lifec
 	return nil
 }
 
+// withdrawnAndDeleted waits, in real time, for the EvictionRequest of pod
+// name to be gone, and checks that it was made, set to intent Withdrawn,
+// and deleted, in that order and nothing else.
+func (a *requestAgent) withdrawnAndDeleted(t *testing.T, name string) {
+	t.Helper()
+	erName := evictreq.Name((&simPod{name: name}).uid())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := a.cs.LifecycleV1alpha1().EvictionRequests("ns").Get(context.Background(), erName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("EvictionRequest ns/%s still there 5s after the memory episode ended: %v", erName, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var writes []string
+	for _, act := range a.cs.Actions() {
+		switch act := act.(type) {
+		case k8stesting.UpdateAction: // a create is one too: its verb tells
+			if er, ok := act.GetObject().(*lifecyclev1alpha1.EvictionRequest); ok && er.Name == erName {
+				writes = append(writes, act.GetVerb()+" intent="+string(er.Spec.Intent))
+			}
+		case k8stesting.DeleteAction:
+			if act.GetResource().Resource == "evictionrequests" && act.GetName() == erName {
+				writes = append(writes, "delete")
+			}
+		}
+	}
+	if !slices.Equal(writes, []string{"create intent=Eviction", "update intent=Withdrawn", "delete"}) {
+		t.Errorf("writes of ns/%s after its request %q; want it withdrawn, then deleted", erName, writes)
+	}
+}
+
 // The pressure episode that asked for an EvictionRequest ends before any
-// responder acted: the loop withdraws the request (intent Withdrawn), and
-// nothing is evicted through the Eviction API.
+// responder acted: the loop withdraws the request (intent Withdrawn) and
+// deletes it, and nothing is evicted through the Eviction API.
 func TestLoopWithdrawsRequestWhenEpisodeEnds(t *testing.T) {
 	a := newRequestAgent(t)
 	a.n.runMore(t, 3*time.Second, a.w)
@@ -149,9 +186,7 @@ func TestLoopWithdrawsRequestWhenEpisodeEnds(t *testing.T) {
 	a.n.base -= 1000 * mi
 	a.n.mu.Unlock()
 	a.n.runMore(t, 3*time.Second, a.w)
-	a.request(t, "a", "withdrawn after the memory episode ended", func(er *lifecyclev1alpha1.EvictionRequest) bool {
-		return er.Spec.Intent == lifecyclev1alpha1.EvictionRequestIntentWithdrawn
-	})
+	a.withdrawnAndDeleted(t, "a")
 	if n := a.evictions.Load(); n != 0 {
 		t.Errorf("%d call(s) to the Eviction API; want none, the request was withdrawn", n)
 	}

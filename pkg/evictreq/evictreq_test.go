@@ -5,6 +5,8 @@ package evictreq
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,18 +40,30 @@ func testPod() *v1.Pod {
 }
 
 // memAPI is the API server as the request path sees it: EvictionRequests
-// and the pod, in memory.
+// and the pod, in memory, kept as kube-apiserver keeps them: a create sets
+// metadata.generation to 1 and a change of the spec bumps it, an update
+// keeps the status, every write bumps the resourceVersion, an update or a
+// delete with a stale resourceVersion is a conflict.
 type memAPI struct {
 	mu      sync.Mutex
 	pod     *v1.Pod
 	ers     map[string]*lifecyclev1alpha1.EvictionRequest
+	rv      int
 	created chan struct{}
 	// onPoll runs on every GetPod: a responder at work.
 	onPoll func(p *v1.Pod)
+	// writes are the writes made, in order: "create NAME", "update NAME
+	// intent=INTENT", "delete NAME".
+	writes []string
 }
 
 func newMemAPI() *memAPI {
 	return &memAPI{pod: testPod(), ers: map[string]*lifecyclev1alpha1.EvictionRequest{}, created: make(chan struct{}, 8)}
+}
+
+func (a *memAPI) nextRV() string {
+	a.rv++
+	return strconv.Itoa(a.rv)
 }
 
 func (a *memAPI) GetPod(_ context.Context, ns, name string) (*v1.Pod, error) {
@@ -70,8 +85,15 @@ func (a *memAPI) CreateEvictionRequest(_ context.Context, er *lifecyclev1alpha1.
 	if _, ok := a.ers[k]; ok {
 		return nil, apierrors.NewAlreadyExists(erResource, er.Name)
 	}
-	a.ers[k] = er.DeepCopy()
-	a.created <- struct{}{}
+	er = er.DeepCopy()
+	er.Generation, er.ResourceVersion, er.UID = 1, a.nextRV(), types.UID("er-"+strconv.Itoa(a.rv))
+	er.Status = lifecyclev1alpha1.EvictionRequestStatus{}
+	a.ers[k] = er
+	a.writes = append(a.writes, "create "+er.Name)
+	select {
+	case a.created <- struct{}{}:
+	default:
+	}
 	return er.DeepCopy(), nil
 }
 
@@ -89,11 +111,80 @@ func (a *memAPI) UpdateEvictionRequest(_ context.Context, er *lifecyclev1alpha1.
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	k := er.Namespace + "/" + er.Name
-	if _, ok := a.ers[k]; !ok {
+	old, ok := a.ers[k]
+	if !ok {
 		return nil, apierrors.NewNotFound(erResource, er.Name)
 	}
-	a.ers[k] = er.DeepCopy()
+	if er.ResourceVersion != "" && er.ResourceVersion != old.ResourceVersion {
+		return nil, apierrors.NewConflict(erResource, er.Name, errors.New("the object has been modified"))
+	}
+	er = er.DeepCopy()
+	er.Status = old.Status
+	er.Generation = old.Generation
+	if !equality.Semantic.DeepEqual(er.Spec, old.Spec) {
+		er.Generation++
+	}
+	er.ResourceVersion = a.nextRV()
+	a.ers[k] = er
+	a.writes = append(a.writes, "update "+er.Name+" intent="+string(er.Spec.Intent))
 	return er.DeepCopy(), nil
+}
+
+func (a *memAPI) ListEvictionRequests(_ context.Context, ns string, _ metav1.ListOptions) (*lifecyclev1alpha1.EvictionRequestList, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	list := &lifecyclev1alpha1.EvictionRequestList{}
+	for _, er := range a.ers {
+		if ns == "" || er.Namespace == ns {
+			list.Items = append(list.Items, *er.DeepCopy())
+		}
+	}
+	return list, nil
+}
+
+func (a *memAPI) DeleteEvictionRequest(_ context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := ns + "/" + name
+	old, ok := a.ers[k]
+	if !ok {
+		return apierrors.NewNotFound(erResource, name)
+	}
+	if p := opts.Preconditions; p != nil && ((p.ResourceVersion != nil && *p.ResourceVersion != old.ResourceVersion) || (p.UID != nil && *p.UID != old.UID)) {
+		return apierrors.NewConflict(erResource, name, errors.New("precondition failed"))
+	}
+	delete(a.ers, k)
+	a.writes = append(a.writes, "delete "+name)
+	return nil
+}
+
+// setStatus writes a request's status as the evictionrequest-controller
+// would, having observed its present generation.
+func (a *memAPI) setStatus(name string, conds ...metav1.Condition) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	er, ok := a.ers["shop/"+name]
+	if !ok {
+		return
+	}
+	g := er.Generation
+	er.Status = lifecyclev1alpha1.EvictionRequestStatus{ObservedGeneration: &g, Conditions: conds}
+	er.ResourceVersion = a.nextRV()
+}
+
+// writesMade is a copy of the writes made so far.
+func (a *memAPI) writesMade() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.writes)
+}
+
+// exists reports whether the request named for the test pod exists.
+func (a *memAPI) exists() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.ers["shop/"+Name(uid)]
+	return ok
 }
 
 func (a *memAPI) request(t *testing.T) *lifecyclev1alpha1.EvictionRequest {
@@ -105,16 +196,21 @@ func (a *memAPI) request(t *testing.T) *lifecyclev1alpha1.EvictionRequest {
 	return er
 }
 
-// podAPI records the imperative evictions.
+// podAPI records the imperative evictions and gives answer's answer (nil:
+// accepted).
 type podAPI struct {
 	mu        sync.Mutex
 	evictions []string
+	answer    func() error
 }
 
 func (p *podAPI) Evict(_ context.Context, ev *policyv1.Eviction) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.evictions = append(p.evictions, ev.Namespace+"/"+ev.Name)
+	if p.answer != nil {
+		return p.answer()
+	}
 	return nil
 }
 
@@ -161,33 +257,53 @@ func softMemory() evict.Request {
 	return evict.Request{Pod: testPod(), Signal: thresholds.MemoryAvailable, Hard: false}
 }
 
+// Only a soft eviction of a pod not yet terminating takes the request
+// path: every hard threshold (disk too) and a pod already terminating use
+// the Eviction API.
 func TestRouted(t *testing.T) {
+	now := metav1.Now()
+	terminating := testPod()
+	terminating.DeletionTimestamp = &now
 	for _, tc := range []struct {
 		signal thresholds.Signal
 		hard   bool
+		pod    *v1.Pod
 		want   bool
 	}{
-		{thresholds.MemoryAvailable, false, true},
-		{thresholds.MemoryAvailable, true, false},
-		{thresholds.AllocatableMemoryAvailable, true, false},
-		{thresholds.PIDAvailable, true, false},
-		{thresholds.NodeFsAvailable, true, true},
-		{thresholds.ImageFsInodesFree, true, true},
-		{thresholds.NodeFsAvailable, false, true},
+		{thresholds.MemoryAvailable, false, testPod(), true},
+		{thresholds.NodeFsAvailable, false, testPod(), true},
+		{thresholds.MemoryAvailable, true, testPod(), false},
+		{thresholds.AllocatableMemoryAvailable, true, testPod(), false},
+		{thresholds.PIDAvailable, true, testPod(), false},
+		{thresholds.NodeFsAvailable, true, testPod(), false},
+		{thresholds.ImageFsInodesFree, true, testPod(), false},
+		{thresholds.MemoryAvailable, false, terminating, false},
+		{thresholds.NodeFsAvailable, false, terminating, false},
+		{thresholds.MemoryAvailable, false, nil, false},
 	} {
-		if got := Routed(evict.Request{Signal: tc.signal, Hard: tc.hard}); got != tc.want {
-			t.Errorf("Routed(%s, hard=%v) = %v, want %v", tc.signal, tc.hard, got, tc.want)
+		pod := "running"
+		switch {
+		case tc.pod == nil:
+			pod = "none"
+		case tc.pod.DeletionTimestamp != nil:
+			pod = "terminating"
+		}
+		if got := Routed(evict.Request{Pod: tc.pod, Signal: tc.signal, Hard: tc.hard}); got != tc.want {
+			t.Errorf("Routed(%s, hard=%v, pod %s) = %v, want %v", tc.signal, tc.hard, pod, got, tc.want)
 		}
 	}
 }
 
 // A soft memory eviction creates one EvictionRequest named after the pod's
-// UID, with evictd's requester, and is done when a responder terminates the
-// pod; the Eviction API is not called.
+// UID, with evictd's requester, owned by the pod, and is done when a
+// responder terminates the pod; the Eviction API is not called, and the
+// request, done, is deleted.
 func TestSoftEvictionRequested(t *testing.T) {
 	h := newHarness(t, time.Minute)
+	var seen *lifecyclev1alpha1.EvictionRequest
 	h.api.onPoll = func(p *v1.Pod) {
-		if _, ok := h.api.ers["shop/"+Name(uid)]; ok {
+		if er, ok := h.api.ers["shop/"+Name(uid)]; ok {
+			seen = er.DeepCopy()
 			now := metav1.Now()
 			p.DeletionTimestamp = &now // a responder drained it
 		}
@@ -196,13 +312,21 @@ func TestSoftEvictionRequested(t *testing.T) {
 	if err != nil || out.Result != evict.ResponderEvicted {
 		t.Fatalf("Evict = %v, %v; want responder_evicted", out.Result, err)
 	}
-	er := h.api.request(t)
-	if er.Spec.Requester != DefaultRequester || er.Spec.Intent != lifecyclev1alpha1.EvictionRequestIntentEviction ||
-		er.Spec.Target.Pod == nil || er.Spec.Target.Pod.UID != uid || er.Spec.Target.Pod.Name != "cart-0" {
-		t.Errorf("EvictionRequest spec = %+v, want requester %s, intent Eviction, target cart-0/%s", er.Spec, DefaultRequester, uid)
+	if seen == nil {
+		t.Fatal("no EvictionRequest while the pod was asked for")
+	}
+	if seen.Spec.Requester != DefaultRequester || seen.Spec.Intent != lifecyclev1alpha1.EvictionRequestIntentEviction ||
+		seen.Spec.Target.Pod == nil || seen.Spec.Target.Pod.UID != uid || seen.Spec.Target.Pod.Name != "cart-0" {
+		t.Errorf("EvictionRequest spec = %+v, want requester %s, intent Eviction, target cart-0/%s", seen.Spec, DefaultRequester, uid)
+	}
+	if refs := seen.OwnerReferences; len(refs) != 1 || refs[0].Kind != "Pod" || refs[0].APIVersion != "v1" || refs[0].UID != uid || refs[0].Name != "cart-0" {
+		t.Errorf("ownerReferences %+v; want the pod cart-0 (%s)", refs, uid)
 	}
 	if n := h.pods.count(); n != 0 {
 		t.Errorf("%d imperative eviction(s), want none", n)
+	}
+	if h.api.exists() {
+		t.Errorf("the EvictionRequest is still there after the responder evicted the pod; want it deleted (writes %q)", h.api.writesMade())
 	}
 }
 
@@ -218,13 +342,14 @@ func TestHardMemoryImperative(t *testing.T) {
 	if n := h.pods.count(); n != 1 {
 		t.Errorf("%d imperative eviction(s), want 1", n)
 	}
-	if len(h.api.ers) != 0 {
-		t.Errorf("EvictionRequests %v, want none", h.api.ers)
+	if w := h.api.writesMade(); len(w) != 0 {
+		t.Errorf("EvictionRequest writes %q, want none", w)
 	}
 }
 
-// No responder: after the responder wait the Eviction API evicts the pod,
-// and the request keeps its intent.
+// No responder: after the responder wait the Eviction API evicts the pod;
+// the pod on its way out, the request is deleted (not withdrawn: the pod
+// goes anyway).
 func TestNoResponderFallsBack(t *testing.T) {
 	h := newHarness(t, 30*time.Millisecond)
 	out, err := h.ev.Evict(context.Background(), softMemory())
@@ -234,21 +359,23 @@ func TestNoResponderFallsBack(t *testing.T) {
 	if n := h.pods.count(); n != 1 {
 		t.Errorf("%d imperative eviction(s), want 1 after the responder wait", n)
 	}
-	if got := h.api.request(t).Spec.Intent; got != lifecyclev1alpha1.EvictionRequestIntentEviction {
-		t.Errorf("intent %s after the fall-back, want Eviction", got)
+	if w := h.api.writesMade(); !slices.Equal(w, []string{"create " + Name(uid), "delete " + Name(uid)}) {
+		t.Errorf("EvictionRequest writes %q; want it created, then deleted once the Eviction API evicted the pod", w)
 	}
 	if h.logs.FilterMessageSnippet("no responder evicted the pod").Len() != 1 {
 		t.Errorf("want one log line saying no responder answered; got %v", h.logs.All())
 	}
 }
 
-// A Failed condition (no further responder) falls back at once.
+// A Failed condition (no further responder) the controller set for the
+// request's present generation falls back at once.
 func TestFailedRequestFallsBack(t *testing.T) {
 	h := newHarness(t, time.Hour)
 	h.api.onPoll = func(*v1.Pod) {
-		if er, ok := h.api.ers["shop/"+Name(uid)]; ok {
-			er.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue,
-				Reason: string(lifecyclev1alpha1.EvictionConditionReasonNoFurtherResponder)}}
+		if er, ok := h.api.ers["shop/"+Name(uid)]; ok && er.Status.ObservedGeneration == nil {
+			g := er.Generation
+			er.Status = lifecyclev1alpha1.EvictionRequestStatus{ObservedGeneration: &g, Conditions: []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue,
+				Reason: string(lifecyclev1alpha1.EvictionConditionReasonNoFurtherResponder)}}}
 		}
 	}
 	done := make(chan struct{})
@@ -267,7 +394,8 @@ func TestFailedRequestFallsBack(t *testing.T) {
 }
 
 // When the pressure episode ends before the pod is gone, the request is
-// withdrawn and the call under way ends as cancelled, not failed.
+// withdrawn, then deleted, and the call under way ends as cancelled, not
+// failed.
 func TestWithdrawnWhenPressureEnds(t *testing.T) {
 	h := newHarness(t, time.Hour)
 	errc := make(chan error, 1)
@@ -285,8 +413,9 @@ func TestWithdrawnWhenPressureEnds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Evict did not return after the withdrawal")
 	}
-	if got := h.api.request(t).Spec.Intent; got != lifecyclev1alpha1.EvictionRequestIntentWithdrawn {
-		t.Errorf("intent %s, want Withdrawn", got)
+	want := []string{"create " + Name(uid), "update " + Name(uid) + " intent=Withdrawn", "delete " + Name(uid)}
+	if w := h.api.writesMade(); !slices.Equal(w, want) {
+		t.Errorf("EvictionRequest writes %q, want %q", w, want)
 	}
 	if n := h.pods.count(); n != 0 {
 		t.Errorf("%d imperative eviction(s), want none", n)
@@ -307,25 +436,38 @@ func TestOtherEpisodeKeepsRequest(t *testing.T) {
 }
 
 // A retry (or evictd after a restart) finds the request by its name and
-// asks again.
+// asks again, on the same object.
 func TestRetryFindsWithdrawnRequest(t *testing.T) {
 	h := newHarness(t, 20*time.Millisecond)
 	old := Build(testPod(), DefaultRequester)
 	old.Spec.Intent = lifecyclev1alpha1.EvictionRequestIntentWithdrawn
-	h.api.ers["shop/"+old.Name] = old
+	old.OwnerReferences = nil // made by an evictd that set none
+	if _, err := h.api.CreateEvictionRequest(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	var asked *lifecyclev1alpha1.EvictionRequest
+	h.api.onPoll = func(*v1.Pod) {
+		if er, ok := h.api.ers["shop/"+old.Name]; ok && asked == nil && er.Spec.Intent == lifecyclev1alpha1.EvictionRequestIntentEviction {
+			asked = er.DeepCopy()
+		}
+	}
 	if _, err := h.ev.Evict(context.Background(), softMemory()); err != nil {
 		t.Fatal(err)
 	}
-	if len(h.api.ers) != 1 {
-		t.Errorf("%d EvictionRequests, want the one found again", len(h.api.ers))
+	if asked == nil {
+		t.Fatalf("the request was never asked again; writes %q", h.api.writesMade())
 	}
-	if got := h.api.request(t).Spec.Intent; got != lifecyclev1alpha1.EvictionRequestIntentEviction {
-		t.Errorf("intent %s, want Eviction again", got)
+	if !hasOwner(asked, uid) {
+		t.Errorf("ownerReferences %+v after asking again; want the pod added", asked.OwnerReferences)
+	}
+	if w := h.api.writesMade(); len(w) < 2 || w[1] != "update "+old.Name+" intent=Eviction" || slices.Contains(w[2:], "create "+old.Name) {
+		t.Errorf("writes %q; want the same object set back to intent Eviction", w)
 	}
 }
 
 // The API server does not serve EvictionRequests (feature gate off): the
-// Eviction API evicts, it is said once, and no request is tried again.
+// Eviction API evicts, it is said once, and no request is tried again
+// before the probe is due.
 func TestNotServedFallsBackOnce(t *testing.T) {
 	cs := fake.NewClientset(testPod())
 	var creates int
@@ -343,8 +485,8 @@ func TestNotServedFallsBackOnce(t *testing.T) {
 	})
 	client := fromclientset.Wrap(cs)
 	core, logs := observer.New(zapcore.DebugLevel)
-	said := 0
-	ev, err := New(Config{Imperative: imperative(t, client), API: client, ResponderWait: time.Hour, Logger: zap.New(core), NotServed: func() { said++ }})
+	var said []bool
+	ev, err := New(Config{Imperative: imperative(t, client), API: client, ResponderWait: time.Hour, Logger: zap.New(core), Served: func(on bool) { said = append(said, on) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,8 +496,8 @@ func TestNotServedFallsBackOnce(t *testing.T) {
 			t.Fatalf("Evict = %v, %v; want evicted through the Eviction API", out.Result, err)
 		}
 	}
-	if creates != 1 || evictions != 2 || said != 1 {
-		t.Errorf("creates %d, evictions %d, NotServed told %d times; want 1, 2, 1", creates, evictions, said)
+	if creates != 1 || evictions != 2 || !slices.Equal(said, []bool{false}) {
+		t.Errorf("creates %d, evictions %d, Served told %v; want 1, 2, [false]", creates, evictions, said)
 	}
 	if n := logs.FilterMessageSnippet("does not serve lifecycle.k8s.io/v1alpha1 evictionrequests").Len(); n != 1 {
 		t.Errorf("%d log lines about the API not served, want 1", n)
@@ -364,8 +506,15 @@ func TestNotServedFallsBackOnce(t *testing.T) {
 
 func TestAssess(t *testing.T) {
 	now := metav1.Now()
-	er := func(conds ...metav1.Condition) *lifecyclev1alpha1.EvictionRequest {
-		return &lifecyclev1alpha1.EvictionRequest{Status: lifecyclev1alpha1.EvictionRequestStatus{Conditions: conds}}
+	gen := func(g int64) *int64 { return &g }
+	// er is a request at generation 3 whose status the controller wrote
+	// at generation observed (nil: never).
+	er := func(observed *int64, conds ...metav1.Condition) *lifecyclev1alpha1.EvictionRequest {
+		return &lifecyclev1alpha1.EvictionRequest{ObjectMeta: metav1.ObjectMeta{Generation: 3},
+			Status: lifecyclev1alpha1.EvictionRequestStatus{ObservedGeneration: observed, Conditions: conds}}
+	}
+	failed := func(reason string, observed int64) metav1.Condition {
+		return metav1.Condition{Type: "Failed", Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: observed}
 	}
 	running := testPod()
 	terminating := testPod()
@@ -378,14 +527,21 @@ func TestAssess(t *testing.T) {
 		pod  *v1.Pod
 		want Progress
 	}{
-		{"no status yet", er(), running, Waiting},
+		{"no status yet", er(nil), running, Waiting},
 		{"request not found", nil, running, Waiting},
-		{"pod gone", er(), nil, Gone},
-		{"pod terminating", er(), terminating, Gone},
-		{"pod replaced under its name", er(), replaced, Gone},
-		{"TargetEvicted", er(metav1.Condition{Type: "TargetEvicted", Status: metav1.ConditionTrue}), running, Gone},
-		{"awaiting eviction", er(metav1.Condition{Type: "Failed", Status: metav1.ConditionFalse, Reason: "AwaitingEviction"}), running, Waiting},
-		{"no further responder", er(metav1.Condition{Type: "Failed", Status: metav1.ConditionTrue, Reason: "NoFurtherResponder"}), running, GaveUp},
+		{"pod gone", er(nil), nil, Gone},
+		{"pod terminating", er(nil), terminating, Gone},
+		{"pod replaced under its name", er(nil), replaced, Gone},
+		{"TargetEvicted", er(gen(3), metav1.Condition{Type: "TargetEvicted", Status: metav1.ConditionTrue}), running, Gone},
+		{"awaiting eviction", er(gen(3), metav1.Condition{Type: "Failed", Status: metav1.ConditionFalse, Reason: "AwaitingEviction"}), running, Waiting},
+		{"no further responder", er(gen(3), failed("NoFurtherResponder", 0)), running, GaveUp},
+		{"no further responder, the condition's generation too", er(gen(3), failed("NoFurtherResponder", 3)), running, GaveUp},
+		// Asked again (generation 3) after a withdrawal the controller
+		// answered at generation 2: its Failed is the withdrawal's.
+		{"Failed left by the last withdrawal", er(gen(2), failed("CanceledDueToNoRequesters", 2)), running, Waiting},
+		{"Failed, status of no generation", er(nil, failed("NoFurtherResponder", 0)), running, Waiting},
+		{"Failed, the condition of an older generation", er(gen(3), failed("NoFurtherResponder", 2)), running, Waiting},
+		{"TargetEvicted left by an earlier generation", er(gen(2), metav1.Condition{Type: "TargetEvicted", Status: metav1.ConditionTrue}), running, Waiting},
 	} {
 		if got := Assess(tc.er, tc.pod, uid); got != tc.want {
 			t.Errorf("%s: Assess = %v, want %v", tc.name, got, tc.want)

@@ -220,3 +220,24 @@ func (c *Client) UpdateEvictionRequest(ctx context.Context, er *lifecyclev1alpha
 	}
 	return out, nil
 }
+
+// ListEvictionRequests lists EvictionRequests in namespace (all namespaces
+// when empty): at start, --eviction-request finds the requests an earlier
+// evictd left open.
+func (c *Client) ListEvictionRequests(ctx context.Context, namespace string, opts metav1.ListOptions) (*lifecyclev1alpha1.EvictionRequestList, error) {
+	out := &lifecyclev1alpha1.EvictionRequestList{}
+	req := c.lifecycle.Get().Namespace(namespace).Resource("evictionrequests").VersionedParams(&opts, parameterCodec)
+	if opts.TimeoutSeconds != nil {
+		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
+	}
+	if err := req.Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteEvictionRequest deletes an EvictionRequest (a deletion also counts
+// as its requester's withdrawal).
+func (c *Client) DeleteEvictionRequest(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.lifecycle.Delete().Namespace(namespace).Resource("evictionrequests").Name(name).Body(&opts).Do(ctx).Error()
+}

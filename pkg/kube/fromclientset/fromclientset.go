@@ -108,3 +108,14 @@ func (c *Client) GetEvictionRequest(ctx context.Context, namespace, name string)
 func (c *Client) UpdateEvictionRequest(ctx context.Context, er *lifecyclev1alpha1.EvictionRequest) (*lifecyclev1alpha1.EvictionRequest, error) {
 	return c.cs.LifecycleV1alpha1().EvictionRequests(er.Namespace).Update(ctx, er, metav1.UpdateOptions{})
 }
+
+// ListEvictionRequests lists EvictionRequests (all namespaces when
+// namespace is empty).
+func (c *Client) ListEvictionRequests(ctx context.Context, namespace string, opts metav1.ListOptions) (*lifecyclev1alpha1.EvictionRequestList, error) {
+	return c.cs.LifecycleV1alpha1().EvictionRequests(namespace).List(ctx, opts)
+}
+
+// DeleteEvictionRequest deletes an EvictionRequest.
+func (c *Client) DeleteEvictionRequest(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.cs.LifecycleV1alpha1().EvictionRequests(namespace).Delete(ctx, name, opts)
+}
