@@ -126,7 +126,7 @@ type Options struct {
 	// image (imagegc.Pinned), as space the kubelet's image garbage
 	// collection frees, on the image filesystem's signals.
 	ExpectImageGC bool
-	// EvictionRequest asks for soft and disk evictions with a
+	// EvictionRequest asks for soft evictions with a
 	// lifecycle.k8s.io/v1alpha1 EvictionRequest; EvictionRequestWait is how
 	// long a responder has before evictd uses the Eviction API itself.
 	// Complete sets both from the config (its file fields and flags).

@@ -127,7 +127,7 @@ type Config struct {
 	// before its pod is evicted; default 1m.
 	MemoryHighGracePeriod *metav1.Duration `json:"memoryHighGracePeriod,omitempty"`
 
-	// EvictionRequest asks for soft and disk evictions with a
+	// EvictionRequest asks for soft evictions with a
 	// lifecycle.k8s.io/v1alpha1 EvictionRequest (docs/evictionrequest.md);
 	// off by default. EvictionRequestResponderWait is how long a responder
 	// has before evictd evicts through the Eviction API itself; default 1m,

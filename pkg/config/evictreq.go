@@ -42,7 +42,7 @@ type evictReqFlags struct {
 
 func (e *evictReqFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&e.on, FlagEvictionRequest, false,
-		"Ask for soft and disk evictions with a lifecycle.k8s.io/v1alpha1 EvictionRequest (Kubernetes 1.37 alpha, feature gate EvictionRequestAPI), so that the pod's eviction responders can act; hard memory evictions stay on the Eviction API. Needs the evictionrequests RBAC rule (overrides evictionRequest of --config).")
+		"Ask for soft evictions with a lifecycle.k8s.io/v1alpha1 EvictionRequest (Kubernetes 1.37 alpha, feature gate EvictionRequestAPI), so that the pod's eviction responders can act; hard evictions and pods already terminating stay on the Eviction API. Needs the evictionrequests RBAC rule (overrides evictionRequest of --config).")
 	fs.DurationVar(&e.wait, FlagEvictionRequestWait, DefaultEvictionRequestResponderWait,
 		"With --"+FlagEvictionRequest+": how long a pod may stay after its EvictionRequest before evictd evicts it through the Eviction API, within 1s..1h (overrides evictionRequestResponderWait of --config).")
 	e.onF, e.waitF = fs.Lookup(FlagEvictionRequest), fs.Lookup(FlagEvictionRequestWait)

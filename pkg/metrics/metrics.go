@@ -236,7 +236,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 
 	m.evictionRequest = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: "eviction_request", Name: "served",
-		Help: "1 while --eviction-request asks for soft and disk evictions with lifecycle.k8s.io/v1alpha1 EvictionRequests; 0 when the mode is off, or when the API server answered that it does not serve them (the log says so once; every eviction then uses the Eviction API).",
+		Help: "1 while --eviction-request asks for soft evictions with lifecycle.k8s.io/v1alpha1 EvictionRequests; 0 when the mode is off, or while the API server answers that it does not serve them (every eviction then uses the Eviction API; evictd asks again 5 minutes later, and the log says each step).",
 	})
 
 	m.actuatorWritable = prometheus.NewGauge(prometheus.GaugeOpts{

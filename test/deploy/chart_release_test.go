@@ -198,7 +198,7 @@ func TestChartEvictionRequest(t *testing.T) {
 	for values, want := range map[string]bool{"": false, "evictionRequest: {enabled: true, responderWait: 30s}": true} {
 		objs := mustRender(t, values)
 		cr := find(t, objs, "ClusterRole", "evictd-evictd-system")
-		for _, verb := range []string{"create", "get", "update"} {
+		for _, verb := range []string{"create", "get", "update", "list", "delete"} {
 			if got := grants(t, cr, "lifecycle.k8s.io", "evictionrequests", verb); got != want {
 				t.Errorf("%q: %s evictionrequests granted %v; want %v", values, verb, got, want)
 			}
