@@ -68,6 +68,12 @@ func (a *requestAgent) responderEvictions(t *testing.T) float64 {
 
 func newRequestAgent(t *testing.T) *requestAgent {
 	t.Helper()
+	return newRequestAgentWith(t, softMemSpec())
+}
+
+// newRequestAgentWith is newRequestAgent with the thresholds of spec.
+func newRequestAgentWith(t *testing.T, spec thresholds.Spec) *requestAgent {
+	t.Helper()
 	a := &requestAgent{n: newSimNode(t, 4096*mi, base250, threePods()...)}
 	var objs []runtime.Object
 	for _, p := range a.n.Pods() {
@@ -102,7 +108,7 @@ func newRequestAgent(t *testing.T) *requestAgent {
 	// evictd, so that the loop goes on while a request waits for a
 	// responder.
 	a.w = &simWaker{n: a.n}
-	l, err := NewLoop(testLoopConfig(mustThresholds(t, softMemSpec())),
+	l, err := NewLoop(testLoopConfig(mustThresholds(t, spec)),
 		Deps{Observer: a.n, Waker: a.w, Pods: a.n, Evictor: ev, Log: zaptest.NewLogger(t), Clock: a.n.clk})
 	if err != nil {
 		t.Fatal(err)
@@ -226,5 +232,33 @@ func TestLoopTakesAResponderEvictionAsAccepted(t *testing.T) {
 	}
 	if n := a.evictions.Load(); n != 0 {
 		t.Errorf("%d call(s) to the Eviction API; want none", n)
+	}
+}
+
+// A soft request still waiting for its responders has evicted nothing: when
+// the hard threshold is crossed meanwhile, the hard eviction goes at once,
+// through the Eviction API, whatever grace the waiting pod would get.
+func TestLoopWaitingRequestCoversNoHardThreshold(t *testing.T) {
+	a := newRequestAgentWith(t, thresholds.Spec{
+		Hard:        map[string]string{"memory.available": "100Mi"},
+		Soft:        map[string]string{"memory.available": "300Mi"},
+		GracePeriod: map[string]string{"memory.available": "1s"},
+	})
+	for _, p := range a.n.pods {
+		p.grace = 2 // a grace within the hard horizon: the waiting request's deadline would count
+	}
+	a.n.runMore(t, 3*time.Second, a.w)
+	a.request(t, "a", "made with intent Eviction", func(er *lifecyclev1alpha1.EvictionRequest) bool {
+		return er.Spec.Intent == lifecyclev1alpha1.EvictionRequestIntentEviction
+	})
+	if n := a.evictions.Load(); n != 0 {
+		t.Fatalf("%d Eviction API calls while the soft request waits; want none", n)
+	}
+	a.n.mu.Lock()
+	a.n.base += 200 * mi // 50Mi available: the hard threshold is met
+	a.n.mu.Unlock()
+	a.runAlong(t, 2*time.Second)
+	if n := a.evictions.Load(); n < 1 {
+		t.Errorf("%d Eviction API calls after the hard threshold was met while a's request waits; want the next pod evicted at once", n)
 	}
 }
