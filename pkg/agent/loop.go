@@ -345,9 +345,16 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 	return l.nextWait(v.signals)
 }
 
+// podRetainer is an Evictor that keeps per-pod records beyond an episode's
+// (*evictreq.Evictor: the pods whose responder wait ran out).
+type podRetainer interface {
+	RetainPods(listed func(types.UID) bool)
+}
+
 // forgetUnlisted drops the per-pod records of pods no longer listed, which
 // an episode that never ends would keep for ever: its PodDisruptionBudget
-// refusals, and the node's API refusals.
+// refusals and budget records, the node's API refusals, and the request
+// path's waits.
 func (l *Loop) forgetUnlisted(v *view) {
 	var listed map[types.UID]bool
 	isListed := func(uid types.UID) bool {
@@ -363,6 +370,12 @@ func (l *Loop) forgetUnlisted(v *view) {
 		if len(ep.Blocked) > 0 {
 			ep.RetainBlocked(isListed)
 		}
+		if ep.Budget != nil {
+			ep.Budget.RetainPods(isListed)
+		}
+	}
+	if r, ok := l.deps.Evictor.(podRetainer); ok {
+		r.RetainPods(isListed)
 	}
 	for uid := range l.refused {
 		if !isListed(uid) {

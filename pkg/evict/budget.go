@@ -71,6 +71,19 @@ func (b *Budget) reset() {
 	clear(b.seen)
 }
 
+// RetainPods forgets what was logged for pods no longer listed: an episode
+// that never ends would otherwise keep a record of every pod it ever asked
+// for.
+func (b *Budget) RetainPods(listed func(types.UID) bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k := range b.seen {
+		if !listed(k.uid) {
+			delete(b.seen, k)
+		}
+	}
+}
+
 // charge is a reservation admit made: finish keeps it for an accepted
 // eviction and refunds it otherwise, so refusals and errors cost nothing.
 // The token is taken at admission, so that the bucket refills while a call

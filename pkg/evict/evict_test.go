@@ -755,3 +755,16 @@ func TestBudgetRefillsWhileACallHangs(t *testing.T) {
 	}
 	b.settle(soft, true, t0.Add(20*time.Second))
 }
+
+// A budget's records of pods no longer listed are dropped: an episode that
+// never ends keeps none of the pods that went.
+func TestBudgetRetainPods(t *testing.T) {
+	b := (&Evictor{opts: Defaults()}).NewBudget()
+	for _, uid := range []types.UID{"gone", "here"} {
+		b.seen[seenKey{uid: uid, verb: verbEvict}] = seenEntry{}
+	}
+	b.RetainPods(func(uid types.UID) bool { return uid == "here" })
+	if _, ok := b.seen[seenKey{uid: "here", verb: verbEvict}]; !ok || len(b.seen) != 1 {
+		t.Errorf("records after RetainPods: %v; want only the listed pod's", b.seen)
+	}
+}

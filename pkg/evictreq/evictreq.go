@@ -560,6 +560,18 @@ func (e *Evictor) hasWaitedOut(uid types.UID) bool {
 	return ok
 }
 
+// RetainPods forgets the responder waits of pods no longer listed, which an
+// episode that never ends would otherwise keep for ever.
+func (e *Evictor) RetainPods(listed func(types.UID) bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for uid := range e.waitedOut {
+		if !listed(uid) {
+			delete(e.waitedOut, uid)
+		}
+	}
+}
+
 // offNow reports whether the path is off and no probe is due.
 func (e *Evictor) offNow() bool {
 	e.mu.Lock()

@@ -558,3 +558,12 @@ func TestNewRejects(t *testing.T) {
 		t.Error("New accepted no imperative evictor")
 	}
 }
+
+// The responder waits of pods no longer listed are dropped.
+func TestRetainPodsForgetsWaits(t *testing.T) {
+	e := &Evictor{waitedOut: map[types.UID]thresholds.Signal{"gone": thresholds.MemoryAvailable, "here": thresholds.MemoryAvailable}}
+	e.RetainPods(func(uid types.UID) bool { return uid == "here" })
+	if _, ok := e.waitedOut["here"]; !ok || len(e.waitedOut) != 1 {
+		t.Errorf("waits after RetainPods: %v; want only the listed pod's", e.waitedOut)
+	}
+}
