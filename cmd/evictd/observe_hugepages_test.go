@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/evictd/evictd/internal/fixture"
 )
 
 // hugepageRoot is the v2-systemd fixture with pkg/pressure's
@@ -18,24 +20,7 @@ func hugepageRoot(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
 	for _, src := range []string{filepath.Join(fixtureRoot, "v2-systemd"), filepath.Join(fixtureRoot, "hugepages")} {
-		err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(src, p)
-			target := filepath.Join(root, rel)
-			if fi.IsDir() {
-				return os.MkdirAll(target, 0o755)
-			}
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(target, b, 0o644)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		fixture.CopyInto(t, root, src)
 	}
 	return root
 }

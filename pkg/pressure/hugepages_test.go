@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/evictd/evictd/internal/fixture"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -34,25 +35,7 @@ const (
 func hugepageHostRoot(t *testing.T, base string, meminfoOnly bool) string {
 	t.Helper()
 	root := copyTree(t, filepath.Join("testdata", base))
-	src := filepath.Join("testdata", "hugepages")
-	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(root, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture.CopyInto(t, root, filepath.Join("testdata", "hugepages"))
 	if meminfoOnly {
 		if err := os.RemoveAll(filepath.Join(root, "sys/kernel")); err != nil {
 			t.Fatal(err)
