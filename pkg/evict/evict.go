@@ -419,37 +419,14 @@ func (e *Evictor) finish(req Request, b *Budget, v verb, out Outcome, err error)
 	case Refused:
 		// Once an episode at Warn, with an Event on the pod: someone's policy
 		// protects it, and whoever owns it should see that evictd asked.
-		if seenBefore {
-			e.log.Debug("eviction refused", fields...)
-			break
-		}
-		msg := "eviction refused for this pod; trying the next candidate"
-		if e.opts.DryRun {
-			msg = "would evict pod"
-			fields = append(fields, zap.String("verdict", "refused"))
-		}
-		e.log.Warn(msg, fields...)
-		if e.events != nil {
-			e.events.Emit(podRef(req.Pod), v1.EventTypeWarning, ReasonEvictionRefused, actionEvict, refusedNote(req, err))
-		}
+		e.podRefused(req, seenBefore, fields, podRefusal{debug: "eviction refused", warn: "eviction refused for this pod; trying the next candidate",
+			verdict: "refused", reason: ReasonEvictionRefused, note: refusedNote(req, err)})
 	case WebhookFailed:
-		// As a refusal: once an episode at Warn, with an Event on the pod
-		// naming the webhook, whose owners can mend it.
+		// As a refusal, the Event naming the webhook, whose owners can mend it.
 		webhook := WebhookName(err)
-		fields = append(fields, zap.String("webhook", webhook))
-		if seenBefore {
-			e.log.Debug("admission webhook failed", fields...)
-			break
-		}
-		msg := "admission webhook failed on this pod's eviction; trying the next candidate"
-		if e.opts.DryRun {
-			msg = "would evict pod"
-			fields = append(fields, zap.String("verdict", "admission webhook failed"))
-		}
-		e.log.Warn(msg, fields...)
-		if e.events != nil {
-			e.events.Emit(podRef(req.Pod), v1.EventTypeWarning, ReasonEvictionWebhookFailed, actionEvict, webhookFailedNote(req, webhook, err))
-		}
+		e.podRefused(req, seenBefore, append(fields, zap.String("webhook", webhook)), podRefusal{debug: "admission webhook failed",
+			warn: "admission webhook failed on this pod's eviction; trying the next candidate", verdict: "admission webhook failed",
+			reason: ReasonEvictionWebhookFailed, note: webhookFailedNote(req, webhook, err)})
 	case NotFound:
 		e.log.Info("pod already gone", fields...)
 	case RateLimited:
@@ -513,4 +490,28 @@ func (e *Evictor) PressureEnded(note string) {
 		return
 	}
 	e.events.Emit(nodeRef(e.node), v1.EventTypeNormal, ReasonPressureEnded, actionNotice, note)
+}
+
+// podRefusal is how a pod's own refusal is said: the log lines, the dry
+// run's verdict, and the Event.
+type podRefusal struct {
+	debug, warn, verdict, reason, note string
+}
+
+// podRefused says a refusal of the pod itself: once an episode at Warn with
+// an Event on the pod, at Debug after that.
+func (e *Evictor) podRefused(req Request, seenBefore bool, fields []zap.Field, r podRefusal) {
+	if seenBefore {
+		e.log.Debug(r.debug, fields...)
+		return
+	}
+	msg := r.warn
+	if e.opts.DryRun {
+		msg = "would evict pod"
+		fields = append(fields, zap.String("verdict", r.verdict))
+	}
+	e.log.Warn(msg, fields...)
+	if e.events != nil {
+		e.events.Emit(podRef(req.Pod), v1.EventTypeWarning, r.reason, actionEvict, r.note)
+	}
 }
