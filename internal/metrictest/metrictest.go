@@ -47,7 +47,7 @@ func Absent(t testing.TB, g prometheus.Gatherer, name string, labels map[string]
 		t.Fatal(err)
 	}
 	if found := matching(mf, labels); len(found) > 0 {
-		t.Errorf("%s: want no series with labels %s, have %s", name, format(labels), seriesList(name, found))
+		t.Errorf("%s: want no series with labels %s, have %s", name, Selector(labels), seriesList(name, found))
 	}
 }
 
@@ -61,10 +61,10 @@ func Lookup(g prometheus.Gatherer, name string, labels map[string]string) (float
 	found := matching(mf, labels)
 	switch len(found) {
 	case 0:
-		return 0, fmt.Errorf("%s: no series with labels %s; its series: %s", name, format(labels), seriesList(name, mf.GetMetric()))
+		return 0, fmt.Errorf("%s: no series with labels %s; its series: %s", name, Selector(labels), seriesList(name, mf.GetMetric()))
 	case 1:
 	default:
-		return 0, fmt.Errorf("%s: %d series with labels %s, want one: %s", name, len(found), format(labels), seriesList(name, found))
+		return 0, fmt.Errorf("%s: %d series with labels %s, want one: %s", name, len(found), Selector(labels), seriesList(name, found))
 	}
 	m := found[0]
 	switch mf.GetType() {
@@ -134,8 +134,9 @@ series:
 	return found
 }
 
-// format writes labels as a selector: {a="1",b="2"}, sorted by name.
-func format(labels map[string]string) string {
+// Selector writes labels as a selector, {a="1",b="2"} sorted by name, for
+// the messages of metric readers.
+func Selector(labels map[string]string) string {
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
 		keys = append(keys, k)
@@ -158,7 +159,7 @@ func seriesList(name string, ms []*dto.Metric) string {
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		out[i] = name + format(labels)
+		out[i] = name + Selector(labels)
 	}
 	return strings.Join(out, " ")
 }

@@ -19,13 +19,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/internal/metrictest"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/test/e2e/framework"
-	"github.com/evictd/evictd/test/e2e/metricstest"
 	"github.com/evictd/evictd/test/e2e/podtest"
 )
 
@@ -203,13 +203,21 @@ func (f *apiFixture) get(t *testing.T, name string) *v1.Pod {
 	return p
 }
 
+// evictionCount is evictd_evictions_total{signal="memory.available"} for
+// result. The fixture creates no series up front (no InitSignals): a result
+// not yet counted fails the test, so a wait for the first one polls
+// lookupEvictions.
 func (f *apiFixture) evictionCount(t *testing.T, result string) float64 {
 	t.Helper()
-	v, err := metricstest.Counter(f.metrics.Registry(), "evictd_evictions_total", map[string]string{"signal": "memory.available", "result": result})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return metrictest.Value(t, f.metrics.Registry(), "evictd_evictions_total", evictionLabels(result))
+}
+
+func (f *apiFixture) lookupEvictions(result string) (float64, error) {
+	return metrictest.Lookup(f.metrics.Registry(), "evictd_evictions_total", evictionLabels(result))
+}
+
+func evictionLabels(result string) map[string]string {
+	return map[string]string{"signal": "memory.available", "result": result}
 }
 
 func TestAPIEvictsPastAPDBThroughTheEvictionAPI(t *testing.T) {
@@ -290,9 +298,15 @@ func TestAPIDryRunChangesNothing(t *testing.T) {
 	f := startAPIFixture(t, true)
 	ctx := context.Background()
 	// The dry-run verdicts: a blocked by its PDB, b allowed.
+	var lookupErr error // the series appears with the first dry-run verdict
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return f.evictionCount(t, "dry_run") >= 1, nil
+		n, err := f.lookupEvictions("dry_run")
+		lookupErr = err
+		return err == nil && n >= 1, nil
 	})
+	if err != nil && lookupErr != nil {
+		t.Fatalf("no dry-run eviction counted: %v; %v", err, lookupErr)
+	}
 	if err != nil {
 		t.Fatalf("no dry-run eviction counted: %v", err)
 	}

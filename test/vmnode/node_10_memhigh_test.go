@@ -20,9 +20,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/test/bench"
-	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 

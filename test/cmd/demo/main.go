@@ -435,7 +435,10 @@ func (d *demo) watchPressure(ctx context.Context) error {
 			if err != nil {
 				continue
 			}
-			avail := m.Sum("evictd_signal_available_bytes", map[string]string{"signal": "memory.available"})
+			avail, err := m.Lookup("evictd_signal_available_bytes", map[string]string{"signal": "memory.available"})
+			if err != nil {
+				continue // not observed yet
+			}
 			d.say(" %s  memory.available %4.0f MiB %s", elapsed(time.Since(start)), avail/mib, bar(avail))
 		}
 	}

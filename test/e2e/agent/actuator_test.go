@@ -95,10 +95,10 @@ func TestActuatorContainsHardVictim(t *testing.T) {
 		t.Errorf("no %s Event on pod stuck; evictd's Events: %q", reasonVictimContained, events)
 	}
 	mt := e.scrape()
-	if got := mt.Sum("evictd_actuator_writes_total", map[string]string{"action": "contain", "result": "ok"}); got != 1 {
+	if got := mt.Value(t, "evictd_actuator_writes_total", map[string]string{"action": "contain", "result": "ok"}); got != 1 {
 		t.Errorf("evictd_actuator_writes_total{contain,ok} = %v, want 1", got)
 	}
-	if got := mt.Sum("evictd_actuator_writable", nil); got != 1 {
+	if got := mt.Value(t, "evictd_actuator_writable", nil); got != 1 {
 		t.Errorf("evictd_actuator_writable = %v, want 1", got)
 	}
 	untouched(t, c.Admin, node, pods["db"])

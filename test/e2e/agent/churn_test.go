@@ -97,17 +97,17 @@ func TestNoPressureChurn(t *testing.T) {
 		}
 	}
 	mt := e.scrape()
-	if got := mt.Sum("evictd_evictions_total", nil); got != 0 {
+	if got := mt.Value(t, "evictd_evictions_total", nil); got != 0 {
 		t.Errorf("evictd_evictions_total sums to %v, want 0", got)
 	}
-	if got := mt.Sum("evictd_threshold_met", nil); got != 0 {
+	if got := mt.Value(t, "evictd_threshold_met", nil); got != 0 {
 		t.Errorf("evictd_threshold_met sums to %v, want 0", got)
 	}
-	if got := mt.Sum("evictd_observation_errors_total", nil); got != 0 {
+	if got := mt.Value(t, "evictd_observation_errors_total", nil); got != 0 {
 		t.Errorf("evictd_observation_errors_total = %v, want 0", got)
 	}
 	// The housekeeping interval is 1 s: evictd must have kept observing.
-	if got := mt.Sum("evictd_observation_duration_seconds", nil); got < churn.Seconds()/2 {
+	if got := mt.Value(t, "evictd_observation_duration_seconds", nil); got < churn.Seconds()/2 {
 		t.Errorf("evictd observed the node %v times in %s, want at least one every 2 s", got, churn)
 	}
 	if ev := evictdEvents(t, c, ""); len(ev) != 0 {

@@ -87,10 +87,10 @@ func TestDiskPressure(t *testing.T) {
 			final.available/mib, (threshold+minReclaim)/mib)
 	}
 	mt := e.scrape()
-	if got := mt.Sum("evictd_evictions_total", map[string]string{"signal": "nodefs.available", "result": "evicted"}); got != 1 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"signal": "nodefs.available", "result": "evicted"}); got != 1 {
 		t.Errorf("evictd_evictions_total{signal=nodefs.available,result=evicted} = %v, want 1", got)
 	}
-	if got := mt.Sum("evictd_signal_capacity_bytes", map[string]string{"signal": "nodefs.available"}); got < diskBytes*0.9 || got > diskBytes {
+	if got := mt.Value(t, "evictd_signal_capacity_bytes", map[string]string{"signal": "nodefs.available"}); got < diskBytes*0.9 || got > diskBytes {
 		t.Errorf("evictd_signal_capacity_bytes{nodefs.available} = %v, want the %d-byte tmpfs", got, diskBytes)
 	}
 	if n := node.OOMKills(); n != 0 {

@@ -44,7 +44,7 @@ func TestEvictionRequestMode(t *testing.T) {
 	c, node, ns, pods := evictionRequestNode(t, "evreq")
 	reqs := watchRequests(t, c, ns)
 	e := startEvictd(t, c, node, evictionRequestFlags(softGrace, responderWait)...)
-	if got := e.scrape().Sum("evictd_eviction_request_served", nil); got != 1 {
+	if got := e.scrape().Value(t, "evictd_eviction_request_served", nil); got != 1 {
 		t.Errorf("evictd_eviction_request_served = %v, want 1", got)
 	}
 	batch := pods["batch"]

@@ -98,7 +98,7 @@ func noEarlyAction(t *testing.T, e *evictd) {
 	if evs := evicted(e); len(evs) != 0 {
 		t.Errorf("evictd evicted %v; nothing crossed a threshold", podsOf(evs))
 	}
-	if got := e.scrape().Evictions("evicted"); got != 0 {
+	if got := e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 0 {
 		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 0", got)
 	}
 }
@@ -236,7 +236,7 @@ func TestFaultActEarlyLeak(t *testing.T) {
 	if low, ok := n.avail.min(start); ok {
 		t.Logf("lowest memory.available: %d MiB at %s", low.available/mib, low.at.Format(time.StampMilli))
 	}
-	if got := e.scrape().Evictions("evicted"); got != 1 {
+	if got := e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 1 {
 		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 1", got)
 	}
 }

@@ -48,7 +48,7 @@ func TestFaultUnreadableCgroupFiles(t *testing.T) {
 
 	e := startEvictdWith(t, c, node, evictdSetup{hostRoot: fr.Root}, memoryOnlyHard("300Mi"))
 	// The fault root's files are read like the real ones while intact.
-	seen := e.scrape().Sum("evictd_signal_available_bytes", map[string]string{"signal": signal})
+	seen := e.scrape().Value(t, "evictd_signal_available_bytes", map[string]string{"signal": signal})
 	if last, err := avail.last(); err != nil || seen < float64(last.available)-64*mib || seen > float64(last.available)+64*mib {
 		t.Fatalf("through the fault root evictd sees %s = %.0f MiB, the node has %d MiB (err %v): the fault root does not show the node",
 			signal, seen/mib, last.available/mib, err)
@@ -100,10 +100,10 @@ func TestFaultUnreadableCgroupFiles(t *testing.T) {
 		t.Errorf("/readyz answers 200 (%q) %s after the files broke; want not ready while they stay broken", body, time.Since(broke).Round(time.Millisecond))
 	}
 	mt := e.scrape()
-	if got := mt.Sum("evictd_observation_signal_errors_total", map[string]string{"signal": signal}); got <= 0 {
+	if got := mt.Value(t, "evictd_observation_signal_errors_total", map[string]string{"signal": signal}); got <= 0 {
 		t.Errorf("evictd_observation_signal_errors_total{signal=%q} = %v, want > 0", signal, got)
 	}
-	if got := mt.Sum("evictd_evictions_total", nil); got != 0 {
+	if got := mt.Value(t, "evictd_evictions_total", nil); got != 0 {
 		t.Errorf("evictd_evictions_total = %v over all results, want 0", got)
 	}
 	if w := entriesSince(e.warnings(signal), broke); len(w) == 0 {

@@ -147,7 +147,7 @@ func TestFaultDiskThenMemory(t *testing.T) {
 	if n := node.OOMKills(); n != 0 {
 		t.Errorf("the kernel OOM-killed %d processes", n)
 	}
-	if got := e.scrape().Sum("evictd_evictions_total", map[string]string{"signal": "memory.available", "result": "evicted"}); got != 1 {
+	if got := e.scrape().Value(t, "evictd_evictions_total", map[string]string{"signal": "memory.available", "result": "evicted"}); got != 1 {
 		t.Errorf("evictd_evictions_total{signal=memory.available,result=evicted} = %v, want 1", got)
 	}
 }

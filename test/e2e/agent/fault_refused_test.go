@@ -58,13 +58,13 @@ func TestFaultEvictionRefused(t *testing.T) {
 		t.Errorf("a refusal logged as a failure: %s", f[0].Raw)
 	}
 	mt := e.scrape()
-	if got := mt.Evictions("refused"); got != 1 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "refused"}); got != 1 {
 		t.Errorf("evictd_evictions_total{result=refused} = %v, want 1 (batch, asked once: its 2-minute recheck outlasts the test)", got)
 	}
-	if got := mt.Evictions("evicted"); got != 2 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 2 {
 		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 2", got)
 	}
-	if got := mt.Evictions("error"); got != 0 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "error"}); got != 0 {
 		t.Errorf("evictd_evictions_total{result=error} = %v, want 0", got)
 	}
 	var events []string

@@ -108,7 +108,7 @@ func TestFaultSlowAPIServer(t *testing.T) {
 			break
 		}
 		if time.Since(soft.Received) > 2*time.Second {
-			obs := e.scrape().Sum("evictd_observation_last_success_timestamp_seconds", nil)
+			obs := e.scrape().Value(t, "evictd_observation_last_success_timestamp_seconds", nil)
 			now := time.Now()
 			if lag := now.Sub(time.Unix(0, int64(obs*1e9))); lag > maxLag {
 				maxLag, lagAt = lag, now

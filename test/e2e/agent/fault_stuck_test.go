@@ -153,10 +153,10 @@ func TestFaultStuckTerminating(t *testing.T) {
 		t.Errorf("/readyz answered %d %q while %s is stuck, want 503 naming it", code, body, podKey(pods["stuck"]))
 	}
 	mt := e.scrape()
-	if got := mt.Sum("evictd_eviction_stuck_total", map[string]string{"resource": "memory"}); got != 1 {
+	if got := mt.Value(t, "evictd_eviction_stuck_total", map[string]string{"resource": "memory"}); got != 1 {
 		t.Errorf("evictd_eviction_stuck_total{resource=memory} = %v, want 1", got)
 	}
-	if got := mt.Evictions("evicted"); got != 2 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 2 {
 		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 2", got)
 	}
 

@@ -98,13 +98,13 @@ func TestFaultEvictionWebhookDown(t *testing.T) {
 		t.Errorf("a webhook failure logged as an API failure: %s", f[0].Raw)
 	}
 	mt := e.scrape()
-	if got := mt.Evictions("webhook_failed"); got != 2 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "webhook_failed"}); got != 2 {
 		t.Errorf("evictd_evictions_total{result=webhook_failed} = %v, want 2 (batch and low, once each: their 30s recheck outlasts the episode)", got)
 	}
-	if got := mt.Evictions("evicted"); got != 1 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 1 {
 		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 1", got)
 	}
-	if got := mt.Evictions("error"); got != 0 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "error"}); got != 0 {
 		t.Errorf("evictd_evictions_total{result=error} = %v, want 0: the API server did not fail", got)
 	}
 	var events []string

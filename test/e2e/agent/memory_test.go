@@ -236,13 +236,13 @@ func TestMemoryPressureHard(t *testing.T) {
 		t.Logf("lowest memory.available under pressure: %d MiB at %s", low.available/mib, low.at.Format(time.StampMilli))
 	}
 	mt := e.scrape()
-	if got := mt.Evictions("evicted"); got != 3 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 3 {
 		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 3", got)
 	}
-	if got := mt.Sum("evictd_threshold_met", map[string]string{"signal": "memory.available", "kind": "hard"}); got != 0 {
+	if got := mt.Value(t, "evictd_threshold_met", map[string]string{"signal": "memory.available", "kind": "hard"}); got != 0 {
 		t.Errorf("evictd_threshold_met{memory.available,hard} = %v after pressure ended, want 0", got)
 	}
-	if got := mt.Sum("evictd_eviction_latency_seconds", map[string]string{"signal": "memory.available"}); got != 3 {
+	if got := mt.Value(t, "evictd_eviction_latency_seconds", map[string]string{"signal": "memory.available"}); got != 3 {
 		t.Errorf("evictd_eviction_latency_seconds has %v observations, want 3", got)
 	}
 	events := evictdEvents(t, m.c, m.ns)
@@ -290,10 +290,10 @@ func TestMemoryPressurePDB(t *testing.T) {
 		t.Errorf("the kernel OOM-killed %d processes on the node", n)
 	}
 	mt := e.scrape()
-	if got := mt.Evictions("pdb_blocked"); got < 1 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "pdb_blocked"}); got < 1 {
 		t.Errorf("evictd_evictions_total{result=pdb_blocked} = %v, want > 0", got)
 	}
-	if got := mt.Evictions("evicted"); got != 2 {
+	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 2 {
 		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 2", got)
 	}
 	recordLatencies(t, m.avail, start, memThreshold, evs, "memory hard, PDB", true)
@@ -365,11 +365,11 @@ func TestMemoryPressureDryRun(t *testing.T) {
 		{"evicted", func(v float64) bool { return v == 0 }, "0"},
 		{"forced_delete", func(v float64) bool { return v == 0 }, "0"},
 	} {
-		if got := mt.Evictions(tt.result); !tt.ok(got) {
+		if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": tt.result}); !tt.ok(got) {
 			t.Errorf("evictd_evictions_total{result=%s} = %v, want %s", tt.result, got, tt.want)
 		}
 	}
-	if got := mt.Sum("evictd_threshold_met", map[string]string{"signal": "memory.available", "kind": "hard"}); got != 1 {
+	if got := mt.Value(t, "evictd_threshold_met", map[string]string{"signal": "memory.available", "kind": "hard"}); got != 1 {
 		t.Errorf("evictd_threshold_met{memory.available,hard} = %v under pressure, want 1", got)
 	}
 	if ev := evictdEvents(t, m.c, ""); len(ev) != 0 {

@@ -69,7 +69,7 @@ func TestAPIServerOutage(t *testing.T) {
 		if code := e.get(ctx, "/healthz"); code != http.StatusOK {
 			t.Errorf("evictd /healthz answered %d during the outage, want 200", code)
 		}
-		obs := e.scrape().Sum("evictd_observation_last_success_timestamp_seconds", nil)
+		obs := e.scrape().Value(t, "evictd_observation_last_success_timestamp_seconds", nil)
 		if firstObs == 0 {
 			firstObs = obs
 		}
@@ -79,7 +79,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if lastObs-firstObs < outage.Seconds()/2 {
 		t.Errorf("evictd's last successful observation moved %.1f s during the %s outage: it stopped observing", lastObs-firstObs, outage)
 	}
-	seen := e.scrape().Sum("evictd_signal_available_bytes", map[string]string{"signal": "memory.available"})
+	seen := e.scrape().Value(t, "evictd_signal_available_bytes", map[string]string{"signal": "memory.available"})
 	if seen >= memThreshold {
 		t.Errorf("at the end of the outage evictd saw memory.available = %.0f MiB, want below the threshold (the hog made pressure)", seen/mib)
 	}
@@ -90,7 +90,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if evs := evicted(e); len(evs) != 0 {
 		t.Fatalf("evictd logged evictions while the API server was down: %v", podsOf(evs))
 	}
-	errorsDuringOutage := e.scrape().Evictions("error")
+	errorsDuringOutage := e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "error"})
 
 	up := time.Now()
 	if err := c.StartAPIServer(ctx, argv); err != nil {
@@ -114,7 +114,7 @@ func TestAPIServerOutage(t *testing.T) {
 	for _, name := range []string{"web", "db", "hog"} {
 		untouched(t, c.Admin, node, pods[name])
 	}
-	if got := e.scrape().Evictions("evicted"); got != 1 {
+	if got := e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 1 {
 		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 1", got)
 	}
 	if final, err := avail.last(); err != nil || final.available < memThreshold+memMinReclaim {

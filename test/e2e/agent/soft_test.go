@@ -64,7 +64,7 @@ func TestSoftThreshold(t *testing.T) {
 	spike := createRunning(t, c.Admin, podSpec{name: "spike", priorityClass: classHigh, holdMiB: 10, growMiBPerSec: 50, growToMiB: 250,
 		exitAfter: 7 * time.Second, requests: res("memory", "300Mi")}.pod(ns, node.Name))["spike"]
 	e.waitLog(10*time.Second, "threshold met", func(l logEntry) bool { return l.Signal == "memory.available" })
-	if got := e.scrape().Sum("evictd_threshold_met", map[string]string{"signal": "memory.available", "kind": "soft"}); got != 1 {
+	if got := e.scrape().Value(t, "evictd_threshold_met", map[string]string{"signal": "memory.available", "kind": "soft"}); got != 1 {
 		t.Errorf("evictd_threshold_met{memory.available,soft} = %v during the spike, want 1", got)
 	}
 	waitPod(t, c.Admin, ns, spike.Name, 30*time.Second, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
@@ -85,7 +85,7 @@ func TestSoftThreshold(t *testing.T) {
 	if evs := evicted(e); len(evs) != 0 {
 		t.Fatalf("pressure that cleared within the grace period evicted %v", podsOf(evs))
 	}
-	if got := e.scrape().Evictions("evicted"); got != 0 {
+	if got := e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 0 {
 		t.Fatalf("evictd_evictions_total{result=evicted} = %v after the spike, want 0", got)
 	}
 

@@ -5,41 +5,21 @@
 package metricstest
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/evictd/evictd/internal/metrictest"
 )
 
-// Counter returns the value of the counter family name whose series carries
-// every label in want (other labels may differ; the first match counts), or
-// 0 when no series matches, as a counter that was never incremented reads.
+// Counter returns the value of the one series of family name whose labels
+// include want: a counter's, a gauge's or an untyped metric's. A family that
+// is not gathered, no series or more than one matching want, or a histogram
+// or summary family is an error naming the family and the labels and listing
+// the series there are, never a 0: a test that wants a counter at 0 must not
+// pass because the metric was renamed or a label changed. A polling loop
+// that waits for a series to appear takes the error as "not yet".
+//
+// It is internal/metrictest.Lookup; a test that means "no such series" says
+// so with internal/metrictest.Absent.
 func Counter(g prometheus.Gatherer, name string, want map[string]string) (float64, error) {
-	mfs, err := g.Gather()
-	if err != nil {
-		return 0, fmt.Errorf("gather metrics: %w", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			if matches(have, want) {
-				return m.GetCounter().GetValue(), nil
-			}
-		}
-	}
-	return 0, nil
-}
-
-func matches(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
+	return metrictest.Lookup(g, name, want)
 }

@@ -14,12 +14,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -28,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/metrictest"
 	"github.com/evictd/evictd/test/internal/proc"
 )
 
@@ -236,57 +240,139 @@ func (e *Process) Scrape(ctx context.Context) (Metrics, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape evictd /metrics: HTTP %d", resp.StatusCode)
 	}
+	return ParseMetrics(resp.Body)
+}
+
+// ParseMetrics reads metrics in the Prometheus text format, as /metrics
+// serves them.
+func ParseMetrics(r io.Reader) (Metrics, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
+	mfs, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return nil, fmt.Errorf("parse evictd /metrics: %w", err)
 	}
 	return mfs, nil
 }
 
-// Sum adds up the values of the series of name whose labels include every
-// pair of want: counter and gauge values, histogram sample counts.
-func (m Metrics) Sum(name string, want map[string]string) float64 {
+// Lookup adds up the series of family name whose labels include every pair
+// of want (nil: all its series): counter, gauge and untyped values, the
+// sample counts of histograms and summaries.
+//
+// A family that is not in the scrape, or that has no series matching want,
+// is an error naming the family and the labels and listing what is there,
+// never a 0: a test that wants a counter at 0 must not pass because the
+// metric was renamed or a label changed. evictd creates the series of its
+// closed label sets at 0 up front (pkg/metrics, InitSignals), so those are
+// there before the first event. A polling loop that waits for a series to
+// appear takes the error as "not yet" and reports the last one if it times
+// out.
+func (m Metrics) Lookup(name string, want map[string]string) (float64, error) {
 	mf, ok := m[name]
 	if !ok {
-		return 0
+		return 0, m.missingFamily(name)
 	}
-	total := 0.0
+	total, n := 0.0, 0
 	for _, s := range mf.GetMetric() {
 		if !hasLabels(s, want) {
 			continue
 		}
-		switch {
-		case s.GetCounter() != nil:
+		n++
+		switch mf.GetType() {
+		case dto.MetricType_COUNTER:
 			total += s.GetCounter().GetValue()
-		case s.GetGauge() != nil:
+		case dto.MetricType_GAUGE:
 			total += s.GetGauge().GetValue()
-		case s.GetHistogram() != nil:
+		case dto.MetricType_UNTYPED:
+			total += s.GetUntyped().GetValue()
+		case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
 			total += float64(s.GetHistogram().GetSampleCount())
+		case dto.MetricType_SUMMARY:
+			total += float64(s.GetSummary().GetSampleCount())
+		default:
+			return 0, fmt.Errorf("%s is of type %s, which Lookup cannot read", name, mf.GetType())
 		}
 	}
-	return total
+	if n == 0 {
+		return 0, fmt.Errorf("%s: no series with labels %s; its series: %s", name, metrictest.Selector(want), seriesList(mf))
+	}
+	return total, nil
 }
 
-// Evictions is evictd_evictions_total for one result, over all signals.
+// Value is Lookup for a test: a missing family or series fails it at once
+// (t.Fatal) with Lookup's error.
+func (m Metrics) Value(t testing.TB, name string, want map[string]string) float64 {
+	t.Helper()
+	v, err := m.Lookup(name, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// Sum is Lookup for a caller with no test to fail and no use for the error
+// (the demo's display): a missing family or series reads as NaN, not 0, so
+// that a check `Sum(...) != 0` fails after a rename. An ordered comparison
+// with NaN is always false, though: a test reads with Value.
+func (m Metrics) Sum(name string, want map[string]string) float64 {
+	v, err := m.Lookup(name, want)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+// Evictions is evictd_evictions_total for one result, over all signals, as
+// Sum reads it (NaN when there is no such series).
 func (m Metrics) Evictions(result string) float64 {
 	return m.Sum("evictd_evictions_total", map[string]string{"result": result})
 }
 
+// hasLabels reports whether s carries every label of want. As in PromQL, a
+// label "" is an absent one.
 func hasLabels(s *dto.Metric, want map[string]string) bool {
+	have := labelMap(s)
 	for k, v := range want {
-		found := false
-		for _, l := range s.GetLabel() {
-			if l.GetName() == k && l.GetValue() == v {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if have[k] != v {
 			return false
 		}
 	}
 	return true
+}
+
+func labelMap(s *dto.Metric) map[string]string {
+	have := map[string]string{}
+	for _, l := range s.GetLabel() {
+		have[l.GetName()] = l.GetValue()
+	}
+	return have
+}
+
+// missingFamily names the families of name's namespace (up to its first
+// "_"): the likely rename. The rest (go_, process_) would only be noise.
+func (m Metrics) missingFamily(name string) error {
+	prefix, _, _ := strings.Cut(name, "_")
+	var near []string
+	for f := range m {
+		if strings.HasPrefix(f, prefix+"_") {
+			near = append(near, f)
+		}
+	}
+	if len(near) == 0 {
+		return fmt.Errorf("no metric family %s in the scrape (%d families, none named %s_*)", name, len(m), prefix)
+	}
+	sort.Strings(near)
+	return fmt.Errorf("no metric family %s in the scrape; the %s_* families: %s", name, prefix, strings.Join(near, ", "))
+}
+
+func seriesList(mf *dto.MetricFamily) string {
+	if len(mf.GetMetric()) == 0 {
+		return "none"
+	}
+	out := make([]string, len(mf.GetMetric()))
+	for i, s := range mf.GetMetric() {
+		out[i] = mf.GetName() + metrictest.Selector(labelMap(s))
+	}
+	return strings.Join(out, " ")
 }
 
 // FreePort asks the kernel for a free loopback port. It is released before

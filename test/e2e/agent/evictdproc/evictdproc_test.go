@@ -3,14 +3,14 @@
 package evictdproc
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 func TestParseLine(t *testing.T) {
@@ -63,46 +63,126 @@ func TestReadEntriesLeavesPartialLine(t *testing.T) {
 	}
 }
 
-func TestMetricsSum(t *testing.T) {
-	text := `# TYPE evictd_evictions_total counter
+const scrapeText = `# TYPE evictd_evictions_total counter
 evictd_evictions_total{result="evicted",signal="memory.available"} 2
 evictd_evictions_total{result="evicted",signal="nodefs.available"} 1
 evictd_evictions_total{result="pdb_blocked",signal="memory.available"} 4
+evictd_evictions_total{result="error",signal="memory.available"} 0
 # TYPE evictd_threshold_met gauge
 evictd_threshold_met{kind="hard",signal="memory.available"} 1
+evictd_threshold_met{kind="soft",signal="memory.available"} 0
 # TYPE evictd_eviction_latency_seconds histogram
 evictd_eviction_latency_seconds_bucket{signal="memory.available",le="+Inf"} 3
 evictd_eviction_latency_seconds_sum{signal="memory.available"} 0.4
 evictd_eviction_latency_seconds_count{signal="memory.available"} 3
+# TYPE go_goroutines gauge
+go_goroutines 12
 `
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(strings.NewReader(text))
+
+func TestMetricsLookup(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(scrapeText))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := Metrics(mfs)
 	tests := []struct {
-		name   string
-		metric string
-		labels map[string]string
-		want   float64
+		name    string
+		metric  string
+		labels  map[string]string
+		want    float64
+		wantErr []string // each in the error
 	}{
-		{"all evicted", "evictd_evictions_total", map[string]string{"result": "evicted"}, 3},
-		{"one series", "evictd_evictions_total", map[string]string{"result": "evicted", "signal": "nodefs.available"}, 1},
-		{"everything", "evictd_evictions_total", nil, 7},
-		{"no match", "evictd_evictions_total", map[string]string{"result": "error"}, 0},
-		{"gauge", "evictd_threshold_met", map[string]string{"kind": "hard"}, 1},
-		{"histogram count", "evictd_eviction_latency_seconds", nil, 3},
-		{"missing family", "evictd_nope", nil, 0},
+		{"all evicted", "evictd_evictions_total", map[string]string{"result": "evicted"}, 3, nil},
+		{"one series", "evictd_evictions_total", map[string]string{"result": "evicted", "signal": "nodefs.available"}, 1, nil},
+		{"everything", "evictd_evictions_total", nil, 7, nil},
+		{"a series at 0", "evictd_evictions_total", map[string]string{"result": "error"}, 0, nil},
+		{"gauge", "evictd_threshold_met", map[string]string{"kind": "hard"}, 1, nil},
+		{"gauge at 0", "evictd_threshold_met", map[string]string{"kind": "soft"}, 0, nil},
+		{"histogram count", "evictd_eviction_latency_seconds", nil, 3, nil},
+		// A renamed label value, a renamed label: no series, not a 0.
+		{"no such label value", "evictd_evictions_total", map[string]string{"result": "refused"}, 0,
+			[]string{`evictd_evictions_total: no series with labels {result="refused"}`, `evictd_evictions_total{result="pdb_blocked",signal="memory.available"}`}},
+		{"no such label", "evictd_threshold_met", map[string]string{"type": "hard"}, 0,
+			[]string{`evictd_threshold_met: no series with labels {type="hard"}`, `evictd_threshold_met{kind="soft",signal="memory.available"}`}},
+		// A renamed family: the evictd_* families, not go_*.
+		{"missing family", "evictd_eviction_total", nil, 0,
+			[]string{"no metric family evictd_eviction_total", "evictd_eviction_latency_seconds, evictd_evictions_total, evictd_threshold_met"}},
 	}
 	for _, tt := range tests {
-		if got := m.Sum(tt.metric, tt.labels); got != tt.want {
-			t.Errorf("%s: Sum = %v, want %v", tt.name, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := m.Lookup(tt.metric, tt.labels)
+			if tt.wantErr == nil {
+				if err != nil || got != tt.want {
+					t.Fatalf("Lookup(%s, %v) = %v, %v; want %v", tt.metric, tt.labels, got, err, tt.want)
+				}
+				if v := m.Value(t, tt.metric, tt.labels); v != tt.want {
+					t.Errorf("Value = %v, want %v", v, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Lookup(%s, %v) = %v, nil; want an error", tt.metric, tt.labels, got)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "go_goroutines") {
+				t.Errorf("error %q lists families of other namespaces", err)
+			}
+			if s := m.Sum(tt.metric, tt.labels); !math.IsNaN(s) {
+				t.Errorf("Sum(%s, %v) = %v, want NaN", tt.metric, tt.labels, s)
+			}
+		})
 	}
 	if got := m.Evictions("pdb_blocked"); got != 4 {
 		t.Errorf("Evictions(pdb_blocked) = %v, want 4", got)
 	}
+	if got := m.Evictions("refused"); !math.IsNaN(got) {
+		t.Errorf("Evictions(refused) = %v, want NaN: there is no such series", got)
+	}
+}
+
+// TestMetricsValueFailsOnMissingSeries: Value fails the test, not reads 0.
+func TestMetricsValueFailsOnMissingSeries(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(scrapeText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		metric string
+		labels map[string]string
+	}{
+		{"evictd_evictions_total", map[string]string{"result": "refused"}},
+		{"evictd_nope", nil},
+	} {
+		ft := &fatalRecorder{TB: t}
+		done := make(chan float64)
+		go func() {
+			defer close(done)
+			done <- m.Value(ft, c.metric, c.labels)
+		}()
+		if v, ok := <-done; ok {
+			t.Errorf("Value(%s, %v) = %v, want the test failed", c.metric, c.labels, v)
+		}
+		if !strings.Contains(ft.msg, c.metric) {
+			t.Errorf("Value(%s, %v) failed with %q, want the family named", c.metric, c.labels, ft.msg)
+		}
+	}
+}
+
+// fatalRecorder records Fatal's message and ends the goroutine, as
+// testing.T does, without failing the real test.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatal(args ...any) {
+	f.msg = fmt.Sprint(args...)
+	runtime.Goexit()
 }
 
 func TestReadUsage(t *testing.T) {
