@@ -131,7 +131,7 @@ func (a *actuation) contain(pod *v1.Pod, cgroup string) {
 		zap.Uint64("limitBytes", c.Limit), zap.Uint64("usageBytes", c.Usage))
 	if a.events != nil {
 		a.events(podRef(pod.Namespace, pod.Name, pod.UID), v1.EventTypeNormal, evict.ReasonVictimContained, evict.ActionActuate,
-			fmt.Sprintf("evictd set the pod's memory limit to %s (its usage %s) while it shuts down, so that it cannot grow during its grace period",
+			fmt.Sprintf("evictd set the pod's memory limit to %s (its usage %s) while it shuts down, so that its growth is throttled (cgroup v2) or stopped (v1) during its grace period",
 				mib(c.Limit), mib(c.Usage)))
 	}
 }

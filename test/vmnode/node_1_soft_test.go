@@ -23,7 +23,10 @@ import (
 // The node tests run in file order, grouped by evictd's flags so that each
 // group deploys evictd once (a redeploy takes about a minute under TCG):
 // node_0 the demo on cgroup v2 (evictd as a process, before any DaemonSet
-// exists), node_1 a soft threshold, node_2 the disk thresholds, then the shipped
+// exists); node_10 to node_12, which sort before node_1 (memory.high with
+// its kubelet restarts, the hugepage parity with its own restarts, on
+// whatever evictd node_10 left, and the actuator's containment); node_1 a
+// soft threshold, node_2 the disk thresholds, then the shipped
 // configuration for node_3 (DaemonSet, parity), node_4 (the scenarios),
 // node_5 (the race) and node_6 (the kubelet's image collection, last on the
 // one-disk node: its DiskPressure stays five minutes, and it needs evictd up

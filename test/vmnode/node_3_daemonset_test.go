@@ -146,6 +146,21 @@ func TestNodeCgroupLayout(t *testing.T) {
 	t.Logf("evictd: %s", found)
 }
 
+// nodeParityTolerance is how far evictd observe, in its pod, and the
+// kubelet's summary, read right after it, may be apart on this node
+// (docs/node.md §1 says why for each).
+var nodeParityTolerance = ParityTolerance{
+	Memory:    64 << 20,
+	PodMemory: 1 << 20,
+	Bytes:     16 << 20,
+	Inodes:    64,
+	Processes: 32,
+	// The kubelet's etc-hosts (one file), evictd's count of the
+	// sandbox's writable layer (a few files runc makes).
+	PodDiskBytes:  256 << 10,
+	PodDiskInodes: 16,
+}
+
 // TestNodeParity: evictd observe, run inside the evictd pod through its
 // read-only host mounts, and the kubelet's /stats/summary agree on the same
 // node at the same moment.
@@ -215,18 +230,7 @@ func TestNodeParity(t *testing.T) {
 		t.Logf("the kubelet's node memory figures are from %s, %s before evictd's read began (cAdvisor's housekeeping)",
 			ku.Node.Memory.Time.Format(time.RFC3339), t0.Sub(ku.Node.Memory.Time.Time).Round(time.Millisecond))
 	}
-	tol := ParityTolerance{
-		Memory:    64 << 20,
-		PodMemory: 1 << 20,
-		Bytes:     16 << 20,
-		Inodes:    64,
-		Processes: 32,
-		// The kubelet's etc-hosts (one file), evictd's count of the
-		// sandbox's writable layer (a few files runc makes).
-		PodDiskBytes:  256 << 10,
-		PodDiskInodes: 16,
-	}
-	rows := CompareParity(ev, ku, uids, tol)
+	rows := CompareParity(ev, ku, uids, nodeParityTolerance)
 	t.Logf("evictd (in its pod) against the kubelet's /stats/summary:\n%s", ParityTable(rows))
 	for _, r := range rows {
 		if !r.Agrees() {

@@ -34,6 +34,7 @@ type config struct {
 	churnPause     time.Duration
 	procs          int
 	termDelay      time.Duration
+	ignoreTerm     bool
 	exitAfter      time.Duration
 	child          bool
 	logMiB         int64
@@ -67,6 +68,7 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs.IntVar(&c.files, "files", 0, "empty files to create in --write-dir at start (inodes)")
 	fs.IntVar(&c.procs, "procs", 0, "extra child processes to spawn")
 	fs.DurationVar(&c.termDelay, "term-delay", 0, "how long to keep running after SIGTERM")
+	fs.BoolVar(&c.ignoreTerm, "ignore-term", false, "go on through SIGTERM (growing, churning, holding) until SIGKILL, as a container's PID 1 without a handler does")
 	fs.DurationVar(&c.exitAfter, "exit-after", 0, "exit 0 after this long (0: run until signalled)")
 	fs.BoolVar(&c.child, "child", false, "internal: run as a spawned child process")
 	if err := fs.Parse(args); err != nil {
@@ -135,6 +137,8 @@ func (c config) validate() error {
 		return fmt.Errorf("--procs=%d: must be between 0 and 10000", c.procs)
 	case c.termDelay < 0:
 		return fmt.Errorf("--term-delay=%s: must not be negative", c.termDelay)
+	case c.ignoreTerm && c.termDelay > 0:
+		return fmt.Errorf("--ignore-term and --term-delay=%s: give one", c.termDelay)
 	case c.exitAfter < 0:
 		return fmt.Errorf("--exit-after=%s: must not be negative", c.exitAfter)
 	}

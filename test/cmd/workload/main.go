@@ -8,7 +8,7 @@
 //	         [--write-mib N [--write-dir DIR] [--write-mib-per-sec W]]
 //	         [--reread-mib N [--reread-dir DIR]]
 //	         [--churn-mib C [--churn-pause P]]
-//	         [--procs N] [--term-delay D] [--exit-after D]
+//	         [--procs N] [--term-delay D | --ignore-term] [--exit-after D]
 //
 // Memory is anonymous memory whose every page is written, so it is charged to
 // the memory cgroup the process runs in (reading alone would map the shared
@@ -30,6 +30,10 @@
 //
 // On SIGTERM it waits --term-delay and exits 0; a long delay makes the caller
 // fall back to SIGKILL, which is how tests check that grace periods end.
+// With --ignore-term it says so and goes on (growing, churning, holding)
+// until SIGKILL, as a container's PID 1 without a handler does; while it
+// touches pages after that it reports, every second, what it holds and what
+// it asks for.
 package main
 
 import (

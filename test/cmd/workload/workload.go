@@ -38,9 +38,21 @@ type workload struct {
 	churned      atomic.Int64
 	churnTouched atomic.Int64
 	// terms is where SIGTERM arrives; touchTo looks at it without taking
-	// the signal, so that the main loop still sees it.
+	// the signal, so that the main loop still sees it (with --ignore-term
+	// it takes it, see termIgnored).
 	terms <-chan os.Signal
+	// ignoring: a SIGTERM was ignored (--ignore-term); from then on touchTo
+	// reports what it holds and what it asks for every growReport.
+	ignoring   bool
+	lastReport time.Time
+	// growStart is when the growth (--grow-mib-per-sec) began; zero before.
+	growStart time.Time
 }
+
+// growReport is how often a workload that ignored SIGTERM says, while it
+// touches pages, what it holds and what it asks for: a throttled grower
+// (memory.high) shows there that it still asks for more.
+const growReport = time.Second
 
 func newWorkload(cfg config, out io.Writer) *workload {
 	return &workload{cfg: cfg, out: out, pageSize: os.Getpagesize()}
@@ -146,7 +158,7 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 		exit = t.C
 	}
 
-	growStart := time.Now()
+	w.growStart = time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -155,6 +167,10 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 			fmt.Fprintln(w.out, "workload: exit-after reached")
 			return nil
 		case <-terms:
+			if w.cfg.ignoreTerm {
+				w.termIgnored()
+				continue
+			}
 			stopChurn()
 			stopChurn = func() {}
 			fmt.Fprintf(w.out, "workload: SIGTERM, exiting in %s\n", w.cfg.termDelay)
@@ -192,8 +208,7 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 			// Bursts start interval apart, however long one took.
 			burstTimer.Reset(max(time.Until(start.Add(w.cfg.burstInterval)), 0))
 		case now := <-grow:
-			target := w.cfg.holdMiB*mib + int64(now.Sub(growStart).Seconds()*w.cfg.growMiBPerSec*mib)
-			target = min(target, w.cfg.growToMiB*mib)
+			target := w.growTarget(now)
 			w.touchTo(target)
 			if target == w.cfg.growToMiB*mib {
 				fmt.Fprintf(w.out, "workload: grew to %d MiB\n", w.cfg.growToMiB)
@@ -212,15 +227,48 @@ func (w *workload) run(ctx context.Context, terms <-chan os.Signal) error {
 // the check an evicted leaker went on paying that debt for its whole grace
 // period and past it, as no real program does (Go's default SIGTERM
 // disposition ends it at once), until the kernel's OOM killer ended it.
+// With --ignore-term it takes the signal and goes on: that leaker is the
+// point (a PID 1 without a handler), and it then reports every growReport
+// what it holds and what it asks for: n, or what its growth asks for by
+// now when that is more (a touchTo slowed down by the kernel falls behind
+// the wall clock).
 func (w *workload) touchTo(n int64) {
 	const checkEvery = 256 // pages: 1 MiB of 4 KiB pages
+	const reportEvery = 16 // pages: a throttled fault can take seconds
 	for i := 0; w.touched < n; i++ {
 		if i%checkEvery == 0 && len(w.terms) > 0 {
-			return
+			if !w.cfg.ignoreTerm {
+				return
+			}
+			<-w.terms // only this goroutine receives from terms
+			w.termIgnored()
+		}
+		if w.ignoring && i%reportEvery == 0 && time.Since(w.lastReport) >= growReport {
+			w.lastReport = time.Now()
+			ask := n
+			if w.cfg.growMiBPerSec > 0 && !w.growStart.IsZero() {
+				ask = max(ask, w.growTarget(w.lastReport))
+			}
+			fmt.Fprintf(w.out, "workload: growing: holding %d MiB, asking for %d MiB\n", w.touched/mib, ask/mib)
 		}
 		w.mem[w.touched] = 1
 		w.touched += int64(w.pageSize)
 	}
+}
+
+// growTarget is what the growth asks to hold at now: the hold plus the rate
+// since the growth began, up to --grow-to-mib. Growth follows the wall
+// clock, so a grower slowed down (reclaim, memory.high) asks for ever more.
+func (w *workload) growTarget(now time.Time) int64 {
+	target := w.cfg.holdMiB*mib + int64(now.Sub(w.growStart).Seconds()*w.cfg.growMiBPerSec*mib)
+	return min(target, w.cfg.growToMiB*mib)
+}
+
+// termIgnored says that a SIGTERM was ignored (--ignore-term) and turns on
+// touchTo's reports.
+func (w *workload) termIgnored() {
+	fmt.Fprintf(w.out, "workload: SIGTERM ignored (--ignore-term), holding %d MiB\n", w.touched/mib)
+	w.ignoring = true
 }
 
 // churnReport is how often the churn says how many cycles it has done.

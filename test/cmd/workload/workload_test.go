@@ -54,6 +54,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "not a number", args: []string{"--hold-mib=ten"}, wantErr: "ten"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: `"extra"`},
 		{name: "negative delay", args: []string{"--term-delay=-1s"}, wantErr: "--term-delay=-1s"},
+		{name: "ignore term", args: []string{"--grow-mib-per-sec=40", "--grow-to-mib=900", "--ignore-term"},
+			want: config{growMiBPerSec: 40, growToMiB: 900, ignoreTerm: true}},
+		{name: "ignore term and a term delay", args: []string{"--ignore-term", "--term-delay=1s"}, wantErr: "give one"},
 		{name: "bursts", args: []string{"--hold-mib=8", "--burst-mib=100", "--bursts=3", "--burst-delay=1s", "--burst-interval=300ms"},
 			want: config{holdMiB: 8, burstMiB: 100, bursts: 3, burstDelay: time.Second, burstInterval: 300 * time.Millisecond}},
 		{name: "one burst needs no interval", args: []string{"--burst-mib=100", "--bursts=1"}, want: config{burstMiB: 100, bursts: 1}},
@@ -247,6 +250,51 @@ func TestTermStopsTouching(t *testing.T) {
 		}
 		if w.touched > 0 {
 			t.Errorf("%s: touched %d MiB after SIGTERM, want none", name, w.touched/mib)
+		}
+	}
+}
+
+// TestIgnoreTerm: with --ignore-term a pending SIGTERM neither stops the
+// touching nor ends the workload; it says so, and reports what it holds and
+// asks for from then on (a throttled grower shows there that it still asks).
+func TestIgnoreTerm(t *testing.T) {
+	terms := make(chan os.Signal, 1)
+	terms <- syscall.SIGTERM
+	var out bytes.Buffer
+	cfg := config{holdMiB: 1, growMiBPerSec: 1 << 20, growToMiB: 64, ignoreTerm: true, exitAfter: 500 * time.Millisecond}
+	w := newWorkload(cfg, &out)
+	if err := w.run(context.Background(), terms); err != nil {
+		t.Fatal(err)
+	}
+	if w.touched != 64*mib {
+		t.Errorf("touched %d MiB through SIGTERM, want all 64", w.touched/mib)
+	}
+	for _, want := range []string{
+		"workload: SIGTERM ignored (--ignore-term), holding 0 MiB\n",
+		"workload: growing: holding 0 MiB, asking for 1 MiB\n",
+		"workload: grew to 64 MiB\n",
+		"workload: exit-after reached\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "exiting in") {
+		t.Errorf("the workload took the SIGTERM:\n%s", out.String())
+	}
+}
+
+// TestGrowTarget: growth follows the wall clock from its start, capped at
+// --grow-to-mib; a report of a grower held back asks for that much.
+func TestGrowTarget(t *testing.T) {
+	w := newWorkload(config{holdMiB: 5, growMiBPerSec: 10, growToMiB: 100}, &bytes.Buffer{})
+	w.growStart = time.Unix(1000, 0)
+	for _, tt := range []struct {
+		at   time.Duration
+		want int64
+	}{{0, 5}, {2 * time.Second, 25}, {time.Minute, 100}} {
+		if got := w.growTarget(w.growStart.Add(tt.at)); got != tt.want*mib {
+			t.Errorf("%s into the growth: target %d MiB, want %d", tt.at, got/mib, tt.want)
 		}
 	}
 }
