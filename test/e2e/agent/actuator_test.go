@@ -19,10 +19,8 @@ import (
 )
 
 const (
-	msgContained           = "victim contained while it shuts down"
-	reasonVictimContained  = "EvictionVictimContained"
-	actuatorForcedCharges  = 1 << 20 // the kernel charges a few pages past a v1 limit by force
-	actuatorSettleInterval = 500 * time.Millisecond
+	msgContained          = "victim contained while it shuts down"
+	reasonVictimContained = "EvictionVictimContained"
 )
 
 // TestActuatorContainsHardVictim: with --actuator, the hard victim's pod
@@ -30,7 +28,7 @@ const (
 // the real cgroup, once the real API server accepted its eviction; the
 // pod's Event and the metrics say so. The victim's termination hangs (the
 // stand-in never sends SIGKILL, a finalizer keeps the pod), so its cgroup
-// stays to be read, and its usage stays within the limit.
+// stays to be read.
 func TestActuatorContainsHardVictim(t *testing.T) {
 	c := framework.Start(t)
 	createPriorityClasses(t, c)
@@ -69,8 +67,7 @@ func TestActuatorContainsHardVictim(t *testing.T) {
 		t.Errorf("contained at %v bytes for a usage of %v, want the usage (at least the 250 MiB it holds) + 16 MiB", limit, usage)
 	}
 
-	// In the kernel: the limit as logged, the OOM killer off, the usage
-	// within it, for a while.
+	// In the kernel: the limit as logged, the OOM killer off.
 	got, err := cgrouptest.ReadInt(dir + "/memory.limit_in_bytes")
 	if err != nil || float64(got) != limit {
 		t.Errorf("the pod cgroup's memory.limit_in_bytes is %d (%v), want %v", got, err, limit)
@@ -79,12 +76,10 @@ func TestActuatorContainsHardVictim(t *testing.T) {
 	if err != nil || !strings.Contains(string(oom), "oom_kill_disable 1") {
 		t.Errorf("the pod cgroup's memory.oom_control is %q (%v), want the OOM killer off", oom, err)
 	}
-	for range 6 {
-		if u, err := cgrouptest.ReadInt(dir + "/memory.usage_in_bytes"); err != nil || float64(u) > limit+actuatorForcedCharges {
-			t.Fatalf("the contained pod's usage is %d (%v), past its limit %v", u, err, limit)
-		}
-		time.Sleep(actuatorSettleInterval)
-	}
+	// The victim here holds steady, so a check of its usage against the
+	// limit could not fail: a grower held at the limit is tested on the
+	// host's real cgroup v1 (TestContainV1StopsARealGrower, pkg/actuator)
+	// and on the real cgroup v2 node (TestNodeContainHardVictim).
 
 	var events []string
 	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
