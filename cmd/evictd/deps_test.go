@@ -20,6 +20,10 @@ var heavyPackages = []string{
 	"k8s.io/client-go/kubernetes/scheme",
 	"k8s.io/client-go/informers",
 	"k8s.io/client-go/discovery",
+	// Events' broadcaster and recorder need the scheme above: +7.1 MiB of
+	// idle RSS, measured (docs/performance.md); pkg/evict writes its own.
+	"k8s.io/client-go/tools/events",
+	"k8s.io/client-go/tools/record",
 	"github.com/evictd/evictd/pkg/kube/fromclientset",
 }
 

@@ -48,7 +48,7 @@ const (
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.revision=..."
-// (the Makefile: git describe, the commit, its date, and "true" for a tree
+// (the Makefile: the VERSION file, the commit, its date, and "true" for a tree
 // with uncommitted changes); buildinfo falls back to what the toolchain
 // recorded.
 var version, revision, buildDate, modified = "dev", "", "", ""
@@ -59,6 +59,7 @@ func build() buildinfo.Info {
 }
 
 func main() {
+	publishVersion(build())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

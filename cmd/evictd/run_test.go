@@ -53,6 +53,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"unreadable config file", []string{"--node-name=n1", "--config=/nonexistent/cfg.yaml"}, "/nonexistent/cfg.yaml"},
 		{"poll faster than zero", []string{"--node-name=n1", "--poll-min-interval=0s"}, "--poll-min-interval 0s"},
 		{"no informer sync time", []string{"--node-name=n1", "--informer-sync-timeout=0s"}, "--informer-sync-timeout 0s"},
+		{"node lease too short", []string{"--node-name=n1", "--node-lease-duration=2s"}, "--node-lease-duration 2s"},
+		{"bad node lease namespace", []string{"--node-name=n1", "--node-lease-namespace=Kube_Leases"}, `"Kube_Leases"`},
 		{"bad log level", []string{"--node-name=n1", "--log-level=loud"}, `"loud"`},
 		{"bad log format", []string{"--node-name=n1", "--log-format=xml"}, `"xml"`},
 		{"bad boolean", []string{"--node-name=n1", "--include-daemonset-pods=perhaps"}, `"perhaps"`},

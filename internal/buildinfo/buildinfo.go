@@ -17,8 +17,8 @@ import (
 
 // Info is one binary's origin. Empty fields are unknown.
 type Info struct {
-	// Version is `git describe` of the build's tree (e.g. v0.4.0-3-g1a2b3c4),
-	// or the module version go install recorded.
+	// Version is the release version make stamps from the VERSION file
+	// (e.g. 0.1.0), or the module version go install recorded.
 	Version string
 	// Revision is the full commit hash.
 	Revision string

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/evictd/evictd/pkg/agent/inflight"
@@ -26,6 +27,7 @@ func TestLoopStuckVictimLetsTheNextCandidateGo(t *testing.T) {
 	pods := threePods()
 	pods[0].hang = true
 	n := newSimNode(t, 4096*mi, base250, pods...)
+	n.metrics = newMetrics(t)
 	cfg := testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi")))
 	w := n.run(t, cfg, 20*time.Second)
 	if !eq(n.victims(), []string{"a"}) {
@@ -42,6 +44,16 @@ func TestLoopStuckVictimLetsTheNextCandidateGo(t *testing.T) {
 	if err := n.loop.Problem(); err == nil || !strings.Contains(err.Error(), "ns/a") {
 		t.Errorf("Problem() = %v while ns/a is stuck, want it named", err)
 	}
+	// The gauge the alerts read to tell this cause of unreadiness apart.
+	stuckGauge := func(want string) {
+		t.Helper()
+		exp := "# HELP evictd_eviction_stuck_victims Evicted pods that outlived their grace period and evictd's wait and are still terminating now; /readyz fails while there is one.\n" +
+			"# TYPE evictd_eviction_stuck_victims gauge\nevictd_eviction_stuck_victims " + want + "\n"
+		if err := testutil.GatherAndCompare(n.metrics.Registry(), strings.NewReader(exp), "evictd_eviction_stuck_victims"); err != nil {
+			t.Error(err)
+		}
+	}
+	stuckGauge("1")
 	n.mu.Lock()
 	n.pod("a").exitAt = n.clk.Now() // the runtime recovers
 	n.mu.Unlock()
@@ -49,6 +61,7 @@ func TestLoopStuckVictimLetsTheNextCandidateGo(t *testing.T) {
 	if err := n.loop.Problem(); err != nil {
 		t.Errorf("Problem() = %v after ns/a went, want nil", err)
 	}
+	stuckGauge("0")
 	b := n.calls[1].at.Sub(n.calls[0].at)
 	if b < 35*time.Second || b > 37*time.Second {
 		t.Errorf("b evicted %v after a, want grace 5s + GoneTimeout 30s (+ a poll)", b)

@@ -158,6 +158,11 @@ type Deps struct {
 	// that observing and deciding go on while the API server is slow.
 	// Tests pass a synchronous runner for scripted, repeatable passes.
 	Go func(func())
+	// Acting reports whether this agent may act on the node (it holds the
+	// node lease: pkg/nodelease); nil: always. While it may not, the loop
+	// only observes: no eviction, no EvictionRequest, no actuator write, no
+	// Event.
+	Acting func() bool
 }
 
 // Loop is the agent: observe, decide, act, wait.
@@ -330,8 +335,19 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 		l.answer(r)
 	}
 
-	obs, ok := l.observe(ctx)
+	// The one gate of acting: checked once a pass, before the families'
+	// observations (the memory.high family's relaxes the actuator writes).
+	acting := l.deps.Acting == nil || l.deps.Acting()
+	obs, ok := l.observe(ctx, acting)
 	if !ok {
+		return l.cfg.Housekeeping
+	}
+	if !acting {
+		// Standing by: the signals stay exported; the episodes, which leave
+		// Events and lead to evictions, start once this agent acts.
+		for s, o := range thresholds.Observe(obs.Summary) {
+			l.deps.Metrics.SetSignal(s, o.Available, o.Capacity)
+		}
 		return l.cfg.Housekeeping
 	}
 	v := l.assess(obs, w)
@@ -452,7 +468,7 @@ func (v *view) rankFor(s thresholds.Signal) []rank.Candidate {
 
 // observe takes an observation and records what it says about the loop's
 // health; false means there is nothing to act on.
-func (l *Loop) observe(ctx context.Context) (*pressure.Observation, bool) {
+func (l *Loop) observe(ctx context.Context, acting bool) (*pressure.Observation, bool) {
 	m := l.deps.Metrics
 	start := l.clk.Now()
 	obs, err := l.deps.Observer.Observe(ctx)
@@ -468,7 +484,11 @@ func (l *Loop) observe(ctx context.Context) (*pressure.Observation, bool) {
 		return nil, false
 	}
 	m.SkippedFiles(obs.SkippedFiles)
-	for _, f := range l.families {
+	families := l.families
+	if !acting {
+		families = nil // their observations may write (memory.high relaxes)
+	}
+	for _, f := range families {
 		err := f.Observe(obs, end)
 		if err == nil {
 			continue

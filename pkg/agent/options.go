@@ -27,6 +27,7 @@ import (
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 )
@@ -57,6 +58,13 @@ const (
 	FlagLockMemory          = "lock-memory"
 	// --actuator (docs/actuator.md).
 	FlagActuator = "actuator"
+	// The node lease (docs/run.md, "One agent per node").
+	FlagNodeLease          = "node-lease"
+	FlagNodeLeaseNamespace = "node-lease-namespace"
+	FlagNodeLeaseDuration  = "node-lease-duration"
+	// Placement above the kubelet's thresholds (kubelet_place.go).
+	FlagKubeletThresholds = "kubelet-thresholds"
+	FlagKubeletConfig     = "kubelet-config"
 )
 
 // NodeCgroupUsage is the help of --node-cgroup, shared by `evictd run` and
@@ -142,6 +150,17 @@ type Options struct {
 	// hard memory victim once its eviction is accepted, relax a container
 	// stuck at memory.high (pkg/actuator). Off by default.
 	Actuator bool
+	// NodeLease makes evictd act only while it holds its node's Lease
+	// (pkg/nodelease), in NodeLeaseNamespace, of NodeLeaseDuration.
+	NodeLease          bool
+	NodeLeaseNamespace string
+	NodeLeaseDuration  time.Duration
+	// KubeletThresholds is KubeletPlace (read the node's kubelet
+	// thresholds, move evictd's defaults above them) or KubeletIgnore.
+	KubeletThresholds string
+	// KubeletConfig is the kubelet's config file as a host path, in place
+	// of the one its --config names; empty finds it.
+	KubeletConfig string
 
 	// Config holds the thresholds, priority groups, exclusions and
 	// DaemonSet policy (file and kubelet-named flags).
@@ -173,11 +192,16 @@ func NewOptions() *Options {
 		// default it is (config.DefaultEvictionRequestResponderWait).
 		EvictionRequestWait: config.DefaultEvictionRequestResponderWait,
 		LockMemory:          true,
+		KubeletThresholds:   KubeletPlace,
 		GraceMargin:         2 * time.Second,
 		Config:              &config.Config{},
 		Evict:               evict.Defaults(),
 
 		InformerSyncTimeout: podwatch.DefaultSyncTimeout,
+
+		NodeLease:          true,
+		NodeLeaseNamespace: nodelease.DefaultNamespace,
+		NodeLeaseDuration:  nodelease.DefaultDuration,
 	}
 }
 
@@ -211,7 +235,14 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	// the evictor's own grace and rate flags.
 	o.Evict.AddFlags(eviction)
 	o.Config.BindFlags(generic, thresholdFlags, eviction)
+	thresholdFlags.StringVar(&o.KubeletThresholds, FlagKubeletThresholds, o.KubeletThresholds,
+		"place: read the node's kubelet eviction thresholds at start (its process under --host-root's /proc, its config file and drop-ins, or kubeadm's files) and raise each of evictd's default hard thresholds to the kubelet's plus a margin (200Mi on memory, 5 points on the others), so that evictd acts first; thresholds set with flags or --config are kept, with a warning when at or below the kubelet's. ignore: evictd's defaults as they are.")
+	thresholdFlags.StringVar(&o.KubeletConfig, FlagKubeletConfig, o.KubeletConfig,
+		"The kubelet's config file, a path on the host read under --host-root, when the one its --config names is not found there; empty finds it.")
 	generic.DurationVar(&o.InformerSyncTimeout, FlagInformerSyncTimeout, o.InformerSyncTimeout, "How long to wait for the initial list and watch of pods, PriorityClasses and namespaces before exiting (a 403 Forbidden exits at once).")
+	generic.BoolVar(&o.NodeLease, FlagNodeLease, o.NodeLease, "Act only while holding this node's coordination.k8s.io Lease (evictd-<node>), so that one evictd acts per node; another one waits, not ready. false: act regardless (tests; never with two agents on a node).")
+	generic.StringVar(&o.NodeLeaseNamespace, FlagNodeLeaseNamespace, o.NodeLeaseNamespace, "Namespace of the node Lease; every install must use the same one, or two would both act.")
+	generic.DurationVar(&o.NodeLeaseDuration, FlagNodeLeaseDuration, o.NodeLeaseDuration, "How long the node Lease lasts unrenewed; it is renewed every third of it, and another agent takes over this long after the holder vanished without releasing it.")
 	generic.BoolVar(&o.LockMemory, FlagLockMemory, o.LockMemory, "Lock evictd's memory in RAM (mlockall, each page as it is first touched), so that the node's memory pressure cannot page it out; needs CAP_IPC_LOCK. When refused, evictd runs unlocked, logs why and reports evictd_memory_locked 0.")
 
 	eviction.Var(optionalBool{&o.includeDS}, FlagIncludeDaemonSetPods, "Make DaemonSet pods eligible for eviction (overrides includeDaemonSetPods of --config).")
@@ -352,8 +383,16 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid --%s %v: must not be negative", FlagGraceMargin, o.GraceMargin)
 	case o.InformerSyncTimeout <= 0:
 		return fmt.Errorf("invalid --%s %v: must be more than 0", FlagInformerSyncTimeout, o.InformerSyncTimeout)
+	case o.NodeLease && len(validation.IsDNS1123Label(o.NodeLeaseNamespace)) > 0:
+		return fmt.Errorf("invalid --%s %q: %s", FlagNodeLeaseNamespace, o.NodeLeaseNamespace, strings.Join(validation.IsDNS1123Label(o.NodeLeaseNamespace), "; "))
+	case o.NodeLease && (o.NodeLeaseDuration < nodelease.MinDuration || o.NodeLeaseDuration > 10*time.Minute || o.NodeLeaseDuration%time.Second != 0):
+		return fmt.Errorf("invalid --%s %v: must be whole seconds within %v..10m", FlagNodeLeaseDuration, o.NodeLeaseDuration, nodelease.MinDuration)
 	case o.HostRoot == "":
 		return fmt.Errorf("invalid --%s %q: must name a directory", FlagHostRoot, o.HostRoot)
+	case o.KubeletThresholds != KubeletPlace && o.KubeletThresholds != KubeletIgnore:
+		return fmt.Errorf("invalid --%s %q: want %s or %s", FlagKubeletThresholds, o.KubeletThresholds, KubeletPlace, KubeletIgnore)
+	case o.KubeletConfig != "" && !strings.HasPrefix(o.KubeletConfig, "/"):
+		return fmt.Errorf("invalid --%s %q: want an absolute path on the host", FlagKubeletConfig, o.KubeletConfig)
 	case pressure.CheckAbsPath(o.CgroupRoot) != nil:
 		return fmt.Errorf("invalid --%s %q: %v", FlagCgroupRoot, o.CgroupRoot, pressure.CheckAbsPath(o.CgroupRoot))
 	case pressure.CheckAbsPath(o.NodeCgroup) != nil:

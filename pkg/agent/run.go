@@ -134,6 +134,10 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		return err
 	}
 	defer obsv.Close()
+	// Before anything takes ths: placement may raise evictd's defaults
+	// above the kubelet's thresholds (kubelet_place.go).
+	kubeletPlaced := placeAboveKubelet(o, startCapacity(ctx, observeSignals(obsv), log), log, m)
+	ths = configThresholds(o)
 	layout := obsv.Layout()
 	// Only the wake-up sources this node can have are armed and exported.
 	sources := o.Sources.On(layout)
@@ -221,10 +225,16 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	if events != nil {
 		podEvents = events.Emit
 	}
+	kubeletPlaced.emitBelowKubelet(podEvents, o.NodeName)
+
+	lease, err := newNodeLease(o, client, watcher, m, set.Kick, log, clk)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
 
 	cfg := loopConfig(o, ths, rankOpts)
 	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: evictor, Arming: armingOrNil(arming),
-		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents})
+		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease)})
 	if err != nil {
 		return err
 	}
@@ -242,12 +252,19 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		defer startedMu.Unlock()
 		return started
 	}}
-	m.SetReadiness(checks.Readyz)
+	// More named checks: healthy.Add / ready.Add(name, func() error), or
+	// ready.AddWarning(name, func() string) for a passing one with a detail.
+	healthy, ready := checks.Sets()
+	ready.AddWarning("kubelet-thresholds", kubeletPlaced.Detail)
+	if lease != nil {
+		ready.Add(CheckNodeLease, lease.Check)
+	}
+	m.SetReadiness(ready.Check)
 	var serveErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := metrics.Serve(ctx, ln, metrics.NewMux(m, metrics.Checks{Healthz: checks.Healthz, Readyz: checks.Readyz})); err != nil {
+		if err := metrics.Serve(ctx, ln, metrics.NewMux(m, metrics.Checks{Healthz: healthy, Readyz: ready})); err != nil {
 			serveErr = err
 			log.Error("metrics server failed", logging.Err(err))
 			cancel()
@@ -292,9 +309,24 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				if lease != nil {
+					// Those requests are the acting agent's to withdraw.
+					select {
+					case <-lease.Acquired():
+					case <-ctx.Done():
+						return
+					}
+				}
 				lctx, lcancel := context.WithTimeout(ctx, leftoverTimeout)
 				defer lcancel()
 				_, _ = requests.WithdrawLeftovers(lctx, watcher.Pods()) // logged there; not fatal
+			}()
+		}
+		if lease != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lease.Run(ctx)
 			}()
 		}
 		runErr = loop.Run(ctx)
@@ -311,6 +343,11 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	}
 	watcher.Shutdown()
 	wg.Wait()
+	if lease != nil {
+		// Only now: the loop has stopped and its calls have answered. The
+		// next agent then takes over at once, not a lease later.
+		lease.Release()
+	}
 	log.Info("stopped")
 	if runErr != nil {
 		return runErr
@@ -397,10 +434,25 @@ func (h Health) StuckWindow() time.Duration { return max(10*h.Housekeeping, 2*ti
 // Readyz: the informers have synced, an observation succeeded recently, and
 // the last one could read every node signal. An agent that cannot see what
 // it protects must say so, not look healthy.
+// /readyz serves them as named checks (Sets); this is their first failure.
 func (h Health) Readyz() error {
+	if err := h.Informers(); err != nil {
+		return err
+	}
+	return h.Observing()
+}
+
+// Informers fails until the pod and namespace informers have synced.
+func (h Health) Informers() error {
 	if !h.Synced() {
 		return errors.New("informers have not synced yet")
 	}
+	return nil
+}
+
+// Observing fails while the loop cannot protect the node as it should
+// (Loop.Problem) or has not observed it within ReadyWindow.
+func (h Health) Observing() error {
 	if err := h.Loop.Problem(); err != nil {
 		return err
 	}

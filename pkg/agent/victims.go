@@ -73,6 +73,7 @@ func (l *Loop) settleVictims(v *view) {
 			l.health.setStuck(uid, "") // gone at last
 		}
 	}
+	l.deps.Metrics.SetStuckVictims(len(l.health.stuckUIDs()))
 	l.inflight.NoteMemory(func(uid types.UID) (int64, bool) {
 		ps := v.podStats(uid)
 		if ps == nil || ps.Memory == nil || ps.Memory.WorkingSetBytes == nil {

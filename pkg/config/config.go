@@ -163,6 +163,9 @@ type Config struct {
 	// allocatableMemory.available's threshold and minimum reclaim from
 	// memory.available's (deriveAllocatable).
 	allocDerived, allocReclaimDerived bool
+	// hardDefaulted: the EvictionHard signals SetDefaults filled, which
+	// placement above the kubelet's may move (placed.go).
+	hardDefaulted map[string]bool
 }
 
 // SignalMap maps signal names to values. In the file a value may be a
@@ -335,6 +338,7 @@ func (c *Config) SetDefaults() {
 	for k, v := range DefaultEvictionHard() {
 		if _, set := c.EvictionHard[k]; !set {
 			c.EvictionHard[k] = v
+			c.markDefaulted(k)
 		}
 	}
 	deriveAllocatable(c)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
@@ -85,11 +86,12 @@ type Client struct {
 	// core serves /api/v1 (pods, nodes, namespaces, and the eviction
 	// subresource, which lives under pods); events serves
 	// /apis/events.k8s.io/v1, scheduling /apis/scheduling.k8s.io/v1,
-	// lifecycle /apis/lifecycle.k8s.io/v1alpha1 (--eviction-request only).
-	core, events, scheduling, lifecycle rest.Interface
+	// lifecycle /apis/lifecycle.k8s.io/v1alpha1 (--eviction-request only),
+	// coordination /apis/coordination.k8s.io/v1 (the node lease).
+	core, events, scheduling, lifecycle, coordination rest.Interface
 }
 
-// NewForConfig builds a Client on cfg. The four REST clients share one
+// NewForConfig builds a Client on cfg. The REST clients share one
 // HTTP client, hence one connection pool, as a clientset's do.
 func NewForConfig(cfg *rest.Config) (*Client, error) {
 	if cfg == nil {
@@ -109,6 +111,7 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 		{eventsv1.SchemeGroupVersion, "/apis", &c.events},
 		{schedulingv1.SchemeGroupVersion, "/apis", &c.scheduling},
 		{lifecyclev1alpha1.SchemeGroupVersion, "/apis", &c.lifecycle},
+		{coordinationv1.SchemeGroupVersion, "/apis", &c.coordination},
 	} {
 		gcfg := rest.CopyConfig(cfg)
 		gv := g.gv
@@ -240,4 +243,50 @@ func (c *Client) ListEvictionRequests(ctx context.Context, namespace string, opt
 // as its requester's withdrawal).
 func (c *Client) DeleteEvictionRequest(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
 	return c.lifecycle.Delete().Namespace(namespace).Resource("evictionrequests").Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// GetLease reads one coordination.k8s.io/v1 Lease (the node lease).
+func (c *Client) GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
+	out := &coordinationv1.Lease{}
+	if err := c.coordination.Get().Namespace(namespace).Resource("leases").Name(name).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CreateLease creates a Lease; a 409 AlreadyExists means another agent
+// created it first.
+func (c *Client) CreateLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	out := &coordinationv1.Lease{}
+	if err := c.coordination.Post().Namespace(l.Namespace).Resource("leases").Body(l).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UpdateLease replaces a Lease; its resourceVersion makes the write
+// conditional (a 409 Conflict when another agent wrote in between).
+func (c *Client) UpdateLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	out := &coordinationv1.Lease{}
+	if err := c.coordination.Put().Namespace(l.Namespace).Resource("leases").Name(l.Name).Body(l).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteLease deletes a Lease (opts.Preconditions keep it to the version
+// the caller holds).
+func (c *Client) DeleteLease(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.coordination.Delete().Namespace(namespace).Resource("leases").Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// WatchLeases watches the Leases of namespace that opts selects (the node
+// lease, by a metadata.name field selector).
+func (c *Client) WatchLeases(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	req := c.coordination.Get().Namespace(namespace).Resource("leases").VersionedParams(&opts, parameterCodec)
+	if opts.TimeoutSeconds != nil {
+		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
+	}
+	return req.Watch(ctx)
 }

@@ -3,6 +3,7 @@
 package kube
 
 import (
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
@@ -31,6 +32,7 @@ func init() {
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, policyv1.AddToScheme, eventsv1.AddToScheme, schedulingv1.AddToScheme, lifecyclev1alpha1.AddToScheme,
+		coordinationv1.AddToScheme,
 	} {
 		utilruntime.Must(add(scheme))
 	}

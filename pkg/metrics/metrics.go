@@ -15,7 +15,6 @@ package metrics
 import (
 	"fmt"
 	"net/http"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -96,7 +95,6 @@ type Metrics struct {
 	// readiness is the /readyz check evictd_ready reports at each scrape.
 	readiness atomic.Pointer[func() error]
 
-	buildInfo            *prometheus.GaugeVec
 	signalAvailableBytes *prometheus.GaugeVec
 	signalCapacityBytes  *prometheus.GaugeVec
 	signalAvailable      *prometheus.GaugeVec
@@ -120,10 +118,13 @@ type Metrics struct {
 	pressure             *prometheus.GaugeVec
 	episodeCapReached    *prometheus.GaugeVec
 	victimsStuck         *prometheus.CounterVec
+	stuckVictims         prometheus.Gauge
 	memoryLocked         prometheus.Gauge
 	evictionRequest      prometheus.Gauge
 	actuatorWritable     prometheus.Gauge
 	actuatorWrites       *prometheus.CounterVec
+	kubelet              kubeletMetrics   // kubelet.go
+	nodeLease            nodeLeaseMetrics // nodelease.go
 }
 
 // New builds the metrics on a fresh private registry, with the Go and
@@ -132,9 +133,6 @@ type Metrics struct {
 func New(build buildinfo.Info) (*Metrics, error) {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 
-	m.buildInfo = m.gaugeVec("", "build_info",
-		"A metric with a constant '1' value labelled by the version and revision evictd was built from and the Go version it was built with.",
-		"version", "revision", "goversion")
 	m.signalAvailableBytes = m.gaugeVec("signal", "available_bytes",
 		"Bytes available for an eviction signal measured in bytes (memory and filesystem space), as last observed.",
 		"signal")
@@ -202,7 +200,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 		Help: "Times the agent loop woke up, by what woke it (poll timeout, memcg threshold, PSI trigger, memory.events, ...).",
 	}, []string{"source"})
 	m.wakeupSourceActive = m.gaugeVec("wakeup", "source_active",
-		"1 while a wake-up source is armed, 0 when it is unavailable or has failed.",
+		"1 while a wake-up source is armed, 0 when it should arm and has not (failed). A source this node cannot have (its cgroup layout, its kernel, or a read-only cgroup mount on v1) has no series.",
 		"source")
 
 	m.signalErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -222,11 +220,18 @@ func New(build buildinfo.Info) (*Metrics, error) {
 		Help: "Pods evicted (or found terminating) that were still there after their grace period and evictd's wait; their reclaim stopped counting and the next candidate became eligible.",
 	}, []string{"resource"})
 	m.own = append(m.own, m.victimsStuck)
+	// The counter says a victim got stuck; this says one still is, which is
+	// what keeps /readyz failing (the alerts tell that cause from others).
+	m.stuckVictims = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "eviction", Name: "stuck_victims",
+		Help: "Evicted pods that outlived their grace period and evictd's wait and are still terminating now; /readyz fails while there is one.",
+	})
+	m.own = append(m.own, m.stuckVictims)
 
 	// Evaluated at each scrape, so the metric and /readyz never disagree.
 	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "ready",
-		Help: "1 while evictd is ready (its /readyz check passes: informers synced, a recent observation that read every signal), else 0.",
+		Help: "1 while evictd is ready (its /readyz check passes: informers synced, a recent observation that read every signal, no evicted pod stuck terminating), else 0.",
 	}, m.ready)
 
 	m.memoryLocked = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -256,6 +261,9 @@ func New(build buildinfo.Info) (*Metrics, error) {
 		}
 	}
 
+	m.initBuildInfo(build)
+	m.initKubelet()
+	m.initNodeLease()
 	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 
@@ -268,11 +276,6 @@ func New(build buildinfo.Info) (*Metrics, error) {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	goVersion := build.GoVersion
-	if goVersion == "" {
-		goVersion = runtime.Version()
-	}
-	m.buildInfo.WithLabelValues(build.Version, build.Revision, goVersion).Set(1)
 	return m, nil
 }
 
@@ -556,6 +559,16 @@ func (m *Metrics) SetWakeupSourceActive(source string, active bool) {
 	m.wakeupSourceActive.WithLabelValues(source).Set(boolValue(active))
 }
 
+// UnexportWakeupSource removes a source's evictd_wakeup_source_active
+// series: the source cannot be armed on this node by design (a read-only
+// cgroup mount), and a 0 would read as a failure to fix.
+func (m *Metrics) UnexportWakeupSource(source string) {
+	if m == nil {
+		return
+	}
+	m.wakeupSourceActive.DeleteLabelValues(source)
+}
+
 // SignalReadError counts one observation that could not measure signal (a
 // kubelet signal name, e.g. "memory.available") because a node file it needs
 // was unreadable or malformed.
@@ -606,6 +619,14 @@ func (m *Metrics) VictimStuck(resource string) {
 		resource = "unknown"
 	}
 	m.victimsStuck.WithLabelValues(resource).Inc()
+}
+
+// SetStuckVictims records how many evicted pods are stuck terminating now.
+func (m *Metrics) SetStuckVictims(n int) {
+	if m == nil {
+		return
+	}
+	m.stuckVictims.Set(float64(n))
 }
 
 // SetMemoryLocked records whether evictd's memory is locked in RAM.

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/internal/metrictest"
@@ -33,6 +34,9 @@ func populated(t *testing.T) *Metrics {
 	m.SetSignal(thresholds.PIDAvailable, 30000, 32768)
 	m.SetThreshold(thresholds.MemoryAvailable, true, false, 300<<20)
 	m.SetThreshold(thresholds.PIDAvailable, true, false, 3276)
+	m.SetKubeletThreshold(thresholds.MemoryAvailable, 100<<20, false)
+	m.SetKubeletThreshold(thresholds.NodeFsInodesFree, 50000, true)
+	m.SetNodeLeaseHeld(true)
 	m.SetSignal(thresholds.MemoryPressureSome, 6_000_000, 10_000_000)
 	m.SetStallThreshold(thresholds.MemoryPressureSome, true, true, 0.3)
 	m.SetMemoryHigh([]MemoryHighContainer{{Container: "app", Signal: "high", Stuck: true}})
@@ -68,18 +72,52 @@ func TestLintClean(t *testing.T) {
 	}
 }
 
+// TestBuildInfo: evictd_build_info is client_golang's version collector's
+// family, with the labels dashboards and alerts read (version, revision,
+// goversion: the ones evictd's own gauge had) taken from the Info given.
 func TestBuildInfo(t *testing.T) {
 	m, err := New(buildinfo.Info{Version: "v9.9.9", Revision: "0123abc"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `
-# HELP evictd_build_info A metric with a constant '1' value labelled by the version and revision evictd was built from and the Go version it was built with.
-# TYPE evictd_build_info gauge
-evictd_build_info{goversion="` + runtime.Version() + `",revision="0123abc",version="v9.9.9"} 1
-`
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "evictd_build_info"); err != nil {
-		t.Error(err)
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, mf := range mfs {
+		if mf.GetName() != "evictd_build_info" {
+			continue
+		}
+		found = true
+		if mf.GetType() != dto.MetricType_GAUGE || len(mf.GetMetric()) != 1 {
+			t.Fatalf("evictd_build_info: %v with %d series, want one gauge", mf.GetType(), len(mf.GetMetric()))
+		}
+		if !strings.HasPrefix(mf.GetHelp(), "A metric with a constant '1' value labeled by version, revision") {
+			t.Errorf("help %q is not the version collector's", mf.GetHelp())
+		}
+		s := mf.GetMetric()[0]
+		if v := s.GetGauge().GetValue(); v != 1 {
+			t.Errorf("value %v, want 1", v)
+		}
+		got := map[string]string{}
+		var names []string
+		for _, l := range s.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+			names = append(names, l.GetName())
+		}
+		if want := "branch,goarch,goos,goversion,revision,tags,version"; strings.Join(names, ",") != want {
+			t.Errorf("labels %v, want %s", names, want)
+		}
+		for k, want := range map[string]string{"version": "v9.9.9", "revision": "0123abc", "goversion": runtime.Version(),
+			"goos": runtime.GOOS, "goarch": runtime.GOARCH} {
+			if got[k] != want {
+				t.Errorf("label %s=%q, want %q", k, got[k], want)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no evictd_build_info family")
 	}
 }
 
@@ -359,5 +397,33 @@ func TestClosedLabelSetsStartAtZero(t *testing.T) {
 	m.ActuatorWrote(ActuatorRelax, errors.New("EACCES"))
 	if got := metrictest.Value(t, m.Registry(), "evictd_actuator_writes_total", map[string]string{"action": ActuatorRelax, "result": ActuatorError}); got != 1 {
 		t.Errorf("after a failed relax: %v, want 1", got)
+	}
+}
+
+// TestNodeLeaseHeldOnlyWhenTaken: no evictd_node_lease_held series until
+// the agent takes a lease, so a dry-run agent never reads as one waiting.
+func TestNodeLeaseHeldOnlyWhenTaken(t *testing.T) {
+	m, err := New(buildinfo.Info{Version: "v1.2.3-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		mfs, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "evictd_node_lease_held" {
+				return len(mf.GetMetric())
+			}
+		}
+		return 0
+	}
+	if n := count(); n != 0 {
+		t.Errorf("evictd_node_lease_held has %d series before any lease; want none", n)
+	}
+	m.SetNodeLeaseHeld(false)
+	if n := count(); n != 1 {
+		t.Errorf("evictd_node_lease_held has %d series once set; want 1", n)
 	}
 }

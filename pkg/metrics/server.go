@@ -9,44 +9,39 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/evictd/evictd/pkg/healthz"
 )
 
-// Check reports whether the process is healthy or ready; nil means yes and
-// an error says why not (it is written into the 503 response body).
-type Check func() error
-
-// Checks are the probes behind /healthz and /readyz. A nil Check always
-// passes.
+// Checks are the named probes behind /healthz and /readyz (package
+// healthz: /readyz/<name>, ?verbose, ?exclude=). A nil set always passes.
 type Checks struct {
 	// Healthz (liveness): fail only when a restart would help.
-	Healthz Check
+	Healthz *healthz.Set
 	// Readyz (readiness): for the agent, the pod informer has synced and the
 	// last successful observation is recent.
-	Readyz Check
+	Readyz *healthz.Set
 }
 
 // NewMux serves /metrics from m and /healthz and /readyz from checks.
 func NewMux(m *Metrics, checks Checks) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
-	mux.Handle("/healthz", checkHandler(checks.Healthz))
-	mux.Handle("/readyz", checkHandler(checks.Readyz))
-	return mux
-}
-
-func checkHandler(c Check) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if c != nil {
-			if err := c(); err != nil {
-				w.WriteHeader(http.StatusServiceUnavailable)
-				fmt.Fprintf(w, "not ok: %v\n", err)
-				return
-			}
+	for _, set := range []struct {
+		s    *healthz.Set
+		name string
+	}{{checks.Healthz, "healthz"}, {checks.Readyz, "readyz"}} {
+		if set.s == nil {
+			set.s = healthz.New(set.name)
 		}
-		fmt.Fprintln(w, "ok")
-	})
+		if set.s.Name() != set.name {
+			// A swapped pair would serve liveness as readiness: a
+			// programming error, caught by the first test that serves it.
+			panic(fmt.Sprintf("metrics: /%s given the set for /%s", set.name, set.s.Name()))
+		}
+		set.s.Install(mux)
+	}
+	return mux
 }
 
 // ShutdownTimeout bounds how long Serve waits for in-flight requests once

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/pkg/healthz"
 )
 
 func TestServe(t *testing.T) {
@@ -22,14 +23,14 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ready atomic.Bool
-	mux := NewMux(m, Checks{
-		Readyz: func() error {
-			if !ready.Load() {
-				return errors.New("pod informer not synced")
-			}
-			return nil
-		},
+	readyz := healthz.New("readyz")
+	readyz.Add("informers", func() error {
+		if !ready.Load() {
+			return errors.New("pod informer not synced")
+		}
+		return nil
 	})
+	mux := NewMux(m, Checks{Readyz: readyz})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +50,9 @@ func TestServe(t *testing.T) {
 		{"/healthz", false, 200, "ok"},
 		{"/readyz", false, 503, "pod informer not synced"},
 		{"/readyz", true, 200, "ok"},
-		{"/metrics", true, 200, `evictd_build_info{goversion=`},
+		{"/readyz/informers", false, 503, "[-]informers failed: pod informer not synced"},
+		{"/readyz?verbose", true, 200, "[+]informers ok\nreadyz check passed"},
+		{"/metrics", true, 200, `evictd_build_info{branch=`},
 		{"/metrics", true, 200, "process_cpu_seconds_total"},
 		{"/nope", true, 404, ""},
 	}

@@ -23,9 +23,11 @@ import (
 // The node tests run in file order, grouped by evictd's flags so that each
 // group deploys evictd once (a redeploy takes about a minute under TCG):
 // node_0 the demo on cgroup v2 (evictd as a process, before any DaemonSet
-// exists); node_10 to node_12, which sort before node_1 (memory.high with
+// exists); node_10 to node_13, which sort before node_1 (memory.high with
 // its kubelet restarts, the hugepage parity with its own restarts, on
-// whatever evictd node_10 left, and the actuator's containment); node_1 a
+// whatever evictd node_10 left, the actuator's containment, and node_13's
+// placement above a kubelet restarted at a non-default threshold, which
+// puts the kubelet back and leaves evictd to be deployed afresh); node_1 a
 // soft threshold, node_2 the disk thresholds, then the shipped
 // configuration for node_3 (DaemonSet, parity), node_4 (the scenarios),
 // node_5 (the race) and node_6 (the kubelet's image collection, last on the

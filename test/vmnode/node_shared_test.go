@@ -215,6 +215,14 @@ func imageFsNode(t *testing.T) *Node {
 // pod with exactly those arguments.
 func deployEvictd(t *testing.T, ctx context.Context, n *Node, extraArgs ...string) *corev1.Pod {
 	t.Helper()
+	return deployEvictdWith(t, ctx, n, nil, extraArgs...)
+}
+
+// deployEvictdWith is deployEvictd with mutate applied to the DaemonSet
+// after its image and arguments are set (a mount the manifest carries
+// commented out).
+func deployEvictdWith(t *testing.T, ctx context.Context, n *Node, mutate func(*unstructured.Unstructured), extraArgs ...string) *corev1.Pod {
+	t.Helper()
 	objs, err := framework.ReadManifest(mustManifest(t))
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +233,9 @@ func deployEvictd(t *testing.T, ctx context.Context, n *Node, extraArgs ...strin
 			wantArgs = setImage(t, obj, evictdImage, extraArgs)
 			if slices.Contains(extraArgs, "--actuator") {
 				mountPodCgroups(t, obj, podCgroups(n))
+			}
+			if mutate != nil {
+				mutate(obj)
 			}
 		}
 		ri, err := n.Cluster.ResourceFor(obj)
@@ -299,6 +310,13 @@ func podCgroups(n *Node) string {
 // --actuator: the pod cgroups at dir, writable, nested in the read-only
 // cgroup mount (docs/actuator.md).
 func mountPodCgroups(t *testing.T, obj *unstructured.Unstructured, dir string) {
+	mountHostDir(t, obj, "pod-cgroups", dir, false)
+}
+
+// mountHostDir adds the host directory dir to evictd's DaemonSet as the
+// volume name, mounted at its host path under /host, as the manifest's
+// commented-out optional mounts are.
+func mountHostDir(t *testing.T, obj *unstructured.Unstructured, name, dir string, readOnly bool) {
 	t.Helper()
 	var ds appsv1.DaemonSet
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &ds); err != nil {
@@ -306,10 +324,10 @@ func mountPodCgroups(t *testing.T, obj *unstructured.Unstructured, dir string) {
 	}
 	spec := &ds.Spec.Template.Spec
 	dirType := corev1.HostPathDirectory
-	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "pod-cgroups",
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: name,
 		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &dirType}}})
 	c := &spec.Containers[0]
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "pod-cgroups", MountPath: "/host" + dir})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: "/host" + dir, ReadOnly: readOnly})
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ds)
 	if err != nil {
 		t.Fatal(err)

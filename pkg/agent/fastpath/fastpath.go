@@ -13,6 +13,7 @@
 package fastpath
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
@@ -40,7 +42,8 @@ type Sources struct {
 // memory controller (v1 or hybrid), memory.events a v2 one, PSI a kernel
 // with /proc/pressure. A source it cannot have is not armed and not
 // exported, so that evictd_wakeup_source_active is 0 only for a source that
-// should work and does not.
+// should work and does not; memcg thresholds that a read-only cgroup mount
+// refuses are dropped from the export once Sync meets the EROFS.
 func (s Sources) On(l pressure.Layout) Sources {
 	return Sources{
 		Memcg:        s.Memcg && l.Mode != pressure.ModeV2,
@@ -118,6 +121,12 @@ type Manager struct {
 	psi, events kubepodsSource
 	active      string
 	logged      bool
+	// memcgReadOnly: a memcg threshold failed with EROFS. The DaemonSet
+	// mounts /sys/fs/cgroup read-only on purpose, so on v1 this source
+	// cannot arm there until evictd runs with another mount: it is neither
+	// retried nor exported, and evictd_wakeup_source_active stays a
+	// signal of sources that should arm and did not.
+	memcgReadOnly bool
 }
 
 // New returns a manager adding sources to set.
@@ -170,7 +179,7 @@ func (m *Manager) Sync(obs *pressure.Observation, sig map[thresholds.Signal]thre
 	if m.cfg.Sources.MemoryEvents && l.Mode == pressure.ModeV2 {
 		m.syncEvents(l.KubepodsMemoryDir)
 	}
-	if m.cfg.Sources.Memcg && (l.Mode == pressure.ModeV1 || l.Mode == pressure.ModeHybrid) && obs.Summary != nil {
+	if m.cfg.Sources.Memcg && !m.memcgReadOnly && (l.Mode == pressure.ModeV1 || l.Mode == pressure.ModeHybrid) && obs.Summary != nil {
 		for _, th := range m.cfg.Thresholds {
 			if !th.Hard() {
 				continue
@@ -299,6 +308,7 @@ func (m *Manager) syncMemcg(th thresholds.Threshold, name, dir string, mem *stat
 		st = &memcgState{dir: dir, h: h}
 		if err != nil {
 			st.failedAt = now
+			m.noteReadOnly(err, dir)
 		}
 		m.memcg[th.Signal] = st
 	case st.h.Armed() == 0:
@@ -307,6 +317,7 @@ func (m *Manager) syncMemcg(th thresholds.Threshold, name, dir string, mem *stat
 		}
 		if err := st.h.Arm(want); err != nil {
 			st.failedAt = now
+			m.noteReadOnly(err, dir)
 		}
 	case wakeup.NeedRearm(st.h.Armed(), want, m.cfg.RearmTolerance):
 		m.log.Debug("re-arming memcg threshold", zap.String("signal", string(th.Signal)),
@@ -315,6 +326,18 @@ func (m *Manager) syncMemcg(th thresholds.Threshold, name, dir string, mem *stat
 			st.failedAt = now
 		}
 	}
+}
+
+// noteReadOnly marks the memcg source unavailable when err says the cgroup
+// mount is read-only.
+func (m *Manager) noteReadOnly(err error, dir string) {
+	if m.memcgReadOnly || !errors.Is(err, unix.EROFS) {
+		return
+	}
+	m.memcgReadOnly = true
+	m.log.Info("memcg thresholds unavailable: the cgroup mount is read-only (the DaemonSet's default); "+
+		"not retried and not exported, PSI and adaptive polling wake the agent instead",
+		zap.String("path", dir))
 }
 
 // EventDriven reports whether a memcg threshold is armed for s's hard
@@ -329,6 +352,10 @@ func (m *Manager) EventDriven(s thresholds.Signal) bool {
 func (m *Manager) export() {
 	var active []string
 	for _, src := range m.cfg.Sources.List() {
+		if src == wakeup.SourceMemcgThreshold && m.memcgReadOnly {
+			m.metrics.UnexportWakeupSource(string(src))
+			continue
+		}
 		on := src == wakeup.SourcePoll || src == wakeup.SourceKick || m.set.Active(src)
 		m.metrics.SetWakeupSourceActive(string(src), on)
 		if on && src != wakeup.SourcePoll && src != wakeup.SourceKick {

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/evictd/evictd/pkg/agent/family"
+	"github.com/evictd/evictd/pkg/kubeletcfg"
+	"github.com/evictd/evictd/pkg/logging"
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// Values of --kubelet-thresholds.
+const (
+	KubeletPlace  = "place"
+	KubeletIgnore = "ignore"
+)
+
+// ReasonThresholdBelowKubelet is the Event reason on the Node when a hard
+// threshold the operator set sits at or below the kubelet's.
+const ReasonThresholdBelowKubelet = "EvictdThresholdBelowKubelet"
+
+// KubeletPlacement is what evictd made of the kubelet's thresholds at
+// start; its Detail is the readiness check's warning.
+type KubeletPlacement struct {
+	// Known: the kubelet's thresholds were read.
+	Known bool
+	// Err says why they were not (nil when ignored on purpose).
+	Err error
+	// Below lists the operator's thresholds at or below the kubelet's, as
+	// "memory.available<500Mi (kubelet 750Mi)".
+	Below []string
+}
+
+// Detail is the /readyz warning: empty when there is nothing to say.
+// Readiness stays OK either way: evictd still protects the node, only later
+// than the kubelet for these signals.
+func (k *KubeletPlacement) Detail() string {
+	if k == nil {
+		return ""
+	}
+	var parts []string
+	if len(k.Below) > 0 {
+		parts = append(parts, "at or below the kubelet's, so the kubelet evicts first: "+strings.Join(k.Below, ", "))
+	}
+	if k.Err != nil {
+		parts = append(parts, "the kubelet's thresholds are unknown, evictd keeps its defaults: "+k.Err.Error())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// placeAboveKubelet reads the node's kubelet thresholds and, with
+// --kubelet-thresholds=place, moves evictd's default hard thresholds a margin
+// above them (kubeletcfg.Place), before the thresholds are handed to the
+// loop. It never fails the start: without the kubelet's thresholds evictd
+// keeps its defaults and says so. capacity is one observation's, for the
+// mixed units; nil when none could be made.
+func placeAboveKubelet(o *Options, capacity map[thresholds.Signal]thresholds.Observation, log *zap.Logger, m *metrics.Metrics) *KubeletPlacement {
+	st := &KubeletPlacement{}
+	if o.KubeletThresholds == KubeletIgnore {
+		m.SetKubeletThresholdsKnown(false)
+		log.Info("the kubelet's thresholds are not read (--kubelet-thresholds=ignore): evictd's own as configured")
+		return st
+	}
+	res, err := kubeletcfg.Read(kubeletcfg.Options{HostRoot: o.HostRoot, ConfigPath: o.KubeletConfig})
+	if err != nil {
+		st.Err = err
+		m.SetKubeletThresholdsKnown(false)
+		fix := "give --" + FlagKubeletConfig + "=PATH (the kubelet's config file on the host), or --" + FlagKubeletThresholds + "=ignore to stop looking"
+		var nv *kubeletcfg.NotVisibleError
+		if errors.As(err, &nv) {
+			fix = "mount " + nv.Path + "'s directory read-only under --" + FlagHostRoot + " (chart: kubeletConfig.hostPath), or give --" + FlagKubeletConfig
+		}
+		log.Warn("the kubelet's eviction thresholds are unknown: evictd keeps its own defaults, which may sit below the kubelet's",
+			logging.Err(err), zap.String("fix", fix))
+		return st
+	}
+	st.Known = true
+	m.SetKubeletThresholdsKnown(true)
+	capOf := func(s thresholds.Signal) (int64, bool) {
+		ob, ok := capacity[s]
+		return ob.Capacity, ok && ob.Capacity > 0
+	}
+	ps, placed := kubeletcfg.Place(maps.Clone(o.Config.EvictionHard), o.Config.OperatorHard(), res.Hard, capOf)
+	if len(placed) > 0 {
+		if err := o.Config.PlaceHard(placed); err != nil {
+			log.Error("placing evictd's thresholds above the kubelet's failed: evictd keeps its defaults", logging.Err(err))
+			placed = nil
+		}
+	}
+	below := map[thresholds.Signal]bool{}
+	for _, p := range ps {
+		if p.AtOrBelow {
+			below[p.Signal] = true
+		}
+		if p.Operator && p.AtOrBelow {
+			st.Below = append(st.Below, fmt.Sprintf("%s<%s (kubelet %s)", p.Signal, p.Evictd, p.Kubelet))
+			log.Warn("a hard threshold set for evictd sits at or below the kubelet's: the kubelet evicts first, without PodDisruptionBudgets; raise it or leave it to the default",
+				zap.String("signal", string(p.Signal)), zap.String("evictd", p.Evictd), zap.String("kubelet", p.Kubelet))
+		}
+	}
+	if !o.Config.OperatorHard()[string(thresholds.AllocatableMemoryAvailable)] {
+		below[thresholds.AllocatableMemoryAvailable] = below[thresholds.MemoryAvailable]
+	}
+	for s, v := range res.Hard {
+		amount := int64(-1)
+		if c, ok := capOf(s); ok || v.Quantity != nil {
+			amount = v.Amount(c)
+		}
+		m.SetKubeletThreshold(s, amount, below[s])
+	}
+	log.Info("evictd's hard thresholds placed above the kubelet's", zap.String("kubeletFrom", res.From),
+		zap.String("kubelet", thresholds.JoinStatements(res.Raw)), zap.Strings("placed", kubeletcfg.Summary(ps)),
+		zap.Int("moved", len(placed)), zap.Strings("ignoredSignals", sortedCopy(res.Ignored)))
+	return st
+}
+
+// emitBelowKubelet writes one Warning Event on the Node for the thresholds
+// at or below the kubelet's.
+func (k *KubeletPlacement) emitBelowKubelet(emit PodEventer, node string) {
+	if k == nil || len(k.Below) == 0 || emit == nil {
+		return
+	}
+	emit(v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)}, v1.EventTypeWarning,
+		ReasonThresholdBelowKubelet, "Configure",
+		"evictd's hard thresholds "+strings.Join(k.Below, ", ")+" sit at or below the kubelet's: the kubelet evicts first, without PodDisruptionBudgets")
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}
+
+// startCapacity is one observation's signals, for placement's mixed units;
+// nil when the observation failed (placement then leaves those alone).
+func startCapacity(ctx context.Context, observe func(context.Context) (map[thresholds.Signal]thresholds.Observation, error), log *zap.Logger) map[thresholds.Signal]thresholds.Observation {
+	obs, err := observe(ctx)
+	if err != nil {
+		log.Info("no observation at start for the kubelet's thresholds: a percentage against a quantity is not compared", logging.Err(err))
+		return nil
+	}
+	return obs
+}
+
+// observeSignals takes one observation and derives its signals.
+func observeSignals(obsv *pressure.Observer) func(context.Context) (map[thresholds.Signal]thresholds.Observation, error) {
+	return func(ctx context.Context) (map[thresholds.Signal]thresholds.Observation, error) {
+		obs, err := obsv.Observe(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return thresholds.Observe(obs.Summary), nil
+	}
+}
+
+// configThresholds is the configuration's thresholds, the memory.high
+// family's included; validated before, so no error.
+func configThresholds(o *Options) []thresholds.Threshold {
+	ths, _ := o.Config.Thresholds()
+	if mh := o.Config.MemoryHighThresholds(); mh.Enabled() {
+		ths = append(ths, family.MemHighThreshold(mh))
+	}
+	return ths
+}

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// kubeletHost is a host root whose kubelet runs with a config file that
+// sets memory.available<750Mi (and nothing else: the kubelet's other
+// defaults are dropped, kubernetes#119985).
+func kubeletHost(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, data := range map[string]string{
+		"proc/1/cmdline":              "/sbin/init\x00",
+		"proc/640/cmdline":            "/usr/bin/kubelet\x00--config=/var/lib/kubelet/config.yaml\x00--v=2\x00",
+		"var/lib/kubelet/config.yaml": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.available: 750Mi\n  pid.available: 5%\n",
+	} {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func placeOptions(t *testing.T, hostRoot string, args ...string) *Options {
+	t.Helper()
+	o := NewOptions()
+	sections := &cliflag.Sections{}
+	o.AddFlags(sections)
+	if err := sections.FlagSet("t").Parse(append([]string{"--node-name=n1", "--host-root=" + hostRoot}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestPlaceAboveKubelet(t *testing.T) {
+	caps := map[thresholds.Signal]thresholds.Observation{
+		thresholds.MemoryAvailable: {Capacity: 4 << 30},
+		thresholds.PIDAvailable:    {Capacity: 100000},
+	}
+	t.Run("defaults move", func(t *testing.T) {
+		o := placeOptions(t, kubeletHost(t))
+		m, _ := metrics.New(buildinfo.Info{})
+		core, logs := observer.New(zap.InfoLevel)
+		st := placeAboveKubelet(o, caps, zap.New(core), m)
+		if got := o.Config.EvictionHard; got["memory.available"] != "950Mi" || got["allocatableMemory.available"] != "950Mi" ||
+			got["pid.available"] != "10%" || got["nodefs.available"] != "15%" {
+			t.Errorf("thresholds %v: want memory and allocatable at 950Mi (750Mi + 200Mi), pid.available 10%% (over 5%% + 5), nodefs 15%%", got)
+		}
+		if st.Detail() != "" || !st.Known {
+			t.Errorf("detail %q, known %v", st.Detail(), st.Known)
+		}
+		line := logs.FilterMessage("evictd's hard thresholds placed above the kubelet's").All()
+		if len(line) != 1 {
+			t.Fatalf("start line: %v", logs.All())
+		}
+		f := line[0].ContextMap()
+		if !strings.Contains(f["kubeletFrom"].(string), "kubelet pid 640") || f["kubelet"] != "memory.available<750Mi,pid.available<5%" || f["moved"] != int64(1) {
+			t.Errorf("start line fields %v", f)
+		}
+		assertGauge(t, m, "evictd_kubelet_thresholds_known", nil, 1)
+		assertGauge(t, m, "evictd_kubelet_threshold_available_bytes", map[string]string{"signal": "memory.available"}, 750<<20)
+		assertGauge(t, m, "evictd_kubelet_threshold_available", map[string]string{"signal": "pid.available"}, 5000)
+		assertGauge(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "memory.available"}, 0)
+		ths, _ := o.Config.Thresholds()
+		if ths[0].Signal != thresholds.MemoryAvailable || ths[0].Value.String() != "950Mi" {
+			t.Errorf("the loop's first threshold %v", ths[0])
+		}
+	})
+	t.Run("an operator's value at or below warns", func(t *testing.T) {
+		o := placeOptions(t, kubeletHost(t), "--eviction-hard=memory.available<600Mi")
+		m, _ := metrics.New(buildinfo.Info{})
+		core, logs := observer.New(zap.InfoLevel)
+		st := placeAboveKubelet(o, caps, zap.New(core), m)
+		if o.Config.EvictionHard["memory.available"] != "600Mi" {
+			t.Errorf("the operator's memory.available moved to %s", o.Config.EvictionHard["memory.available"])
+		}
+		if d := st.Detail(); !strings.Contains(d, "memory.available<600Mi (kubelet 750Mi)") {
+			t.Errorf("readiness detail %q", d)
+		}
+		if n := logs.FilterField(zap.String("signal", "memory.available")).FilterLevelExact(zap.WarnLevel).Len(); n != 1 {
+			t.Errorf("%d warnings for memory.available: %v", n, logs.All())
+		}
+		assertGauge(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "memory.available"}, 1)
+		assertGauge(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "allocatableMemory.available"}, 1)
+		var got []string
+		st.emitBelowKubelet(func(ref v1.ObjectReference, typ, reason, _, note string) {
+			got = append(got, ref.Kind+"/"+ref.Name+" "+typ+" "+reason+" "+note)
+		}, "n1")
+		if len(got) != 1 || !strings.HasPrefix(got[0], "Node/n1 Warning "+ReasonThresholdBelowKubelet) || !strings.Contains(got[0], "600Mi") {
+			t.Errorf("events %q", got)
+		}
+	})
+	t.Run("unknown keeps the defaults", func(t *testing.T) {
+		root := kubeletHost(t)
+		if err := os.Remove(filepath.Join(root, "var/lib/kubelet/config.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		o := placeOptions(t, root)
+		m, _ := metrics.New(buildinfo.Info{})
+		core, logs := observer.New(zap.InfoLevel)
+		st := placeAboveKubelet(o, caps, zap.New(core), m)
+		if o.Config.EvictionHard["memory.available"] != "300Mi" || st.Known {
+			t.Errorf("memory.available %s, known %v", o.Config.EvictionHard["memory.available"], st.Known)
+		}
+		if !strings.Contains(st.Detail(), "unknown") {
+			t.Errorf("detail %q", st.Detail())
+		}
+		w := logs.FilterLevelExact(zap.WarnLevel).All()
+		if len(w) != 1 || !strings.Contains(w[0].ContextMap()["fix"].(string), "mount /var/lib/kubelet/config.yaml's directory") {
+			t.Errorf("warnings %v", w)
+		}
+		assertGauge(t, m, "evictd_kubelet_thresholds_known", nil, 0)
+	})
+	t.Run("ignore", func(t *testing.T) {
+		o := placeOptions(t, kubeletHost(t), "--kubelet-thresholds=ignore")
+		m, _ := metrics.New(buildinfo.Info{})
+		st := placeAboveKubelet(o, caps, zap.NewNop(), m)
+		if o.Config.EvictionHard["memory.available"] != "300Mi" || st.Known || st.Detail() != "" {
+			t.Errorf("ignore: memory.available %s, state %+v", o.Config.EvictionHard["memory.available"], st)
+		}
+	})
+}
+
+func TestKubeletFlagsValidate(t *testing.T) {
+	for _, c := range []struct{ arg, want string }{
+		{"--kubelet-thresholds=above", `invalid --kubelet-thresholds "above": want place or ignore`},
+		{"--kubelet-config=etc/kubelet.yaml", `invalid --kubelet-config "etc/kubelet.yaml": want an absolute path`},
+	} {
+		o := NewOptions()
+		sections := &cliflag.Sections{}
+		o.AddFlags(sections)
+		if err := sections.FlagSet("t").Parse([]string{"--node-name=n1", c.arg}); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Complete(); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.arg, err, c.want)
+		}
+	}
+}
+
+func assertGauge(t *testing.T, m *metrics.Metrics, name string, labels map[string]string, want float64) {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue series
+				}
+			}
+			if got := s.GetGauge().GetValue(); got != want {
+				t.Errorf("%s%v = %g, want %g", name, labels, got, want)
+			}
+			return
+		}
+	}
+	t.Errorf("%s%v: no such series", name, labels)
+}

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package kubeletcfg
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+func TestSplitCmdline(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"/usr/bin/kubelet\x00--config=/a b\x00--v=2\x00", []string{"/usr/bin/kubelet", "--config=/a b", "--v=2"}},
+		{"", nil},
+		{"kubelet", []string{"kubelet"}}, // a rewritten cmdline may lack the last NUL
+	} {
+		if got := SplitCmdline([]byte(c.in)); !slices.Equal(got, c.want) {
+			t.Errorf("SplitCmdline(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if !IsKubelet([]string{"/usr/local/bin/kubelet", "--v=2"}) || IsKubelet([]string{"/usr/bin/kubelet-wrapper"}) || IsKubelet(nil) {
+		t.Error("IsKubelet: want argv[0]'s base name to be exactly kubelet")
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	a, err := ParseArgs([]string{
+		"--v=2", "--config", "/etc/k/config.yaml", "-config-dir=/etc/k/d",
+		"--eviction-hard=memory.available<500Mi", "--eviction-hard", "nodefs.available<5%",
+		"--eviction-minimum-reclaim=memory.available=100Mi", "--node-ip", "10.0.0.1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Config != "/etc/k/config.yaml" || a.ConfigDir != "/etc/k/d" {
+		t.Errorf("config %q, dir %q", a.Config, a.ConfigDir)
+	}
+	if want := map[string]string{"memory.available": "500Mi", "nodefs.available": "5%"}; !maps.Equal(a.Hard, want) {
+		t.Errorf("hard %v, want %v (repeated flags add up)", a.Hard, want)
+	}
+	if a.MinReclaim["memory.available"] != "100Mi" || a.Soft != nil {
+		t.Errorf("min reclaim %v, soft %v", a.MinReclaim, a.Soft)
+	}
+	if _, err := ParseArgs([]string{"--eviction-hard"}); err == nil || !strings.Contains(err.Error(), "--eviction-hard has no value") {
+		t.Errorf("a flag without its value: %v", err)
+	}
+	if _, err := ParseArgs([]string{"--eviction-hard=memory.available"}); err == nil || !strings.Contains(err.Error(), "memory.available") {
+		t.Errorf("a statement without <: %v", err)
+	}
+}
+
+func TestParseKubeadmEnv(t *testing.T) {
+	got, err := ParseKubeadmEnv([]byte("# written by kubeadm\nKUBELET_KUBEADM_ARGS=\"--a=1 --config /x\"\n"))
+	if err != nil || !slices.Equal(got, []string{"--a=1", "--config", "/x"}) {
+		t.Errorf("got %q, %v", got, err)
+	}
+	if _, err := ParseKubeadmEnv([]byte("KUBELET_KUBEADM_ARGS=\"--a=1\n")); err == nil || !strings.Contains(err.Error(), "unterminated") {
+		t.Errorf("unterminated quote: %v", err)
+	}
+	if _, err := ParseKubeadmEnv([]byte("OTHER=1\n")); err == nil {
+		t.Error("no KUBELET_KUBEADM_ARGS line: want an error")
+	}
+}
+
+func TestParseFile(t *testing.T) {
+	for _, c := range []struct{ name, in, err string }{
+		{"empty", "  \n", "empty file"},
+		{"kind", "kind: KubeProxyConfiguration\n", `kind "KubeProxyConfiguration"`},
+		{"type", "kind: KubeletConfiguration\nevictionHard: [memory.available]\n", "field evictionHard"},
+		{"yaml", "kind: KubeletConfiguration\nevictionHard: {\n", "yaml"},
+	} {
+		_, err := ParseFile([]byte(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.err)
+		}
+	}
+}
+
+// TestEffectiveHard: the kubelet's defaulting, with the partial-override
+// rule (kubernetes#119985) and mergeDefaultEvictionSettings.
+func TestEffectiveHard(t *testing.T) {
+	on := true
+	for _, c := range []struct {
+		name string
+		f    File
+		a    Args
+		want map[string]string
+	}{
+		{"nothing set: the defaults", File{}, Args{}, DefaultHard()},
+		{"partial: only what it names", File{Hard: map[string]string{"memory.available": "750Mi"}}, Args{},
+			map[string]string{"memory.available": "750Mi"}},
+		{"merge: defaults fill the rest", File{Hard: map[string]string{"memory.available": "750Mi"}, MergeDefaults: &on}, Args{},
+			map[string]string{"memory.available": "750Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"}},
+		{"the flag replaces the file's map", File{Hard: map[string]string{"memory.available": "750Mi", "nodefs.available": "20%"}},
+			Args{Hard: map[string]string{"memory.available": "1Gi"}}, map[string]string{"memory.available": "1Gi"}},
+		{"an empty map: no thresholds", File{Hard: map[string]string{}}, Args{}, map[string]string{}},
+	} {
+		if got := EffectiveHard(c.f, c.a); !maps.Equal(got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestParseHard(t *testing.T) {
+	got, ignored, err := ParseHard(map[string]string{"memory.available": "750Mi", "containerfs.available": "10%", "nodefs.available": "0%"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[thresholds.MemoryAvailable].String() != "750Mi" || got[thresholds.AllocatableMemoryAvailable].String() != "750Mi" {
+		t.Errorf("memory %v, allocatable %v: want 750Mi for both (allocatable follows)", got[thresholds.MemoryAvailable], got[thresholds.AllocatableMemoryAvailable])
+	}
+	if _, ok := got[thresholds.NodeFsAvailable]; ok {
+		t.Error("nodefs.available<0%: the kubelet has no threshold then")
+	}
+	if !slices.Equal(ignored, []string{"containerfs.available"}) {
+		t.Errorf("ignored %v", ignored)
+	}
+	if _, _, err := ParseHard(map[string]string{"memory.available": "lots"}); err == nil || !strings.Contains(err.Error(), "lots") {
+		t.Errorf("a bad value: %v", err)
+	}
+}
+
+func raw(r *Result) map[string]string {
+	out := map[string]string{}
+	for s, v := range r.Hard {
+		out[string(s)] = v.String()
+	}
+	return out
+}
+
+// TestRead reads fixture host roots laid out as a node's: /proc/PID/cmdline
+// NUL-separated, the kubelet's files where kubeadm and distributions put
+// them.
+func TestRead(t *testing.T) {
+	for _, c := range []struct {
+		root, config string
+		want         map[string]string
+		from         []string
+	}{
+		{"kubeadm", "", map[string]string{"memory.available": "750Mi", "allocatableMemory.available": "750Mi", "nodefs.available": "10%"},
+			[]string{"kubelet pid 812", "config /var/lib/kubelet/config.yaml"}},
+		{"dropins", "", map[string]string{"memory.available": "1Gi", "allocatableMemory.available": "1Gi", "nodefs.available": "10%",
+			"nodefs.inodesFree": "5%", "imagefs.available": "25%", "imagefs.inodesFree": "5%"},
+			[]string{"kubelet pid 2044", "config /etc/kubernetes/kubelet-config.json", "drop-ins 10-merge.conf,20-memory.conf", "mergeDefaultEvictionSettings"}},
+		{"kubeadmenv", "", map[string]string{"memory.available": "600Mi", "allocatableMemory.available": "600Mi", "pid.available": "5%"},
+			[]string{KubeadmFlagsEnv, "config /var/lib/kubelet/config.yaml", "flag --eviction-hard"}},
+		{"fallback", "", map[string]string{"memory.available": "100Mi", "allocatableMemory.available": "100Mi", "nodefs.available": "10%",
+			"nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"},
+			[]string{"config /var/lib/kubelet/config.yaml", "the kubelet's defaults"}},
+		// --kubelet-config names the file the kubelet's --config points
+		// to, where evictd can see it.
+		{"notmounted", KubeadmConfig, map[string]string{"memory.available": "750Mi", "allocatableMemory.available": "750Mi", "nodefs.available": "10%"},
+			[]string{"kubelet pid 977", "config /var/lib/kubelet/config.yaml"}},
+	} {
+		t.Run(c.root, func(t *testing.T) {
+			r, err := Read(Options{HostRoot: filepath.Join("testdata", c.root), ConfigPath: c.config})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := raw(r); !maps.Equal(got, c.want) {
+				t.Errorf("thresholds %v, want %v", got, c.want)
+			}
+			for _, f := range c.from {
+				if !strings.Contains(r.From, f) {
+					t.Errorf("from %q: want it to say %q", r.From, f)
+				}
+			}
+		})
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	_, err := Read(Options{HostRoot: filepath.Join("testdata", "notmounted")})
+	var nv *NotVisibleError
+	if !errors.As(err, &nv) || nv.Path != "/etc/kubernetes/kubelet.yaml" || !strings.Contains(err.Error(), "kubelet pid 977") ||
+		!strings.Contains(err.Error(), filepath.Join("testdata", "notmounted", "etc", "kubernetes")) {
+		t.Errorf("a config outside the mounts: %v; want a NotVisibleError naming the file, the process and where to mount it", err)
+	}
+	_, err = Read(Options{HostRoot: filepath.Join("testdata", "bad")})
+	if err == nil || !strings.Contains(err.Error(), "/var/lib/kubelet/config.yaml") || !strings.Contains(err.Error(), `"lots"`) {
+		t.Errorf("a bad value: %v; want the file and the value named", err)
+	}
+	_, err = Read(Options{HostRoot: filepath.Join("testdata", "none")})
+	if !errors.Is(err, ErrNotFound) {
+		t.Errorf("no kubelet: %v; want ErrNotFound", err)
+	}
+	_, err = Read(Options{HostRoot: t.TempDir()})
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "proc") {
+		t.Errorf("no /proc at all: %v; want ErrNotFound saying why", err)
+	}
+	// An unreadable drop-in names itself.
+	root := t.TempDir()
+	dir := filepath.Join(root, "proc", "5")
+	must(t, os.MkdirAll(dir, 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "cmdline"), []byte("kubelet\x00--config-dir=/d\x00"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(root, "d"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "d", "10-x.conf"), []byte("kind: KubeletConfiguration\nevictionHard: 3\n"), 0o644))
+	_, err = Read(Options{HostRoot: root})
+	if err == nil || !strings.Contains(err.Error(), "drop-in /d/10-x.conf") || !strings.Contains(err.Error(), "evictionHard") {
+		t.Errorf("a bad drop-in: %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package kubeletcfg
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// The margins evictd keeps above the kubelet's threshold for the same
+// signal: the room evictd's defaults already keep over the kubelet's
+// defaults (300Mi over 100Mi; 15% over 10%, ...), for an evicted pod to
+// terminate before the kubelet kills without asking.
+const (
+	MemoryMargin  = 200 << 20 // bytes, on the memory signals
+	PercentMargin = 0.05      // five points, on every other signal
+	// MaxPlaced is the highest percentage placement writes: 100% reads as
+	// no threshold at all (thresholds.SwitchedOff).
+	MaxPlaced = 0.99
+)
+
+// Capacity gives a signal's capacity as observed at start; ok false when
+// it is not known.
+type Capacity func(thresholds.Signal) (capacity int64, ok bool)
+
+// Placement is what became of one signal's hard threshold.
+type Placement struct {
+	Signal thresholds.Signal
+	// Evictd is evictd's threshold before placement (its default, or what
+	// the operator set); Kubelet the kubelet's ("" when it has none);
+	// Placed what evictd uses.
+	Evictd, Kubelet, Placed string
+	// Moved: evictd's default was raised to Placed.
+	Moved bool
+	// Operator: the operator set Evictd (flag or file); it is never moved.
+	Operator bool
+	// AtOrBelow: evictd's threshold is at or below the kubelet's, so the
+	// kubelet acts first (a warning when Operator).
+	AtOrBelow bool
+	// Note says why a comparison could not be made (a capacity unknown).
+	Note string
+}
+
+// Place decides evictd's hard thresholds from its own (evictd: signal to
+// value as written, "none" for off; operator: the signals the operator
+// set) and the kubelet's: each default becomes the more cautious of itself
+// and the kubelet's threshold plus the margin (MemoryMargin on the memory
+// signals, PercentMargin on the others). A margin is added in the unit of
+// evictd's value: a kubelet percentage against a memory quantity is first
+// resolved with capacity, and a kubelet quantity against a percentage is
+// turned into a share of capacity; without the capacity the default stays
+// and Note says so. A value the operator set is kept; AtOrBelow says
+// whether the kubelet acts first. allocatableMemory.available is left to
+// follow memory.available, as evictd derives it, unless the operator named
+// it. placed holds only the signals whose value changed.
+func Place(evictd map[string]string, operator map[string]bool, kubelet map[thresholds.Signal]thresholds.Value, capacity Capacity) (out []Placement, placed map[string]string) {
+	placed = map[string]string{}
+	names := make([]string, 0, len(evictd))
+	for k := range evictd {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		s, err := thresholds.ParseSignal(name)
+		if err != nil || s.Stall() || s.MemoryHigh() {
+			continue
+		}
+		if s == thresholds.AllocatableMemoryAvailable && !operator[name] {
+			continue
+		}
+		p := Placement{Signal: s, Evictd: evictd[name], Placed: evictd[name], Operator: operator[name]}
+		k, has := kubelet[s]
+		if !has {
+			out = append(out, p)
+			continue
+		}
+		p.Kubelet = k.String()
+		own, err := thresholds.ParseValue(evictd[name])
+		if err != nil {
+			// "none" or a value switched off: evictd has no threshold
+			// here, and the kubelet has.
+			p.AtOrBelow = true
+			out = append(out, p)
+			continue
+		}
+		c, capOK := capacity(s)
+		if !p.Operator {
+			v, note := raise(s, own, k, c, capOK)
+			p.Note = note
+			if v != "" {
+				p.Placed, p.Moved = v, true
+				placed[name] = v
+			}
+		}
+		if p.Operator {
+			at, ok := atOrBelow(own, k, c, capOK)
+			p.AtOrBelow = at
+			if !ok {
+				p.Note = "capacity unknown: cannot compare a percentage with a quantity"
+			}
+		}
+		out = append(out, p)
+	}
+	return out, placed
+}
+
+// raise returns the value own must become to sit the margin above the
+// kubelet's k, or "" when own is already there (or cannot be compared).
+func raise(s thresholds.Signal, own, k thresholds.Value, c int64, capOK bool) (string, string) {
+	memory := s == thresholds.MemoryAvailable || s == thresholds.AllocatableMemoryAvailable
+	if own.Quantity != nil {
+		kq, ok := amount(k, c, capOK)
+		if !ok {
+			return "", "capacity unknown: the kubelet's percentage not resolved"
+		}
+		margin := int64(0)
+		if memory {
+			margin = MemoryMargin
+		} else if capOK {
+			margin = int64(math.Ceil(PercentMargin * float64(c)))
+		} else {
+			return "", "capacity unknown: five points not resolved"
+		}
+		want := kq + margin
+		if thresholds.SaturatedValue(own.Quantity) >= want {
+			return "", ""
+		}
+		return quantityString(want, memory), ""
+	}
+	// own is a percentage.
+	var kp float64
+	switch {
+	case k.Quantity == nil:
+		kp = k.Percentage
+	case capOK && c > 0:
+		kp = float64(thresholds.SaturatedValue(k.Quantity)) / float64(c)
+	default:
+		return "", "capacity unknown: the kubelet's quantity not resolved"
+	}
+	if memory {
+		if !capOK || c <= 0 {
+			return "", "capacity unknown: 200Mi not resolved"
+		}
+		kp += float64(MemoryMargin) / float64(c)
+	} else {
+		kp += PercentMargin
+	}
+	kp = math.Min(kp, MaxPlaced)
+	if own.Percentage >= kp-1e-9 {
+		return "", ""
+	}
+	// Whole hundredths of a point, rounded up: never under the target.
+	return strconv.FormatFloat(math.Ceil(kp*10000-1e-6)/100, 'f', -1, 64) + "%", ""
+}
+
+// atOrBelow compares own with k: true when own acts no earlier than k.
+func atOrBelow(own, k thresholds.Value, c int64, capOK bool) (bool, bool) {
+	if own.Quantity == nil && k.Quantity == nil {
+		return own.Percentage <= k.Percentage, true
+	}
+	if own.Quantity != nil && k.Quantity != nil {
+		return own.Quantity.Cmp(*k.Quantity) <= 0, true
+	}
+	a, ok1 := amount(own, c, capOK)
+	b, ok2 := amount(k, c, capOK)
+	if !ok1 || !ok2 {
+		return false, false
+	}
+	return a <= b, true
+}
+
+func amount(v thresholds.Value, c int64, capOK bool) (int64, bool) {
+	if v.Quantity != nil {
+		return thresholds.SaturatedValue(v.Quantity), true
+	}
+	if !capOK {
+		return 0, false
+	}
+	return v.Amount(c), true
+}
+
+// quantityString writes n bytes in Mi, rounded up, for the memory
+// signals, and as a plain count otherwise.
+func quantityString(n int64, memory bool) string {
+	if memory {
+		mi := (n + 1<<20 - 1) >> 20
+		return resource.NewQuantity(mi<<20, resource.BinarySI).String()
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// Summary is Place's result in one line per signal, for the start log:
+// "memory.available<950Mi (kubelet 750Mi + 200Mi)".
+func Summary(ps []Placement) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		s := string(p.Signal) + "<" + p.Placed
+		switch {
+		case p.Moved:
+			s += fmt.Sprintf(" (placed: kubelet %s + margin; default %s)", p.Kubelet, p.Evictd)
+		case p.Kubelet == "":
+			s += " (kubelet: none)"
+		case p.Operator && p.AtOrBelow:
+			s += fmt.Sprintf(" (set by the operator, AT OR BELOW kubelet %s)", p.Kubelet)
+		case p.Operator:
+			s += fmt.Sprintf(" (set by the operator; kubelet %s)", p.Kubelet)
+		default:
+			s += fmt.Sprintf(" (kubelet %s)", p.Kubelet)
+		}
+		if p.Note != "" {
+			s += " [" + p.Note + "]"
+		}
+		out = append(out, s)
+	}
+	return out
+}

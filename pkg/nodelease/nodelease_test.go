@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package nodelease
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+const (
+	ns   = "kube-node-lease"
+	node = "node-a"
+	dur  = 30 * time.Second
+)
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// store is an API server's Lease storage in miniature: resourceVersions,
+// conflicts, AlreadyExists, delete preconditions, and injected errors.
+type store struct {
+	mu    sync.Mutex
+	lease *coordinationv1.Lease
+	rv    int
+	// fail, when set, is returned by every call.
+	fail error
+	// writes counts successful creates and updates.
+	writes int
+}
+
+var leaseGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+
+func (s *store) GetLease(_ context.Context, _, name string) (*coordinationv1.Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	if s.lease == nil {
+		return nil, apierrors.NewNotFound(leaseGR, name)
+	}
+	return s.lease.DeepCopy(), nil
+}
+
+func (s *store) CreateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	if s.lease != nil {
+		return nil, apierrors.NewAlreadyExists(leaseGR, l.Name)
+	}
+	s.rv++
+	s.writes++
+	s.lease = l.DeepCopy()
+	s.lease.ResourceVersion = strconv.Itoa(s.rv)
+	s.lease.UID = types.UID("uid-" + strconv.Itoa(s.rv))
+	return s.lease.DeepCopy(), nil
+}
+
+func (s *store) UpdateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	if s.lease == nil {
+		return nil, apierrors.NewNotFound(leaseGR, l.Name)
+	}
+	if l.ResourceVersion != s.lease.ResourceVersion {
+		return nil, apierrors.NewConflict(leaseGR, l.Name, nil)
+	}
+	s.rv++
+	s.writes++
+	uid := s.lease.UID
+	s.lease = l.DeepCopy()
+	s.lease.UID = uid
+	s.lease.ResourceVersion = strconv.Itoa(s.rv)
+	return s.lease.DeepCopy(), nil
+}
+
+func (s *store) DeleteLease(_ context.Context, _, name string, opts metav1.DeleteOptions) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	if s.lease == nil {
+		return apierrors.NewNotFound(leaseGR, name)
+	}
+	if p := opts.Preconditions; p != nil && (p.ResourceVersion != nil && *p.ResourceVersion != s.lease.ResourceVersion || p.UID != nil && *p.UID != s.lease.UID) {
+		return apierrors.NewConflict(leaseGR, name, nil)
+	}
+	s.lease = nil
+	return nil
+}
+
+func (s *store) WatchLeases(context.Context, string, metav1.ListOptions) (watch.Interface, error) {
+	return watch.NewFake(), nil // rounds are driven by hand here
+}
+
+func (s *store) holder() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lease == nil || s.lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *s.lease.Spec.HolderIdentity
+}
+
+type harness struct {
+	t     *testing.T
+	clk   *clocktesting.FakeClock
+	api   *store
+	pods  []*v1.Pod
+	nodeU types.UID
+}
+
+func newHarness(t *testing.T) *harness {
+	return &harness{t: t, clk: clocktesting.NewFakeClock(t0), api: &store{}, nodeU: "node-uid"}
+}
+
+func (h *harness) runner(identity string) *Runner {
+	h.t.Helper()
+	r, err := NewRunner(Options{API: h.api, Namespace: ns, Node: node, Identity: identity, Duration: dur, Clock: h.clk,
+		Pods: func() []*v1.Pod { return h.pods }, NodeUID: func() types.UID { return h.nodeU }})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+// pod adds an agent's pod, of the DaemonSet controller, created at created.
+func (h *harness) pod(identity string, controller types.UID, created time.Time) {
+	nsName := strings.SplitN(identity, "/", 2)
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nsName[0], Name: nsName[1], CreationTimestamp: metav1.NewTime(created)}}
+	if controller != "" {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "evictd", UID: controller, Controller: ptr(true)}}
+	}
+	h.pods = append(h.pods, p)
+}
+
+func (h *harness) round(r *Runner) {
+	r.round(context.Background())
+}
+
+func wantActing(t *testing.T, r *Runner, want bool) {
+	t.Helper()
+	if got := r.Acting(); got != want {
+		t.Fatalf("%s acting = %v, want %v (check: %v)", r.o.Identity, got, want, r.Check())
+	}
+	if err := r.Check(); (err == nil) != want {
+		t.Fatalf("%s check = %v, want ready %v", r.o.Identity, err, want)
+	}
+}
+
+func wantReason(t *testing.T, r *Runner, parts ...string) {
+	t.Helper()
+	err := r.Check()
+	if err == nil {
+		t.Fatalf("%s is ready, want not ready with %q", r.o.Identity, parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Fatalf("%s's reason %q lacks %q", r.o.Identity, err, p)
+		}
+	}
+}
+
+func TestAcquireRenewAndWait(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.runner("evictd/a"), h.runner("other/b")
+	wantReason(t, a, "not acquired yet")
+	h.round(a)
+	wantActing(t, a, true)
+	l := h.api.lease
+	if l.Name != "evictd-"+node || l.Namespace != ns || *l.Spec.LeaseDurationSeconds != 30 || !l.Spec.RenewTime.Time.Equal(t0) {
+		t.Fatalf("created lease %s/%s duration %v renew %v", l.Namespace, l.Name, *l.Spec.LeaseDurationSeconds, l.Spec.RenewTime)
+	}
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].Kind != "Node" || l.OwnerReferences[0].UID != "node-uid" || l.OwnerReferences[0].Name != node {
+		t.Fatalf("owner references %+v, want the Node", l.OwnerReferences)
+	}
+	select {
+	case <-a.Acquired():
+	default:
+		t.Fatal("Acquired not closed once acting")
+	}
+
+	h.round(b)
+	wantActing(t, b, false)
+	wantReason(t, b, "another evictd (evictd/a) acts on this node; waiting for its lease kube-node-lease/evictd-node-a, held until 2026-05-01T12:00:30Z")
+
+	// The holder renews from the lease it wrote; the other keeps waiting
+	// while renewals go on.
+	for i := 1; i <= 6; i++ {
+		h.clk.Step(RenewInterval(dur))
+		h.round(a)
+		h.round(b)
+		wantActing(t, a, true)
+		wantActing(t, b, false)
+	}
+	if h.api.holder() != "evictd/a" {
+		t.Fatalf("holder %q", h.api.holder())
+	}
+	if got := *h.api.lease.Spec.LeaseTransitions; got != 0 {
+		t.Errorf("transitions %d after renewals only", got)
+	}
+}
+
+func TestExpiryTakeOver(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.runner("evictd/a"), h.runner("evictd/b")
+	h.round(a)
+	h.round(b)
+	// a stops renewing (killed, or the API unreachable for it): it stops
+	// acting one renewal interval before the lease expires...
+	h.clk.Step(dur - RenewInterval(dur))
+	wantActing(t, a, false)
+	wantReason(t, a, "was not renewed in time")
+	h.round(b)
+	wantActing(t, b, false)
+	// ...and b takes over only once it has.
+	h.clk.Step(RenewInterval(dur) - time.Millisecond)
+	h.round(b)
+	wantActing(t, b, false)
+	h.clk.Step(time.Millisecond)
+	h.round(b)
+	wantActing(t, b, true)
+	if got := *h.api.lease.Spec.LeaseTransitions; got != 1 {
+		t.Errorf("transitions %d after one take-over, want 1", got)
+	}
+	// a, back, finds b the holder and waits.
+	h.round(a)
+	wantActing(t, a, false)
+	wantReason(t, a, "another evictd (evictd/b)")
+}
+
+func TestSameIdentityTakesAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.round(h.runner("evictd/a"))
+	h.clk.Step(time.Second)
+	// The container restarted: a new process, the same pod, mid-lease.
+	again := h.runner("evictd/a")
+	h.round(again)
+	wantActing(t, again, true)
+	if !h.api.lease.Spec.AcquireTime.Time.Equal(t0) {
+		t.Errorf("acquireTime %v, want the pod's first acquisition %v", h.api.lease.Spec.AcquireTime, t0)
+	}
+}
+
+func TestReleaseLetsTheNextTakeOver(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.runner("evictd/a"), h.runner("evictd/b")
+	h.round(a)
+	h.round(b)
+	a.Release()
+	wantActing(t, a, false)
+	if h.api.lease != nil {
+		t.Fatal("the lease is still there after Release")
+	}
+	h.round(b)
+	wantActing(t, b, true)
+
+	// A waiter's Release deletes nothing.
+	h.round(a)
+	a.Release()
+	if h.api.holder() != "evictd/b" {
+		t.Fatalf("holder %q after the waiter's release, want evictd/b", h.api.holder())
+	}
+}
+
+func TestReleaseAfterARequestIsWritten(t *testing.T) {
+	h := newHarness(t)
+	a := h.runner("evictd/a")
+	h.round(a)
+	// Someone wrote since a's renewal: the conditional delete conflicts,
+	// a reads again and deletes that version.
+	l := h.api.lease.DeepCopy()
+	l.Annotations = map[string]string{AnnotationHandover: "evictd/x"}
+	if _, err := h.api.UpdateLease(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	if h.api.lease != nil {
+		t.Fatalf("lease still held by %q", h.api.holder())
+	}
+}
+
+func TestHandoverToANewerPodOfTheSameDaemonSet(t *testing.T) {
+	h := newHarness(t)
+	h.pod("evictd/old", "ds-1", t0.Add(-time.Hour))
+	h.pod("evictd/new", "ds-1", t0)
+	old, surge := h.runner("evictd/old"), h.runner("evictd/new")
+	h.round(old)
+	writes := h.api.writes
+	// The surged pod asks; the old one's next round (its cached lease now
+	// conflicts) hands over, and stops acting.
+	h.round(surge)
+	if got := h.api.lease.Annotations[AnnotationHandover]; got != "evictd/new" {
+		t.Fatalf("handover annotation %q, want evictd/new", got)
+	}
+	wantReason(t, surge, "another evictd (evictd/old)", "asked it to hand over")
+	h.round(old)
+	wantActing(t, old, false)
+	wantReason(t, old, "handed the node lease kube-node-lease/evictd-node-a over to evictd/new")
+	if h.api.holder() != "evictd/new" {
+		t.Fatalf("holder %q after the handover, want evictd/new", h.api.holder())
+	}
+	if _, ok := h.api.lease.Annotations[AnnotationHandover]; ok {
+		t.Error("the handover annotation is still there after the handover")
+	}
+	h.round(surge)
+	wantActing(t, surge, true)
+	if h.api.writes-writes != 3 {
+		t.Errorf("%d writes for a handover, want 3 (request, transfer, renewal)", h.api.writes-writes)
+	}
+	// The old pod does not ask back, nor take it.
+	h.round(old)
+	wantActing(t, old, false)
+	if h.api.holder() != "evictd/new" {
+		t.Fatalf("holder %q", h.api.holder())
+	}
+}
+
+func TestNoHandoverBetweenInstalls(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		new, old types.UID
+		newer    bool
+	}{
+		{"another DaemonSet", "ds-2", "ds-1", true},
+		{"an older pod of the same DaemonSet", "ds-1", "ds-1", false},
+		{"no controller", "", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			created := t0.Add(-time.Minute)
+			if tc.newer {
+				created = t0.Add(time.Minute)
+			}
+			h.pod("a/first", tc.old, t0)
+			h.pod("b/second", tc.new, created)
+			first, second := h.runner("a/first"), h.runner("b/second")
+			h.round(first)
+			h.round(second)
+			if _, ok := h.api.lease.Annotations[AnnotationHandover]; ok {
+				t.Fatal("a handover was asked for")
+			}
+			h.round(first)
+			wantActing(t, first, true)
+			wantReason(t, second, "another evictd (a/first) acts on this node")
+		})
+	}
+}
+
+func TestAForgedRequestIsDropped(t *testing.T) {
+	h := newHarness(t)
+	h.pod("a/first", "ds-1", t0)
+	h.pod("b/second", "ds-2", t0.Add(time.Minute))
+	first := h.runner("a/first")
+	h.round(first)
+	l := h.api.lease.DeepCopy()
+	l.Annotations = map[string]string{AnnotationHandover: "b/second"}
+	if _, err := h.api.UpdateLease(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Step(RenewInterval(dur))
+	h.round(first)
+	wantActing(t, first, true)
+	if _, ok := h.api.lease.Annotations[AnnotationHandover]; ok || h.api.holder() != "a/first" {
+		t.Fatalf("holder %q annotations %v: want the request from another DaemonSet dropped", h.api.holder(), h.api.lease.Annotations)
+	}
+}
+
+func TestAPIErrorsShowAndTheHolderStopsInTime(t *testing.T) {
+	h := newHarness(t)
+	a := h.runner("evictd/a")
+	h.api.fail = apierrors.NewForbidden(leaseGR, "evictd-node-a", nil)
+	h.round(a)
+	wantActing(t, a, false)
+	wantReason(t, a, "forbidden", "Role in namespace kube-node-lease must grant leases")
+
+	h.api.fail = nil
+	h.round(a)
+	wantActing(t, a, true)
+	// Renewals fail: a acts on until its last renewal is a renewal
+	// interval from expiry, then says why it stopped.
+	h.api.fail = apierrors.NewServiceUnavailable("etcd down")
+	h.clk.Step(RenewInterval(dur))
+	h.round(a)
+	wantActing(t, a, true)
+	h.clk.Step(RenewInterval(dur))
+	h.round(a)
+	wantActing(t, a, false)
+	wantReason(t, a, "etcd down", "not acting")
+}
+
+func TestElectorRejectsBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		self string
+		d    time.Duration
+		want string
+	}{
+		{"", dur, `identity ""`},
+		{"a/b", time.Second, "lease duration 1s is below 3s"},
+	} {
+		if _, err := NewElector(ns, node, tc.self, tc.d); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewElector(%q, %v) = %v, want an error with %q", tc.self, tc.d, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,446 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package nodelease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/pkg/logging"
+)
+
+// API is the part of the API client the Runner uses (*kube.Client).
+type API interface {
+	GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
+	CreateLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
+	UpdateLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
+	DeleteLease(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+	WatchLeases(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// Options configure a Runner.
+type Options struct {
+	API       API
+	Namespace string
+	Node      string
+	// Identity is this agent's holder identity (Identity()).
+	Identity string
+	Duration time.Duration
+	// Pods lists the node's pods (the pod informer), to find the pods of
+	// the agents involved in a handover; nil: no handovers.
+	Pods func() []*v1.Pod
+	// NodeUID is the Node's UID ("" while unknown), for the ownerReference.
+	NodeUID func() types.UID
+	Clock   clock.WithTicker
+	Log     *zap.Logger
+	// Held is told, after each round, whether the agent acts (the metric);
+	// Failed counts each failed call to the Lease API.
+	Held   func(bool)
+	Failed func()
+}
+
+// Runner keeps the node lease: it acquires, renews, waits, hands over and
+// releases it, and tells the agent whether to act.
+type Runner struct {
+	o    Options
+	name string
+	kick chan struct{}
+
+	mu sync.Mutex
+	el *Elector
+	// cached is the Lease as last read, written or watched; nil: read it.
+	cached *coordinationv1.Lease
+	// err is the last round's failure (nil once a round succeeds).
+	err error
+	// tried: a round has finished.
+	tried bool
+	// said is the last reason logged, so each change is logged once.
+	said string
+	// acquired is closed the first time the agent acts.
+	acquired chan struct{}
+}
+
+// Identity is the holder identity: the pod's "namespace/name" from the
+// downward API (POD_NAMESPACE, POD_NAME), or outside a pod the host name
+// and process ID. A restarted container of the same pod keeps its identity,
+// so it takes its lease back at once.
+func Identity() string {
+	ns, pod := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+	if ns != "" && pod != "" {
+		return ns + "/" + pod
+	}
+	host, _ := os.Hostname()
+	return host + "_" + strconv.Itoa(os.Getpid())
+}
+
+// NewRunner checks o and returns a Runner.
+func NewRunner(o Options) (*Runner, error) {
+	if o.API == nil || o.Clock == nil {
+		return nil, errors.New("nodelease: a Runner needs an API and a clock")
+	}
+	el, err := NewElector(o.Namespace, o.Node, o.Identity, o.Duration)
+	if err != nil {
+		return nil, err
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.Pods == nil {
+		o.Pods = func() []*v1.Pod { return nil }
+	}
+	if o.NodeUID == nil {
+		o.NodeUID = func() types.UID { return "" }
+	}
+	if o.Held == nil {
+		o.Held = func(bool) {}
+	}
+	if o.Failed == nil {
+		o.Failed = func() {}
+	}
+	return &Runner{o: o, name: Name(o.Node), el: el, kick: make(chan struct{}, 1), acquired: make(chan struct{})}, nil
+}
+
+// Acting reports whether the agent holds the lease and may act now.
+func (r *Runner) Acting() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.el.Acting(r.o.Clock.Now())
+}
+
+// Acquired is closed the first time the agent acts.
+func (r *Runner) Acquired() <-chan struct{} { return r.acquired }
+
+// Check is the readiness check: nil while the agent acts, else why not.
+func (r *Runner) Check() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.o.Clock.Now()
+	if r.el.Acting(now) {
+		return nil
+	}
+	return errors.New(r.reasonLocked(now))
+}
+
+// reasonLocked says why the agent does not act.
+func (r *Runner) reasonLocked(now time.Time) string {
+	st := r.el.State(now)
+	lease := r.o.Namespace + "/" + r.name
+	switch {
+	case st.Acting:
+		return ""
+	case r.err != nil:
+		msg := fmt.Sprintf("node lease %s: %v: not acting (only the holder of the node's lease acts)", lease, r.err)
+		if apierrors.IsForbidden(r.err) {
+			msg += fmt.Sprintf("; evictd's Role in namespace %s must grant leases get, create, update, delete and watch (docs/install.md)", r.o.Namespace)
+		}
+		return msg
+	case st.HandedTo != "":
+		return fmt.Sprintf("handed the node lease %s over to %s, a newer pod of this DaemonSet: not acting", lease, st.HandedTo)
+	case st.Holder != "":
+		msg := fmt.Sprintf("another evictd (%s) acts on this node; waiting for its lease %s, held until %s", st.Holder, lease, st.Until.UTC().Format(time.RFC3339))
+		if st.Asked {
+			msg += "; asked it to hand over (a newer pod of the same DaemonSet)"
+		}
+		return msg
+	case r.tried:
+		return fmt.Sprintf("the node lease %s was not renewed in time: not acting until it is", lease)
+	}
+	return fmt.Sprintf("the node lease %s is not acquired yet", lease)
+}
+
+// Run keeps the lease until ctx ends. It does not release it: the agent
+// calls Release once it has stopped acting.
+func (r *Runner) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.watch(ctx)
+	}()
+	defer wg.Wait()
+	for {
+		wait := r.round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.kick:
+		case <-r.o.Clock.After(wait):
+		}
+	}
+}
+
+// maxRetries bounds the immediate re-reads of one round after conflicts.
+const maxRetries = 4
+
+// round reads the lease when it must, plans, writes, and returns how long
+// to wait for the next round.
+func (r *Runner) round(ctx context.Context) time.Duration {
+	wait := RenewInterval(r.o.Duration)
+	var err error
+	for range maxRetries {
+		var retry bool
+		wait, retry, err = r.try(ctx)
+		if !retry {
+			break
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tried = true
+	r.err = err
+	now := r.o.Clock.Now()
+	acting := r.el.Acting(now)
+	r.o.Held(acting)
+	if acting {
+		select {
+		case <-r.acquired:
+		default:
+			close(r.acquired)
+		}
+	}
+	r.sayLocked(now, acting)
+	if err != nil {
+		// Sooner than a renewal: a holder must renew before it stops acting.
+		wait = min(wait, time.Second)
+	}
+	return wait
+}
+
+// try is one read-plan-write; retry asks for another at once (a conflict:
+// another agent wrote).
+func (r *Runner) try(ctx context.Context) (time.Duration, bool, error) {
+	r.mu.Lock()
+	cur := r.cached
+	r.mu.Unlock()
+	// Only a holder renews from the lease it knows (a conflict tells it of
+	// any other write); a waiter reads, as its rounds are rare.
+	if cur == nil || cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != r.o.Identity {
+		cur = nil
+		got, err := r.o.API.GetLease(ctx, r.o.Namespace, r.name)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			r.o.Failed()
+			return 0, false, fmt.Errorf("get: %w", err)
+		default:
+			cur = got
+		}
+	}
+	r.mu.Lock()
+	p := r.el.Plan(Input{Now: r.o.Clock.Now(), Current: cur, Peer: r.peer, NodeUID: r.o.NodeUID()})
+	r.mu.Unlock()
+	var got *coordinationv1.Lease
+	var err error
+	switch p.Write {
+	case None:
+		r.mu.Lock()
+		r.cached = cur
+		r.mu.Unlock()
+		return p.Wait, false, nil
+	case Create:
+		got, err = r.o.API.CreateLease(ctx, p.Lease)
+	case Update:
+		got, err = r.o.API.UpdateLease(ctx, p.Lease)
+	}
+	r.mu.Lock()
+	r.el.Wrote(p, got, err)
+	if err == nil {
+		r.cached = got
+	} else {
+		r.cached = nil
+	}
+	r.mu.Unlock()
+	if p.HandOver != "" && err == nil {
+		r.o.Log.Info("handed the node lease over to a newer pod of this DaemonSet; not acting", zap.String("to", p.HandOver))
+	}
+	switch {
+	case err == nil:
+		return p.Wait, false, nil
+	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err):
+		// Another agent wrote first: read again and decide again.
+		return p.Wait, true, nil
+	}
+	r.o.Failed()
+	verb := "update"
+	if p.Write == Create {
+		verb = "create"
+	}
+	return p.Wait, false, fmt.Errorf("%s: %w", verb, err)
+}
+
+// sayLocked logs the agent's lease state once per change.
+func (r *Runner) sayLocked(now time.Time, acting bool) {
+	st := r.el.State(now)
+	var key string
+	switch {
+	case acting:
+		key = "acting"
+	case r.err != nil:
+		key = "error " + r.err.Error()
+	case st.HandedTo != "":
+		key = "handed " + st.HandedTo
+	case st.Holder != "":
+		key = fmt.Sprintf("waiting %s %t", st.Holder, st.Asked)
+	default:
+		key = "stale"
+	}
+	if key == r.said {
+		return
+	}
+	r.said = key
+	lease := zap.String("lease", r.o.Namespace+"/"+r.name)
+	switch {
+	case acting:
+		r.o.Log.Info("acting on this node: holding its lease", lease, zap.String("identity", r.o.Identity))
+	case r.err != nil:
+		r.o.Log.Error("the node lease cannot be read or written: not acting", lease, logging.Err(r.err),
+			zap.String("reason", r.reasonLocked(now)))
+	case st.HandedTo != "":
+		// Logged by try, where the handover is made.
+	case st.Holder != "":
+		r.o.Log.Warn("not acting: another evictd acts on this node", lease, zap.String("holder", st.Holder),
+			zap.Time("heldUntil", st.Until), zap.String("identity", r.o.Identity), zap.String("reason", r.reasonLocked(now)))
+	default:
+		r.o.Log.Warn("not acting: the node lease was not renewed in time", lease, zap.String("reason", r.reasonLocked(now)))
+	}
+}
+
+// peer finds an agent's pod in the informer by its identity.
+func (r *Runner) peer(identity string) Peer {
+	return PodPeer(r.o.Pods(), identity)
+}
+
+// PodPeer is identity's pod ("namespace/name") among pods.
+func PodPeer(pods []*v1.Pod, identity string) Peer {
+	for _, p := range pods {
+		if p.Namespace+"/"+p.Name != identity {
+			continue
+		}
+		peer := Peer{Known: true, Created: p.CreationTimestamp.Time}
+		if c := metav1.GetControllerOf(p); c != nil {
+			peer.Controller = c.UID
+		}
+		return peer
+	}
+	return Peer{}
+}
+
+// watchTimeout ends each watch; the next starts at once.
+const watchTimeout = 5 * time.Minute
+
+// watch feeds the Lease's changes to the rounds, so that a waiting agent
+// takes over the moment the holder releases it, and a holder sees a
+// handover request at once.
+func (r *Runner) watch(ctx context.Context) {
+	said := ""
+	for ctx.Err() == nil {
+		w, err := r.o.API.WatchLeases(ctx, r.o.Namespace, metav1.ListOptions{
+			FieldSelector: "metadata.name=" + r.name, TimeoutSeconds: ptr(int64(watchTimeout / time.Second)),
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.o.Failed()
+			if err.Error() != said {
+				said = err.Error()
+				// The rounds still poll: slower, not wrong.
+				r.o.Log.Warn("the node lease cannot be watched; a release is seen at the next poll", logging.Err(err))
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.o.Clock.After(RenewInterval(r.o.Duration)):
+			}
+			continue
+		}
+		said = ""
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue // a watch error (410 Gone): start again
+			}
+			r.mu.Lock()
+			if ev.Type == watch.Deleted {
+				r.cached = nil
+			} else if ev.Type == watch.Added || ev.Type == watch.Modified {
+				r.cached = l
+			}
+			r.mu.Unlock()
+			select {
+			case r.kick <- struct{}{}:
+			default:
+			}
+		}
+		w.Stop()
+	}
+}
+
+// releaseTimeout bounds the release at exit.
+const releaseTimeout = 5 * time.Second
+
+// Release deletes the lease if the agent holds it, so that the next agent
+// takes over at once (a rollout, an uninstall). Call it once the agent has
+// stopped acting. The deletion is conditional on the version the agent
+// wrote: a lease another agent has taken meanwhile is left alone.
+func (r *Runner) Release() {
+	r.mu.Lock()
+	held := r.el.held
+	cur := r.cached
+	r.el.Released()
+	r.o.Held(false)
+	r.mu.Unlock()
+	if !held {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	for range 2 {
+		if cur == nil {
+			got, err := r.o.API.GetLease(ctx, r.o.Namespace, r.name)
+			if err != nil {
+				if !apierrors.IsNotFound(err) {
+					r.releaseFailed(err)
+				}
+				return
+			}
+			cur = got
+		}
+		if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != r.o.Identity {
+			return
+		}
+		uid, rv := cur.UID, cur.ResourceVersion
+		err := r.o.API.DeleteLease(ctx, r.o.Namespace, r.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			r.o.Log.Info("released the node lease", zap.String("lease", r.o.Namespace+"/"+r.name))
+			return
+		case apierrors.IsConflict(err):
+			// Written since (a handover request): read it and try again.
+			cur = nil
+			continue
+		}
+		r.releaseFailed(err)
+		return
+	}
+}
+
+func (r *Runner) releaseFailed(err error) {
+	r.o.Failed()
+	r.o.Log.Warn("the node lease was not released; another agent takes over when it expires", logging.Err(err),
+		zap.Duration("leaseDuration", r.o.Duration))
+}

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/test/e2e/agent/evictdproc"
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+// leaseDuration is short so that the take-over after a SIGKILL is quick; it
+// is renewed every second.
+const leaseDuration = 3 * time.Second
+
+// startLeaseAgent starts one more evictd on m's node, with the shipped
+// RBAC's token, and does not wait for it to be ready (a waiting agent never
+// is). Its cleanup stops it if it still runs; the test checks each exit.
+func startLeaseAgent(t *testing.T, m *memoryNode, name string) *evictd {
+	t.Helper()
+	bin := framework.RequireBinary(t, "evictd")
+	args := append([]string{
+		"--kubeconfig=" + m.c.EvictdKubeconfig, "--node-name=" + m.node.Name,
+		"--host-root=" + m.node.HostRoot, "--cgroup-root=" + m.node.CgroupRoot, "--node-cgroup=" + m.node.CgroupRoot,
+		"--eviction-pressure-transition-period=2s", "--node-lease-duration=" + leaseDuration.String(),
+	}, memoryFlags...)
+	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), name+".log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("started %s: %s", name, strings.Join(p.Args(), " "))
+	e := &evictd{t: t, p: p}
+	t.Cleanup(func() {
+		if !p.Exited() {
+			_, _, _ = p.Stop(stopGrace)
+		}
+		if t.Failed() {
+			t.Logf("%s's log (last 40 lines):\n%s", name, p.Tail(40))
+		}
+	})
+	return e
+}
+
+func leaseHeld(t *testing.T, e *evictd) float64 {
+	t.Helper()
+	return e.scrape().Value(t, "evictd_node_lease_held", nil)
+}
+
+func isReady(code int, _ string) bool { return code == http.StatusOK }
+
+func waitingFor(holder string) func(int, string) bool {
+	return func(code int, body string) bool {
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "another evictd ("+holder+") acts on this node; waiting for its lease")
+	}
+}
+
+// TestNodeLeaseOneAgentActs: two, then three evictd on one node. One acts,
+// the others wait not ready, naming the holder in /readyz, their log and
+// evictd_node_lease_held. A SIGTERMed holder releases the lease and the
+// next agent takes over at once; a SIGKILLed one is taken over once its
+// lease expires. Under pressure only the holder evicts: the waiting agent
+// neither evicts nor starts an episode (whose Events it would write).
+func TestNodeLeaseOneAgentActs(t *testing.T) {
+	m := newMemoryNode(t, "lease")
+	ctx := context.Background()
+	lease := "evictd-" + m.node.Name
+
+	a := startLeaseAgent(t, m, "a")
+	a.waitReadyz(60*time.Second, "became ready", isReady)
+	aID := a.waitLog(10*time.Second, "acting on this node: holding its lease", nil).Str("identity")
+	b := startLeaseAgent(t, m, "b")
+	_, _, body := b.waitReadyz(60*time.Second, "said it waits for a's lease", waitingFor(aID))
+	t.Logf("b's /readyz: %s", body)
+	b.waitLog(10*time.Second, "not acting: another evictd acts on this node", func(l logEntry) bool { return l.Str("holder") == aID })
+	if got := leaseHeld(t, a); got != 1 {
+		t.Errorf("a: evictd_node_lease_held = %v, want 1", got)
+	}
+	if got := leaseHeld(t, b); got != 0 {
+		t.Errorf("b: evictd_node_lease_held = %v, want 0", got)
+	}
+	l, err := m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != aID {
+		t.Errorf("lease holder %v, want %s", l.Spec.HolderIdentity, aID)
+	}
+	if refs := l.OwnerReferences; len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != m.node.Name {
+		t.Errorf("lease owner references %+v, want the Node %s", refs, m.node.Name)
+	}
+
+	// SIGTERM: a releases the lease on its way out; b takes over at once.
+	killed, code, err := a.p.Stop(stopGrace)
+	if killed || code != 0 || err != nil {
+		t.Fatalf("a after SIGTERM: killed %v, exit code %d, %v", killed, code, err)
+	}
+	stopped := time.Now()
+	a.waitLog(time.Second, "released the node lease", nil)
+	took, _, _ := b.waitReadyz(10*time.Second, "became ready after a's release", isReady)
+	t.Logf("b ready %s after a exited (SIGTERM)", took.Sub(stopped).Round(time.Millisecond))
+	if d := took.Sub(stopped); d > 2*time.Second {
+		t.Errorf("b took over %s after a's release, want at once (under 2s, far below the %s lease)", d, leaseDuration)
+	}
+	bID := b.waitLog(5*time.Second, "acting on this node: holding its lease", nil).Str("identity")
+
+	// SIGKILL: b leaves its lease behind; c takes over once it expires.
+	c := startLeaseAgent(t, m, "c")
+	c.waitReadyz(60*time.Second, "said it waits for b's lease", waitingFor(bID))
+	if err := syscall.Kill(b.p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	took, _, _ = c.waitReadyz(leaseDuration+10*time.Second, "became ready after b's lease expired", isReady)
+	t.Logf("c ready %s after b was killed (SIGKILL, lease %s)", took.Sub(killedAt).Round(time.Millisecond), leaseDuration)
+	if d := took.Sub(killedAt); d < leaseDuration/3 {
+		t.Errorf("c took over %s after b was killed, before b's lease could have expired (%s, renewed every %s)", d, leaseDuration, leaseDuration/3)
+	}
+
+	// Pressure with a waiting agent beside the holder: only the holder evicts.
+	d := startLeaseAgent(t, m, "d")
+	cID := c.waitLog(5*time.Second, "acting on this node: holding its lease", nil).Str("identity")
+	d.waitReadyz(60*time.Second, "said it waits for c's lease", waitingFor(cID))
+	_, hog := m.startHog(t, hogSpec(50, 600))
+	evs := waitEvictions(t, c, 3, evictionTimeout)
+	c.waitLog(30*time.Second, "pressure episode ended", func(l logEntry) bool { return l.TS.After(evs[len(evs)-1].TS) })
+	if got := podsOf(evs); len(got) < 3 || got[len(got)-1] != podKey(hog) {
+		t.Errorf("c evicted %v, want the memory scenario's victims ending with the hog", got)
+	}
+	for _, msg := range []string{"evicted pod", "pressure episode started", "threshold met"} {
+		if got := d.find(msg); len(got) > 0 {
+			t.Errorf("the waiting agent d logged %q %d times: it must not act; first: %s", msg, len(got), got[0].Raw)
+		}
+	}
+	if got := d.scrape().Evictions("evicted"); got > 0 {
+		t.Errorf("d: evictd_evictions_total{result=evicted} = %v, want none", got)
+	}
+	// d still observes: its signal shows the pressure it did not act on.
+	if got := d.scrape().Value(t, "evictd_signal_available_bytes", map[string]string{"signal": "memory.available"}); got <= 0 {
+		t.Errorf("d: evictd_signal_available_bytes{memory.available} = %v, want an observed value", got)
+	}
+
+	for name, e := range map[string]*evictd{"c": c, "d": d} {
+		if killed, code, err := e.p.Stop(stopGrace); killed || code != 0 || err != nil {
+			t.Errorf("%s after SIGTERM: killed %v, exit code %d, %v", name, killed, code, err)
+		}
+	}
+	// Nothing left behind once the last agent has gone.
+	if _, err := m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("lease %s after every agent stopped: %v, want NotFound", lease, err)
+	}
+}
+
+// TestNodeLeaseRBAC: the shipped manifest's Role lets evictd's
+// ServiceAccount do exactly what pkg/nodelease does with leases in
+// kube-node-lease, and nothing with leases anywhere else.
+func TestNodeLeaseRBAC(t *testing.T) {
+	c := framework.Start(t)
+	other := c.Namespace(t, "lease-rbac")
+	review := func(ns, verb string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := c.EvictdClient.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: verb, Group: "coordination.k8s.io", Resource: "leases",
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("SelfSubjectAccessReview %s leases in %q: %v", verb, ns, err)
+		}
+		return r.Status.Allowed
+	}
+	for _, verb := range []string{"get", "create", "update", "delete", "watch"} {
+		if !review("kube-node-lease", verb) {
+			t.Errorf("%s leases in kube-node-lease is denied; pkg/nodelease needs it", verb)
+		}
+		for _, ns := range []string{other, metav1.NamespaceAll} {
+			if review(ns, verb) {
+				t.Errorf("%s leases in %q is allowed; only kube-node-lease's are evictd's", verb, ns)
+			}
+		}
+	}
+	for _, verb := range []string{"list", "patch", "deletecollection"} {
+		if review("kube-node-lease", verb) {
+			t.Errorf("%s leases in kube-node-lease is allowed; no code uses it", verb)
+		}
+	}
+}
