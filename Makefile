@@ -7,7 +7,10 @@ BIN         := $(OUT)/bin
 TOOLS       := $(OUT)/tools
 STATICCHECK := $(TOOLS)/staticcheck
 STATICCHECK_VERSION := v0.8.2
-VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release's version, set once in the VERSION file: the binaries (evictd --version and
+# evictd_build_info), the image's name and labels, and the chart's version and appVersion (which
+# test/deploy holds equal to it) all say it; the commit goes alongside as the revision.
+VERSION     ?= $(shell cat VERSION)
 # The commit and its date (the build date of a reproducible build: the same commit gives the same
 # binary), and whether the tree had uncommitted changes.
 REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null)
@@ -115,6 +118,21 @@ $(STATICCHECK):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(abspath $(TOOLS)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+# The real helm CLI, built from the Helm module test/deploy already requires (so its version is the
+# one the chart tests render with, and its packages come from the same build cache); stamped with
+# that version, which helm's own source only knows as major.minor.
+## promtool: Prometheus's promtool (hack/promtool, its own module; hack/build-promtool.sh skips
+## the build when the module is unchanged), which runs the alerts' unit tests in test/deploy.
+PROMTOOL := $(TOOLS)/promtool
+$(PROMTOOL): FORCE
+	hack/build-promtool.sh $(TOOLS)
+
+HELM := $(TOOLS)/helm
+$(HELM): FORCE
+	@mkdir -p $(TOOLS)
+	cd test/deploy && $(GO) build -trimpath -ldflags "-X helm.sh/helm/v3/internal/version.version=$$($(GO) list -m \
+	  -f '{{.Version}}' helm.sh/helm/v3)" -o $(abspath $@) helm.sh/helm/v3/cmd/helm
+
 ## demo: a local real cluster, a simulated node under memory pressure, evictd at work.
 demo: build cluster-bins
 	hack/demo.sh
@@ -183,10 +201,43 @@ $(IMAGE_TOOL): FORCE
 test-image:
 	cd hack/image && $(GO) test -count=1 ./...
 
+## release: what an operator pins, for the version in VERSION, in _output/release: the image for
+## linux/amd64 and linux/arm64 (evictd-VERSION-image.tar, an OCI image layout in a tar, as
+## `make image` writes it, named evictd:VERSION, its creation time the commit's), the packaged chart
+## (evictd-VERSION.tgz, by `helm package`), the SPDX 2.3 SBOM of both binaries
+## (evictd-VERSION.spdx.json, from the module list Go embeds in each: hack/sbom) and SHA256SUMS of
+## the three. The chart's version and appVersion must be VERSION. Not part of make test, which
+## runs it once in test/deploy (TestRelease).
+RELEASE_DIR    ?= $(OUT)/release
+RELEASE_ARCHES := amd64 arm64
+SBOM_TOOL      := $(TOOLS)/sbom
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+.PHONY: release test-sbom
+release: $(IMAGE_TOOL) $(HELM) $(SBOM_TOOL) $(foreach a,$(RELEASE_ARCHES),$(OUT)/linux-$(a)/evictd)
+	@v=$$(sed -n 's/^version: *//p' deploy/helm/evictd/Chart.yaml); a=$$(sed -n 's/^appVersion: *//p' deploy/helm/evictd/Chart.yaml | tr -d '"'); \
+	  if [ "$$v" != "$(VERSION)" ] || [ "$$a" != "$(VERSION)" ]; then \
+	    echo "release: deploy/helm/evictd/Chart.yaml has version $$v and appVersion $$a, VERSION says $(VERSION): set both to it" >&2; exit 2; fi
+	@mkdir -p $(RELEASE_DIR)
+	rm -f $(RELEASE_DIR)/evictd-* $(RELEASE_DIR)/SHA256SUMS
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(IMAGE_TOOL) $(foreach a,$(RELEASE_ARCHES),--binary $(OUT)/linux-$(a)/evictd) \
+	  --name evictd:$(VERSION) --format oci-layout $(IMAGE_LABELS) --out $(RELEASE_DIR)/evictd-$(VERSION)-image.tar
+	$(HELM) package deploy/helm/evictd --destination $(RELEASE_DIR)
+	$(SBOM_TOOL) --name evictd --version $(VERSION) --created $(BUILD_DATE) --out $(RELEASE_DIR)/evictd-$(VERSION).spdx.json \
+	  $(foreach a,$(RELEASE_ARCHES),$(OUT)/linux-$(a)/evictd)
+	cd $(RELEASE_DIR) && sha256sum evictd-$(VERSION)-image.tar evictd-$(VERSION).tgz evictd-$(VERSION).spdx.json > SHA256SUMS
+
+$(SBOM_TOOL): FORCE
+	@mkdir -p $(TOOLS)
+	cd hack/sbom && GOOS= GOARCH= $(GO) build -o $(abspath $@) .
+
+## test-sbom: the SBOM writer's tests (hack/sbom, its own module).
+test-sbom:
+	cd hack/sbom && $(GO) test -count=1 ./...
+
 ## test-deploy: the Helm chart, the alerting rules and the dashboard (test/deploy, its own module,
 ## so the main module never depends on Helm or Prometheus): renders, rule and query checks, and a
 ## server-side dry run of the chart's objects on the test control plane.
-test-deploy: cluster-bins $(STATICCHECK)
+test-deploy: cluster-bins $(STATICCHECK) $(HELM) $(PROMTOOL)
 	cd test/deploy && $(GO) vet ./... && $(abspath $(STATICCHECK)) ./...
 	cd test/deploy && $(GO) test -count=1 -timeout 10m ./...
 

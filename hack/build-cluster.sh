@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the
-# kubelet from the tools module in hack/cluster into the given directory. The
-# scheduler and the kubelet serve the VM node (test/vmnode, make e2e-node). A
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the
+# kubelet and kubectl from the tools module in hack/cluster into the given
+# directory. The scheduler and the kubelet serve the VM node (test/vmnode, make
+# e2e-node); kubectl runs the docs' commands in test/deploy. A
 # build is skipped when the binaries exist and were built from the same tools
 # module (a hash stamp of the module files and this script).
 #
@@ -13,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "${1:?usage: build-cluster.sh OUTDIR}" && cd "$1" && pwd)
 module=${CLUSTER_MODULE:-$here/cluster}
 stamp="$out/.cluster-stamp"
-bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet)
+bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 want=$(cat "$module/go.mod" "$module/go.sum" "$module/tools.go" "$here/build-cluster.sh" \
   | sha256sum | cut -d' ' -f1)
 
@@ -35,6 +36,7 @@ declare -A pkg=(
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
   [kubelet]=k8s.io/kubernetes/cmd/kubelet
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl
 )
 # Without these the Kubernetes commands report v0.0.0-master, and the kubelet
 # registers its node with that version. The version is the module's own.
@@ -43,7 +45,7 @@ kmajor=${kver#v}; kmajor=${kmajor%%.*}
 kminor=${kver#v*.}; kminor=${kminor%%.*}
 vpkg=k8s.io/component-base/version
 ldflags="-X $vpkg.gitVersion=$kver -X $vpkg.gitMajor=$kmajor -X $vpkg.gitMinor=$kminor"
-# One go build for the five: it schedules their packages and links together on every core (one
+# One go build for all of them: it schedules their packages and links together on every core (one
 # build after another leaves a core idle through each link). -s -w: no symbol table or DWARF
 # (smaller binaries; the link time it saves was not measured apart); stack traces come from the
 # runtime's own tables and stay complete.

@@ -15,7 +15,7 @@
 # than the CPU or take only the CPU the timed tests leave (docs/ci.md has the measurements):
 #   - the downloads (apt-get for the VM node, the tool modules' go mod download) run in the
 #     background from the start;
-#   - the checks (verify, test-image, test-dashboard, deploy-lint, test-deploy: compilers and
+#   - the checks (verify, test-image, test-dashboard, test-sbom, deploy-tools, deploy-lint, test-deploy: compilers and
 #     linters, no timing in them) run in a lane of their own under nice 19 from the end of build
 #     on, taking the CPU the timed tests leave, never theirs;
 #   - e2e (about a quarter of one core: its tests mostly wait on grace periods and soaks) runs in
@@ -174,7 +174,7 @@ end_lane() {
 }
 
 stages=(tools modules vm-prepare modules-tools build cluster-bins unit e2e node-ready node
-  node-imagefs node-cgroupfs verify test-image test-dashboard deploy-lint test-deploy)
+  node-imagefs node-cgroupfs verify test-image test-dashboard test-sbom deploy-tools deploy-lint test-deploy)
 finish() {
   local name r secs p f sk passed=0 failed=0 skipped=0
   echo
@@ -207,7 +207,7 @@ fi
 # hack/vm/prepare.sh) and the other modules' downloads (the control plane's is the largest).
 if wanted node-ready; then background vm-prepare 1800 hack/vm/prepare.sh _output/vm; fi
 if wanted cluster-bins; then
-  background modules-tools 1800 bash -c "set -e; for m in hack/cluster hack/node hack/image hack/dashboard test/deploy; do \
+  background modules-tools 1800 bash -c "set -e; for m in hack/cluster hack/node hack/image hack/dashboard hack/promtool hack/sbom test/deploy; do \
     echo \"go mod download in \$m\"; (cd \$m && $GO mod download); done"
 fi
 step modules 1800 "$GO" mod download
@@ -217,8 +217,12 @@ checks() {
   step verify "$budget" make --no-print-directory verify
   gotest test-image "$budget" hack/image --quiet ./...
   gotest test-dashboard "$budget" hack/dashboard --quiet ./...
+  gotest test-sbom "$budget" hack/sbom --quiet ./...
   await cluster-bins
   if needs test-deploy cluster-bins verify; then
+    # The real tools test-deploy runs: promtool for the alerts' unit tests (TestPromtoolRules;
+    # skipped when already built) and helm for the documented commands (TestDocCommands).
+    step deploy-tools "$budget" bash -c "hack/build-promtool.sh _output/tools && make --no-print-directory _output/tools/helm"
     step deploy-lint "$budget" bash -c "cd test/deploy && $GO vet ./... && ../../_output/tools/staticcheck ./..."
     gotest test-deploy "$budget" test/deploy --quiet ./...
   fi
@@ -282,7 +286,7 @@ node_cgroupfs() { named node-cgroupfs cgroupfs "${cgroupfs_tests[@]}"; }
 any_wanted() { local s; for s in "$@"; do wanted "$s" && return 0; done; return 1; }
 
 step build 1200 make --no-print-directory build
-any_wanted verify test-image test-dashboard deploy-lint test-deploy && lane checks 19 checks
+any_wanted verify test-image test-dashboard test-sbom deploy-tools deploy-lint test-deploy && lane checks 19 checks
 join modules-tools
 step cluster-bins 2400 make --no-print-directory cluster-bins
 # shellcheck disable=SC2046

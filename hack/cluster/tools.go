@@ -3,8 +3,8 @@
 //go:build tools
 
 // Package tools pins the Kubernetes commands this module builds: the control
-// plane for every e2e test, and the scheduler and kubelet of the VM node
-// (test/vmnode).
+// plane for every e2e test, the scheduler and kubelet of the VM node
+// (test/vmnode), and kubectl, with which test/deploy runs the docs' commands.
 package tools
 
 import (
@@ -12,5 +12,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )

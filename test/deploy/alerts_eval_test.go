@@ -62,8 +62,8 @@ load 1m
   evictd_evictions_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="memory.available",result="refused"} 0+1x20
   evictd_evictions_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="memory.available",result="refused"} 0+0x20
   evictd_evictions_total{job="evictd",node="e",namespace="evictd-system",pod="evictd-e",signal="memory.available",result="webhook_failed"} 0+1x20
-  evictd_eviction_stuck_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",resource="memory"} 0+1x20
-  evictd_eviction_stuck_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",resource="memory"} 0+0x20
+  evictd_eviction_stuck_victims{job="evictd",node="a",namespace="evictd-system",pod="evictd-a"} 1+0x20
+  evictd_eviction_stuck_victims{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 0+0x20
   evictd_wakeup_source_active{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",source="psi"} 0+0x20
   evictd_wakeup_source_active{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",source="psi"} 1+0x20
   evictd_ready{job="evictd",node="d",namespace="evictd-system",pod="evictd-d"} 0+0x20
@@ -74,6 +74,18 @@ load 1m
   evictd_pressure_episode_cap_reached{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",resource="memory"} 0+0x20
   evictd_wakeup_source_active{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",source="memory_events"} 1+0x20
   evictd_wakeup_source_active{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",source="poll"} 1+0x20
+  evictd_ready{job="evictd",node="h",namespace="evictd-system",pod="evictd-h"} 0+0x20
+  evictd_observation_last_success_timestamp_seconds{job="evictd",node="h",namespace="evictd-system",pod="evictd-h"} 0+60x20
+  evictd_node_lease_held{job="evictd",node="h",namespace="evictd-system",pod="evictd-h"} 0+0x20
+  evictd_node_lease_errors_total{job="evictd",node="h",namespace="evictd-system",pod="evictd-h"} 0+0x20
+  evictd_ready{job="evictd",node="i",namespace="evictd-system",pod="evictd-i"} 0+0x20
+  evictd_observation_last_success_timestamp_seconds{job="evictd",node="i",namespace="evictd-system",pod="evictd-i"} 0+60x20
+  evictd_node_lease_held{job="evictd",node="i",namespace="evictd-system",pod="evictd-i"} 0+0x20
+  evictd_node_lease_errors_total{job="evictd",node="i",namespace="evictd-system",pod="evictd-i"} 0+1x20
+  evictd_node_lease_held{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 0+0x20
+  evictd_node_lease_errors_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 0+0x20
+  evictd_threshold_below_kubelet{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="memory.available"} 1+0x20
+  evictd_threshold_below_kubelet{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="memory.available"} 0+0x20
   kube_daemonset_status_desired_number_scheduled{job="kube-state-metrics",namespace="evictd-system",daemonset="evictd"} 4+0x20
   kube_daemonset_status_number_ready{job="kube-state-metrics",namespace="evictd-system",daemonset="evictd"} 3+0x20
   kube_daemonset_status_desired_number_scheduled{job="kube-state-metrics",namespace="other",daemonset="evictd-canary"} 2+0x20
@@ -103,14 +115,25 @@ load 1m
 		// d is unready while it observes (informers not synced, say); a is
 		// unready because it does not observe, which EvictdNotObserving
 		// names, and it cannot read a signal (EvictdSignalUnreadable): a
-		// pages once, for its cause. b is ready.
-		{"EvictdNotReady", []string{"d"}},
+		// pages once, for its cause. b is ready. h waits for the node's
+		// lease (EvictdNodeLeaseWaiting's); i's lease calls fail, which is
+		// no wait for another agent.
+		{"EvictdNotReady", []string{"d", "i"}},
+		// h waits, unready, for a lease another evictd holds; i's lease
+		// calls fail; b holds none but is ready (a dry run).
+		{"EvictdNodeLeaseWaiting", []string{"h"}},
+		// a's memory.available threshold sits at or below the kubelet's;
+		// b's does not.
+		{"EvictdThresholdBelowKubelet", []string{"a"}},
 		// a's last success is 20 minutes old; b's and d's are now.
 		{"EvictdNotObserving", []string{"a"}},
 		// 10% of a's observations fail, under 2% of b's.
 		{"EvictdObservationsFailing", []string{"a"}},
 		// Only evictd's own targets count.
 		{"EvictdDown", []string{"a"}},
+		// evictd's targets are there (deploy/monitoring/tests has the
+		// case where none is).
+		{"EvictdAbsent", nil},
 		// a cannot read pid.available; b can.
 		{"EvictdSignalUnreadable", []string{"a"}},
 		// a's eviction calls fail; b's did not.

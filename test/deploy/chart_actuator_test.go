@@ -133,7 +133,7 @@ func TestManifestActuatorCommented(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deploy/daemonset.yaml with the actuator uncommented: %v", err)
 	}
-	equalsChart(t, want, "namespace: {create: true}\nactuator: {enabled: true}", "deploy/daemonset.yaml with the actuator uncommented")
+	equalsChart(t, want, "actuator: {enabled: true}", "deploy/daemonset.yaml with the actuator uncommented")
 }
 
 // uncommentActuator uncomments the actuator's blocks of a manifest: a line

@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -45,6 +46,21 @@ func render(t *testing.T, valuesYAML string) ([]*unstructured.Unstructured, erro
 // renderRelease renders the chart as release name in namespace ns.
 func renderRelease(t *testing.T, name, ns, valuesYAML string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
+	rel, err := dryRunInstall(t, name, ns, valuesYAML)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := framework.ParseManifest(strings.NewReader(rel.Manifest))
+	if err != nil {
+		t.Fatalf("rendered manifest: %v\n%s", err, rel.Manifest)
+	}
+	return objs, nil
+}
+
+// dryRunInstall is `helm install name -n ns --dry-run` with valuesYAML, on
+// the client alone: the release with its manifest and NOTES.
+func dryRunInstall(t *testing.T, name, ns, valuesYAML string) (*release.Release, error) {
+	t.Helper()
 	chrt, err := loader.Load(repoPath(t, "deploy", "helm", "evictd"))
 	if err != nil {
 		t.Fatalf("load chart: %v", err)
@@ -61,15 +77,7 @@ func renderRelease(t *testing.T, name, ns, valuesYAML string) ([]*unstructured.U
 	install.Namespace = ns
 	// The API server the dry-run test starts is this version.
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
-	rel, err := install.Run(chrt, vals)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := framework.ParseManifest(strings.NewReader(rel.Manifest))
-	if err != nil {
-		t.Fatalf("rendered manifest: %v\n%s", err, rel.Manifest)
-	}
-	return objs, nil
+	return install.Run(chrt, vals)
 }
 
 // mustRender renders and fails the test on an error.

@@ -3,9 +3,12 @@
 package deploy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -220,7 +223,7 @@ func TestChartEvictionRequest(t *testing.T) {
 func TestChartImage(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	for values, want := range map[string]string{
-		"": "evictd:dev",
+		"": "evictd:" + repoVersion(t),
 		"image: {repository: r.example/evictd, tag: v1}":                         "r.example/evictd:v1",
 		"image: {repository: r.example/evictd, tag: v1, digest: " + digest + "}": "r.example/evictd@" + digest,
 	} {
@@ -284,24 +287,51 @@ func TestChartSchemaKnowsEverySignal(t *testing.T) {
 	}
 }
 
-// TestChartKubeVersion: the chart installs on the oldest Kubernetes whose
-// API has every field it uses (recursiveReadOnly, GA in 1.33) and refuses
-// an older one.
+// TestChartKubeVersion: one statement of the supported Kubernetes versions.
+// docs/compat.md's "Supported Kubernetes versions" names the oldest release;
+// the chart installs on it and refuses the one before, and README.md,
+// docs/install.md and the chart's README say the same release.
 func TestChartKubeVersion(t *testing.T) {
+	compat, err := os.ReadFile(repoPath(t, "docs", "compat.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`evictd supports Kubernetes 1\.(\d+) or newer`).FindSubmatch(compat)
+	if m == nil {
+		t.Fatal(`docs/compat.md does not say "evictd supports Kubernetes 1.N or newer"`)
+	}
+	oldest, _ := strconv.Atoi(string(m[1]))
+	stated := fmt.Sprintf("Kubernetes 1.%d or newer", oldest)
+	for _, doc := range [][]string{{"README.md"}, {"docs", "install.md"}, {"deploy", "helm", "evictd", "README.md"}} {
+		b, err := os.ReadFile(repoPath(t, doc...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(strings.Fields(string(b)), " ")
+		if !strings.Contains(text, stated) {
+			t.Errorf("%s does not say %q, as docs/compat.md does", filepath.Join(doc...), stated)
+		}
+		for _, other := range regexp.MustCompile(`Kubernetes 1\.(\d+) or newer`).FindAllStringSubmatch(text, -1) {
+			if other[1] != strconv.Itoa(oldest) {
+				t.Errorf("%s says %q; docs/compat.md says %q", filepath.Join(doc...), other[0], stated)
+			}
+		}
+	}
 	chrt, err := loader.Load(repoPath(t, "deploy", "helm", "evictd"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for v, ok := range map[string]bool{"1.32": false, "1.33": true} {
+	for minor, ok := range map[int]bool{oldest - 1: false, oldest: true} {
 		install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 		install.ClientOnly, install.DryRun, install.ReleaseName, install.Namespace = true, true, "evictd", "evictd-system"
-		minor := strings.Split(v, ".")[1]
-		install.KubeVersion = &chartutil.KubeVersion{Version: "v" + v + ".0", Major: "1", Minor: minor}
+		install.KubeVersion = &chartutil.KubeVersion{Version: fmt.Sprintf("v1.%d.0", minor), Major: "1", Minor: strconv.Itoa(minor)}
 		_, err := install.Run(chrt, map[string]any{})
 		if (err == nil) != ok {
-			t.Errorf("Kubernetes %s: %v; want installable %v", v, err, ok)
+			t.Errorf("Kubernetes 1.%d: %v; want installable %v (docs/compat.md: %s)", minor, err, ok, stated)
 		}
 	}
+	// The manifest's own floor: recursiveReadOnly (GA in 1.33) is used,
+	// so the supported release may not drop below 1.33.
 	objs := mustRender(t, "")
 	ds := find(t, objs, "DaemonSet", "evictd")
 	var rro int
@@ -311,6 +341,6 @@ func TestChartKubeVersion(t *testing.T) {
 		}
 	}
 	if rro == 0 {
-		t.Error("no mount uses recursiveReadOnly: kubeVersion may be lowered (Chart.yaml says why it is 1.33)")
+		t.Error("no mount uses recursiveReadOnly: the manifest alone would no longer need 1.33 (docs/compat.md says why)")
 	}
 }

@@ -21,8 +21,10 @@ import (
 )
 
 // TestChartDefaultsEqualManifest: with default values, installed as
-// release "evictd" in namespace evictd-system with namespace.create, the
-// chart renders the objects of deploy/daemonset.yaml field for field, once
+// release "evictd" in namespace evictd-system, the chart renders the
+// objects of deploy/daemonset.yaml but its Namespace (which a Helm user
+// creates before installing: templates/namespace.yaml says why) field for
+// field, once
 // the two things only a Helm release has are taken out of the chart's side:
 // Helm's standard labels (helm.sh/chart, app.kubernetes.io/instance,
 // version and managed-by, in metadata, selectors and pod labels alike) and
@@ -38,6 +40,7 @@ func equalsChart(t *testing.T, want []*unstructured.Unstructured, values, what s
 	for _, o := range got {
 		withoutReleaseIdentity(t, o)
 	}
+	want = slices.DeleteFunc(slices.Clone(want), func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
 	wantBy, gotBy := byKey(t, want), byKey(t, got)
 	if !slices.Equal(keys(wantBy), keys(gotBy)) {
 		t.Fatalf("the chart renders %v; %s has %v", keys(gotBy), what, keys(wantBy))
@@ -54,7 +57,7 @@ func TestChartDefaultsEqualManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	equalsChart(t, want, "namespace: {create: true}", "deploy/daemonset.yaml")
+	equalsChart(t, want, "", "deploy/daemonset.yaml")
 }
 
 // helmLabels are the standard labels a release adds beyond
@@ -93,12 +96,12 @@ func withoutReleaseIdentity(t *testing.T, o *unstructured.Unstructured) {
 	}
 	clusterName := defaultRelease + "-" + defaultNamespace
 	switch o.GetKind() {
-	case "ClusterRole", "ClusterRoleBinding":
+	case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 		if o.GetName() != clusterName {
 			t.Errorf("%s: want the name %s, release name and namespace", key(o), clusterName)
 		}
 		o.SetName("evictd")
-		if o.GetKind() == "ClusterRoleBinding" {
+		if o.GetKind() == "ClusterRoleBinding" || o.GetKind() == "RoleBinding" {
 			if err := unstructured.SetNestedField(o.Object, "evictd", "roleRef", "name"); err != nil {
 				t.Fatal(err)
 			}
@@ -109,8 +112,8 @@ func withoutReleaseIdentity(t *testing.T, o *unstructured.Unstructured) {
 // fullValues sets every value the chart has to something other than its
 // default.
 const fullValues = `
-namespace: {create: true}
 image: {repository: registry.example/evictd, tag: v9.9.9, pullPolicy: Always}
+nodeLease: {enabled: true, namespace: kube-public}
 imagePullSecrets: [{name: registry-example}]
 commonLabels: {team: platform}
 hostPaths:
@@ -177,7 +180,13 @@ func TestChartValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		if o.GetKind() != "Namespace" && o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != "evictd-chart" {
+		switch {
+		case o.GetKind() == "Role" || o.GetKind() == "RoleBinding":
+			// The node lease's grant, where every install's leases meet.
+			if o.GetNamespace() != "kube-public" {
+				t.Errorf("%s is not in nodeLease.namespace kube-public", key(o))
+			}
+		case o.GetKind() != "Namespace" && o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != "evictd-chart":
 			t.Errorf("%s is not in the release namespace evictd-chart", key(o))
 		}
 		l := o.GetLabels()
@@ -186,7 +195,6 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("%s has labels %v; want the standard ones and commonLabels", key(o), l)
 		}
 	}
-	find(t, objs, "Namespace", "evictd-chart")
 	sa := find(t, objs, "ServiceAccount", "evictd-agent")
 	if sa.GetAnnotations()["example.com/role"] != "agent" {
 		t.Errorf("ServiceAccount annotations %v", sa.GetAnnotations())
@@ -208,7 +216,7 @@ func TestChartValues(t *testing.T) {
 	wantArgs := []any{"run", "--host-root=/host", "--node-name=$(NODE_NAME)", "--metrics-bind-address=:9800",
 		"--image-fs=/data/containers/images", "--container-fs=/data/containers/layers",
 		"--config=/etc/evictd/config.yaml", "--dry-run", "--pdb-policy=best-effort", "--log-level=debug", "--log-format=console",
-		"--eviction-rate=2"}
+		"--node-lease-namespace=kube-public", "--eviction-rate=2"}
 	if !reflect.DeepEqual(c["args"], wantArgs) {
 		t.Errorf("args %v; want %v", c["args"], wantArgs)
 	}
@@ -216,7 +224,9 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("containerPort %v (%T); want 9800", port, port)
 	}
 	// 7/8 of the 128Mi limit.
-	assertYAMLEqual(t, "env", c["env"], `[{name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}, {name: GOMEMLIMIT, value: 112MiB}]`)
+	assertYAMLEqual(t, "env", c["env"], `[{name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}},
+		{name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}, {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}},
+		{name: GOMEMLIMIT, value: 112MiB}]`)
 	assertYAMLEqual(t, "resources", c["resources"], `{requests: {cpu: 50m, memory: 48Mi}, limits: {cpu: 200m, memory: 128Mi}}`)
 	// Helm merges maps with the defaults; a list (add) is replaced.
 	assertYAMLEqual(t, "securityContext", c["securityContext"], `{runAsUser: 0, runAsGroup: 0, runAsNonRoot: false,
@@ -356,6 +366,12 @@ func TestChartValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Release agents: its DaemonSet is agents-evictd, which the rules select
+	// in place of the file's default (the job stays evictd, the chart's name).
+	src = bytes.ReplaceAll(src, []byte(`daemonset="evictd"`), []byte(`daemonset="agents-evictd"`))
+	// Its metrics port, 9800, takes the place of the default in the
+	// annotations' kubectl commands.
+	src = bytes.ReplaceAll(src, []byte(`:9731/proxy/`), []byte(`:9800/proxy/`))
 	if err := yaml.Unmarshal(src, &wantRules); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +381,7 @@ func TestChartValues(t *testing.T) {
 }
 
 // TestChartOptionalObjects: the ConfigMap, ServiceMonitor, Service,
-// PodMonitor, PrometheusRule and Namespace appear only when asked for, and
+// PodMonitor and PrometheusRule appear only when asked for, no Namespace ever, and
 // the ServiceAccount and RBAC objects can be left to the user.
 func TestChartOptionalObjects(t *testing.T) {
 	def := mustRender(t, "")
@@ -393,8 +409,15 @@ func TestChartOptionalObjects(t *testing.T) {
 			}
 		}
 	}
-	if objs := mustRender(t, "namespace: {create: true}"); !has(objs, "Namespace") {
-		t.Error("namespace.create: true renders no Namespace")
+	// namespace.create, removed, is refused with what to do instead; false
+	// asks for what the chart does anyway.
+	if _, err := render(t, "namespace: {create: true}"); err == nil ||
+		!strings.Contains(err.Error(), "namespace.create=true is no longer supported") ||
+		!strings.Contains(err.Error(), "kubectl create namespace evictd-system && kubectl label namespace evictd-system pod-security.kubernetes.io/enforce=privileged") {
+		t.Errorf("namespace.create: true: %v; want the error that says to create and label the namespace first", err)
+	}
+	if objs := mustRender(t, "namespace: {create: false}"); has(objs, "Namespace") {
+		t.Error("namespace.create: false renders a Namespace")
 	}
 	// serviceAccount.create false: no ServiceAccount, the pods run as the
 	// named one, and the binding binds it.

@@ -194,7 +194,7 @@ func TestAlertingRules(t *testing.T) {
 	for what, needle := range map[string]string{
 		"evictd down":                    "up{",
 		"evictd unready (not observing)": "evictd_observation_last_success_timestamp_seconds",
-		"evictions spiking":              "evictd_evictions_total{result=~\"evicted",
+		"evictions spiking":              `result=~"evicted`,
 		"PDB refusals persisting":        `result="pdb_blocked"`,
 		"observation errors":             "evictd_observation_errors_total",
 		"evictions failing":              `result="error"`,

@@ -58,6 +58,8 @@ func registrySeries(t *testing.T) series {
 	m.SignalReadError(string(sig))
 	m.SetPressure("memory", true)
 	m.VictimStuck("memory")
+	m.SetKubeletThreshold(sig, 100<<20, false)
+	m.SetNodeLeaseHeld(true)
 
 	mfs, err := m.Registry().Gather()
 	if err != nil {
@@ -101,6 +103,9 @@ func registrySeries(t *testing.T) series {
 	for _, name := range []string{"kube_daemonset_status_desired_number_scheduled", "kube_daemonset_status_number_ready"} {
 		out[name] = map[string]bool{"namespace": true, "daemonset": true, "job": true, "instance": true}
 	}
+	// And its pods' deletion time, which leaves pods being deleted out of
+	// EvictdDown and EvictdNotReady.
+	out["kube_pod_deletion_timestamp"] = map[string]bool{"namespace": true, "pod": true, "uid": true, "job": true, "instance": true}
 	for _, s := range out {
 		for _, l := range targetLabels {
 			s[l] = true

@@ -43,15 +43,35 @@ app.kubernetes.io/name: {{ include "evictd.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{/* Labels of every object. */}}
+{{/* Labels of every object: the standard ones and commonLabels. */}}
 {{- define "evictd.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-{{ include "evictd.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
+{{- include "evictd.labelSet" (dict "ctx" . "pod" (dict)) -}}
 {{- end }}
+
+{{/* Labels of the pod template: those of every object and podLabels. */}}
+{{- define "evictd.podLabels" -}}
+{{- include "evictd.labelSet" (dict "ctx" . "pod" (.Values.podLabels | default dict)) -}}
+{{- end }}
+
+{{/*
+One map, so that a key set twice renders once (two blocks of YAML side by
+side would repeat it): podLabels win over commonLabels, which win over the
+standard labels. The selector labels are refused in either, since a
+DaemonSet's selector cannot change and pods must keep matching it.
+*/}}
+{{- define "evictd.labelSet" -}}
+{{- $c := .ctx -}}
+{{- $common := $c.Values.commonLabels | default dict -}}
+{{- $sel := dict "app.kubernetes.io/name" (include "evictd.name" $c) "app.kubernetes.io/instance" $c.Release.Name -}}
+{{- range $what, $m := dict "commonLabels" $common "podLabels" .pod -}}
+{{- range $k, $_ := $m -}}
+{{- if hasKey $sel $k -}}
+{{- fail (printf "%s: %q is a selector label, set by the chart from the release name and nameOverride; a DaemonSet's selector cannot change, so it cannot be set here" $what $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $std := dict "helm.sh/chart" (printf "%s-%s" $c.Chart.Name $c.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-") "app.kubernetes.io/version" ($c.Values.image.tag | default $c.Chart.AppVersion | trunc 63 | trimSuffix "-") "app.kubernetes.io/managed-by" $c.Release.Service -}}
+{{- toYaml (merge (dict) $sel .pod $common $std) -}}
 {{- end }}
 
 {{/* repository@digest when a digest is set, else repository:tag. */}}

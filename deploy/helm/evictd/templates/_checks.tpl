@@ -1,0 +1,84 @@
+{{/*
+Checks of values that values.schema.json cannot express: a duration's
+range (JSON Schema compares numbers, and these are strings) and one value
+against another. Each refuses at render, with one message naming the value,
+what evictd or Kubernetes would otherwise refuse only once the pods (or the
+DaemonSet) are created. test/deploy holds the bounds equal to evictd's own
+(pkg/config), and to the x-evictd-range the schema states.
+*/}}
+{{- define "evictd.checkValues" -}}
+{{- $t := .Values.thresholds -}}
+{{- with $t.stallWindow -}}
+{{- include "evictd.checkRange" (dict "name" "thresholds.stallWindow" "value" . "min" "1s" "max" "5m") -}}
+{{- end -}}
+{{- $m := .Values.memoryHigh -}}
+{{- if $m.enabled -}}
+{{- with $m.window -}}
+{{- include "evictd.checkRange" (dict "name" "memoryHigh.window" "value" . "min" "1s" "max" "5m") -}}
+{{- end -}}
+{{- /* A key left out (or null) keeps evictd's non-zero default. */ -}}
+{{- $zero := 0 -}}
+{{- if and (hasKey $m "eventRate") (ne (toString $m.eventRate) "") (eq (float64 $m.eventRate) 0.0) }}{{ $zero = add1 $zero }}{{ end -}}
+{{- if and (hasKey $m "maxEventRate") (ne (toString $m.maxEventRate) "") (eq (float64 $m.maxEventRate) 0.0) }}{{ $zero = add1 $zero }}{{ end -}}
+{{- if and (hasKey $m "pressureSome") (ne (toString $m.pressureSome) "") (eq (float64 (trimSuffix "%" (toString $m.pressureSome))) 0.0) }}{{ $zero = add1 $zero }}{{ end -}}
+{{- if eq $zero 3 -}}
+{{- fail "memoryHigh.eventRate, memoryHigh.maxEventRate and memoryHigh.pressureSome are all 0, which leaves memoryHigh.enabled with no signal to act on (evictd refuses it at start); set one of them, or memoryHigh.enabled: false" -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.evictionRequest.enabled -}}
+{{- include "evictd.checkRange" (dict "name" "evictionRequest.responderWait" "value" .Values.evictionRequest.responderWait "min" "1s" "max" "1h") -}}
+{{- end -}}
+{{- include "evictd.checkMounts" . -}}
+{{- end }}
+
+{{/*
+Two host paths mounted at one place: the API server refuses a pod whose
+mount paths repeat ("must be unique"), so the DaemonSet would never get one.
+evictd itself takes an equal --container-fs as no separate containerfs.
+*/}}
+{{- define "evictd.checkMounts" -}}
+{{- $hp := .Values.hostPaths -}}
+{{- $taken := dict "/host/sys/fs/cgroup" "the cgroup mount (/sys/fs/cgroup)" "/host/proc" "the /proc mount" "/host/var/lib/kubelet" "hostPaths.kubeletRoot" "/host/var/log/pods" "hostPaths.podLogs" "/etc/evictd" "the configuration" -}}
+{{- $paths := list (list "hostPaths.imageStore" $hp.imageStore) (list "hostPaths.containerStore" $hp.containerStore) (list "hostPaths.runtimeState" $hp.runtimeState) -}}
+{{- if .Values.actuator.enabled -}}
+{{- $paths = append $paths (list "actuator.podCgroups" .Values.actuator.podCgroups) -}}
+{{- end -}}
+{{- range $p := $paths -}}
+{{- $name := index $p 0 -}}
+{{- $value := index $p 1 -}}
+{{- if $value -}}
+{{- $at := include "evictd.underHost" $value -}}
+{{- with get $taken $at -}}
+{{- $hint := "" -}}
+{{- if and (eq $name "hostPaths.containerStore") (eq . "hostPaths.imageStore") -}}
+{{- $hint = "; leave hostPaths.containerStore empty when the writable layers are under the image store" -}}
+{{- end -}}
+{{- fail (printf "%s %q is mounted at %s, where %s already is: Kubernetes refuses two mounts at one path, so no evictd pod would be created%s" $name $value $at . $hint) -}}
+{{- end -}}
+{{- $_ := set $taken $at $name -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/* Refuses .value (a Go duration) outside .min...max, naming .name. */}}
+{{- define "evictd.checkRange" -}}
+{{- $v := float64 (include "evictd.nanos" .value) -}}
+{{- if or (lt $v (float64 (include "evictd.nanos" .min))) (gt $v (float64 (include "evictd.nanos" .max))) -}}
+{{- fail (printf "%s %q is outside %s..%s, evictd's bounds: every evictd pod would exit at start" .name (toString .value) .min .max) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+A Go duration in nanoseconds, as a float (exact to 2^53 ns, 104 days). The
+schema has already held the spelling to number-unit pairs; Helm has no
+duration parser, and sprig's addf/mulf are decimal, so 1000ms is exactly 1s.
+*/}}
+{{- define "evictd.nanos" -}}
+{{- $unit := dict "ns" 1 "us" 1000 "ms" 1000000 "s" 1000000000 "m" 60000000000 "h" 3600000000000 -}}
+{{- $ns := 0.0 -}}
+{{- range $part := regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h)" (toString .) -1 -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $part -}}
+{{- $ns = addf $ns (mulf $num (get $unit (trimPrefix $num $part))) -}}
+{{- end -}}
+{{- $ns -}}
+{{- end }}

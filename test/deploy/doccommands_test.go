@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package deploy
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+// The files whose commands a user copies; the chart's NOTES are added as
+// rendered for the default release.
+var docFiles = []string{"README.md", "docs/install.md", "deploy/helm/evictd/README.md", "docs/runbook.md"}
+
+const notesFile = "NOTES.txt (release evictd in evictd-system)"
+
+// lifecycleVerbs are the commands that change what is installed: each one
+// the docs show must run, as written, in TestDocCommands.
+var lifecycleVerbs = map[string][]string{
+	"helm":    {"install", "upgrade", "rollback", "uninstall"},
+	"kubectl": {"apply", "delete", "create", "label", "patch"},
+}
+
+var (
+	fenceRE  = regexp.MustCompile("(?ms)^[ \t]*```([a-z]*)[ \t]*\n(.*?)^[ \t]*```")
+	inlineRE = regexp.MustCompile("`([^`]+)`")
+)
+
+// lifecycleVerb is the helm or kubectl subcommand of cmd when it is one of
+// lifecycleVerbs, else "". kubectl's namespace flag may come first. A
+// mention in prose ("the next `helm upgrade`") has no argument and is no
+// command.
+func lifecycleVerb(cmd string) string {
+	f := strings.Fields(cmd)
+	if len(f) < 3 {
+		return ""
+	}
+	verbs, ok := lifecycleVerbs[f[0]]
+	if !ok {
+		return ""
+	}
+	i := 1
+	for f[0] == "kubectl" && i < len(f) {
+		switch {
+		case f[i] == "-n" || f[i] == "--namespace":
+			i += 2
+			continue
+		case strings.HasPrefix(f[i], "--namespace="):
+			i++
+			continue
+		}
+		break
+	}
+	if i < len(f) && slices.Contains(verbs, f[i]) {
+		return f[i]
+	}
+	return ""
+}
+
+// commandsIn returns the shell commands of a Markdown text: each line of a
+// fenced sh/bash/shell block (continuation lines joined, a trailing comment
+// after two spaces dropped) and each inline code span.
+func commandsIn(md string) []string {
+	var out []string
+	for _, m := range fenceRE.FindAllStringSubmatch(md, -1) {
+		if lang := m[1]; lang != "" && lang != "sh" && lang != "bash" && lang != "shell" {
+			continue
+		}
+		out = append(out, shellLines(m[2])...)
+	}
+	prose := fenceRE.ReplaceAllString(md, "")
+	for _, m := range inlineRE.FindAllStringSubmatch(prose, -1) {
+		out = append(out, strings.Join(strings.Fields(m[1]), " "))
+	}
+	return out
+}
+
+var trailingComment = regexp.MustCompile(`\s{2,}#.*$`)
+
+func shellLines(block string) []string {
+	var out []string
+	cur := ""
+	for _, l := range strings.Split(block, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasSuffix(l, `\`) {
+			cur += strings.TrimSuffix(l, `\`)
+			continue
+		}
+		l = trailingComment.ReplaceAllString(cur+l, "")
+		cur = ""
+		if l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return out
+}
+
+// renderNotes renders the chart's NOTES as `helm install evictd -n
+// evictd-system` prints them with values.
+func renderNotes(t *testing.T, valuesYAML string) string {
+	t.Helper()
+	rel, err := dryRunInstall(t, defaultRelease, defaultNamespace, valuesYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel.Info.Notes
+}
+
+// docLifecycleCommands maps each install/upgrade/rollback/uninstall/apply/
+// delete command the docs show to where they show it.
+func docLifecycleCommands(t *testing.T) map[string][]string {
+	t.Helper()
+	found := map[string][]string{}
+	add := func(where string, cmds []string) {
+		for _, c := range cmds {
+			if lifecycleVerb(c) != "" && !slices.Contains(found[c], where) {
+				found[c] = append(found[c], where)
+			}
+		}
+	}
+	for _, f := range docFiles {
+		b, err := os.ReadFile(repoPath(t, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(f, commandsIn(string(b)))
+	}
+	add(notesFile, shellLines(renderNotes(t, "")))
+	return found
+}
+
+// Commands the docs give; the test runs each verbatim.
+const (
+	cmdKustomizeApply  = "kubectl apply -k deploy/"
+	cmdKustomizeDelete = "kubectl delete -k deploy/"
+	cmdStop            = `kubectl -n evictd-system patch daemonset evictd --type merge -p '{"spec":{"template":{"spec":{"nodeSelector":{"evictd.io/emergency-stop":"true"}}}}}'`
+	cmdUnstop          = `kubectl -n evictd-system patch daemonset evictd --type json -p '[{"op":"remove","path":"/spec/template/spec/nodeSelector/evictd.io~1emergency-stop"}]'`
+	cmdCreateNS        = "kubectl create namespace evictd-system"
+	cmdLabelNS         = "kubectl label namespace evictd-system pod-security.kubernetes.io/enforce=privileged"
+	cmdGKEQuota        = "kubectl apply -f deploy/gke/critical-pods-quota.yaml"
+	cmdInstall         = "helm install evictd deploy/helm/evictd -n evictd-system --set image.repository=registry.example.com/evictd --set image.tag=0.1.0"
+	cmdNotesUpgrade    = "helm upgrade evictd deploy/helm/evictd -n evictd-system --reuse-values --set image.repository=registry.example.com/evictd --set image.tag=0.1.0"
+	cmdUpgrade         = "helm upgrade evictd deploy/helm/evictd -n evictd-system --reuse-values --set image.tag=0.1.1"
+	cmdRollback        = "helm rollback evictd -n evictd-system"
+	cmdUninstall       = "helm uninstall evictd -n evictd-system"
+	cmdDeleteNS        = "kubectl delete namespace evictd-system"
+	cmdInstallPreset   = "helm install evictd deploy/helm/evictd -n evictd-system -f deploy/helm/evictd/presets/k3s.yaml --set image.repository=registry.example.com/evictd --set image.tag=0.1.0"
+)
+
+// TestDocCommands runs every install, upgrade, rollback, uninstall, apply,
+// delete, create, label and patch command of README.md, docs/install.md,
+// the chart's README and NOTES and docs/runbook.md, verbatim, with the real
+// helm and kubectl against the test API server, in a user's order: the
+// kustomize install with the runbook's emergency stop and its undo, and its
+// removal; the Helm install (the namespace first, GKE's quota), NOTES'
+// upgrade to the user's image, an upgrade, a rollback, the uninstall; a
+// preset's install. Each must exit 0, what it installs must be there, and
+// after each removal nothing it installed may be left. A documented
+// command the test does not run fails it, by name.
+//
+// The cluster has four Node objects and no kubelet: Linux, Windows, a
+// virtual-kubelet node and an EKS Fargate node; the DaemonSet must want a
+// pod on the Linux one alone. Those pods cannot fit a node with no
+// allocatable resources, so they stay unscheduled, and nothing waits for
+// them.
+func TestDocCommands(t *testing.T) {
+	start := time.Now()
+	kubectl := framework.RequireBinary(t, "kubectl")
+	helm := repoPath(t, "_output", "tools", "helm")
+	if st, err := os.Stat(helm); err != nil || st.Mode()&0o111 == 0 {
+		framework.Require(t, errMissing("no executable "+helm+" (make _output/tools/helm)"))
+	}
+	// Every documented command must be in the scenario below, and every
+	// command of the scenario in the docs, so neither drifts from the other.
+	scenario := []string{cmdKustomizeApply, cmdStop, cmdUnstop, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
+		cmdInstall, cmdNotesUpgrade, cmdUpgrade, cmdRollback, cmdUninstall, cmdDeleteNS, cmdInstallPreset}
+	docs := docLifecycleCommands(t)
+	for _, c := range keys(docs) {
+		if !slices.Contains(scenario, c) {
+			t.Errorf("%s: %q is documented, and no test runs it", strings.Join(docs[c], ", "), c)
+		}
+	}
+	for _, c := range scenario {
+		if _, ok := docs[c]; !ok {
+			t.Errorf("the test runs %q, which no doc shows any more", c)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	identity := filepath.Join(t.TempDir(), "identity.yaml")
+	// framework.Start sets up evictd's identity from a manifest; this test's
+	// commands create evictd-system themselves, so the identity lives apart.
+	if err := os.WriteFile(identity, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: doc-test-identity}\n---\n"+
+		"apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: identity, namespace: doc-test-identity}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := framework.Start(t, func(cfg *framework.Config) {
+		cfg.Manifest = identity
+		cfg.RealNodes = true // the DaemonSet controller (and the scheduler)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	for _, n := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"linux", map[string]string{"kubernetes.io/os": "linux"}},
+		{"windows", map[string]string{"kubernetes.io/os": "windows"}},
+		{"virtual", map[string]string{"kubernetes.io/os": "linux", "type": "virtual-kubelet"}},
+		{"fargate", map[string]string{"kubernetes.io/os": "linux", "eks.amazonaws.com/compute-type": "fargate"}},
+	} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + n.name, Labels: n.labels}}
+		if _, err := c.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	home := t.TempDir()
+	env := append(os.Environ(), "PATH="+filepath.Dir(helm)+":"+filepath.Dir(kubectl)+":"+os.Getenv("PATH"),
+		"KUBECONFIG="+c.AdminKubeconfig, "HOME="+home, "XDG_CACHE_HOME="+home+"/cache",
+		"XDG_CONFIG_HOME="+home+"/config", "XDG_DATA_HOME="+home+"/data")
+	root := repoPath(t)
+	ran := map[string]bool{}
+	run := func(cmd string) string {
+		t.Helper()
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer ccancel()
+		x := exec.CommandContext(cctx, "bash", "-c", cmd)
+		x.Dir, x.Env = root, env
+		began := time.Now()
+		out, err := x.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", cmd, err, out)
+		}
+		ran[cmd] = true
+		t.Logf("%s (%s)", cmd, time.Since(began).Round(time.Millisecond))
+		return string(out)
+	}
+
+	// kustomize.
+	manifest, err := framework.ReadManifest(repoPath(t, "deploy", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(cmdKustomizeApply)
+	requireExist(ctx, t, c, manifest)
+	dsWants(ctx, t, c, "evictd", 1)
+	run(cmdStop)
+	dsWants(ctx, t, c, "evictd", 0)
+	run(cmdUnstop)
+	dsWants(ctx, t, c, "evictd", 1)
+	run(cmdKustomizeDelete)
+	requireGone(ctx, t, c, manifest)
+
+	// Helm.
+	rendered, err := render(t, "image: {repository: registry.example.com/evictd, tag: 0.1.0}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(defaultNamespace)
+	run(cmdCreateNS)
+	run(cmdLabelNS)
+	quota, err := framework.ReadManifest(repoPath(t, "deploy", "gke", "critical-pods-quota.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(cmdGKEQuota)
+	requireExist(ctx, t, c, quota)
+	// The value of earlier versions is refused, with what to do instead.
+	refused := exec.CommandContext(ctx, "bash", "-c", cmdInstall+" --set namespace.create=true")
+	refused.Dir, refused.Env = root, env
+	if out, err := refused.CombinedOutput(); err == nil || !strings.Contains(string(out), "namespace.create=true is no longer supported") {
+		t.Errorf("helm install --set namespace.create=true: %v\n%s\nwant it refused, saying to create the namespace first", err, out)
+	}
+	out := run(cmdInstall)
+	if !strings.Contains(out, "STATUS: deployed") {
+		t.Errorf("%s:\n%s", cmdInstall, out)
+	}
+	requireExist(ctx, t, c, rendered)
+	dsWants(ctx, t, c, "evictd", 1)
+	wantImage := func(img string) {
+		t.Helper()
+		ds, err := c.Admin.AppsV1().DaemonSets(defaultNamespace).Get(ctx, "evictd", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ds.Spec.Template.Spec.Containers[0].Image; got != img {
+			t.Errorf("the DaemonSet runs %s; want %s", got, img)
+		}
+	}
+	run(cmdNotesUpgrade)
+	wantImage("registry.example.com/evictd:0.1.0")
+	run(cmdUpgrade)
+	wantImage("registry.example.com/evictd:0.1.1")
+	run(cmdRollback)
+	wantImage("registry.example.com/evictd:0.1.0")
+	run(cmdUninstall)
+	requireGone(ctx, t, c, rendered)
+	run(cmdDeleteNS)
+	requireGone(ctx, t, c, []*unstructured.Unstructured{ns})
+	requireGone(ctx, t, c, quota)
+
+	// A preset's install, then the same removal.
+	run(cmdCreateNS)
+	run(cmdLabelNS)
+	run(cmdInstallPreset)
+	preset, err := render(t, "image: {repository: registry.example.com/evictd, tag: 0.1.0}\n"+readFile(t, "deploy/helm/evictd/presets/k3s.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireExist(ctx, t, c, preset)
+	run(cmdUninstall)
+	run(cmdDeleteNS)
+	requireGone(ctx, t, c, append(preset, ns))
+
+	for _, cmd := range scenario {
+		if !ran[cmd] {
+			t.Errorf("%q was not run", cmd)
+		}
+	}
+	t.Logf("%d documented commands run in %s", len(scenario), time.Since(start).Round(time.Second))
+}
+
+type errMissing string
+
+func (e errMissing) Error() string { return string(e) }
+
+func readFile(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(repoPath(t, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func requireExist(ctx context.Context, t *testing.T, c *framework.Cluster, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		ri, err := c.ResourceFor(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{}); err != nil {
+			t.Errorf("after the install, %s: %v", key(o), err)
+		}
+	}
+}
+
+// requireGone waits until none of objs exists (a namespace's deletion and
+// the garbage collector's take a moment).
+func requireGone(ctx context.Context, t *testing.T, c *framework.Cluster, objs []*unstructured.Unstructured) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for _, o := range objs {
+		ri, err := c.ResourceFor(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			_, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("after the removal, %s is left (%v)", key(o), err)
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// dsWants waits for the DaemonSet controller to have seen the DaemonSet's
+// current spec and to want pods on n nodes.
+func dsWants(ctx context.Context, t *testing.T, c *framework.Cluster, name string, n int32) {
+	t.Helper()
+	var got int32
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		ds, err := c.Admin.AppsV1().DaemonSets(defaultNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = ds.Status.DesiredNumberScheduled
+		if ds.Status.ObservedGeneration == ds.Generation && got == n {
+			return
+		}
+	}
+	t.Fatalf("DaemonSet %s wants pods on %d nodes; want %d (of node-linux, -windows, -virtual, -fargate)", name, got, n)
+}

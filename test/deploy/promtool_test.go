@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/evictd/evictd/internal/cgrouptest"
+)
+
+// promtool is the binary hack/build-promtool.sh builds (make test-deploy
+// does), or $PROMTOOL.
+func promtool(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("PROMTOOL")
+	if p == "" {
+		p = repoPath(t, "_output", "tools", "promtool")
+	}
+	_, err := os.Stat(p)
+	cgrouptest.Need(t, err == nil, "promtool at "+p+" (hack/build-promtool.sh _output/tools, or make test-deploy)")
+	return p
+}
+
+// ruleTests reads deploy/monitoring/tests/*.yaml, promtool's rule test
+// files.
+func ruleTests(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(repoPath(t, "deploy", "monitoring", "tests", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rule test files in deploy/monitoring/tests (%v)", err)
+	}
+	return files
+}
+
+// TestPromtoolRules runs the real `promtool test rules` on the alerts' unit
+// tests, and checks that every alert in deploy/monitoring/alerts.yaml has a
+// case where it fires and one where it does not.
+func TestPromtoolRules(t *testing.T) {
+	files := ruleTests(t)
+	type testFile struct {
+		RuleFiles []string `json:"rule_files"`
+		Tests     []struct {
+			Name  string `json:"name"`
+			Cases []struct {
+				Alert string `json:"alertname"`
+				Exp   []any  `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	fires, quiet := map[string]bool{}, map[string]bool{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tf testFile
+		if err := yaml.Unmarshal(raw, &tf); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if !slices.Contains(tf.RuleFiles, "../alerts.yaml") {
+			t.Errorf("%s tests %v, not ../alerts.yaml", f, tf.RuleFiles)
+		}
+		for _, tc := range tf.Tests {
+			for _, c := range tc.Cases {
+				if len(c.Exp) > 0 {
+					fires[c.Alert] = true
+				} else {
+					quiet[c.Alert] = true
+				}
+			}
+		}
+	}
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			if !fires[r.Alert] {
+				t.Errorf("alert %s has no promtool test where it fires", r.Alert)
+			}
+			if !quiet[r.Alert] {
+				t.Errorf("alert %s has no promtool test where it stays quiet", r.Alert)
+			}
+		}
+	}
+
+	bin := promtool(t)
+	cmd := exec.Command(bin, append([]string{"test", "rules"}, files...)...)
+	cmd.Dir = repoPath(t, "deploy", "monitoring", "tests")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "SUCCESS") {
+		t.Errorf("promtool test rules said no SUCCESS:\n%s", out)
+	}
+}
+
+// TestPromtoolRulesCatchAWrongRule: the same tests fail against a rule
+// that counts a ServiceMonitor's and a PodMonitor's series twice, and one
+// that pages for a pod being deleted, so they can fail.
+func TestPromtoolRulesCatchAWrongRule(t *testing.T) {
+	bin := promtool(t)
+	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"doubled", `max by (namespace, pod, node, signal, result) (increase(evictd_evictions_total{job="evictd", result=~"evicted`,
+			`sum by (namespace, pod, node, signal, result) (increase(evictd_evictions_total{job="evictd", result=~"evicted`, "EvictdEvictionsSpiking"},
+		{"terminating", "max by (namespace, pod, node) (up{job=\"evictd\"}) == 0\n          unless on (namespace, pod) kube_pod_deletion_timestamp",
+			"max by (namespace, pod, node) (up{job=\"evictd\"}) == 0", "EvictdDown"},
+	} {
+		if !strings.Contains(string(raw), tc.old) {
+			t.Fatalf("%s: the rules no longer hold %q; update this test", tc.name, tc.old)
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "alerts.yaml"), []byte(strings.Replace(string(raw), tc.old, tc.new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tests := filepath.Join(dir, "tests")
+		if err := os.Mkdir(tests, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var args []string
+		for _, f := range ruleTests(t) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := filepath.Join(tests, filepath.Base(f))
+			if err := os.WriteFile(dst, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, dst)
+		}
+		cmd := exec.Command(bin, append([]string{"test", "rules"}, args...)...)
+		cmd.Dir = tests
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%s: promtool passed the wrong rule or did not name %s (%v):\n%s", tc.name, tc.want, err, out)
+		}
+	}
+}
