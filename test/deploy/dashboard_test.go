@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
@@ -152,6 +153,54 @@ func TestOutputLabelsCatchesALegend(t *testing.T) {
 			if !out[l] {
 				t.Errorf("%s: %s not among %s", expr, l, fmt.Sprint(labelList(out)))
 			}
+		}
+	}
+}
+
+// docVariableRef is a dashboard variable the docs name: "its `node`
+// variable", "with cluster, job and node variables".
+var (
+	docVariableRef  = regexp.MustCompile("`(\\w+)`\\s+variable")
+	docVariableList = regexp.MustCompile(`dashboard, with ((?:\w+, )*\w+ and \w+) variables`)
+)
+
+// TestDocsNameTheDashboardsVariables: every dashboard variable README.md
+// names is one the dashboard has (an operator looks for it by that name).
+func TestDocsNameTheDashboardsVariables(t *testing.T) {
+	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Templating struct {
+			List []struct{ Name string } `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, v := range dash.Templating.List {
+		have[v.Name] = true
+	}
+	readme, err := os.ReadFile(repoPath(t, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := regexp.MustCompile(`\s+`).ReplaceAllString(string(readme), " ")
+	var named []string
+	for _, m := range docVariableRef.FindAllStringSubmatch(text, -1) {
+		named = append(named, m[1])
+	}
+	for _, m := range docVariableList.FindAllStringSubmatch(text, -1) {
+		named = append(named, regexp.MustCompile(`\w+`).FindAllString(strings.ReplaceAll(m[1], " and ", ", "), -1)...)
+	}
+	if len(named) == 0 {
+		t.Fatal("README.md names no dashboard variable; the test reads none")
+	}
+	for _, v := range named {
+		if !have[v] {
+			t.Errorf("README.md names the dashboard variable %q; the dashboard has %v", v, dash.Templating.List)
 		}
 	}
 }
