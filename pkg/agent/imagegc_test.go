@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/pkg/agent/imagegc"
@@ -104,5 +105,52 @@ func TestLoopImageGCDeferralEnds(t *testing.T) {
 	n.runMore(t, time.Minute, w)
 	if !eq(n.victims(), []string{"writer"}) {
 		t.Fatalf("eviction calls %v after the kubelet's chance; want [writer]", n.victims())
+	}
+}
+
+// TestLoopDiskVictimWritingInItsGraceIsItsOwn: the pod evicted for
+// nodefs.available goes on writing through its grace period (1 GiB/s for
+// 5 s), and the observer caches each pod's disk figure for 10 s, as the
+// real one caches its walks. The node's available space falls on, by what
+// the victim writes; re-measured at every pass while in flight, the victim
+// covers that fall with what it will free, and the quiet pod stays. With
+// the victim's figure cached (no re-measure), the fall was left to no pod
+// and the quiet one evicted too (seen on the real node: TestNodeDiskInodes).
+func TestLoopDiskVictimWritingInItsGraceIsItsOwn(t *testing.T) {
+	const gi = 1 << 30
+	for _, tc := range []struct {
+		name      string
+		remeasure bool
+		want      []string
+	}{
+		{"re-measured in flight", true, []string{"writer"}},
+		{"cached in flight", false, []string{"writer", "quiet"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := []*simPod{
+				{name: "writer", usage: 10 * mi, grace: 30, exitIn: 5 * time.Second, disk: 2 * gi, diskRate: gi},
+				{name: "quiet", usage: 10 * mi, grace: 30, disk: gi},
+			}
+			n := newSimNode(t, 4096*mi, base250, pods...)
+			// 100 GiB, 80 used outside the pods: available 17 GiB less what the
+			// writer writes, under nodefs.available<15% two seconds in.
+			n.diskCapacity, n.diskBase, n.diskRefresh = 100*gi, 80*gi, 10*time.Second
+			cfg := testLoopConfig(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"nodefs.available": "15%"}}))
+			cfg.ExpectImageGC = false
+			var obs Observer = n
+			if !tc.remeasure {
+				obs = struct{ Observer }{n} // hides RemeasureEphemeral
+			}
+			w := &simWaker{n: n}
+			l, err := NewLoop(cfg, Deps{Observer: obs, Waker: w, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.loop = l
+			n.runMore(t, 20*time.Second, w)
+			if !eq(n.victims(), tc.want) {
+				t.Fatalf("eviction calls %v; want %v", n.victims(), tc.want)
+			}
+		})
 	}
 }

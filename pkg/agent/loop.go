@@ -338,6 +338,7 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 	// The one gate of acting: checked once a pass, before the families'
 	// observations (the memory.high family's relaxes the actuator writes).
 	acting := l.deps.Acting == nil || l.deps.Acting()
+	l.remeasureDiskVictims()
 	obs, ok := l.observe(ctx, acting)
 	if !ok {
 		return l.cfg.Housekeeping
@@ -354,11 +355,39 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 	l.forgetImageGCWaits(v.status)
 	l.settleVictims(v)
 	l.forgetUnlisted(v)
+	// Before deciding: what a disk victim wrote in its grace period, in this
+	// observation, is what it will free. After: the usage of this pass's new
+	// victims, while their cgroups are still measured.
+	l.noteDiskUsage(v.ranked)
 	for _, ep := range l.episodes.All() {
 		l.act(ctx, ep, v)
 	}
 	l.noteDiskUsage(v.ranked)
 	return l.nextWait(v.signals)
+}
+
+// ephemeralRemeasurer is an Observer that can walk chosen pods'
+// ephemeral storage at every pass (*pressure.Observer).
+type ephemeralRemeasurer interface {
+	RemeasureEphemeral(uids []string)
+}
+
+// remeasureDiskVictims has the observer measure the pods in flight for a
+// disk signal at every pass: a victim that goes on writing in its grace
+// period frees what it wrote too, and a cached figure would leave that fall
+// of the node's available space to no pod and have another evicted for it.
+func (l *Loop) remeasureDiskVictims() {
+	r, ok := l.deps.Observer.(ephemeralRemeasurer)
+	if !ok {
+		return
+	}
+	var uids []string
+	for _, e := range l.inflight.Snapshot() {
+		if e.Signal != "" && e.Signal.Condition() == v1.NodeDiskPressure {
+			uids = append(uids, string(e.UID))
+		}
+	}
+	r.RemeasureEphemeral(uids)
 }
 
 // podRetainer is an Evictor that keeps per-pod records beyond an episode's

@@ -54,6 +54,7 @@ type simPod struct {
 	noStats  bool          // its cgroup is never observed: no usage figure
 	teardown time.Duration // from its exit to the API deletion (volume teardown, status sync); negative: the object is force-deleted before the process exits
 	disk     int64         // bytes in its writable layer (with simNode.diskCapacity)
+	diskRate int64         // bytes per second it writes while its process runs
 	stall    float64       // share of the time its tasks stall on memory while it runs (with simNode.psi)
 
 	started     time.Time
@@ -103,6 +104,12 @@ type simNode struct {
 	// status.images.
 	diskCapacity, diskBase int64
 	node                   *v1.Node
+	// diskRefresh, when set, caches each pod's disk figure for that long,
+	// as the real observer caches its walks, unless RemeasureEphemeral
+	// names the pod; diskSeen holds the figures, remeasured the names.
+	diskRefresh time.Duration
+	diskSeen    map[types.UID]simDiskFigure
+	remeasured  map[types.UID]bool
 	// psi gives the node, kubepods and every pod memory PSI totals: each
 	// pod stalls its share of the time while it runs, and the node and
 	// kubepods ("some") whenever any pod does, at most all the time.
@@ -119,6 +126,49 @@ type simNode struct {
 
 	kicks []string
 	steps int
+}
+
+// simDiskFigure is a pod's disk usage as last measured.
+type simDiskFigure struct {
+	bytes int64
+	at    time.Time
+}
+
+// diskAt is what the pod has written by now.
+func (p *simPod) diskAt(now time.Time) int64 {
+	end := now
+	if !p.exitAt.IsZero() && p.exitAt.Before(end) {
+		end = p.exitAt
+	}
+	return p.disk + p.diskRate*int64(max(end.Sub(p.started), 0)/time.Second)
+}
+
+// diskFigure is the pod's disk usage as the observer reports it: measured
+// now, or the cached figure while diskRefresh has not passed and the pod
+// is not named by RemeasureEphemeral. Called with n.mu held.
+func (n *simNode) diskFigure(p *simPod, now time.Time) int64 {
+	if n.diskRefresh == 0 {
+		return p.diskAt(now)
+	}
+	f, ok := n.diskSeen[p.uid()]
+	if !ok || now.Sub(f.at) >= n.diskRefresh || n.remeasured[p.uid()] {
+		f = simDiskFigure{bytes: p.diskAt(now), at: now}
+		if n.diskSeen == nil {
+			n.diskSeen = map[types.UID]simDiskFigure{}
+		}
+		n.diskSeen[p.uid()] = f
+	}
+	return f.bytes
+}
+
+// RemeasureEphemeral is the real observer's (ephemeralRemeasurer).
+func (n *simNode) RemeasureEphemeral(uids []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.remeasured = map[types.UID]bool{}
+	for _, u := range uids {
+		n.remeasured[types.UID(u)] = true
+	}
 }
 
 type simCall struct {
@@ -200,7 +250,7 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 		}
 		x := pressure.PodExtras{UID: string(p.uid()), Cgroup: p.cgroup()}
 		if n.diskCapacity > 0 {
-			d, one := uint64(p.disk), uint64(1)
+			d, one := uint64(n.diskFigure(p, now)), uint64(1)
 			ps.EphemeralStorage = &statsapi.FsStats{Time: ts, UsedBytes: &d, InodesUsed: &one}
 			x.EphemeralParts = &pressure.EphemeralParts{WritableLayer: pressure.DiskUsage{Bytes: d, Inodes: 1}}
 		}
@@ -230,7 +280,7 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 		used := n.diskBase
 		for _, p := range n.pods {
 			if p.exitAt.IsZero() || now.Before(p.exitAt) {
-				used += p.disk
+				used += p.diskAt(now)
 			}
 		}
 		c, a, inodes := uint64(n.diskCapacity), uint64(max(n.diskCapacity-used, 0)), uint64(1<<20)

@@ -88,12 +88,32 @@ func (o *Observer) podDir(uid string) string {
 	return filepath.Join(o.opts.HostRoot, "var/lib/kubelet/pods", uid)
 }
 
-// refreshEphemeral re-measures the pods whose figure is older than
-// EphemeralRefresh, stalest first, within the pass budget.
+// RemeasureEphemeral makes every following observation walk these pods'
+// ephemeral storage, whatever the age of their figure, before any other
+// pod's within the pass budget; the next call replaces the set. They are
+// the victims of a disk eviction: a victim may go on writing through its
+// grace period, and a figure up to EphemeralRefresh old would miss what
+// it wrote, leaving the fall of the node's available space to no pod, and
+// another pod evicted for it (seen on the real node: TestNodeDiskInodes).
+func (o *Observer) RemeasureEphemeral(uids []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	clear(o.remeasure)
+	for _, uid := range uids {
+		if o.remeasure == nil {
+			o.remeasure = map[string]bool{}
+		}
+		o.remeasure[uid] = true
+	}
+}
+
+// refreshEphemeral re-measures the pods named by RemeasureEphemeral and
+// those whose figure is older than EphemeralRefresh, in that order and
+// stalest first, within the pass budget.
 func (o *Observer) refreshEphemeral(ctx context.Context, now time.Time) {
 	stale := o.stale[:0]
 	for _, e := range o.active {
-		if e.eph.at.IsZero() || now.Sub(e.eph.at) >= o.opts.EphemeralRefresh {
+		if e.eph.at.IsZero() || now.Sub(e.eph.at) >= o.opts.EphemeralRefresh || o.remeasure[e.uid] {
 			stale = append(stale, e)
 		}
 	}
@@ -104,7 +124,15 @@ func (o *Observer) refreshEphemeral(ctx context.Context, now time.Time) {
 	if len(stale) == 0 {
 		return
 	}
-	slices.SortStableFunc(stale, func(a, b *podEntry) int { return a.eph.at.Compare(b.eph.at) })
+	slices.SortStableFunc(stale, func(a, b *podEntry) int {
+		if ra, rb := o.remeasure[a.uid], o.remeasure[b.uid]; ra != rb {
+			if ra {
+				return -1
+			}
+			return 1
+		}
+		return a.eph.at.Compare(b.eph.at)
+	})
 	budget := o.opts.EphemeralBudget
 	for _, e := range stale {
 		if budget <= 0 || ctx.Err() != nil {

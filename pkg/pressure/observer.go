@@ -131,6 +131,9 @@ type Observer struct {
 	samples []podSample
 	logs    logIndex
 	stale   []*podEntry
+	// remeasure: pods whose ephemeral storage is walked at every pass,
+	// whatever the age of their figure (RemeasureEphemeral).
+	remeasure map[string]bool
 
 	layoutMu sync.Mutex
 	layout   Layout

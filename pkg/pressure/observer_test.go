@@ -775,6 +775,35 @@ func TestEphemeralBudget(t *testing.T) {
 	if got := *fs[uidBE].InodesUsed; got != 32 || xs[uidBE].EphemeralPartial {
 		t.Errorf("whole walk: %d inodes (partial %v); want 32", got, xs[uidBE].EphemeralPartial)
 	}
+
+	// A pod named by RemeasureEphemeral (a disk victim in its grace period) is walked at
+	// every pass, within the refresh period too, and first: with a budget that covers it
+	// alone, it is whole and the others keep their cached figures.
+	for i := 0; i < 5; i++ {
+		if err := os.WriteFile(filepath.Join(vol, "grace"+strconv.Itoa(i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.RemeasureEphemeral([]string{uidBE})
+	o.opts.EphemeralBudget = 40
+	clk.SetTime(clk.Now().Add(time.Second))
+	fs, xs = eph()
+	if got := *fs[uidBE].InodesUsed; got != 37 || xs[uidBE].EphemeralPartial || xs[uidBE].EphemeralAge != 0 {
+		t.Errorf("remeasured within the refresh period: %d inodes (partial %v, age %v); want 37, whole, fresh", got, xs[uidBE].EphemeralPartial, xs[uidBE].EphemeralAge)
+	}
+	if xs[uidB].EphemeralAge != time.Second {
+		t.Errorf("the burstable pod's figure is %v old; want its cached one, 1s old", xs[uidB].EphemeralAge)
+	}
+	// The next call replaces the set: the pod is cached again.
+	o.RemeasureEphemeral(nil)
+	if err := os.WriteFile(filepath.Join(vol, "after"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	fs, _ = eph()
+	if got := *fs[uidBE].InodesUsed; got != 37 {
+		t.Errorf("no longer named: %d inodes; want the cached 37", got)
+	}
 }
 
 // TestGeneratedTrees checks every pod of large generated trees, both modes

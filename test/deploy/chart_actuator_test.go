@@ -140,13 +140,21 @@ func TestManifestActuatorCommented(t *testing.T) {
 // "# - --actuator" or "# - name: pod-cgroups", and the commented lines
 // indented under it. It returns the text and the number of blocks.
 func uncommentActuator(manifest string) (string, int) {
+	return uncommentBlocks(manifest, "# - --actuator", "# - name: pod-cgroups")
+}
+
+// uncommentBlocks uncomments the blocks of a manifest that start with one
+// of the lines heads (its text, indentation aside) and go on with the
+// commented lines at the same indentation under it ("#   ..."). It returns
+// the text and the number of blocks.
+func uncommentBlocks(manifest string, heads ...string) (string, int) {
 	lines := strings.Split(manifest, "\n")
 	blocks, inBlock, blockIndent := 0, false, ""
 	for i, l := range lines {
 		text := strings.TrimLeft(l, " ")
 		indent := l[:len(l)-len(text)]
 		switch {
-		case text == "# - --actuator" || text == "# - name: pod-cgroups":
+		case slices.Contains(heads, text):
 			blocks++
 			inBlock, blockIndent = true, indent
 			lines[i] = indent + strings.TrimPrefix(text, "# ")

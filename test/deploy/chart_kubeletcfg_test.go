@@ -54,26 +54,11 @@ func TestManifestKubeletConfigCommented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(string(src), "\n")
-	blocks, inBlock, blockIndent := 0, false, ""
-	for i, l := range lines {
-		text := strings.TrimLeft(l, " ")
-		indent := l[:len(l)-len(text)]
-		switch {
-		case text == "# - name: kubelet-config":
-			blocks++
-			inBlock, blockIndent = true, indent
-			lines[i] = indent + strings.TrimPrefix(text, "# ")
-		case inBlock && indent == blockIndent && strings.HasPrefix(text, "#   "):
-			lines[i] = indent + strings.TrimPrefix(text, "# ")
-		default:
-			inBlock = false
-		}
-	}
+	uncommented, blocks := uncommentBlocks(string(src), "# - name: kubelet-config")
 	if blocks != 2 {
 		t.Fatalf("deploy/daemonset.yaml has %d commented kubelet-config blocks; want 2 (the mount and the volume)", blocks)
 	}
-	want, err := framework.ParseManifest(strings.NewReader(strings.Join(lines, "\n")))
+	want, err := framework.ParseManifest(strings.NewReader(uncommented))
 	if err != nil {
 		t.Fatalf("deploy/daemonset.yaml with kubelet-config uncommented: %v", err)
 	}
