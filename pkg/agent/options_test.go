@@ -159,7 +159,8 @@ func TestHealth(t *testing.T) {
 					t.Errorf("%s: %v, want an error containing %q", what, err, want)
 				}
 			}
-			check("readyz", h.Readyz(), tc.ready)
+			_, ready := h.Sets()
+			check("readyz", ready.Check(), tc.ready)
 			check("healthz", h.Healthz(), tc.healthy)
 		})
 	}

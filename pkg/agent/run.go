@@ -22,7 +22,6 @@ import (
 	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/actuator"
 	"github.com/evictd/evictd/pkg/agent/decide"
-	"github.com/evictd/evictd/pkg/agent/family"
 	"github.com/evictd/evictd/pkg/agent/fastpath"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
@@ -90,10 +89,9 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	if err != nil {
 		return fmt.Errorf("%w: API client: %w", ErrUsage, err)
 	}
-	ths, _ := o.Config.Thresholds() // validated
-	if mh := o.Config.MemoryHighThresholds(); mh.Enabled() {
-		ths = append(ths, family.MemHighThreshold(mh))
-	}
+	// The signals to export; placement above the kubelet's (below) moves
+	// values, never which signals have thresholds.
+	ths := configThresholds(o)
 	rankOpts, _ := o.Config.RankOptions()
 
 	m, err := metrics.New(build)
@@ -134,8 +132,8 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		return err
 	}
 	defer obsv.Close()
-	// Before anything takes ths: placement may raise evictd's defaults
-	// above the kubelet's thresholds (kubelet_place.go).
+	// Before anything else reads the thresholds: placement may raise
+	// evictd's defaults above the kubelet's (kubelet_place.go).
 	kubeletPlaced := placeAboveKubelet(o, startCapacity(ctx, observeSignals(obsv), log), log, m)
 	ths = configThresholds(o)
 	layout := obsv.Layout()
@@ -430,17 +428,6 @@ func (h Health) ReadyWindow() time.Duration { return 5*h.Housekeeping + 5*time.S
 // StuckWindow is how long the loop may go without finishing a pass before
 // /healthz fails (a restart is then the way out).
 func (h Health) StuckWindow() time.Duration { return max(10*h.Housekeeping, 2*time.Minute) }
-
-// Readyz: the informers have synced, an observation succeeded recently, and
-// the last one could read every node signal. An agent that cannot see what
-// it protects must say so, not look healthy.
-// /readyz serves them as named checks (Sets); this is their first failure.
-func (h Health) Readyz() error {
-	if err := h.Informers(); err != nil {
-		return err
-	}
-	return h.Observing()
-}
 
 // Informers fails until the pod and namespace informers have synced.
 func (h Health) Informers() error {
