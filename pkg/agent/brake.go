@@ -83,6 +83,7 @@ func newNodeBrake(o *Options, client *kube.Client, watcher *podwatch.Watcher, m 
 	if err != nil {
 		return nil, err
 	}
+	m.NodeBrakeEnabled()
 	return nodebrake.New(nodebrake.Options{
 		API: client, Node: o.NodeName, Current: watcher.Node, Effect: effect, Acting: acting,
 		Clock: clk, Log: log.Named("brake"), Wrote: m.NodeBrakeWrite, Applied: func(r nodebrake.Resource, on bool) { m.SetNodeBrake(string(r), on) },

@@ -45,3 +45,16 @@ func (m *Metrics) NodeBrakeWrite(object string, err error) {
 	}
 	m.nodeBrake.writes.WithLabelValues(object, result).Inc()
 }
+
+// NodeBrakeEnabled creates the write counters at 0, so that an alert on
+// their increase sees the first write too.
+func (m *Metrics) NodeBrakeEnabled() {
+	if m == nil {
+		return
+	}
+	for _, object := range []string{"condition", "taint"} {
+		for _, result := range []string{"ok", "error"} {
+			m.nodeBrake.writes.WithLabelValues(object, result)
+		}
+	}
+}

@@ -246,10 +246,26 @@ func keptAway(t *testing.T, n *Node, ns string) {
 			return fmt.Errorf("placed on %s: the brake did not keep it away", got.Spec.NodeName)
 		}
 		for _, c := range got.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, key) {
-				t.Logf("kept-away: %s", c.Message)
-				return nil
+			if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "untolerated taint") {
+				continue
 			}
+			// The scheduler no longer names the taint: the node's own say
+			// which it was. Only evictd's may keep a pod away here.
+			node, err := n.Cluster.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var keeping []string
+			for _, tn := range node.Spec.Taints {
+				if tn.Effect != corev1.TaintEffectPreferNoSchedule {
+					keeping = append(keeping, tn.Key)
+				}
+			}
+			if !slices.Equal(keeping, []string{key}) {
+				return fmt.Errorf("unplaced (%s), but the node's taints are %v: want only %s", c.Message, keeping, key)
+			}
+			t.Logf("kept-away: %s (the node's only taint: %s)", c.Message, key)
+			return nil
 		}
 		return fmt.Errorf("conditions %+v", got.Status.Conditions)
 	}); err != nil {
