@@ -20,15 +20,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/test/e2e/framework"
 	"github.com/evictd/evictd/test/e2e/podtest"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
-// The brake's taint and condition on evictd's own Node (pkg/nodebrake).
-const (
-	brakeTaintKey  = "evictd.io/memory-pressure"
-	brakeCondition = corev1.NodeConditionType("EvictdMemoryPressure")
+// The memory brake's taint and condition on evictd's own Node.
+var (
+	brakeTaintKey  = nodebrake.TaintKey(nodebrake.Memory)
+	brakeCondition = nodebrake.ConditionType(nodebrake.Memory)
 )
 
 // brakeWindow is how long each phase of TestBrakeLoop watches the loop. A
