@@ -49,6 +49,9 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 			return
 		}
 		ep.LastNone = ""
+		if l.diskFiguresStale(ep, v) {
+			return
+		}
 		l.noteEarly(ep, d, v, opts.Lead)
 		if reason := ep.Deferred(l.clk.Now(), v.obs.Time, l.inflight.Contains, d.Target.Hard()); reason != "" {
 			l.log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.String("pod", podKey(d.Candidate)), zap.String("reason", reason))

@@ -44,6 +44,7 @@ func (l *Loop) trackEpisodes(v *view) {
 	}
 	started, ended := l.episodes.Update(v.now, pressure)
 	for _, ep := range started {
+		ep.ObservedFrom = v.obs.Time
 		l.deps.Metrics.SetPressure(string(ep.Resource), true)
 		l.episodeStarted(ep, v)
 	}

@@ -81,6 +81,9 @@ const (
 	// KickCallDone: an eviction call came back; its answer may let the
 	// next candidate go (a PodDisruptionBudget refusal) at once.
 	KickCallDone = "call_done"
+	// KickDiskFigures: a disk decision was put off until the pods' disk
+	// figures are walked again; the next pass walks them, at once.
+	KickDiskFigures = "disk_figures"
 )
 
 // LoopConfig is the loop's settings, already validated (Options.loopConfig).
@@ -199,8 +202,11 @@ type Loop struct {
 	// withdrawn EvictionRequest, a slow API server): until it answers, its
 	// pod stays in the in-flight view, so that no later episode calls it
 	// again (lateAnswer).
-	ended     []*episode.Episode
-	inflight  *inflight.Set
+	ended    []*episode.Episode
+	inflight *inflight.Set
+	// rewalk are the pods whose disk figures a disk decision found older
+	// than its episode: the next pass walks them first (rewalkDisk).
+	rewalk    []string
 	estimates map[thresholds.Signal]*predict.Estimator
 	calls     callQueue
 	gone      goneQueue
@@ -341,7 +347,7 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 	// The one gate of acting: checked once a pass, before the families'
 	// observations (the memory.high family's relaxes the actuator writes).
 	acting := l.deps.Acting == nil || l.deps.Acting()
-	l.remeasureDiskVictims()
+	l.rewalkDisk()
 	obs, ok := l.observe(ctx, acting)
 	if !ok {
 		return l.cfg.Housekeeping
@@ -370,21 +376,23 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 }
 
 // ephemeralRemeasurer is an Observer that can walk chosen pods'
-// ephemeral storage at every pass (*pressure.Observer).
+// ephemeral storage at the next pass (*pressure.Observer).
 type ephemeralRemeasurer interface {
 	RemeasureEphemeral(uids []string)
 }
 
-// remeasureDiskVictims has the observer measure the pods in flight for a
-// disk signal at every pass: a victim that goes on writing in its grace
-// period frees what it wrote too, and a cached figure would leave that fall
-// of the node's available space to no pod and have another evicted for it.
-func (l *Loop) remeasureDiskVictims() {
+// rewalkDisk has the observer walk, in this pass, the pods in flight for a
+// disk signal and those whose figures a disk decision found stale (rewalk).
+// A victim may go on writing through its grace period, and it frees that
+// too: a cached figure would leave the fall of the node's available space
+// to no pod, and have another evicted for it.
+func (l *Loop) rewalkDisk() {
 	r, ok := l.deps.Observer.(ephemeralRemeasurer)
 	if !ok {
 		return
 	}
-	var uids []string
+	uids := l.rewalk
+	l.rewalk = nil
 	for _, e := range l.inflight.Snapshot() {
 		if e.Signal != "" && e.Signal.Condition() == v1.NodeDiskPressure {
 			uids = append(uids, string(e.UID))

@@ -55,6 +55,7 @@ type simPod struct {
 	teardown time.Duration // from its exit to the API deletion (volume teardown, status sync); negative: the object is force-deleted before the process exits
 	disk     int64         // bytes in its writable layer (with simNode.diskCapacity)
 	diskRate int64         // bytes per second it writes while its process runs
+	diskReq  int64         // its ephemeral-storage request
 	stall    float64       // share of the time its tasks stall on memory while it runs (with simNode.psi)
 
 	started     time.Time
@@ -145,12 +146,13 @@ func (p *simPod) diskAt(now time.Time) int64 {
 	return p.disk + p.diskRate*int64(max(end.Sub(p.started), 0)/time.Second)
 }
 
-// diskFigure is the pod's disk usage as the observer reports it: measured
-// now, or the cached figure while diskRefresh has not passed and the pod
-// is not named by RemeasureEphemeral. Called with n.mu held.
-func (n *simNode) diskFigure(p *simPod, now time.Time) int64 {
+// diskFigure is the pod's disk usage as the observer reports it, and when
+// it was measured: now, or the cached figure while diskRefresh has not
+// passed and the pod is not named by RemeasureEphemeral. Called with n.mu
+// held.
+func (n *simNode) diskFigure(p *simPod, now time.Time) simDiskFigure {
 	if n.diskRefresh == 0 {
-		return p.diskAt(now)
+		return simDiskFigure{bytes: p.diskAt(now), at: now}
 	}
 	f, ok := n.diskSeen[p.uid()]
 	if !ok || now.Sub(f.at) >= n.diskRefresh || n.remeasured[p.uid()] {
@@ -160,7 +162,7 @@ func (n *simNode) diskFigure(p *simPod, now time.Time) int64 {
 		}
 		n.diskSeen[p.uid()] = f
 	}
-	return f.bytes
+	return f
 }
 
 // RemeasureEphemeral is the real observer's (ephemeralRemeasurer).
@@ -252,8 +254,9 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 		}
 		x := pressure.PodExtras{UID: string(p.uid()), Cgroup: p.cgroup()}
 		if n.diskCapacity > 0 {
-			d, one := uint64(n.diskFigure(p, now)), uint64(1)
-			ps.EphemeralStorage = &statsapi.FsStats{Time: ts, UsedBytes: &d, InodesUsed: &one}
+			f := n.diskFigure(p, now)
+			d, one := uint64(f.bytes), uint64(1)
+			ps.EphemeralStorage = &statsapi.FsStats{Time: metav1.NewTime(f.at), UsedBytes: &d, InodesUsed: &one}
 			x.EphemeralParts = &pressure.EphemeralParts{WritableLayer: pressure.DiskUsage{Bytes: d, Inodes: 1}}
 		}
 		extras = append(extras, x)
@@ -332,14 +335,16 @@ func (n *simNode) availableLocked(now time.Time) int64 {
 func (n *simNode) apiPod(p *simPod) *v1.Pod {
 	grace := p.grace
 	prio := p.priority
+	req := v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(p.request, resource.BinarySI)}
+	if p.diskReq > 0 {
+		req[v1.ResourceEphemeralStorage] = *resource.NewQuantity(p.diskReq, resource.BinarySI)
+	}
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: p.name, UID: p.uid(), DeletionTimestamp: p.deletionTS},
 		Spec: v1.PodSpec{
 			Priority:                      &prio,
 			TerminationGracePeriodSeconds: &grace,
-			Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
-				Requests: v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(p.request, resource.BinarySI)},
-			}}},
+			Containers:                    []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: req}}},
 		},
 		Status: v1.PodStatus{Phase: v1.PodRunning},
 	}

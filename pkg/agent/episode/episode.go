@@ -132,6 +132,9 @@ type Episode struct {
 	// waits on soft (its grace may be minutes).
 	UnknownReclaimHard bool
 	FreshAfter         time.Time
+	// ObservedFrom is the time of the observation the episode started
+	// with: a disk decision waits for pod figures walked at or after it.
+	ObservedFrom time.Time
 
 	// The trail: what was already said in this episode.
 	ThresholdsNoted map[string]bool
