@@ -180,11 +180,15 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		MemoryHigh:    d.Candidate.MemoryHigh,
 		Rank:          d.Rank,
 		Reason:        reason,
+		RunnerUpRank:  d.RunnerUpRank,
 		GraceOverride: d.GraceOverride,
 		GraceReason:   d.GraceReason,
 		PressureSince: t.Since,
 		Budget:        ep.Budget,
 	}}
+	if d.RunnerUpRank > 0 {
+		c.req.RunnerUp, c.req.RunnerUpReason = podKey(d.RunnerUp), decide.RankReason(t, d.RunnerUp)
+	}
 	now := l.clk.Now()
 	grace := l.cfg.Decide.Evict.GracePeriod(d.Candidate.Pod, t.Hard(), d.GraceOverride)
 	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: now,

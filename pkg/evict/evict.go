@@ -68,6 +68,13 @@ type Request struct {
 	// why it ranks there; both are logged.
 	Rank   int
 	Reason string
+	// RunnerUp is the pod that would have been evicted in this one's place
+	// (namespace/name; "" when none could have been), RunnerUpRank its
+	// place in the order and RunnerUpReason why it ranks there; the log and
+	// the Event name it.
+	RunnerUp       string
+	RunnerUpRank   int
+	RunnerUpReason string
 	// GraceOverride, when set, shortens the grace period further (the fast
 	// path fits it to the time the node has left); see Options.GracePeriod.
 	GraceOverride *int64
@@ -379,9 +386,15 @@ func (e *Evictor) finish(req Request, b *Budget, v verb, out Outcome, err error)
 		zap.String("kind", kindWord(req.Hard)),
 		zap.Int("rank", req.Rank),
 		zap.String("reason", req.Reason),
+	}
+	if req.RunnerUp != "" {
+		fields = append(fields, zap.String("runnerUp", req.RunnerUp), zap.Int("runnerUpRank", req.RunnerUpRank),
+			zap.String("runnerUpReason", req.RunnerUpReason))
+	}
+	fields = append(fields,
 		zap.Int64("gracePeriodSeconds", out.GracePeriodSeconds),
 		zap.String("result", string(out.Result)),
-	}
+	)
 	if err != nil {
 		fields = append(fields, logging.Err(err))
 	}

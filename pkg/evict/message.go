@@ -52,14 +52,27 @@ func evictionNote(req Request, grace int64) string {
 	if req.GraceOverride != nil && req.GraceReason != "" && !req.Signal.MemoryHigh() {
 		by += fmt.Sprintf(" The grace period was shortened: %s.", req.GraceReason)
 	}
-	return causeNote(req) + " " + by
+	return causeNote(req) + " " + by + orderNote(req)
+}
+
+// orderNote names the pod's place in evictd's eviction order and the pod
+// that would have gone in its place, with why it ranks there: the owner's
+// "why mine, and not that one?". "" when the call carries no rank.
+func orderNote(req Request) string {
+	if req.Rank <= 0 {
+		return ""
+	}
+	if req.RunnerUp == "" {
+		return fmt.Sprintf(" Rank %d in evictd's eviction order; no other pod could have been evicted in its place.", req.Rank)
+	}
+	return fmt.Sprintf(" Rank %d in evictd's eviction order; next in line: %s, rank %d (%s).", req.Rank, req.RunnerUp, req.RunnerUpRank, req.RunnerUpReason)
 }
 
 // responderNote is the Event note on a pod that an eviction responder
 // evicted, acting on evictd's EvictionRequest (pkg/evictreq): the same
 // cause, and who evicted it; the grace period was the responder's.
 func responderNote(req Request, evictionRequest string) string {
-	return causeNote(req) + fmt.Sprintf(" Evicted by an eviction responder acting on evictd's EvictionRequest %s: %s.", evictionRequest, relieves(req))
+	return causeNote(req) + fmt.Sprintf(" Evicted by an eviction responder acting on evictd's EvictionRequest %s: %s.", evictionRequest, relieves(req)) + orderNote(req)
 }
 
 // causeNote is why evictd wanted the pod gone, ending with a full stop.

@@ -58,6 +58,27 @@ func TestEvictionNote(t *testing.T) {
 				"Pod was using 3k, request is 0, has larger consumption of pids. " +
 				"Evicted by evictd: pid.available met its hard threshold; grace period 1s.",
 		},
+		{
+			name: "rank and runner-up",
+			req: Request{Signal: thresholds.MemoryAvailable, Hard: true,
+				Threshold: 100 << 20, Available: 92 << 20, Usage: 1 << 30, Request: 0,
+				Rank: 1, RunnerUp: "shop/cart-7d9f", RunnerUpRank: 2, RunnerUpReason: "usage 300Mi exceeds request 200Mi, priority 0"},
+			grace: 5,
+			want: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 92Mi. " +
+				"Pod was using 1Gi, request is 0, has larger consumption of memory. " +
+				"Evicted by evictd: memory.available met its hard threshold; grace period 5s. " +
+				"Rank 1 in evictd's eviction order; next in line: shop/cart-7d9f, rank 2 (usage 300Mi exceeds request 200Mi, priority 0).",
+		},
+		{
+			name: "rank, no other pod",
+			req: Request{Signal: thresholds.PIDAvailable, Hard: true,
+				Threshold: 1024, Available: 1000, Usage: 3000, Request: 0, Rank: 2},
+			grace: 1,
+			want: "The node was low on resource: pids. Threshold quantity: 1024, available: 1k. " +
+				"Pod was using 3k, request is 0, has larger consumption of pids. " +
+				"Evicted by evictd: pid.available met its hard threshold; grace period 1s. " +
+				"Rank 2 in evictd's eviction order; no other pod could have been evicted in its place.",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -209,6 +209,13 @@ type Decision struct {
 	// eligible ones.
 	Candidate rank.Candidate
 	Rank      int
+	// RunnerUp is the pod this decision would have named had Candidate not
+	// been there (eligible, not in flight, refused or tried, and unblocked
+	// unless the decision overrides the PodDisruptionBudgets), and
+	// RunnerUpRank its place; 0 when no other pod could have been named.
+	// The Event and the log name it: "why that pod, and not that one?"
+	RunnerUp     rank.Candidate
+	RunnerUpRank int
 	// GraceOverride, when set, shortens the grace period (evict.Request),
 	// and GraceReason says why.
 	GraceOverride *int64
@@ -324,6 +331,10 @@ func Decide(opts Options, in Input) Decision {
 		d.Reason = reason
 		return d
 	}
+	cands := rankFor(d.Target.Threshold.Signal)
+	if j, ok := runnerUp(cands, d, inFlight, in.Blocked, in.Refused, in.Tried); ok {
+		d.RunnerUp, d.RunnerUpRank = cands[j], j+1
+	}
 	if opts.FitGrace && isMemory(d.Target.Threshold.Signal) && d.Candidate.Pod != nil {
 		d.GraceOverride, d.GraceReason = fitGrace(opts, in, d)
 	}
@@ -341,6 +352,25 @@ func pickCandidate(cands []rank.Candidate, inFlight, blocked, refused, tried map
 		if !inFlight[uid] && !blocked[uid] && !refused[uid] && !tried[uid] {
 			return j, true
 		}
+	}
+	return 0, false
+}
+
+// runnerUp returns the index of the pod d would have named in its
+// Candidate's place: the first eligible candidate after it that is not in
+// flight, refused or tried, and, unless d overrides the
+// PodDisruptionBudgets, not blocked. A terminating pod evicted again is
+// compared with the eligible ones.
+func runnerUp(cands []rank.Candidate, d Decision, inFlight, blocked, refused, tried map[types.UID]bool) (int, bool) {
+	for j, c := range cands {
+		if !c.Eligible {
+			break
+		}
+		uid := types.UID(c.UID)
+		if c.UID == d.Candidate.UID || inFlight[uid] || refused[uid] || tried[uid] || (blocked[uid] && d.Action != ForceDelete) {
+			continue
+		}
+		return j, true
 	}
 	return 0, false
 }

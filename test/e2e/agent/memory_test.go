@@ -251,6 +251,24 @@ func TestMemoryPressureHard(t *testing.T) {
 			t.Errorf("no Evicted Event on pod %s; evictd's Events: %q", name, events)
 		}
 	}
+	// Each Event names the victim's place and the runner-up, as its log
+	// line does; when the hog went, batch and web were in flight or gone,
+	// and db was the one pod left that could have gone in its place.
+	for _, ev := range evs {
+		rank, _ := ev.Num("rank")
+		tail := fmt.Sprintf("Rank %d in evictd's eviction order; no other pod could have been evicted in its place.", int(rank))
+		if r := ev.Str("runnerUp"); r != "" {
+			rr, _ := ev.Num("runnerUpRank")
+			tail = fmt.Sprintf("Rank %d in evictd's eviction order; next in line: %s, rank %d (%s).", int(rank), r, int(rr), ev.Str("runnerUpReason"))
+		}
+		name := strings.TrimPrefix(ev.Pod, m.ns+"/")
+		if !slices.ContainsFunc(events, func(s string) bool { return strings.HasPrefix(s, "Evicted Pod/"+name+":") && strings.HasSuffix(s, tail) }) {
+			t.Errorf("no Evicted Event on pod %s ending %q; evictd's Events: %q", name, tail, events)
+		}
+	}
+	if r := evs[2].Str("runnerUp"); r != podKey(m.pods["db"]) {
+		t.Errorf("the hog's runner-up was %q, want %s (batch and web in flight, critical and the mirror pod never eligible)", r, podKey(m.pods["db"]))
+	}
 	recordLatencies(t, m.avail, start, memThreshold, evs, "memory hard", true)
 }
 
