@@ -262,7 +262,9 @@ func TestMemoryPressureHard(t *testing.T) {
 			tail = fmt.Sprintf("Rank %d in evictd's eviction order; next in line: %s, rank %d (%s).", int(rank), r, int(rr), ev.Str("runnerUpReason"))
 		}
 		name := strings.TrimPrefix(ev.Pod, m.ns+"/")
-		if !slices.ContainsFunc(events, func(s string) bool { return strings.HasPrefix(s, "Evicted Pod/"+name+":") && strings.HasSuffix(s, tail) }) {
+		if !slices.ContainsFunc(events, func(s string) bool {
+			return strings.HasPrefix(s, "Evicted Pod/"+name+":") && strings.HasSuffix(s, tail)
+		}) {
 			t.Errorf("no Evicted Event on pod %s ending %q; evictd's Events: %q", name, tail, events)
 		}
 	}
