@@ -117,7 +117,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestUnknownFlag(t *testing.T) {
-	for _, cmd := range []string{"run", "observe", "rank"} {
+	for _, cmd := range []string{"run", "observe", "rank", "explain"} {
 		var out, errb bytes.Buffer
 		code := dispatch(context.Background(), []string{cmd, "--evction-hard=memory.available<1Gi"}, &out, &errb)
 		want := "evictd " + cmd + ": unknown flag: --evction-hard (see \"evictd " + cmd + " --help\")\n"
@@ -133,10 +133,11 @@ func TestUnknownFlag(t *testing.T) {
 func TestUsageLinesNameEveryFlag(t *testing.T) {
 	_, observe := newObserveFlags()
 	_, rank := newRankFlags()
+	_, explain := newExplainFlags()
 	for _, c := range []struct {
 		synopsis string
 		fs       *pflag.FlagSet
-	}{{observeSynopsis, observe}, {rankSynopsis, rank}} {
+	}{{observeSynopsis, observe}, {rankSynopsis, rank}, {explainSynopsis, explain}} {
 		if !strings.Contains(usage, c.synopsis) {
 			t.Errorf("top-level usage lacks %q", c.synopsis)
 		}

@@ -28,13 +28,14 @@ const (
 	exitUsage   = 2
 )
 
-// usage names every flag of observe and rank (their usage lines are short
+// usage names every flag of observe, rank and explain (their usage lines are short
 // enough) and points to run's help for its sections of flags.
 const usage = `evictd: a node-level eviction agent for Kubernetes
 
 Usage:
   ` + observeSynopsis + `
   ` + rankSynopsis + `
+  ` + explainSynopsis + `
   evictd run --node-name NODE [flags]
   evictd version | --version
 
@@ -76,6 +77,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return observeCmd(ctx, args[1:], stdout, stderr)
 	case "rank":
 		return rankCmd(ctx, args[1:], stdout, stderr)
+	case "explain":
+		return explainCmd(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":

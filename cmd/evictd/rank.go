@@ -319,7 +319,7 @@ func readNamespaceLabels(path string) (map[string]map[string]string, error) {
 	return out, nil
 }
 
-func writeJSON(w io.Writer, res rank.Result) error {
+func writeJSON(w io.Writer, res any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(res)

@@ -668,6 +668,10 @@ func RankReason(t Target, c rank.Candidate) string {
 		b.WriteString(c.MemoryHigh)
 	case !c.HasUsage:
 		b.WriteString("no usage figure")
+	case sig == thresholds.PIDAvailable:
+		// Pods have no PID request: the kubelet orders them by priority,
+		// then by processes.
+		fmt.Fprintf(&b, "%s processes", amount(sig, c.Usage))
 	case c.ExceedsRequest:
 		fmt.Fprintf(&b, "usage %s exceeds request %s", amount(sig, c.Usage), amount(sig, c.Request))
 	default:

@@ -413,7 +413,7 @@ func TestRereadStopsOnError(t *testing.T) {
 // memory stays about one chunk above the hold however many cycles ran.
 func TestChurn(t *testing.T) {
 	const chunkMiB = 16
-	cfg := config{holdMiB: 4, churnMiB: chunkMiB, exitAfter: 800 * time.Millisecond}
+	cfg := config{holdMiB: 4, churnMiB: chunkMiB, exitAfter: 2 * time.Second} // 3 cycles in 800 ms on a loaded CI machine
 	var out bytes.Buffer
 	w := newWorkload(cfg, &out)
 	base := residentBytes(t)

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package explain says in words what evictd sees on a node and what it would
+// do there: every signal against its thresholds, every pod's place in that
+// signal's eviction order and why, the pods that cannot be chosen and why,
+// and who would go next, with what each would free. It answers the
+// operator's "why that pod?", "why not that one?" before or after the fact.
+//
+// The package is pure: the caller observes the node (or reads a capture of
+// it) and ranks the pods (pkg/rank); Explain only puts the pieces together.
+package explain
+
+import (
+	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// Input is what a report is made from.
+type Input struct {
+	// Thresholds are evictd's, as parsed from its configuration.
+	Thresholds []thresholds.Threshold
+	// Signals are the node's signals as observed (thresholds.Observe).
+	Signals map[thresholds.Signal]thresholds.Observation
+	// Rank ranks the node's pods for a signal (rank.Rank on the same
+	// observation).
+	Rank func(thresholds.Signal) []rank.Candidate
+}
+
+// Report is the explanation of one observation.
+type Report struct {
+	Signals []Signal `json:"signals"`
+}
+
+// Signal is one signal against its thresholds, with its pods.
+type Signal struct {
+	Signal thresholds.Signal `json:"signal"`
+	// Measured is false when the observation lacks the signal's inputs:
+	// its thresholds can then never be met, and nothing below is given.
+	Measured   bool        `json:"measured"`
+	Available  int64       `json:"available,omitempty"`
+	Capacity   int64       `json:"capacity,omitempty"`
+	Thresholds []Threshold `json:"thresholds"`
+	// Need is what must be freed to bring the signal back above every met
+	// hard threshold, its minimum reclaim included: what evictd acts on at
+	// once. With no hard threshold met it is the met soft thresholds' need,
+	// acted on once they have held for their grace period (NeedAfterGrace);
+	// 0 when none is met.
+	Need           int64 `json:"need"`
+	NeedAfterGrace bool  `json:"needAfterGrace,omitempty"`
+	// Pods are the node's pods in the signal's eviction order: the
+	// eligible ones first, numbered, then those that cannot be chosen.
+	Pods []Pod `json:"pods"`
+	// Next are the pods that would be evicted, in order, until Need is
+	// covered; with no threshold met, the one that would go first.
+	Next []Step `json:"next"`
+	// Short is what Need leaves uncovered once every eligible pod is gone.
+	Short int64 `json:"short,omitempty"`
+}
+
+// Threshold is one threshold of a signal.
+type Threshold struct {
+	Threshold string `json:"threshold"`
+	Hard      bool   `json:"hard"`
+	// Amount is the threshold in the signal's unit (a percentage taken of
+	// the capacity), and Reclaim its minimum reclaim (0 when unset).
+	Amount  int64 `json:"amount"`
+	Reclaim int64 `json:"reclaim,omitempty"`
+	// Met: the signal's available amount is below Amount. A soft threshold
+	// met acts once it has held for its grace period, which one
+	// observation cannot tell.
+	Met bool `json:"met"`
+}
+
+// Pod is one pod's place in a signal's order.
+type Pod struct {
+	// Rank is the 1-based place among the eligible pods; 0 for a pod that
+	// cannot be chosen.
+	Rank      int    `json:"rank"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Eligible  bool   `json:"eligible"`
+	// Why is, for an eligible pod, why it ranks where it does (over or
+	// within its request, by how much, its effective priority); for any
+	// other, why it cannot be chosen.
+	Why               string `json:"why"`
+	Usage             int64  `json:"usage"`
+	Request           int64  `json:"request"`
+	HasUsage          bool   `json:"hasUsage"`
+	ExceedsRequest    bool   `json:"exceedsRequest"`
+	Priority          int32  `json:"priority"`
+	EffectivePriority int32  `json:"effectivePriority"`
+}
+
+// Step is one eviction that would be made.
+type Step struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Rank      int    `json:"rank"`
+	// Frees is the pod's usage of the signal's resource, what its going
+	// gives back; AvailableAfter the signal's available amount once it and
+	// the steps before it are gone.
+	Frees          int64 `json:"frees"`
+	AvailableAfter int64 `json:"availableAfter"`
+	// Unknown: the pod has no usage figure, so what it frees is unknown;
+	// evictd waits until it is gone and looks again, and so the steps end
+	// with it.
+	Unknown bool `json:"unknown,omitempty"`
+}
+
+// Explain builds the report: one entry per signal evictd has a threshold
+// for, in the thresholds' action order.
+func Explain(in Input) Report {
+	var r Report
+	index := map[thresholds.Signal]int{}
+	for _, th := range in.Thresholds {
+		i, ok := index[th.Signal]
+		if !ok {
+			o, measured := in.Signals[th.Signal]
+			r.Signals = append(r.Signals, Signal{Signal: th.Signal, Measured: measured, Available: o.Available, Capacity: o.Capacity})
+			i = len(r.Signals) - 1
+			index[th.Signal] = i
+		}
+		s := &r.Signals[i]
+		t := Threshold{Threshold: th.String(), Hard: th.Hard()}
+		if s.Measured {
+			t.Amount = th.Value.Amount(s.Capacity)
+			if th.MinReclaim != nil {
+				t.Reclaim = th.MinReclaim.Amount(s.Capacity)
+			}
+			t.Met = s.Available < t.Amount
+		}
+		s.Thresholds = append(s.Thresholds, t)
+	}
+	for i := range r.Signals {
+		r.Signals[i].need()
+	}
+	for i := range r.Signals {
+		s := &r.Signals[i]
+		if !s.Measured || in.Rank == nil || s.Signal.Stall() || s.Signal.MemoryHigh() {
+			// A stall's need is in µs of stall and memory.high's is a
+			// container's, not an amount one observation gives.
+			continue
+		}
+		explainPods(s, in.Rank(s.Signal))
+	}
+	return r
+}
+
+// need sets Need from the hard thresholds met or, with none, the soft ones.
+func (s *Signal) need() {
+	var hard, soft int64
+	for _, t := range s.Thresholds {
+		if !t.Met {
+			continue
+		}
+		n := t.Amount + t.Reclaim - s.Available
+		if t.Hard {
+			hard = max(hard, n)
+		} else {
+			soft = max(soft, n)
+		}
+	}
+	s.Need, s.NeedAfterGrace = hard, false
+	if hard == 0 && soft > 0 {
+		s.Need, s.NeedAfterGrace = soft, true
+	}
+}
+
+// explainPods fills the signal's pods and the evictions its need calls for.
+func explainPods(s *Signal, cands []rank.Candidate) {
+	target := decide.Target{Threshold: thresholds.Threshold{Signal: s.Signal}}
+	n := 0
+	for _, c := range cands {
+		p := Pod{Namespace: c.Namespace, Name: c.Name, Eligible: c.Eligible, Usage: c.Usage, Request: c.Request,
+			HasUsage: c.HasUsage, ExceedsRequest: c.ExceedsRequest, Priority: c.Priority, EffectivePriority: c.EffectivePriority}
+		if c.Eligible {
+			n++
+			p.Rank, p.Why = n, decide.RankReason(target, c)
+		} else {
+			p.Why = c.SkipReason
+		}
+		s.Pods = append(s.Pods, p)
+	}
+	left, avail := s.Need, s.Available
+	for _, p := range s.Pods {
+		if !p.Eligible {
+			break // the eligible ones come first
+		}
+		if !p.HasUsage {
+			s.Next = append(s.Next, Step{Namespace: p.Namespace, Name: p.Name, Rank: p.Rank, AvailableAfter: avail, Unknown: true})
+			return // Short unknown too: the pod may free anything
+		}
+		avail += p.Usage
+		left -= p.Usage
+		s.Next = append(s.Next, Step{Namespace: p.Namespace, Name: p.Name, Rank: p.Rank, Frees: p.Usage, AvailableAfter: avail})
+		if left <= 0 {
+			break // with nothing met, only the one that would go first
+		}
+	}
+	s.Short = max(left, 0)
+}

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package explain
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+const mi = 1 << 20
+
+func cand(name string, usage, request int64, prio int32, skip string) rank.Candidate {
+	return rank.Candidate{Namespace: "shop", Name: name, UID: "uid-" + name, Eligible: skip == "", SkipReason: skip,
+		Usage: usage, Request: request, HasUsage: true, ExceedsRequest: usage > request, Priority: prio, EffectivePriority: prio}
+}
+
+func parse(t *testing.T, spec thresholds.Spec) []thresholds.Threshold {
+	t.Helper()
+	ths, err := thresholds.Parse(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ths
+}
+
+func names(steps []Step) []string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func TestExplain(t *testing.T) {
+	ths := parse(t, thresholds.Spec{
+		Hard:           map[string]string{"memory.available": "300Mi", "nodefs.available": "10%", "pid.available": "100"},
+		Soft:           map[string]string{"memory.available": "500Mi"},
+		GracePeriod:    map[string]string{"memory.available": "30s"},
+		MinimumReclaim: map[string]string{"memory.available": "100Mi"},
+	})
+	memRank := []rank.Candidate{
+		cand("cart", 300*mi, 100*mi, 0, ""),
+		cand("search", 120*mi, 200*mi, 0, ""),
+		cand("etcd", 900*mi, 0, 2000001000, "critical: priority 2000001000 is system-critical"),
+	}
+	diskRank := []rank.Candidate{cand("search", 5*mi, 0, 0, "")}
+	ranker := func(s thresholds.Signal) []rank.Candidate {
+		if s == thresholds.NodeFsAvailable {
+			return diskRank
+		}
+		return memRank
+	}
+	for _, tc := range []struct {
+		name       string
+		memAvail   int64
+		need       int64
+		next       []string
+		short      int64
+		hardMet    bool
+		softMet    bool
+		afterLast  int64
+		afterGrace bool
+	}{
+		{name: "hard met: the first pod covers the need and the minimum reclaim", memAvail: 250 * mi, need: 150 * mi,
+			next: []string{"cart"}, hardMet: true, softMet: true, afterLast: 550 * mi},
+		{name: "hard met: the eligible pods fall short; the critical one is never counted", memAvail: 0, need: 400 * mi,
+			next: []string{"cart", "search"}, short: 0, hardMet: true, softMet: true, afterLast: 420 * mi},
+		{name: "only the soft threshold met: its need, after its grace", memAvail: 450 * mi, need: 150 * mi, afterGrace: true,
+			next: []string{"cart"}, softMet: true, afterLast: 750 * mi},
+		{name: "nothing met: who would go first", memAvail: 2048 * mi, next: []string{"cart"}, afterLast: 2348 * mi},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Explain(Input{Thresholds: ths, Rank: ranker, Signals: map[thresholds.Signal]thresholds.Observation{
+				thresholds.MemoryAvailable: {Available: tc.memAvail, Capacity: 4096 * mi},
+				thresholds.NodeFsAvailable: {Available: 50 * 1024 * mi, Capacity: 100 * 1024 * mi},
+			}})
+			var got []thresholds.Signal
+			for _, s := range r.Signals {
+				got = append(got, s.Signal)
+			}
+			if want := []thresholds.Signal{thresholds.MemoryAvailable, thresholds.NodeFsAvailable, thresholds.PIDAvailable}; !slices.Equal(got, want) {
+				t.Fatalf("signals %v, want %v", got, want)
+			}
+			mem := r.Signals[0]
+			if len(mem.Thresholds) != 2 || mem.Thresholds[0].Met != tc.hardMet || mem.Thresholds[1].Met != tc.softMet {
+				t.Errorf("thresholds %+v, want hard met %v, soft met %v", mem.Thresholds, tc.hardMet, tc.softMet)
+			}
+			if mem.Thresholds[0].Amount != 300*mi || mem.Thresholds[0].Reclaim != 100*mi || !mem.Thresholds[0].Hard {
+				t.Errorf("hard threshold %+v, want 300Mi with 100Mi reclaim", mem.Thresholds[0])
+			}
+			if mem.Need != tc.need || mem.NeedAfterGrace != tc.afterGrace {
+				t.Errorf("need %d MiB (after grace %v), want %d MiB (%v)", mem.Need/mi, mem.NeedAfterGrace, tc.need/mi, tc.afterGrace)
+			}
+			if !slices.Equal(names(mem.Next), tc.next) || mem.Short != tc.short {
+				t.Errorf("next %v short %d, want %v short %d", names(mem.Next), mem.Short, tc.next, tc.short)
+			}
+			if last := mem.Next[len(mem.Next)-1]; last.AvailableAfter != tc.afterLast {
+				t.Errorf("available after %s: %d MiB, want %d MiB", last.Name, last.AvailableAfter/mi, tc.afterLast/mi)
+			}
+			if p := mem.Pods[0]; p.Rank != 1 || p.Why != "usage 300Mi exceeds request 100Mi, priority 0" {
+				t.Errorf("first pod %+v, want rank 1, over its request", p)
+			}
+			if p := mem.Pods[1]; p.Rank != 2 || p.Why != "usage 120Mi within request 200Mi, priority 0" {
+				t.Errorf("second pod %+v, want rank 2, within its request", p)
+			}
+			if p := mem.Pods[2]; p.Rank != 0 || p.Eligible || !strings.HasPrefix(p.Why, "critical:") {
+				t.Errorf("critical pod %+v, want no rank and its skip reason", p)
+			}
+			if pid := r.Signals[2]; pid.Measured || len(pid.Pods) != 0 || pid.Thresholds[0].Met {
+				t.Errorf("pid.available unmeasured in this observation, yet %+v", pid)
+			}
+		})
+	}
+}
