@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/evictd/evictd/pkg/cliflag"
-	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/explain"
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -41,18 +39,15 @@ Flags:
 `
 
 type explainFlags struct {
-	summary, pods, config, namespaces string
-	output                            string
-	help                              bool
+	captureFiles
+	output string
+	help   bool
 }
 
 func newExplainFlags() (*explainFlags, *pflag.FlagSet) {
 	f := &explainFlags{}
 	fs := cliflag.NewFlagSet("explain")
-	fs.StringVar(&f.summary, "summary", "", "Kubelet stats Summary or evictd observation JSON (required).")
-	fs.StringVar(&f.pods, "pods", "", "v1.PodList JSON, as kubectl get pods -o json prints it (required).")
-	fs.StringVar(&f.config, "config", "", "EvictdConfiguration file (thresholds, priority groups, exclusions).")
-	fs.StringVar(&f.namespaces, "namespaces", "", "v1.NamespaceList JSON, for priority groups with a namespaceSelector.")
+	f.captureFiles.bind(fs, "EvictdConfiguration file (thresholds, priority groups, exclusions).")
 	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
 	return f, fs
@@ -73,52 +68,26 @@ func explainCmd(_ context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "evictd explain: %v\n", err)
 		return exitUsage
 	}
+	if err := f.captureFiles.check(fs); err != nil {
+		return fail(err)
+	}
 	switch {
-	case fs.NArg() > 0:
-		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
-	case f.summary == "":
-		return fail(errors.New("--summary FILE is required"))
-	case f.pods == "":
-		return fail(errors.New("--pods FILE is required"))
 	case f.output != "json" && f.output != "text":
 		return fail(fmt.Errorf("invalid --output (-o) %q: want text or json", f.output))
 	}
-	cfg := config.Default()
-	var err error
-	if f.config != "" {
-		if cfg, err = config.Load(f.config); err != nil {
-			return fail(err)
-		}
-	}
-	ths, err := cfg.Thresholds()
+	c, err := loadCapture("explain", f.captureFiles, stderr)
 	if err != nil {
 		return fail(err)
 	}
-	opts, err := cfg.RankOptions()
+	ths, err := c.cfg.Thresholds()
 	if err != nil {
 		return fail(err)
-	}
-	in, err := readSummary(f.summary)
-	if err != nil {
-		return fail(err)
-	}
-	in.apply(&opts)
-	pods, err := readPods(f.pods)
-	if err != nil {
-		return fail(err)
-	}
-	if f.namespaces != "" {
-		if opts.NamespaceLabels, err = readNamespaceLabels(f.namespaces); err != nil {
-			return fail(err)
-		}
-	} else if cfg.HasSelectors() {
-		fmt.Fprintln(stderr, "evictd explain: warning: priority groups with a namespaceSelector match nothing without --namespaces")
 	}
 	rep := explain.Explain(explain.Input{
 		Thresholds: ths,
-		Signals:    thresholds.Observe(in.summary),
+		Signals:    thresholds.Observe(c.summary.summary),
 		Rank: func(s thresholds.Signal) []rank.Candidate {
-			return rank.Rank(s, in.summary, pods, opts).Candidates
+			return rank.Rank(s, c.summary.summary, c.pods, c.opts).Candidates
 		},
 	})
 	if f.output == "json" {

@@ -54,19 +54,16 @@ Flags:
 
 // rankFlags is the flags of `evictd rank`.
 type rankFlags struct {
-	summary, pods, signal, config, namespaces string
-	output                                    string
-	help                                      bool
+	captureFiles
+	signal, output string
+	help           bool
 }
 
 func newRankFlags() (*rankFlags, *pflag.FlagSet) {
 	f := &rankFlags{}
 	fs := cliflag.NewFlagSet("rank")
-	fs.StringVar(&f.summary, "summary", "", "Kubelet stats Summary or evictd observation JSON (required).")
-	fs.StringVar(&f.pods, "pods", "", "v1.PodList JSON, as kubectl get pods -o json prints it (required).")
+	f.captureFiles.bind(fs, "EvictdConfiguration file (priority groups, exclusions).")
 	fs.StringVar(&f.signal, "signal", string(thresholds.MemoryAvailable), "Eviction signal to rank for.")
-	fs.StringVar(&f.config, "config", "", "EvictdConfiguration file (priority groups, exclusions).")
-	fs.StringVar(&f.namespaces, "namespaces", "", "v1.NamespaceList JSON, for priority groups with a namespaceSelector.")
 	fs.StringVarP(&f.output, "output", "o", "table", "Output format: json or table.")
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
 	return f, fs
@@ -87,13 +84,10 @@ func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evictd rank: %v\n", err)
 		return exitUsage
 	}
+	if err := f.captureFiles.check(fs); err != nil {
+		return fail(err)
+	}
 	switch {
-	case fs.NArg() > 0:
-		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
-	case f.summary == "":
-		return fail(errors.New("--summary FILE is required"))
-	case f.pods == "":
-		return fail(errors.New("--pods FILE is required"))
 	case f.output != "json" && f.output != "table":
 		return fail(fmt.Errorf("invalid --output (-o) %q: want json or table", f.output))
 	}
@@ -101,40 +95,12 @@ func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(fmt.Errorf("--signal: %w", err))
 	}
-	cfg := config.Default()
-	if f.config != "" {
-		if cfg, err = config.Load(f.config); err != nil {
-			return fail(err)
-		}
-	}
-	opts, err := cfg.RankOptions()
+	c, err := loadCapture("rank", f.captureFiles, stderr)
 	if err != nil {
 		return fail(err)
-	}
-	in, err := readSummary(f.summary)
-	if err != nil {
-		return fail(err)
-	}
-	in.apply(&opts)
-	pods, err := readPods(f.pods)
-	if err != nil {
-		return fail(err)
-	}
-	if f.namespaces != "" {
-		if opts.NamespaceLabels, err = readNamespaceLabels(f.namespaces); err != nil {
-			return fail(err)
-		}
-	} else if cfg.HasSelectors() {
-		fmt.Fprintln(stderr, "evictd rank: warning: priority groups with a namespaceSelector match nothing without --namespaces")
-	}
-	if len(in.lostSignals) > 0 {
-		// Ranking still makes sense: a lost signal is a node-level figure,
-		// and the pods' own figures are all there.
-		fmt.Fprintf(stderr, "evictd rank: warning: --summary %s: evictd could not measure %s; the observation lacks them\n",
-			f.summary, strings.Join(in.lostSignals, ", "))
 	}
 
-	res := rank.Rank(signal, in.summary, pods, opts)
+	res := rank.Rank(signal, c.summary.summary, c.pods, c.opts)
 	if f.output == "json" {
 		err = writeJSON(stdout, res)
 	} else {
@@ -145,6 +111,75 @@ func rankCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// captureFiles are the files rank and explain read: a node's captured
+// data and the configuration to judge it with.
+type captureFiles struct {
+	summary, pods, config, namespaces string
+}
+
+func (f *captureFiles) bind(fs *pflag.FlagSet, configWhat string) {
+	fs.StringVar(&f.summary, "summary", "", "Kubelet stats Summary or evictd observation JSON (required).")
+	fs.StringVar(&f.pods, "pods", "", "v1.PodList JSON, as kubectl get pods -o json prints it (required).")
+	fs.StringVar(&f.config, "config", "", configWhat)
+	fs.StringVar(&f.namespaces, "namespaces", "", "v1.NamespaceList JSON, for priority groups with a namespaceSelector.")
+}
+
+// check refuses stray arguments and missing files.
+func (f captureFiles) check(fs *pflag.FlagSet) error {
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case f.summary == "":
+		return errors.New("--summary FILE is required")
+	case f.pods == "":
+		return errors.New("--pods FILE is required")
+	}
+	return nil
+}
+
+// capture is what captureFiles hold, read and checked.
+type capture struct {
+	cfg     *config.Config
+	opts    rank.Options
+	summary summaryInput
+	pods    []*v1.Pod
+}
+
+// loadCapture reads the files; warnings go to stderr, named by command.
+func loadCapture(command string, f captureFiles, stderr io.Writer) (capture, error) {
+	c := capture{cfg: config.Default()}
+	var err error
+	if f.config != "" {
+		if c.cfg, err = config.Load(f.config); err != nil {
+			return c, err
+		}
+	}
+	if c.opts, err = c.cfg.RankOptions(); err != nil {
+		return c, err
+	}
+	if c.summary, err = readSummary(f.summary); err != nil {
+		return c, err
+	}
+	c.summary.apply(&c.opts)
+	if c.pods, err = readPods(f.pods); err != nil {
+		return c, err
+	}
+	if f.namespaces != "" {
+		if c.opts.NamespaceLabels, err = readNamespaceLabels(f.namespaces); err != nil {
+			return c, err
+		}
+	} else if c.cfg.HasSelectors() {
+		fmt.Fprintf(stderr, "evictd %s: warning: priority groups with a namespaceSelector match nothing without --namespaces\n", command)
+	}
+	if lost := c.summary.lostSignals; len(lost) > 0 {
+		// Still worth reading: a lost signal is a node-level figure, and
+		// the pods' own figures are all there.
+		fmt.Fprintf(stderr, "evictd %s: warning: --summary %s: evictd could not measure %s; the observation lacks them\n",
+			command, f.summary, strings.Join(lost, ", "))
+	}
+	return c, nil
 }
 
 func readJSONFile(path, what string, v any) error {

@@ -38,21 +38,7 @@ func TestLoopDiskDecisionWaitsForFreshFigures(t *testing.T) {
 				{name: "quiet-1", usage: 10 * mi, grace: 30, disk: 100 * mi, diskReq: 200 * mi},
 				{name: "quiet-2", usage: 10 * mi, grace: 30, disk: 90 * mi, diskReq: 200 * mi},
 			}
-			n := newSimNode(t, 4096*mi, base250, pods...)
-			n.diskCapacity, n.diskBase, n.diskRefresh = 100*gi, 80*gi, 10*time.Second
-			cfg := testLoopConfig(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"nodefs.available": "15%"}}))
-			cfg.ExpectImageGC = false
-			var obs Observer = n
-			if !tc.rewalk {
-				obs = struct{ Observer }{n} // hides RemeasureEphemeral
-			}
-			w := &simWaker{n: n}
-			l, err := NewLoop(cfg, Deps{Observer: obs, Waker: w, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.loop = l
-			n.runMore(t, 20*time.Second, w)
+			n := runDiskSim(t, pods, tc.rewalk, 20*time.Second)
 			v := n.victims()
 			if len(v) == 0 || v[0] != tc.first {
 				t.Fatalf("eviction calls %v; want %s first", v, tc.first)
@@ -65,4 +51,29 @@ func TestLoopDiskDecisionWaitsForFreshFigures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runDiskSim runs the loop for d on a 100 GiB node filesystem, 80 GiB used
+// outside the pods, under nodefs.available<15%, with each pod's disk
+// figure cached for 10 s, as the real observer caches its walks; without
+// rewalk the observer cannot be asked to walk pods again.
+func runDiskSim(t *testing.T, pods []*simPod, rewalk bool, d time.Duration) *simNode {
+	t.Helper()
+	const gi = 1 << 30
+	n := newSimNode(t, 4096*mi, base250, pods...)
+	n.diskCapacity, n.diskBase, n.diskRefresh = 100*gi, 80*gi, 10*time.Second
+	cfg := testLoopConfig(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"nodefs.available": "15%"}}))
+	cfg.ExpectImageGC = false
+	var obs Observer = n
+	if !rewalk {
+		obs = struct{ Observer }{n} // hides RemeasureEphemeral
+	}
+	w := &simWaker{n: n}
+	l, err := NewLoop(cfg, Deps{Observer: obs, Waker: w, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.loop = l
+	n.runMore(t, d, w)
+	return n
 }

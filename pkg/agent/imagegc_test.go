@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/pkg/agent/imagegc"
@@ -131,23 +130,9 @@ func TestLoopDiskVictimWritingInItsGraceIsItsOwn(t *testing.T) {
 				{name: "writer", usage: 10 * mi, grace: 30, exitIn: 5 * time.Second, disk: 2 * gi, diskRate: gi},
 				{name: "quiet", usage: 10 * mi, grace: 30, disk: gi},
 			}
-			n := newSimNode(t, 4096*mi, base250, pods...)
-			// 100 GiB, 80 used outside the pods: available 17 GiB less what the
-			// writer writes, under nodefs.available<15% two seconds in.
-			n.diskCapacity, n.diskBase, n.diskRefresh = 100*gi, 80*gi, 10*time.Second
-			cfg := testLoopConfig(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"nodefs.available": "15%"}}))
-			cfg.ExpectImageGC = false
-			var obs Observer = n
-			if !tc.remeasure {
-				obs = struct{ Observer }{n} // hides RemeasureEphemeral
-			}
-			w := &simWaker{n: n}
-			l, err := NewLoop(cfg, Deps{Observer: obs, Waker: w, Pods: n, Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.loop = l
-			n.runMore(t, 20*time.Second, w)
+			// Available 17 GiB less what the writer writes: under
+			// nodefs.available<15% two seconds in.
+			n := runDiskSim(t, pods, tc.remeasure, 20*time.Second)
 			if !eq(n.victims(), tc.want) {
 				t.Fatalf("eviction calls %v; want %v", n.victims(), tc.want)
 			}
