@@ -59,7 +59,7 @@ func TestExplainCommand(t *testing.T) {
 	for _, want := range []string{
 		"memory.available: 250Mi available of 8Gi\n  threshold memory.available<300Mi: met: evictd acts at once\n" +
 			"  to free: 50Mi (now); would evict, in order:\n    1. batch/report-7f9, freeing 100Mi (350Mi available after)\n",
-		"usage 100Mi exceeds request 0, priority 0 (effective -1000)",
+		"usage 100Mi exceeds request 0, priority 0 (effective -1000, priority group batch)",
 		"opt-out: annotation evictd.io/evict=false",
 		"shop/cart-5, freeing an unknown amount (no usage figure): evictd waits until it is gone and looks again",
 		"pid.available: 31568 available of 32768\n  threshold pid.available<10%: not met\n  nothing to free; the first to go would be:\n",

@@ -324,6 +324,16 @@ func (e *Evictor) Evict(ctx context.Context, req evict.Request) (evict.Outcome, 
 	log.Info("eviction requested", zap.String("evictionRequest", o.key()), zap.String("requester", e.requester), zap.Duration("responderWait", e.wait))
 	start := e.clock.Now()
 	grace := e.Options().GracePeriod(pod, req.Hard, req.GraceOverride)
+	select {
+	case <-o.withdrawn:
+		// The episode ended while the request was being made.
+		res.Settle(false)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*e.callTimeout)
+		e.remove(rctx, o, true, "pressure ended while it was made")
+		cancel()
+		return evict.Outcome{Result: evict.Failed, GracePeriodSeconds: grace}, &evict.PodError{Pod: key, Result: evict.Failed, Err: ErrWithdrawn}
+	default:
+	}
 	for {
 		live, er := e.read(ctx, pod, o)
 		p := Assess(er, live, pod.UID)
@@ -412,6 +422,18 @@ func (e *Evictor) ensure(ctx context.Context, req evict.Request) (*open, error) 
 	ctx, cancel := context.WithTimeout(ctx, 2*e.callTimeout)
 	defer cancel()
 	want := Build(req.Pod, e.requester)
+	// Open before it is made: an episode that ends while the create is
+	// under way finds it and closes withdrawn, and Evict withdraws what
+	// was made (EpisodeEnded, run first, found nothing to withdraw and left
+	// the request live for a responder to act on after the pressure).
+	e.mu.Lock()
+	o, had := e.open[req.Pod.UID], true
+	if o == nil {
+		o, had = &open{namespace: want.Namespace, name: want.Name, withdrawn: make(chan struct{})}, false
+		e.open[req.Pod.UID] = o
+	}
+	o.signal = req.Signal
+	e.mu.Unlock()
 	var err error
 	for range 2 {
 		cctx, ccancel := context.WithTimeout(ctx, e.callTimeout)
@@ -434,16 +456,13 @@ func (e *Evictor) ensure(ctx context.Context, req evict.Request) (*open, error) 
 		}
 	}
 	if err != nil {
+		e.mu.Lock()
+		if !had && e.open[req.Pod.UID] == o {
+			delete(e.open, req.Pod.UID)
+		}
+		e.mu.Unlock()
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	o := e.open[req.Pod.UID]
-	if o == nil {
-		o = &open{namespace: want.Namespace, name: want.Name, withdrawn: make(chan struct{})}
-		e.open[req.Pod.UID] = o
-	}
-	o.signal = req.Signal
 	return o, nil
 }
 

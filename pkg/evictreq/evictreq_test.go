@@ -52,6 +52,8 @@ type memAPI struct {
 	created chan struct{}
 	// onPoll runs on every GetPod: a responder at work.
 	onPoll func(p *v1.Pod)
+	// beforeCreate runs as a create arrives, before it is made.
+	beforeCreate func()
 	// writes are the writes made, in order: "create NAME", "update NAME
 	// intent=INTENT", "delete NAME".
 	writes []string
@@ -79,6 +81,9 @@ func (a *memAPI) GetPod(_ context.Context, ns, name string) (*v1.Pod, error) {
 }
 
 func (a *memAPI) CreateEvictionRequest(_ context.Context, er *lifecyclev1alpha1.EvictionRequest) (*lifecyclev1alpha1.EvictionRequest, error) {
+	if a.beforeCreate != nil {
+		a.beforeCreate()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	k := er.Namespace + "/" + er.Name
@@ -412,6 +417,40 @@ func TestWithdrawnWhenPressureEnds(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Evict did not return after the withdrawal")
+	}
+	want := []string{"create " + Name(uid), "update " + Name(uid) + " intent=Withdrawn", "delete " + Name(uid)}
+	if w := h.api.writesMade(); !slices.Equal(w, want) {
+		t.Errorf("EvictionRequest writes %q, want %q", w, want)
+	}
+	if n := h.pods.count(); n != 0 {
+		t.Errorf("%d imperative eviction(s), want none", n)
+	}
+}
+
+// The episode ends while the request is being made: EpisodeEnded comes
+// before the object exists, so it has nothing to withdraw yet; what was
+// made is withdrawn and deleted all the same, and no responder is left a
+// request for a pressure that is over (seen: TestLoopWithdrawsRequest-
+// WhenEpisodeEnds on a loaded machine left the request live).
+func TestWithdrawnWhenPressureEndsDuringTheCreate(t *testing.T) {
+	h := newHarness(t, time.Hour)
+	h.api.beforeCreate = func() {
+		h.ev.EpisodeEnded(context.Background(), func(s thresholds.Signal) bool { return s == thresholds.MemoryAvailable })
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.ev.Evict(ctx, softMemory())
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrWithdrawn) {
+			t.Errorf("Evict error %v, want ErrWithdrawn", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Evict still waits for a responder 10s after its episode ended; writes %q", h.api.writesMade())
 	}
 	want := []string{"create " + Name(uid), "update " + Name(uid) + " intent=Withdrawn", "delete " + Name(uid)}
 	if w := h.api.writesMade(); !slices.Equal(w, want) {

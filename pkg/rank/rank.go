@@ -89,7 +89,10 @@ type Candidate struct {
 	// Priority is the pod's own; EffectivePriority after its group.
 	Priority          int32 `json:"priority"`
 	EffectivePriority int32 `json:"effectivePriority"`
-	ExceedsRequest    bool  `json:"exceedsRequest"`
+	// Group is the priority group the pod's namespace belongs to, which
+	// made EffectivePriority; "" for none.
+	Group          string `json:"group,omitempty"`
+	ExceedsRequest bool   `json:"exceedsRequest"`
 	// Usage and Request are in the signal's unit (bytes, inodes or
 	// processes); Usage is 0 when HasUsage is false. For the memory
 	// signals Usage is the pod's footprint: its working set plus the swap
@@ -151,7 +154,11 @@ func Rank(signal thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, o
 		}
 		c := Candidate{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Pod: p}
 		c.Priority = ownPriority(p, opts.PriorityClasses)
-		c.EffectivePriority = effectivePriority(c.Priority, groups.lookup(p.Namespace))
+		g := groups.lookup(p.Namespace)
+		c.EffectivePriority = effectivePriority(c.Priority, g)
+		if g != nil {
+			c.Group = g.Name
+		}
 		env.own = c.Priority
 		c.SkipReason = skipReason(p, &env)
 		c.Eligible = c.SkipReason == ""

@@ -681,7 +681,10 @@ func RankReason(t Target, c rank.Candidate) string {
 		fmt.Fprintf(&b, " (%s of it in swap)", amount(sig, c.Swap))
 	}
 	fmt.Fprintf(&b, ", priority %d", c.Priority)
-	if c.EffectivePriority != c.Priority {
+	switch {
+	case c.Group != "":
+		fmt.Fprintf(&b, " (effective %d, priority group %s)", c.EffectivePriority, c.Group)
+	case c.EffectivePriority != c.Priority:
 		fmt.Fprintf(&b, " (effective %d)", c.EffectivePriority)
 	}
 	if t.Early {
