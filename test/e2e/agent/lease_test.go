@@ -149,9 +149,15 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 		t.Errorf("d: evictd_signal_available_bytes{memory.available} = %v, want an observed value", got)
 	}
 
-	for name, e := range map[string]*evictd{"c": c, "d": d} {
-		if killed, code, err := e.p.Stop(stopGrace); killed || code != 0 || err != nil {
-			t.Errorf("%s after SIGTERM: killed %v, exit code %d, %v", name, killed, code, err)
+	// The waiting agent first: stopped second, it could take over the
+	// lease the holder releases in the moment before its own SIGTERM (a
+	// map's random order did so once, and the lease was left).
+	for _, x := range []struct {
+		name string
+		e    *evictd
+	}{{"d", d}, {"c", c}} {
+		if killed, code, err := x.e.p.Stop(stopGrace); killed || code != 0 || err != nil {
+			t.Errorf("%s after SIGTERM: killed %v, exit code %d, %v", x.name, killed, code, err)
 		}
 	}
 	// Nothing left behind once the last agent has gone.
