@@ -16,6 +16,12 @@
 // away fails its stage instead of leaving it to pass with fewer tests.
 //
 // --counts FILE writes "passed failed skipped" there too, for hack/test.sh.
+//
+// Before the last line comes a recap of each failed top-level test: the last
+// recapLines messages its test files printed (lines that start with
+// "name_test.go:N:"). A failing e2e test prints its control plane's logs
+// after its own messages, and a CI log shown only around its "--- FAIL" line
+// would otherwise show those and not why the test failed.
 package main
 
 import (
@@ -202,6 +208,34 @@ type counts struct{ passed, failed, skipped int }
 type pkgState struct {
 	testFailed bool
 	output     map[string]*strings.Builder // by test name; "" is the package's own
+	// messages holds each running top-level test's last recapLines
+	// messages, for the recap of the failed ones.
+	messages map[string][]string
+}
+
+// recapLines is how many of a failed test's own messages the recap repeats.
+const recapLines = 12
+
+// testMessage matches the first line of a message a test file printed
+// (t.Log, t.Error, t.Fatal), as go test -v indents it.
+var testMessage = regexp.MustCompile(`^\s+[\w.-]+_test\.go:\d+: `)
+
+// recap is one failed test's messages, for the recap.
+type recap struct {
+	test     string
+	messages []string
+}
+
+// remember keeps line among test's last recapLines messages when it is one.
+func (ps *pkgState) remember(test, line string) {
+	if !testMessage.MatchString(line) {
+		return
+	}
+	m := append(ps.messages[test], strings.TrimRight(line, "\n"))
+	if len(m) > recapLines {
+		m = m[len(m)-recapLines:]
+	}
+	ps.messages[test] = m
 }
 
 // report reads go test -json from in, prints it to out as it goes and
@@ -210,6 +244,7 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 	var c counts
 	pkgs := map[string]*pkgState{}
 	var skips []string
+	var recaps []recap
 	ran := map[string]bool{}      // top-level tests that got a run event
 	var buildFailed []string      // import paths, in order
 	reported := map[string]bool{} // build failures a package's verdict named
@@ -235,7 +270,7 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 		}
 		ps := pkgs[e.Package]
 		if ps == nil {
-			ps = &pkgState{output: map[string]*strings.Builder{}}
+			ps = &pkgState{output: map[string]*strings.Builder{}, messages: map[string][]string{}}
 			pkgs[e.Package] = ps
 		}
 		topLevel := e.Test != "" && !strings.Contains(e.Test, "/")
@@ -245,13 +280,16 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 				ran[e.Test] = true
 			}
 		case "output":
-			if !opts.quiet {
-				fmt.Fprint(out, e.Output)
-				continue
-			}
 			key := e.Test
 			if i := strings.IndexByte(key, '/'); i >= 0 {
 				key = key[:i]
+			}
+			if key != "" {
+				ps.remember(key, e.Output)
+			}
+			if !opts.quiet {
+				fmt.Fprint(out, e.Output)
+				continue
 			}
 			b := ps.output[key]
 			if b == nil {
@@ -291,6 +329,10 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 			}
 			if topLevel {
 				delete(ps.output, e.Test)
+				if e.Action == "fail" {
+					recaps = append(recaps, recap{test: e.Package + " " + e.Test, messages: ps.messages[e.Test]})
+				}
+				delete(ps.messages, e.Test)
 				switch {
 				case e.Action == "pass":
 					c.passed++
@@ -328,6 +370,12 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 		if !ran[name] {
 			c.failed++
 			fmt.Fprintf(out, "NOT RUN %s: the stage's -run pattern names it, but no test of that name ran (renamed, removed, or behind another build tag?)\n", name)
+		}
+	}
+	for _, r := range recaps {
+		fmt.Fprintf(out, "FAILED %s; its last messages:\n", r.test)
+		for _, m := range r.messages {
+			fmt.Fprintln(out, m)
 		}
 	}
 	fmt.Fprintf(out, "%d passed, %d failed", c.passed, c.failed)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -339,5 +340,42 @@ func TestPlainTextPassesThrough(t *testing.T) {
 	_, out, _ := runReport(t, in, nil, "--quiet")
 	if !strings.Contains(out, "a/a.go:1:1: expected 'package'\n") {
 		t.Errorf("plain text lost:\n%s", out)
+	}
+}
+
+// A failed test's own messages are repeated before the last line, past the
+// control plane logs it printed after them; a passing test's are not.
+func TestRecapOfAFailedTestsMessages(t *testing.T) {
+	var bad []event
+	bad = append(bad, event{Action: "run", Package: pkgA, Test: "TestBad"})
+	for i := 0; i < recapLines+2; i++ {
+		bad = append(bad, event{Action: "output", Package: pkgA, Test: "TestBad", Output: fmt.Sprintf("    bad_test.go:%d: message %d\n", 10+i, i)})
+	}
+	bad = append(bad,
+		event{Action: "output", Package: pkgA, Test: "TestBad/sub", Output: "        bad_test.go:99: from the subtest\n"},
+		event{Action: "output", Package: pkgA, Test: "TestBad", Output: "    logger.go:146: control plane says\n"},
+		event{Action: "output", Package: pkgA, Test: "TestBad", Output: "        I1125 16:29:07.859088 shared_informer.go:531] synced\n"},
+		event{Action: "output", Package: pkgA, Test: "TestBad", Output: "--- FAIL: TestBad (1.00s)\n"},
+		event{Action: "fail", Package: pkgA, Test: "TestBad"})
+	good := join(test(pkgA, "TestOK", "pass"))
+	good = append(good[:2], append([]event{{Action: "output", Package: pkgA, Test: "TestOK", Output: "    ok_test.go:5: fine\n"}}, good[2:]...)...)
+	for _, args := range [][]string{nil, {"--quiet"}} {
+		_, out, _ := runReport(t, stream(t, join(good, bad, pkgVerdict(pkgA, "fail"))...), nil, args...)
+		i := strings.Index(out, "FAILED "+pkgA+" TestBad; its last messages:\n")
+		if i < 0 {
+			t.Fatalf("%v: no recap of TestBad in\n%s", args, out)
+		}
+		got := out[i:]
+		if !strings.Contains(got, "bad_test.go:99: from the subtest\n") || !strings.Contains(got, fmt.Sprintf("message %d\n", recapLines+1)) {
+			t.Errorf("%v: the recap lacks the last messages:\n%s", args, got)
+		}
+		for _, not := range []string{"message 2\n", "logger.go", "shared_informer", "ok_test.go"} {
+			if strings.Contains(got, not) {
+				t.Errorf("%v: the recap holds %q:\n%s", args, not, got)
+			}
+		}
+		if lastLine(out) != "1 passed, 1 failed" {
+			t.Errorf("%v: last line %q", args, lastLine(out))
+		}
 	}
 }

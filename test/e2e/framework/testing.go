@@ -85,7 +85,9 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	t.Cleanup(func() {
 		stopGuard()
 		if t.Failed() {
-			t.Log("test failed; control plane logs:\n" + c.LogTails(40))
+			// A few lines: the control plane is rarely why a test failed,
+			// and a long tail would bury the test's own messages.
+			t.Log("test failed; control plane logs:\n" + c.LogTails(8))
 		}
 		c.Stop()
 	})
