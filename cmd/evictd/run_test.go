@@ -55,6 +55,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"no informer sync time", []string{"--node-name=n1", "--informer-sync-timeout=0s"}, "--informer-sync-timeout 0s"},
 		{"node lease too short", []string{"--node-name=n1", "--node-lease-duration=2s"}, "--node-lease-duration 2s"},
 		{"bad node lease namespace", []string{"--node-name=n1", "--node-lease-namespace=Kube_Leases"}, `"Kube_Leases"`},
+		{"bad node brake taint effect", []string{"--node-name=n1", "--node-brake-taint-effect=NoExecute"}, `node brake taint effect "NoExecute": want NoSchedule, PreferNoSchedule or None`},
 		{"bad log level", []string{"--node-name=n1", "--log-level=loud"}, `"loud"`},
 		{"bad log format", []string{"--node-name=n1", "--log-format=xml"}, `"xml"`},
 		{"bad boolean", []string{"--node-name=n1", "--include-daemonset-pods=perhaps"}, `"perhaps"`},
@@ -163,6 +164,7 @@ func TestRunEvictsOnASimulatedNode(t *testing.T) {
 			"--node-name=" + node.Name, "--kubeconfig=" + c.EvictdKubeconfig,
 			"--host-root=" + node.HostRoot, "--cgroup-root=" + node.CgroupRoot, "--node-cgroup=" + node.CgroupRoot,
 			"--metrics-bind-address=127.0.0.1:0", "--housekeeping-interval=500ms",
+			"--node-brake=false", // the unbound test token may not write the Node
 			// The simulated node's disks are the host's: a host disk under
 			// 20% free met the default imagefs threshold and evicted the
 			// idle pod. This test is about memory.

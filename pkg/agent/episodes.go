@@ -73,6 +73,7 @@ func (l *Loop) trackEpisodes(v *view) {
 	for _, ep := range l.episodes.All() {
 		l.noteThresholds(ep, v)
 	}
+	l.syncBrake()
 }
 
 func (l *Loop) episodeStarted(ep *episode.Episode, v *view) {

@@ -166,6 +166,9 @@ type Deps struct {
 	// only observes: no eviction, no EvictionRequest, no actuator write, no
 	// Event.
 	Acting func() bool
+	// Brake, when not nil, is told the open episodes after every acting
+	// pass (the node brake: pkg/nodebrake).
+	Brake Braker
 }
 
 // Loop is the agent: observe, decide, act, wait.

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/evictd/evictd/pkg/agent/fastpath"
@@ -27,6 +28,7 @@ import (
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
@@ -62,6 +64,9 @@ const (
 	FlagNodeLease          = "node-lease"
 	FlagNodeLeaseNamespace = "node-lease-namespace"
 	FlagNodeLeaseDuration  = "node-lease-duration"
+	// The node brake (docs/run.md, "The node brake").
+	FlagNodeBrake            = "node-brake"
+	FlagNodeBrakeTaintEffect = "node-brake-taint-effect"
 	// Placement above the kubelet's thresholds (kubelet_place.go).
 	FlagKubeletThresholds = "kubelet-thresholds"
 	FlagKubeletConfig     = "kubelet-config"
@@ -155,6 +160,11 @@ type Options struct {
 	NodeLease          bool
 	NodeLeaseNamespace string
 	NodeLeaseDuration  time.Duration
+	// NodeBrake sets evictd's condition and taint on its Node during each
+	// pressure episode (pkg/nodebrake); NodeBrakeTaintEffect is the
+	// taint's effect, or nodebrake.EffectNone for the condition only.
+	NodeBrake            bool
+	NodeBrakeTaintEffect string
 	// KubeletThresholds is KubeletPlace (read the node's kubelet
 	// thresholds, move evictd's defaults above them) or KubeletIgnore.
 	KubeletThresholds string
@@ -202,6 +212,9 @@ func NewOptions() *Options {
 		NodeLease:          true,
 		NodeLeaseNamespace: nodelease.DefaultNamespace,
 		NodeLeaseDuration:  nodelease.DefaultDuration,
+
+		NodeBrake:            true,
+		NodeBrakeTaintEffect: string(v1.TaintEffectNoSchedule),
 	}
 }
 
@@ -243,6 +256,8 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	generic.BoolVar(&o.NodeLease, FlagNodeLease, o.NodeLease, "Act only while holding this node's coordination.k8s.io Lease (evictd-<node>), so that one evictd acts per node; another one waits, not ready. false: act regardless (tests; never with two agents on a node).")
 	generic.StringVar(&o.NodeLeaseNamespace, FlagNodeLeaseNamespace, o.NodeLeaseNamespace, "Namespace of the node Lease; every install must use the same one, or two would both act.")
 	generic.DurationVar(&o.NodeLeaseDuration, FlagNodeLeaseDuration, o.NodeLeaseDuration, "How long the node Lease lasts unrenewed; it is renewed every third of it, and another agent takes over this long after the holder vanished without releasing it.")
+	generic.BoolVar(&o.NodeBrake, FlagNodeBrake, o.NodeBrake, "During each pressure episode, set evictd's condition (EvictdMemoryPressure, EvictdDiskPressure, EvictdPIDPressure) and taint (evictd.io/memory-pressure, disk-pressure, pid-pressure) on this node, and lift them when it ends: the scheduler brake the kubelet's MemoryPressure would have applied, had evictd not acted first. Needs patch on nodes and nodes/status (bounded to the own node by the shipped admission policy). Nothing is written in dry run.")
+	generic.StringVar(&o.NodeBrakeTaintEffect, FlagNodeBrakeTaintEffect, o.NodeBrakeTaintEffect, "The brake's taint effect: NoSchedule (as the kubelet's: no new pod without a toleration lands here), PreferNoSchedule (the scheduler avoids the node but still uses it when nothing else fits), or None (the condition only).")
 	generic.BoolVar(&o.LockMemory, FlagLockMemory, o.LockMemory, "Lock evictd's memory in RAM (mlockall, each page as it is first touched), so that the node's memory pressure cannot page it out; needs CAP_IPC_LOCK. When refused, evictd runs unlocked, logs why and reports evictd_memory_locked 0.")
 
 	eviction.Var(optionalBool{&o.includeDS}, FlagIncludeDaemonSetPods, "Make DaemonSet pods eligible for eviction (overrides includeDaemonSetPods of --config).")
@@ -389,6 +404,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid --%s %v: must be whole seconds within %v..10m", FlagNodeLeaseDuration, o.NodeLeaseDuration, nodelease.MinDuration)
 	case o.HostRoot == "":
 		return fmt.Errorf("invalid --%s %q: must name a directory", FlagHostRoot, o.HostRoot)
+	case !validEffect(o.NodeBrakeTaintEffect):
+		_, err := nodebrake.ParseEffect(o.NodeBrakeTaintEffect)
+		return fmt.Errorf("invalid --%s: %w", FlagNodeBrakeTaintEffect, err)
 	case o.KubeletThresholds != KubeletPlace && o.KubeletThresholds != KubeletIgnore:
 		return fmt.Errorf("invalid --%s %q: want %s or %s", FlagKubeletThresholds, o.KubeletThresholds, KubeletPlace, KubeletIgnore)
 	case o.KubeletConfig != "" && !strings.HasPrefix(o.KubeletConfig, "/"):
@@ -432,4 +450,9 @@ func validateAddress(addr string) error {
 		return fmt.Errorf("invalid --%s %q: host %q is neither an IP address nor a host name", FlagMetricsAddress, addr, host)
 	}
 	return nil
+}
+
+func validEffect(s string) bool {
+	_, err := nodebrake.ParseEffect(s)
+	return err == nil
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/memlock"
 	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/predict"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
@@ -230,9 +231,14 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 
+	brake, err := newNodeBrake(o, client, watcher, m, leaseActing(lease), log, clk)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+
 	cfg := loopConfig(o, ths, rankOpts)
 	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: evictor, Arming: armingOrNil(arming),
-		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease)})
+		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease), Brake: brakeOrNil(brake)})
 	if err != nil {
 		return err
 	}
@@ -256,6 +262,9 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	ready.AddWarning("kubelet-thresholds", kubeletPlaced.Detail)
 	if lease != nil {
 		ready.Add(CheckNodeLease, lease.Check)
+	}
+	if brake != nil {
+		ready.AddWarning(CheckNodeBrake, brake.Warning)
 	}
 	m.SetReadiness(ready.Check)
 	var serveErr error
@@ -327,6 +336,15 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 				lease.Run(ctx)
 			}()
 		}
+		if brake != nil {
+			// It lifts the brake when ctx ends, before the lease is
+			// released below: the next agent finds the node clean.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				brake.Run(ctx)
+			}()
+		}
 		runErr = loop.Run(ctx)
 	}
 
@@ -351,6 +369,15 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		return runErr
 	}
 	return serveErr
+}
+
+// brakeOrNil keeps a nil *nodebrake.Brake from becoming a non-nil
+// interface.
+func brakeOrNil(b *nodebrake.Brake) Braker {
+	if b == nil {
+		return nil
+	}
+	return b
 }
 
 // armingOrNil keeps a nil *fastpath.Manager from becoming a non-nil

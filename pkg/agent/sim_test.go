@@ -82,7 +82,9 @@ func (p *simPod) memAt(now time.Time) int64 {
 }
 
 type simNode struct {
-	t        *testing.T
+	t *testing.T
+	// brake, when set, receives the loop's brake syncs.
+	brake    *brakeRecorder
 	mu       sync.Mutex
 	clk      *testclock.FakeClock
 	capacity int64
@@ -518,7 +520,11 @@ func testLoopConfig(ths []thresholds.Threshold) LoopConfig {
 func (n *simNode) run(t *testing.T, cfg LoopConfig, d time.Duration) *simWaker {
 	t.Helper()
 	w := &simWaker{n: n}
-	l, err := NewLoop(cfg, Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Metrics: n.metrics, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall})
+	deps := Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Metrics: n.metrics, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall}
+	if n.brake != nil {
+		deps.Brake = n.brake
+	}
+	l, err := NewLoop(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
@@ -289,4 +290,24 @@ func (c *Client) WatchLeases(ctx context.Context, namespace string, opts metav1.
 		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
 	}
 	return req.Watch(ctx)
+}
+
+// PatchNode patches a Node (the node brake's taints: a merge patch whose
+// resourceVersion makes it conditional, as spec.taints is replaced whole).
+func (c *Client) PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte) (*corev1.Node, error) {
+	out := &corev1.Node{}
+	if err := c.core.Patch(pt).Resource("nodes").Name(name).Body(data).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PatchNodeStatus patches a Node's status subresource (the node brake's
+// conditions: a strategic merge patch, merged by condition type).
+func (c *Client) PatchNodeStatus(ctx context.Context, name string, pt types.PatchType, data []byte) (*corev1.Node, error) {
+	out := &corev1.Node{}
+	if err := c.core.Patch(pt).Resource("nodes").Name(name).SubResource("status").Body(data).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

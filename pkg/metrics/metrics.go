@@ -125,6 +125,7 @@ type Metrics struct {
 	actuatorWrites       *prometheus.CounterVec
 	kubelet              kubeletMetrics   // kubelet.go
 	nodeLease            nodeLeaseMetrics // nodelease.go
+	nodeBrake            nodeBrakeMetrics // nodebrake.go
 }
 
 // New builds the metrics on a fresh private registry, with the Go and
@@ -264,6 +265,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 	m.initBuildInfo(build)
 	m.initKubelet()
 	m.initNodeLease()
+	m.initNodeBrake()
 	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 

@@ -412,6 +412,7 @@ func startAgentBin(t *testing.T, e *env, bin, logName string, extra ...string) *
 		"--cgroup-root=" + e.node.CgroupRoot,
 		"--node-cgroup=" + e.node.CgroupRoot,
 		"--metrics-bind-address=127.0.0.1:0",
+		"--node-brake=false", // the unbound test token may not write the Node
 	}, extra...)
 	var copyTo *os.File
 	if f := outFile(t, logName+"-evictd.log"); f != nil {

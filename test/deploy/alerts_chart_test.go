@@ -76,7 +76,7 @@ func TestChartAlertsFollowTheNames(t *testing.T) {
 		if ds := ruleOf(t, pr, "EvictdDaemonSetIncomplete"); !strings.Contains(ds["expr"].(string), tc.ds) {
 			t.Errorf("%s: EvictdDaemonSetIncomplete %q lacks %s", tc.values, ds["expr"], tc.ds)
 		}
-		for _, name := range []string{"EvictdAbsent", "EvictdDown", "EvictdNotReady", "EvictdWakeupSourceInactive"} {
+		for _, name := range []string{"EvictdAbsent", "EvictdDown", "EvictdNotReady", "EvictdNodeBrakeFailing", "EvictdWakeupSourceInactive"} {
 			r := ruleOf(t, pr, name)
 			if !strings.Contains(r["expr"].(string), tc.job) || strings.Contains(r["expr"].(string), tc.not) {
 				t.Errorf("%s: %s %q: want %s, not %s", tc.values, name, r["expr"], tc.job, tc.not)
@@ -139,7 +139,7 @@ func TestChartAlertsFollowThePort(t *testing.T) {
 		t.Fatal("deploy/monitoring/alerts.yaml no longer has :9731/proxy/; update this test")
 	}
 	pr := find(t, mustRender(t, "metrics: {port: 9100, prometheusRule: {enabled: true}}"), "PrometheusRule", "evictd")
-	for _, name := range []string{"EvictdNotReady", "EvictdNodeLeaseWaiting"} {
+	for _, name := range []string{"EvictdNotReady", "EvictdNodeLeaseWaiting", "EvictdNodeBrakeFailing"} {
 		r := ruleOf(t, pr, name)
 		if r == nil {
 			t.Fatalf("no %s rendered", name)

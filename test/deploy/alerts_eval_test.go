@@ -86,6 +86,12 @@ load 1m
   evictd_node_lease_errors_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 0+0x20
   evictd_threshold_below_kubelet{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="memory.available"} 1+0x20
   evictd_threshold_below_kubelet{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="memory.available"} 0+0x20
+  evictd_node_brake_writes_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",object="taint",result="error"} 0+2x20
+  evictd_node_brake_writes_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",object="condition",result="ok"} 0+1x20
+  evictd_node_brake_writes_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",object="taint",result="error"} 0+0x15 1+0x4
+  evictd_node_brake_writes_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",object="taint",result="ok"} 0+0x16 1+0x3
+  evictd_node_brake_writes_total{job="evictd",node="c",namespace="evictd-system",pod="evictd-c",object="taint",result="error"} 3+0x20
+  evictd_node_brake_writes_total{job="evictd",node="c",namespace="evictd-system",pod="evictd-c",object="taint",result="ok"} 4+0x20
   kube_daemonset_status_desired_number_scheduled{job="kube-state-metrics",namespace="evictd-system",daemonset="evictd"} 4+0x20
   kube_daemonset_status_number_ready{job="kube-state-metrics",namespace="evictd-system",daemonset="evictd"} 3+0x20
   kube_daemonset_status_desired_number_scheduled{job="kube-state-metrics",namespace="other",daemonset="evictd-canary"} 2+0x20
@@ -138,6 +144,10 @@ load 1m
 		{"EvictdSignalUnreadable", []string{"a"}},
 		// a's eviction calls fail; b's did not.
 		{"EvictdEvictionsFailing", []string{"a"}},
+		// a's taint cannot be written while its condition's heartbeat can
+		// (the heartbeat must not hide it); b's taint met one conflict and
+		// was written a minute later; c wrote nothing in the window.
+		{"EvictdNodeBrakeFailing", []string{"a"}},
 		// a's memory episode spent its cap; b's did not.
 		{"EvictdEpisodeCapReached", []string{"a"}},
 		// a's evictions are refused; e's fail on a webhook that cannot be

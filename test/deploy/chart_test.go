@@ -29,7 +29,10 @@ import (
 // Helm's standard labels (helm.sh/chart, app.kubernetes.io/instance,
 // version and managed-by, in metadata, selectors and pod labels alike) and
 // the release namespace in the cluster-scoped names (ClusterRole and
-// ClusterRoleBinding evictd-evictd-system, plain evictd in the manifest).
+// ClusterRoleBinding evictd-evictd-system, plain evictd in the manifest;
+// the admission policies and their bindings
+// evictd-evictd-system-node-writes and -evictions, evictd-node-writes and
+// evictd-evictions in the manifest).
 // Nothing else is removed from either side.
 // equalsChart checks that the chart rendered with values gives the objects
 // of want (what names them in the messages), field for field, once the
@@ -58,6 +61,42 @@ func TestChartDefaultsEqualManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalsChart(t, want, "", "deploy/daemonset.yaml")
+}
+
+// TestChartOwnNodeEvictions: evictionPolicy.ownNodeOnly is off by
+// default (the policy is opt-in, for what it costs); on, the chart renders
+// deploy/daemonset.yaml's objects and deploy/own-node-evictions.yaml's
+// policy and binding, each field for field but for what only a release
+// has (as TestChartDefaultsEqualManifest: Helm's labels, the names with the
+// release and its namespace). It does not depend on
+// nodeBrake.admissionPolicy: with that off, it alone is rendered.
+func TestChartOwnNodeEvictions(t *testing.T) {
+	manifest, err := framework.ReadManifest(repoPath(t, "deploy", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownNode, err := framework.ReadManifest(repoPath(t, "deploy", "own-node-evictions.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "evictd-evictd-system-own-node-evictions"
+	isOwnNode := func(o *unstructured.Unstructured) bool { return o.GetName() == name }
+	if slices.ContainsFunc(mustRender(t, ""), isOwnNode) {
+		t.Errorf("a default render has %s: evictionPolicy.ownNodeOnly must be off by default", name)
+	}
+	equalsChart(t, append(slices.Clone(manifest), ownNode...), "evictionPolicy: {ownNodeOnly: true}",
+		"deploy/daemonset.yaml with deploy/own-node-evictions.yaml")
+
+	objs := mustRender(t, "evictionPolicy: {ownNodeOnly: true}\nnodeBrake: {admissionPolicy: false}")
+	var policies []string
+	for _, o := range objs {
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+			policies = append(policies, key(o))
+		}
+	}
+	if len(policies) != 2 || !slices.ContainsFunc(objs, isOwnNode) {
+		t.Errorf("ownNodeOnly with nodeBrake.admissionPolicy false renders the policies %v; want %s and its binding alone", policies, name)
+	}
 }
 
 // helmLabels are the standard labels a release adds beyond
@@ -106,7 +145,25 @@ func withoutReleaseIdentity(t *testing.T, o *unstructured.Unstructured) {
 				t.Fatal(err)
 			}
 		}
+	case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding":
+		suffix, ok := strings.CutPrefix(o.GetName(), clusterName+"-")
+		if !ok {
+			t.Errorf("%s: want the name %s-<policy>, release name and namespace", key(o), clusterName)
+		}
+		o.SetName("evictd-" + suffix)
+		if o.GetKind() == "ValidatingAdmissionPolicyBinding" || o.GetKind() == "MutatingAdmissionPolicyBinding" {
+			if err := unstructured.SetNestedField(o.Object, "evictd-"+suffix, "spec", "policyName"); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
+}
+
+// clusterScoped are the kinds the chart renders outside any namespace.
+var clusterScoped = map[string]bool{
+	"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"MutatingAdmissionPolicy": true, "MutatingAdmissionPolicyBinding": true,
 }
 
 // fullValues sets every value the chart has to something other than its
@@ -114,6 +171,8 @@ func withoutReleaseIdentity(t *testing.T, o *unstructured.Unstructured) {
 const fullValues = `
 image: {repository: registry.example/evictd, tag: v9.9.9, pullPolicy: Always}
 nodeLease: {enabled: true, namespace: kube-public}
+nodeBrake: {enabled: true, taintEffect: PreferNoSchedule, admissionPolicy: true, keepAway: besteffort}
+evictionPolicy: {ownNodeOnly: true}
 imagePullSecrets: [{name: registry-example}]
 commonLabels: {team: platform}
 hostPaths:
@@ -186,7 +245,11 @@ func TestChartValues(t *testing.T) {
 			if o.GetNamespace() != "kube-public" {
 				t.Errorf("%s is not in nodeLease.namespace kube-public", key(o))
 			}
-		case o.GetKind() != "Namespace" && o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != "evictd-chart":
+		case clusterScoped[o.GetKind()]:
+			if o.GetNamespace() != "" {
+				t.Errorf("%s is cluster-scoped but has a namespace", key(o))
+			}
+		case o.GetNamespace() != "evictd-chart":
 			t.Errorf("%s is not in the release namespace evictd-chart", key(o))
 		}
 		l := o.GetLabels()
@@ -206,6 +269,23 @@ func TestChartValues(t *testing.T) {
 	if !grants(t, cr, "", "pods", "delete") {
 		t.Error("pdbPolicy best-effort: the ClusterRole does not grant delete pods")
 	}
+	if !grants(t, cr, "", "nodes", "patch") || !grants(t, cr, "", "nodes/status", "patch") {
+		t.Error("nodeBrake.enabled: the ClusterRole does not grant patch on nodes and nodes/status")
+	}
+	// The policies are named after the release and its namespace, as the
+	// ClusterRole, and hold this release's ServiceAccount to them.
+	for _, policy := range []string{"node-writes", "evictions", "own-node-evictions"} {
+		name := "agents-evictd-evictd-chart-" + policy
+		vap := find(t, objs, "ValidatingAdmissionPolicy", name)
+		assertYAMLEqual(t, name+" matchConditions", nested[[]any](t, vap, "spec", "matchConditions"),
+			`[{name: evictd-service-account, expression: "request.userInfo.username == 'system:serviceaccount:evictd-chart:evictd-agent'"}]`)
+		binding := find(t, objs, "ValidatingAdmissionPolicyBinding", name)
+		want := `{policyName: ` + name + `, validationActions: [Deny]}`
+		if policy == "own-node-evictions" {
+			want = `{policyName: ` + name + `, validationActions: [Deny], paramRef: {selector: {}, parameterNotFoundAction: Deny}}`
+		}
+		assertYAMLEqual(t, name+" binding", binding.Object["spec"], want)
+	}
 
 	ds := find(t, objs, "DaemonSet", "agents-evictd")
 	pod := nested[map[string]any](t, ds, "spec", "template", "spec")
@@ -216,7 +296,7 @@ func TestChartValues(t *testing.T) {
 	wantArgs := []any{"run", "--host-root=/host", "--node-name=$(NODE_NAME)", "--metrics-bind-address=:9800",
 		"--image-fs=/data/containers/images", "--container-fs=/data/containers/layers",
 		"--config=/etc/evictd/config.yaml", "--dry-run", "--pdb-policy=best-effort", "--log-level=debug", "--log-format=console",
-		"--node-lease-namespace=kube-public", "--eviction-rate=2"}
+		"--node-lease-namespace=kube-public", "--node-brake-taint-effect=PreferNoSchedule", "--eviction-rate=2"}
 	if !reflect.DeepEqual(c["args"], wantArgs) {
 		t.Errorf("args %v; want %v", c["args"], wantArgs)
 	}
@@ -382,7 +462,8 @@ func TestChartValues(t *testing.T) {
 
 // TestChartOptionalObjects: the ConfigMap, ServiceMonitor, Service,
 // PodMonitor and PrometheusRule appear only when asked for, no Namespace ever, and
-// the ServiceAccount and RBAC objects can be left to the user.
+// the ServiceAccount, RBAC objects and admission policies can be left to
+// the user; the node brake's Node patches come only with the brake.
 func TestChartOptionalObjects(t *testing.T) {
 	def := mustRender(t, "")
 	for _, kind := range []string{"ConfigMap", "ServiceMonitor", "Service", "PrometheusRule", "PodMonitor", "Namespace"} {
@@ -434,6 +515,24 @@ func TestChartOptionalObjects(t *testing.T) {
 	if objs := mustRender(t, "rbac: {create: false}"); has(objs, "ClusterRole") || has(objs, "ClusterRoleBinding") {
 		t.Error("rbac.create: false still renders RBAC objects")
 	}
+	// The node brake's Node patches come with the brake only; its admission
+	// policies are on unless turned off, brake or not.
+	objs = mustRender(t, "nodeBrake: {enabled: false}")
+	if cr := find(t, objs, "ClusterRole", "evictd-evictd-system"); grants(t, cr, "", "nodes", "patch") || grants(t, cr, "", "nodes/status", "patch") {
+		t.Error("nodeBrake.enabled: false still grants patch on nodes or nodes/status")
+	}
+	if args := nested[[]any](t, find(t, objs, "DaemonSet", "evictd"), "spec", "template", "spec", "containers")[0].(map[string]any)["args"].([]any); !slices.Contains(args, any("--node-brake=false")) {
+		t.Errorf("nodeBrake.enabled: false: args %v; want --node-brake=false", args)
+	}
+	if !has(objs, "ValidatingAdmissionPolicy") {
+		t.Error("nodeBrake.enabled: false drops the admission policies, which nodeBrake.admissionPolicy governs")
+	}
+	if objs := mustRender(t, "nodeBrake: {admissionPolicy: false}"); has(objs, "ValidatingAdmissionPolicy") || has(objs, "ValidatingAdmissionPolicyBinding") {
+		t.Error("nodeBrake.admissionPolicy: false still renders admission policies")
+	}
+	if _, err := render(t, "extraArgs: [--node-brake-taint-effect=None]"); err == nil || !strings.Contains(err.Error(), "set nodeBrake.enabled and nodeBrake.taintEffect") {
+		t.Errorf("extraArgs --node-brake-taint-effect: %v; want the error naming nodeBrake", err)
+	}
 	// The checksum follows the configuration.
 	a := find(t, mustRender(t, "thresholds: {hard: {memory.available: 1Gi}}"), "DaemonSet", "evictd")
 	b := find(t, mustRender(t, "thresholds: {hard: {memory.available: 2Gi}}"), "DaemonSet", "evictd")
@@ -473,6 +572,11 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{`metrics: {podMonitor: {scrapeTimeout: 5}}`, "scrapeTimeout"},
 		{`namespce: {create: true}`, "namespce"},
 		{`dryRun: "yes"`, "dryRun"},
+		{`nodeBrake: {taintEffect: NoExecute}`, "taintEffect"},
+		{`nodeBrake: {admissionPolicy: "false"}`, "admissionPolicy"},
+		{`nodeBrake: {enable: false}`, "enable"},
+		{`evictionPolicy: {ownNodeOnly: "true"}`, "ownNodeOnly"},
+		{`evictionPolicy: {ownNode: true}`, "ownNode"},
 	} {
 		_, err := render(t, tc.values)
 		if err == nil {

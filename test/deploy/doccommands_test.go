@@ -146,6 +146,10 @@ func docLifecycleCommands(t *testing.T) map[string][]string {
 const (
 	cmdKustomizeApply  = "kubectl apply -k deploy/"
 	cmdKustomizeDelete = "kubectl delete -k deploy/"
+	cmdOwnNodeApply    = "kubectl apply -f deploy/own-node-evictions.yaml"
+	cmdOwnNodeDelete   = "kubectl delete -f deploy/own-node-evictions.yaml"
+	cmdKeepAwayApply   = "kubectl apply -f deploy/brake-besteffort-only.yaml"
+	cmdKeepAwayDelete  = "kubectl delete -f deploy/brake-besteffort-only.yaml"
 	cmdStop            = `kubectl -n evictd-system patch daemonset evictd --type merge -p '{"spec":{"template":{"spec":{"nodeSelector":{"evictd.io/emergency-stop":"true"}}}}}'`
 	cmdUnstop          = `kubectl -n evictd-system patch daemonset evictd --type json -p '[{"op":"remove","path":"/spec/template/spec/nodeSelector/evictd.io~1emergency-stop"}]'`
 	cmdCreateNS        = "kubectl create namespace evictd-system"
@@ -164,8 +168,9 @@ const (
 // delete, create, label and patch command of README.md, docs/install.md,
 // the chart's README and NOTES and docs/runbook.md, verbatim, with the real
 // helm and kubectl against the test API server, in a user's order: the
-// kustomize install with the runbook's emergency stop and its undo, and its
-// removal; the Helm install (the namespace first, GKE's quota), NOTES'
+// kustomize install with the opt-in policies (own-node evictions, the
+// brake for BestEffort pods only), the runbook's emergency stop and its
+// undo, and their removal; the Helm install (the namespace first, GKE's quota), NOTES'
 // upgrade to the user's image, an upgrade, a rollback, the uninstall; a
 // preset's install. Each must exit 0, what it installs must be there, and
 // after each removal nothing it installed may be left. A documented
@@ -185,7 +190,7 @@ func TestDocCommands(t *testing.T) {
 	}
 	// Every documented command must be in the scenario below, and every
 	// command of the scenario in the docs, so neither drifts from the other.
-	scenario := []string{cmdKustomizeApply, cmdStop, cmdUnstop, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
+	scenario := []string{cmdKustomizeApply, cmdOwnNodeApply, cmdKeepAwayApply, cmdStop, cmdUnstop, cmdKeepAwayDelete, cmdOwnNodeDelete, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
 		cmdInstall, cmdNotesUpgrade, cmdUpgrade, cmdRollback, cmdUninstall, cmdDeleteNS, cmdInstallPreset}
 	docs := docLifecycleCommands(t)
 	for _, c := range keys(docs) {
@@ -258,13 +263,31 @@ func TestDocCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ownNode, err := framework.ReadManifest(repoPath(t, "deploy", "own-node-evictions.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepAway, err := framework.ReadManifest(repoPath(t, "deploy", "brake-besteffort-only.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	run(cmdKustomizeApply)
 	requireExist(ctx, t, c, manifest)
+	run(cmdOwnNodeApply)
+	requireExist(ctx, t, c, ownNode)
+	run(cmdKeepAwayApply)
+	requireExist(ctx, t, c, keepAway)
 	dsWants(ctx, t, c, "evictd", 1)
 	run(cmdStop)
 	dsWants(ctx, t, c, "evictd", 0)
 	run(cmdUnstop)
 	dsWants(ctx, t, c, "evictd", 1)
+	// Not in the kustomization: `kubectl delete -k deploy/` would leave it
+	// checking every eviction in the cluster.
+	run(cmdOwnNodeDelete)
+	requireGone(ctx, t, c, ownNode)
+	run(cmdKeepAwayDelete)
+	requireGone(ctx, t, c, keepAway)
 	run(cmdKustomizeDelete)
 	requireGone(ctx, t, c, manifest)
 

@@ -104,8 +104,10 @@ func TestPromtoolRules(t *testing.T) {
 }
 
 // TestPromtoolRulesCatchAWrongRule: the same tests fail against a rule
-// that counts a ServiceMonitor's and a PodMonitor's series twice, and one
-// that pages for a pod being deleted, so they can fail.
+// that counts a ServiceMonitor's and a PodMonitor's series twice, one
+// that pages for a pod being deleted, and one that lets the node brake's
+// condition heartbeat hide a taint that cannot be written, so they can
+// fail.
 func TestPromtoolRulesCatchAWrongRule(t *testing.T) {
 	bin := promtool(t)
 	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "alerts.yaml"))
@@ -117,6 +119,8 @@ func TestPromtoolRulesCatchAWrongRule(t *testing.T) {
 			`sum by (namespace, pod, node, signal, result) (increase(evictd_evictions_total{job="evictd", result=~"evicted`, "EvictdEvictionsSpiking"},
 		{"terminating", "max by (namespace, pod, node) (up{job=\"evictd\"}) == 0\n          unless on (namespace, pod) kube_pod_deletion_timestamp",
 			"max by (namespace, pod, node) (up{job=\"evictd\"}) == 0", "EvictdDown"},
+		{"heartbeat", `unless on (namespace, pod, object) max by (namespace, pod, object) (increase(evictd_node_brake_writes_total{job="evictd", result="ok"}`,
+			`unless on (namespace, pod) max by (namespace, pod) (increase(evictd_node_brake_writes_total{job="evictd", result="ok"}`, "EvictdNodeBrakeFailing"},
 	} {
 		if !strings.Contains(string(raw), tc.old) {
 			t.Fatalf("%s: the rules no longer hold %q; update this test", tc.name, tc.old)

@@ -60,6 +60,8 @@ func registrySeries(t *testing.T) series {
 	m.VictimStuck("memory")
 	m.SetKubeletThreshold(sig, 100<<20, false)
 	m.SetNodeLeaseHeld(true)
+	m.SetNodeBrake("memory", true)
+	m.NodeBrakeWrite("taint", nil)
 
 	mfs, err := m.Registry().Gather()
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
@@ -174,6 +175,103 @@ spec:
 	if !hasEvictdEvent(events, "ordinary") {
 		t.Errorf("no Event from evictd on the evicted ordinary pod")
 	}
+
+	// The brake: the protected pods hold their memory, so the episode goes
+	// on, evictd's condition and taint are on the Node, and the real
+	// scheduler keeps away a pod that does not tolerate them.
+	if on, err := brakeOn(ctx, n); err != nil || !on {
+		t.Errorf("evictd's memory brake is not on the Node during the episode (%v)", err)
+	}
+	keptAway(t, n, ns)
+	// A clean exit lifts it, as in a DaemonSet rollout: the pressure goes,
+	// then evictd's pod; the next pod finds no pressure and sets nothing.
+	_, _ = n.Exec(ctx, []string{"/bin/rm", "-f", manifest})
+	if err := n.Cluster.Admin.AppsV1().ReplicaSets(ns).Delete(ctx, "guarded", metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+	}
+	if err := n.Cluster.Admin.CoreV1().Pods(ns).Delete(ctx, "critical-hog", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Error(err)
+	}
+	if err := n.Cluster.Admin.CoreV1().Pods(ev.Namespace).Delete(ctx, ev.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.poll(ctx, 2*time.Minute, "evictd's brake lifted by its pod's exit", func(ctx context.Context) error {
+		node, err := n.Cluster.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == nodebrake.ConditionType(nodebrake.Memory) {
+				return fmt.Errorf("condition %s=%s", c.Type, c.Status)
+			}
+		}
+		for _, tn := range node.Spec.Taints {
+			if strings.HasPrefix(tn.Key, nodebrake.TaintPrefix) {
+				return fmt.Errorf("taint %s", tn.ToString())
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("%v\n%s", err, n.Diagnostics())
+	}
+}
+
+// brakeOn reports whether evictd's memory condition is True on the node and
+// its taint there.
+func brakeOn(ctx context.Context, n *Node) (bool, error) {
+	node, err := n.Cluster.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	return nodebrake.Applied(node, corev1.TaintEffectNoSchedule)[nodebrake.Memory], nil
+}
+
+// keptAway creates a pod without the tests' brake tolerations and checks
+// that the real scheduler leaves it unplaced for evictd's taint.
+func keptAway(t *testing.T, n *Node, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	p := workloadPod(ns, "kept-away", 16<<20, 0, "--hold-mib=8")
+	p.Spec.Tolerations = nil
+	if _, err := n.Cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	key := nodebrake.TaintKey(nodebrake.Memory)
+	if err := n.poll(ctx, time.Minute, "the scheduler to keep kept-away off the tainted node", func(ctx context.Context) error {
+		got, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Spec.NodeName != "" {
+			return fmt.Errorf("placed on %s: the brake did not keep it away", got.Spec.NodeName)
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "untolerated taint") {
+				continue
+			}
+			// The scheduler no longer names the taint: the node's own say
+			// which it was. Only evictd's may keep a pod away here.
+			node, err := n.Cluster.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var keeping []string
+			for _, tn := range node.Spec.Taints {
+				if tn.Effect != corev1.TaintEffectPreferNoSchedule {
+					keeping = append(keeping, tn.Key)
+				}
+			}
+			if !slices.Equal(keeping, []string{key}) {
+				return fmt.Errorf("unplaced (%s), but the node's taints are %v: want only %s", c.Message, keeping, key)
+			}
+			t.Logf("kept-away: %s (the node's only taint: %s)", c.Message, key)
+			return nil
+		}
+		return fmt.Errorf("conditions %+v", got.Status.Conditions)
+	}); err != nil {
+		t.Error(err)
+	}
+	_ = n.Cluster.Admin.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 }
 
 // podEvents lists a namespace's Events, one per line.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/nodebrake"
 )
 
 // workloadPod is a pod of the workload image on the node: args for the
@@ -39,6 +40,7 @@ func workloadPod(ns, name string, request, limit int64, args ...string) *corev1.
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: ptr.To[int64](5),
+			Tolerations:                   brakeTolerations(),
 			Containers: []corev1.Container{{
 				Name:            "work",
 				Image:           workloadImage,
@@ -48,6 +50,19 @@ func workloadPod(ns, name string, request, limit int64, args ...string) *corev1.
 			}},
 		},
 	}
+}
+
+// brakeTolerations let a test's pods land on the node while evictd's brake
+// from an earlier test's episode is still on: the shipped configuration
+// keeps it the 5 min transition period after the pressure. The tests are
+// about whom evictd evicts, not where the scheduler places;
+// TestNodeProtectedPods checks that the brake keeps an untolerating pod away.
+func brakeTolerations() []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, r := range nodebrake.Resources() {
+		out = append(out, corev1.Toleration{Key: nodebrake.TaintKey(r), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	}
+	return out
 }
 
 // asRoot runs the pod's container as root: the images' user (65532) cannot

@@ -217,6 +217,9 @@ func (d *demo) run(ctx context.Context) error {
 		"--eviction-hard=memory.available<300Mi,allocatableMemory.available<none,nodefs.available<none," +
 			"nodefs.inodesFree<none,imagefs.available<none,imagefs.inodesFree<none,pid.available<none",
 		"--eviction-minimum-reclaim=memory.available=100Mi",
+		// The brake writes the Node, which the shipped admission policy
+		// allows only to a token bound to evictd's pod on it.
+		"--node-brake=false",
 	}
 	d.evictd, err = evictdproc.Start(evictdproc.Options{Bin: filepath.Join(d.binDir, "evictd"), Args: flags, LogPath: filepath.Join(d.workDir, "evictd.log")})
 	if err != nil {

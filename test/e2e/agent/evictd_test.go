@@ -23,6 +23,9 @@ type evictd struct {
 	t     *testing.T
 	p     *evictdproc.Process
 	usage *usageSampler
+	// ended: the test stopped or killed the process itself and checked
+	// how; the cleanup's stop has nothing left to check.
+	ended bool
 }
 
 // logEntry is one line of evictd's JSON log.
@@ -45,6 +48,10 @@ func startEvictd(t *testing.T, c *framework.Cluster, node *nodesim.Node, extra .
 // records evictd's resource use for the figures.
 func (e *evictd) stop() {
 	t := e.t
+	if e.ended {
+		e.usage.stop()
+		return
+	}
 	exitedEarly := e.p.Exited()
 	u := e.usage.stop()
 	killed, code, err := e.p.Stop(stopGrace)
@@ -193,4 +200,20 @@ func (s *usageSampler) stop() usage {
 		u.meanRSS /= float64(len(s.rss))
 	}
 	return u
+}
+
+// pollFind polls list every 20 ms until an item cond accepts shows, and
+// returns it; an error once timeout has passed without one.
+func pollFind[T any](timeout time.Duration, list func() []T, cond func(T) bool) (T, error) {
+	var found T
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		for _, x := range list() {
+			if cond(x) {
+				found = x
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found, err
 }

@@ -16,7 +16,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/evictd/evictd/pkg/evictreq"
@@ -403,16 +402,7 @@ func (l *requestLog) all() []requestEvent {
 // wait waits for a change that cond accepts and returns it.
 func (l *requestLog) wait(t *testing.T, timeout time.Duration, what string, cond func(requestEvent) bool) requestEvent {
 	t.Helper()
-	var found requestEvent
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		for _, ev := range l.all() {
-			if cond(ev) {
-				found = ev
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	found, err := pollFind(timeout, l.all, cond)
 	if err != nil {
 		l.mu.Lock()
 		werr := l.err

@@ -60,6 +60,11 @@ func startEvictdWith(t *testing.T, c *framework.Cluster, node *nodesim.Node, s e
 		// (the kubelet's default is 5m); short here so the scenarios can
 		// see episodes end. A test's own flag comes later and wins.
 		"--eviction-pressure-transition-period=2s",
+		// The brake writes the Node, which the shipped admission policy
+		// allows only to a token bound to a pod on it (c.EvictdNodeToken),
+		// not to the cluster-wide test token: the brake's tests turn it
+		// on with such a token.
+		"--node-brake=false",
 	}, extra...)
 	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), "evictd.log")})
 	if err != nil {

@@ -33,6 +33,7 @@ func startLeaseAgent(t *testing.T, m *memoryNode, name string) *evictd {
 		"--kubeconfig=" + m.c.EvictdKubeconfig, "--node-name=" + m.node.Name,
 		"--host-root=" + m.node.HostRoot, "--cgroup-root=" + m.node.CgroupRoot, "--node-cgroup=" + m.node.CgroupRoot,
 		"--eviction-pressure-transition-period=2s", "--node-lease-duration=" + leaseDuration.String(),
+		"--node-brake=false", // the unbound test token may not write the Node
 	}, memoryFlags...)
 	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), name+".log")})
 	if err != nil {

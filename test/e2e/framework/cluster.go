@@ -53,6 +53,15 @@ type Config struct {
 	// kubelet identities. The tests that use the kubelet stand-in bind pods
 	// to their node themselves and need none of it.
 	RealNodes bool
+	// Scheduler readies the control plane to place pods on simulated nodes
+	// (test/nodesim): kube-scheduler runs, and the controller manager also
+	// runs the replicaset and deployment controllers, but not nodelifecycle,
+	// which would count a node that sends no heartbeats as lost and taint it
+	// unreachable. Since nodelifecycle is also what lifts the not-ready
+	// taint that the TaintNodesByCondition admission plugin puts on every
+	// new Node, that plugin is off. RealNodes includes the scheduler and the
+	// controllers and keeps both nodelifecycle and the plugin.
+	Scheduler bool
 	// APIServerArgs are added to kube-apiserver's own, for a test of an
 	// alpha API (--feature-gates, --runtime-config).
 	APIServerArgs []string
@@ -214,7 +223,7 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
-	}, cfg.APIServerArgs...)...,
+	}, append(apiserverSchedulerArgs(cfg), cfg.APIServerArgs...)...)...,
 	); err != nil {
 		return c, err
 	}
@@ -233,6 +242,10 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	c.log.Info("kube-apiserver ready", zap.String("server", c.Server), zap.Duration("after", time.Since(start)))
 
 	kcmArgs := []string{"--controllers=disruption,garbagecollector,namespace,serviceaccount,serviceaccount-token,podgc"}
+	if cfg.Scheduler && !cfg.RealNodes {
+		kcmArgs = []string{"--controllers=disruption,garbagecollector,namespace,serviceaccount,serviceaccount-token,podgc," +
+			"replicaset,deployment"}
+	}
 	if cfg.RealNodes {
 		// nodelifecycle lifts the not-ready taint once a kubelet reports
 		// Ready. An emulated guest is slow: give its heartbeats room before
@@ -265,7 +278,7 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return c, err
 	}
 
-	if cfg.RealNodes {
+	if cfg.RealNodes || cfg.Scheduler {
 		sched := filepath.Join(cfg.BinDir, "kube-scheduler")
 		if st, err := os.Stat(sched); err != nil || st.Mode()&0o111 == 0 {
 			return c, fmt.Errorf("no executable %s: %w", sched, ErrMissingBinary)
@@ -285,6 +298,16 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	c.StartDuration = time.Since(start)
 	c.log.Info("test cluster ready", zap.String("dir", c.Dir), zap.Duration("took", c.StartDuration))
 	return c, nil
+}
+
+// apiserverSchedulerArgs are kube-apiserver's arguments for Config.Scheduler
+// without RealNodes: no not-ready taint on new Nodes, since no nodelifecycle
+// runs to lift it once they report Ready.
+func apiserverSchedulerArgs(cfg Config) []string {
+	if !cfg.Scheduler || cfg.RealNodes {
+		return nil
+	}
+	return []string{"--disable-admission-plugins=TaintNodesByCondition"}
 }
 
 func (c *Cluster) start(name, bin string, args ...string) error {

@@ -38,12 +38,96 @@ var identityKinds = map[schema.GroupKind]bool{
 	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}: true,
 	{Group: "rbac.authorization.k8s.io", Kind: "Role"}:               true,
 	{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}:        true,
+	// The admission policies bound evictd's Node writes and evictions to
+	// its own node: a test of those writes must meet them as a cluster
+	// installed from the manifest would.
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: true,
 }
 
+// EvictionPolicy names the manifest's admission policy, and its binding,
+// that refuses evictions by evictd's ServiceAccount with a token not bound
+// to a pod. StartCluster leaves these two out: the tests run evictd and
+// its Evictor on EvictdConfig, a token of the ServiceAccount alone, which
+// the policy refuses. EnforceEvictionPolicy applies them for a test.
+const EvictionPolicy = "evictd-evictions"
+
 // IsIdentityObject reports whether StartCluster applied obj (a Namespace,
-// ServiceAccount or RBAC object of the manifest).
+// ServiceAccount, RBAC object or ValidatingAdmissionPolicy of the manifest,
+// or a binding of such a policy), which it does for all of them but
+// EvictionPolicy's.
 func IsIdentityObject(obj *unstructured.Unstructured) bool {
-	return identityKinds[obj.GroupVersionKind().GroupKind()]
+	return identityKinds[obj.GroupVersionKind().GroupKind()] && !isEvictionPolicy(obj)
+}
+
+func isEvictionPolicy(obj *unstructured.Unstructured) bool {
+	gk := obj.GroupVersionKind().GroupKind()
+	return gk.Group == "admissionregistration.k8s.io" && obj.GetName() == EvictionPolicy &&
+		(gk.Kind == "ValidatingAdmissionPolicy" || gk.Kind == "ValidatingAdmissionPolicyBinding")
+}
+
+// EnforceEvictionPolicy applies EvictionPolicy and its binding from
+// ManifestPath(), after which the API server refuses evictions by
+// EvictdConfig (allowing those with a token of EvictdNodeToken). The
+// policy takes effect a moment after the call returns: the API server
+// loads policies through an informer.
+func (c *Cluster) EnforceEvictionPolicy(ctx context.Context) error {
+	manifest, err := ManifestPath()
+	if err != nil {
+		return err
+	}
+	objs, err := ReadManifest(manifest)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, obj := range objs {
+		if !isEvictionPolicy(obj) {
+			continue
+		}
+		if err := c.apply(ctx, obj); err != nil {
+			return err
+		}
+		n++
+	}
+	if n != 2 {
+		return fmt.Errorf("%s: want the policy %s and its binding, found %d objects of that name", manifest, EvictionPolicy, n)
+	}
+	return nil
+}
+
+// ApplyFile applies every object of the manifest at path, as
+// `kubectl apply -f path` would (server-side here), and returns them.
+// For the opt-in manifests beside deploy/daemonset.yaml, which no
+// cluster applies at start.
+func (c *Cluster) ApplyFile(ctx context.Context, path string) ([]*unstructured.Unstructured, error) {
+	objs, err := ReadManifest(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("%s: no objects to apply", path)
+	}
+	for _, obj := range objs {
+		if err := c.apply(ctx, obj); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return objs, nil
+}
+
+// apply creates or updates obj with the admin's server-side apply: the
+// same call works on a fresh cluster and on one a previous start left
+// objects in.
+func (c *Cluster) apply(ctx context.Context, obj *unstructured.Unstructured) error {
+	ri, err := c.ResourceFor(obj)
+	if err != nil {
+		return err
+	}
+	if _, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "evictd-e2e", Force: true}); err != nil {
+		return fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return nil
 }
 
 // tokenTTL is long enough for any test or demo session.
@@ -124,14 +208,8 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 		if !IsIdentityObject(obj) {
 			continue
 		}
-		ri, err := c.ResourceFor(obj)
-		if err != nil {
+		if err := c.apply(ctx, obj); err != nil {
 			return err
-		}
-		// Server-side apply: the same call works on a fresh cluster and on
-		// one a previous start left objects in.
-		if _, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "evictd-e2e", Force: true}); err != nil {
-			return fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 		if obj.GetKind() == "ServiceAccount" {
 			sas = append(sas, types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()})

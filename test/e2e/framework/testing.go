@@ -50,6 +50,11 @@ type Option func(*Config)
 // WithReadyTimeout bounds the cluster start.
 func WithReadyTimeout(d time.Duration) Option { return func(c *Config) { c.ReadyTimeout = d } }
 
+// WithScheduler runs kube-scheduler and the replicaset and deployment
+// controllers, for tests whose Deployments the scheduler places on
+// simulated nodes (Config.Scheduler).
+func WithScheduler() Option { return func(c *Config) { c.Scheduler = true } }
+
 // WithAPIServerArgs adds arguments to kube-apiserver's (Config.APIServerArgs).
 func WithAPIServerArgs(args ...string) Option {
 	return func(c *Config) { c.APIServerArgs = append(c.APIServerArgs, args...) }
@@ -66,6 +71,9 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	cfg := Config{Logger: zaptest.NewLogger(t)}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.Scheduler || cfg.RealNodes {
+		RequireBinary(t, "kube-scheduler")
 	}
 	ctx := context.Background()
 	if deadline, ok := testDeadline(t); ok {

@@ -60,14 +60,17 @@ var usedByCode = []access{
 	{verb: "watch", resource: "nodes", why: "pkg/agent/podwatch: Node informer, field selector metadata.name, for status.images"},
 	{verb: "list", resource: "namespaces", why: "pkg/agent/podwatch: namespace informer, for priority groups with a namespaceSelector"},
 	{verb: "watch", resource: "namespaces", why: "pkg/agent/podwatch: namespace informer, for priority groups with a namespaceSelector"},
+	{verb: "patch", resource: "nodes", why: "pkg/nodebrake: evictd's taints on its own Node (the admission policy evictd-node-writes bounds it)"},
+	{verb: "patch", resource: "nodes", subresource: "status", why: "pkg/nodebrake: evictd's conditions on its own Node (the admission policy evictd-node-writes bounds it)"},
 }
 
 // notGranted is what the code does not use (or uses only behind an opt-in
 // the shipped manifest leaves out): each must be denied.
 var notGranted = []access{
 	{verb: "get", resource: "nodes", why: "reads come from the informer's cache"},
-	{verb: "patch", resource: "nodes", why: "evictd never changes the Node"},
-	{verb: "patch", resource: "nodes", subresource: "status", why: "conditions are the kubelet's"},
+	{verb: "update", resource: "nodes", why: "the brake patches; an update would write back fields this client does not know"},
+	{verb: "update", resource: "nodes", subresource: "status", why: "the brake patches its own conditions only"},
+	{verb: "delete", resource: "nodes", why: "never"},
 	{verb: "delete", resource: "pods", why: "only --pdb-policy=best-effort, an opt-in the manifest does not grant"},
 	{verb: "deletecollection", resource: "pods", why: "never"},
 	{verb: "get", resource: "pods", why: "reads come from the informer's cache"},

@@ -29,6 +29,26 @@ DaemonSet) are created. test/deploy holds the bounds equal to evictd's own
 {{- include "evictd.checkRange" (dict "name" "evictionRequest.responderWait" "value" .Values.evictionRequest.responderWait "min" "1s" "max" "1h") -}}
 {{- end -}}
 {{- include "evictd.checkMounts" . -}}
+{{- include "evictd.checkKeepAway" . -}}
+{{- end }}
+
+{{/*
+nodeBrake.keepAway besteffort is a MutatingAdmissionPolicy, served as
+admissionregistration.k8s.io/v1 and on by default from Kubernetes 1.36 (GA;
+beta and off by default in 1.34 and 1.35), later than the chart's own
+kubeVersion floor. Its toleration is of the memory brake's taint, which
+evictd sets only with the brake on and a taint effect.
+*/}}
+{{- define "evictd.checkKeepAway" -}}
+{{- $b := .Values.nodeBrake -}}
+{{- if eq $b.keepAway "besteffort" -}}
+{{- if semverCompare "<1.36.0-0" .Capabilities.KubeVersion.Version -}}
+{{- fail (printf "nodeBrake.keepAway besteffort needs Kubernetes 1.36 or later (MutatingAdmissionPolicy, admissionregistration.k8s.io/v1); this cluster is %s: leave nodeBrake.keepAway all" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- if or (not $b.enabled) (eq $b.taintEffect "None") -}}
+{{- fail "nodeBrake.keepAway besteffort tolerates the memory brake's taint, which evictd never sets with nodeBrake.enabled false or nodeBrake.taintEffect None: leave nodeBrake.keepAway all" -}}
+{{- end -}}
+{{- end -}}
 {{- end }}
 
 {{/*

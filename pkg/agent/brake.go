@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/agent/podwatch"
+	"github.com/evictd/evictd/pkg/kube"
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/nodebrake"
+)
+
+// CheckNodeBrake names the /readyz warning shown while the node brake
+// cannot be written.
+const CheckNodeBrake = "node-brake"
+
+// Braker is told, after every pass of an acting agent, which resources are
+// in a pressure episode (*nodebrake.Brake).
+type Braker interface {
+	Sync(map[nodebrake.Resource]nodebrake.Want)
+}
+
+// brakeResource maps an episode onto the brake the kubelet would have put
+// on for it: both memory signals' onto memory, both filesystems' onto disk.
+// memory.high's episodes throttle, not evict: they keep no pod away.
+func brakeResource(r episode.Resource) (nodebrake.Resource, bool) {
+	switch r {
+	case episode.Memory, episode.Stall:
+		return nodebrake.Memory, true
+	case episode.NodeFs, episode.ImageFs:
+		return nodebrake.Disk, true
+	case episode.PIDs:
+		return nodebrake.PIDs, true
+	}
+	return "", false
+}
+
+// syncBrake tells the brake which resources' episodes are open. The message
+// names the episode's start only, so that it stays the same while the
+// episode lasts and a write is a change, not a pass.
+func (l *Loop) syncBrake() {
+	if l.deps.Brake == nil {
+		return
+	}
+	since := map[nodebrake.Resource]time.Time{}
+	for _, ep := range l.episodes.All() {
+		r, ok := brakeResource(ep.Resource)
+		if !ok {
+			continue
+		}
+		if t, seen := since[r]; !seen || ep.Start.Before(t) {
+			since[r] = ep.Start
+		}
+	}
+	want := map[nodebrake.Resource]nodebrake.Want{}
+	for r, t := range since {
+		want[r] = nodebrake.Want{On: true, Message: fmt.Sprintf(
+			"evictd: %s pressure episode since %s; it evicts here before the kubelet would, and keeps new pods away until the episode ends",
+			r, t.UTC().Format(time.RFC3339))}
+	}
+	l.deps.Brake.Sync(want)
+}
+
+// newNodeBrake returns the node brake, or nil when this agent writes none:
+// --node-brake=false, or dry run, where it writes nothing to the cluster
+// but Events.
+func newNodeBrake(o *Options, client *kube.Client, watcher *podwatch.Watcher, m *metrics.Metrics, acting func() bool, log *zap.Logger, clk clock.WithTicker) (*nodebrake.Brake, error) {
+	switch {
+	case !o.NodeBrake:
+		log.Info("--" + FlagNodeBrake + "=false: no condition or taint on the node during pressure; the scheduler may place new pods here while evictd evicts")
+		return nil, nil
+	case o.Evict.DryRun:
+		log.Info("dry run: the node brake writes nothing (no condition, no taint)")
+		return nil, nil
+	}
+	effect, err := nodebrake.ParseEffect(o.NodeBrakeTaintEffect)
+	if err != nil {
+		return nil, err
+	}
+	m.NodeBrakeEnabled()
+	return nodebrake.New(nodebrake.Options{
+		API: client, Node: o.NodeName, Current: watcher.Node, Effect: effect, Acting: acting,
+		Clock: clk, Log: log.Named("brake"), Wrote: m.NodeBrakeWrite, Applied: func(r nodebrake.Resource, on bool) { m.SetNodeBrake(string(r), on) },
+	})
+}

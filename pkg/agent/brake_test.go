@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/nodebrake"
+)
+
+// brakeRecorder keeps every Sync the loop makes, with the simulated time.
+type brakeRecorder struct {
+	n     *simNode
+	syncs []brakeSync
+}
+
+type brakeSync struct {
+	at   time.Time
+	want map[nodebrake.Resource]nodebrake.Want
+}
+
+func (b *brakeRecorder) Sync(want map[nodebrake.Resource]nodebrake.Want) {
+	b.syncs = append(b.syncs, brakeSync{at: b.n.clk.Now(), want: want})
+}
+
+// on is the time span over which the memory brake was wanted.
+func (b *brakeRecorder) memorySpan() (first, last time.Time, ok bool) {
+	for _, s := range b.syncs {
+		if s.want[nodebrake.Memory].On {
+			if !ok {
+				first = s.at
+			}
+			last, ok = s.at, true
+		}
+	}
+	return first, last, ok
+}
+
+// The brake is wanted from the pass that opens a memory episode to the
+// pass that closes it, a transition period after the last threshold; its
+// message stays the same through the episode, so a pass is no write.
+func TestLoopBrakeFollowsEpisode(t *testing.T) {
+	n := newSimNode(t, 4096*mi, base250, threePods()...)
+	n.brake = &brakeRecorder{n: n}
+	cfg := testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi")))
+	cfg.TransitionPeriod = 20 * time.Second
+	w := n.run(t, cfg, 10*time.Second)
+	first, _, ok := n.brake.memorySpan()
+	if !ok {
+		t.Fatal("no pass wanted the memory brake during a memory episode")
+	}
+	if first.After(n.clk.Now().Add(-10 * time.Second).Add(time.Second)) {
+		t.Errorf("memory brake first wanted at %v; want at the episode's first pass", first)
+	}
+	msgs := map[string]bool{}
+	for _, s := range n.brake.syncs {
+		if w := s.want[nodebrake.Memory]; w.On {
+			msgs[w.Message] = true
+		}
+		if s.want[nodebrake.Disk].On || s.want[nodebrake.PIDs].On {
+			t.Fatalf("sync %v: a brake wanted for a resource without an episode", s.want)
+		}
+	}
+	if len(msgs) != 1 {
+		t.Errorf("the memory brake's message changed within one episode: %v", msgs)
+	}
+	for m := range msgs {
+		if !strings.Contains(m, "memory pressure episode since") {
+			t.Errorf("message %q does not say what the brake is for", m)
+		}
+	}
+	n.runMore(t, 30*time.Second, w)
+	if len(n.ended) != 1 {
+		t.Fatalf("episodes ended: %q; want the memory one", n.ended)
+	}
+	last := n.brake.syncs[len(n.brake.syncs)-1]
+	if len(last.want) != 0 {
+		t.Errorf("after the episode ended the loop still wants %v", last.want)
+	}
+}
+
+func TestBrakeResource(t *testing.T) {
+	for r, want := range map[episode.Resource]nodebrake.Resource{
+		episode.Memory: nodebrake.Memory, episode.Stall: nodebrake.Memory,
+		episode.NodeFs: nodebrake.Disk, episode.ImageFs: nodebrake.Disk, episode.PIDs: nodebrake.PIDs,
+	} {
+		if got, ok := brakeResource(r); !ok || got != want {
+			t.Errorf("brakeResource(%s) = %s, %v; want %s", r, got, ok, want)
+		}
+	}
+	if _, ok := brakeResource(episode.MemoryHigh); ok {
+		t.Error("memory.high's episodes throttle; they must keep no pod away")
+	}
+	for _, r := range episode.Resources() {
+		if _, ok := brakeResource(r); !ok && r != episode.MemoryHigh {
+			t.Errorf("episode resource %s has no brake", r)
+		}
+	}
+}

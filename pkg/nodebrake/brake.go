@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package nodebrake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/evictd/evictd/pkg/logging"
+)
+
+// API is the part of the API client the Brake uses (*kube.Client).
+type API interface {
+	PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte) (*v1.Node, error)
+	PatchNodeStatus(ctx context.Context, name string, pt types.PatchType, data []byte) (*v1.Node, error)
+}
+
+// Objects a brake writes, as Options.Wrote names them.
+const (
+	ObjectCondition = "condition"
+	ObjectTaint     = "taint"
+)
+
+// DefaultHeartbeat is how often a condition that is on has its
+// lastHeartbeatTime renewed, so that a stale one (an agent gone without
+// lifting it) shows.
+const DefaultHeartbeat = time.Minute
+
+// exitTimeout bounds the lifting at exit: a DaemonSet pod's grace is 30 s.
+const exitTimeout = 10 * time.Second
+
+// retry bounds: a conflict is retried soon (the informer catches up within
+// a round trip), other failures back off up to maxRetry.
+const (
+	minRetry = 500 * time.Millisecond
+	maxRetry = 30 * time.Second
+)
+
+// Options configure a Brake.
+type Options struct {
+	API  API
+	Node string
+	// Current is the Node as last seen by the informer (nil while unknown):
+	// the brake reads nothing of its own.
+	Current func() *v1.Node
+	// Effect of the taints; "" sets the conditions only.
+	Effect    v1.TaintEffect
+	Heartbeat time.Duration
+	// Acting reports whether this agent acts on the node (holds the node
+	// lease); nil: always. An agent that does not act writes nothing, and
+	// does not lift at exit what the one that acts has set.
+	Acting func() bool
+	Clock  clock.WithTicker
+	Log    *zap.Logger
+	// Wrote is told of every write (ObjectCondition or ObjectTaint) and
+	// its error; Applied of every resource's brake after each round that
+	// succeeded.
+	Wrote   func(object string, err error)
+	Applied func(r Resource, on bool)
+}
+
+// Brake keeps evictd's conditions and taints on its Node in step with the
+// pressure episodes the agent reports with Sync.
+type Brake struct {
+	o    Options
+	kick chan struct{}
+
+	mu     sync.Mutex
+	want   map[Resource]Want
+	synced bool
+	// acted: the last round ran while this agent acted; only then is the
+	// brake this agent's to lift at exit.
+	acted bool
+	err   error
+	// last is the Node our last write returned: newer than the informer's
+	// copy for a moment, and a patch on the older one would conflict.
+	last *v1.Node
+}
+
+// New checks o and returns a Brake; Run starts it.
+func New(o Options) (*Brake, error) {
+	switch {
+	case o.API == nil:
+		return nil, errors.New("nodebrake: no API")
+	case o.Node == "":
+		return nil, errors.New("nodebrake: no node name")
+	case o.Current == nil:
+		return nil, errors.New("nodebrake: no Current")
+	case o.Clock == nil:
+		return nil, errors.New("nodebrake: no clock")
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.Wrote == nil {
+		o.Wrote = func(string, error) {}
+	}
+	if o.Applied == nil {
+		o.Applied = func(Resource, bool) {}
+	}
+	return &Brake{o: o, kick: make(chan struct{}, 1)}, nil
+}
+
+// Sync tells the brake which resources are in a pressure episode. The agent
+// calls it after every pass; it never blocks, and nothing is written before
+// the first call, so that a new agent lifts a dead one's brake only once it
+// has judged the node itself.
+func (b *Brake) Sync(want map[Resource]Want) {
+	b.mu.Lock()
+	changed := !b.synced || !maps.Equal(b.want, want)
+	b.want, b.synced = maps.Clone(want), true
+	b.mu.Unlock()
+	if changed {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Warning is the /readyz detail while the brake cannot be written ("" when
+// it can): a missing grant or the admission policy refusing evictd's own
+// writes must show, though the node is still protected by evictions.
+func (b *Brake) Warning() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		return ""
+	}
+	return "cannot write the node brake: " + b.err.Error()
+}
+
+// Run keeps the brake until ctx ends, then lifts it, if this agent acts.
+func (b *Brake) Run(ctx context.Context) {
+	tick := b.o.Clock.NewTicker(b.o.Heartbeat / 2)
+	defer tick.Stop()
+	var retry <-chan time.Time
+	backoff := minRetry
+	for {
+		select {
+		case <-ctx.Done():
+			b.lift()
+			return
+		case <-b.kick:
+		case <-tick.C():
+		case <-retry:
+		}
+		retry = nil
+		err := b.round(ctx, false)
+		switch {
+		case err == nil:
+			backoff = minRetry
+		case isConflict(err):
+			retry = b.o.Clock.After(minRetry)
+		default:
+			retry = b.o.Clock.After(backoff)
+			backoff = min(2*backoff, maxRetry)
+		}
+	}
+}
+
+func (b *Brake) lift() {
+	b.mu.Lock()
+	acted := b.acted
+	b.mu.Unlock()
+	if !acted {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+	defer cancel()
+	for {
+		err := b.round(ctx, true)
+		if err == nil || !isConflict(err) || ctx.Err() != nil {
+			if err != nil {
+				b.o.Log.Error("the node brake could not be lifted at exit: lift it by hand (docs/run.md, \"The node brake\")",
+					zap.String("node", b.o.Node), logging.Err(err))
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-b.o.Clock.After(minRetry):
+		}
+	}
+}
+
+// round brings the Node to the wanted brake (or, final, lifts all of it).
+func (b *Brake) round(ctx context.Context, final bool) error {
+	b.mu.Lock()
+	want, synced := b.want, b.synced
+	b.mu.Unlock()
+	acting := b.o.Acting == nil || b.o.Acting()
+	if !final {
+		b.mu.Lock()
+		b.acted = acting && synced
+		b.mu.Unlock()
+		if !acting || !synced {
+			return nil
+		}
+	}
+	node := b.node()
+	if node == nil {
+		return b.failed(fmt.Errorf("node %s is not in the informer's cache", b.o.Node))
+	}
+	var errs []error
+	// Taints first: their patch is conditional on the resourceVersion
+	// read, which our own condition write would change.
+	if taints, equal := Taints(node, want, b.o.Effect, final); !equal {
+		out, err := b.o.API.PatchNode(ctx, node.Name, types.MergePatchType, TaintPatch(node, taints))
+		b.o.Wrote(ObjectTaint, err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("taint: %w", err))
+		} else {
+			b.remember(out)
+		}
+	}
+	if p := ConditionPatch(node, want, b.o.Clock.Now(), b.o.Heartbeat, final); p != nil {
+		out, err := b.o.API.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, p)
+		b.o.Wrote(ObjectCondition, err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("condition: %w", err))
+		} else {
+			b.remember(out)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return b.failed(err)
+	}
+	b.succeeded(want, Applied(node, b.o.Effect), final)
+	return nil
+}
+
+func (b *Brake) failed(err error) error {
+	b.mu.Lock()
+	said := b.err != nil && b.err.Error() == err.Error()
+	b.err = err
+	b.mu.Unlock()
+	if !said && !isConflict(err) {
+		b.o.Log.Error("cannot write the node brake (evictd's condition and taint on its Node); evictions go on, but the scheduler may place new pods here",
+			zap.String("node", b.o.Node), logging.Err(err))
+	}
+	return err
+}
+
+// succeeded logs what the round changed: had is the brake the Node had
+// before it, which a dead agent may have left.
+func (b *Brake) succeeded(want map[Resource]Want, had map[Resource]bool, final bool) {
+	b.mu.Lock()
+	recovered := b.err != nil
+	b.err = nil
+	b.mu.Unlock()
+	var changed []Resource
+	for _, r := range Resources() {
+		if had[r] != (want[r].On && !final) {
+			changed = append(changed, r)
+		}
+	}
+	if recovered {
+		b.o.Log.Info("the node brake is written again", zap.String("node", b.o.Node))
+	}
+	for _, r := range Resources() {
+		b.o.Applied(r, want[r].On && !final)
+	}
+	for _, r := range changed {
+		fields := []zap.Field{zap.String("node", b.o.Node), zap.String("resource", string(r)),
+			zap.String("condition", string(ConditionType(r)))}
+		if b.o.Effect != "" {
+			fields = append(fields, zap.String("taint", TaintKey(r)+":"+string(b.o.Effect)))
+		}
+		if want[r].On && !final {
+			b.o.Log.Info("node brake on: new pods kept away until the episode ends", append(fields, zap.String("message", want[r].Message))...)
+		} else {
+			b.o.Log.Info("node brake lifted", fields...)
+		}
+	}
+}
+
+// node is the newer of the informer's Node and the one our last write
+// returned.
+func (b *Brake) node() *v1.Node {
+	cur := b.o.Current()
+	b.mu.Lock()
+	last := b.last
+	b.mu.Unlock()
+	if last == nil || cur == nil {
+		if cur == nil {
+			return last
+		}
+		return cur
+	}
+	lv, err1 := strconv.ParseUint(last.ResourceVersion, 10, 64)
+	cv, err2 := strconv.ParseUint(cur.ResourceVersion, 10, 64)
+	if err1 == nil && err2 == nil && lv > cv {
+		return last
+	}
+	return cur
+}
+
+func (b *Brake) remember(n *v1.Node) {
+	if n == nil {
+		return
+	}
+	b.mu.Lock()
+	b.last = n
+	b.mu.Unlock()
+}
+
+func isConflict(err error) bool { return apierrors.IsConflict(err) }

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package nodebrake
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// node is a Node the API double keeps, applying the brake's patches as
+// the API server would (only the fields the brake writes); fail, when
+// set, answers every call instead. The real server is in
+// test/e2e/agent's TestNodeBrake; this double only injects errors.
+type node struct {
+	mu     sync.Mutex
+	n      *v1.Node
+	fail   error
+	writes []string
+}
+
+func (f *node) get() *v1.Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n.DeepCopy()
+}
+
+func (f *node) bump() {
+	rv, _ := strconv.Atoi(f.n.ResourceVersion)
+	f.n.ResourceVersion = strconv.Itoa(rv + 1)
+}
+
+func (f *node) PatchNode(_ context.Context, _ string, pt types.PatchType, data []byte) (*v1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writes = append(f.writes, "taint")
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	var p struct {
+		Metadata struct{ ResourceVersion string } `json:"metadata"`
+		Spec     struct{ Taints []v1.Taint }      `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil || pt != types.MergePatchType {
+		return nil, apierrors.NewBadRequest("bad patch")
+	}
+	if p.Metadata.ResourceVersion != f.n.ResourceVersion {
+		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, f.n.Name, nil)
+	}
+	f.n.Spec.Taints = p.Spec.Taints
+	f.bump()
+	return f.n.DeepCopy(), nil
+}
+
+func (f *node) PatchNodeStatus(_ context.Context, _ string, pt types.PatchType, data []byte) (*v1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writes = append(f.writes, "condition")
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	var p struct {
+		Status struct{ Conditions []condition } `json:"status"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil || pt != types.StrategicMergePatchType {
+		return nil, apierrors.NewBadRequest("bad patch")
+	}
+	for _, c := range p.Status.Conditions {
+		kept := f.n.Status.Conditions[:0]
+		for _, have := range f.n.Status.Conditions {
+			if have.Type != c.Type {
+				kept = append(kept, have)
+			}
+		}
+		f.n.Status.Conditions = kept
+		if c.Patch != "delete" {
+			f.n.Status.Conditions = append(f.n.Status.Conditions, v1.NodeCondition{Type: c.Type, Status: c.Status,
+				Reason: c.Reason, Message: c.Message, LastHeartbeatTime: *c.LastHeartbeatTime, LastTransitionTime: *c.LastTransitionTime})
+		}
+	}
+	f.bump()
+	return f.n.DeepCopy(), nil
+}
+
+func (f *node) wrote() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.writes...)
+}
+
+type harness struct {
+	api    *node
+	b      *Brake
+	clk    *clocktesting.FakeClock
+	acting bool
+	mu     sync.Mutex
+	errs   int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func start(t *testing.T, acting bool) *harness {
+	t.Helper()
+	h := &harness{api: &node{n: nodeWith(nil)}, clk: clocktesting.NewFakeClock(t0), acting: acting, done: make(chan struct{})}
+	var err error
+	h.b, err = New(Options{API: h.api, Node: "a", Current: h.api.get, Effect: v1.TaintEffectNoSchedule, Clock: h.clk,
+		Acting: func() bool { return h.acting },
+		Wrote: func(_ string, err error) {
+			if err != nil {
+				h.mu.Lock()
+				h.errs++
+				h.mu.Unlock()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() {
+		defer close(h.done)
+		h.b.Run(ctx)
+	}()
+	t.Cleanup(func() { h.stop() })
+	return h
+}
+
+func (h *harness) stop() {
+	h.cancel()
+	<-h.done
+}
+
+// eventually polls cond for a second of real time: the brake runs on its
+// own goroutine.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: never", what)
+}
+
+func braked(n *v1.Node) bool { return Applied(n, v1.TaintEffectNoSchedule)[Memory] }
+
+func TestBrakeOnOffAndLiftedAtExit(t *testing.T) {
+	h := start(t, true)
+	h.clk.Step(DefaultHeartbeat) // a tick before any Sync: nothing written
+	time.Sleep(20 * time.Millisecond)
+	if w := h.api.wrote(); len(w) != 0 {
+		t.Fatalf("wrote %v before the first Sync; want nothing until the agent has judged the node", w)
+	}
+	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
+	eventually(t, "brake on", func() bool { return braked(h.api.get()) })
+	h.b.Sync(nil)
+	eventually(t, "brake lifted", func() bool {
+		n := h.api.get()
+		c := findCondition(n, "EvictdMemoryPressure")
+		return len(n.Spec.Taints) == 0 && c != nil && c.Status == v1.ConditionFalse
+	})
+	h.stop()
+	if n := h.api.get(); len(n.Status.Conditions) != 0 || len(n.Spec.Taints) != 0 {
+		t.Errorf("after exit the node has %v and %v; want evictd's condition deleted and no taint", n.Status.Conditions, n.Spec.Taints)
+	}
+}
+
+func TestBrakeNotActingWritesNothing(t *testing.T) {
+	h := start(t, false)
+	h.api.n.Spec.Taints = []v1.Taint{{Key: TaintKey(Memory), Effect: v1.TaintEffectNoSchedule}} // the acting agent's
+	h.b.Sync(nil)
+	h.clk.Step(DefaultHeartbeat)
+	time.Sleep(20 * time.Millisecond)
+	h.stop()
+	if w := h.api.wrote(); len(w) != 0 {
+		t.Errorf("an agent that does not hold the node lease wrote %v; want nothing, not even at exit", w)
+	}
+}
+
+func TestBrakeFailureShowsAndRecovers(t *testing.T) {
+	h := start(t, true)
+	h.api.mu.Lock()
+	h.api.fail = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "a", nil)
+	h.api.mu.Unlock()
+	h.b.Sync(map[Resource]Want{Memory: {On: true}})
+	eventually(t, "a warning", func() bool { return strings.Contains(h.b.Warning(), "forbidden") })
+	h.mu.Lock()
+	errs := h.errs
+	h.mu.Unlock()
+	if errs == 0 {
+		t.Error("a refused write was not counted")
+	}
+	h.api.mu.Lock()
+	h.api.fail = nil
+	h.api.mu.Unlock()
+	// The retry waits on the clock (backoff), not on the next Sync.
+	eventually(t, "the retry", func() bool {
+		h.clk.Step(maxRetry)
+		return braked(h.api.get())
+	})
+	if w := h.b.Warning(); w != "" {
+		t.Errorf("Warning after a successful write = %q; want none", w)
+	}
+}
+
+func TestBrakeConflictRetried(t *testing.T) {
+	h := start(t, true)
+	// Another writer moved the Node on: the brake's read is stale once.
+	h.api.mu.Lock()
+	stale := h.api.n.DeepCopy()
+	h.api.bump()
+	h.api.mu.Unlock()
+	calls := 0
+	h.b.o.Current = func() *v1.Node {
+		calls++
+		if calls == 1 {
+			return stale
+		}
+		return h.api.get()
+	}
+	h.b.Sync(map[Resource]Want{Memory: {On: true}})
+	eventually(t, "brake on after the conflict", func() bool {
+		h.clk.Step(minRetry)
+		return braked(h.api.get())
+	})
+	if w := h.b.Warning(); w != "" {
+		t.Errorf("Warning = %q; a conflict is retried, not reported", w)
+	}
+}
