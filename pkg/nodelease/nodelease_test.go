@@ -38,6 +38,9 @@ type store struct {
 	fail error
 	// writes counts successful creates and updates.
 	writes int
+	// lost, when set, is returned by a create that was stored: the
+	// answer lost, as when the caller's context ends in flight.
+	lost error
 }
 
 var leaseGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
@@ -68,6 +71,9 @@ func (s *store) CreateLease(_ context.Context, l *coordinationv1.Lease) (*coordi
 	s.lease = l.DeepCopy()
 	s.lease.ResourceVersion = strconv.Itoa(s.rv)
 	s.lease.UID = types.UID("uid-" + strconv.Itoa(s.rv))
+	if s.lost != nil {
+		return nil, s.lost
+	}
 	return s.lease.DeepCopy(), nil
 }
 
@@ -279,6 +285,37 @@ func TestReleaseLetsTheNextTakeOver(t *testing.T) {
 	a.Release()
 	if h.api.holder() != "evictd/b" {
 		t.Fatalf("holder %q after the waiter's release, want evictd/b", h.api.holder())
+	}
+}
+
+// An acquisition cut short by the exit (SIGTERM cancels the round's
+// context) may still have been stored: Release reads the lease and deletes
+// it, or the next agent would wait the lease out. An error the API server
+// answered stored nothing, and the waiter's Release leaves the lease alone.
+func TestReleaseAfterAnAcquisitionCutShort(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.runner("evictd/a"), h.runner("evictd/b")
+	h.api.lost = context.Canceled
+	h.round(a)
+	h.api.lost = nil
+	wantActing(t, a, false)
+	if h.api.holder() != "evictd/a" {
+		t.Fatalf("holder %q, want the create stored for evictd/a", h.api.holder())
+	}
+	a.Release()
+	if h.api.lease != nil {
+		t.Fatalf("lease still held by %q after the Release of an agent whose create was cut short", h.api.holder())
+	}
+	h.round(b)
+	wantActing(t, b, true)
+
+	// An answered error: a knows it holds nothing, and reads nothing.
+	h.api.fail = apierrors.NewServiceUnavailable("etcd is down")
+	h.round(a)
+	h.api.fail = nil
+	a.Release()
+	if h.api.holder() != "evictd/b" {
+		t.Fatalf("holder %q after the Release of a waiter, want evictd/b", h.api.holder())
 	}
 }
 

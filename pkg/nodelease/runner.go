@@ -72,6 +72,10 @@ type Runner struct {
 	said string
 	// acquired is closed the first time the agent acts.
 	acquired chan struct{}
+	// unsure: the last write failed without an answer from the API server
+	// (the context ended, the connection dropped), so it may have been
+	// stored: the agent may hold the lease without knowing it.
+	unsure bool
 }
 
 // Identity is the holder identity: the pod's "namespace/name" from the
@@ -258,6 +262,8 @@ func (r *Runner) try(ctx context.Context) (time.Duration, bool, error) {
 	}
 	r.mu.Lock()
 	r.el.Wrote(p, got, err)
+	var status apierrors.APIStatus
+	r.unsure = err != nil && !errors.As(err, &status)
 	if err == nil {
 		r.cached = got
 	} else {
@@ -399,13 +405,19 @@ const releaseTimeout = 5 * time.Second
 // wrote: a lease another agent has taken meanwhile is left alone.
 func (r *Runner) Release() {
 	r.mu.Lock()
-	held := r.el.held
+	held, unsure := r.el.held, r.unsure
 	cur := r.cached
 	r.el.Released()
 	r.o.Held(false)
 	r.mu.Unlock()
-	if !held {
+	if !held && !unsure {
 		return
+	}
+	if !held {
+		// A write cut short, as a SIGTERM's cancel does to an acquisition
+		// in flight, may have taken the lease: read who holds it, or the
+		// next agent would wait the lease out.
+		cur = nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
