@@ -278,6 +278,14 @@ func (r *memHighRun) record(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.keep(s)
+	return r.pf.check(ctx)
+}
+
+// keep keeps a sample and the churner's times it shows. Every poll counts,
+// the first one too: on a loaded guest a poll takes 10-20 s, and the first
+// may be the only one in the grace period the churner is over for.
+func (r *memHighRun) keep(s memHighSample) {
 	r.samples = append(r.samples, s)
 	if c, ok := s.reads["churn"]; ok && c.Events["high"] > 0 && r.firstHigh.IsZero() {
 		r.firstHigh = s.at
@@ -290,7 +298,6 @@ func (r *memHighRun) record(ctx context.Context) error {
 			r.firstStuck = s.at
 		}
 	}
-	return r.pf.check(ctx)
 }
 
 // sample records every memHighPoll until done says so or timeout passes.
@@ -392,7 +399,10 @@ func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 		}
 	}
 	t.Logf("the kubelet set memory.high %d (%.1f MiB) on each container", want, float64(want)/(1<<20))
-	r.samples = append(r.samples, first)
+	r.keep(first)
+	// The table shows each poll's gauge against the one before: the
+	// first's is here.
+	t.Logf("first poll at +%.0f s: evictd_memory_high_containers %v", first.at.Sub(r.began).Seconds(), first.series)
 	// The churn's first cycle crosses memory.high (the hold alone stays
 	// below it): its start, on the guest's clock as evictd's log lines are,
 	// is when the churner's throttling began, to a cycle.
@@ -474,6 +484,7 @@ func checkChurnerEvicted(t *testing.T, r *memHighRun) {
 	// Stuck lasts a loop tick or two before the eviction, which a poll
 	// may miss; over lasts the grace period.
 	if r.firstHigh.IsZero() || r.firstOver.IsZero() {
+		t.Logf("evictd's lines on the churner and memory.high:\n%s", grepLines(evictdLogSince(t, r.n, r.ev, r.began), "churn", "memory.high", "episode"))
 		t.Fatalf("the churner was evicted before it was seen throttled (%s) and over in evictd's gauge (%s)", r.firstHigh, r.firstOver)
 	}
 	first, last, _ := r.span("churn")
@@ -570,11 +581,14 @@ func checkChurnerRelaxed(t *testing.T, r *memHighRun) {
 }
 
 // grepLines is the lines of s that contain sub.
-func grepLines(s, sub string) string {
+func grepLines(s string, subs ...string) string {
 	var out []string
 	for _, line := range strings.Split(s, "\n") {
-		if strings.Contains(line, sub) {
-			out = append(out, line)
+		for _, sub := range subs {
+			if strings.Contains(line, sub) {
+				out = append(out, line)
+				break
+			}
 		}
 	}
 	return strings.Join(out, "\n")
