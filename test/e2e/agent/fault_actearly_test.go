@@ -87,6 +87,17 @@ func waitContainerLog(t *testing.T, node *nodesim.Node, p *corev1.Pod, line stri
 	return time.Now()
 }
 
+// grepBursts returns the workload's "burst" lines of a container log.
+func grepBursts(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "workload: burst") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // noEarlyAction fails the test if evictd acted early or evicted anything.
 func noEarlyAction(t *testing.T, e *evictd) {
 	t.Helper()
@@ -137,6 +148,10 @@ func TestFaultActEarlyBurstThenStop(t *testing.T) {
 	start := time.Now()
 	burst := createRunning(t, n.c.Admin, p)["burst"]
 	done := waitContainerLog(t, n.node, burst, "workload: bursts done", 30*time.Second)
+	// How long each burst took: on a loaded host the bursts slow down, and
+	// bursts that merge into a fall of several seconds are a trend.
+	b, _ := os.ReadFile(filepath.Join(n.node.PodLogDir(burst), burst.Spec.Containers[0].Name, "0.log"))
+	t.Logf("the workload's bursts:\n%s", grepBursts(string(b)))
 	time.Sleep(holdAfter)
 
 	// The bursts did what the test needs: memory.available came close to
