@@ -441,25 +441,7 @@ func TestAdmissionOwnNodeEvictions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied := time.Now()
-	objs, err := c.ApplyFile(ctx, filepath.Join(root, "deploy", "own-node-evictions.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, o := range objs {
-		if o.GetName() != ownNodePolicy {
-			t.Errorf("deploy/own-node-evictions.yaml has %s %s; want only the policy %s and its binding", o.GetKind(), o.GetName(), ownNodePolicy)
-		}
-		kinds = append(kinds, o.GetKind())
-	}
-	if want := []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}; !slices.Equal(kinds, want) {
-		t.Fatalf("deploy/own-node-evictions.yaml has %v; want %v", kinds, want)
-	}
+	applied := applyPolicyFile(t, c, "own-node-evictions.yaml", ownNodePolicy, "ValidatingAdmissionPolicy")
 	// A's token on B's pod: evictd-evictions (not applied yet) would let
 	// it through.
 	waitEvictionRefused(t, asA, ns, "on-b", ownNodePolicy)
@@ -544,4 +526,31 @@ func waitEvictionRefused(t *testing.T, client kubernetes.Interface, ns, name, po
 	if err != nil {
 		t.Fatalf("%s is not in force after 30 s (last answer to the eviction of %s/%s: %v)", policy, ns, name, last)
 	}
+}
+
+// applyPolicyFile applies deploy/<file>, checks that it holds only the
+// policy name of kind and its binding, and returns when it was applied:
+// the API server puts a policy in force some time after (its informer).
+func applyPolicyFile(t *testing.T, c *framework.Cluster, file, name, kind string) time.Time {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := time.Now()
+	objs, err := c.ApplyFile(context.Background(), filepath.Join(root, "deploy", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, o := range objs {
+		if o.GetName() != name {
+			t.Errorf("deploy/%s has %s %s; want only the policy %s and its binding", file, o.GetKind(), o.GetName(), name)
+		}
+		kinds = append(kinds, o.GetKind())
+	}
+	if want := []string{kind, kind + "Binding"}; !slices.Equal(kinds, want) {
+		t.Fatalf("deploy/%s has %v; want %v", file, kinds, want)
+	}
+	return applied
 }

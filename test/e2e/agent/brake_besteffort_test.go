@@ -5,7 +5,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -74,25 +73,7 @@ func testBrakeBestEffortOnly(t *testing.T, opts ...framework.Option) {
 	}
 	defaults := bare.Spec.Tolerations
 
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied := time.Now()
-	objs, err := c.ApplyFile(ctx, filepath.Join(root, "deploy", "brake-besteffort-only.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, o := range objs {
-		if o.GetName() != besteffortPolicy {
-			t.Errorf("deploy/brake-besteffort-only.yaml has %s %s; want only the policy %s and its binding", o.GetKind(), o.GetName(), besteffortPolicy)
-		}
-		kinds = append(kinds, o.GetKind())
-	}
-	if want := []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}; !slices.Equal(kinds, want) {
-		t.Fatalf("deploy/brake-besteffort-only.yaml has %v; want %v", kinds, want)
-	}
+	applied := applyPolicyFile(t, c, "brake-besteffort-only.yaml", besteffortPolicy, "MutatingAdmissionPolicy")
 
 	// The API server loads policies through an informer: in force once a
 	// dry-run create of a Burstable pod comes back tolerating the brake.
