@@ -519,9 +519,11 @@ func checkChurnerEvicted(t *testing.T, r *memHighRun) {
 	}
 	events := podEvents(t, r.n, r.ns)
 	t.Logf("events in %s:\n%s", r.ns, events)
+	// The Evicted Event: on a loaded guest an EvictionStuck one can follow
+	// it, the churner's container taking longer than its grace to stop.
 	var note string
 	for _, line := range strings.Split(events, "\n") {
-		if strings.Contains(line, " Pod/churn: ") && strings.HasSuffix(line, "("+evict.ReportingController+")") {
+		if strings.Contains(line, " Evicted Pod/churn: ") && strings.HasSuffix(line, "("+evict.ReportingController+")") {
 			note = line
 		}
 	}

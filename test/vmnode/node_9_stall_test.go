@@ -497,7 +497,8 @@ func TestNodeStallThrash(t *testing.T) {
 	t.Logf("events in %s:\n%s", ns, events)
 	var note string
 	for _, line := range strings.Split(events, "\n") {
-		if strings.Contains(line, " Pod/thrasher: ") && strings.Contains(line, "("+evict.ReportingController+")") {
+		// The Evicted Event, not an EvictionStuck one that can follow it.
+		if strings.Contains(line, " Evicted Pod/thrasher: ") && strings.Contains(line, "("+evict.ReportingController+")") {
 			note = line
 		}
 	}

@@ -5,8 +5,6 @@ package agent
 import (
 	"context"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,22 +78,6 @@ func (e *evictd) stop() {
 			t.Errorf("evictd wrote a %s line: %s", l.Level, l.Raw)
 		}
 	}
-	if t.Failed() {
-		t.Logf("the test failed; evictd's last lines above debug:\n%s", lastAboveDebug(lines, 15))
-	}
-}
-
-// lastAboveDebug returns the raw text of the last n log lines whose level
-// is above debug.
-func lastAboveDebug(lines []logEntry, n int) string {
-	var out []string
-	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
-		if lines[i].Level != "debug" {
-			out = append(out, lines[i].Raw)
-		}
-	}
-	slices.Reverse(out)
-	return strings.Join(out, "\n")
 }
 
 // alive reports whether the process is still running.
