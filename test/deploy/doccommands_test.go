@@ -31,7 +31,7 @@ const notesFile = "NOTES.txt (release evictd in evictd-system)"
 // the docs show must run, as written, in TestDocCommands.
 var lifecycleVerbs = map[string][]string{
 	"helm":    {"install", "upgrade", "rollback", "uninstall"},
-	"kubectl": {"apply", "delete", "create", "label", "patch"},
+	"kubectl": {"apply", "delete", "create", "label", "patch", "taint"},
 }
 
 var (
@@ -152,6 +152,7 @@ const (
 	cmdKeepAwayDelete  = "kubectl delete -f deploy/brake-besteffort-only.yaml"
 	cmdStop            = `kubectl -n evictd-system patch daemonset evictd --type merge -p '{"spec":{"template":{"spec":{"nodeSelector":{"evictd.io/emergency-stop":"true"}}}}}'`
 	cmdUnstop          = `kubectl -n evictd-system patch daemonset evictd --type json -p '[{"op":"remove","path":"/spec/template/spec/nodeSelector/evictd.io~1emergency-stop"}]'`
+	cmdLiftBrake       = "kubectl taint node NODE evictd.io/memory-pressure-" // NODE: the node, node-linux here
 	cmdCreateNS        = "kubectl create namespace evictd-system"
 	cmdLabelNS         = "kubectl label namespace evictd-system pod-security.kubernetes.io/enforce=privileged"
 	cmdGKEQuota        = "kubectl apply -f deploy/gke/critical-pods-quota.yaml"
@@ -165,10 +166,11 @@ const (
 )
 
 // TestDocCommands runs every install, upgrade, rollback, uninstall, apply,
-// delete, create, label and patch command of README.md, docs/install.md,
-// the chart's README and NOTES and docs/runbook.md, verbatim, with the real
-// helm and kubectl against the test API server, in a user's order: the
-// kustomize install with the opt-in policies (own-node evictions, the
+// delete, create, label, patch and taint command of README.md,
+// docs/install.md, the chart's README and NOTES and docs/runbook.md,
+// verbatim (the runbook's NODE is node-linux), with the real helm and
+// kubectl against the test API server, in a user's order: the runbook's
+// lift of a brake left on a node, the kustomize install with the opt-in policies (own-node evictions, the
 // brake for BestEffort pods only), the runbook's emergency stop and its
 // undo, and their removal; the Helm install (the namespace first, GKE's quota), NOTES'
 // upgrade to the user's image, an upgrade, a rollback, the uninstall; a
@@ -190,7 +192,7 @@ func TestDocCommands(t *testing.T) {
 	}
 	// Every documented command must be in the scenario below, and every
 	// command of the scenario in the docs, so neither drifts from the other.
-	scenario := []string{cmdKustomizeApply, cmdOwnNodeApply, cmdKeepAwayApply, cmdStop, cmdUnstop, cmdKeepAwayDelete, cmdOwnNodeDelete, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
+	scenario := []string{cmdLiftBrake, cmdKustomizeApply, cmdOwnNodeApply, cmdKeepAwayApply, cmdStop, cmdUnstop, cmdKeepAwayDelete, cmdOwnNodeDelete, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
 		cmdInstall, cmdNotesUpgrade, cmdUpgrade, cmdRollback, cmdUninstall, cmdDeleteNS, cmdInstallPreset}
 	docs := docLifecycleCommands(t)
 	for _, c := range keys(docs) {
@@ -246,7 +248,7 @@ func TestDocCommands(t *testing.T) {
 		t.Helper()
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer ccancel()
-		x := exec.CommandContext(cctx, "bash", "-c", cmd)
+		x := exec.CommandContext(cctx, "bash", "-c", strings.ReplaceAll(cmd, "NODE", "node-linux"))
 		x.Dir, x.Env = root, env
 		began := time.Now()
 		out, err := x.CombinedOutput()
@@ -256,6 +258,16 @@ func TestDocCommands(t *testing.T) {
 		ran[cmd] = true
 		t.Logf("%s (%s)", cmd, time.Since(began).Round(time.Millisecond))
 		return string(out)
+	}
+
+	// The runbook's lift, by hand, of a brake left on a node.
+	brakeTaint := corev1.Taint{Key: "evictd.io/memory-pressure", Effect: corev1.TaintEffectNoSchedule}
+	setTaints(ctx, t, c, "node-linux", []corev1.Taint{brakeTaint})
+	run(cmdLiftBrake)
+	if n, err := c.Admin.CoreV1().Nodes().Get(ctx, "node-linux", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if len(n.Spec.Taints) != 0 {
+		t.Errorf("after %q node-linux has the taints %v; want none", cmdLiftBrake, n.Spec.Taints)
 	}
 
 	// kustomize.
@@ -429,4 +441,17 @@ func dsWants(ctx context.Context, t *testing.T, c *framework.Cluster, name strin
 		}
 	}
 	t.Fatalf("DaemonSet %s wants pods on %d nodes; want %d (of node-linux, -windows, -virtual, -fargate)", name, got, n)
+}
+
+// setTaints gives the Node these taints.
+func setTaints(ctx context.Context, t *testing.T, c *framework.Cluster, node string, taints []corev1.Taint) {
+	t.Helper()
+	n, err := c.Admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Taints = taints
+	if _, err := c.Admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
