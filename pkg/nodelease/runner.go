@@ -407,6 +407,7 @@ func (r *Runner) Release() {
 	r.mu.Lock()
 	held, unsure := r.el.held, r.unsure
 	cur := r.cached
+	r.unsure = false
 	r.el.Released()
 	r.o.Held(false)
 	r.mu.Unlock()
