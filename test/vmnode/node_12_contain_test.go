@@ -361,9 +361,8 @@ true`, shellQuote(dir), shellQuote(ctr), cgroupReadScript, logGlob)
 	return s, log, nil
 }
 
-// waitEvictdLine waits for evictd's first log line msg about pod, and
-// returns it.
-// With more than one msg, the first line of any of them.
+// waitEvictdLine waits for evictd's first log line about pod whose message
+// is msg (or one of or), and returns it.
 func waitEvictdLine(t *testing.T, n *Node, ev *corev1.Pod, msg, pod string, timeout time.Duration, or ...string) bench.LogLine {
 	t.Helper()
 	var found bench.LogLine
