@@ -36,8 +36,8 @@ type store struct {
 	rv    int
 	// fail, when set, is returned by every call.
 	fail error
-	// writes counts successful creates and updates.
-	writes int
+	// writes counts successful creates and updates; reads, gets.
+	writes, reads int
 	// lost, when set, is returned by a create that was stored: the
 	// answer lost, as when the caller's context ends in flight.
 	lost error
@@ -48,6 +48,7 @@ var leaseGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leas
 func (s *store) GetLease(_ context.Context, _, name string) (*coordinationv1.Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reads++
 	if s.fail != nil {
 		return nil, s.fail
 	}
@@ -313,7 +314,11 @@ func TestReleaseAfterAnAcquisitionCutShort(t *testing.T) {
 	h.api.fail = apierrors.NewServiceUnavailable("etcd is down")
 	h.round(a)
 	h.api.fail = nil
+	reads := h.api.reads
 	a.Release()
+	if h.api.reads != reads {
+		t.Errorf("the Release of a waiter whose last call was answered read the lease %d times, want none", h.api.reads-reads)
+	}
 	if h.api.holder() != "evictd/b" {
 		t.Fatalf("holder %q after the Release of a waiter, want evictd/b", h.api.holder())
 	}
