@@ -150,13 +150,15 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 		t.Errorf("d: evictd_signal_available_bytes{memory.available} = %v, want an observed value", got)
 	}
 
-	// The waiting agent first: stopped second, it could take over the
-	// lease the holder releases in the moment before its own SIGTERM (a
-	// map's random order did so once, and the lease was left).
+	// The holder first: the waiting agent may take over the lease it
+	// releases in the moment before its own SIGTERM, and must release
+	// it too, even when that SIGTERM cuts its acquisition short (the API
+	// server may have stored what the agent never saw answered; a map's
+	// random order once left the lease so).
 	for _, x := range []struct {
 		name string
 		e    *evictd
-	}{{"d", d}, {"c", c}} {
+	}{{"c", c}, {"d", d}} {
 		if killed, code, err := x.e.p.Stop(stopGrace); killed || code != 0 || err != nil {
 			t.Errorf("%s after SIGTERM: killed %v, exit code %d, %v", x.name, killed, code, err)
 		}
