@@ -251,7 +251,7 @@ FORCE:
 ## test boots it. make e2e-node runs the same test among the node's; this target is the quick one.
 VM_DIR := $(OUT)/vm
 
-.PHONY: vm-smoke e2e-node e2e-node-smoke bench-latency-node bench-race-node bench-stall-node node-ready node-images
+.PHONY: vm-smoke e2e-node e2e-node-smoke bench-latency-node bench-race-node bench-stall-node bench-shadow-node node-ready node-images
 vm-smoke: $(BIN)/evictd $(BIN)/workload
 	hack/vm/prepare.sh $(VM_DIR)
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode -v -timeout 15m -run TestVMCgroupV2Observe ./test/vmnode
@@ -302,6 +302,14 @@ bench-stall-node: node-ready
 	@mkdir -p $(OUT)/bench
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode,vmnodebench -v -timeout 40m \
 	  -run '^TestNodeStallLatency$$' ./test/vmnode 2>&1 | tee $(OUT)/bench/stall-node.log
+
+## bench-shadow-node: TestNodeShadow, evictd in shadow mode beside the real kubelet, which alone
+## evicts during a leak (docs/shadow.md); not part of test: the kubelet alone can livelock the
+## guest. The report is in _output/bench/shadow-node.log.
+bench-shadow-node: node-ready
+	@mkdir -p $(OUT)/bench
+	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode,vmnodebench -v -timeout 40m \
+	  -run '^TestNodeShadow$$' ./test/vmnode 2>&1 | tee $(OUT)/bench/shadow-node.log
 
 ## bench-latency-node: the v2 fast path's detection latency on that node, per wake-up
 ## configuration against the timer alone; not part of test. Table in

@@ -8,9 +8,11 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/explain"
 	"github.com/evictd/evictd/pkg/rank"
@@ -19,15 +21,28 @@ import (
 
 // explainSynopsis names every flag of explain but --help; a test walks the
 // flag set to keep it so.
-const explainSynopsis = "evictd explain --summary FILE --pods FILE [--config FILE] [--namespaces FILE] [-o text|json]"
+const explainSynopsis = "evictd explain { --summary FILE --pods FILE [--config FILE] [--namespaces FILE] | " +
+	"--node NODE [--address HOST:PORT] [--kubeconfig FILE] [--namespace NS] [--selector SELECTOR] " +
+	"[--certificate-authority FILE] [--token-file FILE] [--insecure-skip-tls-verify] [--request-timeout DURATION] } [-o text|json]"
 
 const explainUsage = `Usage: ` + explainSynopsis + `
 
-Explains what evictd sees on a node and what it would do there, from files
-captured on a cluster (the same files evictd rank takes): every signal
-against evictd's thresholds, what must be freed, which pods would be
+Explains what evictd sees on a node and what it would do there: every
+signal against evictd's thresholds, what must be freed, which pods would be
 evicted in which order and what each frees, and every pod's place in each
-signal's order with the reason, or why it can never be chosen.
+signal's order with the reason, or why it cannot be chosen.
+
+With --node, from the running agent on that node: its last observation,
+with what only it knows (pods in flight, refused, blocked by a
+PodDisruptionBudget until when). It is asked on its secure port
+(--secure-bind-address) with your bearer token; you need get on the
+non-resource URL /explain (the ClusterRole evictd-explain-reader of
+deploy/daemonset.yaml; the chart's is named in its install notes).
+The agent is reached at its pod's IP, or at --address (the local end of
+kubectl port-forward).
+
+Otherwise from files captured on a cluster (the same files evictd rank
+takes).
 
 The thresholds are those of --config, or evictd's defaults. A running agent
 may have placed its own above the kubelet's (its "evictd starting" log line
@@ -40,6 +55,7 @@ Flags:
 
 type explainFlags struct {
 	captureFiles
+	live   liveFlags
 	output string
 	help   bool
 }
@@ -48,13 +64,14 @@ func newExplainFlags() (*explainFlags, *pflag.FlagSet) {
 	f := &explainFlags{}
 	fs := cliflag.NewFlagSet("explain")
 	f.captureFiles.bind(fs, "EvictdConfiguration file (thresholds, priority groups, exclusions).")
+	f.live.bind(fs)
 	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
 	return f, fs
 }
 
 // explainCmd runs `evictd explain` on captured data: no cluster access.
-func explainCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f, fs := newExplainFlags()
 	if err := fs.Parse(args); err != nil {
 		return flagError(stderr, "explain", err)
@@ -68,12 +85,19 @@ func explainCmd(_ context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "evictd explain: %v\n", err)
 		return exitUsage
 	}
+	if f.output != "json" && f.output != "text" {
+		return fail(fmt.Errorf("invalid --output (-o) %q: want text or json", f.output))
+	}
+	if f.live.node != "" || f.live.address != "" {
+		return explainRunning(ctx, f, fs, stdout, stderr)
+	}
+	for _, name := range liveOnly {
+		if fs.Changed(name) {
+			return fail(fmt.Errorf("--%s is for a running agent: give --node NODE", name))
+		}
+	}
 	if err := f.captureFiles.check(fs); err != nil {
 		return fail(err)
-	}
-	switch {
-	case f.output != "json" && f.output != "text":
-		return fail(fmt.Errorf("invalid --output (-o) %q: want text or json", f.output))
 	}
 	c, err := loadCapture("explain", f.captureFiles, stderr)
 	if err != nil {
@@ -100,6 +124,69 @@ func explainCmd(_ context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailure
 	}
 	return exitOK
+}
+
+// liveOnly are the flags that only a running agent's explanation takes.
+var liveOnly = []string{"kubeconfig", "namespace", "selector", "address", "certificate-authority", "token-file",
+	"insecure-skip-tls-verify", "request-timeout"}
+
+// explainRunning asks the running agent on --node (or at --address).
+func explainRunning(ctx context.Context, f *explainFlags, fs *pflag.FlagSet, stdout, stderr io.Writer) int {
+	for _, name := range []string{"summary", "pods", "config", "namespaces"} {
+		if fs.Changed(name) {
+			fmt.Fprintf(stderr, "evictd explain: --%s is for a capture, not a running agent (--node)\n", name)
+			return exitUsage
+		}
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "evictd explain: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if f.live.timeout <= 0 {
+		fmt.Fprintf(stderr, "evictd explain: invalid --request-timeout %v: want a positive duration\n", f.live.timeout)
+		return exitUsage
+	}
+	live, err := explainLive(ctx, f.live)
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd explain: %v\n", err)
+		return exitFailure
+	}
+	if f.output == "json" {
+		err = writeJSON(stdout, live)
+	} else {
+		err = writeLive(stdout, live)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd explain: writing output: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// writeLive prints a running agent's explanation: who and when, then the
+// report.
+func writeLive(w io.Writer, live agent.Live) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "node %s", live.Node)
+	switch {
+	case live.ObservedAt.IsZero():
+		b.WriteString(": the agent has made no observation yet\n")
+		_, err := io.WriteString(w, b.String())
+		return err
+	case live.StandingBy:
+		fmt.Fprintf(&b, ", observed at %s, standing by (another agent holds the node's lease): signals only\n", live.ObservedAt.UTC().Format(time.RFC3339))
+	default:
+		fmt.Fprintf(&b, ", observed at %s", live.ObservedAt.UTC().Format(time.RFC3339))
+		if live.DryRun {
+			b.WriteString(", dry run (nothing is evicted)")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteByte('\n')
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	return writeExplanation(w, live.Report)
 }
 
 // writeExplanation prints the report for people: a paragraph per signal.
@@ -160,7 +247,7 @@ func writeExplanation(w io.Writer, rep explain.Report) error {
 		fmt.Fprintln(tw, "    RANK\tPOD\tWHY")
 		for _, p := range s.Pods {
 			pos := "-"
-			if p.Eligible {
+			if p.Rank > 0 {
 				pos = fmt.Sprint(p.Rank)
 			}
 			fmt.Fprintf(tw, "    %s\t%s/%s\t%s\n", pos, p.Namespace, p.Name, p.Why)

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	"github.com/evictd/evictd/pkg/explain"
 )
 
@@ -97,4 +100,56 @@ func TestExplainCommandErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A running agent's flags and a capture's do not mix, and the token is sent
+// only where its receiver can be checked or is the local end of a tunnel.
+func TestExplainLiveErrors(t *testing.T) {
+	s := td("summary.json")
+	dir := t.TempDir()
+	tokenKC := writeKubeconfig(t, dir, "token.kubeconfig", &clientcmdapi.AuthInfo{Token: "abc"})
+	certKC := writeKubeconfig(t, dir, "cert.kubeconfig", &clientcmdapi.AuthInfo{ClientCertificateData: []byte("cert"), ClientKeyData: []byte("key")})
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"capture flag with --node", []string{"--node", "n1", "--summary", s}, exitUsage, "--summary is for a capture, not a running agent"},
+		{"live flag without --node", []string{"--summary", s, "--kubeconfig", tokenKC}, exitUsage, "--kubeconfig is for a running agent: give --node NODE"},
+		{"bad timeout", []string{"--node", "n1", "--request-timeout", "0s"}, exitUsage, "invalid --request-timeout 0s"},
+		{"unchecked remote agent", []string{"--node", "n1", "--address", "10.0.0.7:9732", "--kubeconfig", tokenKC}, exitFailure,
+			"the agent at 10.0.0.7:9732 serves a certificate evictd cannot check: pass --certificate-authority FILE"},
+		{"bad address", []string{"--node", "n1", "--address", "10.0.0.7", "--kubeconfig", tokenKC}, exitFailure, `invalid --address "10.0.0.7"`},
+		{"a user without a token", []string{"--node", "n1", "--address", "127.0.0.1:9732", "--kubeconfig", certKC}, exitFailure,
+			"the kubeconfig's user has no bearer token"},
+		{"missing token file", []string{"--node", "n1", "--address", "127.0.0.1:9732", "--kubeconfig", certKC, "--token-file", filepath.Join(dir, "nope")}, exitFailure,
+			"--token-file: stat"},
+		{"a CA file without certificates", []string{"--node", "n1", "--address", "10.0.0.7:9732", "--kubeconfig", tokenKC, "--certificate-authority", tokenKC}, exitFailure,
+			"no PEM certificate in it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runExplain(t, tc.args...)
+			if code != tc.wantCode || out != "" {
+				t.Errorf("exit %d, stdout %q; want %d and nothing", code, out, tc.wantCode)
+			}
+			if !strings.Contains(errOut, tc.wantErr) || strings.Count(errOut, "\n") != 1 {
+				t.Errorf("stderr = %q, want one line containing %q", errOut, tc.wantErr)
+			}
+		})
+	}
+}
+
+func writeKubeconfig(t *testing.T, dir, name string, user *clientcmdapi.AuthInfo) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+	kc.AuthInfos["u"] = user
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kc.CurrentContext = "c"
+	path := filepath.Join(dir, name)
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

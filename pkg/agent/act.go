@@ -18,6 +18,7 @@ import (
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/shadow"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -236,6 +237,10 @@ func (l *Loop) answer(r callResult) bool {
 		}
 	case evict.DryRun:
 		add(inflight.DryRun, r.at)
+		if l.deps.Shadow != nil {
+			l.deps.Shadow.WouldEvict(string(ep.Resource), shadow.Action{Pod: d.Candidate.Namespace + "/" + d.Candidate.Name,
+				UID: string(uid), At: r.at, Signal: string(d.Target.Threshold.Signal)})
+		}
 	case evict.PDBBlocked:
 		ep.PDBRefused(uid, r.at, l.cfg.PDBRecheck)
 		return true

@@ -46,6 +46,9 @@ func (l *Loop) trackEpisodes(v *view) {
 	for _, ep := range started {
 		ep.ObservedFrom = v.obs.Time
 		l.deps.Metrics.SetPressure(string(ep.Resource), true)
+		if l.deps.Shadow != nil {
+			l.deps.Shadow.EpisodeStarted(string(ep.Resource), ep.Start)
+		}
 		l.episodeStarted(ep, v)
 	}
 	for _, ep := range ended {
@@ -63,6 +66,9 @@ func (l *Loop) trackEpisodes(v *view) {
 				defer cancel()
 				w.EpisodeEnded(ctx, inEpisode)
 			})
+		}
+		if l.deps.Shadow != nil {
+			l.deps.Shadow.EpisodeEnded(string(ep.Resource), v.now)
 		}
 		lasted := v.now.Sub(ep.Start)
 		l.log.Info("pressure episode ended", zap.String("resource", string(ep.Resource)),

@@ -30,6 +30,7 @@ import (
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/rank"
+	"github.com/evictd/evictd/pkg/shadow"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -169,6 +170,17 @@ type Deps struct {
 	// Brake, when not nil, is told the open episodes after every acting
 	// pass (the node brake: pkg/nodebrake).
 	Brake Braker
+	// Shadow, when not nil, is told each episode and each dry-run eviction
+	// (shadow mode: pkg/shadow).
+	Shadow ShadowRecorder
+}
+
+// ShadowRecorder follows a dry run's episodes and would-be evictions
+// (*shadow.Recorder).
+type ShadowRecorder interface {
+	EpisodeStarted(resource string, at time.Time)
+	WouldEvict(resource string, a shadow.Action)
+	EpisodeEnded(resource string, at time.Time)
 }
 
 // Loop is the agent: observe, decide, act, wait.
@@ -215,6 +227,8 @@ type Loop struct {
 	health    health
 	// actuation is the actuator's side of the loop; nil when it is off.
 	actuation *actuation
+	// explained is the last pass's inputs to /explain (publishExplanation).
+	explained atomic.Pointer[explainState]
 }
 
 // NewLoop builds a loop.
@@ -358,6 +372,7 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 		for s, o := range thresholds.Observe(obs.Summary) {
 			l.deps.Metrics.SetSignal(s, o.Available, o.Capacity)
 		}
+		l.publishStandingBy(obs)
 		return l.cfg.Housekeeping
 	}
 	v := l.assess(obs, w)
@@ -372,6 +387,7 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 		l.act(ctx, ep, v)
 	}
 	l.noteDiskUsage(v.ranked)
+	l.publishExplanation(v)
 	return l.nextWait(v.signals)
 }
 

@@ -45,6 +45,11 @@ const (
 	FlagContainerFs          = "container-fs"
 	FlagHousekeeping         = "housekeeping-interval"
 	FlagMetricsAddress       = "metrics-bind-address"
+	FlagSecureAddress        = "secure-bind-address"
+	FlagTLSCertFile          = "tls-cert-file"
+	FlagTLSKeyFile           = "tls-private-key-file"
+	FlagSecureMetricsOnly    = "secure-metrics-only"
+	FlagShadow               = "shadow"
 	FlagIncludeDaemonSetPods = "include-daemonset-pods"
 	FlagSwapInRanking        = "swap-in-ranking"
 	FlagWakeupSources        = "wakeup-sources"
@@ -122,6 +127,15 @@ type Options struct {
 	// Housekeeping is the longest wait between observations.
 	Housekeeping time.Duration
 	MetricsAddr  string
+	// SecureAddr serves /explain and /metrics over TLS to callers the API
+	// server authenticates and authorizes (pkg/authdelegate); empty: off.
+	SecureAddr string
+	// TLSCertFile and TLSKeyFile are the secure port's certificate; none:
+	// a self-signed one made at start (pkg/servingtls).
+	TLSCertFile, TLSKeyFile string
+	// SecureMetricsOnly: /metrics only on the secure port; the plain one
+	// keeps /healthz and /readyz for the kubelet's probes.
+	SecureMetricsOnly bool
 	// WakeupSources is the --wakeup-sources list as given; Complete parses
 	// it into Sources and Adaptive.
 	WakeupSources string
@@ -155,6 +169,9 @@ type Options struct {
 	// hard memory victim once its eviction is accepted, relax a container
 	// stuck at memory.high (pkg/actuator). Off by default.
 	Actuator bool
+	// Shadow: a dry run that reports each pressure episode against the
+	// kubelet's evictions and the kernel's OOM kills (pkg/shadow).
+	Shadow bool
 	// NodeLease makes evictd act only while it holds its node's Lease
 	// (pkg/nodelease), in NodeLeaseNamespace, of NodeLeaseDuration.
 	NodeLease          bool
@@ -269,6 +286,8 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	eviction.BoolVar(&o.ExpectImageGC, FlagExpectImageGC, o.ExpectImageGC, "Count the node's unused images (the Node's status.images) as space the kubelet's image garbage collection frees, and evict only for disk pressure on the image filesystem that they cannot cover; false when the kubelet's image GC is off.")
 
 	// --eviction-request and its wait are the config's (BindFlags above).
+	eviction.BoolVar(&o.Shadow, FlagShadow, o.Shadow,
+		"Shadow mode (docs/shadow.md): a dry run (it implies --dry-run) that reports each pressure episode, what evictd would have evicted and when, against the kubelet's evictions (its Evicted Events) and the kernel's OOM kills: in the log and at /shadow on the secure port. Needs list and watch of events (the chart's shadow.enabled).")
 	eviction.BoolVar(&o.Actuator, FlagActuator, o.Actuator, "Let evictd write the pod cgroups' memory limits (docs/actuator.md): stop a hard memory victim's growth once its eviction is accepted, and relax the memory.high of a container stuck at it before evicting (with --memory-high-eviction). Needs the pod cgroups mounted writable (the chart's actuator.enabled); nothing is written in dry run.")
 
 	observation.StringVar(&o.HostRoot, FlagHostRoot, o.HostRoot, "Directory under which every host path (/proc, /sys/fs/cgroup, /var/lib/kubelet, /var/log/pods) is read.")
@@ -282,6 +301,12 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	observation.DurationVar(&o.PollMin, FlagPollMin, o.PollMin, "Fastest adaptive poll interval, used near a threshold and right after an event.")
 
 	serving.StringVar(&o.MetricsAddr, FlagMetricsAddress, o.MetricsAddr, "Address serving /metrics, /healthz and /readyz.")
+	serving.StringVar(&o.SecureAddr, FlagSecureAddress, o.SecureAddr,
+		"Address serving /explain and /metrics over TLS to callers the API server authenticates (TokenReview) and authorizes (SubjectAccessReview, get on the path) (docs/decide.md); empty: off.")
+	serving.StringVar(&o.TLSCertFile, FlagTLSCertFile, o.TLSCertFile, "Certificate of the secure port (PEM); with none, a self-signed one is made at start.")
+	serving.StringVar(&o.TLSKeyFile, FlagTLSKeyFile, o.TLSKeyFile, "Private key of --"+FlagTLSCertFile+".")
+	serving.BoolVar(&o.SecureMetricsOnly, FlagSecureMetricsOnly, o.SecureMetricsOnly,
+		"Serve /metrics on the secure port only; the plain port keeps /healthz and /readyz. Needs --"+FlagSecureAddress+".")
 }
 
 // optionalBool is a boolean flag that remembers whether it was given, so
@@ -326,6 +351,9 @@ func (o *Options) Complete() error {
 		o.Config.IncludeDaemonSetPods = *o.includeDS
 	}
 	o.EvictionRequest, o.EvictionRequestWait = o.Config.EvictionRequest, o.Config.ResponderWait()
+	if o.Shadow {
+		o.Evict.DryRun = true // never evicts, whatever else is given
+	}
 	// --eviction-max-pod-grace-period (the kubelet's name): 0 leaves the
 	// pod's own grace (the kubelet's 0 gives 1 s); the evictor takes a cap,
 	// so "no cap" is the largest one.
@@ -420,8 +448,21 @@ func (o *Options) validate() error {
 			return fmt.Errorf("invalid --%s %q: %w", FlagKubeconfig, o.Kubeconfig, err)
 		}
 	}
-	if err := validateAddress(o.MetricsAddr); err != nil {
+	if err := validateAddress(FlagMetricsAddress, o.MetricsAddr); err != nil {
 		return err
+	}
+	if o.SecureAddr != "" {
+		if err := validateAddress(FlagSecureAddress, o.SecureAddr); err != nil {
+			return err
+		}
+	}
+	switch {
+	case o.SecureMetricsOnly && o.SecureAddr == "":
+		return fmt.Errorf("invalid --%s: it needs --%s (there would be no /metrics at all)", FlagSecureMetricsOnly, FlagSecureAddress)
+	case (o.TLSCertFile == "") != (o.TLSKeyFile == ""):
+		return fmt.Errorf("invalid --%s %q and --%s %q: give both or neither", FlagTLSCertFile, o.TLSCertFile, FlagTLSKeyFile, o.TLSKeyFile)
+	case o.TLSCertFile != "" && o.SecureAddr == "":
+		return fmt.Errorf("invalid --%s %q: it needs --%s", FlagTLSCertFile, o.TLSCertFile, FlagSecureAddress)
 	}
 	if o.Config == nil {
 		return errors.New("no configuration: call Complete first")
@@ -438,16 +479,16 @@ func (o *Options) validate() error {
 	return nil
 }
 
-func validateAddress(addr string) error {
+func validateAddress(flag, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("invalid --%s %q: want [host]:port", FlagMetricsAddress, addr)
+		return fmt.Errorf("invalid --%s %q: want [host]:port", flag, addr)
 	}
 	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
-		return fmt.Errorf("invalid --%s %q: port %q is not a number in 0..65535", FlagMetricsAddress, addr, port)
+		return fmt.Errorf("invalid --%s %q: port %q is not a number in 0..65535", flag, addr, port)
 	}
 	if host != "" && net.ParseIP(host) == nil && len(validation.IsDNS1123Subdomain(host)) > 0 {
-		return fmt.Errorf("invalid --%s %q: host %q is neither an IP address nor a host name", FlagMetricsAddress, addr, host)
+		return fmt.Errorf("invalid --%s %q: host %q is neither an IP address nor a host name", flag, addr, host)
 	}
 	return nil
 }

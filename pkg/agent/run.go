@@ -115,6 +115,13 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		return fmt.Errorf("listen on --%s %q: %w", FlagMetricsAddress, o.MetricsAddr, err)
 	}
 	defer ln.Close()
+	secureLn, err := listenSecure(o, clk.Now())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	if secureLn != nil {
+		defer secureLn.Close()
+	}
 
 	// An unprivileged PSI trigger on the host's or kubepods' memory pressure
 	// stops firing if the same groups' pressure files are read in the loop
@@ -177,9 +184,14 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		sync.Mutex
 		l *Loop
 	}
+	shadowRec := newShadow(o, log.Named("shadow"))
+	var kubeletEvicted func(*v1.Event)
+	if shadowRec != nil {
+		kubeletEvicted = shadowRec.KubeletEvicted
+	}
 	watcher, err := podwatch.New(podwatch.Options{
 		Client: client, NodeName: o.NodeName, Namespaces: o.Config.HasSelectors(), Log: log.Named("podwatch"),
-		SyncTimeout: o.InformerSyncTimeout,
+		SyncTimeout: o.InformerSyncTimeout, KubeletEvicted: kubeletEvicted,
 		OnDelete: func(p *v1.Pod) {
 			loopRef.Lock()
 			l := loopRef.l
@@ -238,7 +250,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 
 	cfg := loopConfig(o, ths, rankOpts)
 	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: evictor, Arming: armingOrNil(arming),
-		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease), Brake: brakeOrNil(brake)})
+		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease), Brake: brakeOrNil(brake), Shadow: shadowOrNil(shadowRec)})
 	if err != nil {
 		return err
 	}
@@ -268,23 +280,41 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	}
 	m.SetReadiness(ready.Check)
 	var serveErr error
+	plainMetrics := m
+	if o.SecureMetricsOnly {
+		plainMetrics = nil
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := metrics.Serve(ctx, ln, metrics.NewMux(m, metrics.Checks{Healthz: healthy, Readyz: ready})); err != nil {
+		if err := metrics.Serve(ctx, ln, metrics.NewMux(plainMetrics, metrics.Checks{Healthz: healthy, Readyz: ready})); err != nil {
 			serveErr = err
 			log.Error("metrics server failed", logging.Err(err))
 			cancel()
 		}
 	}()
+	secureAddr := ""
+	if secureLn != nil {
+		secureAddr = secureLn.Addr().String()
+		h := secureMux(o, loop, m, client, shadowRec, log.Named("secure"))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := metrics.Serve(ctx, secureLn, h); err != nil {
+				serveErr = err
+				log.Error("secure server failed", logging.Err(err))
+				cancel()
+			}
+		}()
+	}
 
 	// Reported only now: a bad flag or host root must stay one line on
 	// stderr.
 	lock.Report(log, m)
-	log.Info("evictd starting", zap.String("version", build.Version), zap.String("revision", build.Revision), zap.Bool("dryRun", o.Evict.DryRun),
+	log.Info("evictd starting", zap.String("version", build.Version), zap.String("revision", build.Revision), zap.Bool("dryRun", o.Evict.DryRun), zap.Bool("shadow", o.Shadow),
 		zap.String("pdbPolicy", string(o.Evict.PDBPolicy)), zap.Duration("housekeepingInterval", o.Housekeeping),
 		zap.String("wakeupSources", o.WakeupSources), zap.Bool("actEarly", o.ActEarly), zap.Bool("fitGrace", o.FitGrace), zap.Bool("expectImageGC", o.ExpectImageGC), zap.Bool("evictionRequest", o.EvictionRequest), zap.Bool("actuator", act != nil), zap.Bool("memoryLocked", lock.Locked),
-		zap.Stringers("thresholds", ths), zap.String("metricsAddress", ln.Addr().String()),
+		zap.Stringers("thresholds", ths), zap.String("metricsAddress", ln.Addr().String()), zap.String("secureAddress", secureAddr),
 		zap.String("cgroupMode", string(layout.Mode)), zap.String("hostRoot", o.HostRoot), zap.String("cgroupRoot", o.CgroupRoot), zap.String("nodeCgroup", o.NodeCgroup),
 		zap.Bool("nodePSIReadsOff", noNodePSI), zap.Duration("stallWindow", o.Config.StallWindow()))
 

@@ -85,6 +85,7 @@ type simNode struct {
 	t *testing.T
 	// brake, when set, receives the loop's brake syncs.
 	brake    *brakeRecorder
+	shadow   ShadowRecorder
 	mu       sync.Mutex
 	clk      *testclock.FakeClock
 	capacity int64
@@ -523,6 +524,9 @@ func (n *simNode) run(t *testing.T, cfg LoopConfig, d time.Duration) *simWaker {
 	deps := Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Metrics: n.metrics, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall}
 	if n.brake != nil {
 		deps.Brake = n.brake
+	}
+	if n.shadow != nil {
+		deps.Shadow = n.shadow
 	}
 	l, err := NewLoop(cfg, deps)
 	if err != nil {

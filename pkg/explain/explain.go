@@ -11,6 +11,8 @@
 package explain
 
 import (
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -25,6 +27,11 @@ type Input struct {
 	// Rank ranks the node's pods for a signal (rank.Rank on the same
 	// observation).
 	Rank func(thresholds.Signal) []rank.Candidate
+	// Held are pods the ranking admits that a running agent will not choose
+	// now, with why: in flight (evicted, on their way out), refused by a
+	// PodDisruptionBudget until a time, refused by the API server. Only a
+	// running agent knows them; a capture has none.
+	Held map[types.UID]string
 }
 
 // Report is the explanation of one observation.
@@ -75,11 +82,13 @@ type Threshold struct {
 // Pod is one pod's place in a signal's order.
 type Pod struct {
 	// Rank is the 1-based place among the eligible pods; 0 for a pod that
-	// cannot be chosen.
+	// cannot be chosen. A held pod keeps its place (Held set, Eligible
+	// false): it would rank there once free again.
 	Rank      int    `json:"rank"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Eligible  bool   `json:"eligible"`
+	Held      bool   `json:"held,omitempty"`
 	// Why is, for an eligible pod, why it ranks where it does (over or
 	// within its request, by how much, its effective priority); for any
 	// other, why it cannot be chosen.
@@ -142,7 +151,7 @@ func Explain(in Input) Report {
 			// container's, not an amount one observation gives.
 			continue
 		}
-		explainPods(s, in.Rank(s.Signal))
+		explainPods(s, in.Rank(s.Signal), in.Held)
 	}
 	return r
 }
@@ -168,16 +177,21 @@ func (s *Signal) need() {
 }
 
 // explainPods fills the signal's pods and the evictions its need calls for.
-func explainPods(s *Signal, cands []rank.Candidate) {
+func explainPods(s *Signal, cands []rank.Candidate, held map[types.UID]string) {
 	target := decide.Target{Threshold: thresholds.Threshold{Signal: s.Signal}}
 	n := 0
 	for _, c := range cands {
 		p := Pod{Namespace: c.Namespace, Name: c.Name, Eligible: c.Eligible, Usage: c.Usage, Request: c.Request,
 			HasUsage: c.HasUsage, ExceedsRequest: c.ExceedsRequest, Priority: c.Priority, EffectivePriority: c.EffectivePriority}
-		if c.Eligible {
+		why, isHeld := held[types.UID(c.UID)]
+		switch {
+		case c.Eligible && isHeld:
+			n++
+			p.Rank, p.Eligible, p.Held, p.Why = n, false, true, why
+		case c.Eligible:
 			n++
 			p.Rank, p.Why = n, decide.RankReason(target, c)
-		} else {
+		default:
 			p.Why = c.SkipReason
 		}
 		s.Pods = append(s.Pods, p)
@@ -185,7 +199,7 @@ func explainPods(s *Signal, cands []rank.Candidate) {
 	left, avail := s.Need, s.Available
 	for _, p := range s.Pods {
 		if !p.Eligible {
-			break // the eligible ones come first
+			continue // held, or (after the eligible ones) never to be chosen
 		}
 		if !p.HasUsage {
 			s.Next = append(s.Next, Step{Namespace: p.Namespace, Name: p.Name, Rank: p.Rank, AvailableAfter: avail, Unknown: true})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -114,5 +116,28 @@ func TestExplain(t *testing.T) {
 				t.Errorf("pid.available unmeasured in this observation, yet %+v", pid)
 			}
 		})
+	}
+}
+
+// A running agent's held pods keep their place but are passed over: the
+// next to go is the first pod free to go.
+func TestExplainHeldPods(t *testing.T) {
+	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})
+	cands := []rank.Candidate{cand("cart", 300*mi, 100*mi, 0, ""), cand("search", 120*mi, 200*mi, 0, ""),
+		cand("etcd", 900*mi, 0, 2000001000, "critical: priority 2000001000 is system-critical")}
+	r := Explain(Input{Thresholds: ths,
+		Rank: func(thresholds.Signal) []rank.Candidate { return cands },
+		Held: map[types.UID]string{"uid-cart": "in flight: evicted at 12:00:01, its grace period ends by 12:00:31"},
+		Signals: map[thresholds.Signal]thresholds.Observation{
+			thresholds.MemoryAvailable: {Available: 250 * mi, Capacity: 4096 * mi}}})
+	mem := r.Signals[0]
+	if p := mem.Pods[0]; p.Rank != 1 || p.Eligible || !p.Held || !strings.HasPrefix(p.Why, "in flight:") {
+		t.Errorf("held pod %+v, want rank 1 kept, not eligible, held with its reason", p)
+	}
+	if p := mem.Pods[1]; p.Rank != 2 || !p.Eligible {
+		t.Errorf("free pod %+v, want rank 2, eligible", p)
+	}
+	if got := names(mem.Next); !slices.Equal(got, []string{"search"}) {
+		t.Errorf("next %v, want [search]: the held pod is passed over", got)
 	}
 }

@@ -15,6 +15,8 @@ package kube
 import (
 	"context"
 	"fmt"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -40,6 +42,9 @@ const (
 	Nodes
 	Namespaces
 	PriorityClasses
+	// Events are core/v1 Events (shadow mode reads the kubelet's Evicted
+	// ones; evictd writes its own through events.k8s.io).
+	Events
 )
 
 // String is the resource's name in the API (and in RBAC rules).
@@ -53,6 +58,8 @@ func (r Resource) String() string {
 		return "namespaces"
 	case PriorityClasses:
 		return "priorityclasses"
+	case Events:
+		return "events"
 	}
 	return fmt.Sprintf("Resource(%d)", int(r))
 }
@@ -76,6 +83,8 @@ func (r Resource) newList() (runtime.Object, error) {
 		return &corev1.NamespaceList{}, nil
 	case PriorityClasses:
 		return &schedulingv1.PriorityClassList{}, nil
+	case Events:
+		return &corev1.EventList{}, nil
 	}
 	return nil, fmt.Errorf("kube: unknown resource %v", r)
 }
@@ -88,8 +97,10 @@ type Client struct {
 	// subresource, which lives under pods); events serves
 	// /apis/events.k8s.io/v1, scheduling /apis/scheduling.k8s.io/v1,
 	// lifecycle /apis/lifecycle.k8s.io/v1alpha1 (--eviction-request only),
-	// coordination /apis/coordination.k8s.io/v1 (the node lease).
-	core, events, scheduling, lifecycle, coordination rest.Interface
+	// coordination /apis/coordination.k8s.io/v1 (the node lease),
+	// authn and authz the TokenReviews and SubjectAccessReviews of the
+	// secure port (pkg/authdelegate).
+	core, events, scheduling, lifecycle, coordination, authn, authz rest.Interface
 }
 
 // NewForConfig builds a Client on cfg. The REST clients share one
@@ -113,6 +124,8 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 		{schedulingv1.SchemeGroupVersion, "/apis", &c.scheduling},
 		{lifecyclev1alpha1.SchemeGroupVersion, "/apis", &c.lifecycle},
 		{coordinationv1.SchemeGroupVersion, "/apis", &c.coordination},
+		{authnv1.SchemeGroupVersion, "/apis", &c.authn},
+		{authzv1.SchemeGroupVersion, "/apis", &c.authz},
 	} {
 		gcfg := rest.CopyConfig(cfg)
 		gv := g.gv
@@ -174,6 +187,26 @@ func (c *Client) clientFor(r Resource) rest.Interface {
 func (c *Client) Evict(ctx context.Context, ev *policyv1.Eviction) error {
 	return c.core.Post().Namespace(ev.Namespace).Resource("pods").Name(ev.Name).SubResource("eviction").
 		Body(ev).Do(ctx).Error()
+}
+
+// TokenReview asks the API server whom token authenticates.
+func (c *Client) TokenReview(ctx context.Context, token string) (authnv1.TokenReviewStatus, error) {
+	out := &authnv1.TokenReview{}
+	in := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
+	if err := c.authn.Post().Resource("tokenreviews").Body(in).Do(ctx).Into(out); err != nil {
+		return authnv1.TokenReviewStatus{}, err
+	}
+	return out.Status, nil
+}
+
+// SubjectAccessReview asks the API server whether spec's caller may do
+// what spec says.
+func (c *Client) SubjectAccessReview(ctx context.Context, spec authzv1.SubjectAccessReviewSpec) (authzv1.SubjectAccessReviewStatus, error) {
+	out := &authzv1.SubjectAccessReview{}
+	if err := c.authz.Post().Resource("subjectaccessreviews").Body(&authzv1.SubjectAccessReview{Spec: spec}).Do(ctx).Into(out); err != nil {
+		return authzv1.SubjectAccessReviewStatus{}, err
+	}
+	return out.Status, nil
 }
 
 // DeletePod deletes a pod directly (--pdb-policy=best-effort's last resort).

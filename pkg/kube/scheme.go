@@ -3,6 +3,8 @@
 package kube
 
 import (
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -32,7 +34,7 @@ func init() {
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, policyv1.AddToScheme, eventsv1.AddToScheme, schedulingv1.AddToScheme, lifecyclev1alpha1.AddToScheme,
-		coordinationv1.AddToScheme,
+		coordinationv1.AddToScheme, authnv1.AddToScheme, authzv1.AddToScheme,
 	} {
 		utilruntime.Must(add(scheme))
 	}

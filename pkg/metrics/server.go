@@ -23,10 +23,13 @@ type Checks struct {
 	Readyz *healthz.Set
 }
 
-// NewMux serves /metrics from m and /healthz and /readyz from checks.
+// NewMux serves /metrics from m and /healthz and /readyz from checks; no
+// /metrics when m is nil (served elsewhere, behind authorization).
 func NewMux(m *Metrics, checks Checks) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", m.Handler())
+	if m != nil {
+		mux.Handle("/metrics", m.Handler())
+	}
 	for _, set := range []struct {
 		s    *healthz.Set
 		name string

@@ -30,6 +30,8 @@ import (
 // version and managed-by, in metadata, selectors and pod labels alike) and
 // the release namespace in the cluster-scoped names (ClusterRole and
 // ClusterRoleBinding evictd-evictd-system, plain evictd in the manifest;
+// the secure port's evictd-evictd-system-auth-delegator, -explain-reader
+// and -metrics-reader, evictd-auth-delegator and so on in the manifest;
 // the admission policies and their bindings
 // evictd-evictd-system-node-writes and -evictions, evictd-node-writes and
 // evictd-evictions in the manifest).
@@ -136,13 +138,29 @@ func withoutReleaseIdentity(t *testing.T, o *unstructured.Unstructured) {
 	clusterName := defaultRelease + "-" + defaultNamespace
 	switch o.GetKind() {
 	case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-		if o.GetName() != clusterName {
-			t.Errorf("%s: want the name %s, release name and namespace", key(o), clusterName)
+		// The agent's own, named clusterName; the secure port's
+		// (ClusterRoles only), clusterName-<suffix>, evictd-<suffix> in the
+		// manifest. A binding's roleRef follows its role, unless it names
+		// a built-in one (system:auth-delegator).
+		manifestName := func(name string) (string, bool) {
+			if name == clusterName {
+				return "evictd", true
+			}
+			if suffix, ok := strings.CutPrefix(name, clusterName+"-"); ok && clusterScoped[o.GetKind()] {
+				return "evictd-" + suffix, true
+			}
+			return name, false
 		}
-		o.SetName("evictd")
+		name, ok := manifestName(o.GetName())
+		if !ok {
+			t.Errorf("%s: want the name %s, release name and namespace (with a suffix when cluster-scoped)", key(o), clusterName)
+		}
+		o.SetName(name)
 		if o.GetKind() == "ClusterRoleBinding" || o.GetKind() == "RoleBinding" {
-			if err := unstructured.SetNestedField(o.Object, "evictd", "roleRef", "name"); err != nil {
-				t.Fatal(err)
+			if ref, ok := manifestName(nested[string](t, o, "roleRef", "name")); ok {
+				if err := unstructured.SetNestedField(o.Object, ref, "roleRef", "name"); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding":
@@ -223,6 +241,7 @@ probes:
 extraVolumes: [{name: ca, configMap: {name: ca-bundle}}]
 extraVolumeMounts: [{name: ca, mountPath: /etc/ssl/extra, readOnly: true}]
 serviceAccount: {create: true, name: evictd-agent, annotations: {example.com/role: agent}}
+secure: {port: 9801, tlsSecret: agents-tls}
 metrics:
   port: 9800
   serviceMonitor: {enabled: true, interval: 15s, scrapeTimeout: 10s, labels: {release: prometheus},
@@ -266,6 +285,12 @@ func TestChartValues(t *testing.T) {
 	crb := find(t, objs, "ClusterRoleBinding", "agents-evictd-evictd-chart")
 	assertYAMLEqual(t, "roleRef", crb.Object["roleRef"], `{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: agents-evictd-evictd-chart}`)
 	assertYAMLEqual(t, "subjects", crb.Object["subjects"], `[{kind: ServiceAccount, name: evictd-agent, namespace: evictd-chart}]`)
+	// The secure port's: this release's ServiceAccount delegates, its
+	// readers' roles are named after the release and namespace too.
+	delegator := find(t, objs, "ClusterRoleBinding", "agents-evictd-evictd-chart-auth-delegator")
+	assertYAMLEqual(t, "auth-delegator subjects", delegator.Object["subjects"], `[{kind: ServiceAccount, name: evictd-agent, namespace: evictd-chart}]`)
+	find(t, objs, "ClusterRole", "agents-evictd-evictd-chart-explain-reader")
+	find(t, objs, "ClusterRole", "agents-evictd-evictd-chart-metrics-reader")
 	if !grants(t, cr, "", "pods", "delete") {
 		t.Error("pdbPolicy best-effort: the ClusterRole does not grant delete pods")
 	}
@@ -295,6 +320,7 @@ func TestChartValues(t *testing.T) {
 	}
 	wantArgs := []any{"run", "--host-root=/host", "--node-name=$(NODE_NAME)", "--metrics-bind-address=:9800",
 		"--image-fs=/data/containers/images", "--container-fs=/data/containers/layers",
+		"--secure-bind-address=:9801", "--tls-cert-file=/etc/evictd-tls/tls.crt", "--tls-private-key-file=/etc/evictd-tls/tls.key",
 		"--config=/etc/evictd/config.yaml", "--dry-run", "--pdb-policy=best-effort", "--log-level=debug", "--log-format=console",
 		"--node-lease-namespace=kube-public", "--node-brake-taint-effect=PreferNoSchedule", "--eviction-rate=2"}
 	if !reflect.DeepEqual(c["args"], wantArgs) {
@@ -360,6 +386,9 @@ func TestChartValues(t *testing.T) {
 	assertYAMLEqual(t, "extra mount", lastOf(t, c["volumeMounts"]), `{name: ca, mountPath: /etc/ssl/extra, readOnly: true}`)
 	if vols["config"]["configMap"].(map[string]any)["name"] != "agents-evictd-config" || mounts["config"] != "/etc/evictd" {
 		t.Errorf("config volume %v mounted at %q", vols["config"], mounts["config"])
+	}
+	if vols["tls"]["secret"].(map[string]any)["secretName"] != "agents-tls" || mounts["tls"] != "/etc/evictd-tls" {
+		t.Errorf("tls volume %v mounted at %q; want secure.tlsSecret agents-tls at /etc/evictd-tls", vols["tls"], mounts["tls"])
 	}
 
 	// The file in the ConfigMap is what --config names, mounted there, and

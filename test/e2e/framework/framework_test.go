@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -138,15 +139,21 @@ func TestDeployManifestIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	identity := map[string]int{}
+	identity := map[string][]string{}
 	for _, o := range objs {
 		if IsIdentityObject(o) {
-			identity[o.GetKind()]++
+			identity[o.GetKind()] = append(identity[o.GetKind()], o.GetName())
 		}
 	}
-	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} {
-		if identity[k] != 1 {
-			t.Errorf("%s: %d in %s, want 1", k, identity[k], p)
+	// The agent's own; the secure port's reviews (system:auth-delegator)
+	// and its readers' roles, bound to no one.
+	for k, want := range map[string][]string{
+		"Namespace": {"evictd-system"}, "ServiceAccount": {"evictd"},
+		"ClusterRole":        {"evictd", "evictd-explain-reader", "evictd-metrics-reader"},
+		"ClusterRoleBinding": {"evictd", "evictd-auth-delegator"},
+	} {
+		if got := identity[k]; !slices.Equal(got, want) {
+			t.Errorf("%s: %v in %s, want %v", k, got, p, want)
 		}
 	}
 }

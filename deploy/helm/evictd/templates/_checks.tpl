@@ -30,6 +30,34 @@ DaemonSet) are created. test/deploy holds the bounds equal to evictd's own
 {{- end -}}
 {{- include "evictd.checkMounts" . -}}
 {{- include "evictd.checkKeepAway" . -}}
+{{- include "evictd.checkSecure" . -}}
+{{- end }}
+
+{{/*
+The secure port's values against each other: evictd refuses
+--secure-metrics-only and the TLS files without --secure-bind-address, and
+the API server two container ports of one number. metricsOnly takes
+/metrics off the plain port, which the ServiceMonitor and PodMonitor scrape
+(over plain HTTP, without a token the secure port would take).
+*/}}
+{{- define "evictd.checkSecure" -}}
+{{- $s := .Values.secure -}}
+{{- $m := .Values.metrics -}}
+{{- if $s.enabled -}}
+{{- if eq (int $s.port) (int $m.port) -}}
+{{- fail (printf "secure.port %d is metrics.port too: the secure port (TLS, /explain) and the plain one (/healthz, /readyz, /metrics) need two ports; set secure.port to another, e.g. %d" (int $s.port) (add1 (int $m.port))) -}}
+{{- end -}}
+{{- if and $s.metricsOnly (or $m.serviceMonitor.enabled $m.podMonitor.enabled) -}}
+{{- fail (printf "secure.metricsOnly takes /metrics off the plain port (metrics.port), which metrics.serviceMonitor and metrics.podMonitor scrape: leave secure.metricsOnly false, or scrape the secure port with a monitor of your own, as an identity bound to the ClusterRole %s-metrics-reader" (include "evictd.clusterName" .)) -}}
+{{- end -}}
+{{- else -}}
+{{- if $s.metricsOnly -}}
+{{- fail "secure.metricsOnly needs secure.enabled: with the secure port off, evictd would serve /metrics nowhere (it refuses --secure-metrics-only without --secure-bind-address at start)" -}}
+{{- end -}}
+{{- if $s.tlsSecret -}}
+{{- fail (printf "secure.tlsSecret %q needs secure.enabled: the certificate is the secure port's (evictd refuses --tls-cert-file without --secure-bind-address at start)" $s.tlsSecret) -}}
+{{- end -}}
+{{- end -}}
 {{- end }}
 
 {{/*

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package shadow
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Limits of what a Recorder keeps: the kubelet's recent evictions (an
+// episode's are needed until it ends), the last reports, and the
+// would-be evictions of one episode (a node that stays short for hours
+// must not grow the agent).
+const (
+	MaxKubelet    = 512
+	MaxReports    = 32
+	MaxWouldEvict = 256
+)
+
+// Recorder gathers, while a dry-run agent runs, each episode and the
+// kubelet's evictions, and reports each episode as it ends. Safe for use
+// from several goroutines (the loop, the Event informer, the server).
+type Recorder struct {
+	readOOM func() (int64, error)
+	emit    func(Report)
+
+	mu      sync.Mutex
+	open    map[string]*openEpisode
+	kubelet []Action
+	reports []Report
+}
+
+type openEpisode struct {
+	ep       Episode
+	oomStart int64 // -1: unknown
+}
+
+// NewRecorder reports through emit (the log line); readOOM counts the
+// node's OOM kills so far (OOMKills).
+func NewRecorder(readOOM func() (int64, error), emit func(Report)) *Recorder {
+	return &Recorder{readOOM: readOOM, emit: emit, open: map[string]*openEpisode{}}
+}
+
+// KubeletEvicted records an Evicted Event of this node's kubelet.
+func (r *Recorder) KubeletEvicted(ev *v1.Event) {
+	a := Action{Pod: ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name, UID: string(ev.InvolvedObject.UID),
+		At: eventTime(ev), Why: ev.Message}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range r.kubelet {
+		if k.UID == a.UID && k.Pod == a.Pod {
+			return // the same eviction, its Event listed again after a re-list
+		}
+	}
+	if len(r.kubelet) >= MaxKubelet {
+		r.kubelet = r.kubelet[1:]
+	}
+	r.kubelet = append(r.kubelet, a)
+}
+
+func eventTime(ev *v1.Event) time.Time {
+	switch {
+	case !ev.EventTime.IsZero():
+		return ev.EventTime.Time
+	case !ev.FirstTimestamp.IsZero():
+		return ev.FirstTimestamp.Time
+	case !ev.LastTimestamp.IsZero():
+		return ev.LastTimestamp.Time
+	}
+	return ev.CreationTimestamp.Time
+}
+
+// EpisodeStarted opens resource's episode at at.
+func (r *Recorder) EpisodeStarted(resource string, at time.Time) {
+	oom := r.oom()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.open[resource] = &openEpisode{ep: Episode{Resource: resource, Start: at}, oomStart: oom}
+}
+
+// WouldEvict records a dry-run eviction made for resource's episode.
+func (r *Recorder) WouldEvict(resource string, a Action) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o := r.open[resource]; o != nil && len(o.ep.WouldEvict) < MaxWouldEvict {
+		o.ep.WouldEvict = append(o.ep.WouldEvict, a)
+	}
+}
+
+// EpisodeEnded closes resource's episode at at and reports it.
+func (r *Recorder) EpisodeEnded(resource string, at time.Time) {
+	oom := r.oom()
+	r.mu.Lock()
+	o := r.open[resource]
+	delete(r.open, resource)
+	if o == nil {
+		r.mu.Unlock()
+		return
+	}
+	o.ep.End = at
+	kills := int64(-1)
+	if oom >= 0 && o.oomStart >= 0 {
+		kills = oom - o.oomStart
+	}
+	rep := Compare(o.ep, r.kubelet, kills)
+	if len(r.reports) >= MaxReports {
+		r.reports = r.reports[1:]
+	}
+	r.reports = append(r.reports, rep)
+	r.mu.Unlock()
+	if r.emit != nil {
+		r.emit(rep)
+	}
+}
+
+// Reports returns the last reports, oldest first.
+func (r *Recorder) Reports() []Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Report(nil), r.reports...)
+}
+
+func (r *Recorder) oom() int64 {
+	if r.readOOM == nil {
+		return -1
+	}
+	n, err := r.readOOM()
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// VMStatOOMKills reads the kernel's count of OOM kills since boot, the
+// oom_kill line of /proc/vmstat (Linux 4.13 and later): every OOM kill on
+// the node, of a pod's process or any other, whichever limit it hit.
+func VMStatOOMKills(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		name, value, ok := bytes.Cut(sc.Bytes(), []byte{' '})
+		if !ok || string(name) != "oom_kill" {
+			continue
+		}
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(value)), 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%s: oom_kill %q is not a count", path, value)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("%s: no oom_kill line (a kernel before 4.13?)", path)
+}

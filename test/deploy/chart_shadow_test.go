@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package deploy
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+// grantsEvents reports whether the ClusterRole r lets shadow mode's
+// informer list and watch the core group's Events, and whether it grants
+// either of the two.
+func grantsEvents(t *testing.T, r *unstructured.Unstructured) (both, any bool) {
+	t.Helper()
+	list, watch := grants(t, r, "", "events", "list"), grants(t, r, "", "events", "watch")
+	return list && watch, list || watch
+}
+
+// TestChartShadow: shadow.enabled (off by default) passes --shadow and adds
+// list and watch of the core group's Events to the agent's ClusterRole
+// (the kubelet's Evicted Events, in every namespace), and only then; the
+// chart adds no --dry-run of its own (evictd turns it on with --shadow),
+// nor refuses shadow mode without the secure port (the reports are in the
+// log too). --shadow in extraArgs, which would come without the rule, is
+// refused.
+func TestChartShadow(t *testing.T) {
+	const clusterRole = defaultRelease + "-" + defaultNamespace
+	for _, tc := range []struct {
+		values string
+		shadow bool
+	}{
+		{"", false},
+		{"shadow: {enabled: false}", false},
+		{"shadow: {enabled: true}", true},
+		{"{shadow: {enabled: true}, secure: {enabled: false}}", true},
+	} {
+		objs := mustRender(t, tc.values)
+		c, _ := agentPod(t, tc.values)
+		args := c["args"].([]any)
+		if got := slices.Contains(args, any("--shadow")); got != tc.shadow {
+			t.Errorf("values %q: --shadow passed %v; want %v (args %v)", tc.values, got, tc.shadow, args)
+		}
+		if slices.Contains(args, any("--dry-run")) {
+			t.Errorf("values %q: args %v have --dry-run; want it only from dryRun (--shadow implies it)", tc.values, args)
+		}
+		cr := find(t, objs, "ClusterRole", clusterRole)
+		if both, some := grantsEvents(t, cr); both != tc.shadow || some != tc.shadow {
+			t.Errorf("values %q: list and watch events granted %v (either %v); want %v", tc.values, both, some, tc.shadow)
+		}
+		if grants(t, cr, "", "events", "create") || grants(t, cr, "", "events", "get") {
+			t.Errorf("values %q: the ClusterRole grants more on core events than list and watch", tc.values)
+		}
+		// Shadow mode's own needs are the events rule; evictd's Events stay
+		// events.k8s.io creates, whatever the mode.
+		if !grants(t, cr, "events.k8s.io", "events", "create") {
+			t.Errorf("values %q: create events.k8s.io events no longer granted", tc.values)
+		}
+	}
+
+	// The same objects as the default but for the flag and the rule.
+	def, on := byKey(t, mustRender(t, "")), byKey(t, mustRender(t, "shadow: {enabled: true}"))
+	if !slices.Equal(keys(def), keys(on)) {
+		t.Errorf("shadow.enabled renders %v; want the default's objects %v", keys(on), keys(def))
+	}
+
+	// dryRun is its own value: both may be on, and --dry-run comes once.
+	c, _ := agentPod(t, "{shadow: {enabled: true}, dryRun: true}")
+	args := c["args"].([]any)
+	if n := len(slices.DeleteFunc(slices.Clone(args), func(a any) bool { return a != "--dry-run" })); n != 1 || !slices.Contains(args, any("--shadow")) {
+		t.Errorf("shadow.enabled and dryRun: args %v; want --shadow and one --dry-run", args)
+	}
+
+	// rbac.create false: the flag, and the rule is the user's to grant.
+	if c, _ := agentPod(t, "{shadow: {enabled: true}, rbac: {create: false}}"); !slices.Contains(c["args"].([]any), any("--shadow")) {
+		t.Error("shadow.enabled with rbac.create false drops --shadow")
+	}
+
+	for _, tc := range []struct {
+		values string
+		naming string
+	}{
+		{"extraArgs: [--shadow]", "shadow.enabled"},
+		{"extraArgs: [--shadow=true]", "shadow.enabled"},
+		{`shadow: {enabled: "true"}`, "enabled"},
+		{"shadow: {reports: 32}", "reports"},
+		{"shadow: true", "shadow"},
+	} {
+		if _, err := render(t, tc.values); err == nil || !strings.Contains(err.Error(), tc.naming) {
+			t.Errorf("values %q: %v; want a refusal naming %s", tc.values, err, tc.naming)
+		}
+	}
+}
+
+// TestManifestShadowCommented: deploy/daemonset.yaml carries shadow mode
+// commented out (the ClusterRole's events rule and the flag), and
+// uncommenting those two blocks gives what the chart renders with
+// shadow.enabled, so the plain manifest's opt-in cannot drift from the
+// chart's.
+func TestManifestShadowCommented(t *testing.T) {
+	src, err := os.ReadFile(repoPath(t, "deploy", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncommented, blocks := uncommentBlocks(string(src), `# - apiGroups: [""]`, "# - --shadow")
+	if blocks != 2 {
+		t.Fatalf(`deploy/daemonset.yaml has %d commented shadow blocks; want 2 (# - apiGroups: [""] in the ClusterRole, # - --shadow)`, blocks)
+	}
+	want, err := framework.ParseManifest(strings.NewReader(uncommented))
+	if err != nil {
+		t.Fatalf("deploy/daemonset.yaml with shadow mode uncommented: %v", err)
+	}
+	equalsChart(t, want, "shadow: {enabled: true}", "deploy/daemonset.yaml with shadow mode uncommented")
+	if both, _ := grantsEvents(t, find(t, want, "ClusterRole", "evictd")); !both {
+		t.Error(`deploy/daemonset.yaml with shadow mode uncommented: the ClusterRole evictd does not grant list and watch of events`)
+	}
+}
