@@ -251,7 +251,7 @@ FORCE:
 ## test boots it. make e2e-node runs the same test among the node's; this target is the quick one.
 VM_DIR := $(OUT)/vm
 
-.PHONY: vm-smoke e2e-node e2e-node-smoke bench-latency-node bench-race-node bench-stall-node bench-shadow-node node-ready node-images
+.PHONY: vm-smoke e2e-node e2e-node-smoke bench-latency-node bench-race-node bench-stall-node bench-shadow-node node-ready node-images node-filler-image
 vm-smoke: $(BIN)/evictd $(BIN)/workload
 	hack/vm/prepare.sh $(VM_DIR)
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode -v -timeout 15m -run TestVMCgroupV2Observe ./test/vmnode
@@ -298,7 +298,7 @@ bench-race-node: node-ready
 
 ## bench-stall-node: TestNodeStallLatency, stall start to eviction with PSI wake-ups against
 ## polling every 10 s, on the imagefs node. The table is in _output/bench/stall-node.log.
-bench-stall-node: node-ready
+bench-stall-node: node-ready node-filler-image
 	@mkdir -p $(OUT)/bench
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode,vmnodebench -v -timeout 40m \
 	  -run '^TestNodeStallLatency$$' ./test/vmnode 2>&1 | tee $(OUT)/bench/stall-node.log
@@ -306,7 +306,7 @@ bench-stall-node: node-ready
 ## bench-shadow-node: TestNodeShadow, evictd in shadow mode beside the real kubelet, which alone
 ## evicts during a leak (docs/shadow.md); not part of test: the kubelet alone can livelock the
 ## guest. The report is in _output/bench/shadow-node.log.
-bench-shadow-node: node-ready
+bench-shadow-node: node-ready node-filler-image
 	@mkdir -p $(OUT)/bench
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode,vmnodebench -v -timeout 40m \
 	  -run '^TestNodeShadow$$' ./test/vmnode 2>&1 | tee $(OUT)/bench/shadow-node.log
@@ -314,8 +314,7 @@ bench-shadow-node: node-ready
 ## bench-latency-node: the v2 fast path's detection latency on that node, per wake-up
 ## configuration against the timer alone; not part of test. Table in
 ## _output/bench/latency-node.txt.
-bench-latency-node: node-ready $(BIN)/filler
-	$(IMAGE_TOOL) --binary $(BIN)/filler --name evictd-filler:e2e-node --out $(NODE_IMAGES)/filler.tar >/dev/null
+bench-latency-node: node-ready node-filler-image
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) hack/vm/bench-latency-node.sh
 
 # node-ready: the guest's kernel and packages, the node's images, and the control plane and
@@ -334,6 +333,11 @@ node-images: build node-bins $(IMAGE_TOOL)
 	  head -c 256M /dev/urandom >> $(NODE_IMAGES)/ballast && chmod +x $(NODE_IMAGES)/ballast && \
 	  $(IMAGE_TOOL) --binary $(NODE_IMAGES)/ballast --name evictd-ballast:e2e-node \
 	    --out $(NODE_IMAGES)/ballast.tar >/dev/null && rm -f $(NODE_IMAGES)/ballast; }
+
+# node-filler-image: the latency bench's filler, which every node test built with the
+# vmnodebench tag loads onto the node.
+node-filler-image: $(BIN)/filler $(IMAGE_TOOL)
+	$(IMAGE_TOOL) --binary $(BIN)/filler --name evictd-filler:e2e-node --out $(NODE_IMAGES)/filler.tar >/dev/null
 
 $(BIN)/filler: FORCE
 	@mkdir -p $(BIN)

@@ -43,8 +43,9 @@ type Report struct {
 	// KubeletEvicted are the kubelet's evictions on the node from the
 	// episode's start to its end, in order.
 	KubeletEvicted []Action `json:"kubeletEvicted"`
-	// OOMKills is how many processes the kernel's OOM killer killed in the
-	// pods' cgroups during the episode; -1 when it could not be read.
+	// OOMKills is how many processes the kernel's OOM killer killed on the
+	// node during the episode (a pod's or any other); -1 when it could not
+	// be read.
 	OOMKills int64 `json:"oomKills"`
 	// Both are the pods evictd would have evicted and the kubelet did;
 	// EvictdOnly and KubeletOnly the others.
@@ -142,7 +143,7 @@ func summary(r Report) string {
 	}
 	switch {
 	case r.OOMKills > 0:
-		fmt.Fprintf(&b, "; the kernel OOM-killed %d process(es) in the pods", r.OOMKills)
+		fmt.Fprintf(&b, "; the kernel OOM-killed %d process(es) on the node", r.OOMKills)
 	case r.OOMKills == 0:
 		b.WriteString("; no OOM kill")
 	default:

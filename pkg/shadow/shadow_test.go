@@ -32,7 +32,7 @@ func TestCompare(t *testing.T) {
 		{name: "the kubelet picks another pod, and the kernel kills", would: []Action{act("shop/a", 20)},
 			kubelet: []Action{act("shop/small", 12), act("old/x", -5), act("late/y", 61)}, oom: 2,
 			evictdOnly: []string{"shop/a"}, kOnly: []string{"shop/small"}, sameOrder: true, hasLead: true, lead: -8 * time.Second,
-			summary: "memory pressure for 1m0s: evictd would have evicted 1 pod(s), the kubelet evicted 1; both chose none of the same pods; only evictd shop/a; only the kubelet shop/small; the kubelet first, by 8s; the kernel OOM-killed 2 process(es) in the pods"},
+			summary: "memory pressure for 1m0s: evictd would have evicted 1 pod(s), the kubelet evicted 1; both chose none of the same pods; only evictd shop/a; only the kubelet shop/small; the kubelet first, by 8s; the kernel OOM-killed 2 process(es) on the node"},
 		{name: "another order", would: []Action{act("a", 1), act("b", 2), act("a", 3)}, kubelet: []Action{act("b", 4), act("a", 9)},
 			both: []string{"a", "b"}, hasLead: true, lead: 3 * time.Second,
 			summary: "memory pressure for 1m0s: evictd would have evicted 2 pod(s), the kubelet evicted 2; both chose a, b (in another order); evictd first, by 3s; no OOM kill"},
