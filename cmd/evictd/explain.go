@@ -70,7 +70,8 @@ func newExplainFlags() (*explainFlags, *pflag.FlagSet) {
 	return f, fs
 }
 
-// explainCmd runs `evictd explain` on captured data: no cluster access.
+// explainCmd runs `evictd explain` on captured data (no cluster access) or
+// asks a running agent (--node, --address).
 func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f, fs := newExplainFlags()
 	if err := fs.Parse(args); err != nil {
