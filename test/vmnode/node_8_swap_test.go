@@ -216,7 +216,13 @@ cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, con
 		return fmt.Errorf("no pod ended")
 	}); err != nil {
 		now, aerr := nodeAvailable(ctx, n)
-		t.Fatalf("%v (memory.available now %d MiB, err %v)\nevictd's log (tail):\n%s", err, now>>20, aerr, framework.LastLines(evictdLog(t, n, ev), 30))
+		// CI once saw evictd log nothing here while the test read 158 MiB:
+		// what evictd itself reads and says of its health, to tell why.
+		addr := "http://" + ev.Status.PodIP + ":9731"
+		seen, serr := n.Sh(ctx, "curl -s --max-time 10 '"+addr+"/readyz?verbose'; curl -s --max-time 10 "+addr+
+			"/metrics | grep -E '^evictd_(signal_available_bytes|threshold_met|pressure|ready|observation|last_observation|wakeups)'")
+		t.Fatalf("%v (memory.available now %d MiB, err %v)\nevictd's log (tail):\n%s\nevictd's readiness and figures (err %v):\n%s",
+			err, now>>20, aerr, framework.LastLines(evictdLog(t, n, ev), 30), serr, seen)
 	}
 	// A while longer: one eviction relieves the pressure.
 	time.Sleep(20 * time.Second)
