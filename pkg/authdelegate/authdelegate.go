@@ -248,11 +248,10 @@ func (g *Guard) authorize(ctx context.Context, key permKey, user *authnv1.UserIn
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
 	defer cancel()
+	// Not allowed is a no, an evaluation error or not: RBAC reports one for
+	// any binding to a missing role it walked past, and the API server's
+	// own delegating authorizer answers 403 then too.
 	st, err := g.r.SubjectAccessReview(ctx, spec)
-	if err == nil && !st.Allowed && st.EvaluationError != "" && !st.Denied {
-		// No authorizer decided because one failed: unknown, not a no.
-		err = errors.New(st.EvaluationError)
-	}
 	if err != nil {
 		err = fmt.Errorf("SubjectAccessReview: %w", err)
 		g.failed("SubjectAccessReview", err)

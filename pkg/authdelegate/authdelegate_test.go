@@ -156,10 +156,13 @@ func TestGuardFailedReviewIsUnavailableAndNotCached(t *testing.T) {
 	}
 }
 
-func TestGuardEvaluationErrorIsNotADenial(t *testing.T) {
+// An evaluation error without an allowance is a 403, as the API server's
+// own delegating authorizer answers: RBAC reports one for every binding to
+// a missing role, which real clusters have.
+func TestGuardEvaluationErrorIsADenial(t *testing.T) {
 	g := New(evalErr{}, Options{})
-	if w := serve(g, "GET", "/explain", "Bearer x"); w.Code != http.StatusServiceUnavailable {
-		t.Errorf("status %d for an authorizer that failed, want 503", w.Code)
+	if w := serve(g, "GET", "/explain", "Bearer x"); w.Code != http.StatusForbidden {
+		t.Errorf("status %d for a review with an evaluation error and no allowance, want 403", w.Code)
 	}
 }
 
@@ -170,7 +173,7 @@ func (evalErr) TokenReview(context.Context, string) (authnv1.TokenReviewStatus, 
 }
 
 func (evalErr) SubjectAccessReview(context.Context, authzv1.SubjectAccessReviewSpec) (authzv1.SubjectAccessReviewStatus, error) {
-	return authzv1.SubjectAccessReviewStatus{EvaluationError: "webhook authorizer: timeout"}, nil
+	return authzv1.SubjectAccessReviewStatus{EvaluationError: `clusterrole.rbac.authorization.k8s.io "gone" not found`}, nil
 }
 
 func TestGuardCacheIsBounded(t *testing.T) {
