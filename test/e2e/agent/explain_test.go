@@ -23,8 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/pkg/agent"
@@ -244,12 +242,7 @@ func decideDocCommands(t *testing.T) []string {
 
 func writeTokenKubeconfig(t *testing.T, c *framework.Cluster, path, token string) {
 	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: c.Server, CertificateAuthorityData: c.CAData}
-	kc.AuthInfos["caller"] = &clientcmdapi.AuthInfo{Token: token}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "caller"}
-	kc.CurrentContext = "test"
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+	if err := c.WriteKubeconfig(path, "caller", token); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -233,7 +233,7 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return c, err
 	}
 	c.AdminKubeconfig = filepath.Join(c.Dir, "admin.kubeconfig")
-	if err := c.writeKubeconfig(c.AdminKubeconfig, "admin", adminToken); err != nil {
+	if err := c.WriteKubeconfig(c.AdminKubeconfig, "admin", adminToken); err != nil {
 		return c, err
 	}
 	if err := c.waitFor(ctx, "kube-apiserver /readyz", c.apiserverReady); err != nil {
@@ -366,7 +366,9 @@ func (c *Cluster) restConfig(token string) *rest.Config {
 	}
 }
 
-func (c *Cluster) writeKubeconfig(path, user, token string) error {
+// WriteKubeconfig writes a kubeconfig for this cluster that authenticates as
+// user with token.
+func (c *Cluster) WriteKubeconfig(path, user, token string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: c.Server, CertificateAuthorityData: c.CAData}
 	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}

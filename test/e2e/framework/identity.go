@@ -234,7 +234,7 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 		return err
 	}
 	c.EvictdKubeconfig = filepath.Join(c.Dir, "evictd.kubeconfig")
-	if err := c.writeKubeconfig(c.EvictdKubeconfig, "evictd", tr.Status.Token); err != nil {
+	if err := c.WriteKubeconfig(c.EvictdKubeconfig, "evictd", tr.Status.Token); err != nil {
 		return err
 	}
 	c.log.Info("evictd identity ready", zap.Stringer("serviceAccount", sas[0]))

@@ -70,7 +70,7 @@ func (c *Cluster) evictdNodeToken(ctx context.Context, node string) (*rest.Confi
 		return nil, "", fmt.Errorf("TokenRequest for %s bound to pod %s/%s: %w", sa, pod.Namespace, pod.Name, err)
 	}
 	kubeconfig := filepath.Join(c.Dir, "evictd-"+node+".kubeconfig")
-	if err := c.writeKubeconfig(kubeconfig, "evictd-"+node, tr.Status.Token); err != nil {
+	if err := c.WriteKubeconfig(kubeconfig, "evictd-"+node, tr.Status.Token); err != nil {
 		return nil, "", err
 	}
 	return c.restConfig(tr.Status.Token), kubeconfig, nil
