@@ -339,6 +339,17 @@ func guestUptime(ctx context.Context, n *Node) (time.Time, float64, error) {
 
 // nodeAvailable reads memory.available as the kubelet computes it.
 func nodeAvailable(ctx context.Context, n *Node) (int64, error) {
+	return guestMemFigure(ctx, n, guestmem.Available)
+}
+
+// evictdAvailable is memory.available as evictd reads it on the v2 root
+// (guestmem.RootUsageAvailable).
+func evictdAvailable(ctx context.Context, n *Node) (int64, error) {
+	return guestMemFigure(ctx, n, guestmem.RootUsageAvailable)
+}
+
+// guestMemFigure computes figure from the guest's guestmem.Files.
+func guestMemFigure(ctx context.Context, n *Node, figure func([]byte) (int64, error)) (int64, error) {
 	r, err := n.Exec(ctx, append([]string{"/bin/cat"}, guestmem.Files...), WithTimeout(20*time.Second))
 	if err != nil {
 		return 0, err
@@ -346,7 +357,7 @@ func nodeAvailable(ctx context.Context, n *Node) (int64, error) {
 	if err := r.Err(); err != nil {
 		return 0, err
 	}
-	return AvailableFromMeminfo(r.Stdout)
+	return figure([]byte(r.Stdout))
 }
 
 // oomKills is the guest kernel's count of OOM kills (/proc/vmstat oom_kill).

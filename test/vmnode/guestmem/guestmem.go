@@ -53,3 +53,39 @@ func Available(meminfoAndStat []byte) (int64, error) {
 	}
 	return free + inactiveFile, nil
 }
+
+// RootUsageAvailable computes memory.available as evictd observes it on
+// the v2 root (pkg/pressure: usage is the root memory.stat's anon + file,
+// as runc's and cAdvisor's root stats take it), from the same files as
+// Available: MemTotal minus (anon + file − inactive_file). It leaves out
+// the kernel's own memory (slab, page tables, stacks) and the swap cache,
+// which MemTotal − MemFree counts: on the swap node the two figures were
+// 157 MiB apart, and a test that plans evictd's crossing must use this one.
+func RootUsageAvailable(meminfoAndStat []byte) (int64, error) {
+	want := map[string]int64{"MemTotal:": -1, "anon": -1, "file": -1, "inactive_file": -1}
+	s := bufio.NewScanner(bytes.NewReader(meminfoAndStat))
+	for s.Scan() {
+		f := bytes.Fields(s.Bytes())
+		if len(f) < 2 {
+			continue
+		}
+		key := string(f[0])
+		if _, ok := want[key]; !ok {
+			continue
+		}
+		v, err := strconv.ParseInt(string(f[1]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("line %q: %w", s.Text(), err)
+		}
+		if key == "MemTotal:" {
+			v <<= 10 // kB
+		}
+		want[key] = v
+	}
+	for k, v := range want {
+		if v < 0 {
+			return 0, fmt.Errorf("no %s in /proc/meminfo and the root memory.stat", k)
+		}
+	}
+	return want["MemTotal:"] - (want["anon"] + want["file"] - want["inactive_file"]), nil
+}
