@@ -64,7 +64,7 @@ func newExplainFlags() (*explainFlags, *pflag.FlagSet) {
 	f := &explainFlags{}
 	fs := cliflag.NewFlagSet("explain")
 	f.captureFiles.bind(fs, "EvictdConfiguration file (thresholds, priority groups, exclusions).")
-	f.live.bind(fs)
+	f.live.bind(fs, "Explain the running agent on this node (its secure port, as the caller: needs get on the non-resource URL /explain).")
 	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
 	return f, fs

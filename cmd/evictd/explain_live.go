@@ -44,8 +44,8 @@ func (f *liveFlags) bind(fs interface {
 	StringVar(*string, string, string, string)
 	BoolVar(*bool, string, bool, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
-}) {
-	fs.StringVar(&f.node, "node", "", "Explain the running agent on this node (its secure port, as the caller: needs get on the non-resource URL /explain).")
+}, nodeUsage string) {
+	fs.StringVar(&f.node, "node", "", nodeUsage)
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the caller (default: $KUBECONFIG or ~/.kube/config).")
 	fs.StringVar(&f.namespace, "namespace", "evictd-system", "Namespace of evictd's pods.")
 	fs.StringVar(&f.selector, "selector", "app.kubernetes.io/name=evictd", "Label selector of evictd's pods.")
@@ -58,39 +58,9 @@ func (f *liveFlags) bind(fs interface {
 
 // explainLive fetches the running agent's explanation.
 func explainLive(ctx context.Context, f liveFlags) (agent.Live, error) {
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: f.kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
-		&clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return agent.Live{}, fmt.Errorf("kubeconfig: %w", err)
-	}
-	addr := f.address
-	if addr == "" {
-		if addr, err = agentAddress(ctx, cfg, f); err != nil {
-			return agent.Live{}, err
-		}
-	}
-	client, err := agentClient(cfg, f, addr)
+	body, addr, err := agentGet(ctx, f, "/explain", 64<<20)
 	if err != nil {
 		return agent.Live{}, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/explain", nil)
-	if err != nil {
-		return agent.Live{}, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return agent.Live{}, fmt.Errorf("agent at %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return agent.Live{}, fmt.Errorf("agent at %s: %w", addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return agent.Live{}, fmt.Errorf("agent at %s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
 	}
 	var live agent.Live
 	if err := json.Unmarshal(body, &live); err != nil {
@@ -100,6 +70,50 @@ func explainLive(ctx context.Context, f liveFlags) (agent.Live, error) {
 		return agent.Live{}, fmt.Errorf("agent at %s explains node %q, not %q", addr, live.Node, f.node)
 	}
 	return live, nil
+}
+
+// agentGet gets path from the running agent on f.node (or at f.address)
+// as the kubeconfig's user, at most limit bytes, and returns the body and
+// the address it asked.
+func agentGet(ctx context.Context, f liveFlags, path string, limit int64) ([]byte, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: f.kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
+		&clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	addr := f.address
+	if addr == "" {
+		if addr, err = agentAddress(ctx, cfg, f); err != nil {
+			return nil, "", err
+		}
+	}
+	client, err := agentClient(cfg, f, addr)
+	if err != nil {
+		return nil, addr, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+path, nil)
+	if err != nil {
+		return nil, addr, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, addr, fmt.Errorf("agent at %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, addr, fmt.Errorf("agent at %s: %w", addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, addr, fmt.Errorf("agent at %s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if int64(len(body)) > limit {
+		return nil, addr, fmt.Errorf("agent at %s: %s is over %d bytes", addr, path, limit)
+	}
+	return body, addr, nil
 }
 
 // agentAddress is the pod IP and secure port of the running agent on

@@ -134,10 +134,12 @@ func TestUsageLinesNameEveryFlag(t *testing.T) {
 	_, observe := newObserveFlags()
 	_, rank := newRankFlags()
 	_, explain := newExplainFlags()
+	_, traceFS := newTraceFlags()
+	_, replay := newReplayFlags()
 	for _, c := range []struct {
 		synopsis string
 		fs       *pflag.FlagSet
-	}{{observeSynopsis, observe}, {rankSynopsis, rank}, {explainSynopsis, explain}} {
+	}{{observeSynopsis, observe}, {rankSynopsis, rank}, {explainSynopsis, explain}, {traceSynopsis, traceFS}, {replaySynopsis, replay}} {
 		if !strings.Contains(usage, c.synopsis) {
 			t.Errorf("top-level usage lacks %q", c.synopsis)
 		}

@@ -36,6 +36,8 @@ Usage:
   ` + observeSynopsis + `
   ` + rankSynopsis + `
   ` + explainSynopsis + `
+  ` + traceSynopsis + `
+  ` + replaySynopsis + `
   evictd run --node-name NODE [flags]
   evictd version | --version
 
@@ -79,6 +81,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return rankCmd(ctx, args[1:], stdout, stderr)
 	case "explain":
 		return explainCmd(ctx, args[1:], stdout, stderr)
+	case "trace":
+		return traceCmd(ctx, args[1:], stdout, stderr)
+	case "replay":
+		return replayCmd(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":

@@ -98,6 +98,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (opts *agent.Options
 		return nil, "", "", exitOK, false
 	}
 	logFormat, logLevel, opts = f.logFormat, f.logLevel, f.opts
+	opts.Args = slices.Clone(args)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "evictd run: unexpected argument %q\n", fs.Arg(0))
 		return nil, "", "", exitUsage, false

@@ -64,7 +64,7 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 		// must not start a second call in a lane whose call is under way
 		// (its tracking would be lost, and its pod called for again).
 		next := false
-		for _, r := range l.calls.drain() {
+		for _, r := range l.drainCalls() {
 			if l.answer(r) && r.ep == ep && r.lane == lane {
 				next = true
 			}
@@ -122,6 +122,10 @@ type call struct {
 	lane episode.Lane
 	d    decide.Decision
 	req  evict.Request
+	// seq numbers the agent's calls from 1; pass and launched are the pass
+	// that made it and when (for the trace).
+	seq, pass uint64
+	launched  time.Time
 }
 
 // callResult is a call's answer.
@@ -191,6 +195,8 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		c.req.RunnerUp, c.req.RunnerUpReason = podKey(d.RunnerUp), decide.RankReason(t, d.RunnerUp)
 	}
 	now := l.clk.Now()
+	l.tr.calls++
+	c.seq, c.pass, c.launched = l.tr.calls, l.tr.pass, now
 	grace := l.cfg.Decide.Evict.GracePeriod(d.Candidate.Pod, t.Hard(), d.GraceOverride)
 	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: now,
 		Signal: t.Threshold.Signal, Hard: t.Hard(), ReclaimBy: now.Add(time.Duration(grace) * time.Second)}

@@ -42,6 +42,9 @@ type KubeletPlacement struct {
 	// Below lists the operator's thresholds at or below the kubelet's, as
 	// "memory.available<500Mi (kubelet 750Mi)".
 	Below []string
+	// KubeletHard is the kubelet's thresholds as its map spells them (a
+	// trace's header keeps them for a replay's placement).
+	KubeletHard map[string]string
 }
 
 // Detail is the /readyz warning: empty when there is nothing to say.
@@ -87,7 +90,13 @@ func placeAboveKubelet(o *Options, capacity map[thresholds.Signal]thresholds.Obs
 			logging.Err(err), zap.String("fix", fix))
 		return st
 	}
-	st.Known = true
+	return placeWith(o, *res, capacity, log, m)
+}
+
+// placeWith moves evictd's defaults above the kubelet's thresholds res,
+// read at start or, in a replay, from the trace.
+func placeWith(o *Options, res kubeletcfg.Result, capacity map[thresholds.Signal]thresholds.Observation, log *zap.Logger, m *metrics.Metrics) *KubeletPlacement {
+	st := &KubeletPlacement{Known: true, KubeletHard: res.Raw}
 	m.SetKubeletThresholdsKnown(true)
 	capOf := func(s thresholds.Signal) (int64, bool) {
 		ob, ok := capacity[s]

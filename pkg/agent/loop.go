@@ -32,6 +32,7 @@ import (
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/shadow"
 	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/evictd/evictd/pkg/trace"
 )
 
 // Observer takes one observation of the node (*pressure.Observer).
@@ -173,6 +174,8 @@ type Deps struct {
 	// Shadow, when not nil, is told each episode and each dry-run eviction
 	// (shadow mode: pkg/shadow).
 	Shadow ShadowRecorder
+	// Trace, when not nil, records each pass for a replay (pkg/trace).
+	Trace Tracer
 }
 
 // ShadowRecorder follows a dry run's episodes and would-be evictions
@@ -221,7 +224,9 @@ type Loop struct {
 	rewalk    []string
 	estimates map[thresholds.Signal]*predict.Estimator
 	calls     callQueue
+	tr        passTrace
 	gone      goneQueue
+	deleted   queue[trace.Deletion]
 	lead      leadTime
 	pace      pacing
 	health    health
@@ -336,27 +341,47 @@ func (l *Loop) Run(ctx context.Context) error {
 func (l *Loop) InFlight() []inflight.Entry { return l.inflight.Snapshot() }
 
 // PodDeleted is the pod informer's delete handler: a pod in flight is gone
-// from the API, and its reclaim has usually landed. The loop takes note on
-// its next pass, which the kick starts at once (and keeps counting the pod
-// if its processes still run: settleVictims).
+// from the API, and its reclaim has usually landed. The loop takes note at
+// the start of its next pass, which the kick starts at once (and keeps
+// counting the pod if its processes still run: settleVictims). Not in the
+// middle of a pass: a pass decides on one view of what is in flight, and
+// a replay must see each deletion where the recorded pass saw it.
 func (l *Loop) PodDeleted(p *v1.Pod) {
-	e, ok := l.inflight.Gone(p.UID)
-	if !ok {
-		return
+	l.deleted.push(trace.Deletion{At: l.clk.Now(), UID: p.UID, Namespace: p.Namespace, Name: p.Name})
+	if l.inflight.Contains(p.UID) {
+		l.deps.Waker.Kick(KickPodGone)
 	}
-	l.gone.push(e, l.clk.Now())
-	l.deps.Waker.Kick(KickPodGone)
+}
+
+// takeDeletions applies the deletions the informer saw since the last
+// pass: the pods in flight among them are gone.
+func (l *Loop) takeDeletions() {
+	for _, d := range l.deleted.drain() {
+		if l.deps.Trace != nil {
+			l.deps.Trace.Deleted(d)
+		}
+		if e, ok := l.inflight.Gone(d.UID); ok {
+			l.gone.push(goneItem{e, d.At})
+		}
+	}
 }
 
 // Step is one pass: observe, decide, act, and return how long to wait for
 // the next wake-up.
 func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
-	defer func() { l.health.passDone(l.clk.Now()) }()
+	l.traceBegin(w, l.clk.Now())
+	defer func() {
+		if l.deps.Trace != nil {
+			l.deps.Trace.End()
+		}
+		l.health.passDone(l.clk.Now())
+	}()
 	l.pace.woke(w, l.clk.Now(), l.cfg.Burst)
 	l.deps.Metrics.WakeUp(string(w.Source))
-	for _, r := range l.calls.drain() {
+	for _, r := range l.drainCalls() {
 		l.answer(r)
 	}
+	l.takeDeletions()
 
 	// The one gate of acting: checked once a pass, before the families'
 	// observations (the memory.high family's relaxes the actuator writes).
@@ -529,6 +554,7 @@ func (l *Loop) observe(ctx context.Context, acting bool) (*pressure.Observation,
 	start := l.clk.Now()
 	obs, err := l.deps.Observer.Observe(ctx)
 	end := l.clk.Now()
+	l.traceObserved(obs, err, end, acting)
 	m.ObservationDone(start, end, err)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -598,6 +624,7 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	v.rank = l.cfg.Rank
 	v.rank.PriorityClasses = l.deps.Pods.PriorityClasses()
 	v.rank.NamespaceLabels = l.deps.Pods.NamespaceLabels()
+	l.tracePods(v)
 	v.targets = decide.Targets(l.decideOptions(), l.decideInput(v, nil))
 	l.trackEpisodes(v)
 	return v

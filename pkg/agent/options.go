@@ -32,6 +32,7 @@ import (
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/trace"
 )
 
 // Flag names of the agent's own options.
@@ -50,6 +51,7 @@ const (
 	FlagTLSKeyFile           = "tls-private-key-file"
 	FlagSecureMetricsOnly    = "secure-metrics-only"
 	FlagShadow               = "shadow"
+	FlagTraceSize            = "trace-size"
 	FlagIncludeDaemonSetPods = "include-daemonset-pods"
 	FlagSwapInRanking        = "swap-in-ranking"
 	FlagWakeupSources        = "wakeup-sources"
@@ -192,6 +194,12 @@ type Options struct {
 	// Config holds the thresholds, priority groups, exclusions and
 	// DaemonSet policy (file and kubelet-named flags).
 	Config *config.Config
+	// TraceSize bounds the trace of the agent's passes kept for a replay
+	// (pkg/trace, /trace on the secure port), in bytes; 0: none.
+	TraceSize int
+	// Args are the command's flags as given, for the trace's header.
+	Args []string
+
 	// Evict holds the evictor's flags.
 	Evict evict.Options
 
@@ -232,6 +240,8 @@ func NewOptions() *Options {
 
 		NodeBrake:            true,
 		NodeBrakeTaintEffect: string(v1.TaintEffectNoSchedule),
+
+		TraceSize: trace.DefaultBudget,
 	}
 }
 
@@ -307,6 +317,8 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	serving.StringVar(&o.TLSKeyFile, FlagTLSKeyFile, o.TLSKeyFile, "Private key of --"+FlagTLSCertFile+".")
 	serving.BoolVar(&o.SecureMetricsOnly, FlagSecureMetricsOnly, o.SecureMetricsOnly,
 		"Serve /metrics on the secure port only; the plain port keeps /healthz and /readyz. Needs --"+FlagSecureAddress+".")
+	serving.IntVar(&o.TraceSize, FlagTraceSize, o.TraceSize,
+		"Bytes of the trace of recent passes (observations, pod lists, eviction calls and answers) kept for evictd replay, served at /trace on the secure port; 0: none. At least 65536 when set.")
 }
 
 // optionalBool is a boolean flag that remembers whether it was given, so
@@ -463,6 +475,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid --%s %q and --%s %q: give both or neither", FlagTLSCertFile, o.TLSCertFile, FlagTLSKeyFile, o.TLSKeyFile)
 	case o.TLSCertFile != "" && o.SecureAddr == "":
 		return fmt.Errorf("invalid --%s %q: it needs --%s", FlagTLSCertFile, o.TLSCertFile, FlagSecureAddress)
+	case o.TraceSize < 0 || (o.TraceSize > 0 && o.TraceSize < trace.MinBudget) || o.TraceSize > trace.MaxBudget:
+		return fmt.Errorf("invalid --%s %d: want 0 (no trace) or %d..%d bytes", FlagTraceSize, o.TraceSize, trace.MinBudget, trace.MaxBudget)
 	}
 	if o.Config == nil {
 		return errors.New("no configuration: call Complete first")

@@ -142,7 +142,8 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	defer obsv.Close()
 	// Before anything else reads the thresholds: placement may raise
 	// evictd's defaults above the kubelet's (kubelet_place.go).
-	kubeletPlaced := placeAboveKubelet(o, startCapacity(ctx, observeSignals(obsv), log), log, m)
+	capacity := startCapacity(ctx, observeSignals(obsv), log)
+	kubeletPlaced := placeAboveKubelet(o, capacity, log, m)
 	ths = configThresholds(o)
 	layout := obsv.Layout()
 	// Only the wake-up sources this node can have are armed and exported.
@@ -249,8 +250,10 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	}
 
 	cfg := loopConfig(o, ths, rankOpts)
+	traceRec := newTrace(o, kubeletPlaced.KubeletHard, capacity, build.Version, clk.Now())
 	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: evictor, Arming: armingOrNil(arming),
-		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease), Brake: brakeOrNil(brake), Shadow: shadowOrNil(shadowRec)})
+		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease), Brake: brakeOrNil(brake), Shadow: shadowOrNil(shadowRec),
+		Trace: tracerOrNil(traceRec)})
 	if err != nil {
 		return err
 	}
@@ -296,7 +299,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	secureAddr := ""
 	if secureLn != nil {
 		secureAddr = secureLn.Addr().String()
-		h := secureMux(o, loop, m, client, shadowRec, log.Named("secure"))
+		h := secureMux(o, loop, m, client, shadowRec, traceRec, log.Named("secure"))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

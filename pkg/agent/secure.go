@@ -15,6 +15,7 @@ import (
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/servingtls"
 	"github.com/evictd/evictd/pkg/shadow"
+	"github.com/evictd/evictd/pkg/trace"
 )
 
 // listenSecure opens the secure port (--secure-bind-address) with its TLS
@@ -35,12 +36,12 @@ func listenSecure(o *Options, now time.Time) (net.Listener, error) {
 	return tls.NewListener(ln, cfg), nil
 }
 
-// secureMux serves /explain and /metrics to callers the API server
+// secureMux serves /explain, /trace and /metrics to callers the API server
 // authenticates and authorizes for the path (pkg/authdelegate). The
 // pod proxy of the API server cannot reach them: it drops the caller's
 // credentials, and would let anyone with pods/proxy read them
 // (docs/decide.md, "A running agent").
-func secureMux(o *Options, l *Loop, m *metrics.Metrics, reviewer authdelegate.Reviewer, rec *shadow.Recorder, log *zap.Logger) http.Handler {
+func secureMux(o *Options, l *Loop, m *metrics.Metrics, reviewer authdelegate.Reviewer, rec *shadow.Recorder, tr *trace.Recorder, log *zap.Logger) http.Handler {
 	guard := authdelegate.New(reviewer, authdelegate.Options{
 		OnError: func(review string, err error) {
 			log.Warn("could not ask the API server about a caller; answered 503", zap.String("review", review), zap.Error(err))
@@ -52,5 +53,6 @@ func secureMux(o *Options, l *Loop, m *metrics.Metrics, reviewer authdelegate.Re
 	if rec != nil {
 		mux.Handle("/shadow", guard.Wrap(shadowHandler(rec)))
 	}
+	mux.Handle("/trace", guard.Wrap(traceHandler(tr)))
 	return mux
 }

@@ -86,6 +86,7 @@ type simNode struct {
 	// brake, when set, receives the loop's brake syncs.
 	brake    *brakeRecorder
 	shadow   ShadowRecorder
+	trace    Tracer
 	mu       sync.Mutex
 	clk      *testclock.FakeClock
 	capacity int64
@@ -527,6 +528,9 @@ func (n *simNode) run(t *testing.T, cfg LoopConfig, d time.Duration) *simWaker {
 	}
 	if n.shadow != nil {
 		deps.Shadow = n.shadow
+	}
+	if n.trace != nil {
+		deps.Trace = n.trace
 	}
 	l, err := NewLoop(cfg, deps)
 	if err != nil {

@@ -17,30 +17,34 @@ import (
 	"github.com/evictd/evictd/pkg/agent/inflight"
 )
 
-// goneQueue holds the pods in flight whose deletion the informer saw, for
-// the loop's next pass.
-type goneQueue struct {
+// queue hands items from other goroutines (the informer's, the calls')
+// to the loop's next pass.
+type queue[T any] struct {
 	mu    sync.Mutex
-	items []goneItem
+	items []T
 }
 
-type goneItem struct {
-	e  inflight.Entry
-	at time.Time
-}
-
-func (q *goneQueue) push(e inflight.Entry, at time.Time) {
+func (q *queue[T]) push(item T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.items = append(q.items, goneItem{e, at})
+	q.items = append(q.items, item)
 }
 
-func (q *goneQueue) drain() []goneItem {
+func (q *queue[T]) drain() []T {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := q.items
 	q.items = nil
 	return out
+}
+
+// goneQueue holds the pods in flight whose deletion the informer saw, for
+// the pass's settling.
+type goneQueue struct{ queue[goneItem] }
+
+type goneItem struct {
+	e  inflight.Entry
+	at time.Time
 }
 
 // settleVictims brings the pods in flight up to date with the pass: those

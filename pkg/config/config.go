@@ -159,6 +159,10 @@ type Config struct {
 	HugepageAwareEviction *bool `json:"hugepageAwareEviction,omitempty"`
 
 	flags *flagValues
+	// sourcePath and source are the file the config was read from, and
+	// its bytes (a trace's header keeps them).
+	sourcePath string
+	source     []byte
 	// allocDerived, allocReclaimDerived: SetDefaults derived
 	// allocatableMemory.available's threshold and minimum reclaim from
 	// memory.available's (deriveAllocatable).
@@ -260,8 +264,13 @@ func readFile(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	c.sourcePath, c.source = path, data
 	return c, nil
 }
+
+// Source is the file the config was read from and its bytes; "" and nil
+// when it was not read from a file.
+func (c *Config) Source() (path string, data []byte) { return c.sourcePath, c.source }
 
 // decode is strict the way the kubelet's own config is: unknown fields,
 // duplicate fields and fields in the wrong case are errors, and the type

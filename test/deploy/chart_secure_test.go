@@ -82,7 +82,7 @@ func TestChartSecure(t *testing.T) {
 	assertYAMLEqual(t, authDelegator+" roleRef", crb.Object["roleRef"], `{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:auth-delegator"}`)
 	assertYAMLEqual(t, authDelegator+" subjects", crb.Object["subjects"], `[{kind: ServiceAccount, name: evictd, namespace: evictd-system}]`)
 	readerRules := map[string]string{
-		explainReader: `[{nonResourceURLs: ["/explain", "/shadow"], verbs: [get]}]`,
+		explainReader: `[{nonResourceURLs: ["/explain", "/shadow", "/trace"], verbs: [get]}]`,
 		metricsReader: `[{nonResourceURLs: ["/metrics"], verbs: [get]}]`,
 	}
 	for name, rules := range readerRules {

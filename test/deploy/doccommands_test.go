@@ -339,7 +339,7 @@ func TestDocCommands(t *testing.T) {
 	// /shadow (shadow mode's reports), and nothing more. Not the release's,
 	// so removed here, by hand.
 	run(cmdNotesExplain)
-	for path, want := range map[string]bool{"/explain": true, "/shadow": true, "/metrics": false} {
+	for path, want := range map[string]bool{"/explain": true, "/shadow": true, "/trace": true, "/metrics": false} {
 		sar, err := c.Admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 			User: "alice", NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: "get"}}}, metav1.CreateOptions{})
 		if err != nil {

@@ -61,6 +61,7 @@ func TestExplainEndpoint(t *testing.T) {
 		{"a caller without the grant", nobody, "/explain", http.StatusForbidden, `cannot get path "/explain"`},
 		{"the metrics scraper on /explain", scraper, "/explain", http.StatusForbidden, `cannot get path "/explain"`},
 		{"the reader on /metrics", reader, "/metrics", http.StatusForbidden, `cannot get path "/metrics"`},
+		{"the metrics scraper on /trace", scraper, "/trace", http.StatusForbidden, `cannot get path "/trace"`},
 		{"the metrics scraper on /metrics", scraper, "/metrics", http.StatusOK, "evictd_ready"},
 		{"the reader", reader, "/explain", http.StatusOK, `"node":"explain"`},
 	} {

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
+
+	"github.com/evictd/evictd/pkg/agent"
+	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/config"
+	"github.com/evictd/evictd/pkg/trace"
+)
+
+// replaySynopsis names every flag of replay but --help.
+const replaySynopsis = "evictd replay --trace FILE [--config FILE [--config FILE]] [-o text|json]"
+
+const replayUsage = `Usage: ` + replaySynopsis + `
+
+Runs evictd's decisions again over a trace (evictd trace), offline, on the
+trace's own clock: each pass sees what the agent observed then, and each
+eviction call gets the answer the agent got. Prints what would have been
+evicted, when and why.
+
+Without --config, with the recorded agent's configuration (its flags and
+its --config file, and its thresholds placed above the kubelet's as they
+were), and says whether the replay made the recorded calls. With one
+--config, with that configuration instead: the file replaces the recorded
+one and the recorded flags that set what a config file sets (thresholds,
+grace periods, minimum reclaim, the transition period, ...); the other
+flags stay. It prints where the decisions differ from the recorded ones.
+With two, where the two configurations differ.
+
+The node's figures stay those recorded: a pod a replay evicts that the
+agent did not keeps its usage in later passes, so after the first
+difference a replay says what the configuration would have done first,
+not how the node would have gone on. A call the agent did not make gets
+an accepted eviction (a dry run's verdict in dry run).
+
+Flags:
+`
+
+type replayFlags struct {
+	trace   string
+	configs []string
+	output  string
+	help    bool
+}
+
+func newReplayFlags() (*replayFlags, *pflag.FlagSet) {
+	f := &replayFlags{}
+	fs := cliflag.NewFlagSet("replay")
+	fs.StringVar(&f.trace, "trace", "", "Trace file (evictd trace -o FILE), gzipped or not.")
+	fs.StringArrayVar(&f.configs, "config", nil, "EvictdConfiguration to replay with in place of the recorded one; twice to compare two.")
+	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
+	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
+	return f, fs
+}
+
+func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, fs := newReplayFlags()
+	if err := fs.Parse(args); err != nil {
+		return flagError(stderr, "replay", err)
+	}
+	if f.help {
+		fmt.Fprint(stdout, replayUsage)
+		fmt.Fprint(stdout, fs.FlagUsagesWrapped(helpColumns))
+		return exitOK
+	}
+	fail := func(code int, err error) int {
+		fmt.Fprintf(stderr, "evictd replay: %s\n", oneLine(err))
+		return code
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail(exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	case f.trace == "":
+		return fail(exitUsage, errors.New("give --trace FILE"))
+	case len(f.configs) > 2:
+		return fail(exitUsage, fmt.Errorf("--config given %d times: at most two configurations are compared", len(f.configs)))
+	case f.output != "text" && f.output != "json":
+		return fail(exitUsage, fmt.Errorf("invalid --output (-o) %q: want text or json", f.output))
+	}
+	data, err := os.ReadFile(f.trace)
+	if err != nil {
+		return fail(exitUsage, fmt.Errorf("--trace: %w", err))
+	}
+	for _, c := range f.configs {
+		if _, err := config.Load(c); err != nil {
+			return fail(exitUsage, fmt.Errorf("--config %s: %w", c, err))
+		}
+	}
+	// Each replay reads the trace afresh: the loop keeps what it is given.
+	run := func(configPath string) (*agent.ReplayResult, error) {
+		tr, err := trace.Read(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("--trace %s: %w", f.trace, err)
+		}
+		o, err := replayOptions(tr.Header, configPath)
+		if err != nil {
+			return nil, err
+		}
+		return agent.Replay(ctx, o, tr, nil)
+	}
+	tr, err := trace.Read(bytes.NewReader(data))
+	if err != nil {
+		return fail(exitUsage, fmt.Errorf("--trace %s: %w", f.trace, err))
+	}
+	rep := replayReport{Trace: describeTrace(tr), Node: tr.Header.Node, Passes: len(tr.Passes), Dropped: tr.Header.Dropped}
+	base := runReport{Name: recordedAgent, Calls: agent.RecordedCalls(tr)}
+	runs := f.configs
+	if len(runs) == 0 {
+		runs = []string{""}
+	}
+	var got []runReport
+	for _, c := range runs {
+		res, err := run(c)
+		if err != nil {
+			return fail(exitFailure, err)
+		}
+		name := "the recorded configuration"
+		if c != "" {
+			name = c
+		}
+		got = append(got, runReport{Name: name, Thresholds: res.Thresholds, DryRun: res.DryRun, Calls: res.Calls})
+	}
+	rep.Runs = got
+	if len(got) == 2 {
+		rep.Against, rep.Differences = got[0].Name, diffCalls(got[0], got[1])
+	} else {
+		rep.Against, rep.Differences = base.Name, diffCalls(base, got[0])
+		rep.Recorded = base.Calls
+	}
+	if f.output == "json" {
+		err = writeJSON(stdout, rep)
+	} else {
+		err = writeReplay(stdout, rep)
+	}
+	if err != nil {
+		return fail(exitFailure, fmt.Errorf("writing output: %w", err))
+	}
+	return exitOK
+}
+
+// recordedAgent names the recorded calls in a comparison.
+const recordedAgent = "the recorded agent"
+
+// replayReport is what `evictd replay` prints.
+type replayReport struct {
+	Trace   string `json:"trace"`
+	Node    string `json:"node"`
+	Passes  int    `json:"passes"`
+	Dropped uint64 `json:"dropped,omitempty"`
+	// Recorded are the calls the agent made, when compared with.
+	Recorded []agent.ReplayCall `json:"recorded,omitempty"`
+	Runs     []runReport        `json:"runs"`
+	// Against names what the last run is compared with: the recorded
+	// calls, or the first configuration.
+	Against     string   `json:"against"`
+	Differences []string `json:"differences"`
+}
+
+type runReport struct {
+	Name       string             `json:"name"`
+	Thresholds []string           `json:"thresholds,omitempty"`
+	DryRun     bool               `json:"dryRun,omitempty"`
+	Calls      []agent.ReplayCall `json:"calls"`
+}
+
+// diffCalls lists, call by call, where b's decisions differ from a's;
+// none when b made a's calls (the same pods, passes, ranks and reasons).
+func diffCalls(a, b runReport) []string {
+	var out []string
+	for i := range max(len(a.Calls), len(b.Calls)) {
+		switch {
+		case i >= len(a.Calls):
+			out = append(out, fmt.Sprintf("call %d: only with %s: %s", i+1, b.Name, describeCall(b.Calls[i])))
+		case i >= len(b.Calls):
+			out = append(out, fmt.Sprintf("call %d: only with %s: %s", i+1, a.Name, describeCall(a.Calls[i])))
+		case !a.Calls[i].Same(b.Calls[i]):
+			out = append(out, fmt.Sprintf("call %d: %s: %s; %s: %s", i+1, a.Name, describeCall(a.Calls[i]), b.Name, describeCall(b.Calls[i])))
+		}
+	}
+	return out
+}
+
+func describeCall(c agent.ReplayCall) string {
+	kind := "soft"
+	if c.Hard {
+		kind = "hard"
+	}
+	s := fmt.Sprintf("pass %d at %s, %s for %s (%s), rank %d: %s", c.Pass, c.Launched.UTC().Format(timeLayout), c.Pod, c.Signal, kind, c.Rank, c.Reason)
+	if c.RunnerUp != "" {
+		s += "; next in line " + c.RunnerUp
+	}
+	return s
+}
+
+func writeReplay(w io.Writer, rep replayReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "trace: %s\n", rep.Trace)
+	for _, r := range rep.Runs {
+		fmt.Fprintf(&b, "\nreplayed with %s", r.Name)
+		if len(r.Thresholds) > 0 {
+			fmt.Fprintf(&b, " (%s)", strings.Join(r.Thresholds, ", "))
+		}
+		if r.DryRun {
+			b.WriteString(", a dry run")
+		}
+		fmt.Fprintf(&b, ": %d eviction call(s)\n", len(r.Calls))
+		if len(r.Calls) > 0 {
+			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "PASS\tTIME\tPOD\tSIGNAL\tRANK\tANSWER\tREASON")
+			for _, c := range r.Calls {
+				sig := c.Signal + " (soft)"
+				if c.Hard {
+					sig = c.Signal + " (hard)"
+				}
+				reason := c.Reason
+				if c.RunnerUp != "" {
+					reason += "; next in line " + c.RunnerUp
+				}
+				answer := c.Result
+				if !c.Recorded {
+					answer += " (assumed)"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", c.Pass, c.Launched.UTC().Format(timeLayout), c.Pod, sig, c.Rank, answer, reason)
+			}
+			_ = tw.Flush()
+		}
+	}
+	b.WriteString("\n")
+	last := rep.Runs[len(rep.Runs)-1].Name
+	switch {
+	case len(rep.Differences) == 0 && rep.Against == recordedAgent:
+		fmt.Fprintf(&b, "%s made the recorded agent's %d call(s): the same pods, passes, ranks and reasons\n", last, len(rep.Recorded))
+	case len(rep.Differences) == 0:
+		fmt.Fprintf(&b, "%s and %s make the same calls\n", rep.Against, last)
+	default:
+		fmt.Fprintf(&b, "where %s differs from %s:\n", last, rep.Against)
+		for _, d := range rep.Differences {
+			fmt.Fprintf(&b, "  %s\n", d)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// replayOptions are the recorded agent's options, rebuilt from the
+// trace's header: its flags, with its config file (kept in the header) or
+// configPath in its place. With configPath, the recorded flags that set
+// what a config file sets are dropped: the file is the whole
+// configuration.
+func replayOptions(h trace.Header, configPath string) (*agent.Options, error) {
+	drop := map[string]bool{"config": true}
+	if configPath != "" {
+		for _, name := range configFlagNames() {
+			drop[name] = true
+		}
+	}
+	args := withoutFlags(h.Args, drop)
+	switch {
+	case configPath != "":
+		args = append(args, "--config="+configPath)
+	case h.Config != "":
+		dir, err := os.MkdirTemp("", "evictd-replay-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(path, []byte(h.Config), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "--config="+path)
+	}
+	f := newRunFlags()
+	fs := f.sections.FlagSet("run")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("the trace's flags %q: %w", strings.Join(h.Args, " "), err)
+	}
+	if f.opts.NodeName == "" {
+		f.opts.NodeName = h.Node
+	}
+	if err := f.opts.Complete(); err != nil {
+		if configPath == "" {
+			return nil, fmt.Errorf("the trace's configuration: %s", usageMessage(err))
+		}
+		return nil, errors.New(usageMessage(err))
+	}
+	return f.opts, nil
+}
+
+// configFlagNames are the flags of `evictd run` that set what a config
+// file sets.
+func configFlagNames() []string {
+	file, ths, eviction := pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError)
+	(&config.Config{}).BindFlags(file, ths, eviction)
+	var names []string
+	for _, fs := range []*pflag.FlagSet{file, ths, eviction} {
+		fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	}
+	return names
+}
+
+// withoutFlags drops the long flags named in drop from args, in either
+// form: --name=value, or --name value (a flag that takes one).
+func withoutFlags(args []string, drop map[string]bool) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || !drop[name] {
+			out = append(out, a)
+			continue
+		}
+		if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && !isBoolFlag(name) {
+			i++ // its value
+		}
+	}
+	return out
+}
+
+// isBoolFlag: a run flag that takes no separate value.
+func isBoolFlag(name string) bool {
+	f := newRunFlags().sections.FlagSet("run").Lookup(name)
+	return f != nil && f.NoOptDefVal != ""
+}

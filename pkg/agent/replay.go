@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/kubeletcfg"
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/evictd/evictd/pkg/trace"
+)
+
+// ReplayCall is an eviction call a replay made (or the recorded agent):
+// when, of which pod, why, and the answer.
+type ReplayCall struct {
+	trace.Decision
+	// Result is the answer the loop got: the recorded one when the
+	// recorded agent made the same call (Recorded), else an accepted
+	// eviction (a dry run's verdict in dry run).
+	Result   string `json:"result"`
+	Recorded bool   `json:"recorded"`
+}
+
+// Same reports whether c and r are the same decision: the same pass, pod,
+// signal, kind, rank and reasons.
+func (c ReplayCall) Same(r ReplayCall) bool {
+	return c.Pass == r.Pass && c.Pod == r.Pod && c.Signal == r.Signal && c.Hard == r.Hard && c.Force == r.Force &&
+		c.Rank == r.Rank && c.Reason == r.Reason && c.RunnerUp == r.RunnerUp
+}
+
+// RecordedCalls are the calls a trace holds answers to, in the order the
+// agent made them.
+func RecordedCalls(tr *trace.Trace) []ReplayCall {
+	var calls []trace.Call
+	for _, p := range tr.Passes {
+		for _, d := range p.Drains {
+			calls = append(calls, d.Calls...)
+		}
+	}
+	slices.SortFunc(calls, func(a, b trace.Call) int { return cmp.Compare(a.Seq, b.Seq) })
+	out := make([]ReplayCall, len(calls))
+	for i, c := range calls {
+		out[i] = ReplayCall{Decision: c.Decision, Result: c.Result, Recorded: true}
+	}
+	return out
+}
+
+// ReplayResult is what a replay decided.
+type ReplayResult struct {
+	// Thresholds are those the replay ran with.
+	Thresholds []string
+	DryRun     bool
+	Passes     int
+	Calls      []ReplayCall
+}
+
+// Replay runs the loop again over tr's passes with o (built from the
+// trace's header, or with another --config), on the trace's own clock:
+// each pass sees the recorded observation, pod list and wake-up, and each
+// eviction call the answer the recorded agent got at the point of the
+// pass it got it. A call the recorded agent did not make gets an accepted
+// eviction. The node's figures stay those recorded: a pod the replay
+// evicts and the recorded agent did not keeps its usage in later passes.
+func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (*ReplayResult, error) {
+	if len(tr.Passes) == 0 {
+		return nil, errors.New("replay: the trace holds no pass")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	m, err := metrics.New(buildinfo.Info{})
+	if err != nil {
+		return nil, err
+	}
+	if h := tr.Header; h.KubeletHard != nil && o.KubeletThresholds == KubeletPlace {
+		hard, ignored, err := kubeletcfg.ParseHard(h.KubeletHard)
+		if err != nil {
+			return nil, fmt.Errorf("replay: the trace's kubelet thresholds: %w", err)
+		}
+		capacity := map[thresholds.Signal]thresholds.Observation{}
+		for s, c := range h.Capacity {
+			capacity[thresholds.Signal(s)] = thresholds.Observation{Capacity: c}
+		}
+		placeWith(o, kubeletcfg.Result{Hard: hard, Raw: h.KubeletHard, From: "the trace", Ignored: ignored}, capacity, log, m)
+	}
+	ths := configThresholds(o)
+	rankOpts, err := o.Config.RankOptions()
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	p := newPlayer(tr, o.Evict)
+	loop, err := NewLoop(loopConfig(o, ths, rankOpts), Deps{Observer: p, Waker: p, Pods: p, Evictor: p, Metrics: m, Log: log,
+		Clock: p.clk, Go: p.launch, Acting: func() bool { return p.cur.Acting }})
+	if err != nil {
+		return nil, err
+	}
+	loop.tr.beforeDrain = p.deliver
+	loop.tr.calls = tr.Passes[0].Calls
+	p.seq = tr.Passes[0].Calls
+	res := &ReplayResult{DryRun: o.Evict.DryRun, Passes: len(tr.Passes)}
+	for _, th := range ths {
+		res.Thresholds = append(res.Thresholds, th.String())
+	}
+	for i := range tr.Passes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		p.idx, p.cur = i, &tr.Passes[i]
+		loop.tr.pass = p.cur.N - 1
+		if p.cur.Pods != nil {
+			p.pods = p.cur.Pods
+		}
+		for _, d := range p.cur.Deleted {
+			p.clk.SetTime(d.At)
+			loop.PodDeleted(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: d.UID, Namespace: d.Namespace, Name: d.Name}})
+		}
+		p.clk.SetTime(p.cur.At)
+		w := p.cur.Wakeup
+		loop.Step(ctx, wakeup.Wakeup{Source: wakeup.Source(w.Source), Name: w.Name, At: w.At})
+	}
+	// Calls still under way at the trace's end are reported too.
+	for _, seq := range slices.Sorted(maps.Keys(p.queued)) {
+		p.run(seq, p.queued[seq])
+	}
+	res.Calls = p.made
+	return res, nil
+}
+
+// player feeds a loop the trace's passes: it is the loop's observer,
+// waker, pod source, evictor and call runner in a replay.
+type player struct {
+	tr    *trace.Trace
+	evict evict.Options
+	clk   *testclock.FakeClock
+	idx   int
+	cur   *trace.Pass
+	pods  *trace.Pods
+	// answers are the recorded calls by number, due when (pass index and
+	// drain point) the recorded agent took each answer.
+	answers map[uint64]trace.Call
+	due     map[[2]int][]uint64
+	// seq counts the replay's calls; queued are those not answered yet,
+	// unrecorded those the recorded agent did not answer within the
+	// trace, answered at the next pass's start.
+	seq        uint64
+	queued     map[uint64]func()
+	launchedAt map[uint64]time.Time
+	// launchedPass is the pass that made each call.
+	launchedPass map[uint64]uint64
+	unrecorded   []uint64
+	running      uint64
+	made         []ReplayCall
+}
+
+func newPlayer(tr *trace.Trace, eo evict.Options) *player {
+	p := &player{tr: tr, evict: eo, clk: testclock.NewFakeClock(tr.Passes[0].At), answers: map[uint64]trace.Call{},
+		due: map[[2]int][]uint64{}, queued: map[uint64]func(){}, launchedAt: map[uint64]time.Time{},
+		launchedPass: map[uint64]uint64{}}
+	for i, pass := range tr.Passes {
+		for _, d := range pass.Drains {
+			for _, c := range d.Calls {
+				p.answers[c.Seq] = c
+				p.due[[2]int{i, d.Point}] = append(p.due[[2]int{i, d.Point}], c.Seq)
+			}
+		}
+	}
+	return p
+}
+
+// launch is the loop's call runner: the call waits for its answer's turn.
+func (p *player) launch(f func()) {
+	p.seq++
+	p.queued[p.seq] = f
+	p.launchedAt[p.seq], p.launchedPass[p.seq] = p.clk.Now(), p.cur.N
+	if rec, ok := p.answers[p.seq]; !ok || rec.Pass != p.cur.N {
+		// Not the recorded agent's call of that number (one made in
+		// another pass, or none): its answer does not wait for the
+		// recorded one's.
+		delete(p.answers, p.seq)
+		p.unrecorded = append(p.unrecorded, p.seq)
+	}
+}
+
+// deliver runs, before the loop's drain at point of the current pass, the
+// calls whose answers the recorded agent took there, on the clock of each
+// answer; at a pass's start, also those it never answered.
+func (p *player) deliver(point int) {
+	now := p.clk.Now()
+	defer p.clk.SetTime(now)
+	for _, seq := range p.due[[2]int{p.idx, point}] {
+		rec, recorded := p.answers[seq]
+		if f, ok := p.queued[seq]; ok && recorded {
+			p.clk.SetTime(rec.At)
+			p.run(seq, f)
+		}
+	}
+	if point != 0 {
+		return
+	}
+	for _, seq := range p.unrecorded {
+		if f, ok := p.queued[seq]; ok {
+			p.run(seq, f)
+		}
+	}
+	p.unrecorded = p.unrecorded[:0]
+}
+
+func (p *player) run(seq uint64, f func()) {
+	delete(p.queued, seq)
+	p.running = seq
+	f()
+	p.running = 0
+}
+
+// Observe returns the pass's recorded observation, on its clock.
+func (p *player) Observe(context.Context) (*pressure.Observation, error) {
+	if !p.cur.ObservedAt.IsZero() {
+		p.clk.SetTime(p.cur.ObservedAt)
+	}
+	switch {
+	case p.cur.ObserveError != "":
+		return nil, errors.New(p.cur.ObserveError)
+	case p.cur.Observation == nil:
+		return nil, fmt.Errorf("pass %d: no observation recorded", p.cur.N)
+	}
+	return p.cur.Observation, nil
+}
+
+// RemeasureEphemeral: the recorded observations already hold what the
+// agent walked again.
+func (p *player) RemeasureEphemeral([]string) {}
+
+func (p *player) Wait(context.Context, time.Duration) (wakeup.Wakeup, error) {
+	return wakeup.Wakeup{}, errors.New("replay: the passes are driven, not waited for")
+}
+
+func (p *player) Kick(string) {}
+
+func (p *player) Pods() []*v1.Pod {
+	if p.pods == nil {
+		return nil
+	}
+	return p.pods.Pods
+}
+
+func (p *player) PriorityClasses() map[string]int32 {
+	if p.pods == nil {
+		return nil
+	}
+	return p.pods.PriorityClasses
+}
+
+func (p *player) NamespaceLabels() map[string]map[string]string {
+	if p.pods == nil {
+		return nil
+	}
+	return p.pods.NamespaceLabels
+}
+
+func (p *player) Node() *v1.Node {
+	if p.pods == nil {
+		return nil
+	}
+	return p.pods.Node
+}
+
+func (p *player) Evict(_ context.Context, req evict.Request) (evict.Outcome, error) {
+	return p.answer(req, false)
+}
+
+func (p *player) ForceDelete(_ context.Context, req evict.Request) (evict.Outcome, error) {
+	return p.answer(req, true)
+}
+
+// answer is the recorded answer to the call being run when the recorded
+// agent made the same call (the same pod, the same way), else an accepted
+// eviction.
+func (p *player) answer(req evict.Request, force bool) (evict.Outcome, error) {
+	seq := p.running
+	made := ReplayCall{Decision: decisionOf(req, force, p.launchedPass[seq], p.launchedAt[seq])}
+	defer func() { p.made = append(p.made, made) }()
+	if rec, ok := p.answers[seq]; ok && rec.UID == req.Pod.UID && rec.Force == force {
+		made.Result, made.Recorded = rec.Result, true
+		out := evict.Outcome{Result: evict.Result(rec.Result), GracePeriodSeconds: rec.GracePeriodSeconds, Accepted: rec.Accepted,
+			RetryAfter: rec.RetryAfter, Attempts: rec.Attempts, Cached: rec.Cached}
+		switch {
+		case rec.ErrorKind == trace.ErrorEpisodeCap:
+			return out, fmt.Errorf("%w (recorded: %s)", evict.ErrEpisodeCap, rec.Error)
+		case rec.ErrorKind == trace.ErrorCanceled:
+			return out, fmt.Errorf("%w (recorded: %s)", context.Canceled, rec.Error)
+		case rec.Error != "":
+			return out, errors.New(rec.Error)
+		}
+		return out, nil
+	}
+	out := evict.Outcome{Result: evict.Evicted, GracePeriodSeconds: p.evict.GracePeriod(req.Pod, req.Hard, req.GraceOverride), Accepted: p.clk.Now()}
+	if force {
+		out.Result = evict.ForcedDelete
+	}
+	if p.evict.DryRun {
+		out = evict.Outcome{Result: evict.DryRun, GracePeriodSeconds: out.GracePeriodSeconds}
+	}
+	made.Result = string(out.Result)
+	return out, nil
+}
+
+func (p *player) NewBudget() *evict.Budget { return new(evict.Budget) }
+
+func (p *player) NodeThresholdMet(thresholds.Signal, bool, int64, int64) {}
+
+func (p *player) PressureEnded(string) {}
+
+func (p *player) VictimStuck(string, string, types.UID, string) {}

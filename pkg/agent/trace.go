@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/evictd/evictd/pkg/trace"
+)
+
+// Tracer records the loop's passes for a replay (*trace.Recorder).
+type Tracer interface {
+	Begin(n, calls uint64, at time.Time, w trace.Wakeup)
+	// Deleted records a deletion the pass took note of.
+	Deleted(d trace.Deletion)
+	Drained(point int, calls []trace.Call)
+	Observed(obs *pressure.Observation, err error, at time.Time, acting bool)
+	PodState(pods []*v1.Pod, classes map[string]int32, nsLabels map[string]map[string]string, node *v1.Node)
+	End()
+}
+
+// passTrace is the loop's side of the trace and the replay: the pass and
+// call numbers, and the drain points within a pass.
+type passTrace struct {
+	pass  uint64
+	calls uint64
+	point int
+	// beforeDrain, in a replay, delivers the answers the recorded pass
+	// took at this point (*player).
+	beforeDrain func(point int)
+}
+
+// traceBegin starts pass n's record.
+func (l *Loop) traceBegin(w wakeup.Wakeup, now time.Time) {
+	l.tr.pass++
+	l.tr.point = 0
+	if l.deps.Trace != nil {
+		l.deps.Trace.Begin(l.tr.pass, l.tr.calls, now, trace.Wakeup{Source: string(w.Source), Name: w.Name, At: w.At})
+	}
+}
+
+// drainCalls takes the eviction calls' answers that came back, and records
+// them at this drain point of the pass.
+func (l *Loop) drainCalls() []callResult {
+	point := l.tr.point
+	l.tr.point++
+	if l.tr.beforeDrain != nil {
+		l.tr.beforeDrain(point)
+	}
+	out := l.calls.drain()
+	if l.deps.Trace != nil && len(out) > 0 {
+		calls := make([]trace.Call, len(out))
+		for i, r := range out {
+			calls[i] = traceCall(r)
+		}
+		l.deps.Trace.Drained(point, calls)
+	}
+	return out
+}
+
+func traceCall(r callResult) trace.Call {
+	c := trace.Call{Seq: r.seq, Decision: decisionOf(r.req, r.d.Action == decide.ForceDelete, r.pass, r.launched),
+		At: r.at, Result: string(r.out.Result), GracePeriodSeconds: r.out.GracePeriodSeconds, Accepted: r.out.Accepted,
+		RetryAfter: r.out.RetryAfter, Attempts: r.out.Attempts, Cached: r.out.Cached}
+	if r.err != nil {
+		c.Error = r.err.Error()
+		switch {
+		case errors.Is(r.err, evict.ErrEpisodeCap):
+			c.ErrorKind = trace.ErrorEpisodeCap
+		case errors.Is(r.err, context.Canceled):
+			c.ErrorKind = trace.ErrorCanceled
+		}
+	}
+	return c
+}
+
+// decisionOf is what req asks for and why, as the trace keeps it.
+func decisionOf(req evict.Request, force bool, pass uint64, launched time.Time) trace.Decision {
+	return trace.Decision{Pass: pass, Launched: launched, Pod: req.Pod.Namespace + "/" + req.Pod.Name, UID: req.Pod.UID,
+		Signal: string(req.Signal), Hard: req.Hard, Force: force, Rank: req.Rank, Reason: req.Reason, RunnerUp: req.RunnerUp,
+		Threshold: req.Threshold, Available: req.Available, Usage: req.Usage, PredictedIn: req.PredictedIn}
+}
+
+// traceObserved records the observer's answer.
+func (l *Loop) traceObserved(obs *pressure.Observation, err error, at time.Time, acting bool) {
+	if l.deps.Trace != nil {
+		l.deps.Trace.Observed(obs, err, at, acting)
+	}
+}
+
+// tracePods records the pod list the pass decides on.
+func (l *Loop) tracePods(v *view) {
+	if l.deps.Trace != nil {
+		l.deps.Trace.PodState(v.pods, v.rank.PriorityClasses, v.rank.NamespaceLabels, l.deps.Pods.Node())
+	}
+}
+
+// newTrace is the agent's trace recorder (nil with --trace-size=0).
+func newTrace(o *Options, kubeletHard map[string]string, capacity map[thresholds.Signal]thresholds.Observation, version string, now time.Time) *trace.Recorder {
+	if o.TraceSize <= 0 {
+		return nil
+	}
+	h := trace.Header{Node: o.NodeName, Version: version, Started: now, Args: o.Args, KubeletHard: kubeletHard}
+	if path, data := o.Config.Source(); path != "" {
+		h.Config = string(data)
+	}
+	if len(capacity) > 0 {
+		h.Capacity = map[string]int64{}
+		for s, ob := range capacity {
+			h.Capacity[string(s)] = ob.Capacity
+		}
+	}
+	return trace.NewRecorder(h, o.TraceSize)
+}
+
+// traceHandler serves the trace, gzipped JSON lines, as a download.
+func traceHandler(rec *trace.Recorder) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rec == nil {
+			http.Error(w, "no trace: evictd runs with --"+FlagTraceSize+"=0", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/gzip")
+		w.Header().Set("Content-Disposition", `attachment; filename="evictd-trace.jsonl.gz"`)
+		_, _ = rec.WriteTo(w)
+	})
+}
+
+// tracerOrNil keeps a nil *trace.Recorder a nil Tracer.
+func tracerOrNil(r *trace.Recorder) Tracer {
+	if r == nil {
+		return nil
+	}
+	return r
+}

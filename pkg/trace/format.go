@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package trace is the agent's flight recorder: what each pass of the loop
+// observed (the node's figures, the pod list, the wake-up, the pods the
+// informer saw deleted) and the eviction calls it made with their answers,
+// kept within a byte budget and exported as gzipped JSON lines, so that a
+// replay (pkg/agent's Replay, `evictd replay`) can run the same decisions
+// again offline, on the trace's own clock, with the same or another
+// configuration.
+package trace
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/evictd/evictd/pkg/pressure"
+)
+
+// Format is the version of the trace's JSON lines; a reader refuses
+// another.
+const Format = 1
+
+// Header is a trace's first line: what the replay needs to build the
+// recorded agent's configuration again.
+type Header struct {
+	Format  int       `json:"format"`
+	Node    string    `json:"node"`
+	Version string    `json:"version,omitempty"`
+	Started time.Time `json:"started"`
+	// Args are `evictd run`'s flags as the agent got them.
+	Args []string `json:"args"`
+	// Config is the content of the --config file ("" when none).
+	Config string `json:"config,omitempty"`
+	// KubeletHard is the kubelet's effective hard thresholds as read at
+	// start (--kubelet-thresholds=place); nil when not read.
+	KubeletHard map[string]string `json:"kubeletHard,omitempty"`
+	// Capacity is each signal's capacity at start, which placement above
+	// the kubelet's thresholds resolves mixed units with.
+	Capacity map[string]int64 `json:"capacity,omitempty"`
+	// Passes is how many passes the export holds, Dropped how many older
+	// ones the byte budget let go (then the trace begins mid-run).
+	Passes  int    `json:"passes"`
+	Dropped uint64 `json:"dropped,omitempty"`
+}
+
+// Pass is one pass of the loop, one line.
+type Pass struct {
+	N  uint64    `json:"n"`
+	At time.Time `json:"at"`
+	// Calls is how many eviction calls the agent had made before the pass.
+	Calls uint64 `json:"calls"`
+	// Wakeup is what woke the pass.
+	Wakeup Wakeup `json:"wakeup"`
+	// Deleted are the pods the informer saw deleted since the last pass
+	// began, in order.
+	Deleted []Deletion `json:"deleted,omitempty"`
+	// Drains are the eviction calls' answers the pass took, at each point
+	// it took them: 0 at its start, k after its k-th call.
+	Drains []Drain `json:"drains,omitempty"`
+	// Acting: the agent held the node's lease.
+	Acting bool `json:"acting"`
+	// Observation is what the observer returned (before the signal
+	// families added to it); ObserveError when it failed instead.
+	Observation  *pressure.Observation `json:"observation,omitempty"`
+	ObserveError string                `json:"observeError,omitempty"`
+	ObservedAt   time.Time             `json:"observedAt,omitzero"`
+	// ObservationNanos are the sub-second parts of the observation's
+	// Summary timestamps, which its JSON drops (nanos.go).
+	ObservationNanos []int32 `json:"observationNanos,omitempty"`
+	// Pods is the informer's view the pass decided on; nil when the same
+	// as the last pass that had one (or when the pass read none).
+	Pods *Pods `json:"pods,omitempty"`
+}
+
+// Wakeup is a pkg/pressure/wakeup Wakeup.
+type Wakeup struct {
+	Source string    `json:"source"`
+	Name   string    `json:"name,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+}
+
+// Deletion is a pod the informer saw deleted.
+type Deletion struct {
+	At        time.Time `json:"at"`
+	UID       types.UID `json:"uid"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+}
+
+// Pods is the API server's view of the node, as the loop read it.
+type Pods struct {
+	Pods            []*v1.Pod                    `json:"pods"`
+	PriorityClasses map[string]int32             `json:"priorityClasses,omitempty"`
+	NamespaceLabels map[string]map[string]string `json:"namespaceLabels,omitempty"`
+	// Node is the node's object as far as the loop reads it (its images);
+	// nil when unknown.
+	Node *v1.Node `json:"node,omitempty"`
+}
+
+// Drain is the answers taken at one point of a pass.
+type Drain struct {
+	Point int    `json:"point"`
+	Calls []Call `json:"calls"`
+}
+
+// Call is an eviction call and its answer.
+type Call struct {
+	// Seq numbers the agent's calls from 1, in the order it made them.
+	Seq uint64 `json:"seq"`
+	Decision
+	// The answer: when it came, the outcome, and the error's text and kind.
+	At                 time.Time     `json:"at"`
+	Result             string        `json:"result"`
+	GracePeriodSeconds int64         `json:"gracePeriodSeconds"`
+	Accepted           time.Time     `json:"accepted,omitzero"`
+	RetryAfter         time.Duration `json:"retryAfter,omitempty"`
+	Attempts           int           `json:"attempts,omitempty"`
+	Cached             bool          `json:"cached,omitempty"`
+	Error              string        `json:"error,omitempty"`
+	// ErrorKind names an error the loop tells apart (ErrorEpisodeCap,
+	// ErrorCanceled); "" for any other.
+	ErrorKind string `json:"errorKind,omitempty"`
+}
+
+// Decision is what an eviction call asked for and why: what a replay
+// makes again.
+type Decision struct {
+	// Pass is the pass that made the call, at Launched.
+	Pass      uint64    `json:"pass"`
+	Launched  time.Time `json:"launched"`
+	Pod       string    `json:"pod"`
+	UID       types.UID `json:"uid"`
+	Signal    string    `json:"signal"`
+	Hard      bool      `json:"hard"`
+	Force     bool      `json:"force,omitempty"`
+	Rank      int       `json:"rank"`
+	Reason    string    `json:"reason"`
+	RunnerUp  string    `json:"runnerUp,omitempty"`
+	Threshold int64     `json:"threshold"`
+	Available int64     `json:"available"`
+	Usage     int64     `json:"usage"`
+	// PredictedIn is, for an early call, how soon the crossing was
+	// predicted.
+	PredictedIn time.Duration `json:"predictedIn,omitempty"`
+}
+
+// Error kinds of Call.
+const (
+	ErrorEpisodeCap = "episode-cap"
+	ErrorCanceled   = "canceled"
+)
+
+// line is one JSON line of a trace: a header or a pass.
+type line struct {
+	Header *Header `json:"header,omitempty"`
+	Pass   *Pass   `json:"pass,omitempty"`
+}
