@@ -251,7 +251,7 @@ FORCE:
 ## test boots it. make e2e-node runs the same test among the node's; this target is the quick one.
 VM_DIR := $(OUT)/vm
 
-.PHONY: vm-smoke e2e-node e2e-node-smoke bench-latency-node bench-race-node bench-stall-node bench-shadow-node node-ready node-images node-filler-image
+.PHONY: vm-smoke e2e-node e2e-node-smoke bench-latency-node bench-race-node bench-stall-node bench-shadow-node bench-peers node-ready node-images node-filler-image
 vm-smoke: $(BIN)/evictd $(BIN)/workload
 	hack/vm/prepare.sh $(VM_DIR)
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode -v -timeout 15m -run TestVMCgroupV2Observe ./test/vmnode
@@ -310,6 +310,17 @@ bench-shadow-node: node-ready node-filler-image
 	@mkdir -p $(OUT)/bench
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode,vmnodebench -v -timeout 40m \
 	  -run '^TestNodeShadow$$' ./test/vmnode 2>&1 | tee $(OUT)/bench/shadow-node.log
+
+## bench-peers: TestNodePeers, evictd against what operators deploy instead (issue 35): each
+## scenario under the kubelet alone, earlyoom (Debian's defaults, and tuned), systemd-oomd on
+## kubepods.slice, evictd and evictd with --actuator, on the systemd VM node; one run each, for
+## hours, outside make test (the kubelet alone and the peers can livelock the guest). The table
+## is _output/bench/peers-node.txt (docs/performance.md), the log peers-node.log;
+## EVICTD_PEERS_ONLY=NAME runs one configuration.
+bench-peers: node-ready
+	@mkdir -p $(OUT)/bench
+	EVICTD_VM_DIR=$(abspath $(VM_DIR)) EVICTD_BENCH_OUT=$(abspath $(OUT)/bench) $(GO) test -count=1 -tags vmnode,vmnodebench -v \
+	  -timeout 300m -run '^TestNodePeers$$' ./test/vmnode 2>&1 | tee $(OUT)/bench/peers-node.log
 
 ## bench-latency-node: the v2 fast path's detection latency on that node, per wake-up
 ## configuration against the timer alone; not part of test. Table in

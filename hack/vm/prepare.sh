@@ -14,7 +14,9 @@
 #                              dbus-daemon link, unpacked with dpkg-deb -x, never installed on
 #                              the host): a lower layer of the node root above the host's root,
 #                              so the guest can boot systemd as its PID 1 (evictd.init=systemd)
-#                              whether or not the host has it
+#                              whether or not the host has it; with it the peers evictd is
+#                              measured against (test/vmnode peers.go), Debian's earlyoom and
+#                              systemd-oomd, installed and never enabled: a test starts them
 #
 # Host packages come from apt-get (qemu-system-x86, busybox-static, kmod, cpio); the kernel
 # package is fetched with apt-get download and never installed. The guest's /init mounts a
@@ -47,7 +49,8 @@ have_tools() {
 up_to_date=true
 have_tools || up_to_date=false
 for f in vmlinuz initramfs.cpio.gz kver node/usr/sbin/runc node/usr/lib/cni/bridge \
-  systemd/usr/lib/systemd/systemd systemd/usr/bin/dbus-daemon systemd/usr/bin/systemctl; do
+  systemd/usr/lib/systemd/systemd systemd/usr/bin/dbus-daemon systemd/usr/bin/systemctl \
+  systemd/usr/lib/systemd/systemd-oomd systemd/usr/bin/earlyoom; do
   [ -s "$out/$f" ] || up_to_date=false
 done
 if $up_to_date && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
@@ -150,7 +153,8 @@ t=$(date +%s)
 systemd_pkgs=(systemd libsystemd-shared libsystemd0 dbus dbus-daemon dbus-system-bus-common dbus-bin
   libdbus-1-3 libexpat1 libacl1 libapparmor1 libaudit1 libblkid1 libcap-ng0 libcap2 libcrypt1
   libgcrypt20 libgpg-error0 libip4tc2 libkmod2 liblz4-1 liblzma5 libmount1 libpam0g libpcre2-8-0
-  libseccomp2 libselinux1 libssl3 libzstd1)
+  libseccomp2 libselinux1 libssl3 libzstd1
+  systemd-oomd earlyoom)
 sd="$out/systemd"
 unpack "$sd" "$dl/systemd" "${systemd_pkgs[@]}"
 # Bookworm's packages still ship /lib, /bin and /sbin, while its root has them as links into
@@ -164,7 +168,7 @@ for d in bin sbin lib lib64; do
   fi
 done
 # Every library they link must resolve in the layer or else in the host's root.
-for b in usr/lib/systemd/systemd usr/bin/systemctl usr/bin/dbus-daemon; do
+for b in usr/lib/systemd/systemd usr/bin/systemctl usr/bin/dbus-daemon usr/lib/systemd/systemd-oomd usr/bin/oomctl usr/bin/earlyoom; do
   missing=$(LD_LIBRARY_PATH="$sd/usr/lib/x86_64-linux-gnu:$sd/usr/lib/x86_64-linux-gnu/systemd" \
     ldd "$sd/$b" 2>&1 | grep 'not found' || true)
   if [ -n "$missing" ]; then

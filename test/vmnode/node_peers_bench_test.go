@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build vmnode && vmnodebench
+
+package vmnode
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// peerConfig is what runs beside the kubelet in a run of make bench-peers.
+type peerConfig struct {
+	name   string
+	peer   *Peer    // a daemon of Peers; nil: none
+	evictd []string // evictd's extra flags when it runs (its DaemonSet's defaults: empty, not nil)
+}
+
+var peerConfigs = []peerConfig{
+	{name: "kubelet"},
+	{name: "earlyoom", peer: &PeerEarlyoom},
+	{name: "earlyoom (tuned)", peer: &PeerEarlyoomTuned},
+	{name: "systemd-oomd", peer: &PeerOomd},
+	{name: "evictd", evictd: []string{}},
+	{name: "evictd + actuator", evictd: []string{"--actuator"}},
+}
+
+// peerScenario sets up its pods in ns, all but the leaker, and returns the
+// leaker and the run's expectations (Want, Critical, Guarded).
+type peerScenario struct {
+	name  string
+	setup func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) (*corev1.Pod, PeerRun)
+}
+
+// peersRate is the leak's rate, MiB/s: slow enough that the kubelet alone
+// acts before the guest livelocks (TestNodeHeadToHead), so every
+// configuration has a result to show.
+const peersRate = 20
+
+func leakerPod(ns string, from int64, priorityClass string) *corev1.Pod {
+	p := workloadPod(ns, "leaker", 64<<20, 0, "--hold-mib="+strconv.FormatInt(from, 10),
+		"--grow-mib-per-sec="+strconv.Itoa(peersRate), "--grow-to-mib="+strconv.FormatInt(from+3000, 10))
+	p.Spec.PriorityClassName = priorityClass
+	return p
+}
+
+func criticalPod(ns string) *corev1.Pod {
+	p := workloadPod(ns, "critical", 64<<20, 0, "--hold-mib=48")
+	p.Spec.PriorityClassName = "system-node-critical"
+	return p
+}
+
+var peerScenarios = []peerScenario{
+	{
+		// 1. A Burstable pod leaking past its request beside a small
+		// BestEffort pod: an oom_score killer may take the BestEffort
+		// first (its oom_score_adj is 1000), which frees little.
+		name: "leak beside BestEffort",
+		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) (*corev1.Pod, PeerRun) {
+			createRunning(t, ctx, n,
+				workloadPod(ns, "quiet", 128<<20, 0, "--hold-mib=32"),
+				workloadPod(ns, "besteffort", 0, 0, "--hold-mib=16"),
+				criticalPod(ns))
+			return leakerPod(ns, max(avail>>20-650, 64), ""), PeerRun{Want: "leaker", Critical: []string{"critical"}}
+		},
+	},
+	{
+		// 6. A high-priority pod with the largest RSS beside a
+		// low-priority leaker: the kubelet's order takes the leaker (the
+		// lower priority, both over their requests); a killer by RSS or
+		// oom_score takes the big one.
+		name: "high-priority big pod, low-priority leaker",
+		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) (*corev1.Pod, PeerRun) {
+			pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "peers-high"}, Value: 1000}
+			if _, err := n.Cluster.Admin.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+			// big holds more than the leaker will reach before the node
+			// runs out: (avail - 300 MiB) / 2 at evictd's threshold.
+			bigMiB := (avail>>20)/2 + 100
+			big := workloadPod(ns, "big", 64<<20, 0, "--hold-mib="+strconv.FormatInt(bigMiB, 10))
+			big.Spec.PriorityClassName = pc.Name
+			createRunning(t, ctx, n, big, criticalPod(ns))
+			return leakerPod(ns, 64, ""), PeerRun{Want: "leaker", Critical: []string{"critical"}}
+		},
+	},
+}
+
+// TestNodePeers: every scenario under every configuration of issue 35, one
+// run each, on the systemd node: the table of docs/performance.md (make
+// bench-peers; _output/bench/peers-node.txt). A benchmark, not a test of
+// make test: the kubelet alone and the peers can leave the guest in a
+// reclaim livelock for minutes. It asserts only that each run has a result.
+func TestNodePeers(t *testing.T) {
+	n := sharedNode(t)
+	if n.CgroupDriver != Systemd {
+		t.Fatalf("the node runs the %s cgroup driver; systemd-oomd needs the systemd driver's kubepods.slice", n.CgroupDriver)
+	}
+	only := os.Getenv("EVICTD_PEERS_ONLY") // a configuration's name, to run it alone
+	var runs []PeerRun
+	for _, cfg := range peerConfigs {
+		if only != "" && cfg.name != only {
+			continue
+		}
+		for _, sc := range peerScenarios {
+			t.Run(cfg.name+"/"+sc.name, func(t *testing.T) {
+				r := peerRun(t, n, cfg, sc)
+				runs = append(runs, r)
+				t.Logf("%s", PeersTable([]PeerRun{r}, evictdMemoryThreshold))
+			})
+		}
+	}
+	table := PeersTable(runs, evictdMemoryThreshold)
+	t.Logf("peers on the VM node (TCG guest, %d MiB/s leak):\n%s", peersRate, table)
+	if dir := os.Getenv("EVICTD_BENCH_OUT"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "peers-node.txt"), []byte(table), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// peerRun sets the configuration up, runs the scenario's leak until the
+// leaker has ended (or 4 minutes), and puts the node back.
+func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
+	ctx := context.Background()
+	if cfg.evictd != nil {
+		evictdPodWith(t, n, cfg.evictd...)
+	} else {
+		removeEvictd(t, n)
+	}
+	waitNoMemoryPressure(t, n)
+	waitQuietNode(t, n)
+	if cfg.peer != nil {
+		out, err := n.StartPeer(ctx, *cfg.peer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s runs: %s", cfg.peer.Name, out)
+		defer func() {
+			if err := n.StopPeer(ctx, *cfg.peer); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	ns := newNamespace(t, n, "peers")
+	avail, err := evictdAvailable(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaker, run := sc.setup(t, ctx, n, ns, avail)
+	run.Config, run.Scenario = cfg.name, sc.name
+	oomBefore, err := oomKills(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	w, err := n.Cluster.Admin.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer w.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				p, isPod := ev.Object.(*corev1.Pod)
+				if !isPod || ev.Type == watch.Error {
+					continue
+				}
+				by := PeerFateOf(p)
+				if by == "" && ev.Type == watch.Deleted {
+					by = "deleted"
+				}
+				mu.Lock()
+				if by != "" && !seen[p.Name] {
+					seen[p.Name] = true
+					run.Ends = append(run.Ends, PodFate{Pod: p.Name, By: by, At: time.Now()})
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for runCtx.Err() == nil {
+			at := time.Now()
+			if a, err := evictdAvailable(runCtx, n); err == nil {
+				mu.Lock()
+				run.Samples = append(run.Samples, MemorySample{At: at.Add(time.Since(at) / 2), Available: a})
+				mu.Unlock()
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	if _, err := n.Cluster.Admin.CoreV1().Pods(ns).Create(ctx, leaker, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(4 * time.Minute)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		done := seen["leaker"]
+		mu.Unlock()
+		if done {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	time.Sleep(15 * time.Second)
+	stop()
+	wg.Wait()
+	var oomAfter int64
+	if err := n.poll(ctx, 5*time.Minute, "the guest answering after the run", func(ctx context.Context) error {
+		oomAfter, err = oomKills(ctx, n)
+		return err
+	}); err != nil {
+		run.Unresponsive = 5 * time.Minute
+		t.Logf("the guest has not answered: %v\n%s", err, n.Diagnostics())
+	} else {
+		run.OOMKills = oomAfter - oomBefore
+	}
+	// The leaker ends the run: what is left goes, so the next starts clean.
+	if err := n.Cluster.Admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Error(err)
+	}
+	if cfg.peer != nil {
+		who, _ := n.Sh(ctx, "journalctl -b --no-pager -o cat -u earlyoom -u systemd-oomd --since=-6min | grep -iE 'kill|sending' | tail -n 20")
+		t.Logf("what %s said it killed:\n%s", cfg.peer.Name, strings.TrimSpace(who))
+	}
+	if !seen["leaker"] {
+		t.Logf("nothing ended the leaker within 4 minutes")
+	}
+	t.Logf("%s / %s: ends %v, OOM kills %d, lowest %d MiB", cfg.name, sc.name, run.Ends, run.OOMKills, lowestOf(run.Samples)>>20)
+	return run
+}

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package vmnode
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestPeerFateOf(t *testing.T) {
+	term := func(code int32, reason string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}}}}}
+	}
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{term(137, "Error"), ByDaemon},  // systemd-oomd's SIGKILL
+		{term(143, "Error"), ByDaemon},  // earlyoom's SIGTERM
+		{term(137, "OOMKilled"), ByOOM}, // the kernel
+		{term(0, "Completed"), ""},      // done by itself
+		{term(1, "Error"), ""},          // failed by itself
+		{&corev1.Pod{Status: corev1.PodStatus{Reason: "Evicted"}}, ByKubelet},
+	} {
+		if got := PeerFateOf(tc.pod); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.pod.Status, got, tc.want)
+		}
+	}
+}
+
+func TestPeersTable(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+	s := func(sec float64, mib int64) MemorySample {
+		return MemorySample{At: t0.Add(time.Duration(sec * float64(time.Second))), Available: mib << 20}
+	}
+	runs := []PeerRun{
+		{Config: "evictd", Scenario: "leak", Want: "leaker", Critical: []string{"critical"},
+			Ends:    []PodFate{{Pod: "leaker", By: ByEvictd}},
+			Samples: []MemorySample{s(0, 900), s(1, 290), s(2, 250), s(3.5, 700)}},
+		{Config: "earlyoom", Scenario: "leak", Want: "leaker", Critical: []string{"critical"}, Guarded: []string{"replica-0"}, OOMKills: 1,
+			Ends:    []PodFate{{Pod: "besteffort", By: ByDaemon}, {Pod: "replica-0", By: ByDaemon}, {Pod: "leaker", By: ByOOM}},
+			Samples: []MemorySample{s(0, 900), s(1, 200), s(2, 40)}},
+		{Config: "kubelet", Scenario: "leak", Want: "leaker", Unresponsive: 90 * time.Second, Samples: []MemorySample{s(0, 900)}},
+	}
+	if d, ok := runs[0].Relief(300 << 20); !ok || d != 2500*time.Millisecond {
+		t.Errorf("relief %v %v, want 2.5s", d, ok)
+	}
+	if w := runs[1].Wrong(); strings.Join(w, ",") != "besteffort,replica-0" {
+		t.Errorf("wrong victims %v", w)
+	}
+	table := PeersTable(runs, 300<<20)
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("table:\n%s", table)
+	}
+	for i, want := range [][]string{
+		{"leak", "evictd", "leaker (evictd)", "none", "2.5s", "250 MiB"},
+		{"earlyoom", "besteffort (daemon), replica-0 (daemon), leaker (oom)", "besteffort, replica-0", "  1  ", "not relieved", "40 MiB"},
+		{"kubelet", "unknown (livelocked 1m30s+)", "not crossed", "900 MiB"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i+1], w) {
+				t.Errorf("row %d %q lacks %q", i+1, lines[i+1], w)
+			}
+		}
+	}
+}
