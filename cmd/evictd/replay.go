@@ -230,7 +230,10 @@ func writeReplay(w io.Writer, rep replayReport) error {
 					reason += "; next in line " + c.RunnerUp
 				}
 				answer := c.Result
-				if !c.Recorded {
+				switch {
+				case answer == "":
+					answer = "under way"
+				case !c.Recorded:
 					answer += " (assumed)"
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", c.Pass, c.Launched.UTC().Format(timeLayout), c.Pod, sig, c.Rank, answer, reason)

@@ -20,6 +20,7 @@ import (
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/shadow"
 	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/evictd/evictd/pkg/trace"
 )
 
 // act decides for one resource's episode and starts its eviction call.
@@ -138,23 +139,8 @@ type callResult struct {
 
 // callQueue collects the answers of calls under way.
 type callQueue struct {
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	done []callResult
-}
-
-func (q *callQueue) push(r callResult) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.done = append(q.done, r)
-}
-
-func (q *callQueue) drain() []callResult {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := q.done
-	q.done = nil
-	return out
+	wg sync.WaitGroup
+	queue[callResult]
 }
 
 // wait blocks until every call under way has answered.
@@ -197,6 +183,9 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 	now := l.clk.Now()
 	l.tr.calls++
 	c.seq, c.pass, c.launched = l.tr.calls, l.tr.pass, now
+	if l.deps.Trace != nil {
+		l.deps.Trace.Launched(trace.Call{Seq: c.seq, Decision: decisionOf(c.req, d.Action == decide.ForceDelete, c.pass, now)})
+	}
 	grace := l.cfg.Decide.Evict.GracePeriod(d.Candidate.Pod, t.Hard(), d.GraceOverride)
 	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: now,
 		Signal: t.Threshold.Signal, Hard: t.Hard(), ReclaimBy: now.Add(time.Duration(grace) * time.Second)}

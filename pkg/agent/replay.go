@@ -3,7 +3,6 @@
 package agent
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,19 +44,25 @@ func (c ReplayCall) Same(r ReplayCall) bool {
 		c.Rank == r.Rank && c.Reason == r.Reason && c.RunnerUp == r.RunnerUp
 }
 
-// RecordedCalls are the calls a trace holds answers to, in the order the
-// agent made them.
+// RecordedCalls are the calls the trace's agent made, in the order it
+// made them, with their answers (Result "" for a call still under way at
+// the trace's end).
 func RecordedCalls(tr *trace.Trace) []ReplayCall {
-	var calls []trace.Call
+	bySeq := map[uint64]ReplayCall{}
 	for _, p := range tr.Passes {
+		for _, c := range p.Launched {
+			bySeq[c.Seq] = ReplayCall{Decision: c.Decision, Recorded: true}
+		}
+		// A call made before the trace began is known by its answer.
 		for _, d := range p.Drains {
-			calls = append(calls, d.Calls...)
+			for _, c := range d.Calls {
+				bySeq[c.Seq] = ReplayCall{Decision: c.Decision, Result: c.Result, Recorded: true}
+			}
 		}
 	}
-	slices.SortFunc(calls, func(a, b trace.Call) int { return cmp.Compare(a.Seq, b.Seq) })
-	out := make([]ReplayCall, len(calls))
-	for i, c := range calls {
-		out[i] = ReplayCall{Decision: c.Decision, Result: c.Result, Recorded: true}
+	out := make([]ReplayCall, 0, len(bySeq))
+	for _, seq := range slices.Sorted(maps.Keys(bySeq)) {
+		out = append(out, bySeq[seq])
 	}
 	return out
 }

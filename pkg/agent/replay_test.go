@@ -114,3 +114,33 @@ func TestReplayReproducesTheRecordedDecisions(t *testing.T) {
 		t.Errorf("without the minimum reclaim the replay made the calls %v, want a's alone, as recorded", callKeys(res.Calls))
 	}
 }
+
+// A trace saved while a call was under way: the call is the agent's, with
+// no answer yet, and the replay makes it too (answering it as accepted).
+func TestReplayOfACallUnderWay(t *testing.T) {
+	args := []string{"--eviction-hard=memory.available<300Mi", "--eviction-minimum-reclaim=memory.available=1200Mi"}
+	_, tr := recordSim(t, replayOptions(t, args...), threePods()...)
+	recorded := RecordedCalls(tr)
+	if len(recorded) != 2 {
+		t.Fatalf("recorded %v", callKeys(recorded))
+	}
+	// Cut the trace at the pass that made the second call, before its answer.
+	for i, p := range tr.Passes {
+		if p.N == recorded[1].Pass {
+			tr.Passes = tr.Passes[:i+1]
+			tr.Passes[i].Drains = nil
+			break
+		}
+	}
+	cut := RecordedCalls(tr)
+	if len(cut) != 2 || cut[1].Result != "" || !cut[1].Same(recorded[1]) || cut[0].Result != "evicted" {
+		t.Fatalf("the cut trace's calls %+v, want the second under way", cut)
+	}
+	res, err := Replay(context.Background(), replayOptions(t, args...), tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Calls) != 2 || !res.Calls[0].Recorded || res.Calls[1].Recorded || !res.Calls[1].Same(cut[1]) {
+		t.Errorf("the replay made %+v; want both calls, the second answered as assumed", res.Calls)
+	}
+}

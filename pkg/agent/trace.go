@@ -24,6 +24,8 @@ type Tracer interface {
 	// Deleted records a deletion the pass took note of.
 	Deleted(d trace.Deletion)
 	Drained(point int, calls []trace.Call)
+	// Launched records a call the pass made, its decision.
+	Launched(c trace.Call)
 	Observed(obs *pressure.Observation, err error, at time.Time, acting bool)
 	PodState(pods []*v1.Pod, classes map[string]int32, nsLabels map[string]map[string]string, node *v1.Node)
 	End()

@@ -56,6 +56,9 @@ type Pass struct {
 	// Deleted are the pods the informer saw deleted since the last pass
 	// began, in order.
 	Deleted []Deletion `json:"deleted,omitempty"`
+	// Launched are the eviction calls the pass made (their decisions;
+	// the answers come in Drains, of this pass or a later one).
+	Launched []Call `json:"launched,omitempty"`
 	// Drains are the eviction calls' answers the pass took, at each point
 	// it took them: 0 at its start, k after its k-th call.
 	Drains []Drain `json:"drains,omitempty"`

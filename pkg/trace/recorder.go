@@ -34,7 +34,7 @@ const (
 const chunks = 8
 
 // Recorder keeps the trace of a running loop. Begin, Drained, Deleted,
-// Observed, PodState and End are called from the loop's goroutine, in that
+// Observed, PodState, Launched and End are called from the loop's goroutine, in that
 // order within a pass; Size and WriteTo from any.
 type Recorder struct {
 	chunkMax, budget int
@@ -79,6 +79,13 @@ func (r *Recorder) Begin(n, calls uint64, at time.Time, w Wakeup) {
 func (r *Recorder) Deleted(d Deletion) {
 	if r.cur != nil {
 		r.cur.Deleted = append(r.cur.Deleted, d)
+	}
+}
+
+// Launched records an eviction call the pass made (its decision).
+func (r *Recorder) Launched(c Call) {
+	if r.cur != nil {
+		r.cur.Launched = append(r.cur.Launched, c)
 	}
 }
 

@@ -762,3 +762,21 @@ func TestPodListOfAnUnfinishedPass(t *testing.T) {
 		t.Fatalf("passes %d, want 2 and 3 with the pod list in 2 only: %+v", len(tr.Passes), tr.Passes)
 	}
 }
+
+// A call's decision is kept with the pass that made it, its answer apart.
+func TestLaunchedCalls(t *testing.T) {
+	r := NewRecorder(Header{Node: "node-a"}, DefaultBudget)
+	r.Begin(1, 0, t0, Wakeup{Source: "timer"})
+	r.Launched(Call{Seq: 1, Decision: Decision{Pass: 1, Launched: t0, Pod: "ns/a", Rank: 1, Reason: "usage above request"}})
+	r.End()
+	r.Begin(2, 1, t0.Add(time.Second), Wakeup{Source: "kick", Name: "call_done"})
+	r.Drained(0, []Call{{Seq: 1, Decision: Decision{Pass: 1, Pod: "ns/a"}, Result: "evicted"}})
+	r.End()
+	tr, _ := export(t, r)
+	if l := tr.Passes[0].Launched; len(l) != 1 || l[0].Seq != 1 || l[0].Pod != "ns/a" || l[0].Reason != "usage above request" || l[0].Result != "" {
+		t.Errorf("pass 1 launched %+v", l)
+	}
+	if d := tr.Passes[1].Drains; len(d) != 1 || d[0].Calls[0].Result != "evicted" || len(tr.Passes[1].Launched) != 0 {
+		t.Errorf("pass 2: drains %+v, launched %+v", d, tr.Passes[1].Launched)
+	}
+}
