@@ -170,6 +170,7 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	seen := map[string]bool{}
+	uids := map[string]string{} // pod name -> UID
 	w, err := n.Cluster.Admin.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +196,7 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 					by = "deleted"
 				}
 				mu.Lock()
+				uids[p.Name] = string(p.UID)
 				if by != "" && !seen[p.Name] {
 					seen[p.Name] = true
 					run.Ends = append(run.Ends, PodFate{Pod: p.Name, By: by, At: time.Now()})
@@ -240,6 +242,26 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 		t.Logf("the guest has not answered: %v\n%s", err, n.Diagnostics())
 	} else {
 		run.OOMKills = oomAfter - oomBefore
+	}
+	// A container the kernel killed outside its own limit shows exit 137
+	// only, as a daemon's SIGKILL does: dmesg names the pod.
+	if run.OOMKills > 0 {
+		if out, err := n.Sh(ctx, "dmesg | grep 'oom-kill:'"); err == nil {
+			killed := OOMKilledPods(out)
+			for i, e := range run.Ends {
+				if e.By == ByDaemon && killed[uids[e.Pod]] {
+					run.Ends[i].By = ByOOM
+				}
+			}
+		}
+	}
+	if cfg.peer == nil {
+		// No daemon ran: a signal not the kernel's is none of theirs.
+		for i, e := range run.Ends {
+			if e.By == ByDaemon {
+				run.Ends[i].By = "signal"
+			}
+		}
 	}
 	// The leaker ends the run: what is left goes, so the next starts clean.
 	if err := n.Cluster.Admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -5,6 +5,7 @@ package vmnode
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,9 +96,11 @@ func (n *Node) StopPeer(ctx context.Context, p Peer) error {
 	return nil
 }
 
-// ByDaemon is a pod fate: a container ended by a signal (exit 137 or 143)
-// that was not the kernel's OOM kill, the way earlyoom (SIGTERM, then
-// SIGKILL) and systemd-oomd (SIGKILL to the whole cgroup) end processes.
+// ByDaemon is a pod fate: a container ended while nothing evicted it and
+// the kernel did not OOM-kill it in its own limit, the way earlyoom
+// (SIGTERM, then SIGKILL) and systemd-oomd (SIGKILL to the whole cgroup)
+// end processes. The bench's pods never end by themselves, so any exit
+// counts: the workload exits 0 on SIGTERM.
 const ByDaemon = "daemon"
 
 // PeerFateOf says who ended p: FateOf, or ByDaemon.
@@ -106,13 +109,27 @@ func PeerFateOf(p *corev1.Pod) string {
 		return by
 	}
 	for _, cs := range p.Status.ContainerStatuses {
-		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-			if t != nil && (t.ExitCode == 137 || t.ExitCode == 143) {
-				return ByDaemon
-			}
+		if cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
+			return ByDaemon
 		}
 	}
 	return ""
+}
+
+// oomKillMemcgRE finds the pod UID in a kernel OOM kill's summary line
+// (oom-kill:...,task_memcg=/kubepods.slice/...-pod<uid>.slice/...,task=...),
+// its dashes underscores under the systemd driver.
+var oomKillMemcgRE = regexp.MustCompile(`oom-kill:.*task_memcg=\S*?pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})`)
+
+// OOMKilledPods are the UIDs of the pods the kernel's OOM killer took a
+// process of, from dmesg: a container it killed outside its own limit
+// shows no OOMKilled, only exit 137, which PeerFateOf would give a daemon.
+func OOMKilledPods(dmesg string) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range oomKillMemcgRE.FindAllStringSubmatch(dmesg, -1) {
+		out[strings.ReplaceAll(m[1], "_", "-")] = true
+	}
+	return out
 }
 
 // PeerRun is one scenario under one configuration of make bench-peers.

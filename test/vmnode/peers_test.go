@@ -19,11 +19,10 @@ func TestPeerFateOf(t *testing.T) {
 		pod  *corev1.Pod
 		want string
 	}{
-		{term(137, "Error"), ByDaemon},  // systemd-oomd's SIGKILL
-		{term(143, "Error"), ByDaemon},  // earlyoom's SIGTERM
-		{term(137, "OOMKilled"), ByOOM}, // the kernel
-		{term(0, "Completed"), ""},      // done by itself
-		{term(1, "Error"), ""},          // failed by itself
+		{term(137, "Error"), ByDaemon},   // systemd-oomd's SIGKILL
+		{term(0, "Completed"), ByDaemon}, // earlyoom's SIGTERM: the workload exits 0
+		{term(137, "OOMKilled"), ByOOM},  // the kernel, in the container's limit
+		{&corev1.Pod{}, ""},              // running
 		{&corev1.Pod{Status: corev1.PodStatus{Reason: "Evicted"}}, ByKubelet},
 	} {
 		if got := PeerFateOf(tc.pod); got != tc.want {
@@ -67,5 +66,16 @@ func TestPeersTable(t *testing.T) {
 				t.Errorf("row %d %q lacks %q", i+1, lines[i+1], w)
 			}
 		}
+	}
+}
+
+func TestOOMKilledPods(t *testing.T) {
+	dmesg := `[  812.113] workload invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=994
+[  812.120] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=cri-containerd-5b1e.scope,mems_allowed=0,global_oom,task_memcg=/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod4f0c2a1e_9b2d_4c1e_8f3a_0123456789ab.slice/cri-containerd-5b1e.scope,task=workload,pid=2345,uid=0
+[  812.121] Out of memory: Killed process 2345 (workload) total-vm:812345kB, anon-rss:700000kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1500kB oom_score_adj:994
+[  900.5] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=x,mems_allowed=0,oom_memcg=/kubepods/burstable/pod11111111-2222-3333-4444-555555555555,task_memcg=/kubepods/burstable/pod11111111-2222-3333-4444-555555555555/abc,task=workload,pid=9,uid=0`
+	got := OOMKilledPods(dmesg)
+	if len(got) != 2 || !got["4f0c2a1e-9b2d-4c1e-8f3a-0123456789ab"] || !got["11111111-2222-3333-4444-555555555555"] {
+		t.Errorf("OOMKilledPods = %v", got)
 	}
 }
