@@ -16,7 +16,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Files are the guest files Available reads, in that order.
@@ -26,32 +28,11 @@ var Files = []string{"/proc/meminfo", "/sys/fs/cgroup/memory.stat"}
 // root cgroup's memory.stat (both files' contents, in one buffer): MemFree
 // plus inactive_file.
 func Available(meminfoAndStat []byte) (int64, error) {
-	var free, inactiveFile int64 = -1, -1
-	s := bufio.NewScanner(bytes.NewReader(meminfoAndStat))
-	for s.Scan() {
-		f := bytes.Fields(s.Bytes())
-		if len(f) < 2 {
-			continue
-		}
-		key := string(f[0])
-		if key != "MemFree:" && key != "inactive_file" {
-			continue
-		}
-		v, err := strconv.ParseInt(string(f[1]), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("line %q: %w", s.Text(), err)
-		}
-		if key == "MemFree:" {
-			free = v << 10 // kB
-		} else {
-			inactiveFile = v // bytes
-		}
+	v, err := values(meminfoAndStat, "MemFree:", "inactive_file")
+	if err != nil {
+		return 0, err
 	}
-	if free < 0 || inactiveFile < 0 {
-		first, _, _ := bytes.Cut(meminfoAndStat, []byte("\n"))
-		return 0, fmt.Errorf("no MemFree (/proc/meminfo) or inactive_file (memory.stat) in %q", first)
-	}
-	return free + inactiveFile, nil
+	return v["MemFree:"] + v["inactive_file"], nil
 }
 
 // RootUsageAvailable computes memory.available as evictd observes it on
@@ -62,30 +43,37 @@ func Available(meminfoAndStat []byte) (int64, error) {
 // which MemTotal − MemFree counts: on the swap node the two figures were
 // 157 MiB apart, and a test that plans evictd's crossing must use this one.
 func RootUsageAvailable(meminfoAndStat []byte) (int64, error) {
-	want := map[string]int64{"MemTotal:": -1, "anon": -1, "file": -1, "inactive_file": -1}
+	v, err := values(meminfoAndStat, "MemTotal:", "anon", "file", "inactive_file")
+	if err != nil {
+		return 0, err
+	}
+	return v["MemTotal:"] - (v["anon"] + v["file"] - v["inactive_file"]), nil
+}
+
+// values reads keys from /proc/meminfo's lines (a key ending in ":", in
+// kB, returned in bytes) and memory.stat's (bytes); each must be there.
+func values(meminfoAndStat []byte, keys ...string) (map[string]int64, error) {
+	out := map[string]int64{}
 	s := bufio.NewScanner(bytes.NewReader(meminfoAndStat))
 	for s.Scan() {
 		f := bytes.Fields(s.Bytes())
-		if len(f) < 2 {
-			continue
-		}
-		key := string(f[0])
-		if _, ok := want[key]; !ok {
+		if len(f) < 2 || !slices.Contains(keys, string(f[0])) {
 			continue
 		}
 		v, err := strconv.ParseInt(string(f[1]), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("line %q: %w", s.Text(), err)
+			return nil, fmt.Errorf("line %q: %w", s.Text(), err)
 		}
-		if key == "MemTotal:" {
+		if strings.HasSuffix(string(f[0]), ":") {
 			v <<= 10 // kB
 		}
-		want[key] = v
+		out[string(f[0])] = v
 	}
-	for k, v := range want {
-		if v < 0 {
-			return 0, fmt.Errorf("no %s in /proc/meminfo and the root memory.stat", k)
+	for _, k := range keys {
+		if _, ok := out[k]; !ok {
+			first, _, _ := bytes.Cut(meminfoAndStat, []byte("\n"))
+			return nil, fmt.Errorf("no %s (/proc/meminfo, then the root memory.stat) in %q", strings.TrimSuffix(k, ":"), first)
 		}
 	}
-	return want["MemTotal:"] - (want["anon"] + want["file"] - want["inactive_file"]), nil
+	return out, nil
 }
