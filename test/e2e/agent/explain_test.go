@@ -19,7 +19,6 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
-	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -153,11 +152,7 @@ func TestExplainEndpoint(t *testing.T) {
 		t.Errorf("ran %d of docs/decide.md's commands for a running agent, want its clusterrolebinding and its evictd explain --node", ran)
 	}
 	// The grant the docs make lets its user read /explain.
-	sar, err := m.c.Admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-		User: "alice", NonResourceAttributes: &authzv1.NonResourceAttributes{Path: "/explain", Verb: "get"}}}, metav1.CreateOptions{})
-	if err != nil || !sar.Status.Allowed {
-		t.Errorf("after the docs' clusterrolebinding, may alice get /explain? %v %+v", err, sar)
-	}
+	m.c.WaitForGrant(t, "alice", "/explain")
 
 	// Without the grant: one clear line, a failing exit.
 	writeTokenKubeconfig(t, m.c, kubeconfig, nobody)
@@ -188,6 +183,14 @@ func callerToken(t *testing.T, c *framework.Cluster, ns, name, clusterRole strin
 		t.Cleanup(func() {
 			_ = c.Admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
 		})
+		role, err := c.Admin.RbacV1().ClusterRoles().Get(ctx, clusterRole, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(role.Rules) == 0 || len(role.Rules[0].NonResourceURLs) == 0 {
+			t.Fatalf("ClusterRole %s grants no path: %+v", clusterRole, role.Rules)
+		}
+		c.WaitForGrant(t, "system:serviceaccount:"+ns+":"+name, role.Rules[0].NonResourceURLs[0])
 	}
 	tr, err := c.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
 		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
