@@ -345,8 +345,8 @@ node-images: build node-bins $(IMAGE_TOOL)
 	  $(IMAGE_TOOL) --binary $(NODE_IMAGES)/ballast --name evictd-ballast:e2e-node \
 	    --out $(NODE_IMAGES)/ballast.tar >/dev/null && rm -f $(NODE_IMAGES)/ballast; }
 
-# node-filler-image: the latency bench's filler, which every node test built with the
-# vmnodebench tag loads onto the node.
+# node-filler-image: the latency bench's filler, which the node imports when TestNodeLatency
+# (vmnodebench) runs.
 node-filler-image: $(BIN)/filler $(IMAGE_TOOL)
 	$(IMAGE_TOOL) --binary $(BIN)/filler --name evictd-filler:e2e-node --out $(NODE_IMAGES)/filler.tar >/dev/null
 

@@ -24,15 +24,18 @@ import (
 // group deploys evictd once (a redeploy takes about a minute under TCG):
 // node_0 the demo on cgroup v2 (evictd as a process, before any DaemonSet
 // exists); node_10 to node_13, which sort before node_1 (memory.high with
-// its kubelet restarts, the hugepage parity with its own restarts, on
-// whatever evictd node_10 left, the actuator's containment, and node_13's
+// its kubelet restarts, the actuator's containment, and node_13's
 // placement above a kubelet restarted at a non-default threshold, which
 // puts the kubelet back and leaves evictd to be deployed afresh); node_1 a
 // soft threshold, node_2 the disk thresholds, then the shipped
-// configuration for node_3 (DaemonSet, parity), node_4 (the scenarios),
+// configuration for node_3 (the scenarios), node_4 (DaemonSet, parity, the
+// hugepage parity with its kubelet restarts, the peers' smoke test),
 // node_5 (the race) and node_6 (the kubelet's image collection, last on the
-// one-disk node: its DiskPressure stays five minutes, and it needs evictd up
-// seven minutes, which node_3 to node_5 give it, so it does not wait).
+// one-disk node: its DiskPressure stays five minutes, and it needs evictd's
+// pod up seven minutes). The scenarios come first of those because
+// TestNodeProtectedPods ends by deleting evictd's pod (its brake lifted by
+// a clean exit): the DaemonSet's new pod then has node_3 to node_5, about
+// six minutes, before the image test, which waits out the rest.
 // node_7 to node_9 run on a second node with a dedicated imagefs and swap,
 // in a go test process of their own (hack/test.sh).
 
@@ -124,7 +127,8 @@ func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
 	} else {
 		t.Logf("the new evictd evicted %s after its own \"threshold met\"", waited.Round(time.Millisecond))
 	}
-	time.Sleep(15 * time.Second)
+	// A housekeeping period (10 s) longer: nothing more goes.
+	time.Sleep(10 * time.Second)
 	p, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, "bystander", metav1.GetOptions{})
 	if err != nil || FateOf(p) != "" {
 		t.Errorf("the bystander went too (err %v); one eviction relieved the pressure", err)

@@ -230,8 +230,9 @@ cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, con
 		t.Fatalf("%v (memory.available now %d MiB as evictd reads it, err %v; MemFree + inactive_file %d MiB)\nevictd's log (tail):\n%s\nevictd's readiness and figures (err %v):\n%s",
 			err, now>>20, aerr, free>>20, framework.LastLines(evictdLog(t, n, ev), 30), serr, seen)
 	}
-	// A while longer: one eviction relieves the pressure.
-	time.Sleep(20 * time.Second)
+	// A housekeeping period (10 s) longer: one eviction relieves the
+	// pressure.
+	time.Sleep(10 * time.Second)
 	if err := pf.check(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ import (
 
 const fillerImage = "evictd-filler:e2e-node"
 
-func init() { extraImages = append(extraImages, "filler.tar") }
+func init() { extraImages["filler.tar"] = "TestNodeLatency" }
 
 const (
 	nodeLatencyThreshold = 300 << 20

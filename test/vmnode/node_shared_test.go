@@ -6,9 +6,11 @@ package vmnode
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -32,9 +34,60 @@ const (
 	pauseImage    = "evictd-pause:e2e-node"
 )
 
-// extraImages are archives besides those every node test needs, which the
-// node imports when a test file built in asks for them (the benchmarks).
-var extraImages []string
+// extraImages are archives besides those every node test needs, each with
+// the test that uses it. The shared node imports one only when go test's
+// -run and -skip select that test: the ballast alone takes about a minute
+// of the boot under TCG, which a stage without its test need not pay.
+var extraImages = map[string]string{}
+
+// neededImages are the archives of extraImages whose tests this run selects.
+func neededImages() []string {
+	var out []string
+	for archive, test := range extraImages {
+		if testSelected(test) {
+			out = append(out, archive)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// testSelected reports whether this run's -run and -skip select the
+// top-level test name.
+func testSelected(name string) bool {
+	value := func(f string) string {
+		if fl := flag.Lookup(f); fl != nil {
+			return fl.Value.String()
+		}
+		return ""
+	}
+	return selects(value("test.run"), value("test.skip"), name)
+}
+
+// selects reports whether go test's run and skip patterns select the
+// top-level test name: go test matches it against a pattern's part before
+// its first '/' (the node stages' patterns have none). A pattern that does
+// not compile selects it: an image imported for nothing costs time, one
+// missing fails its test.
+func selects(run, skip, name string) bool {
+	matches := func(pattern string) (bool, bool) {
+		if pattern == "" {
+			return false, false
+		}
+		re, err := regexp.Compile(strings.SplitN(pattern, "/", 2)[0])
+		if err != nil {
+			return false, false
+		}
+		return re.MatchString(name), true
+	}
+	if m, set := matches(run); set && !m {
+		return false
+	}
+	if m, set := matches(skip); set && m {
+		return false
+	}
+	return true
+}
 
 // One control plane and one VM node serve every node test: booting the
 // guest and getting the kubelet Ready takes minutes under TCG. The one-disk
@@ -87,7 +140,7 @@ func startShared(t *testing.T) error {
 	if err != nil {
 		return err
 	}
-	shared.node, err = startNode(t, "evictd-vm", driver, 0, 0, extraImages)
+	shared.node, err = startNode(t, "evictd-vm", driver, 0, 0, neededImages())
 	return err
 }
 
@@ -364,4 +417,23 @@ func describePods(pods []corev1.Pod) string {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
+}
+
+func TestSelects(t *testing.T) {
+	for _, c := range []struct {
+		run, skip, name string
+		want            bool
+	}{
+		{"", "", "TestNodeDiskImageGC", true},
+		{"^TestNodeDiskImageGC$", "", "TestNodeDiskImageGC", true},
+		{"^(TestNodeCgroupLayout|TestNodeParity|TestNodeProtectedPods)$", "", "TestNodeDiskImageGC", false},
+		{"", "^(TestNodeDedicatedImageFs|TestNodeSwapRanking)$", "TestNodeDiskImageGC", true},
+		{"", "^(TestNodeDiskImageGC)$", "TestNodeDiskImageGC", false},
+		{"^TestNodeLatency$/fast", "", "TestNodeLatency", true},
+		{"(", "", "TestNodeLatency", true},
+	} {
+		if got := selects(c.run, c.skip, c.name); got != c.want {
+			t.Errorf("selects(%q, %q, %q) = %v, want %v", c.run, c.skip, c.name, got, c.want)
+		}
+	}
 }

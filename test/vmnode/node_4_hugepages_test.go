@@ -28,9 +28,11 @@ import (
 // from /proc/meminfo's Hugetlb line here. The test reserves a pool in the
 // guest, restarts the kubelet (cAdvisor reads the pool into the Node's
 // capacity at the kubelet's start) and compares, then puts both back. It
-// runs on the one-disk node right after TestNodeMemoryHigh (file order),
-// on the evictd pod that test left, whatever its flags: evictd observe
-// reads the node the same way under any of them.
+// runs on the one-disk node after TestNodeParity (file order), on the
+// evictd pod running then, whatever its flags: evictd observe reads the
+// node the same way under any of them. Its kubelet restarts make the
+// kubelet detect every image again, whose collection then waits the
+// 2-minute minimum age: the race after it gives TestNodeDiskImageGC that.
 
 const (
 	// hugepagePoolDir is the guest's pool of 2 MiB pages.

@@ -19,8 +19,10 @@ import (
 
 // The node tests run in file order; node_1_soft_test.go says which and why.
 
-// TestNodeDaemonSet: evictd starts from the shipped manifest on a real node
-// and becomes Ready.
+// TestNodeDaemonSet: evictd from the shipped manifest is Ready on a real
+// node (deployed by the first test that wants it: in the full stage the
+// scenarios before this file, whose pod deletion the DaemonSet answered
+// with a new pod), and its idle footprint fits its limit.
 func TestNodeDaemonSet(t *testing.T) {
 	n := sharedNode(t)
 	for _, s := range n.StartupTimes {
@@ -28,7 +30,7 @@ func TestNodeDaemonSet(t *testing.T) {
 	}
 	start := time.Now()
 	pod := evictdPod(t, n)
-	t.Logf("evictd pod %s Ready %s after the DaemonSet was applied", pod.Name, time.Since(start).Round(time.Millisecond))
+	t.Logf("evictd pod %s Ready (%s in this test)", pod.Name, time.Since(start).Round(time.Millisecond))
 
 	// Its footprint on this node, idle, from the kubelet's own figures: RSS
 	// and working set of the container, CPU between two of the kubelet's
