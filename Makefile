@@ -313,10 +313,11 @@ bench-shadow-node: node-ready node-filler-image
 
 ## bench-peers: TestNodePeers, evictd against what operators deploy instead (issue 35): each
 ## scenario under the kubelet alone, earlyoom (Debian's defaults, and tuned), systemd-oomd on
-## kubepods.slice, evictd and evictd with --actuator, on the systemd VM node; one run each, for
-## hours, outside make test (the kubelet alone and the peers can livelock the guest). The table
-## is _output/bench/peers-node.txt (docs/performance.md), the log peers-node.log;
-## EVICTD_PEERS_ONLY=NAME runs one configuration.
+## kubepods.slice, evictd and evictd with --actuator, on the systemd VM node; one run each (about
+## 100 s a run, an hour for the 36), outside make test (the kubelet alone and the peers can
+## livelock the guest). The table is _output/bench/peers-node.txt (docs/performance.md), the log
+## peers-node.log; EVICTD_PEERS_ONLY=NAME runs one configuration, EVICTD_PEERS_SCENARIOS=2,3 the
+## scenarios of those numbers (issue 35's).
 bench-peers: node-ready
 	@mkdir -p $(OUT)/bench
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) EVICTD_BENCH_OUT=$(abspath $(OUT)/bench) $(GO) test -count=1 -tags vmnode,vmnodebench -v \

@@ -6,8 +6,10 @@ package vmnode
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,10 +17,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 )
 
 // peerConfig is what runs beside the kubelet in a run of make bench-peers.
@@ -37,11 +43,14 @@ var peerConfigs = []peerConfig{
 	{name: "evictd + actuator", evictd: []string{"--actuator"}},
 }
 
-// peerScenario sets up its pods in ns, all but the leaker, and returns the
-// leaker and the run's expectations (Want, Critical, Guarded).
+// peerScenario sets up its pods in ns and returns the pods that start the
+// pressure (the leaker, or a rollout's pods), created at once when the run
+// starts, and the run's expectations (Want, Critical, Guarded). num is its
+// number in issue 35.
 type peerScenario struct {
+	num   int
 	name  string
-	setup func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) (*corev1.Pod, PeerRun)
+	setup func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun)
 }
 
 // peersRate is the leak's rate, MiB/s: slow enough that the kubelet alone
@@ -67,13 +76,104 @@ var peerScenarios = []peerScenario{
 		// 1. A Burstable pod leaking past its request beside a small
 		// BestEffort pod: an oom_score killer may take the BestEffort
 		// first (its oom_score_adj is 1000), which frees little.
+		num:  1,
 		name: "leak beside BestEffort",
-		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) (*corev1.Pod, PeerRun) {
+		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
 			createRunning(t, ctx, n,
 				workloadPod(ns, "quiet", 128<<20, 0, "--hold-mib=32"),
 				workloadPod(ns, "besteffort", 0, 0, "--hold-mib=16"),
 				criticalPod(ns))
-			return leakerPod(ns, max(avail>>20-650, 64), ""), PeerRun{Want: "leaker", Critical: []string{"critical"}}
+			return []*corev1.Pod{leakerPod(ns, max(avail>>20-650, 64), "")}, PeerRun{Want: "leaker", Critical: []string{"critical"}}
+		},
+	},
+	{
+		// 2. A garbage-collected heap growing with churn (a JVM or Go
+		// service under a leak): the leak grows under a churn that maps,
+		// touches and frees 64 MiB over and over, as a collector's cycles
+		// do, so memory.available swings while it falls. Its limit is
+		// above what the node has: the node runs short first.
+		num:  2,
+		name: "GC'd heap growing with churn",
+		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
+			createRunning(t, ctx, n,
+				workloadPod(ns, "quiet", 128<<20, 0, "--hold-mib=32"),
+				workloadPod(ns, "besteffort", 0, 0, "--hold-mib=16"),
+				criticalPod(ns))
+			heap := leakerPod(ns, max(avail>>20-650, 64), "")
+			c := &heap.Spec.Containers[0]
+			c.Args = append(c.Args, "--churn-mib=64", "--churn-pause=100ms")
+			c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(avail+512<<20, resource.BinarySI)}
+			return []*corev1.Pod{heap}, PeerRun{Want: "leaker", Critical: []string{"critical"}}
+		},
+	},
+	{
+		// 3. A page-cache-heavy database beside a leaker: the db re-reads
+		// a 384 MiB file, its active file set (charged to its cgroup and
+		// counted in its working set, within its request); the leaker
+		// grows. A killer that takes the cache for the db's memory, or the
+		// reclaim of it for the db's fault, takes the db.
+		num:  3,
+		name: "page-cache database beside a leaker",
+		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
+			db := withEmptyDir(workloadPod(ns, "db", 512<<20, 0, "--hold-mib=16", "--reread-mib=384", "--reread-readers=2", "--reread-dir=/data"), "/data")
+			pods := createRunning(t, ctx, n, db, workloadPod(ns, "besteffort", 0, 0, "--hold-mib=16"), criticalPod(ns))
+			podLogLine(t, ctx, n, pods[0], "rereading it from now on", 3*time.Minute)
+			// The leak starts from what is left after the cache.
+			left, err := evictdAvailable(ctx, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []*corev1.Pod{leakerPod(ns, max(left>>20-650, 64), "")}, PeerRun{Want: "leaker", Critical: []string{"critical"}}
+		},
+	},
+	{
+		// 4. A rollout: twelve pods start at once, each within its
+		// request, beside a pod that has held far more than its request
+		// for a while (the kubelet's first candidate). Together they ask
+		// for more than the node has left.
+		num:  4,
+		name: "rollout burst beside an over-request pod",
+		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
+			createRunning(t, ctx, n,
+				workloadPod(ns, "hog", 64<<20, 0, "--hold-mib="+strconv.FormatInt(max(avail>>20-600, 64), 10)),
+				criticalPod(ns))
+			var burst []*corev1.Pod
+			for i := range 12 {
+				burst = append(burst, workloadPod(ns, fmt.Sprintf("rollout-%02d", i), 64<<20, 0, "--hold-mib=48"))
+			}
+			return burst, PeerRun{Want: "hog", Critical: []string{"critical"}}
+		},
+	},
+	{
+		// 5. A PodDisruptionBudget-guarded pair of replicas, each larger
+		// than the leaker will get and within its request: the kubelet's
+		// order takes the leaker (the only pod over its request); a killer
+		// by size takes a replica, which the budget allows no disruption
+		// of.
+		num:  5,
+		name: "PDB-guarded replicas, the largest pods",
+		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
+			replicaMiB := (avail >> 20) * 3 / 10
+			labels := map[string]string{"app": "replicas"}
+			pdb := &policyv1.PodDisruptionBudget{
+				ObjectMeta: metav1.ObjectMeta{Name: "replicas", Namespace: ns},
+				Spec: policyv1.PodDisruptionBudgetSpec{
+					MinAvailable: ptr.To(intstr.FromInt32(2)),
+					Selector:     &metav1.LabelSelector{MatchLabels: labels},
+				},
+			}
+			if _, err := n.Cluster.Admin.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var replicas []*corev1.Pod
+			for _, name := range []string{"replica-a", "replica-b"} {
+				p := workloadPod(ns, name, (replicaMiB+64)<<20, 0, "--hold-mib="+strconv.FormatInt(replicaMiB, 10))
+				p.Labels = labels
+				replicas = append(replicas, p)
+			}
+			createRunning(t, ctx, n, append(replicas, criticalPod(ns))...)
+			waitPDBSettled(t, ctx, n, ns, "replicas")
+			return []*corev1.Pod{leakerPod(ns, 64, "")}, PeerRun{Want: "leaker", Critical: []string{"critical"}, Guarded: []string{"replica-a", "replica-b"}}
 		},
 	},
 	{
@@ -81,8 +181,9 @@ var peerScenarios = []peerScenario{
 		// low-priority leaker: the kubelet's order takes the leaker (the
 		// lower priority, both over their requests); a killer by RSS or
 		// oom_score takes the big one.
+		num:  6,
 		name: "high-priority big pod, low-priority leaker",
-		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) (*corev1.Pod, PeerRun) {
+		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
 			pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "peers-high"}, Value: 1000}
 			if _, err := n.Cluster.Admin.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatal(err)
@@ -93,9 +194,27 @@ var peerScenarios = []peerScenario{
 			big := workloadPod(ns, "big", 64<<20, 0, "--hold-mib="+strconv.FormatInt(bigMiB, 10))
 			big.Spec.PriorityClassName = pc.Name
 			createRunning(t, ctx, n, big, criticalPod(ns))
-			return leakerPod(ns, 64, ""), PeerRun{Want: "leaker", Critical: []string{"critical"}}
+			return []*corev1.Pod{leakerPod(ns, 64, "")}, PeerRun{Want: "leaker", Critical: []string{"critical"}}
 		},
 	},
+}
+
+// waitPDBSettled waits until the disruption controller has counted the
+// budget's pods: a budget it has not yet looked at refuses nothing.
+func waitPDBSettled(t *testing.T, ctx context.Context, n *Node, ns, name string) {
+	t.Helper()
+	if err := n.poll(ctx, time.Minute, "the disruption controller to count "+name, func(ctx context.Context) error {
+		pdb, err := n.Cluster.Admin.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.ExpectedPods == 0 {
+			return fmt.Errorf("status %+v", pdb.Status)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestNodePeers: every scenario under every configuration of issue 35, one
@@ -109,12 +228,13 @@ func TestNodePeers(t *testing.T) {
 		t.Fatalf("the node runs the %s cgroup driver; systemd-oomd needs the systemd driver's kubepods.slice", n.CgroupDriver)
 	}
 	only := os.Getenv("EVICTD_PEERS_ONLY") // a configuration's name, to run it alone
+	scenarios := peerScenariosOf(t, os.Getenv("EVICTD_PEERS_SCENARIOS"))
 	var runs []PeerRun
 	for _, cfg := range peerConfigs {
 		if only != "" && cfg.name != only {
 			continue
 		}
-		for _, sc := range peerScenarios {
+		for _, sc := range scenarios {
 			t.Run(cfg.name+"/"+sc.name, func(t *testing.T) {
 				r := peerRun(t, n, cfg, sc)
 				runs = append(runs, r)
@@ -136,8 +256,27 @@ func TestNodePeers(t *testing.T) {
 	}
 }
 
-// peerRun sets the configuration up, runs the scenario's leak until the
-// leaker has ended (or 4 minutes), and puts the node back.
+// peerScenariosOf are the scenarios a comma-separated list of their
+// numbers names (EVICTD_PEERS_SCENARIOS), all of them for an empty one.
+func peerScenariosOf(t *testing.T, list string) []peerScenario {
+	if list == "" {
+		return peerScenarios
+	}
+	var out []peerScenario
+	for _, f := range strings.Split(list, ",") {
+		num, err := strconv.Atoi(strings.TrimSpace(f))
+		i := slices.IndexFunc(peerScenarios, func(sc peerScenario) bool { return sc.num == num })
+		if err != nil || i < 0 {
+			t.Fatalf("EVICTD_PEERS_SCENARIOS=%q: %q is not the number of a scenario", list, f)
+		}
+		out = append(out, peerScenarios[i])
+	}
+	return out
+}
+
+// peerRun sets the configuration up, starts the scenario's pressure, runs
+// until the pod the kubelet's order would take has ended (or 4 minutes),
+// and puts the node back.
 func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 	ctx := context.Background()
 	if cfg.evictd != nil {
@@ -164,7 +303,7 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaker, run := sc.setup(t, ctx, n, ns, avail)
+	trigger, run := sc.setup(t, ctx, n, ns, avail)
 	run.Config, run.Scenario = cfg.name, sc.name
 	oomBefore, err := oomKills(ctx, n)
 	if err != nil {
@@ -222,13 +361,15 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
-	if _, err := n.Cluster.Admin.CoreV1().Pods(ns).Create(ctx, leaker, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, p := range trigger {
+		if _, err := n.Cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	deadline := time.Now().Add(4 * time.Minute)
 	for time.Now().Before(deadline) {
 		mu.Lock()
-		done := seen["leaker"]
+		done := seen[run.Want]
 		mu.Unlock()
 		if done {
 			break
@@ -268,7 +409,8 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 			}
 		}
 	}
-	// The leaker ends the run: what is left goes, so the next starts clean.
+	// The pod the kubelet's order takes ends the run: what is left goes, so
+	// the next starts clean.
 	if err := n.Cluster.Admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Error(err)
 	}
@@ -276,8 +418,8 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 		who, _ := n.Sh(ctx, "journalctl -b --no-pager -o cat -u earlyoom -u systemd-oomd --since=-6min | grep -iE 'kill|sending' | tail -n 20")
 		t.Logf("what %s said it killed:\n%s", cfg.peer.Name, strings.TrimSpace(who))
 	}
-	if !seen["leaker"] {
-		t.Logf("nothing ended the leaker within 4 minutes")
+	if !seen[run.Want] {
+		t.Logf("nothing ended %s within 4 minutes", run.Want)
 	}
 	t.Logf("%s / %s: ends %v, OOM kills %d, lowest %d MiB", cfg.name, sc.name, run.Ends, run.OOMKills, lowestOf(run.Samples)>>20)
 	return run
