@@ -4,10 +4,12 @@
 #
 #   hack/bench.sh [COUNT]        (make bench runs it with BENCH_COUNT, default 6)
 #
-# Runs every benchmark of pkg/pressure and pkg/rank COUNT times, keeps the raw
-# output in _output/bench/bench.txt, summarizes it with benchstat (built here
-# from the Go module proxy into _output/tools) and prints, per observation
-# benchmark, the median ns/op and allocs/op and the ratio observe/floor.
+# Runs every benchmark of pkg/pressure, pkg/rank and pkg/trace COUNT times,
+# keeps the raw output in _output/bench/bench.txt, summarizes it with
+# benchstat (built here from the Go module proxy into _output/tools) and
+# prints, per observation benchmark, the median ns/op and allocs/op and the
+# ratio observe/floor, and the trace's cost per pass against the v2
+# observation's at the same pod count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,9 +33,20 @@ if [ ! -x "$tools/benchstat" ] || [ "$(cat "$tools/.benchstat-version" 2>/dev/nu
 fi
 
 pkgs=()
-for p in ./pkg/pressure ./pkg/rank; do
+for p in ./pkg/pressure ./pkg/rank ./pkg/trace; do
 	[ -d "$p" ] && pkgs+=("$p/")
 done
+
+# median(list): the median of a space-separated list of numbers, for the
+# summaries below.
+median='
+function median(list,    n, a, i, j, t) {
+	n = split(list, a, " ")
+	if (n == 0) return 0
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+'
 
 raw="$out/bench.txt"
 "$GO" test -run '^$' -bench . -benchmem -count "$count" -timeout 60m "${pkgs[@]}" | tee "$raw"
@@ -47,13 +60,7 @@ echo "== observation vs floor (medians over $count runs; cpu = process user+syst
 # Lines look like "BenchmarkObserve/mode=v1/pods=250/kind=observe-2  200  4896535 ns/op
 # 2132470 cpu-ns/op  108544 B/op  23 allocs/op". Wall time swings with whatever else
 # runs on the machine; CPU time per op is the steadier figure.
-awk '
-function median(list,    n, a, i, j, t) {
-	n = split(list, a, " ")
-	if (n == 0) return 0
-	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+awk "$median"'
 function ratio(a, b) { return b > 0 ? a / b : 0 }
 /^BenchmarkObserve\// {
 	name = $1; sub(/-[0-9]+$/, "", name)
@@ -78,3 +85,22 @@ END {
 			median(allocs[o]), median(ns[fo])
 	}
 }' "$raw" | tee "$out/observe-vs-floor.txt"
+
+echo
+echo "== the trace's recording of a pass vs the observation of one (v2), medians over $count runs"
+# The recorder runs after each pass's decisions; what it adds is read against
+# the pass's largest fixed cost, the observation, at the kubelet's 110 pods.
+awk "$median"'
+/^BenchmarkRecordPass\/pods=110-/ || /^BenchmarkObserve\/mode=v2\/pods=110\/kind=observe-/ {
+	name = ($1 ~ /^BenchmarkRecordPass/) ? "record" : "observe"
+	for (i = 3; i < NF; i++) {
+		if ($(i + 1) == "ns/op") ns[name] = ns[name] " " $i
+		if ($(i + 1) == "gzB/pass") gz[name] = gz[name] " " $i
+	}
+}
+END {
+	if (!("record" in ns) || !("observe" in ns)) { print "no trace or observation benchmark at 110 pods found"; exit 1 }
+	r = median(ns["record"]); o = median(ns["observe"])
+	printf "%-10s %14s %14s %8s %14s\n", "pods", "record ns", "observe ns", "ratio", "gzip B/pass"
+	printf "%-10s %14.0f %14.0f %8.2f %14.0f\n", 110, r, o, o > 0 ? r / o : 0, median(gz["record"])
+}' "$raw" | tee "$out/trace-vs-observe.txt"

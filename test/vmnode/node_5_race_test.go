@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -175,55 +174,7 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 		t.Fatal(err)
 	}
 
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	fates := map[string]PodFate{}
-	w, err := n.Cluster.Admin.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		defer w.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				p, isPod := ev.Object.(*corev1.Pod)
-				if !isPod || ev.Type == watch.Error {
-					continue
-				}
-				if by := FateOf(p); by != "" {
-					mu.Lock()
-					if _, seen := fates[p.Name]; !seen {
-						fates[p.Name] = PodFate{Pod: p.Name, By: by, At: time.Now()}
-					}
-					mu.Unlock()
-				}
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for runCtx.Err() == nil {
-			at := time.Now()
-			a, err := nodeAvailable(runCtx, n)
-			if err != nil {
-				continue
-			}
-			mid := at.Add(time.Since(at) / 2)
-			mu.Lock()
-			run.Samples = append(run.Samples, MemorySample{At: mid, Available: a})
-			mu.Unlock()
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
+	rw := watchRun(t, n, ns, func(p *corev1.Pod, _ watch.EventType) string { return FateOf(p) }, nodeAvailable, 100*time.Millisecond)
 
 	leaker := workloadPod(ns, "leaker", 64<<20, 0,
 		"--hold-mib="+strconv.FormatInt(hold, 10),
@@ -237,19 +188,14 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 	// longer for whatever else goes in the same episode: an act-early bet
 	// or an eviction that misses the leaker's memory going comes a pass or
 	// two after it.
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		_, done := fates["leaker"]
-		mu.Unlock()
-		if done {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	rw.waitEnded("leaker", 3*time.Minute)
 	time.Sleep(10 * time.Second)
-	stop()
-	wg.Wait()
+	rw.stop()
+	run.Samples = rw.samples
+	fates := map[string]PodFate{}
+	for _, e := range rw.ends {
+		fates[e.Pod] = e
+	}
 	// A guest left in a reclaim livelock (the kubelet alone) answers again
 	// only once the OOM killer has struck; give it time. With evictd there
 	// must be no livelock at all.
@@ -261,12 +207,10 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 		if mode == "evictd + kubelet" {
 			t.Fatal(err)
 		}
-		mu.Lock()
 		lastAnswer := run.Start
 		if len(run.Samples) > 0 {
 			lastAnswer = run.Samples[len(run.Samples)-1].At
 		}
-		mu.Unlock()
 		run.Unresponsive = time.Since(lastAnswer)
 		run.Fates = fatesOf(fates)
 		t.Logf("%s at %g MiB/s: the guest has not answered for %s (%v); fates %v\n%s", mode, rate,

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -310,75 +309,22 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 		t.Fatal(err)
 	}
 
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	uids := map[string]string{} // pod name -> UID
-	w, err := n.Cluster.Admin.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		defer w.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				p, isPod := ev.Object.(*corev1.Pod)
-				if !isPod || ev.Type == watch.Error {
-					continue
-				}
-				by := PeerFateOf(p)
-				if by == "" && ev.Type == watch.Deleted {
-					by = "deleted"
-				}
-				mu.Lock()
-				uids[p.Name] = string(p.UID)
-				if by != "" && !seen[p.Name] {
-					seen[p.Name] = true
-					run.Ends = append(run.Ends, PodFate{Pod: p.Name, By: by, At: time.Now()})
-				}
-				mu.Unlock()
-			}
+	rw := watchRun(t, n, ns, func(p *corev1.Pod, ev watch.EventType) string {
+		if by := PeerFateOf(p); by != "" || ev != watch.Deleted {
+			return by
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		for runCtx.Err() == nil {
-			at := time.Now()
-			if a, err := evictdAvailable(runCtx, n); err == nil {
-				mu.Lock()
-				run.Samples = append(run.Samples, MemorySample{At: at.Add(time.Since(at) / 2), Available: a})
-				mu.Unlock()
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
+		return "deleted"
+	}, evictdAvailable, 200*time.Millisecond)
 	for _, p := range trigger {
 		if _, err := n.Cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(4 * time.Minute)
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		done := seen[run.Want]
-		mu.Unlock()
-		if done {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	ended := rw.waitEnded(run.Want, 4*time.Minute)
 	time.Sleep(15 * time.Second)
-	stop()
-	wg.Wait()
+	rw.stop()
+	run.Ends, run.Samples = rw.ends, rw.samples
+	uids := rw.uids
 	var oomAfter int64
 	if err := n.poll(ctx, 5*time.Minute, "the guest answering after the run", func(ctx context.Context) error {
 		oomAfter, err = oomKills(ctx, n)
@@ -418,7 +364,7 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 		who, _ := n.Sh(ctx, "journalctl -b --no-pager -o cat -u earlyoom -u systemd-oomd --since=-6min | grep -iE 'kill|sending' | tail -n 20")
 		t.Logf("what %s said it killed:\n%s", cfg.peer.Name, strings.TrimSpace(who))
 	}
-	if !seen[run.Want] {
+	if !ended {
 		t.Logf("nothing ended %s within 4 minutes", run.Want)
 	}
 	t.Logf("%s / %s: ends %v, OOM kills %d, lowest %d MiB", cfg.name, sc.name, run.Ends, run.OOMKills, lowestOf(run.Samples)>>20)
