@@ -64,6 +64,16 @@ func leakerPod(ns string, from int64, priorityClass string) *corev1.Pod {
 	return p
 }
 
+// bystanders are the pods of scenarios 1 and 2 besides the leaker: a
+// Burstable pod well within its request, a small BestEffort pod and a
+// critical one.
+func bystanders(t *testing.T, ctx context.Context, n *Node, ns string) {
+	createRunning(t, ctx, n,
+		workloadPod(ns, "quiet", 128<<20, 0, "--hold-mib=32"),
+		workloadPod(ns, "besteffort", 0, 0, "--hold-mib=16"),
+		criticalPod(ns))
+}
+
 func criticalPod(ns string) *corev1.Pod {
 	p := workloadPod(ns, "critical", 64<<20, 0, "--hold-mib=48")
 	p.Spec.PriorityClassName = "system-node-critical"
@@ -78,10 +88,7 @@ var peerScenarios = []peerScenario{
 		num:  1,
 		name: "leak beside BestEffort",
 		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
-			createRunning(t, ctx, n,
-				workloadPod(ns, "quiet", 128<<20, 0, "--hold-mib=32"),
-				workloadPod(ns, "besteffort", 0, 0, "--hold-mib=16"),
-				criticalPod(ns))
+			bystanders(t, ctx, n, ns)
 			return []*corev1.Pod{leakerPod(ns, max(avail>>20-650, 64), "")}, PeerRun{Want: "leaker", Critical: []string{"critical"}}
 		},
 	},
@@ -94,10 +101,7 @@ var peerScenarios = []peerScenario{
 		num:  2,
 		name: "GC'd heap growing with churn",
 		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
-			createRunning(t, ctx, n,
-				workloadPod(ns, "quiet", 128<<20, 0, "--hold-mib=32"),
-				workloadPod(ns, "besteffort", 0, 0, "--hold-mib=16"),
-				criticalPod(ns))
+			bystanders(t, ctx, n, ns)
 			heap := leakerPod(ns, max(avail>>20-650, 64), "")
 			c := &heap.Spec.Containers[0]
 			c.Args = append(c.Args, "--churn-mib=64", "--churn-pause=100ms")
