@@ -189,9 +189,15 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 	grace := l.cfg.Decide.Evict.GracePeriod(d.Candidate.Pod, t.Hard(), d.GraceOverride)
 	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: now,
 		Signal: t.Threshold.Signal, Hard: t.Hard(), ReclaimBy: now.Add(time.Duration(grace) * time.Second)}
+	braked, brakes := brakeResource(ep.Resource)
+	brakes = brakes && l.deps.Brake != nil
 	l.calls.wg.Add(1)
 	l.deps.Go(func() {
 		defer l.calls.wg.Done()
+		if brakes {
+			// The victim's replacement must find the node's taint there.
+			l.deps.Brake.WaitOn(ctx, braked)
+		}
 		var r callResult
 		r.call = c
 		if d.Action == decide.ForceDelete {

@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -21,9 +22,11 @@ import (
 const CheckNodeBrake = "node-brake"
 
 // Braker is told, after every pass of an acting agent, which resources are
-// in a pressure episode (*nodebrake.Brake).
+// in a pressure episode, and holds an eviction back until its episode's
+// brake is on the Node, within a bound (*nodebrake.Brake).
 type Braker interface {
 	Sync(map[nodebrake.Resource]nodebrake.Want)
+	WaitOn(ctx context.Context, r nodebrake.Resource) bool
 }
 
 // brakeResource maps an episode onto the brake the kubelet would have put

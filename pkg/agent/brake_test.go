@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -11,10 +12,28 @@ import (
 	"github.com/evictd/evictd/pkg/nodebrake"
 )
 
-// brakeRecorder keeps every Sync the loop makes, with the simulated time.
+// brakeRecorder keeps every Sync the loop makes, with the simulated time,
+// and every WaitOn with the eviction calls made before it.
 type brakeRecorder struct {
 	n     *simNode
 	syncs []brakeSync
+	waits []brakeWait
+}
+
+type brakeWait struct {
+	r           nodebrake.Resource
+	callsBefore int
+	// wanted: the last Sync before it wanted r on.
+	wanted bool
+}
+
+func (b *brakeRecorder) WaitOn(_ context.Context, r nodebrake.Resource) bool {
+	b.n.mu.Lock()
+	calls := len(b.n.calls)
+	b.n.mu.Unlock()
+	wanted := len(b.syncs) > 0 && b.syncs[len(b.syncs)-1].want[r].On
+	b.waits = append(b.waits, brakeWait{r: r, callsBefore: calls, wanted: wanted})
+	return wanted
 }
 
 type brakeSync struct {
@@ -70,6 +89,17 @@ func TestLoopBrakeFollowsEpisode(t *testing.T) {
 	for m := range msgs {
 		if !strings.Contains(m, "memory pressure episode since") {
 			t.Errorf("message %q does not say what the brake is for", m)
+		}
+	}
+	// Each eviction waited for the memory brake, which its pass's Sync
+	// had already asked for, before the call: its replacement must find
+	// the taint on the Node.
+	if len(n.calls) == 0 || len(n.brake.waits) != len(n.calls) {
+		t.Fatalf("%d eviction calls, %d waits for the brake; want one wait per call, and a call", len(n.calls), len(n.brake.waits))
+	}
+	for i, wt := range n.brake.waits {
+		if wt.r != nodebrake.Memory || wt.callsBefore != i || !wt.wanted {
+			t.Errorf("wait %d: %+v; want the memory brake, wanted on, awaited before call %d", i, wt, i)
 		}
 	}
 	n.runMore(t, 30*time.Second, w)

@@ -68,6 +68,8 @@ type Options struct {
 	// succeeded.
 	Wrote   func(object string, err error)
 	Applied func(r Resource, on bool)
+	// WaitLimit bounds WaitOn (DefaultWaitLimit when 0).
+	WaitLimit time.Duration
 }
 
 // Brake keeps evictd's conditions and taints on its Node in step with the
@@ -86,6 +88,11 @@ type Brake struct {
 	// last is the Node our last write returned: newer than the informer's
 	// copy for a moment, and a patch on the older one would conflict.
 	last *v1.Node
+	// on is each resource's brake as the last round that succeeded left
+	// it on the Node; rounds is closed (and replaced) at the end of every
+	// round, for WaitOn.
+	on     map[Resource]bool
+	rounds chan struct{}
 }
 
 // New checks o and returns a Brake; Run starts it.
@@ -112,7 +119,51 @@ func New(o Options) (*Brake, error) {
 	if o.Applied == nil {
 		o.Applied = func(Resource, bool) {}
 	}
-	return &Brake{o: o, kick: make(chan struct{}, 1)}, nil
+	if o.WaitLimit <= 0 {
+		o.WaitLimit = DefaultWaitLimit
+	}
+	return &Brake{o: o, kick: make(chan struct{}, 1), on: map[Resource]bool{}, rounds: make(chan struct{})}, nil
+}
+
+// DefaultWaitLimit bounds WaitOn: an eviction is held back this long at
+// most for the brake's write, a round trip to the API server.
+const DefaultWaitLimit = 2 * time.Second
+
+// WaitOn waits until the brake of r, which the last Sync wants on, is on
+// the Node, and reports whether it is. An eviction waits for it so that
+// the evicted pod's replacement, which its ReplicaSet creates at once,
+// finds the taint already there; otherwise the scheduler can place it
+// right back here (the race the brake exists to stop). It returns false at
+// once when nothing would keep pods away (no taint effect), when r is not
+// wanted on, or while writes fail for a cause other than a conflict (the
+// failure shows in Warning; evictions must not slow down for it), and
+// false after Options.WaitLimit or when ctx ends.
+func (b *Brake) WaitOn(ctx context.Context, r Resource) bool {
+	if b.o.Effect == "" {
+		return false
+	}
+	limit := b.o.Clock.After(b.o.WaitLimit)
+	for {
+		b.mu.Lock()
+		on, wanted, rounds := b.on[r], b.want[r].On, b.rounds
+		failing := b.err != nil && !isConflict(b.err)
+		b.mu.Unlock()
+		switch {
+		case on && wanted:
+			return true
+		case !wanted || failing:
+			return false
+		}
+		select {
+		case <-rounds:
+		case <-limit:
+			b.o.Log.Warn("evicting before the node brake is on: its write takes longer than the limit, and the evicted pod's replacement may be placed here",
+				zap.String("node", b.o.Node), zap.String("resource", string(r)), zap.Duration("limit", b.o.WaitLimit))
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // Sync tells the brake which resources are in a pressure episode. The agent
@@ -161,6 +212,10 @@ func (b *Brake) Run(ctx context.Context) {
 		}
 		retry = nil
 		err := b.round(ctx, false)
+		b.mu.Lock()
+		close(b.rounds)
+		b.rounds = make(chan struct{})
+		b.mu.Unlock()
 		switch {
 		case err == nil:
 			backoff = minRetry
@@ -262,6 +317,9 @@ func (b *Brake) succeeded(want map[Resource]Want, had map[Resource]bool, final b
 	b.mu.Lock()
 	recovered := b.err != nil
 	b.err = nil
+	for _, r := range Resources() {
+		b.on[r] = want[r].On && !final
+	}
 	b.mu.Unlock()
 	var changed []Resource
 	for _, r := range Resources() {

@@ -27,6 +27,8 @@ type node struct {
 	n      *v1.Node
 	fail   error
 	writes []string
+	// hold, when set, holds every taint write until it is closed.
+	hold chan struct{}
 }
 
 func (f *node) get() *v1.Node {
@@ -41,6 +43,12 @@ func (f *node) bump() {
 }
 
 func (f *node) PatchNode(_ context.Context, _ string, pt types.PatchType, data []byte) (*v1.Node, error) {
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writes = append(f.writes, "taint")
@@ -235,5 +243,91 @@ func TestBrakeConflictRetried(t *testing.T) {
 	})
 	if w := h.b.Warning(); w != "" {
 		t.Errorf("Warning = %q; a conflict is retried, not reported", w)
+	}
+}
+
+// An eviction waits for its episode's brake: WaitOn returns once the taint
+// is on the Node, and at once when there is nothing to wait for.
+func TestBrakeWaitOn(t *testing.T) {
+	h := start(t, true)
+	ctx := context.Background()
+	if h.b.WaitOn(ctx, Memory) {
+		t.Error("WaitOn before any Sync wanting the brake = true")
+	}
+	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
+	if !h.b.WaitOn(ctx, Memory) {
+		t.Fatal("WaitOn = false; want true once the brake is written")
+	}
+	if !braked(h.api.get()) {
+		t.Error("WaitOn returned before the taint was on the Node")
+	}
+	if h.b.WaitOn(ctx, Disk) {
+		t.Error("WaitOn(Disk) = true while only the memory brake is wanted")
+	}
+}
+
+// A write that takes longer than the limit holds the eviction back no
+// longer than the limit.
+func TestBrakeWaitOnLimit(t *testing.T) {
+	h := start(t, true)
+	release := make(chan struct{})
+	h.api.mu.Lock()
+	h.api.hold = release
+	h.api.mu.Unlock()
+	defer close(release)
+	h.b.Sync(map[Resource]Want{Memory: {On: true}})
+	done := make(chan bool)
+	go func() { done <- h.b.WaitOn(context.Background(), Memory) }()
+	select {
+	case <-done:
+		t.Fatal("WaitOn returned before its limit while the write was held")
+	case <-time.After(50 * time.Millisecond):
+	}
+	// Until WaitOn has set its timer, a step passes it by: step again.
+	var on bool
+	eventually(t, "WaitOn to give up at its limit", func() bool {
+		h.clk.Step(DefaultWaitLimit)
+		select {
+		case on = <-done:
+			return true
+		case <-time.After(5 * time.Millisecond):
+			return false
+		}
+	})
+	if on {
+		t.Error("WaitOn = true while the write was still held")
+	}
+}
+
+// While writes fail (a missing grant), evictions do not wait: the failure
+// shows in Warning, and the node is still protected by evictions.
+func TestBrakeWaitOnFailing(t *testing.T) {
+	h := start(t, true)
+	h.api.mu.Lock()
+	h.api.fail = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "a", nil)
+	h.api.mu.Unlock()
+	h.b.Sync(map[Resource]Want{Memory: {On: true}})
+	eventually(t, "a warning", func() bool { return h.b.Warning() != "" })
+	done := make(chan bool)
+	go func() { done <- h.b.WaitOn(context.Background(), Memory) }()
+	select {
+	case on := <-done:
+		if on {
+			t.Error("WaitOn = true while writes fail")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitOn waited while the brake's writes fail")
+	}
+}
+
+// With no taint effect nothing keeps pods away, so nothing is awaited.
+func TestBrakeWaitOnNoTaint(t *testing.T) {
+	b, err := New(Options{API: &node{n: nodeWith(nil)}, Node: "a", Current: func() *v1.Node { return nil }, Clock: clocktesting.NewFakeClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Sync(map[Resource]Want{Memory: {On: true}})
+	if b.WaitOn(context.Background(), Memory) {
+		t.Error("WaitOn = true with no taint effect")
 	}
 }

@@ -122,7 +122,11 @@ func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
 	if !ok {
 		t.Fatalf("the new evictd logged no \"evicted pod\" line for the hog:\n%s", framework.LastLines(evictdLog(t, n, restarted), 30))
 	}
-	if waited := evictedLine.TS.Sub(metLine.TS); waited < grace {
+	// Each line is written a moment after the observation its pass
+	// decided on, and the grace counts between observations: a second's
+	// slack for the two moments (CI saw 19.934 s on a loaded machine). An
+	// evictd that kept its grace across the restart evicts 8 s early.
+	if waited := evictedLine.TS.Sub(metLine.TS); waited < grace-time.Second {
 		t.Errorf("the new evictd evicted %s after its own \"threshold met\", before the %s grace period (it keeps no state across restarts, so its grace starts afresh)", waited.Round(time.Millisecond), grace)
 	} else {
 		t.Logf("the new evictd evicted %s after its own \"threshold met\"", waited.Round(time.Millisecond))
