@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -88,9 +89,10 @@ type Brake struct {
 	// last is the Node our last write returned: newer than the informer's
 	// copy for a moment, and a patch on the older one would conflict.
 	last *v1.Node
-	// on is each resource's brake as the last round that succeeded left
-	// it on the Node; rounds is closed (and replaced) at the end of every
-	// round, for WaitOn.
+	// on is whether each resource's taint is on the Node, as the last
+	// taint write returned it or a round found it; rounds is closed (and
+	// replaced) whenever that or a round's outcome may have changed, for
+	// WaitOn.
 	on     map[Resource]bool
 	rounds chan struct{}
 }
@@ -213,8 +215,7 @@ func (b *Brake) Run(ctx context.Context) {
 		retry = nil
 		err := b.round(ctx, false)
 		b.mu.Lock()
-		close(b.rounds)
-		b.rounds = make(chan struct{})
+		b.signalLocked()
 		b.mu.Unlock()
 		switch {
 		case err == nil:
@@ -281,7 +282,10 @@ func (b *Brake) round(ctx context.Context, final bool) error {
 			errs = append(errs, fmt.Errorf("taint: %w", err))
 		} else {
 			b.remember(out)
+			b.noteTainted(out)
 		}
+	} else {
+		b.noteTainted(node)
 	}
 	if p := ConditionPatch(node, want, b.o.Clock.Now(), b.o.Heartbeat, final); p != nil {
 		out, err := b.o.API.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, p)
@@ -317,9 +321,6 @@ func (b *Brake) succeeded(want map[Resource]Want, had map[Resource]bool, final b
 	b.mu.Lock()
 	recovered := b.err != nil
 	b.err = nil
-	for _, r := range Resources() {
-		b.on[r] = want[r].On && !final
-	}
 	b.mu.Unlock()
 	var changed []Resource
 	for _, r := range Resources() {
@@ -366,6 +367,24 @@ func (b *Brake) node() *v1.Node {
 		return last
 	}
 	return cur
+}
+
+// noteTainted notes which brakes' taints n carries, the part of the brake
+// that keeps pods away and that WaitOn waits for, and wakes WaitOn: the
+// condition's write comes after the taint's in the same round.
+func (b *Brake) noteTainted(n *v1.Node) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range Resources() {
+		b.on[r] = b.o.Effect != "" && slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == TaintKey(r) && t.Effect == b.o.Effect })
+	}
+	b.signalLocked()
+}
+
+// signalLocked wakes every WaitOn to look again; b.mu is held.
+func (b *Brake) signalLocked() {
+	close(b.rounds)
+	b.rounds = make(chan struct{})
 }
 
 func (b *Brake) remember(n *v1.Node) {
