@@ -102,5 +102,5 @@ END {
 	if (!("record" in ns) || !("observe" in ns)) { print "no trace or observation benchmark at 110 pods found"; exit 1 }
 	r = median(ns["record"]); o = median(ns["observe"])
 	printf "%-10s %14s %14s %8s %14s\n", "pods", "record ns", "observe ns", "ratio", "gzip B/pass"
-	printf "%-10s %14.0f %14.0f %8.2f %14.0f\n", 110, r, o, o > 0 ? r / o : 0, median(gz["record"])
+	printf "%-10s %14.0f %14.0f %8.2f %14.0f\n", 110, r, o, (o > 0 ? r / o : 0), median(gz["record"])
 }' "$raw" | tee "$out/trace-vs-observe.txt"
