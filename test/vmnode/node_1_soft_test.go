@@ -30,7 +30,8 @@ import (
 // soft threshold, node_2 the disk thresholds, then the shipped
 // configuration for node_3 (the scenarios), node_4 (DaemonSet, parity, the
 // hugepage parity with its kubelet restarts, the peers' smoke test),
-// node_5 (the race) and node_6 (the kubelet's image collection, last on the
+// node_5 (the race, and the tests that boot a guest of their own) and
+// node_6 (the kubelet's image collection, last on the
 // one-disk node: its DiskPressure stays five minutes, and it needs evictd's
 // pod up seven minutes). The scenarios come first of those because
 // TestNodeProtectedPods ends by deleting evictd's pod (its brake lifted by

@@ -14,7 +14,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-// The pieces of TestVMCgroupV2Observe (vm_test.go, build tag vmnode) that
+// The pieces of TestVMCgroupV2Observe (node_5_vm_test.go, build tag vmnode) that
 // need no VM, tested here on every run so they cannot rot unseen.
 
 // guestPod is the kubelet-like pod the guest creates on its cgroup v2 root.

@@ -4,7 +4,10 @@
 
 // The tests that boot a VM of their own. They build only with -tags vmnode:
 // make e2e-node (part of make test, so of CI) runs them after preparing the
-// VM's pieces; plain go test ./... leaves them out.
+// VM's pieces; plain go test ./... leaves them out. The file's name runs
+// them on the one-disk node's stage just before TestNodeDiskImageGC, whose
+// wait for evictd's seven minutes their boots then fill (node_1_soft_test.go
+// on the order).
 
 package vmnode
 
