@@ -130,7 +130,6 @@ func TestNodeMemoryHigh(t *testing.T) {
 // go).
 func withKubeletMemoryQoS(t *testing.T, n *Node, factor float64) {
 	t.Helper()
-	ctx := context.Background()
 	path := filepath.Join(n.OutDir, "kubelet.yaml")
 	orig, err := os.ReadFile(path)
 	if err != nil {
@@ -141,18 +140,10 @@ func withKubeletMemoryQoS(t *testing.T, n *Node, factor float64) {
 		t.Fatal(err)
 	}
 	restart := func(what string, data []byte) error {
-		from := time.Now()
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			return err
 		}
-		if err := n.RestartKubelet(ctx); err != nil {
-			return fmt.Errorf("%w\n%s", err, n.Diagnostics())
-		}
-		if err := n.WaitReady(ctx, 3*time.Minute); err != nil {
-			return fmt.Errorf("the kubelet %s: %w\n%s", what, err, n.Diagnostics())
-		}
-		t.Logf("the kubelet restarted %s, Ready in %s", what, time.Since(from).Round(100*time.Millisecond))
-		return nil
+		return restartKubelet(t, n, what)
 	}
 	// The way back first, so that it runs however far the way there got.
 	t.Cleanup(func() {
