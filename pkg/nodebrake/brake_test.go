@@ -143,6 +143,17 @@ func start(t *testing.T, acting bool) *harness {
 	return h
 }
 
+// refuseWrites makes the API refuse every write (a missing grant), asks for
+// the memory brake and waits until its failure shows in Warning.
+func (h *harness) refuseWrites(t *testing.T) {
+	t.Helper()
+	h.api.mu.Lock()
+	h.api.fail = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "a", nil)
+	h.api.mu.Unlock()
+	h.b.Sync(map[Resource]Want{Memory: {On: true}})
+	eventually(t, "a warning", func() bool { return strings.Contains(h.b.Warning(), "forbidden") })
+}
+
 func (h *harness) stop() {
 	h.cancel()
 	<-h.done
@@ -197,11 +208,7 @@ func TestBrakeNotActingWritesNothing(t *testing.T) {
 
 func TestBrakeFailureShowsAndRecovers(t *testing.T) {
 	h := start(t, true)
-	h.api.mu.Lock()
-	h.api.fail = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "a", nil)
-	h.api.mu.Unlock()
-	h.b.Sync(map[Resource]Want{Memory: {On: true}})
-	eventually(t, "a warning", func() bool { return strings.Contains(h.b.Warning(), "forbidden") })
+	h.refuseWrites(t)
 	h.mu.Lock()
 	errs := h.errs
 	h.mu.Unlock()
@@ -303,11 +310,7 @@ func TestBrakeWaitOnLimit(t *testing.T) {
 // shows in Warning, and the node is still protected by evictions.
 func TestBrakeWaitOnFailing(t *testing.T) {
 	h := start(t, true)
-	h.api.mu.Lock()
-	h.api.fail = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "a", nil)
-	h.api.mu.Unlock()
-	h.b.Sync(map[Resource]Want{Memory: {On: true}})
-	eventually(t, "a warning", func() bool { return h.b.Warning() != "" })
+	h.refuseWrites(t)
 	done := make(chan bool)
 	go func() { done <- h.b.WaitOn(context.Background(), Memory) }()
 	select {
