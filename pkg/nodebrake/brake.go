@@ -89,11 +89,8 @@ type Brake struct {
 	// last is the Node our last write returned: newer than the informer's
 	// copy for a moment, and a patch on the older one would conflict.
 	last *v1.Node
-	// on is whether each resource's taint is on the Node, as the last
-	// taint write returned it or a round found it; rounds is closed (and
-	// replaced) whenever that or a round's outcome may have changed, for
-	// WaitOn.
-	on     map[Resource]bool
+	// rounds is closed (and replaced) after each taint write and each
+	// round, to wake WaitOn.
 	rounds chan struct{}
 }
 
@@ -124,7 +121,7 @@ func New(o Options) (*Brake, error) {
 	if o.WaitLimit <= 0 {
 		o.WaitLimit = DefaultWaitLimit
 	}
-	return &Brake{o: o, kick: make(chan struct{}, 1), on: map[Resource]bool{}, rounds: make(chan struct{})}, nil
+	return &Brake{o: o, kick: make(chan struct{}, 1), rounds: make(chan struct{})}, nil
 }
 
 // DefaultWaitLimit bounds WaitOn: an eviction is held back this long at
@@ -147,9 +144,12 @@ func (b *Brake) WaitOn(ctx context.Context, r Resource) bool {
 	limit := b.o.Clock.After(b.o.WaitLimit)
 	for {
 		b.mu.Lock()
-		on, wanted, rounds := b.on[r], b.want[r].On, b.rounds
+		wanted, rounds := b.want[r].On, b.rounds
 		failing := b.err != nil && !isConflict(b.err)
 		b.mu.Unlock()
+		// The newer of the informer's Node and our last write's answer.
+		node := b.node()
+		on := node != nil && slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == TaintKey(r) && t.Effect == b.o.Effect })
 		switch {
 		case on && wanted:
 			return true
@@ -282,10 +282,10 @@ func (b *Brake) round(ctx context.Context, final bool) error {
 			errs = append(errs, fmt.Errorf("taint: %w", err))
 		} else {
 			b.remember(out)
-			b.noteTainted(out)
+			b.mu.Lock()
+			b.signalLocked() // the taint is what WaitOn waits for
+			b.mu.Unlock()
 		}
-	} else {
-		b.noteTainted(node)
 	}
 	if p := ConditionPatch(node, want, b.o.Clock.Now(), b.o.Heartbeat, final); p != nil {
 		out, err := b.o.API.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, p)
@@ -367,18 +367,6 @@ func (b *Brake) node() *v1.Node {
 		return last
 	}
 	return cur
-}
-
-// noteTainted notes which brakes' taints n carries, the part of the brake
-// that keeps pods away and that WaitOn waits for, and wakes WaitOn: the
-// condition's write comes after the taint's in the same round.
-func (b *Brake) noteTainted(n *v1.Node) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, r := range Resources() {
-		b.on[r] = b.o.Effect != "" && slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == TaintKey(r) && t.Effect == b.o.Effect })
-	}
-	b.signalLocked()
 }
 
 // signalLocked wakes every WaitOn to look again; b.mu is held.
