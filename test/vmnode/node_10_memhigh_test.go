@@ -98,8 +98,9 @@ func memHighArgs(extra ...string) []string {
 type memHighCase struct {
 	name string
 	args []string
-	// stays: the churner must still run at the end (sampled to the
-	// deadline, not until it ends).
+	// stays: the churner must still run at the end (sampled a window and a
+	// grace period past its memory.high's relax, or to the deadline, not
+	// until it ends).
 	stays bool
 	check func(t *testing.T, r *memHighRun)
 }
@@ -354,8 +355,8 @@ func (r *memHighRun) span(name string) (first, last cgroupRead, ok bool) {
 }
 
 // runMemHighCase deploys evictd with the case's arguments, runs the three
-// pods, samples until the churner ends (or the check's deadline), then
-// soaks the other two for another grace period, and asserts.
+// pods, samples until the churner ends (or, for one that stays, long
+// enough to see it is left alone), then soaks the other two, and asserts.
 func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 	ctx := context.Background()
 	from := time.Now()
@@ -400,14 +401,24 @@ func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 	r.churnAt = containerLogLine(t, ctx, n, pods[0], "churn", "workload: churning", time.Minute)
 
 	// Until the churner ends (its eviction, the case's outcome) or, for a
-	// case where it must stay, the deadline: half a window, the grace
-	// period and a minute for the guest's slowness.
+	// case where it must stay, a whole window and a grace period after its
+	// memory.high was seen relaxed (as long as evictd would take to evict
+	// it for the throttling it saw before), or else the deadline: half a
+	// window, the grace period and a minute for the guest's slowness.
 	deadline := memHighWindow/2 + memHighGrace + time.Minute
 	deadlineAt := time.Now().Add(deadline)
+	var relaxedAt time.Time
 	r.sample(t, ctx, deadline+30*time.Second, "the churner's end", func() bool {
 		if c.stays {
 			if f := r.pf.fates["churn"]; f != "" {
 				t.Fatalf("the churner ended by %q; with this case it must stay", f)
+			}
+			last := r.samples[len(r.samples)-1]
+			if ch, ok := last.reads["churn"]; ok && ch.High == memHighLimit && relaxedAt.IsZero() {
+				relaxedAt = last.at
+			}
+			if !relaxedAt.IsZero() && time.Since(relaxedAt) > memHighWindow+memHighGrace {
+				return true
 			}
 			return time.Now().After(deadlineAt)
 		}
@@ -421,10 +432,12 @@ func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 		return false
 	})
 	r.ended = time.Now()
-	// The soak goes on for a grace period after, and until the stable and
-	// busy pods have been watched for half a window and two grace periods.
+	// The soak goes on until the stable and busy pods have been watched for
+	// half a window and two grace periods and, after an eviction, for a
+	// grace period more (no second one); a churner that stays was watched
+	// long enough above.
 	soakEnd := r.began.Add(memHighWindow/2 + 2*memHighGrace + memHighPoll)
-	if e := time.Now().Add(memHighGrace); e.After(soakEnd) {
+	if e := time.Now().Add(memHighGrace); !c.stays && e.After(soakEnd) {
 		soakEnd = e
 	}
 	r.sample(t, ctx, time.Until(soakEnd)+30*time.Second, "the soak", func() bool { return time.Now().After(soakEnd) })

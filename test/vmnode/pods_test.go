@@ -15,7 +15,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -119,14 +118,24 @@ func newNamespace(t *testing.T, n *Node, prefix string) string {
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
+		// Terminating, the namespace takes no new pod (a ReplicaSet's
+		// replacement, say), so its pods can be deleted for good.
 		_ = n.Cluster.Admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-		// Wait for its pods to go, so the next test starts on a quiet node.
-		_ = n.poll(ctx, 2*time.Minute, "namespace "+ns+" gone", func(ctx context.Context) error {
-			_, err := n.Cluster.Admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
+		// Wait for its pods to go, so the next test starts on a quiet
+		// node; not for the namespace, which the namespace controller looks
+		// at again only once the pods' own grace periods could have passed
+		// (5-20 s a test, spent waiting). A second delete with a shorter
+		// grace shortens the namespace controller's.
+		_ = n.Cluster.Admin.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}, metav1.ListOptions{})
+		_ = n.poll(ctx, 2*time.Minute, "the pods of namespace "+ns+" gone", func(ctx context.Context) error {
+			pods, err := n.Cluster.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
 			}
-			return fmt.Errorf("still there (%v)", err)
+			if len(pods.Items) > 0 {
+				return fmt.Errorf("%s", describePods(pods.Items))
+			}
+			return nil
 		})
 	})
 	return ns
