@@ -316,8 +316,10 @@ bench-shadow-node: node-ready node-filler-image
 ## kubepods.slice, evictd and evictd with --actuator, on the systemd VM node; one run each (about
 ## 100 s a run, an hour for the 36), outside make test (the kubelet alone and the peers can
 ## livelock the guest). The table is _output/bench/peers-node.txt (docs/performance.md), the log
-## peers-node.log; EVICTD_PEERS_ONLY=NAME runs one configuration, EVICTD_PEERS_SCENARIOS=2,3 the
-## scenarios of those numbers (issue 35's).
+## peers-node.log; EVICTD_PEERS_ONLY=NAME,NAME runs those configurations, EVICTD_PEERS_SCENARIOS=2,3
+## the scenarios of those numbers (issue 35's), EVICTD_PEERS_NODE=swap the node with swap, where
+## systemd-oomd's ManagedOOMSwap watches (table peers-node-swap.txt). Each run also reads its
+## daemon's own RSS and CPU, idle and over the run (the table's second part).
 bench-peers: node-ready
 	@mkdir -p $(OUT)/bench
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) EVICTD_BENCH_OUT=$(abspath $(OUT)/bench) $(GO) test -count=1 -tags vmnode,vmnodebench -v \

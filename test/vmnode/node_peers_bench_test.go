@@ -226,15 +226,34 @@ func waitPDBSettled(t *testing.T, ctx context.Context, n *Node, ns, name string)
 // make test: the kubelet alone and the peers can leave the guest in a
 // reclaim livelock for minutes. It asserts only that each run has a result (readings of memory.available).
 func TestNodePeers(t *testing.T) {
-	n := sharedNode(t)
+	var n *Node
+	switch node := os.Getenv("EVICTD_PEERS_NODE"); node {
+	case "", "one-disk":
+		n = sharedNode(t)
+	case "swap":
+		// The node with swap (and a dedicated imagefs), where systemd-oomd's
+		// ManagedOOMSwap on the root slice has something to watch.
+		n = imageFsNode(t)
+	default:
+		t.Fatalf("EVICTD_PEERS_NODE=%q: want one-disk (the default) or swap", node)
+	}
 	if n.CgroupDriver != Systemd {
 		t.Fatalf("the node runs the %s cgroup driver; systemd-oomd needs the systemd driver's kubepods.slice", n.CgroupDriver)
 	}
-	only := os.Getenv("EVICTD_PEERS_ONLY") // a configuration's name, to run it alone
+	// Configurations' names, comma-separated, to run those alone.
+	var only []string
+	if v := os.Getenv("EVICTD_PEERS_ONLY"); v != "" {
+		only = strings.Split(v, ",")
+		for _, name := range only {
+			if !slices.ContainsFunc(peerConfigs, func(c peerConfig) bool { return c.name == name }) {
+				t.Fatalf("EVICTD_PEERS_ONLY=%q: %q is no configuration's name", v, name)
+			}
+		}
+	}
 	scenarios := peerScenariosOf(t, os.Getenv("EVICTD_PEERS_SCENARIOS"))
 	var runs []PeerRun
 	for _, cfg := range peerConfigs {
-		if only != "" && cfg.name != only {
+		if only != nil && !slices.Contains(only, cfg.name) {
 			continue
 		}
 		for _, sc := range scenarios {
@@ -252,11 +271,69 @@ func TestNodePeers(t *testing.T) {
 	}
 	table := PeersTable(runs, evictdMemoryThreshold)
 	t.Logf("peers on the VM node (TCG guest, %d MiB/s leak):\n%s", peersRate, table)
+	overhead := OverheadTable(runs)
+	t.Logf("each daemon's own cost (idle: the %s before the pressure; run: from then to the run's end):\n%s", peersIdle, overhead)
+	table += "\n" + overhead
 	if dir := os.Getenv("EVICTD_BENCH_OUT"); dir != "" {
-		if err := os.WriteFile(filepath.Join(dir, "peers-node.txt"), []byte(table), 0o644); err != nil {
+		name := "peers-node.txt"
+		if os.Getenv("EVICTD_PEERS_NODE") == "swap" {
+			name = "peers-node-swap.txt"
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(table), 0o644); err != nil {
 			t.Error(err)
 		}
 	}
+}
+
+// daemon is the process whose cost the run reads: the peer's, evictd's,
+// or none for the kubelet alone.
+func (c peerConfig) daemon() string {
+	switch {
+	case c.peer != nil:
+		return c.peer.Comm
+	case c.evictd != nil:
+		return "evictd"
+	}
+	return ""
+}
+
+// peersIdle is how long a run reads its daemon idle, the scenario's pods
+// running, before the pressure starts.
+const peersIdle = 20 * time.Second
+
+// idleUsage reads comm's process, waits peersIdle and reads it again, and
+// counts the pods on the node then. What cannot be read is said in the
+// table, not a failure: the run's result is the eviction's.
+func idleUsage(t *testing.T, ctx context.Context, n *Node, comm string) *DaemonUsage {
+	u := &DaemonUsage{Daemon: comm}
+	var err error
+	if u.Idle, err = daemonSample(ctx, n, comm); err != nil {
+		u.Unreadable = err.Error()
+		return u
+	}
+	time.Sleep(peersIdle)
+	if u.IdleEnd, err = daemonSample(ctx, n, comm); err != nil {
+		u.Unreadable = err.Error()
+		return u
+	}
+	pods, err := n.Cluster.Admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Pods = len(pods.Items)
+	return u
+}
+
+// daemonSample reads comm's process in the guest (daemonSampleScript).
+func daemonSample(ctx context.Context, n *Node, comm string) (DaemonSample, error) {
+	r, err := n.Exec(ctx, []string{"/bin/sh", "-c", daemonSampleScript, "sh", comm}, WithTimeout(time.Minute))
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		return DaemonSample{}, err
+	}
+	return ParseDaemonSample(r.Stdout)
 }
 
 // peerScenariosOf are the scenarios a comma-separated list of their
@@ -308,6 +385,9 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 	}
 	trigger, run := sc.setup(t, ctx, n, ns, avail)
 	run.Config, run.Scenario = cfg.name, sc.name
+	if comm := cfg.daemon(); comm != "" {
+		run.Usage = idleUsage(t, ctx, n, comm)
+	}
 	oomBefore, err := oomKills(ctx, n)
 	if err != nil {
 		t.Fatal(err)
@@ -338,6 +418,11 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 		t.Logf("the guest has not answered: %v\n%s", err, n.Diagnostics())
 	} else {
 		run.OOMKills = oomAfter - oomBefore
+		if u := run.Usage; u != nil && u.Unreadable == "" {
+			if u.End, err = daemonSample(ctx, n, u.Daemon); err != nil {
+				u.Unreadable = "at the end: " + err.Error()
+			}
+		}
 	}
 	// A container the kernel killed outside its own limit shows exit 137
 	// only, as a daemon's SIGKILL does: dmesg names the pod.

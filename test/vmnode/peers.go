@@ -21,6 +21,8 @@ import (
 // stops it after, leaving the node as it was.
 type Peer struct {
 	Name string
+	// Comm is its process's name in /proc/PID/comm, for its own cost.
+	Comm string
 	// Start and Stop are shell run in the guest; Check succeeds once the
 	// peer runs and watches what it should, and says what it watches.
 	Start, Stop, Check string
@@ -37,14 +39,14 @@ var (
 	// PeerEarlyoom: Debian's earlyoom with its packaged defaults (-r 3600
 	// in /etc/default/earlyoom: SIGTERM at 10 % available memory and
 	// 10 % free swap, to the process with the highest oom_score).
-	PeerEarlyoom = Peer{Name: "earlyoom",
+	PeerEarlyoom = Peer{Name: "earlyoom", Comm: "earlyoom",
 		Start: "systemctl start earlyoom",
 		Stop:  "systemctl stop earlyoom",
 		Check: "systemctl is-active earlyoom && journalctl -b -u earlyoom -o cat --no-pager | grep 'sending SIGTERM when' | tail -1",
 	}
 	// PeerEarlyoomTuned: the same with earlyoomTunedArgs, through a
 	// runtime drop-in that Stop removes.
-	PeerEarlyoomTuned = Peer{Name: "earlyoom (tuned)",
+	PeerEarlyoomTuned = Peer{Name: "earlyoom (tuned)", Comm: "earlyoom",
 		Start: "mkdir -p /run/systemd/system/earlyoom.service.d && printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/earlyoom %s\\n' " +
 			shellQuote(earlyoomTunedArgs) + " >/run/systemd/system/earlyoom.service.d/tuned.conf && systemctl daemon-reload && systemctl restart earlyoom",
 		Stop: "systemctl stop earlyoom; rm -rf /run/systemd/system/earlyoom.service.d && systemctl daemon-reload",
@@ -56,7 +58,7 @@ var (
 	// DefaultMemoryPressureLimit 60 %, Debian's
 	// DefaultMemoryPressureDurationSec 20 s), and Debian's ManagedOOMSwap=kill
 	// on the root slice, which acts on a node with swap.
-	PeerOomd = Peer{Name: "systemd-oomd",
+	PeerOomd = Peer{Name: "systemd-oomd", Comm: "systemd-oomd",
 		Start: "systemctl set-property --runtime kubepods.slice ManagedOOMMemoryPressure=kill && systemctl start systemd-oomd",
 		Stop:  "systemctl stop systemd-oomd systemd-oomd.socket; systemctl set-property --runtime kubepods.slice ManagedOOMMemoryPressure=auto",
 		Check: "systemctl is-active systemd-oomd && oomctl | grep -A2 'Memory Pressure Monitored CGroups' | grep 'Path: /kubepods.slice'",
@@ -148,6 +150,8 @@ type PeerRun struct {
 	// Unresponsive: how long the guest had not answered when the run was
 	// given up (its OOM kills then unknown).
 	Unresponsive time.Duration
+	// Usage is the daemon's own cost in the run (nil when none runs).
+	Usage *DaemonUsage
 }
 
 // Wrong are the pods ended that the kubelet's order would have left: all
