@@ -157,7 +157,7 @@ func TestOverhead(t *testing.T) {
 		"CPU = utime + stime of /proc/<pid>/stat (all threads) over the phase; RSS sampled every second from /proc/<pid>/status",
 		"anon/file = RssAnon/RssFile at the end (file pages are mostly evictd's own binary text: shared, clean, reclaimable)",
 		"Go heap/stack/sys = go_memstats_heap_inuse_bytes, _stack_inuse_bytes, _sys_bytes from evictd's /metrics at the end",
-		"evictd run "+memoryHard+" (everything else as built)")
+		"evictd run "+strings.Join(append([]string{memoryHard}, overheadExtraArgs()...), " ")+" (everything else as built)")
 	tabs := []*Table{tab}
 	if baseline != "" {
 		tabs = append(tabs, compareOverhead(baselineRef, baseRuns, runs))
@@ -217,11 +217,16 @@ func medianOf(runs []overheadRun, get func(overheadRun) float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
+// overheadExtraArgs are EVICTD_BENCH_ARGS's flags (space-separated), given
+// to both binaries: the cost of one feature is a run with it off against
+// one with it on.
+func overheadExtraArgs() []string { return strings.Fields(os.Getenv("EVICTD_BENCH_ARGS")) }
+
 // runOverhead starts the evictd binary bin on e's node, lets it settle,
 // measures the idle and the pressure phase and stops it.
 func runOverhead(t *testing.T, e *env, bin, label string, phase time.Duration, filler string, hogs *int) overheadRun {
 	t.Helper()
-	a := startAgentBin(t, e, bin, "overhead-"+label, memoryHard)
+	a := startAgentBin(t, e, bin, "overhead-"+label, append([]string{memoryHard}, overheadExtraArgs()...)...)
 	defer a.stop()
 	time.Sleep(overheadWarmup)
 	startup, err := ReadProcUsage("/proc", a.p.Pid())

@@ -61,7 +61,8 @@ var (
 	PeerOomd = Peer{Name: "systemd-oomd", Comm: "systemd-oomd",
 		Start: "systemctl set-property --runtime kubepods.slice ManagedOOMMemoryPressure=kill && systemctl start systemd-oomd",
 		Stop:  "systemctl stop systemd-oomd systemd-oomd.socket; systemctl set-property --runtime kubepods.slice ManagedOOMMemoryPressure=auto",
-		Check: "systemctl is-active systemd-oomd && oomctl | grep -A2 'Memory Pressure Monitored CGroups' | grep 'Path: /kubepods.slice'",
+		Check: "systemctl is-active systemd-oomd && oomctl | grep -A2 'Memory Pressure Monitored CGroups' | grep 'Path: /kubepods.slice' && " +
+			"{ oomctl | grep -A3 'Swap Monitored CGroups' || true; }",
 	}
 )
 
