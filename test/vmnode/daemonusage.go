@@ -14,20 +14,6 @@ import (
 // its resident memory and CPU, read from the guest's /proc, idle and over
 // a run of make bench-peers.
 
-// daemonSampleScript prints, for the one process whose comm is $1, its PID,
-// /proc/uptime, its /proc/PID/stat and the memory lines of its status.
-// Two processes of that name are an error: the figures would mix them.
-const daemonSampleScript = `pid=
-for d in /proc/[0-9]*; do
-  [ "$(cat "$d/comm" 2>/dev/null)" = "$1" ] || continue
-  [ -z "$pid" ] || { echo "two processes named $1: $pid and ${d#/proc/}" >&2; exit 1; }
-  pid=${d#/proc/}
-done
-[ -n "$pid" ] || { echo "no process named $1" >&2; exit 1; }
-echo "pid $pid"
-cat /proc/uptime "/proc/$pid/stat"
-grep -E '^(VmRSS|VmHWM|RssAnon|RssFile):' "/proc/$pid/status"`
-
 // userHZ is the unit of a /proc/PID/stat time: USER_HZ, 100 on Linux
 // whatever the kernel's own HZ (the ABI fixes it).
 const userHZ = 100

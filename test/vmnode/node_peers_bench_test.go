@@ -324,6 +324,20 @@ func idleUsage(t *testing.T, ctx context.Context, n *Node, comm string) *DaemonU
 	return u
 }
 
+// daemonSampleScript prints, for the one process whose comm is $1, its PID,
+// /proc/uptime, its /proc/PID/stat and the memory lines of its status.
+// Two processes of that name are an error: the figures would mix them.
+const daemonSampleScript = `pid=
+for d in /proc/[0-9]*; do
+  [ "$(cat "$d/comm" 2>/dev/null)" = "$1" ] || continue
+  [ -z "$pid" ] || { echo "two processes named $1: $pid and ${d#/proc/}" >&2; exit 1; }
+  pid=${d#/proc/}
+done
+[ -n "$pid" ] || { echo "no process named $1" >&2; exit 1; }
+echo "pid $pid"
+cat /proc/uptime "/proc/$pid/stat"
+grep -E '^(VmRSS|VmHWM|RssAnon|RssFile):' "/proc/$pid/status"`
+
 // daemonSample reads comm's process in the guest (daemonSampleScript).
 func daemonSample(ctx context.Context, n *Node, comm string) (DaemonSample, error) {
 	r, err := n.Exec(ctx, []string{"/bin/sh", "-c", daemonSampleScript, "sh", comm}, WithTimeout(time.Minute))
