@@ -57,7 +57,8 @@ var (
 	// kubepods.slice at its documented limit and duration (the defaults:
 	// DefaultMemoryPressureLimit 60 %, Debian's
 	// DefaultMemoryPressureDurationSec 20 s), and Debian's ManagedOOMSwap=kill
-	// on the root slice, which acts on a node with swap.
+	// on the root slice, which watches a node with swap (Check prints that
+	// watch when there is one).
 	PeerOomd = Peer{Name: "systemd-oomd", Comm: "systemd-oomd",
 		Start: "systemctl set-property --runtime kubepods.slice ManagedOOMMemoryPressure=kill && systemctl start systemd-oomd",
 		Stop:  "systemctl stop systemd-oomd systemd-oomd.socket; systemctl set-property --runtime kubepods.slice ManagedOOMMemoryPressure=auto",

@@ -124,8 +124,8 @@ func newNamespace(t *testing.T, n *Node, prefix string) string {
 		// Wait for its pods to go, so the next test starts on a quiet
 		// node; not for the namespace, which the namespace controller looks
 		// at again only once the pods' own grace periods could have passed
-		// (5-20 s a test, spent waiting). A second delete with a shorter
-		// grace shortens the namespace controller's.
+		// (5-20 s a test, spent waiting). Deleted again at a 1 s grace,
+		// the pods need not wait out the one the namespace controller gave.
 		_ = n.Cluster.Admin.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}, metav1.ListOptions{})
 		_ = n.poll(ctx, 2*time.Minute, "the pods of namespace "+ns+" gone", func(ctx context.Context) error {
 			pods, err := n.Cluster.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
