@@ -182,7 +182,7 @@ func TestNodeParity(t *testing.T) {
 		scratch,
 	)
 	var uids []string
-	wrote := map[string]uint64{}
+	wrote, held := map[string]uint64{}, map[string]uint64{}
 	for _, p := range pods {
 		uids = append(uids, string(p.UID))
 		switch p.Name {
@@ -190,6 +190,10 @@ func TestNodeParity(t *testing.T) {
 			wrote[string(p.UID)] = 8 << 20
 		case "scratch":
 			wrote[string(p.UID)] = 4 << 20
+		case "hold64":
+			held[string(p.UID)] = 64 << 20
+		case "hold16":
+			held[string(p.UID)] = 16 << 20
 		}
 	}
 	// The kubelet's pod figures appear with cAdvisor's next housekeeping.
@@ -204,6 +208,11 @@ func TestNodeParity(t *testing.T) {
 			// pod at 0 MiB against evictd's 7–71 MiB).
 			if p := podByUID(s, uid); p == nil || p.Memory == nil || p.Memory.WorkingSetBytes == nil || *p.Memory.WorkingSetBytes == 0 {
 				return fmt.Errorf("pod %s not in the summary with its memory yet", uid)
+			}
+			// Nor is a figure read before the pod held its memory (seen: the
+			// 64 MiB holder at 7.6 MiB in the kubelet's, 69 in evictd's).
+			if p := podByUID(s, uid); *p.Memory.WorkingSetBytes < held[uid] {
+				return fmt.Errorf("pod %s/%s: working set %d in the kubelet's summary, not yet the %d bytes it holds", p.PodRef.Namespace, p.PodRef.Name, *p.Memory.WorkingSetBytes, held[uid])
 			}
 			// A writer's data, once the kubelet's caches have it (the
 			// runtime's writable-layer figures every 10 s, volumes every
