@@ -251,6 +251,9 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 
 	cfg := loopConfig(o, ths, rankOpts)
 	traceRec := newTrace(o, kubeletPlaced.KubeletHard, capacity, build.Version, clk.Now())
+	if traceRec != nil {
+		m.SetTrace(traceRec)
+	}
 	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: evictor, Arming: armingOrNil(arming),
 		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease), Brake: brakeOrNil(brake), Shadow: shadowOrNil(shadowRec),
 		Trace: tracerOrNil(traceRec)})

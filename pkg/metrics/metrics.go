@@ -94,6 +94,7 @@ type Metrics struct {
 	own []prometheus.Collector
 	// readiness is the /readyz check evictd_ready reports at each scrape.
 	readiness atomic.Pointer[func() error]
+	trace     traceMetrics
 
 	signalAvailableBytes *prometheus.GaugeVec
 	signalCapacityBytes  *prometheus.GaugeVec
@@ -266,6 +267,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 	m.initKubelet()
 	m.initNodeLease()
 	m.initNodeBrake()
+	m.initTrace()
 	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 

@@ -3,6 +3,7 @@
 package trace
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 // recorded) and End, on an observation of the node and each pod (memory,
 // CPU, ephemeral storage, a container, with their times). B/pass is what a
 // pass adds to the open chunk (JSON, before gzip), the pod list of a
-// chunk's first pass aside; gzB/pass what it takes once sealed.
+// chunk's first pass aside; gzB/pass what it takes once sealed. B/op is
+// the garbage a pass leaves.
 func BenchmarkRecordPass(b *testing.B) {
 	for _, pods := range []int{30, 110} {
 		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
@@ -52,29 +54,31 @@ func BenchmarkRecordPass(b *testing.B) {
 	}
 }
 
-// measurePass records passes until the first chunk is sealed: the open
-// chunk's growth per pass after the first (which holds the pod list), and
-// the sealed chunk's size per pass.
+// measurePass records passes until the first chunk is sealed: the JSON a
+// pass after the first (which holds the pod list) writes, and the sealed
+// chunk's size per pass.
 func measurePass(b *testing.B, obs []*pressure.Observation, list []*v1.Pod, classes map[string]int32, nsLabels map[string]map[string]string) (raw, zipped float64) {
 	b.Helper()
 	r := NewRecorder(Header{Node: "node-a"}, DefaultBudget)
-	var first, last, passes int
 	for n := uint64(1); n < 10000; n++ {
 		at := t0.Add(time.Duration(n) * time.Second)
 		r.Begin(n, 0, at, Wakeup{Source: "timer"})
 		r.Observed(obs[n%uint64(len(obs))], nil, at, true)
 		r.PodState(list, classes, nsLabels, nil)
 		r.End()
-		if len(r.sealed) > 0 {
-			if passes < 2 {
-				b.Fatalf("a chunk sealed after %d passes", n)
-			}
-			return float64(last-first) / float64(passes-1), float64(len(r.sealed[0])) / float64(r.sealedPasses[0])
+		if len(r.sealed) == 0 {
+			continue
 		}
-		last, passes = r.Size(), int(n)
-		if n == 1 {
-			first = last
+		passes := bytes.SplitAfter(gunzip(b, r.sealed[0].b), []byte("\n"))
+		passes = passes[:len(passes)-1] // after the last newline
+		if len(passes) < 2 {
+			b.Fatalf("a chunk sealed after %d passes", len(passes))
 		}
+		rest := 0
+		for _, p := range passes[1:] {
+			rest += len(p)
+		}
+		return float64(rest) / float64(len(passes)-1), float64(len(r.sealed[0].b)) / float64(len(passes))
 	}
 	b.Fatal("no chunk sealed")
 	return 0, 0

@@ -17,8 +17,10 @@ import (
 	"github.com/evictd/evictd/pkg/pressure"
 )
 
-// DefaultBudget is the bytes a trace keeps by default (compressed, but for
-// the chunk being written).
+// DefaultBudget is the bytes a trace keeps by default, compressed, outside
+// Go's heap (offheap_linux.go). The recorder's working memory comes on top,
+// on the heap: its compressor (1.1 MiB), the open chunk's buffer and the
+// last pod list it recorded (TestHeapBeyondChunks).
 const DefaultBudget = 4 << 20
 
 // MinBudget is the least budget that keeps a useful trace, MaxBudget the
@@ -48,17 +50,32 @@ type Recorder struct {
 	// current pass's, until it is written.
 	lastSeen, curSeen []*v1.Pod
 
-	mu           sync.Mutex
-	header       Header
-	sealed       [][]byte // gzip members, oldest first
-	sealedPasses []int
-	sealedBytes  int
-	open         bytes.Buffer
-	openPasses   int
-	dropped      uint64
+	mu     sync.Mutex
+	header Header
+	// sealed are the closed chunks, oldest first.
+	sealed      []chunk
+	sealedBytes int
+	// open is the member being written, through zw: passes are compressed
+	// as they are written, so a chunk is bounded by what it keeps, and one
+	// compressor serves every chunk (a gzip writer is 1.1 MiB of heap; one
+	// a chunk was most of the recorder's garbage).
+	open       bytes.Buffer
+	zw         *gzip.Writer
+	enc        *json.Encoder
+	openPasses int
+	openFirst  time.Time
+	dropped    uint64
 	// fresh: the next pass with a pod list records it whole (it may begin
 	// the trace once older chunks are dropped).
 	fresh bool
+}
+
+// chunk is a closed gzip member of passes.
+type chunk struct {
+	b      []byte
+	mapped bool // b is outside Go's heap (newChunk): free it when dropped
+	passes int
+	first  time.Time // its first pass's
 }
 
 // NewRecorder records within budget bytes (at least MinBudget), under h.
@@ -148,14 +165,23 @@ func (r *Recorder) End() {
 		p.ObservationNanos = nanos(p.Observation.Summary)
 	}
 	r.cur, r.obs = nil, nil
-	b, err := json.Marshal(line{Pass: p})
-	if err != nil {
-		return // nothing in a pass fails to encode; if it did, the pass is left out
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.open.Write(b)
-	r.open.WriteByte('\n')
+	if r.zw == nil {
+		// Room for a chunk and the block that ends it, once: a buffer left to
+		// grow by itself doubles past the chunk it holds.
+		r.open.Grow(r.chunkMax + r.chunkMax/8)
+		r.zw, _ = gzip.NewWriterLevel(&r.open, gzip.BestSpeed) // a valid level: no error
+		r.enc = json.NewEncoder(r.zw)
+	}
+	// The encoder marshals the whole line before it writes any of it, and
+	// writes to a bytes.Buffer do not fail.
+	if err := r.enc.Encode(line{Pass: p}); err != nil {
+		return // nothing in a pass fails to encode; if it did, the pass is left out
+	}
+	if r.openPasses == 0 {
+		r.openFirst = p.At
+	}
 	r.openPasses++
 	// Only a pod list written is one later passes may refer to.
 	if p.Pods != nil {
@@ -164,61 +190,89 @@ func (r *Recorder) End() {
 	if r.open.Len() >= r.chunkMax {
 		r.sealLocked()
 	}
-	for len(r.sealed) > 0 && r.sealedBytes+r.open.Len() > r.budget {
-		r.sealedBytes -= len(r.sealed[0])
-		r.dropped += uint64(r.sealedPasses[0])
-		r.sealed, r.sealedPasses = r.sealed[1:], r.sealedPasses[1:]
-	}
+	r.trimLocked()
 }
 
+// sealLocked closes the open member and keeps it whole.
 func (r *Recorder) sealLocked() {
-	b := gz(r.open.Bytes())
-	r.sealed = append(r.sealed, b)
-	r.sealedPasses = append(r.sealedPasses, r.openPasses)
+	_ = r.zw.Close() // to a bytes.Buffer: no error
+	b, mapped := newChunk(r.open.Len())
+	copy(b, r.open.Bytes())
+	r.sealed = append(r.sealed, chunk{b: b, mapped: mapped, passes: r.openPasses, first: r.openFirst})
 	r.sealedBytes += len(b)
 	r.open.Reset()
+	r.zw.Reset(&r.open)
 	r.openPasses = 0
 	r.fresh = true
 }
 
-// Size is the bytes the trace holds now.
+// trimLocked drops the oldest chunks until the trace is within its budget.
+func (r *Recorder) trimLocked() {
+	for len(r.sealed) > 0 && r.sealedBytes+r.open.Len() > r.budget {
+		c := r.sealed[0]
+		r.sealedBytes -= len(c.b)
+		r.dropped += uint64(c.passes)
+		if c.mapped {
+			freeChunk(c.b)
+		}
+		r.sealed[0] = chunk{}
+		r.sealed = r.sealed[1:]
+	}
+}
+
+// Size is the compressed bytes the trace holds now (those of the open
+// chunk that its compressor has not yet written out aside).
 func (r *Recorder) Size() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.sealedBytes + r.open.Len()
 }
 
+// Oldest is the time of the oldest pass the trace holds (zero when none):
+// how far back a replay of it can go.
+func (r *Recorder) Oldest() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case len(r.sealed) > 0:
+		return r.sealed[0].first
+	case r.openPasses > 0:
+		return r.openFirst
+	}
+	return time.Time{}
+}
+
 // WriteTo writes the trace as gzipped JSON lines (several gzip members,
-// which gzip readers read as one stream): the header, then the passes.
+// which gzip readers read as one stream): the header, then the passes. It
+// seals the open chunk, so the next pass records the pod list again.
 func (r *Recorder) WriteTo(w io.Writer) (int64, error) {
 	r.mu.Lock()
+	if r.openPasses > 0 {
+		r.sealLocked()
+		r.trimLocked()
+	}
 	h := r.header
 	h.Dropped = r.dropped
-	h.Passes = r.openPasses
-	for _, n := range r.sealedPasses {
-		h.Passes += n
+	// The chunks are copied while the lock is held: a pass may drop one,
+	// and a dropped chunk's memory goes back to the kernel, while the copy
+	// goes to a reader at the reader's pace.
+	body := make([]byte, 0, r.sealedBytes)
+	for _, c := range r.sealed {
+		h.Passes += c.passes
+		body = append(body, c.b...)
 	}
-	parts := slices.Clone(r.sealed)
-	open := bytes.Clone(r.open.Bytes())
 	r.mu.Unlock()
 
 	hb, err := json.Marshal(line{Header: &h})
 	if err != nil {
 		return 0, err
 	}
-	parts = slices.Insert(parts, 0, gz(append(hb, '\n')))
-	if len(open) > 0 {
-		parts = append(parts, gz(open))
+	n, err := w.Write(gz(append(hb, '\n')))
+	if err != nil {
+		return int64(n), err
 	}
-	var n int64
-	for _, p := range parts {
-		k, err := w.Write(p)
-		n += int64(k)
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	k, err := w.Write(body)
+	return int64(n + k), err
 }
 
 func gz(b []byte) []byte {

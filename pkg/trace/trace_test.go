@@ -151,7 +151,7 @@ func export(t *testing.T, r *Recorder) (*Trace, []byte) {
 	return tr, out
 }
 
-func gunzip(t *testing.T, b []byte) []byte {
+func gunzip(t testing.TB, b []byte) []byte {
 	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
@@ -489,7 +489,10 @@ func TestObserveError(t *testing.T) {
 func sealedFirstPasses(t *testing.T, r *Recorder) []Pass {
 	t.Helper()
 	r.mu.Lock()
-	sealed := append([][]byte(nil), r.sealed...)
+	var sealed [][]byte
+	for _, c := range r.sealed {
+		sealed = append(sealed, bytes.Clone(c.b))
+	}
 	r.mu.Unlock()
 	var out []Pass
 	for i, c := range sealed {
@@ -546,6 +549,9 @@ func TestBudget(t *testing.T) {
 			}
 			tr, _ := export(t, r)
 			h := tr.Header
+			if len(tr.Passes) > 0 && !r.Oldest().Equal(tr.Passes[0].At) {
+				t.Errorf("Oldest says %s, the first pass kept is at %s", r.Oldest(), tr.Passes[0].At)
+			}
 			if h.Dropped == 0 || h.Passes != len(tr.Passes) || h.Dropped+uint64(h.Passes) != uint64(tc.passes) {
 				t.Fatalf("header: %d passes, %d dropped; %d read; %d recorded", h.Passes, h.Dropped, len(tr.Passes), tc.passes)
 			}

@@ -134,16 +134,16 @@ func TestOverhead(t *testing.T) {
 	tab := &Table{
 		Title: title,
 		Header: []string{"run", "phase", "seconds", "CPU s", "CPU % of one core", "VmRSS max MiB", "VmRSS median MiB", "VmRSS end MiB", "anon/file MiB", "VmHWM MiB",
-			"Go heap/stack/sys MiB", "goroutines", "evictions", "load average at end"},
+			"Go heap/stack/sys MiB", "trace MiB", "goroutines", "evictions", "load average at end"},
 	}
 	for _, run := range append(append([]overheadRun{}, baseRuns...), runs...) {
 		tab.Row(run.label, "start-up+10s", "-", fmt.Sprintf("%.2f", run.startup.CPU.Seconds()), "-", "-", "-", mibs(run.startup.RSS),
 			mibs(run.startup.RSSAnon)+"/"+mibs(run.startup.RSSFile), mibs(run.startup.HWM),
-			goTriple(run.startupGo), goStat(run.startupGo, goStatNames[3]), 0, "-")
+			goTriple(run.startupGo), goStat(run.startupGo, goStatNames[4]), goStat(run.startupGo, goStatNames[3]), 0, "-")
 		for _, u := range []phaseUsage{run.idle, run.pressure} {
 			tab.Row(run.label, u.name, fmt.Sprintf("%.0f", u.wall.Seconds()), fmt.Sprintf("%.2f", u.cpu.Seconds()), fmt.Sprintf("%.2f", u.cpuPercent()),
 				mibs(u.rssMax), mibs(u.rssMedian), mibs(u.rssEnd), mibs(u.end.RSSAnon)+"/"+mibs(u.end.RSSFile), mibs(u.hwm),
-				goTriple(u.goStats), goStat(u.goStats, goStatNames[3]), u.evictions, u.load)
+				goTriple(u.goStats), goStat(u.goStats, goStatNames[4]), goStat(u.goStats, goStatNames[3]), u.evictions, u.load)
 		}
 	}
 	rssMax := medianOf(runs, func(r overheadRun) float64 { return float64(max(r.idle.rssMax, r.pressure.rssMax)) })
@@ -157,6 +157,7 @@ func TestOverhead(t *testing.T) {
 		"CPU = utime + stime of /proc/<pid>/stat (all threads) over the phase; RSS sampled every second from /proc/<pid>/status",
 		"anon/file = RssAnon/RssFile at the end (file pages are mostly evictd's own binary text: shared, clean, reclaimable)",
 		"Go heap/stack/sys = go_memstats_heap_inuse_bytes, _stack_inuse_bytes, _sys_bytes from evictd's /metrics at the end",
+		"trace = evictd_trace_bytes at the end (the trace of passes, compressed; - when the build has no such metric)",
 		"evictd run "+strings.Join(append([]string{memoryHard}, overheadExtraArgs()...), " ")+" (everything else as built)")
 	tabs := []*Table{tab}
 	if baseline != "" {
@@ -264,8 +265,9 @@ func goTriple(m map[string]float64) string {
 
 func mibs(b int64) string { return fmt.Sprintf("%.1f", float64(b)/mib) }
 
-// goStatNames are the Go runtime metrics the overhead table shows.
-var goStatNames = []string{"go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_sys_bytes", "go_goroutines"}
+// goStatNames are the metrics the overhead table shows: the Go runtime's
+// and the trace's size.
+var goStatNames = []string{"go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_sys_bytes", "go_goroutines", "evictd_trace_bytes"}
 
 func goStat(m map[string]float64, name string) string {
 	v, ok := m[name]

@@ -20,10 +20,12 @@
 package podwatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -472,12 +474,16 @@ func (w *Watcher) Shutdown() {
 	w.wg.Wait()
 }
 
-// Pods returns the node's pods from the cache. They are shared: read only.
+// Pods returns the node's pods from the cache, in UID order. They are
+// shared: read only. The lister's own order is its map's, another at each
+// call: a pass's decisions must not depend on it, and the trace records
+// the pod list again only when it differs from the last one recorded.
 func (w *Watcher) Pods() []*v1.Pod {
 	pods, err := w.pods.List(labels.Everything())
 	if err != nil {
 		return nil // the lister's List never fails with Everything
 	}
+	slices.SortFunc(pods, func(a, b *v1.Pod) int { return cmp.Compare(a.UID, b.UID) })
 	return pods
 }
 
