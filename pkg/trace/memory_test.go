@@ -97,3 +97,33 @@ func TestExportWhileRecording(t *testing.T) {
 	}
 	t.Logf("%d exports while 1500 passes were recorded", exports)
 }
+
+// An export seals the open chunk; a pass that found its pod list the same
+// as the last one's before the export, and ends after it, begins the next
+// chunk and so carries the list (a trace whose older chunks are dropped
+// must begin with one).
+func TestExportBetweenPodStateAndEnd(t *testing.T) {
+	r := NewRecorder(Header{Node: "node-a"}, DefaultBudget)
+	pods := makePods(3)
+	r.Begin(1, 0, t0, Wakeup{Source: "timer"})
+	r.PodState(pods, nil, nil, nil)
+	r.End()
+	r.Begin(2, 0, t0.Add(time.Second), Wakeup{Source: "timer"})
+	r.PodState(pods, nil, nil, nil) // the same: nothing recorded
+	if tr, _ := export(t, r); len(tr.Passes) != 1 {
+		t.Fatalf("the first export has %d passes, want pass 1", len(tr.Passes))
+	}
+	r.End()
+	r.Begin(3, 0, t0.Add(2*time.Second), Wakeup{Source: "timer"})
+	r.PodState(pods, nil, nil, nil)
+	r.End()
+	tr, _ := export(t, r)
+	if len(tr.Passes) != 3 || tr.Passes[1].Pods == nil || len(tr.Passes[1].Pods.Pods) != 3 || tr.Passes[2].Pods != nil {
+		t.Fatalf("passes %+v: want pass 2 to begin its chunk with the pod list, pass 3 without", tr.Passes)
+	}
+	for _, p := range sealedFirstPasses(t, r) {
+		if p.Pods == nil {
+			t.Errorf("the chunk beginning with pass %d has no pod list", p.N)
+		}
+	}
+}

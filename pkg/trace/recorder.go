@@ -49,6 +49,9 @@ type Recorder struct {
 	// hands out the same object until the pod changes. curSeen are the
 	// current pass's, until it is written.
 	lastSeen, curSeen []*v1.Pod
+	// curSame: the current pass's pod list is lastPods (PodState found it
+	// so and recorded nothing).
+	curSame bool
 
 	mu     sync.Mutex
 	header Header
@@ -89,7 +92,7 @@ func NewRecorder(h Header, budget int) *Recorder {
 // eviction calls; a pass begun and not ended is dropped.
 func (r *Recorder) Begin(n, calls uint64, at time.Time, w Wakeup) {
 	r.cur = &Pass{N: n, At: at, Calls: calls, Wakeup: w}
-	r.obs, r.curSeen = nil, nil
+	r.obs, r.curSeen, r.curSame = nil, nil, false
 }
 
 // Deleted records a pod deletion the pass took note of.
@@ -141,6 +144,7 @@ func (r *Recorder) PodState(pods []*v1.Pod, classes map[string]int32, nsLabels m
 	fresh := r.fresh
 	r.mu.Unlock()
 	if !fresh && r.lastPods != nil && samePods(r.lastPods, r.lastSeen, pods, classes, nsLabels, node) {
+		r.curSame = true
 		return
 	}
 	r.curSeen = slices.Clone(pods)
@@ -167,6 +171,11 @@ func (r *Recorder) End() {
 	r.cur, r.obs = nil, nil
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.fresh && r.curSame {
+		// An export sealed the chunk between PodState and now: the pass
+		// begins a chunk, which must hold the pod list, the last one's.
+		p.Pods, r.curSeen = r.lastPods, r.lastSeen
+	}
 	if r.zw == nil {
 		// Room for a chunk and the block that ends it, once: a buffer left to
 		// grow by itself doubles past the chunk it holds.
