@@ -178,8 +178,9 @@ func (r *Recorder) End() {
 	}
 	if r.zw == nil {
 		// Room for a chunk and the block that ends it, once: a buffer left to
-		// grow by itself doubles past the chunk it holds.
-		r.open.Grow(r.chunkMax + r.chunkMax/8)
+		// grow by itself doubles past the chunk it holds. Past a MiB (budgets
+		// over 8 MiB) it grows as passes come rather than all at start.
+		r.open.Grow(min(r.chunkMax+r.chunkMax/8, 1<<20))
 		r.zw, _ = gzip.NewWriterLevel(&r.open, gzip.BestSpeed) // a valid level: no error
 		r.enc = json.NewEncoder(r.zw)
 	}

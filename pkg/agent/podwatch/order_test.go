@@ -3,6 +3,7 @@
 package podwatch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -45,7 +46,7 @@ func TestPodsInUIDOrder(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	first := w.Pods()
-	if !slices.IsSortedFunc(first, func(a, b *v1.Pod) int { return compareUID(a, b) }) {
+	if !slices.IsSortedFunc(first, func(a, b *v1.Pod) int { return cmp.Compare(a.UID, b.UID) }) {
 		t.Fatalf("pods not in UID order: %v", names(first))
 	}
 	for range 20 {
@@ -53,16 +54,6 @@ func TestPodsInUIDOrder(t *testing.T) {
 			t.Fatalf("a later call has the pods in another order: %v, first %v", names(again), names(first))
 		}
 	}
-}
-
-func compareUID(a, b *v1.Pod) int {
-	switch {
-	case a.UID < b.UID:
-		return -1
-	case a.UID > b.UID:
-		return 1
-	}
-	return 0
 }
 
 func names(pods []*v1.Pod) []string {
