@@ -286,11 +286,7 @@ func evictdRestarts(t *testing.T, n *Node, p *corev1.Pod) int32 {
 	if err != nil {
 		t.Fatalf("evictd's pod %s: %v", p.Name, err)
 	}
-	var r int32
-	for _, cs := range cur.Status.ContainerStatuses {
-		r += cs.RestartCount
-	}
-	return r
+	return restartsOf(cur)
 }
 
 // evictdMemoryScript prints, for the evictd process of the pod cgroup $0,
