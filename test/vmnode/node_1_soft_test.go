@@ -120,12 +120,12 @@ done`)
 	}); err != nil {
 		t.Fatalf("%v\nevictd's log (tail):\n%s", err, framework.LastLines(newLog(), 30))
 	}
-	t.Logf("the hog was evicted %s after the threshold was met, %s after the new evictd pod was Ready",
+	t.Logf("the hog was evicted %s after the threshold was met, %s after the restarted evictd was Ready",
 		evictedAt.Sub(met).Round(time.Second), evictedAt.Sub(readyAt).Round(time.Second))
 	// The grace period is the new evictd's own, on its own clock: from its
 	// "threshold met" line to its "evicted pod" line. Measured from the
-	// first pod's crossing it would pass for an evictd that evicts the moment
-	// it restarts (its pod is Ready about a minute in, past the 20 s).
+	// first crossing it could pass for an evictd that evicts the moment it
+	// restarts (Ready about 20 s in, seen).
 	lines := CRILogLines(newLog())
 	metLine, ok := FirstLogAfter(lines, time.Time{}, "threshold met", map[string]string{"signal": "memory.available"})
 	if !ok {
