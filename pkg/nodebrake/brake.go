@@ -191,7 +191,10 @@ func (b *Brake) Sync(want map[Resource]Want) {
 func (b *Brake) Warning() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err == nil {
+	// A conflict (another writer moved the Node on) is retried at once and
+	// is no failure: reported, it showed between the retry's write and its
+	// answer (TestBrakeConflictRetried saw it once in CI).
+	if b.err == nil || isConflict(b.err) {
 		return ""
 	}
 	return "cannot write the node brake: " + b.err.Error()
