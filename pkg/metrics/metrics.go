@@ -94,7 +94,8 @@ type Metrics struct {
 	own []prometheus.Collector
 	// readiness is the /readyz check evictd_ready reports at each scrape.
 	readiness atomic.Pointer[func() error]
-	trace     traceMetrics
+	// trace is what evictd_trace_* read at each scrape (SetTrace).
+	trace atomic.Pointer[Trace]
 
 	signalAvailableBytes *prometheus.GaugeVec
 	signalCapacityBytes  *prometheus.GaugeVec

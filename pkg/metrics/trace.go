@@ -3,7 +3,6 @@
 package metrics
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,10 +17,6 @@ type Trace interface {
 	Oldest() time.Time
 }
 
-type traceMetrics struct {
-	source atomic.Pointer[Trace]
-}
-
 // initTrace registers the trace's gauges, read at each scrape (so they
 // cost the loop nothing). No series until SetTrace (--trace-size=0: none).
 func (m *Metrics) initTrace() {
@@ -29,7 +24,7 @@ func (m *Metrics) initTrace() {
 		Namespace: namespace, Subsystem: "trace", Name: "bytes",
 		Help: "Compressed bytes the trace of passes holds for evictd replay, within --trace-size; 0 with --trace-size=0.",
 	}, func() float64 {
-		if t := m.trace.source.Load(); t != nil {
+		if t := m.trace.Load(); t != nil {
 			return float64((*t).Size())
 		}
 		return 0
@@ -38,7 +33,7 @@ func (m *Metrics) initTrace() {
 		Namespace: namespace, Subsystem: "trace", Name: "oldest_pass_timestamp_seconds",
 		Help: "Unix time of the oldest pass the trace holds: how far back an export of it reaches (time() minus this is the trace's span); 0 while it holds none or with --trace-size=0.",
 	}, func() float64 {
-		if t := m.trace.source.Load(); t != nil {
+		if t := m.trace.Load(); t != nil {
 			if at := (*t).Oldest(); !at.IsZero() {
 				return float64(at.UnixNano()) / 1e9
 			}
@@ -53,5 +48,5 @@ func (m *Metrics) SetTrace(t Trace) {
 	if m == nil || t == nil {
 		return
 	}
-	m.trace.source.Store(&t)
+	m.trace.Store(&t)
 }

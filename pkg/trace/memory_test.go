@@ -69,30 +69,28 @@ func TestExportWhileRecording(t *testing.T) {
 		}
 	})
 	exports := 0
-	for {
+	for recording := true; recording; exports++ {
 		select {
 		case <-done:
+			recording = false // one export more, after the last pass
 		default:
-			var buf bytes.Buffer
-			if _, err := r.WriteTo(&buf); err != nil {
-				t.Fatal(err)
-			}
-			tr, err := Read(&buf)
-			if err != nil {
-				t.Fatalf("export %d: %v", exports, err)
-			}
-			for i := 1; i < len(tr.Passes); i++ {
-				if tr.Passes[i].N != tr.Passes[i-1].N+1 {
-					t.Fatalf("export %d: pass %d follows pass %d", exports, tr.Passes[i].N, tr.Passes[i-1].N)
-				}
-			}
-			exports++
-			continue
 		}
-		break
+		var buf bytes.Buffer
+		if _, err := r.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := Read(&buf)
+		if err != nil {
+			t.Fatalf("export %d: %v", exports, err)
+		}
+		for i := 1; i < len(tr.Passes); i++ {
+			if tr.Passes[i].N != tr.Passes[i-1].N+1 {
+				t.Fatalf("export %d: pass %d follows pass %d", exports, tr.Passes[i].N, tr.Passes[i-1].N)
+			}
+		}
 	}
 	wg.Wait()
-	if tr, _ := export(t, r); tr.Header.Dropped == 0 || exports < 2 {
+	if tr, _ := export(t, r); tr.Header.Dropped == 0 || exports < 3 {
 		t.Fatalf("%d exports, %d passes dropped: the test did not export while chunks were dropped", exports, tr.Header.Dropped)
 	}
 	t.Logf("%d exports while 1500 passes were recorded", exports)
