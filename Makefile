@@ -121,11 +121,11 @@ $(STATICCHECK):
 # The real helm CLI, built from the Helm module test/deploy already requires (so its version is the
 # one the chart tests render with, and its packages come from the same build cache); stamped with
 # that version, which helm's own source only knows as major.minor.
-## promtool: Prometheus's promtool (hack/promtool, its own module; hack/build-promtool.sh skips
-## the build when the module is unchanged), which runs the alerts' unit tests in test/deploy.
+## promtool: Debian's promtool (hack/get-promtool.sh unpacks it from the prometheus package, never
+## installing it; skipped when already there), which runs the alerts' unit tests in test/deploy.
 PROMTOOL := $(TOOLS)/promtool
 $(PROMTOOL): FORCE
-	hack/build-promtool.sh $(TOOLS)
+	hack/get-promtool.sh $(TOOLS)
 
 HELM := $(TOOLS)/helm
 $(HELM): FORCE

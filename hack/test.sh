@@ -207,7 +207,7 @@ fi
 # hack/vm/prepare.sh) and the other modules' downloads (the control plane's is the largest).
 if wanted node-ready; then background vm-prepare 1800 hack/vm/prepare.sh _output/vm; fi
 if wanted cluster-bins; then
-  background modules-tools 1800 bash -c "set -e; for m in hack/cluster hack/node hack/image hack/dashboard hack/promtool hack/sbom test/deploy; do \
+  background modules-tools 1800 bash -c "set -e; for m in hack/cluster hack/node hack/image hack/dashboard hack/sbom test/deploy; do \
     echo \"go mod download in \$m\"; (cd \$m && $GO mod download); done"
 fi
 step modules 1800 "$GO" mod download
@@ -221,8 +221,10 @@ checks() {
   await cluster-bins
   if needs test-deploy cluster-bins verify; then
     # The real tools test-deploy runs: promtool for the alerts' unit tests (TestPromtoolRules;
-    # skipped when already built) and helm for the documented commands (TestDocCommands).
-    step deploy-tools "$budget" bash -c "hack/build-promtool.sh _output/tools && make --no-print-directory _output/tools/helm"
+    # Debian's, from the package lists vm-prepare's apt-get update fetched) and helm for the
+    # documented commands (TestDocCommands).
+    await vm-prepare
+    step deploy-tools "$budget" bash -c "hack/get-promtool.sh _output/tools && make --no-print-directory _output/tools/helm"
     step deploy-lint "$budget" bash -c "cd test/deploy && $GO vet ./... && ../../_output/tools/staticcheck ./..."
     gotest test-deploy "$budget" test/deploy --quiet ./...
   fi

@@ -15,8 +15,8 @@ import (
 	"github.com/evictd/evictd/internal/cgrouptest"
 )
 
-// promtool is the binary hack/build-promtool.sh builds (make test-deploy
-// does), or $PROMTOOL.
+// promtool is the binary hack/get-promtool.sh unpacks from Debian's
+// prometheus package (make test-deploy does), or $PROMTOOL.
 func promtool(t *testing.T) string {
 	t.Helper()
 	p := os.Getenv("PROMTOOL")
@@ -24,7 +24,7 @@ func promtool(t *testing.T) string {
 		p = repoPath(t, "_output", "tools", "promtool")
 	}
 	_, err := os.Stat(p)
-	cgrouptest.Need(t, err == nil, "promtool at "+p+" (hack/build-promtool.sh _output/tools, or make test-deploy)")
+	cgrouptest.Need(t, err == nil, "promtool at "+p+" (hack/get-promtool.sh _output/tools, or make test-deploy)")
 	return p
 }
 
