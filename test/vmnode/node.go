@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +30,7 @@ import (
 const (
 	guestAgentPort    = 7000
 	guestReadOnlyPort = 10255 // the kubelet's read-only port: /stats/summary without credentials
+	guestKubeletPort  = 10250 // the kubelet's own (its default): the API server's way in, for port-forward, logs, exec
 	guestAPIAddr      = "10.0.2.100:6443"
 	// The pods' network, the CNI bridge plugin's range.
 	podSubnet = "10.88.0.0/16"
@@ -206,7 +208,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := framework.FreePorts(2)
+	ports, err := framework.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +247,7 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		HostForwards: []HostForward{
 			{HostPort: ports[0], GuestPort: guestAgentPort},
 			{HostPort: ports[1], GuestPort: guestReadOnlyPort},
+			{HostPort: ports[2], GuestPort: guestKubeletPort},
 		},
 		GuestForwards: []GuestForward{{
 			GuestAddr: guestAPIAddr,
@@ -294,6 +297,9 @@ func StartNode(ctx context.Context, o NodeOptions) (n *Node, err error) {
 		return n, err
 	}
 	if err := n.WaitReady(ctx, 4*time.Minute); err != nil {
+		return n, err
+	}
+	if err := n.routeKubelet(ctx, "127.0.0.1:"+strconv.Itoa(ports[2])); err != nil {
 		return n, err
 	}
 	step("kubelet started, node Ready", t)
@@ -449,6 +455,27 @@ func (n *Node) RestartKubelet(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("systemctl restart %s: %w", kubeletUnit, err)
+	}
+	return nil
+}
+
+// routeKubelet sends the API server's connections to the kubelet, at
+// every address the Node gives and its kubelet endpoint's port, through
+// the cluster's egress proxy to to (the kubelet port's loopback forward).
+func (n *Node) routeKubelet(ctx context.Context, to string) error {
+	if n.Cluster.Egress == nil {
+		return errors.New("the cluster has no egress proxy to the kubelets (framework.Config.RealNodes)")
+	}
+	node, err := n.Cluster.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	port := strconv.Itoa(int(node.Status.DaemonEndpoints.KubeletEndpoint.Port))
+	if port != strconv.Itoa(guestKubeletPort) {
+		return fmt.Errorf("node %s: the kubelet serves on port %s, its forward is for %d", n.Name, port, guestKubeletPort)
+	}
+	for _, a := range node.Status.Addresses {
+		n.Cluster.Egress.Route(net.JoinHostPort(a.Address, port), to)
 	}
 	return nil
 }

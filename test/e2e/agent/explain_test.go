@@ -9,10 +9,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -229,19 +227,11 @@ func secureGet(t *testing.T, addr, path, token string) (int, string) {
 // continuation lines joined.
 func decideDocCommands(t *testing.T) []string {
 	t.Helper()
-	root, err := framework.RepoRoot()
+	lines, err := framework.DocShellLines("docs/decide.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "decide.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, b := range regexp.MustCompile("(?ms)^```sh\n(.*?)^```").FindAllStringSubmatch(string(doc), -1) {
-		out = append(out, strings.Split(strings.TrimSpace(strings.ReplaceAll(b[1], "\\\n", "")), "\n")...)
-	}
-	return out
+	return lines
 }
 
 func writeTokenKubeconfig(t *testing.T, c *framework.Cluster, path, token string) {

@@ -82,6 +82,9 @@ type Cluster struct {
 	Admin           kubernetes.Interface
 	AdminConfig     *rest.Config
 	AdminKubeconfig string
+	// DocUserKubeconfig is DocUser's: a person with a bearer token and no
+	// grant, until a test runs the docs' command that grants one.
+	DocUserKubeconfig string
 
 	// EvictdServiceAccount is the ServiceAccount of deploy/daemonset.yaml;
 	// its RBAC objects are applied from that file.
@@ -95,6 +98,11 @@ type Cluster struct {
 	EvictdConfig     *rest.Config
 	EvictdKubeconfig string
 
+	// Egress carries the API server's connections to the kubelets (a
+	// RealNodes cluster's only; nil otherwise): a node harness routes its
+	// Node's addresses through it.
+	Egress *EgressProxy
+
 	// StartDuration is how long StartCluster took.
 	StartDuration time.Duration
 
@@ -104,6 +112,10 @@ type Cluster struct {
 	components []*component
 	stopOnce   sync.Once
 }
+
+// DocUser is the person the docs' examples grant a role to
+// (kubectl create clusterrolebinding ... --user=alice).
+const DocUser = "alice"
 
 // tempPrefix names cluster directories under os.TempDir() (see package stale).
 const tempPrefix = "evictd-cluster"
@@ -175,8 +187,13 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err != nil {
 		return c, err
 	}
+	docUserToken, err := randomToken()
+	if err != nil {
+		return c, err
+	}
 	tokenFile := filepath.Join(c.Dir, "tokens.csv")
-	if err := os.WriteFile(tokenFile, []byte(adminToken+",admin,admin,system:masters\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(adminToken+",admin,admin,system:masters\n"+
+		docUserToken+","+DocUser+","+DocUser+"\n"), 0o600); err != nil {
 		return c, err
 	}
 	ports, err := FreePorts(3)
@@ -199,6 +216,12 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		"--unsafe-no-fsync",
 	); err != nil {
 		return c, err
+	}
+	var nodeArgs []string
+	if cfg.RealNodes {
+		if nodeArgs, err = c.kubeletAccess(); err != nil {
+			return c, err
+		}
 	}
 	if err := c.start("kube-apiserver", bins["kube-apiserver"], append([]string{
 		"--etcd-servers=" + etcdURL,
@@ -223,7 +246,7 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
-	}, append(apiserverSchedulerArgs(cfg), cfg.APIServerArgs...)...)...,
+	}, append(append(apiserverSchedulerArgs(cfg), nodeArgs...), cfg.APIServerArgs...)...)...,
 	); err != nil {
 		return c, err
 	}
@@ -234,6 +257,10 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	}
 	c.AdminKubeconfig = filepath.Join(c.Dir, "admin.kubeconfig")
 	if err := c.WriteKubeconfig(c.AdminKubeconfig, "admin", adminToken); err != nil {
+		return c, err
+	}
+	c.DocUserKubeconfig = filepath.Join(c.Dir, DocUser+".kubeconfig")
+	if err := c.WriteKubeconfig(c.DocUserKubeconfig, DocUser, docUserToken); err != nil {
 		return c, err
 	}
 	if err := c.waitFor(ctx, "kube-apiserver /readyz", c.apiserverReady); err != nil {
@@ -407,6 +434,9 @@ func (c *Cluster) Stop() {
 		for i := len(c.components) - 1; i >= 0; i-- {
 			c.components[i].stop()
 		}
+		if c.Egress != nil {
+			c.Egress.close()
+		}
 		if c.ownDir {
 			if err := os.RemoveAll(c.Dir); err != nil {
 				c.log.Warn("could not remove cluster directory", zap.String("dir", c.Dir), zap.Error(err))
@@ -468,4 +498,32 @@ func randomToken() (string, error) {
 		return "", errors.New("no randomness for a token")
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// kubeletAccess starts the egress proxy and writes what the API server
+// needs to reach real kubelets through it: the egress selector's
+// configuration and a client certificate the kubelets' client CA (this
+// cluster's) accepts. It returns the API server's flags for them.
+func (c *Cluster) kubeletAccess() ([]string, error) {
+	var err error
+	if c.Egress, err = startEgressProxy(filepath.Join(c.Dir, "egress.sock"), c.log.Named("egress")); err != nil {
+		return nil, err
+	}
+	egress, err := c.Egress.writeConfig(c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cert, key, err := c.pki.clientCertificate("kube-apiserver-kubelet-client", nil)
+	if err != nil {
+		return nil, err
+	}
+	certPath, keyPath := filepath.Join(c.Dir, "apiserver-kubelet-client.crt"), filepath.Join(c.Dir, "apiserver-kubelet-client.key")
+	if err := os.WriteFile(certPath, cert, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(keyPath, key, 0o600); err != nil {
+		return nil, err
+	}
+	return []string{"--egress-selector-config-file=" + egress,
+		"--kubelet-client-certificate=" + certPath, "--kubelet-client-key=" + keyPath}, nil
 }

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package framework
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+var shBlock = regexp.MustCompile("(?ms)^```sh\n(.*?)^```")
+
+// DocShellLines returns the command lines of the ```sh blocks of the
+// repository's file doc (a path from the repository root, such as
+// docs/decide.md), continuation lines joined: what a test runs as written.
+func DocShellLines(doc string) ([]string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(root, doc))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range shBlock.FindAllStringSubmatch(string(b), -1) {
+		out = append(out, strings.Split(strings.TrimSpace(strings.ReplaceAll(m[1], "\\\n", "")), "\n")...)
+	}
+	return out, nil
+}

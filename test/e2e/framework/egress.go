@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package framework
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// EgressProxy is the API server's way to the nodes' kubelets (its egress
+// selector's "cluster" connection, an HTTP CONNECT proxy on a Unix socket), as
+// konnectivity is in clusters whose control plane cannot reach the node
+// network. A real node in a QEMU guest has addresses only inside QEMU's
+// user-mode network; its harness forwards the kubelet's port to a loopback
+// port and routes the Node's addresses there, so that what goes through the
+// kubelet (kubectl port-forward, logs, exec) works as in a real cluster.
+// A target with no route is refused: nothing is dialled beyond loopback.
+//
+// The API server reaches the proxy on a Unix socket: kube-apiserver 1.37.2
+// accepts an http:// TCP proxy URL without TLS in its validation, then
+// dereferences the missing TLS configuration at start and panics
+// (egressselector.getTLSConfig).
+type EgressProxy struct {
+	ln  net.Listener
+	log *zap.Logger
+
+	mu     sync.Mutex
+	routes map[string]string // "host:port" the API server asks for -> loopback "127.0.0.1:port"
+}
+
+// startEgressProxy listens on the Unix socket at path.
+func startEgressProxy(path string, log *zap.Logger) (*EgressProxy, error) {
+	// sun_path is 108 bytes with its NUL.
+	if len(path) > 107 {
+		return nil, fmt.Errorf("egress proxy socket path %s is over 107 bytes", path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	p := &EgressProxy{ln: ln, log: log, routes: map[string]string{}}
+	go p.serve()
+	return p, nil
+}
+
+// Route sends the API server's connections to target ("host:port", as the
+// Node names it) to the loopback address to.
+func (p *EgressProxy) Route(target, to string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.routes[target] = to
+}
+
+func (p *EgressProxy) route(target string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	to, ok := p.routes[target]
+	return to, ok
+}
+
+// writeConfig writes the API server's EgressSelectorConfiguration for
+// this proxy into dir and returns its path.
+func (p *EgressProxy) writeConfig(dir string) (string, error) {
+	path := filepath.Join(dir, "egress-selector.yaml")
+	cfg := fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: %s
+`, p.ln.Addr())
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+func (p *EgressProxy) close() { _ = p.ln.Close() }
+
+func (p *EgressProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.tunnel(c)
+	}
+}
+
+// tunnel answers one CONNECT and splices the two connections until either
+// side closes.
+func (p *EgressProxy) tunnel(c net.Conn) {
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return
+	}
+	if req.Method != http.MethodConnect {
+		fmt.Fprintf(c, "HTTP/1.1 405 Method Not Allowed\r\n\r\n")
+		return
+	}
+	to, ok := p.route(req.Host)
+	if !ok {
+		p.log.Warn("egress: no route, refused", zap.String("target", req.Host))
+		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\n\r\nno route to %s\n", req.Host)
+		return
+	}
+	up, err := net.DialTimeout("tcp", to, 10*time.Second)
+	if err != nil {
+		p.log.Warn("egress: dial failed", zap.String("target", req.Host), zap.String("to", to), zap.Error(err))
+		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n%v\n", err)
+		return
+	}
+	defer up.Close()
+	_ = c.SetReadDeadline(time.Time{})
+	// The API server speaks first only after the 200 (TLS), so br holds
+	// nothing more; copy from it all the same.
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, br); closeWrite(up); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); closeWrite(c); done <- struct{}{} }()
+	<-done
+	<-done
+}
+
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+}

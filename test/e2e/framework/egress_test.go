@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package framework
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+)
+
+// connect asks the proxy for target and returns the connection and the
+// proxy's status code.
+func connect(t *testing.T, p *EgressProxy, target string) (net.Conn, *bufio.Reader, int) {
+	t.Helper()
+	c, err := net.Dial("unix", p.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, br, resp.StatusCode
+}
+
+// TestEgressProxyRoutes: a routed target is spliced to its loopback
+// address both ways; any other is refused, and nothing is dialled for it.
+func TestEgressProxyRoutes(t *testing.T) {
+	p, err := startEgressProxy(filepath.Join(t.TempDir(), "egress.sock"), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	kubelet, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kubelet.Close()
+	go func() {
+		for {
+			c, err := kubelet.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	p.Route("evictd-vm:10250", kubelet.Addr().String())
+	p.Route("10.0.2.15:10250", kubelet.Addr().String())
+
+	for _, target := range []string{"evictd-vm:10250", "10.0.2.15:10250"} {
+		c, br, code := connect(t, p, target)
+		if code != http.StatusOK {
+			t.Fatalf("CONNECT %s: %d, want 200", target, code)
+		}
+		if _, err := io.WriteString(c, "ping\n"); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
+			t.Errorf("CONNECT %s: echoed %q, %v", target, line, err)
+		}
+	}
+	// The listener's own address would answer a direct dial: refused all
+	// the same, since it has no route.
+	for _, target := range []string{kubelet.Addr().String(), "10.0.2.15:10255", "evictd-vm:22"} {
+		if _, _, code := connect(t, p, target); code != http.StatusBadGateway {
+			t.Errorf("CONNECT %s with no route: %d, want 502", target, code)
+		}
+	}
+	// Not a CONNECT: refused.
+	c, err := net.Dial("unix", p.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "GET http://evictd-vm:10250/ HTTP/1.1\r\nHost: evictd-vm\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET through the proxy: %v, %v; want 405", resp, err)
+	}
+	if cfg, err := p.writeConfig(t.TempDir()); err != nil {
+		t.Fatal(err)
+	} else if b, err := os.ReadFile(cfg); err != nil || !strings.Contains(string(b), "udsName: "+p.ln.Addr().String()) ||
+		!strings.Contains(string(b), "name: cluster") {
+		t.Errorf("egress selector configuration (%v):\n%s", err, b)
+	}
+}
