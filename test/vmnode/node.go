@@ -461,7 +461,8 @@ func (n *Node) RestartKubelet(ctx context.Context) error {
 
 // routeKubelet sends the API server's connections to the kubelet, at
 // every address the Node gives and its kubelet endpoint's port, through
-// the cluster's egress proxy to to (the kubelet port's loopback forward).
+// the cluster's egress proxy to to (the kubelet port's loopback forward),
+// and every other to the guest's agent, which dials it inside the guest.
 func (n *Node) routeKubelet(ctx context.Context, to string) error {
 	if n.Cluster.Egress == nil {
 		return errors.New("the cluster has no egress proxy to the kubelets (framework.Config.RealNodes)")
@@ -477,6 +478,9 @@ func (n *Node) routeKubelet(ctx context.Context, to string) error {
 	for _, a := range node.Status.Addresses {
 		n.Cluster.Egress.Route(net.JoinHostPort(a.Address, port), to)
 	}
+	// Anything else the API server dials (a pod IP, for its pod proxy) is
+	// in the guest: the agent dials it there.
+	n.Cluster.Egress.Beyond(n.Agent.Connect)
 	return nil
 }
 

@@ -8,9 +8,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +144,158 @@ func TestNodeExplainPortForward(t *testing.T) {
 	if err == nil || !strings.Contains(string(msg), "403 Forbidden") {
 		t.Errorf("%s as a ServiceAccount without the grant: %v, %q; want a failure naming the 403", explain, err, msg)
 	}
+}
+
+// TestNodeDocProxyReads runs, as written, the docs' reads that go through
+// the API server to the node (NODE and POD being this node and its evictd
+// pod): docs/decide.md's capture of a node's data (the kubelet's Summary
+// through the node proxy, its pods, the namespaces) and `evictd rank` on
+// it; docs/runbook.md's and docs/run.md's /readyz through the pod proxy;
+// and the pod-proxy /explain that docs/decide.md says cannot work, which
+// the agent refuses for want of the caller's credentials.
+func TestNodeDocProxyReads(t *testing.T) {
+	n := sharedNode(t)
+	pod := evictdPod(t, n)
+	bin, err := framework.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.RequireBinary(t, "kubectl")
+	framework.RequireBinary(t, "evictd")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	run := func(script string) (string, error) {
+		// -x: a failure shows which line failed and how it expanded.
+		cmd := exec.CommandContext(ctx, "bash", "-xc", "set -e\n"+script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"KUBECONFIG="+n.Cluster.AdminKubeconfig)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	decide, err := framework.DocShellLines("docs/decide.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture := docBlockFrom(decide, "NODE=", "kubectl get namespaces -o json > namespaces.json")
+	if len(capture) != 5 {
+		t.Fatalf("docs/decide.md's capture of a node's data: %q; want NODE=, the Summary, the pods, a comment, the namespaces", capture)
+	}
+	if !strings.HasPrefix(capture[0], "NODE=worker-1") {
+		t.Fatalf("docs/decide.md's capture starts %q, want NODE=worker-1", capture[0])
+	}
+	capture[0] = "NODE=" + n.Name
+	if out, err := run(strings.Join(capture, "\n")); err != nil {
+		t.Fatalf("docs/decide.md's capture of %s: %v\n%s", n.Name, err, out)
+	}
+	rank := ""
+	for _, l := range decide {
+		if strings.HasPrefix(l, "evictd rank --summary summary.json --pods pods.json ") && !strings.Contains(l, "--signal") && !strings.Contains(l, "-o json") {
+			rank = l
+			break
+		}
+	}
+	if rank == "" {
+		t.Fatal("docs/decide.md shows no `evictd rank --summary summary.json --pods pods.json` line")
+	}
+	out, err := run(rank)
+	if err != nil {
+		t.Fatalf("%s on %s's capture: %v\n%s", rank, n.Name, err, out)
+	}
+	for _, want := range []string{"RANK  POD", pod.Namespace + "/" + pod.Name, "daemonset: owned by DaemonSet evictd"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s on %s's capture prints no %q:\n%s", rank, n.Name, want, out)
+		}
+	}
+
+	// /readyz through the pod proxy, as the runbook and run.md show it.
+	runbook := readDoc(t, "docs/runbook.md")
+	runbookLines, err := framework.DocShellLines("docs/runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	podLine := docBlockFrom(runbookLines, "POD=$(kubectl -n evictd-system get pods", "POD=$(kubectl -n evictd-system get pods")
+	readyz := regexp.MustCompile("`(kubectl get --raw\\s+\"/api/v1/namespaces/evictd-system/pods/\\$\\{POD#pod/\\}:9731/proxy/readyz\\?verbose\")`").
+		FindAllStringSubmatch(runbook, -1)
+	if len(podLine) != 1 || len(readyz) == 0 {
+		t.Fatalf("docs/runbook.md: POD line %q, %d /readyz reads; want one and at least one", podLine, len(readyz))
+	}
+	runMd, err := framework.DocShellLines("docs/run.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]bool{}
+	for _, r := range readyz {
+		reads[strings.ReplaceAll(podLine[0], "NODE", n.Name)+"\n"+strings.Join(strings.Fields(r[1]), " ")] = true
+	}
+	for _, l := range runMd {
+		if strings.Contains(l, "/proxy/readyz") {
+			reads[strings.ReplaceAll(l, "POD", pod.Name)] = true
+		}
+	}
+	if len(reads) != 2 {
+		t.Fatalf("the docs' /readyz reads through the pod proxy: %q; want the runbook's and run.md's", slices.Collect(maps.Keys(reads)))
+	}
+	for script := range reads {
+		out, err := run(script)
+		if err != nil {
+			t.Errorf("%s: %v\n%s", script, err, out)
+			continue
+		}
+		for _, want := range []string{"[+]informers ok", "[+]node-lease ok", "readyz check passed"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s prints no %q:\n%s", script, want, out)
+			}
+		}
+	}
+
+	// docs/decide.md: /explain cannot be read through the pod proxy, which
+	// carries no credentials to the agent (the caller here is the admin).
+	explain := regexp.MustCompile("`(kubectl get --raw /api/v1/namespaces/evictd-system/pods/[^`]*/proxy/explain)`").
+		FindStringSubmatch(readDoc(t, "docs/decide.md"))
+	if explain == nil {
+		t.Fatal("docs/decide.md no longer shows the pod-proxy /explain that cannot work; update this test")
+	}
+	// The admin's own credentials are good (the reads above took them), so
+	// the 401 kubectl reports is the agent's, relayed by the proxy.
+	out, err = run(strings.ReplaceAll(explain[1], "POD", pod.Name))
+	if err == nil || !strings.Contains(out, "the server has asked for the client to provide credentials") {
+		t.Errorf("%s as the cluster's admin: %v\n%s\nwant the agent's 401 (no credentials reach it)", explain[1], err, out)
+	} else {
+		t.Logf("%s: %s", explain[1], strings.TrimSpace(out))
+	}
+}
+
+// docBlockFrom is the lines from the first that starts with first up to
+// the next one that starts with last, both included; nil when first is not
+// there.
+func docBlockFrom(lines []string, first, last string) []string {
+	for i, l := range lines {
+		if !strings.HasPrefix(l, first) {
+			continue
+		}
+		for j := i; j < len(lines); j++ {
+			if strings.HasPrefix(lines[j], last) {
+				return lines[i : j+1]
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
+// readDoc is the repository's file rel.
+func readDoc(t *testing.T, rel string) string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -19,6 +19,8 @@
 //	               200 {"exitCode": N, "stdout": "...", "stderr": "...", "seconds": S, "error": "..."}
 //	POST /spawn    {"argv": [...], "log": "/path", "env": ["K=V"]}  200 {"pid": N}
 //	POST /signal   {"pid": N, "signal": "TERM"|"KILL"|"INT"|"HUP"}  200 {"pid": N, "signal": "TERM"}
+//	CONNECT HOST:PORT  200, then the connection is a tunnel to HOST:PORT dialled from the
+//	               guest (the API server's way to pod IPs); 502 when that dial fails
 //
 // A request it cannot read is answered 400 with one line of text naming the
 // problem (unknown fields included); a daemon that cannot start 500; a

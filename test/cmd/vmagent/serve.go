@@ -88,7 +88,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "listening on %s\n", apiLn.Addr())
 
 	srv := &http.Server{
-		Handler: newHandler(logger),
+		Handler: withConnect(newHandler(logger), logger),
 		// No read or write timeout: an exec may legitimately last minutes.
 		ReadHeaderTimeout: time.Minute,
 		ErrorLog:          logger,

@@ -113,7 +113,8 @@ func TestExplainEndpoint(t *testing.T) {
 	// The commands docs/decide.md shows for a running agent, as written but
 	// for NODE and the port-forward's local end (here the agent's own
 	// loopback address). Its kubectl port-forward needs a kubelet, which
-	// this cluster has not.
+	// this cluster has not: test/vmnode's TestNodeExplainPortForward runs
+	// it on the VM node.
 	kubeconfig := filepath.Join(t.TempDir(), "reader.kubeconfig")
 	writeTokenKubeconfig(t, m.c, kubeconfig, reader)
 	ran := 0

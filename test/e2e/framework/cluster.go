@@ -525,5 +525,9 @@ func (c *Cluster) kubeletAccess() ([]string, error) {
 		return nil, err
 	}
 	return []string{"--egress-selector-config-file=" + egress,
-		"--kubelet-client-certificate=" + certPath, "--kubelet-client-key=" + keyPath}, nil
+		"--kubelet-client-certificate=" + certPath, "--kubelet-client-key=" + keyPath,
+		// kubeadm's order. The node proxy resolves a Hostname address with the
+		// API server's own DNS before it dials (to refuse loopback targets),
+		// and the guest's name is in no DNS the host asks.
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"}, nil
 }

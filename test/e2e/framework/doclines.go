@@ -9,7 +9,8 @@ import (
 	"strings"
 )
 
-var shBlock = regexp.MustCompile("(?ms)^```sh\n(.*?)^```")
+// shBlock is a fenced sh block, indented too (one inside a list item).
+var shBlock = regexp.MustCompile("(?ms)^[ \t]*```sh\n(.*?)^[ \t]*```")
 
 // DocShellLines returns the command lines of the ```sh blocks of the
 // repository's file doc (a path from the repository root, such as
@@ -25,7 +26,9 @@ func DocShellLines(doc string) ([]string, error) {
 	}
 	var out []string
 	for _, m := range shBlock.FindAllStringSubmatch(string(b), -1) {
-		out = append(out, strings.Split(strings.TrimSpace(strings.ReplaceAll(m[1], "\\\n", "")), "\n")...)
+		for _, l := range strings.Split(strings.TrimSpace(strings.ReplaceAll(m[1], "\\\n", "")), "\n") {
+			out = append(out, strings.TrimSpace(l))
+		}
 	}
 	return out, nil
 }

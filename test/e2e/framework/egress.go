@@ -4,6 +4,7 @@ package framework
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,7 +24,8 @@ import (
 // user-mode network; its harness forwards the kubelet's port to a loopback
 // port and routes the Node's addresses there, so that what goes through the
 // kubelet (kubectl port-forward, logs, exec) works as in a real cluster.
-// A target with no route is refused: nothing is dialled beyond loopback.
+// A target with no route is refused, unless Beyond names a way into the
+// guest for it: nothing on the host is dialled beyond loopback.
 //
 // The API server reaches the proxy on a Unix socket: kube-apiserver 1.37.2
 // accepts an http:// TCP proxy URL without TLS in its validation, then
@@ -35,6 +37,9 @@ type EgressProxy struct {
 
 	mu     sync.Mutex
 	routes map[string]string // "host:port" the API server asks for -> loopback "127.0.0.1:port"
+	// beyond dials a target with no route (a pod IP inside a guest), nil
+	// for none.
+	beyond func(target string) (net.Conn, error)
 }
 
 // startEgressProxy listens on the Unix socket at path.
@@ -60,12 +65,31 @@ func (p *EgressProxy) Route(target, to string) {
 	p.routes[target] = to
 }
 
-func (p *EgressProxy) route(target string) (string, bool) {
+// Beyond dials the targets no Route names with dial: a node harness's
+// tunnel into its guest's network, where the pod IPs the API server's pod
+// proxy asks for live.
+func (p *EgressProxy) Beyond(dial func(target string) (net.Conn, error)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	to, ok := p.routes[target]
-	return to, ok
+	p.beyond = dial
 }
+
+// dial connects to target by its route, or through Beyond.
+func (p *EgressProxy) dial(target string) (net.Conn, error) {
+	p.mu.Lock()
+	to, ok := p.routes[target]
+	beyond := p.beyond
+	p.mu.Unlock()
+	switch {
+	case ok:
+		return net.DialTimeout("tcp", to, 10*time.Second)
+	case beyond != nil:
+		return beyond(target)
+	}
+	return nil, errNoRoute
+}
+
+var errNoRoute = errors.New("no route")
 
 // writeConfig writes the API server's EgressSelectorConfiguration for
 // this proxy into dir and returns its path.
@@ -110,16 +134,10 @@ func (p *EgressProxy) tunnel(c net.Conn) {
 		fmt.Fprintf(c, "HTTP/1.1 405 Method Not Allowed\r\n\r\n")
 		return
 	}
-	to, ok := p.route(req.Host)
-	if !ok {
-		p.log.Warn("egress: no route, refused", zap.String("target", req.Host))
-		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\n\r\nno route to %s\n", req.Host)
-		return
-	}
-	up, err := net.DialTimeout("tcp", to, 10*time.Second)
+	up, err := p.dial(req.Host)
 	if err != nil {
-		p.log.Warn("egress: dial failed", zap.String("target", req.Host), zap.String("to", to), zap.Error(err))
-		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n%v\n", err)
+		p.log.Warn("egress: refused", zap.String("target", req.Host), zap.Error(err))
+		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n%s: %v\n", req.Host, err)
 		return
 	}
 	defer up.Close()
@@ -137,7 +155,7 @@ func (p *EgressProxy) tunnel(c net.Conn) {
 }
 
 func closeWrite(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
+	if hc, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = hc.CloseWrite()
 	}
 }

@@ -97,3 +97,38 @@ func TestEgressProxyRoutes(t *testing.T) {
 		t.Errorf("egress selector configuration (%v):\n%s", err, b)
 	}
 }
+
+// TestEgressProxyBeyond: a target with no route goes to Beyond's dial (a
+// guest's tunnel), a routed one never does.
+func TestEgressProxyBeyond(t *testing.T) {
+	p, err := startEgressProxy(filepath.Join(t.TempDir(), "egress.sock"), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	var asked []string
+	p.Route("evictd-vm:10250", "127.0.0.1:1")
+	p.Beyond(func(target string) (net.Conn, error) {
+		asked = append(asked, target)
+		a, b := net.Pipe()
+		go func() { defer b.Close(); _, _ = io.Copy(b, b) }()
+		return a, nil
+	})
+	c, br, code := connect(t, p, "10.88.0.7:9731")
+	if code != http.StatusOK {
+		t.Fatalf("CONNECT to a pod IP through Beyond: %d, want 200", code)
+	}
+	if _, err := io.WriteString(c, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
+		t.Errorf("through Beyond: %q, %v", line, err)
+	}
+	// Routed, to a port nothing listens on: refused, not handed to Beyond.
+	if _, _, code := connect(t, p, "evictd-vm:10250"); code != http.StatusBadGateway {
+		t.Errorf("CONNECT to a dead route: %d, want 502", code)
+	}
+	if len(asked) != 1 || asked[0] != "10.88.0.7:9731" {
+		t.Errorf("Beyond asked for %q, want only the pod IP", asked)
+	}
+}
