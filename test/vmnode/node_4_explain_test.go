@@ -150,7 +150,8 @@ func TestNodeExplainPortForward(t *testing.T) {
 // the API server to the node (NODE and POD being this node and its evictd
 // pod): docs/decide.md's capture of a node's data (the kubelet's Summary
 // through the node proxy, its pods, the namespaces) and `evictd rank` on
-// it; docs/runbook.md's and docs/run.md's /readyz through the pod proxy;
+// it, and on what evictd observes in its pod (kubectl exec); docs/runbook.md's
+// and docs/run.md's /readyz through the pod proxy;
 // and the pod-proxy /explain that docs/decide.md says cannot work, which
 // the agent refuses for want of the caller's credentials.
 func TestNodeDocProxyReads(t *testing.T) {
@@ -208,6 +209,21 @@ func TestNodeDocProxyReads(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("%s on %s's capture prints no %q:\n%s", rank, n.Name, want, out)
 		}
+	}
+
+	// What evictd itself measured, from its pod, in place of the Summary
+	// (decide.md's kubectl exec line), ranks the same pods.
+	observe := regexp.MustCompile("`(kubectl exec -n evictd-system POD -- /evictd observe [^`]*)`").FindStringSubmatch(readDoc(t, "docs/decide.md"))
+	if observe == nil {
+		t.Fatal("docs/decide.md no longer shows the kubectl exec of evictd observe; update this test")
+	}
+	obsRank := strings.Replace(rank, "--summary summary.json", "--summary obs.json", 1)
+	out, err = run(strings.ReplaceAll(observe[1], "POD", pod.Name) + " > obs.json\n" + obsRank)
+	if err != nil {
+		t.Fatalf("%s, then %s: %v\n%s", observe[1], obsRank, err, out)
+	}
+	if !strings.Contains(out, pod.Namespace+"/"+pod.Name) {
+		t.Errorf("%s on evictd's own observation prints no %s:\n%s", obsRank, pod.Name, out)
 	}
 
 	// /readyz through the pod proxy, as the runbook and run.md show it.
