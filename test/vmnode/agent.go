@@ -3,9 +3,9 @@
 package vmnode
 
 import (
+	"github.com/evictd/evictd/test/e2e/framework"
 	"github.com/evictd/evictd/test/vmnode/vmapi"
 
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -222,42 +222,5 @@ func (a *Agent) post(ctx context.Context, path string, in, out any) error {
 // guest, through the agent's CONNECT: the host's way to the guest's pod
 // IPs (framework.EgressProxy.Beyond).
 func (a *Agent) Connect(target string) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", strings.TrimPrefix(a.URL, "http://"), 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	_ = c.SetDeadline(time.Now().Add(40 * time.Second))
-	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target); err != nil {
-		c.Close()
-		return nil, err
-	}
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("vmagent CONNECT %s: %w", target, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		c.Close()
-		return nil, fmt.Errorf("vmagent CONNECT %s: %s: %s", target, resp.Status, strings.TrimSpace(string(body)))
-	}
-	_ = c.SetDeadline(time.Time{})
-	return &tunnelConn{Conn: c, r: br}, nil
-}
-
-// tunnelConn reads through the reader that took the CONNECT's answer, in
-// case it holds the tunnel's first bytes.
-type tunnelConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (t *tunnelConn) Read(p []byte) (int, error) { return t.r.Read(p) }
-
-func (t *tunnelConn) CloseWrite() error {
-	if tc, ok := t.Conn.(*net.TCPConn); ok {
-		return tc.CloseWrite()
-	}
-	return nil
+	return framework.DialConnect("tcp", strings.TrimPrefix(a.URL, "http://"), target)
 }

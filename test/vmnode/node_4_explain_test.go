@@ -36,24 +36,15 @@ import (
 func TestNodeExplainPortForward(t *testing.T) {
 	n := sharedNode(t)
 	pod := evictdPod(t, n)
-	bin, err := framework.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	framework.RequireBinary(t, "kubectl")
-	framework.RequireBinary(t, "evictd")
 	lines, err := framework.DocShellLines("docs/decide.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// sh runs a documented line with bash, the repository's binaries first
-	// on PATH, as the kubeconfig's user.
+	shell := docShell(t, t.TempDir())
 	sh := func(ctx context.Context, line, kubeconfig string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, "bash", "-c", strings.ReplaceAll(line, "NODE", n.Name))
-		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig)
-		return cmd
+		return shell(ctx, strings.ReplaceAll(line, "NODE", n.Name), kubeconfig)
 	}
 
 	var grant, forward, explain string
@@ -157,22 +148,11 @@ func TestNodeExplainPortForward(t *testing.T) {
 func TestNodeDocProxyReads(t *testing.T) {
 	n := sharedNode(t)
 	pod := evictdPod(t, n)
-	bin, err := framework.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	framework.RequireBinary(t, "kubectl")
-	framework.RequireBinary(t, "evictd")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
+	shell := docShell(t, t.TempDir())
 	run := func(script string) (string, error) {
-		// -x: a failure shows which line failed and how it expanded.
-		cmd := exec.CommandContext(ctx, "bash", "-xc", "set -e\n"+script)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-			"KUBECONFIG="+n.Cluster.AdminKubeconfig)
-		out, err := cmd.CombinedOutput()
+		out, err := shell(ctx, script, n.Cluster.AdminKubeconfig).CombinedOutput()
 		return string(out), err
 	}
 
@@ -281,6 +261,25 @@ func TestNodeDocProxyReads(t *testing.T) {
 		t.Errorf("%s as the cluster's admin: %v\n%s\nwant the agent's 401 (no credentials reach it)", explain[1], err, out)
 	} else {
 		t.Logf("%s: %s", explain[1], strings.TrimSpace(out))
+	}
+}
+
+// docShell returns a runner of the docs' command lines: bash in dir, the
+// repository's kubectl and evictd first on PATH, as the kubeconfig's user;
+// -x, so that a failure shows which line failed and how it expanded.
+func docShell(t *testing.T, dir string) func(ctx context.Context, script, kubeconfig string) *exec.Cmd {
+	t.Helper()
+	bin, err := framework.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.RequireBinary(t, "kubectl")
+	framework.RequireBinary(t, "evictd")
+	return func(ctx context.Context, script, kubeconfig string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, "bash", "-xc", "set -e\n"+script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig)
+		return cmd
 	}
 }
 

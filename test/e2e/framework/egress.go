@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,4 +159,48 @@ func closeWrite(c net.Conn) {
 	if hc, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = hc.CloseWrite()
 	}
+}
+
+// DialConnect opens a tunnel to target (HOST:PORT) through the HTTP CONNECT
+// proxy at addr on network ("tcp", "unix"), as the API server's egress
+// dialer does; a refusal is an error naming the proxy's status.
+func DialConnect(network, addr, target string) (net.Conn, error) {
+	c, err := net.DialTimeout(network, addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(40 * time.Second))
+	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target); err != nil {
+		c.Close()
+		return nil, err
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("CONNECT %s through %s: %w", target, addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		c.Close()
+		return nil, fmt.Errorf("CONNECT %s through %s: %s: %s", target, addr, resp.Status, strings.TrimSpace(string(body)))
+	}
+	_ = c.SetDeadline(time.Time{})
+	return &tunnelConn{Conn: c, r: br}, nil
+}
+
+// tunnelConn reads through the reader that took the CONNECT's answer, in
+// case it holds the tunnel's first bytes, and can be half-closed.
+type tunnelConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (t *tunnelConn) Read(p []byte) (int, error) { return t.r.Read(p) }
+
+func (t *tunnelConn) CloseWrite() error {
+	if hc, ok := t.Conn.(interface{ CloseWrite() error }); ok {
+		return hc.CloseWrite()
+	}
+	return nil
 }
