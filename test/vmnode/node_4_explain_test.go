@@ -141,10 +141,11 @@ func TestNodeExplainPortForward(t *testing.T) {
 // the API server to the node (NODE and POD being this node and its evictd
 // pod): docs/decide.md's capture of a node's data (the kubelet's Summary
 // through the node proxy, its pods, the namespaces) and `evictd rank` on
-// it, and on what evictd observes in its pod (kubectl exec); docs/runbook.md's
-// and docs/run.md's /readyz through the pod proxy;
-// and the pod-proxy /explain that docs/decide.md says cannot work, which
-// the agent refuses for want of the caller's credentials.
+// it, and on what evictd observes in its pod (kubectl exec);
+// docs/runbook.md's and docs/run.md's /readyz through the pod proxy; the
+// runbook's other kubectl get reads; and the pod-proxy /explain that
+// docs/decide.md says cannot work, which the agent refuses for want of the
+// caller's credentials.
 func TestNodeDocProxyReads(t *testing.T) {
 	n := sharedNode(t)
 	pod := evictdPod(t, n)
@@ -245,6 +246,33 @@ func TestNodeDocProxyReads(t *testing.T) {
 				t.Errorf("%s prints no %q:\n%s", script, want, out)
 			}
 		}
+	}
+
+	// The runbook's other reads (kubectl get ...), as an operator on call
+	// runs them on this node; each must answer, and the lease's holder must
+	// be this node's evictd pod.
+	gets := regexp.MustCompile("`(kubectl (?:-n [a-z-]+ )?get [^`]*)`").FindAllStringSubmatch(strings.Join(strings.Fields(runbook), " "), -1)
+	ranGets := 0
+	for _, g := range gets {
+		line := g[1]
+		if strings.Contains(line, "/proxy/") || strings.HasSuffix(line, " -o yaml") || strings.Contains(line, "servicemonitor") {
+			// The pod proxy's, above; "kubectl get pod -o yaml" of a pod an
+			// alert names; the Prometheus operator's resources, not on this
+			// cluster.
+			continue
+		}
+		out, err := run(strings.ReplaceAll(podLine[0]+"\n"+line, "NODE", n.Name))
+		if err != nil {
+			t.Errorf("docs/runbook.md's %s: %v\n%s", line, err, out)
+			continue
+		}
+		ranGets++
+		if strings.Contains(line, "get lease evictd-NODE") && !strings.Contains(out, pod.Name) {
+			t.Errorf("docs/runbook.md's %s names no %s as the holder:\n%s", line, pod.Name, out)
+		}
+	}
+	if ranGets < 5 {
+		t.Errorf("ran %d of docs/runbook.md's kubectl get reads (%q), want at least 5", ranGets, gets)
 	}
 
 	// docs/decide.md: /explain cannot be read through the pod proxy, which

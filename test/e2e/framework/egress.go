@@ -121,8 +121,8 @@ func (p *EgressProxy) serve() {
 	}
 }
 
-// tunnel answers one CONNECT and splices the two connections until either
-// side closes.
+// tunnel answers one CONNECT and splices the two connections until both
+// directions have ended (a half-close passed on as one).
 func (p *EgressProxy) tunnel(c net.Conn) {
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
