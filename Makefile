@@ -118,15 +118,15 @@ $(STATICCHECK):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(abspath $(TOOLS)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-# The real helm CLI, built from the Helm module test/deploy already requires (so its version is the
-# one the chart tests render with, and its packages come from the same build cache); stamped with
-# that version, which helm's own source only knows as major.minor.
 ## promtool: Debian's promtool (hack/get-promtool.sh unpacks it from the prometheus package, never
 ## installing it; skipped when already there), which runs the alerts' unit tests in test/deploy.
 PROMTOOL := $(TOOLS)/promtool
 $(PROMTOOL): FORCE
 	hack/get-promtool.sh $(TOOLS)
 
+# The real helm CLI, built from the Helm module test/deploy already requires (so its version is the
+# one the chart tests render with, and its packages come from the same build cache); stamped with
+# that version, which helm's own source only knows as major.minor.
 HELM := $(TOOLS)/helm
 $(HELM): FORCE
 	@mkdir -p $(TOOLS)
