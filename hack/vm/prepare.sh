@@ -38,7 +38,8 @@ start=$(date +%s.%N)
 elapsed() { awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1fs", e - s }'; }
 say() { echo "prepare.sh: $*"; }
 
-tools=(qemu-system-x86_64 busybox depmod modprobe cpio mkfs.ext4)
+# jq: for the docs' commands the node's tests run as written (run.md's /configz read).
+tools=(qemu-system-x86_64 busybox depmod modprobe cpio mkfs.ext4 jq)
 have_tools() {
   local t
   for t in "${tools[@]}"; do command -v "$t" >/dev/null || return 1; done
@@ -73,8 +74,8 @@ apt-get update -qq
 if have_tools; then
   say "host tools already installed: ${tools[*]}"
 else
-  say "installing qemu-system-x86 busybox-static kmod cpio e2fsprogs"
-  apt-get install -y -qq --no-install-recommends qemu-system-x86 busybox-static kmod cpio e2fsprogs >/dev/null
+  say "installing qemu-system-x86 busybox-static kmod cpio e2fsprogs jq"
+  apt-get install -y -qq --no-install-recommends qemu-system-x86 busybox-static kmod cpio e2fsprogs jq >/dev/null
   have_tools || { echo "prepare.sh: tools still missing after apt-get install" >&2; exit 1; }
 fi
 say "host packages ready in $(( $(date +%s) - t ))s ($(qemu-system-x86_64 --version | head -1))"

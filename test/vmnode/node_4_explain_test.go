@@ -141,11 +141,11 @@ func TestNodeExplainPortForward(t *testing.T) {
 // the API server to the node (NODE and POD being this node and its evictd
 // pod): docs/decide.md's capture of a node's data (the kubelet's Summary
 // through the node proxy, its pods, the namespaces) and `evictd rank` on
-// it, and on what evictd observes in its pod (kubectl exec);
-// docs/runbook.md's and docs/run.md's /readyz through the pod proxy; the
-// runbook's other kubectl get reads; and the pod-proxy /explain that
-// docs/decide.md says cannot work, which the agent refuses for want of the
-// caller's credentials.
+// it, and on what evictd observes in its pod (kubectl exec); docs/run.md's
+// /configz read through jq; docs/runbook.md's and docs/run.md's /readyz
+// through the pod proxy; the runbook's other kubectl get reads; and the
+// pod-proxy /explain that docs/decide.md says cannot work, which the agent
+// refuses for want of the caller's credentials.
 func TestNodeDocProxyReads(t *testing.T) {
 	n := sharedNode(t)
 	pod := evictdPod(t, n)
@@ -207,6 +207,26 @@ func TestNodeDocProxyReads(t *testing.T) {
 		t.Errorf("%s on evictd's own observation prints no %s:\n%s", obsRank, pod.Name, out)
 	}
 
+	// run.md's check of the kubelet's thresholds by hand: its /configz
+	// through the node proxy, cut by jq (hack/vm/prepare.sh installs it).
+	var configz string
+	for _, l := range runMdLines(t) {
+		if strings.Contains(l, "/proxy/configz") {
+			configz = l
+		}
+	}
+	if configz == "" {
+		t.Fatal("docs/run.md no longer shows the kubelet's /configz read; update this test")
+	}
+	out, err = run(strings.ReplaceAll(configz, "NODE", n.Name))
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", configz, err, out)
+	}
+	// The guest's kubelet runs its default hard thresholds.
+	if !strings.Contains(out, `"evictionHard"`) || !strings.Contains(out, `"memory.available": "100Mi"`) {
+		t.Errorf("%s prints no evictionHard with memory.available 100Mi:\n%s", configz, out)
+	}
+
 	// /readyz through the pod proxy, as the runbook and run.md show it.
 	runbook := readDoc(t, "docs/runbook.md")
 	runbookLines, err := framework.DocShellLines("docs/runbook.md")
@@ -219,15 +239,11 @@ func TestNodeDocProxyReads(t *testing.T) {
 	if len(podLine) != 1 || len(readyz) == 0 {
 		t.Fatalf("docs/runbook.md: POD line %q, %d /readyz reads; want one and at least one", podLine, len(readyz))
 	}
-	runMd, err := framework.DocShellLines("docs/run.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	reads := map[string]bool{}
 	for _, r := range readyz {
 		reads[strings.ReplaceAll(podLine[0], "NODE", n.Name)+"\n"+strings.Join(strings.Fields(r[1]), " ")] = true
 	}
-	for _, l := range runMd {
+	for _, l := range runMdLines(t) {
 		if strings.Contains(l, "/proxy/readyz") {
 			reads[strings.ReplaceAll(l, "POD", pod.Name)] = true
 		}
@@ -341,4 +357,14 @@ func readDoc(t *testing.T, rel string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// runMdLines are docs/run.md's sh lines.
+func runMdLines(t *testing.T) []string {
+	t.Helper()
+	lines, err := framework.DocShellLines("docs/run.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
 }
