@@ -36,10 +36,7 @@ import (
 func TestNodeExplainPortForward(t *testing.T) {
 	n := sharedNode(t)
 	pod := evictdPod(t, n)
-	lines, err := framework.DocShellLines("docs/decide.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := framework.DocLines(t, "docs/decide.md")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	shell := docShell(t, t.TempDir())
@@ -157,10 +154,7 @@ func TestNodeDocProxyReads(t *testing.T) {
 		return string(out), err
 	}
 
-	decide, err := framework.DocShellLines("docs/decide.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	decide := framework.DocLines(t, "docs/decide.md")
 	capture := docBlockFrom(decide, "NODE=", "kubectl get namespaces -o json > namespaces.json")
 	if len(capture) != 5 {
 		t.Fatalf("docs/decide.md's capture of a node's data: %q; want NODE=, the Summary, the pods, a comment, the namespaces", capture)
@@ -210,7 +204,7 @@ func TestNodeDocProxyReads(t *testing.T) {
 	// run.md's check of the kubelet's thresholds by hand: its /configz
 	// through the node proxy, cut by jq (hack/vm/prepare.sh installs it).
 	var configz string
-	for _, l := range runMdLines(t) {
+	for _, l := range framework.DocLines(t, "docs/run.md") {
 		if strings.Contains(l, "/proxy/configz") {
 			configz = l
 		}
@@ -229,10 +223,7 @@ func TestNodeDocProxyReads(t *testing.T) {
 
 	// /readyz through the pod proxy, as the runbook and run.md show it.
 	runbook := readDoc(t, "docs/runbook.md")
-	runbookLines, err := framework.DocShellLines("docs/runbook.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	runbookLines := framework.DocLines(t, "docs/runbook.md")
 	podLine := docBlockFrom(runbookLines, "POD=$(kubectl -n evictd-system get pods", "POD=$(kubectl -n evictd-system get pods")
 	readyz := regexp.MustCompile("`(kubectl get --raw\\s+\"/api/v1/namespaces/evictd-system/pods/\\$\\{POD#pod/\\}:9731/proxy/readyz\\?verbose\")`").
 		FindAllStringSubmatch(runbook, -1)
@@ -243,7 +234,7 @@ func TestNodeDocProxyReads(t *testing.T) {
 	for _, r := range readyz {
 		reads[strings.ReplaceAll(podLine[0], "NODE", n.Name)+"\n"+strings.Join(strings.Fields(r[1]), " ")] = true
 	}
-	for _, l := range runMdLines(t) {
+	for _, l := range framework.DocLines(t, "docs/run.md") {
 		if strings.Contains(l, "/proxy/readyz") {
 			reads[strings.ReplaceAll(l, "POD", pod.Name)] = true
 		}
@@ -357,14 +348,4 @@ func readDoc(t *testing.T, rel string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// runMdLines are docs/run.md's sh lines.
-func runMdLines(t *testing.T) []string {
-	t.Helper()
-	lines, err := framework.DocShellLines("docs/run.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lines
 }

@@ -118,7 +118,7 @@ func TestExplainEndpoint(t *testing.T) {
 	kubeconfig := filepath.Join(t.TempDir(), "reader.kubeconfig")
 	writeTokenKubeconfig(t, m.c, kubeconfig, reader)
 	ran := 0
-	for _, line := range decideDocCommands(t) {
+	for _, line := range framework.DocLines(t, "docs/decide.md") {
 		args := strings.Fields(strings.NewReplacer("NODE", "explain", "127.0.0.1:9732", addr).Replace(line))
 		var cmd *exec.Cmd
 		switch {
@@ -222,17 +222,6 @@ func secureGet(t *testing.T, addr, path, token string) (int, string) {
 		t.Fatalf("GET %s: %v", path, err)
 	}
 	return resp.StatusCode, string(b)
-}
-
-// decideDocCommands are the command lines of docs/decide.md's sh blocks,
-// continuation lines joined.
-func decideDocCommands(t *testing.T) []string {
-	t.Helper()
-	lines, err := framework.DocShellLines("docs/decide.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lines
 }
 
 func writeTokenKubeconfig(t *testing.T, c *framework.Cluster, path, token string) {

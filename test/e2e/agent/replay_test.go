@@ -61,7 +61,7 @@ func TestReplayOfAnE2ERun(t *testing.T) {
 	kubeconfig := filepath.Join(dir, "reader.kubeconfig")
 	writeTokenKubeconfig(t, m.c, kubeconfig, callerToken(t, m.c, m.c.Namespace(t, "callers"), "reader", "evictd-explain-reader"))
 	outputs := map[string]string{}
-	for _, line := range decideDocCommands(t) {
+	for _, line := range framework.DocLines(t, "docs/decide.md") {
 		args := strings.Fields(strings.NewReplacer("NODE", "replay", "127.0.0.1:9732", addr).Replace(line))
 		if args[0] != "evictd" || (args[1] != "trace" && args[1] != "replay") {
 			continue

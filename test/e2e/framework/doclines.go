@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"testing"
 )
 
 // shBlock is a fenced sh block, indented too (one inside a list item).
@@ -31,4 +32,15 @@ func DocShellLines(doc string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// DocLines is DocShellLines for a test, which it fails when the file
+// cannot be read.
+func DocLines(t testing.TB, doc string) []string {
+	t.Helper()
+	lines, err := DocShellLines(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
 }
