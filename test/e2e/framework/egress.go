@@ -59,7 +59,8 @@ func startEgressProxy(path string, log *zap.Logger) (*EgressProxy, error) {
 }
 
 // Route sends the API server's connections to target ("host:port", as the
-// Node names it) to the loopback address to.
+// Node names it) to the loopback address to; a to off 127.0.0.0/8 is
+// refused when asked for, never dialled.
 func (p *EgressProxy) Route(target, to string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -83,6 +84,12 @@ func (p *EgressProxy) dial(target string) (net.Conn, error) {
 	p.mu.Unlock()
 	switch {
 	case ok:
+		// The host dials loopback only; a guest's own addresses are
+		// reached through its forwards or its agent (Beyond).
+		host, _, err := net.SplitHostPort(to)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			return nil, fmt.Errorf("route to %s: not a loopback address", to)
+		}
 		return net.DialTimeout("tcp", to, 10*time.Second)
 	case beyond != nil:
 		return beyond(target)

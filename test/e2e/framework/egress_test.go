@@ -62,6 +62,12 @@ func TestEgressProxyRoutes(t *testing.T) {
 			t.Errorf("CONNECT %s: echoed %q, %v", target, line, err)
 		}
 	}
+	// A route off loopback is refused before any dial: the host dials
+	// 127.0.0.0/8 only.
+	p.Route("evictd-vm:10255", "192.0.2.1:10255")
+	if _, err := connect(t, p, "evictd-vm:10255"); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("CONNECT through a route to 192.0.2.1: %v, want a refusal naming loopback", err)
+	}
 	// The listener's own address would answer a direct dial: refused all
 	// the same, since it has no route.
 	for _, target := range []string{kubelet.Addr().String(), "10.0.2.15:10255", "evictd-vm:22"} {
