@@ -117,6 +117,63 @@ type RaceRun struct {
 	Unresponsive time.Duration
 	Start        time.Time
 	Thresholds   map[string]int64 // name -> memory.available threshold, bytes
+	// Hold is what the leaker allocated before it began to grow, bytes;
+	// Kills the kernel's kills during the run, placed on the host's clock.
+	Hold  int64
+	Kills []Kill
+}
+
+// Stalled: the leak never took memory.available below evictd's threshold,
+// and nothing ended it or killed anything. Such a run tests nothing: the
+// pressure it exists for never came.
+func (r RaceRun) Stalled() bool {
+	low := r.MinAvailable()
+	return len(r.Fates) == 0 && r.OOMKills == 0 && r.Unresponsive == 0 && low >= r.Thresholds["evictd"]
+}
+
+// Kill is one of the kernel's OOM kills, on the host's clock.
+type Kill struct {
+	At      time.Time
+	Command string
+	AnonRSS int64
+}
+
+// KillsAfterEviction says whether the run's OOM kills are the node's
+// slowness rather than evictd's: each killed the leaker (the only process
+// holding at least the leak's hold), at least allowance after the watch saw
+// evictd's eviction of it. evictd cannot make the kubelet and the runtime
+// stop a pod sooner than they do (the actuator's containment is its answer
+// to that; docs/actuator.md); what it owes is an eviction early enough for
+// the time it assumes they take. The explanation, or why there is none.
+func (r RaceRun) KillsAfterEviction(allowance time.Duration) (string, bool) {
+	if r.OOMKills == 0 {
+		return "no OOM kill", true
+	}
+	if len(r.Kills) == 0 {
+		return fmt.Sprintf("the oom_kill counter rose by %d, and dmesg named no kill of the run", r.OOMKills), false
+	}
+	var evicted time.Time
+	for _, f := range r.Fates {
+		if f.Pod == r.Leaker && f.By == ByEvictd {
+			evicted = f.At
+		}
+	}
+	if evicted.IsZero() {
+		return "evictd did not evict the leaker", false
+	}
+	var after []string
+	for _, k := range r.Kills {
+		if r.Hold <= 0 || k.AnonRSS < r.Hold {
+			return fmt.Sprintf("the kernel killed %s holding %d MiB, not the leaker (which held %d MiB or more)", k.Command, k.AnonRSS>>20, r.Hold>>20), false
+		}
+		d := k.At.Sub(evicted)
+		if d < allowance {
+			return fmt.Sprintf("the kernel killed the leaker %s after evictd's eviction of it was seen, within the %s an eviction is assumed to take", d.Round(10*time.Millisecond), allowance), false
+		}
+		after = append(after, d.Round(100*time.Millisecond).String())
+	}
+	return fmt.Sprintf("the kernel killed the leaker, evictd's victim, %s after its eviction was seen (more than the %s an eviction is assumed to take): the kubelet and the runtime had not stopped it by then",
+		strings.Join(after, ", "), allowance), true
 }
 
 // Count is how many pods ended by who.
@@ -232,13 +289,15 @@ func KubeletObservations(log string, from, to time.Time) []string {
 // oomKillRE matches the kernel's line for each OOM kill, e.g.
 // [ 1080.592534] Out of memory: Killed process 6984 (workload) total-vm:…
 // (memory cgroup OOM kills say "Memory cgroup out of memory: Killed process").
-var oomKillRE = regexp.MustCompile(`^\[\s*(\d+\.\d+)\] (?:Memory cgroup out of memory|Out of memory): Killed process (\d+) \(([^)]*)\)`)
+var oomKillRE = regexp.MustCompile(`^\[\s*(\d+\.\d+)\] (?:Memory cgroup out of memory|Out of memory): Killed process (\d+) \(([^)]*)\)(?:.*anon-rss:(\d+)kB)?`)
 
-// OOMKill is one kill the kernel logged: when (seconds of uptime), whom.
+// OOMKill is one kill the kernel logged: when (seconds of uptime), whom,
+// and the anonymous memory it held (bytes; 0 when the line omits it).
 type OOMKill struct {
 	Uptime  float64
 	PID     int
 	Command string
+	AnonRSS int64
 }
 
 // OOMKills lists the kills in dmesg's output, each once (the kernel may
@@ -257,7 +316,15 @@ func OOMKills(dmesg string) []OOMKill {
 			continue
 		}
 		seen[pid] = true
-		out = append(out, OOMKill{Uptime: up, PID: pid, Command: m[3]})
+		var anon int64
+		if m[4] != "" {
+			kib, err := strconv.ParseInt(m[4], 10, 64)
+			if err != nil {
+				continue
+			}
+			anon = kib << 10
+		}
+		out = append(out, OOMKill{Uptime: up, PID: pid, Command: m[3], AnonRSS: anon})
 	}
 	return out
 }

@@ -114,6 +114,30 @@ func TestRaceRun(t *testing.T) {
 	}
 }
 
+// TestRaceRunStalled: only a run whose leak never pressed (nothing ended,
+// nothing killed, memory never under evictd's threshold) counts as stalled.
+func TestRaceRunStalled(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	th := map[string]int64{"evictd": 300 << 20}
+	high := []MemorySample{{t0, 650 << 20}, {t0.Add(time.Second), 331 << 20}}
+	low := append(high, MemorySample{t0.Add(2 * time.Second), 299 << 20})
+	for name, c := range map[string]struct {
+		r    RaceRun
+		want bool
+	}{
+		"stalled above":     {RaceRun{Samples: high, Thresholds: th}, true},
+		"crossed":           {RaceRun{Samples: low, Thresholds: th}, false},
+		"ended":             {RaceRun{Samples: high, Thresholds: th, Fates: []PodFate{{"leaker", ByEvictd, t0}}}, false},
+		"killed":            {RaceRun{Samples: high, Thresholds: th, OOMKills: 2}, false},
+		"guest unanswering": {RaceRun{Samples: high, Thresholds: th, Unresponsive: time.Minute}, false},
+		"no samples":        {RaceRun{Thresholds: th}, false},
+	} {
+		if got := c.r.Stalled(); got != c.want {
+			t.Errorf("%s: Stalled() = %v, want %v", name, got, c.want)
+		}
+	}
+}
+
 func TestKubeletObservations(t *testing.T) {
 	log := `I1122 19:16:12.744486     210 helpers.go:978] "Eviction manager:" log="observations" signal="memory.available" resourceName="memory" available="1742396Ki" capacity="1967Mi" time="2026-11-22 19:16:05.1 +0000 UTC"
 I1122 19:16:12.744500     210 helpers.go:978] "Eviction manager:" log="observations" signal="nodefs.available" resourceName="ephemeral-storage" available="2Gi" capacity="3Gi" time="2026-11-22 19:16:05.1 +0000 UTC"
@@ -136,7 +160,38 @@ func TestOOMKills(t *testing.T) {
 [ 1080.593346] Out of memory: Killed process 6984 (workload) total-vm:5390124kB, anon-rss:1737956kB, file-rss:0kB, shmem-rss:0kB, UID:65532 pgtables:3492kB oom_score_adj:968
 [ 1200.000001] Memory cgroup out of memory: Killed process 7001 (workload) total-vm:1kB`
 	got := OOMKills(dmesg)
-	if len(got) != 2 || got[0] != (OOMKill{1080.592534, 6984, "workload"}) || got[1].PID != 7001 {
-		t.Errorf("OOMKills = %+v; want the two kills, each once", got)
+	if len(got) != 2 || got[0] != (OOMKill{1080.592534, 6984, "workload", 1737956 << 10}) || got[1] != (OOMKill{1200.000001, 7001, "workload", 0}) {
+		t.Errorf("OOMKills = %+v; want the two kills, each once, with the anon-rss the first names", got)
+	}
+}
+
+// TestKillsAfterEviction: an OOM kill in a run with evictd is the node's
+// slowness only when it killed the leaker, evictd had evicted it, and at
+// least the allowance had passed since.
+func TestKillsAfterEviction(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 16, 57, 1, 0, time.UTC)
+	evicted := []PodFate{{Pod: "leaker", By: ByEvictd, At: t0}}
+	leakerKill := func(after time.Duration) Kill {
+		return Kill{At: t0.Add(after), Command: "workload", AnonRSS: 1600 << 20}
+	}
+	for name, c := range map[string]struct {
+		run  RaceRun
+		want bool
+		says string
+	}{
+		"no kill":             {RaceRun{Fates: evicted}, true, "no OOM kill"},
+		"leaker, 4.5 s after": {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{leakerKill(4500 * time.Millisecond)}}, true, "4.5s after"},
+		"leaker, 1 s after":   {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{leakerKill(time.Second)}}, false, "within the 2s"},
+		"leaker, before":      {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{leakerKill(-time.Second)}}, false, "within the 2s"},
+		"another process": {RaceRun{OOMKills: 2, Fates: evicted,
+			Kills: []Kill{leakerKill(5 * time.Second), {At: t0.Add(5 * time.Second), Command: "workload", AnonRSS: 16 << 20}}}, false, "holding 16 MiB"},
+		"not evicted by evictd": {RaceRun{OOMKills: 2, Fates: []PodFate{{Pod: "leaker", By: ByOOM, At: t0}}, Kills: []Kill{leakerKill(5 * time.Second)}}, false, "did not evict"},
+		"dmesg silent":          {RaceRun{OOMKills: 2, Fates: evicted}, false, "named no kill"},
+	} {
+		c.run.Leaker, c.run.Hold = "leaker", 1000<<20
+		got, ok := c.run.KillsAfterEviction(2 * time.Second)
+		if ok != c.want || !strings.Contains(got, c.says) {
+			t.Errorf("%s: %v, %q; want %v, saying %q", name, ok, got, c.want, c.says)
+		}
 	}
 }

@@ -319,12 +319,12 @@ func TestLog(t *testing.T) {
 	lines := strings.Split(out.String(), "\n")
 	long := 0
 	for _, l := range lines {
-		if len(l) == 1023 {
+		if len(l) == logLine-1 {
 			long++
 		}
 	}
-	if long != 2048 || !strings.Contains(out.String(), "workload: logged 2 MiB\n") {
-		t.Errorf("%d lines of 1 KiB and %d bytes in all; want 2048 and the report", long, out.Len())
+	if long != 2<<20/logLine || !strings.Contains(out.String(), "workload: logged 2 MiB\n") {
+		t.Errorf("%d lines of %d bytes and %d bytes in all; want %d and the report", long, logLine, out.Len(), 2<<20/logLine)
 	}
 }
 
