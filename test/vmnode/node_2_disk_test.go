@@ -73,6 +73,7 @@ func TestNodeDiskOrder(t *testing.T) {
 		scratch,
 		workloadPod(ns, "logger", 0, 0, "--log-mib=100"),
 	)
+	written := time.Now()
 	for _, p := range pods {
 		want := "workload: wrote"
 		if p.Name == "logger" {
@@ -90,6 +91,7 @@ func TestNodeDiskOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	t.Logf("the three pods done writing %s after they ran", time.Since(written).Round(time.Second))
 	// What evictd counts for each pod, once its ephemeral figures are
 	// fresh (refreshed every 10 s).
 	time.Sleep(12 * time.Second)
