@@ -82,10 +82,10 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		if !strings.Contains(f["kubeletFrom"].(string), "kubelet pid 640") || f["kubelet"] != "memory.available<750Mi,pid.available<5%" || f["moved"] != int64(1) {
 			t.Errorf("start line fields %v", f)
 		}
-		assertGauge(t, m, "evictd_kubelet_thresholds_known", nil, 1)
-		assertGauge(t, m, "evictd_kubelet_threshold_available_bytes", map[string]string{"signal": "memory.available"}, 750<<20)
-		assertGauge(t, m, "evictd_kubelet_threshold_available", map[string]string{"signal": "pid.available"}, 5000)
-		assertGauge(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "memory.available"}, 0)
+		assertValue(t, m, "evictd_kubelet_thresholds_known", nil, 1)
+		assertValue(t, m, "evictd_kubelet_threshold_available_bytes", map[string]string{"signal": "memory.available"}, 750<<20)
+		assertValue(t, m, "evictd_kubelet_threshold_available", map[string]string{"signal": "pid.available"}, 5000)
+		assertValue(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "memory.available"}, 0)
 		ths, _ := o.Config.Thresholds()
 		if ths[0].Signal != thresholds.MemoryAvailable || ths[0].Value.String() != "950Mi" {
 			t.Errorf("the loop's first threshold %v", ths[0])
@@ -105,8 +105,8 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		if n := logs.FilterField(zap.String("signal", "memory.available")).FilterLevelExact(zap.WarnLevel).Len(); n != 1 {
 			t.Errorf("%d warnings for memory.available: %v", n, logs.All())
 		}
-		assertGauge(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "memory.available"}, 1)
-		assertGauge(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "allocatableMemory.available"}, 1)
+		assertValue(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "memory.available"}, 1)
+		assertValue(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "allocatableMemory.available"}, 1)
 		var got []string
 		st.emitBelowKubelet(func(ref v1.ObjectReference, typ, reason, _, note string) {
 			got = append(got, ref.Kind+"/"+ref.Name+" "+typ+" "+reason+" "+note)
@@ -134,7 +134,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		if len(w) != 1 || !strings.Contains(w[0].ContextMap()["fix"].(string), "mount /var/lib/kubelet/config.yaml's directory") {
 			t.Errorf("warnings %v", w)
 		}
-		assertGauge(t, m, "evictd_kubelet_thresholds_known", nil, 0)
+		assertValue(t, m, "evictd_kubelet_thresholds_known", nil, 0)
 	})
 	t.Run("ignore", func(t *testing.T) {
 		o := placeOptions(t, kubeletHost(t), "--kubelet-thresholds=ignore")
@@ -166,7 +166,8 @@ func TestKubeletFlagsValidate(t *testing.T) {
 	}
 }
 
-func assertGauge(t *testing.T, m *metrics.Metrics, name string, labels map[string]string, want float64) {
+// assertValue checks a gauge's or a counter's value.
+func assertValue(t *testing.T, m *metrics.Metrics, name string, labels map[string]string, want float64) {
 	t.Helper()
 	mfs, err := m.Registry().Gather()
 	if err != nil {
@@ -183,7 +184,11 @@ func assertGauge(t *testing.T, m *metrics.Metrics, name string, labels map[strin
 					continue series
 				}
 			}
-			if got := s.GetGauge().GetValue(); got != want {
+			got := s.GetGauge().GetValue()
+			if s.Counter != nil {
+				got = s.GetCounter().GetValue()
+			}
+			if got != want {
 				t.Errorf("%s%v = %g, want %g", name, labels, got, want)
 			}
 			return

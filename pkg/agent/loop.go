@@ -22,6 +22,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/family"
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/agent/inflight"
+	"github.com/evictd/evictd/pkg/agent/outrun"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/memhigh"
@@ -228,6 +229,7 @@ type Loop struct {
 	gone      goneQueue
 	deleted   queue[trace.Deletion]
 	lead      leadTime
+	outrun    outrun.Tracker
 	pace      pacing
 	health    health
 	// actuation is the actuator's side of the loop; nil when it is off.
@@ -310,6 +312,7 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		resources = append(resources, string(r))
 	}
 	deps.Metrics.InitResources(resources...)
+	deps.Metrics.SetEvictionLead(l.lead.get())
 	return l, nil
 }
 
@@ -613,6 +616,7 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	}
 	v.status = l.tracker.Update(v.signals)
 	l.thresholdMetrics(v.status, v.signals)
+	l.checkOutrun(v)
 	if l.deps.Arming != nil {
 		l.deps.Arming.Sync(obs, v.signals)
 	}

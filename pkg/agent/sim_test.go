@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -94,6 +95,7 @@ type simNode struct {
 	pods     []*simPod
 	loop     *Loop
 	metrics  *metrics.Metrics // optional
+	log      *zap.Logger      // optional; zaptest's by default
 	// podReadLag is how long after the node's memory the pods' cgroups are
 	// read in one observation: a pod exiting in between is missing from
 	// both (the real observer reads the node first). Keep it under the
@@ -522,7 +524,11 @@ func testLoopConfig(ths []thresholds.Threshold) LoopConfig {
 func (n *simNode) run(t *testing.T, cfg LoopConfig, d time.Duration) *simWaker {
 	t.Helper()
 	w := &simWaker{n: n}
-	deps := Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Metrics: n.metrics, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall}
+	log := n.log
+	if log == nil {
+		log = zaptest.NewLogger(t)
+	}
+	deps := Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Metrics: n.metrics, Log: log, Clock: n.clk, Go: syncCall}
 	if n.brake != nil {
 		deps.Brake = n.brake
 	}

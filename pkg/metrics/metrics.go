@@ -128,6 +128,7 @@ type Metrics struct {
 	kubelet              kubeletMetrics   // kubelet.go
 	nodeLease            nodeLeaseMetrics // nodelease.go
 	nodeBrake            nodeBrakeMetrics // nodebrake.go
+	outrun               outrunMetrics    // outrun.go
 }
 
 // New builds the metrics on a fresh private registry, with the Go and
@@ -268,6 +269,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 	m.initKubelet()
 	m.initNodeLease()
 	m.initNodeBrake()
+	m.initOutrun()
 	m.initTrace()
 	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)

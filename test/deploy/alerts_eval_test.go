@@ -83,6 +83,8 @@ load 1m
   evictd_node_lease_held{job="evictd",node="i",namespace="evictd-system",pod="evictd-i"} 0+0x20
   evictd_node_lease_errors_total{job="evictd",node="i",namespace="evictd-system",pod="evictd-i"} 0+1x20
   evictd_node_lease_held{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 0+0x20
+  evictd_threshold_outrun_total{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="memory.available"} 0+0x10 1+0x10
+  evictd_threshold_outrun_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="memory.available"} 0+0x20
   evictd_node_lease_errors_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b"} 0+0x20
   evictd_threshold_below_kubelet{job="evictd",node="a",namespace="evictd-system",pod="evictd-a",signal="memory.available"} 1+0x20
   evictd_threshold_below_kubelet{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",signal="memory.available"} 0+0x20
@@ -131,6 +133,9 @@ load 1m
 		// a's memory.available threshold sits at or below the kubelet's;
 		// b's does not.
 		{"EvictdThresholdBelowKubelet", []string{"a"}},
+		// a's memory fell past its threshold's room once, 10 minutes ago;
+		// b's never did.
+		{"EvictdThresholdOutrun", []string{"a"}},
 		// a's last success is 20 minutes old; b's and d's are now.
 		{"EvictdNotObserving", []string{"a"}},
 		// 10% of a's observations fail, under 2% of b's.

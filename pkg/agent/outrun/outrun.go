@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package outrun tells when memory falls faster than a hard threshold can
+// absorb on this node. Between evictd's call and the victim's memory being
+// back lies the lead (the kubelet's stop, the runtime's, the kernel freeing
+// the pages), which evictd measures from its own victims. The threshold,
+// with act-early's band above it, is the room the node has to spend in that
+// time. A fall that empties the room before the lead is over leaves the
+// kernel's OOM killer to strike first, however right evictd's call: on a
+// loaded node the race's leaker was killed 4.5 s after evictd had evicted it
+// (docs/node.md, "A loaded host"). No choice of victim helps then; a larger
+// threshold or the actuator does, and the operator must hear of it.
+package outrun
+
+import (
+	"time"
+
+	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/predict"
+	"github.com/evictd/evictd/pkg/thresholds"
+)
+
+// Fall is one memory signal's fall, as a pass sees it.
+type Fall struct {
+	// Amount is the hard threshold in bytes; ActEarly whether evictd may act
+	// within decide.EarlyMargin above it.
+	Amount   int64
+	ActEarly bool
+	// Available is the signal's last figure, Rate its fill rate in bytes per
+	// second (positive while available falls), Sustained whether the fall
+	// is a trend and not a one-off step.
+	Available int64
+	Rate      float64
+	Sustained bool
+	// Lead is the measured time from an eviction to the victim's memory
+	// being back.
+	Lead time.Duration
+}
+
+// Room is what the node has to spend from the moment evictd may act to
+// nothing left: the threshold, and act-early's band above it when on.
+func (f Fall) Room() int64 {
+	if f.ActEarly {
+		return f.Amount + decide.EarlyMargin(f.Amount)
+	}
+	return f.Amount
+}
+
+// Cover is how long Room lasts at Rate (predict.Never when not falling).
+func (f Fall) Cover() time.Duration { return predict.TimeLeft(f.Room(), 0, f.Rate) }
+
+// Outrun reports whether the fall, sustained and already where evictd acts,
+// empties the room before an eviction's memory is back. A fast fall far
+// above the room says nothing yet: most stop short of any threshold.
+func (f Fall) Outrun() bool {
+	return f.Sustained && f.Amount > 0 && f.Lead > 0 && f.Available <= f.Room() && f.Cover() < f.Lead
+}
+
+// Tracker remembers which signals are outrun, so that a fall is counted and
+// told once, when it begins, and not at every pass it lasts.
+type Tracker struct {
+	on map[thresholds.Signal]bool
+}
+
+// Update records whether s is outrun in this pass and reports whether that
+// began now.
+func (t *Tracker) Update(s thresholds.Signal, outrun bool) (began bool) {
+	if t.on == nil {
+		t.on = map[thresholds.Signal]bool{}
+	}
+	was := t.on[s]
+	t.on[s] = outrun
+	return outrun && !was
+}
