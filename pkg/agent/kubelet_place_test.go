@@ -166,7 +166,7 @@ func TestKubeletFlagsValidate(t *testing.T) {
 	}
 }
 
-// assertValue checks a gauge's or a counter's value.
+// assertValue checks a gauge's or a counter's value, or a histogram's count.
 func assertValue(t *testing.T, m *metrics.Metrics, name string, labels map[string]string, want float64) {
 	t.Helper()
 	mfs, err := m.Registry().Gather()
@@ -187,6 +187,9 @@ func assertValue(t *testing.T, m *metrics.Metrics, name string, labels map[strin
 			got := s.GetGauge().GetValue()
 			if s.Counter != nil {
 				got = s.GetCounter().GetValue()
+			}
+			if s.Histogram != nil {
+				got = float64(s.GetHistogram().GetSampleCount())
 			}
 			if got != want {
 				t.Errorf("%s%v = %g, want %g", name, labels, got, want)

@@ -312,7 +312,6 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		resources = append(resources, string(r))
 	}
 	deps.Metrics.InitResources(resources...)
-	deps.Metrics.SetEvictionLead(l.lead.get())
 	return l, nil
 }
 
@@ -779,6 +778,16 @@ func (l *Loop) thresholdMetrics(st thresholds.Status, signals map[thresholds.Sig
 type leadTime struct {
 	mu    sync.Mutex
 	value time.Duration
+	// last is the last sample as measured, 0 until one is: the evidence of
+	// what an eviction takes on this node now (package outrun), which the
+	// average, starting from an assumed 2 s, is not.
+	last time.Duration
+}
+
+func (t *leadTime) lastTook() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last
 }
 
 func (t *leadTime) get() time.Duration {
@@ -793,6 +802,7 @@ func (t *leadTime) get() time.Duration {
 func (t *leadTime) sample(took time.Duration) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.last = took
 	t.value = min(max((7*t.value+3*took)/10, 500*time.Millisecond), 30*time.Second)
 	return t.value
 }

@@ -14,7 +14,7 @@ import (
 // outrun). It changes no decision: evictd acts as it would; what it cannot
 // do is make the node stop a pod sooner.
 func (l *Loop) checkOutrun(v *view) {
-	opts := l.decideOptions()
+	actEarly := l.cfg.Decide.ActEarly
 	room := map[thresholds.Signal]outrun.Fall{}
 	for _, th := range l.cfg.Thresholds {
 		if !th.Hard() || (th.Signal != thresholds.MemoryAvailable && th.Signal != thresholds.AllocatableMemoryAvailable) {
@@ -28,8 +28,8 @@ func (l *Loop) checkOutrun(v *view) {
 			continue
 		}
 		f := outrun.Fall{
-			Amount: th.Value.Amount(o.Capacity), ActEarly: opts.ActEarly, Available: o.Available,
-			Rate: v.rates[th.Signal], Sustained: v.trends[th.Signal], Lead: opts.Lead,
+			Amount: th.Value.Amount(o.Capacity), ActEarly: actEarly, Available: o.Available,
+			Rate: v.rates[th.Signal], Sustained: v.trends[th.Signal], Lead: l.lead.lastTook(),
 		}
 		// Of two hard thresholds on one signal, the larger is where evictd
 		// acts first.
@@ -45,6 +45,6 @@ func (l *Loop) checkOutrun(v *view) {
 		l.log.Warn("memory falls faster than the threshold covers: at this rate its room is gone before an eviction on this node gives memory back, and the kernel's OOM killer may strike before the victim is gone; raise the threshold, or run with --actuator",
 			zap.String("signal", string(s)), zap.Float64("fillMiBps", f.Rate/(1<<20)),
 			zap.Int64("thresholdBytes", f.Amount), zap.Int64("roomBytes", f.Room()), zap.Int64("availableBytes", f.Available),
-			zap.Duration("roomLasts", f.Cover()), zap.Duration("evictionLead", f.Lead))
+			zap.Duration("roomLasts", f.Cover()), zap.Duration("lastEvictionTook", f.Lead))
 	}
 }

@@ -11,42 +11,52 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// A node whose evictions take 10 s to give memory back (a loaded host, a
-// slow runtime) and a pod filling 200 Mi/s: the 300Mi threshold and its
-// act-early band (450Mi) last 2.25 s. evictd still evicts the filler (the
-// call is no different), and says once, in the log and the counter, that
-// the threshold is too thin for this node. At 20 Mi/s the room lasts 22.5 s:
-// no word.
+// A node whose pods take 4 s to stop (a loaded host, a slow runtime). The
+// first fill, 100 Mi/s, gets no word though its room (the 300Mi threshold
+// and act-early's 150Mi band) lasts 4.5 s: nothing is measured yet, and the
+// 2 s act-early assumes is no evidence. Its victim's 4 s is. A second fill
+// at 150 Mi/s uses the room up in 3 s: evictd evicts it as ever and says
+// once, in the log and the counter, that the threshold is too thin for this
+// node. At 50 Mi/s the room lasts 9 s: no word.
 func TestLoopTellsWhenTheFallOutrunsTheThreshold(t *testing.T) {
 	for _, tc := range []struct {
 		growth float64
 		want   float64
-	}{{200 * mi, 1}, {20 * mi, 0}} {
-		pods := []*simPod{
-			{name: "g", usage: 100 * mi, growth: tc.growth, grace: 30, exitIn: time.Second},
-			{name: "b", usage: 800 * mi, request: 1000 * mi, grace: 30, exitIn: time.Second},
-		}
-		n := newSimNode(t, 4096*mi, 4096*mi-1000*mi-900*mi, pods...)
+	}{{150 * mi, 1}, {50 * mi, 0}} {
+		first := &simPod{name: "first", usage: 100 * mi, growth: 100 * mi, grace: 30, exitIn: 4 * time.Second}
+		quiet := &simPod{name: "quiet", usage: 300 * mi, request: 1000 * mi, grace: 30, exitIn: time.Second}
+		n := newSimNode(t, 4096*mi, 4096*mi-1200*mi-400*mi, first, quiet)
 		n.metrics = newMetrics(t)
 		core, logs := observer.New(zapcore.WarnLevel)
 		n.log = zap.New(core)
 		cfg := testLoopConfig(mustThresholds(t, memSpec("300Mi", "")))
 		cfg.Adaptive = true
 		cfg.Decide.ActEarly = true
-		cfg.Decide.Lead = 10 * time.Second
-		n.run(t, cfg, 60*time.Second)
-		if len(n.calls) == 0 || n.calls[0].pod != "g" {
-			t.Fatalf("%d Mi/s: calls %+v, want g evicted as ever", int64(tc.growth/mi), n.calls)
+		w := n.run(t, cfg, 30*time.Second)
+		if !eq(n.victims(), []string{"first"}) {
+			t.Fatalf("first fill: calls %v, want [first]", n.victims())
+		}
+		if took := n.loop.lead.lastTook(); took < 4*time.Second || took > 5*time.Second {
+			t.Fatalf("first victim's memory back after %v, want the 4 s it took to stop", took)
+		}
+		assertValue(t, n.metrics, "evictd_eviction_memory_back_seconds", map[string]string{"signal": "memory.available"}, 1)
+		assertValue(t, n.metrics, "evictd_threshold_outrun_total", map[string]string{"signal": "memory.available"}, 0)
+
+		n.mu.Lock()
+		n.pods = append(n.pods, &simPod{name: "second", usage: 100 * mi, growth: tc.growth, grace: 30, exitIn: 4 * time.Second, started: n.clk.Now()})
+		n.mu.Unlock()
+		n.runMore(t, 60*time.Second, w)
+		if !eq(n.victims(), []string{"first", "second"}) {
+			t.Fatalf("%d Mi/s: calls %v, want [first second]: the second fill evicted as ever", int64(tc.growth/mi), n.victims())
 		}
 		assertValue(t, n.metrics, "evictd_threshold_outrun_total", map[string]string{"signal": "memory.available"}, tc.want)
-		assertValue(t, n.metrics, "evictd_eviction_lead_seconds", nil, n.loop.lead.get().Seconds())
 		told := logs.FilterMessageSnippet("faster than the threshold covers").All()
 		if len(told) != int(tc.want) {
 			t.Errorf("%d Mi/s: %d warnings of the outrun, want %v: %v", int64(tc.growth/mi), len(told), tc.want, told)
 		}
 		for _, e := range told {
-			if got := e.ContextMap()["evictionLead"]; got != "10s" && got != 10*time.Second {
-				t.Errorf("warning's evictionLead = %v, want the measured 10s", got)
+			if got, ok := e.ContextMap()["lastEvictionTook"].(time.Duration); !ok || got < 4*time.Second {
+				t.Errorf("warning's lastEvictionTook = %v, want the first victim's measured 4 s and more", e.ContextMap()["lastEvictionTook"])
 			}
 		}
 	}

@@ -205,7 +205,7 @@ func (l *Loop) memoryBack(v *view, entries []inflight.Entry) {
 			continue
 		}
 		lead := l.lead.sample(took)
-		l.deps.Metrics.SetEvictionLead(lead)
+		l.deps.Metrics.EvictionMemoryBack(e.Signal, took)
 		l.log.Debug("evicted pod's memory back", zap.String("pod", e.Pod), zap.Duration("took", took), zap.Duration("lead", lead))
 	}
 }

@@ -43,6 +43,7 @@ func populated(t *testing.T) *Metrics {
 	m.SetStallThreshold(thresholds.MemoryPressureSome, true, true, 0.3)
 	m.SetMemoryHigh([]MemoryHighContainer{{Container: "app", Signal: "high", Stuck: true}})
 	m.ActuatorWrote(ActuatorContain, nil)
+	m.EvictionMemoryBack(thresholds.MemoryAvailable, 1500*time.Millisecond)
 	start := time.Unix(1700000000, 0)
 	m.ObservationDone(start, start.Add(3*time.Millisecond), nil)
 	return m
