@@ -34,8 +34,9 @@ type Fall struct {
 	Sustained bool
 	// Lead is the last measured time from an accepted eviction to the
 	// victim's memory being back; 0 until one is measured. An assumed lead
-	// is no evidence: the 2 s act-early starts from would cry wolf at
-	// 400 MiB/s on a node that stops pods in half a second.
+	// is no evidence: the 2 s act-early starts from would cry wolf at every
+	// fast fill on a node that stops pods sooner (on the quiet VM node the
+	// 400 MiB/s leak's growth stopped about half a second after evictd's call).
 	Lead time.Duration
 }
 
