@@ -20,9 +20,6 @@ func (l *Loop) checkOutrun(v *view) {
 		if !th.Hard() || (th.Signal != thresholds.MemoryAvailable && th.Signal != thresholds.AllocatableMemoryAvailable) {
 			continue
 		}
-		if _, stall := th.Value.Stalled(); stall {
-			continue
-		}
 		o, ok := v.signals[th.Signal]
 		if !ok {
 			continue
