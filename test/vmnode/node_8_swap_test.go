@@ -24,9 +24,9 @@ import (
 // kubelet's LimitedSwap: a Burstable container (request below its limit)
 // may swap up to memory request / MemTotal × SwapTotal.
 
-// TestNodeSwapRanking: pod A's memory is pushed into swap; pod B holds more
-// than A's working set but less than A's working set and swap together,
-// with the same priority and request. evictd observes A's swap and the
+// TestNodeSwapRanking: pod A's memory is pushed into swap; pod B, kept out
+// of swap, holds more than A's working set but less than A's working set
+// and swap together, with the same priority and request. evictd observes A's swap and the
 // node's, and when memory.available falls under its threshold it evicts A
 // first, ranked by its whole footprint, where the kubelet's order (working
 // set alone) would pick B.
@@ -114,6 +114,7 @@ cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, con
 	holdB := (wsA + swapA/2) >> 20
 	b := createRunning(t, ctx, n, workloadPod(ns, "holder", request, 0, "--hold-mib="+strconv.FormatInt(holdB, 10)))[0]
 	podLogLine(t, ctx, n, b, "workload: holding", 3*time.Minute)
+	holdOutOfSwap(t, ctx, n, b)
 	wsB := summaryWorkingSet(t, ctx, n, b, holdB<<20, 0)
 	// A again: its working set may have moved while B started.
 	wsA = summaryWorkingSet(t, ctx, n, a, 0, 0)
@@ -258,6 +259,27 @@ cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, con
 		t.Errorf("no Event from evictd on A")
 	}
 	t.Logf("TestNodeSwapRanking took %s", time.Since(began).Round(time.Second))
+}
+
+// holdOutOfSwap sets p's container's memory.swap.max to 0 (the kubelet sets
+// it only when it creates the container), so that p's footprint is its
+// working set alone, as the scenario plans. Left at LimitedSwap's share, B
+// was swapped as deep as A once the push came (a slow CI run: 104 MiB of
+// each), and evictd rightly ranked B, then the larger, first.
+func holdOutOfSwap(t *testing.T, ctx context.Context, n *Node, p *corev1.Pod) {
+	t.Helper()
+	cid, err := containerID(p, "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := n.Sh(ctx, fmt.Sprintf("cd %s/%s && echo 0 > memory.swap.max && cat memory.swap.max memory.swap.current",
+		n.PodCgroup(p), containerCgroupName(n.CgroupDriver, cid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(out); len(f) != 2 || f[0] != "0" || f[1] != "0" {
+		t.Fatalf("%s's container: memory.swap.max and memory.swap.current %q, want 0 and 0", p.Name, out)
+	}
 }
 
 // summaryWorkingSet waits until the kubelet's summary has p's working set at
