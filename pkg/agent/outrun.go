@@ -35,7 +35,7 @@ func (l *Loop) checkOutrun(v *view) {
 		}
 	}
 	for s, f := range room {
-		if !l.outrun.Update(s, f.Outrun()) {
+		if !l.outrun.Update(s, f) {
 			continue
 		}
 		l.deps.Metrics.ThresholdOutrun(s)

@@ -60,18 +60,28 @@ func (f Fall) Outrun() bool {
 }
 
 // Tracker remembers which signals are outrun, so that a fall is counted and
-// told once, when it begins, and not at every pass it lasts.
+// told once, when it begins, and not at every pass it lasts. A fall lasts
+// until the signal is back above its room: within it, a pass whose trend
+// reads as a step, or whose rate dips, is the same fall (the sustained
+// trend is judged over a short window, and an eviction's pause in the fill
+// is not the node's relief).
 type Tracker struct {
 	on map[thresholds.Signal]bool
 }
 
-// Update records whether s is outrun in this pass and reports whether that
-// began now.
-func (t *Tracker) Update(s thresholds.Signal, outrun bool) (began bool) {
+// Update records s's fall in this pass and reports whether an outrun began
+// now.
+func (t *Tracker) Update(s thresholds.Signal, f Fall) (began bool) {
 	if t.on == nil {
 		t.on = map[thresholds.Signal]bool{}
 	}
-	was := t.on[s]
-	t.on[s] = outrun
-	return outrun && !was
+	switch {
+	case t.on[s]:
+		t.on[s] = f.Available <= f.Room()
+		return false
+	case f.Outrun():
+		t.on[s] = true
+		return true
+	}
+	return false
 }

@@ -68,21 +68,31 @@ func TestOutrun(t *testing.T) {
 func TestTrackerTellsOncePerFall(t *testing.T) {
 	var tr Tracker
 	m, a := thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable
+	outrun := Fall{Amount: 300 * mib, ActEarly: true, Available: 440 * mib, Rate: 98 * mib, Sustained: true, Lead: 5 * time.Second}
+	step := outrun
+	step.Sustained = false
+	slow := outrun
+	slow.Rate = 10 * mib
+	back := outrun
+	back.Available = 451 * mib
 	steps := []struct {
 		s       thresholds.Signal
-		outrun  bool
+		f       Fall
 		wantNew bool
 	}{
-		{m, false, false},
-		{m, true, true},
-		{m, true, false}, // the same fall, a pass later
-		{a, true, true},  // another signal's own
-		{m, false, false},
-		{m, true, true}, // a new fall
+		{m, step, false},
+		{m, outrun, true},
+		{m, outrun, false}, // the same fall, a pass later
+		{a, outrun, true},  // another signal's own
+		{m, step, false},   // a pass that reads as a step, within the room
+		{m, slow, false},   // the fill pausing while a victim goes
+		{m, outrun, false}, // still the same fall
+		{m, back, false},   // back above the room: the fall is over
+		{m, outrun, true},  // a new fall
 	}
 	for i, st := range steps {
-		if got := tr.Update(st.s, st.outrun); got != st.wantNew {
-			t.Errorf("step %d: Update(%s, %v) = %v, want %v", i, st.s, st.outrun, got, st.wantNew)
+		if got := tr.Update(st.s, st.f); got != st.wantNew {
+			t.Errorf("step %d: Update(%s, %+v) = %v, want %v", i, st.s, st.f, got, st.wantNew)
 		}
 	}
 }
