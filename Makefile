@@ -316,10 +316,13 @@ bench-shadow-node: node-ready node-filler-image
 ## kubepods.slice, evictd and evictd with --actuator, on the systemd VM node; one run each (about
 ## 100 s a run, an hour for the 36), outside make test (the kubelet alone and the peers can
 ## livelock the guest). The table is _output/bench/peers-node.txt (docs/performance.md), the log
-## peers-node.log; EVICTD_PEERS_ONLY=NAME,NAME runs those configurations, EVICTD_PEERS_SCENARIOS=2,3
+## peers-node.log; EVICTD_PEERS_ONLY=NAME,NAME runs those configurations in that order, EVICTD_PEERS_SCENARIOS=2,3
 ## the scenarios of those numbers (issue 35's), EVICTD_PEERS_NODE=swap the node with swap, where
 ## systemd-oomd's ManagedOOMSwap watches (table peers-node-swap.txt). Each run also reads its
-## daemon's own RSS and CPU, idle and over the run (the table's second part).
+## daemon's own RSS and CPU, idle and over the run (the table's second part);
+## EVICTD_PEERS_PODS=110 reads them at the kubelet's pod ceiling: small filler pods top the node
+## up to 110 pods with the scenario's and evictd's (give the guest room for them with
+## EVICTD_NODE_MEMORY_MIB=4096).
 bench-peers: node-ready
 	@mkdir -p $(OUT)/bench
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) EVICTD_BENCH_OUT=$(abspath $(OUT)/bench) $(GO) test -count=1 -tags vmnode,vmnodebench -v \

@@ -351,18 +351,21 @@ func oomKills(ctx context.Context, n *Node) (int64, error) {
 // namespace's deletion is not enough: the mirror of a static pod goes with
 // it while the kubelet still runs the pod, until it next reads its manifest
 // directory (seen: a static hog held its memory 30 s past its namespace, and
-// the next test's pressure never came).
-func waitQuietNode(t *testing.T, n *Node) {
+// the next test's pressure never came). The pods of the namespaces alsoKeep
+// stay too (make bench-peers' filler at the pod ceiling).
+func waitQuietNode(t *testing.T, n *Node, alsoKeep ...string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := n.poll(ctx, 3*time.Minute, "no pod on the node but evictd's", func(ctx context.Context) error {
-		evictd, err := n.Cluster.Admin.CoreV1().Pods("evictd-system").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
 		keep := map[string]bool{}
-		for _, p := range evictd.Items {
-			keep[string(p.UID)] = true
+		for _, ns := range append([]string{"evictd-system"}, alsoKeep...) {
+			pods, err := n.Cluster.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			for _, p := range pods.Items {
+				keep[string(p.UID)] = true
+			}
 		}
 		out, err := n.Sh(ctx, "ls -d "+strings.Join(podCgroupGlobs(n.CgroupDriver), " ")+" 2>/dev/null; true")
 		if err != nil {

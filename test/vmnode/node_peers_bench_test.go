@@ -47,8 +47,10 @@ var peerConfigs = []peerConfig{
 // starts, and the run's expectations (Want, Critical, Guarded). num is its
 // number in issue 35.
 type peerScenario struct {
-	num   int
-	name  string
+	num  int
+	name string
+	// pods is how many pods setup and the pressure put on the node.
+	pods  int
 	setup func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun)
 }
 
@@ -86,6 +88,7 @@ var peerScenarios = []peerScenario{
 		// BestEffort pod: an oom_score killer may take the BestEffort
 		// first (its oom_score_adj is 1000), which frees little.
 		num:  1,
+		pods: 4,
 		name: "leak beside BestEffort",
 		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
 			bystanders(t, ctx, n, ns)
@@ -99,6 +102,7 @@ var peerScenarios = []peerScenario{
 		// do, so memory.available swings while it falls. Its limit is
 		// above what the node has: the node runs short first.
 		num:  2,
+		pods: 4,
 		name: "GC'd heap growing with churn",
 		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
 			bystanders(t, ctx, n, ns)
@@ -116,6 +120,7 @@ var peerScenarios = []peerScenario{
 		// grows. A killer that takes the cache for the db's memory, or the
 		// reclaim of it for the db's fault, takes the db.
 		num:  3,
+		pods: 4,
 		name: "page-cache database beside a leaker",
 		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
 			db := withEmptyDir(workloadPod(ns, "db", 512<<20, 0, "--hold-mib=16", "--reread-mib=384", "--reread-readers=2", "--reread-dir=/data"), "/data")
@@ -135,6 +140,7 @@ var peerScenarios = []peerScenario{
 		// for a while (the kubelet's first candidate). Together they ask
 		// for more than the node has left.
 		num:  4,
+		pods: 14,
 		name: "rollout burst beside an over-request pod",
 		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
 			createRunning(t, ctx, n,
@@ -154,6 +160,7 @@ var peerScenarios = []peerScenario{
 		// by size takes a replica, which the budget allows no disruption
 		// of.
 		num:  5,
+		pods: 4,
 		name: "PDB-guarded replicas, the largest pods",
 		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
 			replicaMiB := (avail >> 20) * 3 / 10
@@ -185,6 +192,7 @@ var peerScenarios = []peerScenario{
 		// lower priority, both over their requests); a killer by RSS or
 		// oom_score takes the big one.
 		num:  6,
+		pods: 3,
 		name: "high-priority big pod, low-priority leaker",
 		setup: func(t *testing.T, ctx context.Context, n *Node, ns string, avail int64) ([]*corev1.Pod, PeerRun) {
 			pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "peers-high"}, Value: 1000}
@@ -251,14 +259,21 @@ func TestNodePeers(t *testing.T) {
 		}
 	}
 	scenarios := peerScenariosOf(t, os.Getenv("EVICTD_PEERS_SCENARIOS"))
-	var runs []PeerRun
-	for _, cfg := range peerConfigs {
-		if only != nil && !slices.Contains(only, cfg.name) {
-			continue
+	ceiling := podCeilingOf(t, n, os.Getenv("EVICTD_PEERS_PODS"), scenarios)
+	// In EVICTD_PEERS_ONLY's order when set: a configuration that may
+	// livelock the guest goes last.
+	configs := peerConfigs
+	if only != nil {
+		configs = nil
+		for _, name := range only {
+			configs = append(configs, peerConfigs[slices.IndexFunc(peerConfigs, func(c peerConfig) bool { return c.name == name })])
 		}
+	}
+	var runs []PeerRun
+	for _, cfg := range configs {
 		for _, sc := range scenarios {
 			t.Run(cfg.name+"/"+sc.name, func(t *testing.T) {
-				r := peerRun(t, n, cfg, sc)
+				r := peerRun(t, n, cfg, sc, ceiling)
 				runs = append(runs, r)
 				t.Logf("%s", PeersTable([]PeerRun{r}, evictdMemoryThreshold))
 			})
@@ -326,14 +341,15 @@ func idleUsage(t *testing.T, ctx context.Context, n *Node, comm string) *DaemonU
 
 // daemonSampleScript prints, for the one process whose comm is $1, its PID,
 // /proc/uptime, its /proc/PID/stat and the memory lines of its status.
-// Two processes of that name are an error: the figures would mix them.
-const daemonSampleScript = `pid=
-for d in /proc/[0-9]*; do
-  [ "$(cat "$d/comm" 2>/dev/null)" = "$1" ] || continue
-  [ -z "$pid" ] || { echo "two processes named $1: $pid and ${d#/proc/}" >&2; exit 1; }
-  pid=${d#/proc/}
-done
-[ -n "$pid" ] || { echo "no process named $1" >&2; exit 1; }
+// Two processes of that name are an error: the figures would mix them. One
+// grep reads every comm: a shell reading them one by one took over a minute
+// under TCG on a node of 110 pods.
+const daemonSampleScript = `name=$1
+set -- $(grep -lxF -- "$name" /proc/[0-9]*/comm 2>/dev/null)
+[ $# -gt 0 ] || { echo "no process named $name" >&2; exit 1; }
+[ $# -eq 1 ] || { echo "$# processes named $name: $*" >&2; exit 1; }
+pid=${1%/comm}
+pid=${pid#/proc/}
 echo "pid $pid"
 cat /proc/uptime "/proc/$pid/stat"
 grep -E '^(VmRSS|VmHWM|RssAnon|RssFile):' "/proc/$pid/status"`
@@ -371,7 +387,7 @@ func peerScenariosOf(t *testing.T, list string) []peerScenario {
 // peerRun sets the configuration up, starts the scenario's pressure, runs
 // until the pod the kubelet's order would take has ended (or 4 minutes),
 // and puts the node back.
-func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
+func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario, ceiling podCeiling) PeerRun {
 	ctx := context.Background()
 	if cfg.evictd != nil {
 		evictdPodWith(t, n, cfg.evictd...)
@@ -379,7 +395,8 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 		removeEvictd(t, n)
 	}
 	waitNoMemoryPressure(t, n)
-	waitQuietNode(t, n)
+	waitQuietNode(t, n, ceiling.keep()...)
+	ceiling.fill(t, ctx, n, sc.pods)
 	if cfg.peer != nil {
 		out, err := n.StartPeer(ctx, *cfg.peer)
 		if err != nil {
@@ -412,7 +429,7 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario) PeerRun {
 			return by
 		}
 		return "deleted"
-	}, evictdAvailable, 200*time.Millisecond)
+	}, evictdAvailable, 200*time.Millisecond, ceiling.keep()...)
 	for _, p := range trigger {
 		if _, err := n.Cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

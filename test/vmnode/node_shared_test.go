@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -160,6 +161,23 @@ func nodeDriver() (string, error) {
 	}
 }
 
+// memoryEnv sets the memory of every node the suite boots, in MiB (2048
+// when unset): make bench-peers' run at the kubelet's pod ceiling needs more
+// room for 110 pods' shims and processes.
+const memoryEnv = "EVICTD_NODE_MEMORY_MIB"
+
+func nodeMemoryMiB() (int, error) {
+	v := os.Getenv(memoryEnv)
+	if v == "" {
+		return 0, nil
+	}
+	mib, err := strconv.Atoi(v)
+	if err != nil || mib < 1024 || mib > 16384 {
+		return 0, fmt.Errorf("%s=%q: want a number of MiB from 1024 to 16384", memoryEnv, v)
+	}
+	return mib, nil
+}
+
 // startCluster starts the control plane the node tests share.
 func startCluster(t *testing.T) error {
 	var err error
@@ -195,6 +213,10 @@ func startNode(t *testing.T, name, driver string, imageFsMiB, swapMiB int, extra
 		}
 		archives = append(archives, p)
 	}
+	memMiB, err := nodeMemoryMiB()
+	if err != nil {
+		return nil, err
+	}
 	nodeDir := filepath.Join(shared.dir, name)
 	if err := os.MkdirAll(nodeDir, 0o755); err != nil {
 		return nil, err
@@ -207,6 +229,7 @@ func startNode(t *testing.T, name, driver string, imageFsMiB, swapMiB int, extra
 		// the default 40 minutes: one run lost the node to it.
 		Timeout:      100 * time.Minute,
 		CgroupDriver: driver,
+		MemoryMiB:    memMiB,
 		ImageFsMiB:   imageFsMiB,
 		SwapMiB:      swapMiB,
 		Images:       archives,

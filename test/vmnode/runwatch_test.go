@@ -6,6 +6,7 @@ package vmnode
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,13 +30,19 @@ type runWatch struct {
 	wg      sync.WaitGroup
 }
 
-// watchRun starts following ns. fateOf says who ended a pod as an event
-// shows it ("" for nobody yet); available reads memory.available.
+// watchRun starts following ns, and the namespaces also. fateOf says who
+// ended a pod as an event shows it ("" for nobody yet); available reads
+// memory.available.
 func watchRun(t *testing.T, n *Node, ns string, fateOf func(*corev1.Pod, watch.EventType) string,
-	available func(context.Context, *Node) (int64, error), period time.Duration) *runWatch {
+	available func(context.Context, *Node) (int64, error), period time.Duration, also ...string) *runWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := n.Cluster.Admin.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	namespaces := append([]string{ns}, also...)
+	watchNS := ns
+	if len(also) > 0 {
+		watchNS = metav1.NamespaceAll
+	}
+	w, err := n.Cluster.Admin.CoreV1().Pods(watchNS).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -55,7 +62,7 @@ func watchRun(t *testing.T, n *Node, ns string, fateOf func(*corev1.Pod, watch.E
 					return
 				}
 				p, isPod := ev.Object.(*corev1.Pod)
-				if !isPod || ev.Type == watch.Error {
+				if !isPod || ev.Type == watch.Error || !slices.Contains(namespaces, p.Namespace) {
 					continue
 				}
 				by := fateOf(p, ev.Type)
