@@ -120,7 +120,10 @@ type DaemonUsage struct {
 	Daemon             string
 	Idle, IdleEnd, End DaemonSample
 	Pods               int // the pods on the node when the idle window ended
-	Unreadable         string
+	// Unreadable says why the idle window could not be read; EndUnreadable
+	// why the run's end could not (a guest that stopped answering): the idle
+	// figures stand without it.
+	Unreadable, EndUnreadable string
 }
 
 // OverheadTable lays out each run's daemon cost: the configuration, the
@@ -145,8 +148,12 @@ func OverheadTable(runs []PeerRun) string {
 			}
 			return "restarted"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.1f (%.1f/%.1f)\t%.1f\t%s\t%s\n", r.Scenario, r.Config, u.Daemon, u.Pods,
-			mib(u.IdleEnd.RSS), mib(u.IdleEnd.Anon), mib(u.IdleEnd.File), mib(u.End.HWM), cpu(u.Idle, u.IdleEnd), cpu(u.IdleEnd, u.End))
+		hwm, run := "-", "unread: "+u.EndUnreadable
+		if u.EndUnreadable == "" {
+			hwm, run = strconv.FormatFloat(mib(u.End.HWM), 'f', 1, 64), cpu(u.IdleEnd, u.End)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.1f (%.1f/%.1f)\t%s\t%s\t%s\n", r.Scenario, r.Config, u.Daemon, u.Pods,
+			mib(u.IdleEnd.RSS), mib(u.IdleEnd.Anon), mib(u.IdleEnd.File), hwm, cpu(u.Idle, u.IdleEnd), run)
 	}
 	w.Flush()
 	return b.String()

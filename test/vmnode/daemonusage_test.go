@@ -61,9 +61,10 @@ func TestOverheadTable(t *testing.T) {
 		{Config: "systemd-oomd", Scenario: "leak", Usage: &DaemonUsage{Daemon: "systemd-oomd", Idle: idle, IdleEnd: idleEnd, End: end, Pods: 7}},
 		{Config: "kubelet", Scenario: "leak"},
 		{Config: "earlyoom", Scenario: "leak", Usage: &DaemonUsage{Daemon: "earlyoom", Unreadable: "no process named earlyoom"}},
+		{Config: "evictd", Scenario: "leak", Usage: &DaemonUsage{Daemon: "evictd", Idle: idle, IdleEnd: idleEnd, Pods: 110, EndUnreadable: "the guest did not answer"}},
 	}
 	lines := strings.Split(strings.TrimSpace(OverheadTable(runs)), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		t.Fatalf("table:\n%s", strings.Join(lines, "\n"))
 	}
 	for _, w := range []string{"systemd-oomd", " 7 ", "9.0 (1.0/7.1)", "9.5", "0.10", "1.00"} {
@@ -73,5 +74,11 @@ func TestOverheadTable(t *testing.T) {
 	}
 	if !strings.Contains(lines[2], "unreadable: no process named earlyoom") {
 		t.Errorf("row %q", lines[2])
+	}
+	// The idle figures stand when the run's end could not be read.
+	for _, w := range []string{" 110 ", "9.0 (1.0/7.1)", "0.10", "unread: the guest did not answer"} {
+		if !strings.Contains(lines[3], w) {
+			t.Errorf("row %q lacks %q", lines[3], w)
+		}
 	}
 }

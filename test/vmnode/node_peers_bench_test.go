@@ -418,6 +418,8 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario, ceiling pod
 	run.Config, run.Scenario = cfg.name, sc.name
 	if comm := cfg.daemon(); comm != "" {
 		run.Usage = idleUsage(t, ctx, n, comm)
+		// Now, in case the run leaves the guest unable to answer.
+		t.Logf("%s idle:\n%s", comm, OverheadTable([]PeerRun{run}))
 	}
 	oomBefore, err := oomKills(ctx, n)
 	if err != nil {
@@ -446,12 +448,15 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario, ceiling pod
 		return err
 	}); err != nil {
 		run.Unresponsive = 5 * time.Minute
+		if u := run.Usage; u != nil {
+			u.EndUnreadable = "the guest did not answer"
+		}
 		t.Logf("the guest has not answered: %v\n%s", err, n.Diagnostics())
 	} else {
 		run.OOMKills = oomAfter - oomBefore
 		if u := run.Usage; u != nil && u.Unreadable == "" {
 			if u.End, err = daemonSample(ctx, n, u.Daemon); err != nil {
-				u.Unreadable = "at the end: " + err.Error()
+				u.EndUnreadable = err.Error()
 			}
 		}
 	}
