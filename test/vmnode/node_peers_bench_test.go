@@ -248,27 +248,21 @@ func TestNodePeers(t *testing.T) {
 	if n.CgroupDriver != Systemd {
 		t.Fatalf("the node runs the %s cgroup driver; systemd-oomd needs the systemd driver's kubepods.slice", n.CgroupDriver)
 	}
-	// Configurations' names, comma-separated, to run those alone.
-	var only []string
+	// Configurations' names, comma-separated, to run those alone, in that
+	// order: a configuration that may livelock the guest goes last.
+	configs := peerConfigs
 	if v := os.Getenv("EVICTD_PEERS_ONLY"); v != "" {
-		only = strings.Split(v, ",")
-		for _, name := range only {
-			if !slices.ContainsFunc(peerConfigs, func(c peerConfig) bool { return c.name == name }) {
+		configs = nil
+		for _, name := range strings.Split(v, ",") {
+			i := slices.IndexFunc(peerConfigs, func(c peerConfig) bool { return c.name == name })
+			if i < 0 {
 				t.Fatalf("EVICTD_PEERS_ONLY=%q: %q is no configuration's name", v, name)
 			}
+			configs = append(configs, peerConfigs[i])
 		}
 	}
 	scenarios := peerScenariosOf(t, os.Getenv("EVICTD_PEERS_SCENARIOS"))
 	ceiling := podCeilingOf(t, n, os.Getenv("EVICTD_PEERS_PODS"), scenarios)
-	// In EVICTD_PEERS_ONLY's order when set: a configuration that may
-	// livelock the guest goes last.
-	configs := peerConfigs
-	if only != nil {
-		configs = nil
-		for _, name := range only {
-			configs = append(configs, peerConfigs[slices.IndexFunc(peerConfigs, func(c peerConfig) bool { return c.name == name })])
-		}
-	}
 	var runs []PeerRun
 	for _, cfg := range configs {
 		for _, sc := range scenarios {
