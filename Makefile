@@ -290,7 +290,8 @@ bench-race-node bench-stall-node e2e-node-smoke: .SHELLFLAGS := -o pipefail -c
 
 ## bench-race-node: TestNodeHeadToHead with the kubelet-alone runs after evictd's (the fill rates
 ## against the kubelet's own eviction manager; they assert nothing and can livelock the guest, so
-## make test runs only evictd's). The table is in _output/bench/race-node.log.
+## make test runs only evictd's, and those at two of the three rates). The table is in
+## _output/bench/race-node.log.
 bench-race-node: node-ready
 	@mkdir -p $(OUT)/bench
 	EVICTD_RACE_ALONE=1 EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode -v -timeout 90m \

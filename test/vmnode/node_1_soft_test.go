@@ -33,10 +33,9 @@ import (
 // node_5 (the race, and the tests that boot a guest of their own) and
 // node_6 (the kubelet's image collection, last on the
 // one-disk node: its DiskPressure stays five minutes, and it needs evictd's
-// pod up seven minutes). The scenarios come first of those because
-// TestNodeProtectedPods ends by deleting evictd's pod (its brake lifted by
-// a clean exit): the DaemonSet's new pod then has node_3 to node_5, about
-// six minutes, before the image test, which waits out the rest.
+// pod up seven minutes, which node_3 to node_5 cover; the image test
+// waits out the rest). TestNodeProtectedPods, which ends by deleting
+// evictd's pod, runs on the cgroupfs node only (hack/test.sh).
 // node_7 to node_9 run on a second node with a dedicated imagefs and swap,
 // in a go test process of their own (hack/test.sh).
 

@@ -52,7 +52,7 @@ func fsAvailable(ctx context.Context, n *Node, dir string) (avail, capacity int6
 }
 
 // TestNodeDiskOrder: three pods use the disk three ways, a writable layer
-// (200 MiB), an emptyDir (150 MiB) and their log (100 MiB printed, of which
+// (120 MiB), an emptyDir (80 MiB) and their log (100 MiB printed, of which
 // the kubelet's log rotation keeps about 30: 10 MiB files, older ones
 // compressed); then a file outside any pod takes nodefs below evictd's
 // threshold by what the first two hold and half the third. evictd evicts in
@@ -67,9 +67,9 @@ func TestNodeDiskOrder(t *testing.T) {
 	fill := "/var/lib/kubelet/evictd-test-fill"
 	t.Cleanup(func() { _, _ = n.Sh(context.Background(), "rm -f "+fill) })
 
-	scratch := withEmptyDir(workloadPod(ns, "scratch", 0, 0, "--write-mib=150", "--write-dir=/data"), "/data")
+	scratch := withEmptyDir(workloadPod(ns, "scratch", 0, 0, "--write-mib=80", "--write-dir=/data"), "/data")
 	pods := createRunning(t, ctx, n,
-		asRoot(workloadPod(ns, "layer", 0, 0, "--write-mib=200", "--write-dir=/")),
+		asRoot(workloadPod(ns, "layer", 0, 0, "--write-mib=120", "--write-dir=/")),
 		scratch,
 		workloadPod(ns, "logger", 0, 0, "--log-mib=100"),
 	)
@@ -109,7 +109,7 @@ func TestNodeDiskOrder(t *testing.T) {
 	}
 	t.Logf("ephemeral storage as evictd counts it: layer %d MiB, scratch %d MiB, logger %d MiB",
 		counted["layer"]>>20, counted["scratch"]>>20, counted["logger"]>>20)
-	for name, atLeast := range map[string]int64{"layer": 200 << 20, "scratch": 150 << 20, "logger": 10 << 20} {
+	for name, atLeast := range map[string]int64{"layer": 120 << 20, "scratch": 80 << 20, "logger": 10 << 20} {
 		if counted[name] < atLeast {
 			t.Errorf("%s: evictd counts %d MiB, less than the %d MiB it wrote and the kubelet keeps", name, counted[name]>>20, atLeast>>20)
 		}

@@ -56,6 +56,8 @@ func fillTo(t *testing.T, n *Node) int64 {
 // less. The PDB's refusal comes from the real disruption controller's
 // status, the eviction from the real kubelet's pod lifecycle; the host's
 // e2e suite (TestMemoryPressurePDB) covers the API side of the PDB alone.
+// make test runs it on the cgroupfs node only: what the driver changes
+// (the cgroups evictd reads) every memory test on the systemd node covers.
 func TestNodeProtectedPods(t *testing.T) {
 	n := sharedNode(t)
 	ev := evictdPod(t, n)

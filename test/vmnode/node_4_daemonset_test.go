@@ -131,10 +131,6 @@ func TestNodeCgroupLayout(t *testing.T) {
   echo "$d $(( $(cat $d/memory.current) >> 10 ))KiB"; done`); err == nil {
 			t.Logf("memory.current of systemd's cgroups:\n%s", mem)
 		}
-		// The boot's own account, for docs/node.md's boot times.
-		if an, err := n.Sh(ctx, "systemd-analyze time; systemd-analyze critical-chain vmagent.service; systemd-analyze blame | head -12"); err == nil {
-			t.Logf("systemd-analyze:\n%s", an)
-		}
 	}
 	var found string
 	for _, line := range strings.Split(evictdLog(t, n, pod), "\n") {

@@ -30,13 +30,21 @@ import (
 // acting for minutes; CI saw over 9 minutes at 25 MiB/s), and a run given up
 // on a livelocked node ends the kubelet-alone runs. The fastest rate alone
 // (EVICTD_RACE_ALONE_FAST=1) livelocked the guest every time it was tried.
+//
+// make test races evictd at the two ends only: under TCG the guest faults
+// pages in at 70 to 100 MiB/s whatever is asked above that (the table in
+// README.md: 100 asked, 71 seen; 400 asked, 71 seen), so the middle rate
+// repeated the fast one at two and a half minutes of the suite's time.
+// The benchmark (EVICTD_RACE_ALONE=1) races evictd at all three.
 var (
-	raceRates      = []float64{25, 100, 400}
+	raceRates      = []float64{25, 400}
+	raceBenchRates = []float64{25, 100, 400}
 	raceAloneRates = []float64{100, 25}
 )
 
 // TestNodeHeadToHead: a memory leak in a pod at several fill rates with
-// evictd deployed beside the kubelet, and, for the benchmark
+// evictd deployed beside the kubelet (two in make test, three in the
+// benchmark), and, for the benchmark
 // (EVICTD_RACE_ALONE=1, make bench-race-node), then with the kubelet alone,
 // on the same node in the same run. The kubelet keeps its default hard
 // thresholds (memory.available<100Mi) and its 10 s housekeeping; evictd its
@@ -47,7 +55,11 @@ func TestNodeHeadToHead(t *testing.T) {
 	n := sharedNode(t)
 	var runs []RaceRun
 	evictdPod(t, n)
-	for _, rate := range raceRates {
+	rates := raceRates
+	if os.Getenv("EVICTD_RACE_ALONE") == "1" {
+		rates = raceBenchRates
+	}
+	for _, rate := range rates {
 		var r RaceRun
 		name := fmt.Sprintf("evictd/%gMiBps", rate)
 		t.Run(name, func(t *testing.T) { r = raceOnce(t, n, "evictd + kubelet", rate) })

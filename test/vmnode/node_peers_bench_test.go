@@ -383,8 +383,9 @@ func peerScenariosOf(t *testing.T, list string) []peerScenario {
 // and puts the node back.
 func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario, ceiling podCeiling) PeerRun {
 	ctx := context.Background()
+	var ev *corev1.Pod
 	if cfg.evictd != nil {
-		evictdPodWith(t, n, cfg.evictd...)
+		ev = evictdPodWith(t, n, cfg.evictd...)
 	} else {
 		removeEvictd(t, n)
 	}
@@ -415,6 +416,7 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario, ceiling pod
 		// Now, in case the run leaves the guest unable to answer.
 		t.Logf("%s idle:\n%s", comm, OverheadTable([]PeerRun{run}))
 	}
+	logGuestLoad(t, ctx, n, "before the pressure")
 	oomBefore, err := oomKills(ctx, n)
 	if err != nil {
 		t.Fatal(err)
@@ -426,6 +428,7 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario, ceiling pod
 		}
 		return "deleted"
 	}, evictdAvailable, 200*time.Millisecond, ceiling.keep()...)
+	pressed := time.Now()
 	for _, p := range trigger {
 		if _, err := n.Cluster.Admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -452,6 +455,12 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario, ceiling pod
 			if u.End, err = daemonSample(ctx, n, u.Daemon); err != nil {
 				u.EndUnreadable = err.Error()
 			}
+		}
+		// Whether the guest was short of memory or of CPU through the run
+		// (a TCG guest at 110 pods can be both), and what evictd said.
+		logGuestLoad(t, ctx, n, "after the run")
+		if ev != nil {
+			t.Logf("evictd's log since the pressure began:\n%s", tail(evictdLogSince(t, n, ev, pressed), 60))
 		}
 	}
 	// A container the kernel killed outside its own limit shows exit 137
@@ -488,4 +497,15 @@ func peerRun(t *testing.T, n *Node, cfg peerConfig, sc peerScenario, ceiling pod
 	}
 	t.Logf("%s / %s: ends %v, OOM kills %d, lowest %d MiB", cfg.name, sc.name, run.Ends, run.OOMKills, lowestOf(run.Samples)>>20)
 	return run
+}
+
+// logGuestLoad logs the guest's load average and its CPU and memory
+// pressure (the kernel's averages over 10 s, 1 and 5 minutes), one read.
+func logGuestLoad(t *testing.T, ctx context.Context, n *Node, when string) {
+	out, err := n.Sh(ctx, "cat /proc/loadavg; for r in cpu memory io; do echo \"$r $(head -n1 /proc/pressure/$r)\"; done")
+	if err != nil {
+		t.Logf("the guest's load %s: unreadable: %v", when, err)
+		return
+	}
+	t.Logf("the guest's load %s (loadavg; some-pressure):\n%s", when, strings.TrimSpace(out))
 }
