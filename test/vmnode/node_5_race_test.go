@@ -31,11 +31,11 @@ import (
 // on a livelocked node ends the kubelet-alone runs. The fastest rate alone
 // (EVICTD_RACE_ALONE_FAST=1) livelocked the guest every time it was tried.
 //
-// make test races evictd at the two ends only: under TCG the guest faults
-// pages in at 70 to 100 MiB/s whatever is asked above that (the table in
-// README.md: 100 asked, 71 seen; 400 asked, 71 seen), so the middle rate
-// repeated the fast one at two and a half minutes of the suite's time.
-// The benchmark (EVICTD_RACE_ALONE=1) races evictd at all three.
+// make test races evictd at the two ends only, the middle rate costing
+// two and a half minutes of the suite for little: under -cpu max the
+// guest faulted pages in at 70 to 100 MiB/s whatever was asked above that
+// (the table in README.md: 100 asked, 71 seen; 400 asked, 71 seen). The
+// benchmark (EVICTD_RACE_ALONE=1) races evictd at all three.
 var (
 	raceRates      = []float64{25, 400}
 	raceBenchRates = []float64{25, 100, 400}
