@@ -149,7 +149,10 @@ func OverheadTable(runs []PeerRun) string {
 			return "restarted"
 		}
 		hwm, run := "-", "unread: "+u.EndUnreadable
-		if u.EndUnreadable == "" {
+		switch {
+		case u.EndUnreadable == "" && u.End.PID == 0:
+			run = "-" // the idle figures, logged before the run's end
+		case u.EndUnreadable == "":
 			hwm, run = strconv.FormatFloat(mib(u.End.HWM), 'f', 1, 64), cpu(u.IdleEnd, u.End)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.1f (%.1f/%.1f)\t%s\t%s\t%s\n", r.Scenario, r.Config, u.Daemon, u.Pods,

@@ -62,9 +62,10 @@ func TestOverheadTable(t *testing.T) {
 		{Config: "kubelet", Scenario: "leak"},
 		{Config: "earlyoom", Scenario: "leak", Usage: &DaemonUsage{Daemon: "earlyoom", Unreadable: "no process named earlyoom"}},
 		{Config: "evictd", Scenario: "leak", Usage: &DaemonUsage{Daemon: "evictd", Idle: idle, IdleEnd: idleEnd, Pods: 110, EndUnreadable: "the guest did not answer"}},
+		{Config: "evictd", Scenario: "leak", Usage: &DaemonUsage{Daemon: "evictd", Idle: idle, IdleEnd: idleEnd, Pods: 109}},
 	}
 	lines := strings.Split(strings.TrimSpace(OverheadTable(runs)), "\n")
-	if len(lines) != 4 {
+	if len(lines) != 5 {
 		t.Fatalf("table:\n%s", strings.Join(lines, "\n"))
 	}
 	for _, w := range []string{"systemd-oomd", " 7 ", "9.0 (1.0/7.1)", "9.5", "0.10", "1.00"} {
@@ -80,5 +81,9 @@ func TestOverheadTable(t *testing.T) {
 		if !strings.Contains(lines[3], w) {
 			t.Errorf("row %q lacks %q", lines[3], w)
 		}
+	}
+	// Logged before the run's end: its columns are empty, not a restart.
+	if f := strings.Fields(lines[4]); strings.Contains(lines[4], "restarted") || f[len(f)-1] != "-" || f[len(f)-3] != "-" {
+		t.Errorf("row %q: want - for the run's end, not yet read", lines[4])
 	}
 }
