@@ -372,10 +372,10 @@ type GuestForward struct {
 // qemuCPU is the guest's CPU model: everything TCG emulates but ERMS and
 // FSRM. With them the guest's kernel clears every new page with one rep
 // stosb and Go copies with rep movsb, which TCG runs a byte at a time:
-// under "max" a process took 7.6 s to touch 384 MiB, without them 1.5 s
-// (qemu64's figure too), and a fork and exec of /bin/true 9.6-12 ms
-// against 8.1-8.6 (2026-11-27, one guest each: two under max, three
-// without).
+// under "max" a process took 7.3-8.3 s to touch 384 MiB, without them
+// 1.4-1.6 s (qemu64's figure too), and a fork and exec of /bin/true
+// 9.6-12 ms against 8.0-10.1 (2026-11-27, one guest each: two under max,
+// four without).
 const qemuCPU = "max,-erms,-fsrm"
 
 // qemuArgs is QEMU's command line: TCG, serial console on stdout, the host's
