@@ -22,8 +22,7 @@ import (
 
 const ballastImage = "evictd-ballast:e2e-node"
 
-// The ballast, an image no pod runs, is imported once the node is Ready,
-// beside the first tests (beforeExtraImages), and before any other: the
+// The ballast, an image no pod runs, is imported when the node boots: the
 // kubelet lists a new image only minutes after it appears (4 in a trial),
 // and its image manager detects one only every 5 minutes, time the tests
 // before this one cover. The disk tests before it set --expect-image-gc=false
@@ -95,7 +94,7 @@ func TestNodeDiskImageGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	if img == nil {
-		t.Fatalf("the Node does not list %s, imported after the boot", ballastImage)
+		t.Fatalf("the Node does not list %s, imported at boot", ballastImage)
 	}
 	// evictd counts an unused image once it has seen it listed for 7
 	// minutes: by then the kubelet's image manager has detected it (it

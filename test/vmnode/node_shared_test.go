@@ -38,18 +38,8 @@ const (
 // extraImages are archives besides those every node test needs, each with
 // the test that uses it. The shared node imports one only when go test's
 // -run and -skip select that test: the ballast alone takes about a minute
-// and a half under TCG, which a stage without its test need not pay.
+// of the boot under TCG, which a stage without its test need not pay.
 var extraImages = map[string]string{}
-
-// beforeExtraImages are the tests that may run while the shared node
-// imports its extra images, after its kubelet is Ready: every other test
-// waits for the import first. The import's page cache and its CPU change
-// nothing they measure: the demo's node is a cgroup of its own, and
-// TestNodeMemoryHigh watches its containers' own memory.high against
-// their own limits, with the node's memory far from any threshold.
-// Imported at boot instead, the ballast held the first test back by
-// 80-90 s.
-var beforeExtraImages = map[string]bool{"TestNodeDemoV2": true, "TestNodeMemoryHigh": true}
 
 // neededImages are the archives of extraImages whose tests this run selects.
 func neededImages() []string {
@@ -113,8 +103,6 @@ var shared struct {
 	dir     string
 	// imageFs: node has a dedicated imagefs disk (imageFsNode).
 	imageFs bool
-	// extra: the one-disk node's import of its extra images.
-	extra *extraImport
 }
 
 func TestMain(m *testing.M) {
@@ -142,11 +130,6 @@ func sharedNode(t *testing.T) *Node {
 	if shared.err != nil {
 		t.Fatal(shared.err)
 	}
-	if top, _, _ := strings.Cut(t.Name(), "/"); !beforeExtraImages[top] {
-		if err := awaitExtraImages(t); err != nil {
-			t.Fatal(err)
-		}
-	}
 	return shared.node
 }
 
@@ -158,77 +141,8 @@ func startShared(t *testing.T) error {
 	if err != nil {
 		return err
 	}
-	shared.node, err = startNode(t, "evictd-vm", driver, 0, 0)
-	if err != nil {
-		return err
-	}
-	shared.extra = importInBackground(shared.node, neededImages())
-	return nil
-}
-
-// extraImport is the shared node's import of its extra images, which runs
-// beside the tests of beforeExtraImages.
-type extraImport struct {
-	archives []string
-	done     chan struct{}
-	took     time.Duration
-	err      error
-	logged   bool
-}
-
-// importInBackground imports archives (names under the node images'
-// directory) into n one after the other, in a goroutine of its own.
-func importInBackground(n *Node, archives []string) *extraImport {
-	imp := &extraImport{archives: archives, done: make(chan struct{})}
-	go func() {
-		defer close(imp.done)
-		start := time.Now()
-		for _, a := range archives {
-			p, err := nodeImageArchive(a)
-			if err == nil {
-				err = n.ImportImage(context.Background(), p)
-			}
-			if err != nil {
-				imp.err = err
-				return
-			}
-		}
-		imp.took = time.Since(start)
-	}()
-	return imp
-}
-
-// awaitExtraImages waits until the shared node has imported its extra
-// images, and says once how long that took.
-func awaitExtraImages(t *testing.T) error {
-	imp := shared.extra
-	if imp == nil {
-		return nil
-	}
-	waited := time.Now()
-	<-imp.done
-	if imp.err != nil {
-		return fmt.Errorf("the node's extra images %v: %w", imp.archives, imp.err)
-	}
-	if !imp.logged && len(imp.archives) > 0 {
-		imp.logged = true
-		t.Logf("node %s: extra images %v imported in %s, after the kubelet was Ready (this test waited %s for them)",
-			shared.node.Name, imp.archives, imp.took.Round(time.Millisecond), time.Since(waited).Round(time.Second))
-	}
-	return nil
-}
-
-// nodeImageArchive is the path of an image archive make e2e-node builds.
-func nodeImageArchive(name string) (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(root, "_output", "image", "node", name)
-	if !isFile(p) {
-		return "", fmt.Errorf("missing %s (make e2e-node builds it)", p)
-	}
-	return p, nil
+	shared.node, err = startNode(t, "evictd-vm", driver, 0, 0, neededImages())
+	return err
 }
 
 // driverEnv picks the cgroup driver of every node the suite boots: systemd
@@ -282,16 +196,20 @@ func startCluster(t *testing.T) error {
 }
 
 // startNode boots a node registered with the shared control plane, with
-// the images every node test needs (the extra ones come after:
-// importInBackground); its kubelet runs with the cgroup driver driver;
-// imageFsMiB > 0 gives it a dedicated imagefs disk of that size, swapMiB >
-// 0 a swap disk.
-func startNode(t *testing.T, name, driver string, imageFsMiB, swapMiB int) (*Node, error) {
+// the images every node test needs and the extra ones; its kubelet runs
+// with the cgroup driver driver; imageFsMiB > 0 gives it a dedicated
+// imagefs disk of that size, swapMiB > 0 a swap disk.
+func startNode(t *testing.T, name, driver string, imageFsMiB, swapMiB int, extra []string) (*Node, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	images := filepath.Join(root, "_output", "image", "node")
 	var archives []string
-	for _, f := range []string{"pause.tar", "evictd.tar", "workload.tar"} {
-		p, err := nodeImageArchive(f)
-		if err != nil {
-			return nil, err
+	for _, f := range append([]string{"pause.tar", "evictd.tar", "workload.tar"}, extra...) {
+		p := filepath.Join(images, f)
+		if !isFile(p) {
+			return nil, fmt.Errorf("missing %s (make e2e-node builds it)", p)
 		}
 		archives = append(archives, p)
 	}
@@ -343,9 +261,6 @@ func imageFsNode(t *testing.T) *Node {
 		return shared.node
 	}
 	if old := shared.node; old != nil {
-		if shared.extra != nil {
-			<-shared.extra.done
-		}
 		old.Stop()
 		shared.node = nil
 		if err := shared.cluster.Admin.CoreV1().Nodes().Delete(context.Background(), old.Name, metav1.DeleteOptions{}); err != nil {
@@ -361,7 +276,7 @@ func imageFsNode(t *testing.T) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := startNode(t, "evictd-vm-imagefs", driver, 1024, 1024)
+	n, err := startNode(t, "evictd-vm-imagefs", driver, 1024, 1024, nil)
 	if err != nil {
 		shared.err = err
 		t.Fatal(err)
