@@ -53,8 +53,8 @@ func fsAvailable(ctx context.Context, n *Node, dir string) (avail, capacity int6
 
 // TestNodeDiskOrder: three pods use the disk three ways, a writable layer
 // (120 MiB), an emptyDir (80 MiB) and their log (50 MiB printed, of which
-// the kubelet's log rotation keeps 10 to 30: 10 MiB files, the older
-// ones compressed); then a file outside any pod takes nodefs below evictd's
+// the kubelet's log rotation keeps a part, 32 MiB seen: 10 MiB files, the
+// older ones compressed); then a file outside any pod takes nodefs below evictd's
 // threshold by what the first two hold and half the third. evictd evicts in
 // the kubelet's order, largest use first, all three and no more, and the
 // evictions give back what evictd counted for the pods. The kubelet, whose
