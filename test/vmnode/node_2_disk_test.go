@@ -81,8 +81,8 @@ func TestNodeDiskOrder(t *testing.T) {
 			want = "workload: logged"
 		}
 		// Up to 4 minutes: 100 MiB through containerd's log pipe took more
-		// than 2 on a busy guest (ended by the line, not by the time); the
-		// log is half that since the guest's CPU model changed.
+		// than 2 on a busy guest (ended by the line, not by the time); 50
+		// MiB, the log now, took 24-40 s.
 		if err := n.poll(ctx, 4*time.Minute, p.Name+" done writing", func(ctx context.Context) error {
 			out, err := n.Sh(ctx, fmt.Sprintf("grep -l '%s' /var/log/pods/%s_%s_%s/work/*.log", want, ns, p.Name, p.UID))
 			if err != nil || strings.TrimSpace(out) == "" {
