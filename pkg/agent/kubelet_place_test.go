@@ -169,6 +169,17 @@ func TestKubeletFlagsValidate(t *testing.T) {
 // assertValue checks a gauge's or a counter's value, or a histogram's count.
 func assertValue(t *testing.T, m *metrics.Metrics, name string, labels map[string]string, want float64) {
 	t.Helper()
+	if got, ok := metricValue(t, m, name, labels); !ok {
+		t.Errorf("%s%v: no such series", name, labels)
+	} else if got != want {
+		t.Errorf("%s%v = %g, want %g", name, labels, got, want)
+	}
+}
+
+// metricValue is a gauge's or a counter's value, or a histogram's count;
+// false when there is no such series.
+func metricValue(t *testing.T, m *metrics.Metrics, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
 	mfs, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -191,11 +202,8 @@ func assertValue(t *testing.T, m *metrics.Metrics, name string, labels map[strin
 			if s.Histogram != nil {
 				got = float64(s.GetHistogram().GetSampleCount())
 			}
-			if got != want {
-				t.Errorf("%s%v = %g, want %g", name, labels, got, want)
-			}
-			return
+			return got, true
 		}
 	}
-	t.Errorf("%s%v: no such series", name, labels)
+	return 0, false
 }

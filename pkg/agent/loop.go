@@ -23,6 +23,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/agent/outrun"
+	"github.com/evictd/evictd/pkg/agent/podreads"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/memhigh"
@@ -418,6 +419,27 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 	return l.nextWait(v.signals)
 }
 
+// podReadingObserver is an Observer that can leave the pods' cgroups
+// unread in a pass (*pressure.Observer).
+type podReadingObserver interface {
+	ObserveWith(ctx context.Context, reads pressure.PodReads) (*pressure.Observation, error)
+}
+
+// podReads decides, once a pass has read the node, whether it reads the
+// pods too (package podreads).
+func (l *Loop) podReads() pressure.PodReads {
+	// A family reads each pod's figures every pass (memory.high's
+	// counters, each pod's stall), and an episode or a victim in flight
+	// follows pods through their cgroups.
+	busy := len(l.families) > 0 || len(l.episodes.All()) > 0 || l.inflight.Len() > 0 || len(l.ended) > 0
+	return func(node *pressure.Observation, last time.Time) bool {
+		r := podreads.Decide(podreads.Input{Now: node.Time, Last: last, Busy: busy,
+			Signals: thresholds.Observe(node.Summary), Thresholds: l.cfg.Thresholds})
+		l.deps.Metrics.PodReads(r)
+		return r != podreads.Reuse
+	}
+}
+
 // ephemeralRemeasurer is an Observer that can walk chosen pods'
 // ephemeral storage at the next pass (*pressure.Observer).
 type ephemeralRemeasurer interface {
@@ -554,7 +576,13 @@ func (v *view) rankFor(s thresholds.Signal) []rank.Candidate {
 func (l *Loop) observe(ctx context.Context, acting bool) (*pressure.Observation, bool) {
 	m := l.deps.Metrics
 	start := l.clk.Now()
-	obs, err := l.deps.Observer.Observe(ctx)
+	var obs *pressure.Observation
+	var err error
+	if po, ok := l.deps.Observer.(podReadingObserver); ok {
+		obs, err = po.ObserveWith(ctx, l.podReads())
+	} else {
+		obs, err = l.deps.Observer.Observe(ctx)
+	}
 	end := l.clk.Now()
 	l.traceObserved(obs, err, end, acting)
 	m.ObservationDone(start, end, err)

@@ -115,6 +115,7 @@ type Metrics struct {
 	skippedFiles         prometheus.Counter
 	lastObservation      prometheus.Gauge
 	wakeups              *prometheus.CounterVec
+	podReads             *prometheus.CounterVec // podreads.go
 	wakeupSourceActive   *prometheus.GaugeVec
 	signalErrors         *prometheus.CounterVec
 	pressure             *prometheus.GaugeVec
@@ -270,6 +271,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 	m.initNodeLease()
 	m.initNodeBrake()
 	m.initOutrun()
+	m.initPodReads()
 	m.initTrace()
 	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)

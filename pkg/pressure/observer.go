@@ -47,6 +47,11 @@ type Observation struct {
 	// SignalErrors lists the node-level eviction signals this observation
 	// could not measure; each is absent from Summary.
 	SignalErrors []SignalError `json:"signalErrors,omitempty"`
+	// PodsAge is how old the pods' cgroup figures are: 0 when this pass
+	// read them, more when ObserveWith's PodReads let it reuse the last
+	// pass's (their MemoryStats carry the time they were read). The
+	// ephemeral-storage figures keep their own age (PodExtras.EphemeralAge).
+	PodsAge time.Duration `json:"podsAge,omitempty"`
 }
 
 // PodExtras are per-pod facts beside the Summary's PodStats.
@@ -129,6 +134,13 @@ type Observer struct {
 	active  []*podEntry
 	newPods int // pods that appeared in the last pass
 	samples []podSample
+	// podsRead is the last read of the pods' cgroups, which a pass that
+	// does not read them reuses (ObserveWith).
+	podsRead struct {
+		n    int // o.samples[:n] were read whole
+		at   time.Time
+		from *kubepodsState // reused only while this kubepods stays
+	}
 	logs    logIndex
 	stale   []*podEntry
 	// remeasure: pods whose ephemeral storage is walked at every pass,
@@ -322,6 +334,22 @@ func (o *Observer) read(f *file) ([]byte, error) {
 // usage is unknown, and a list of no pods would be a lie. It looks for
 // kubepods again on every call.
 func (o *Observer) Observe(ctx context.Context) (*Observation, error) {
+	return o.ObserveWith(ctx, nil)
+}
+
+// PodReads decides, once a pass has read the node, whether it reads the
+// pods' cgroups too. node is the pass's observation so far: its Summary
+// holds the node's figures and no pods yet. last is when the pods were last
+// read. Reading the pods is most of a pass's cost at a hundred pods, and
+// away from every threshold nothing ranks them.
+type PodReads func(node *Observation, last time.Time) bool
+
+// ObserveWith is Observe, except that a pass reads the pods' cgroups only
+// when reads (nil: always) says so, and otherwise carries the pods as the
+// last read found them (Observation.PodsAge). The pods are read all the
+// same on the first pass, after a pass that could not list them, after the
+// kubepods cgroup was found again, and while its own files cannot be read.
+func (o *Observer) ObserveWith(ctx context.Context, reads PodReads) (*Observation, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -338,32 +366,46 @@ func (o *Observer) Observe(ctx context.Context) (*Observation, error) {
 	}
 	k := o.kubepods
 	o.readKubepods(&ns, obs)
-	n := o.readPods(obs, ns.swapOn())
-	if o.kubepods == nil {
-		return nil, o.kubepodsGoneErr(k.dir.String())
+	ts := metav1.NewTime(now)
+	sum := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: o.nodeName}}
+	o.buildNode(&sum.Node, obs, &ns, ts)
+	last := &o.podsRead
+	// A kubepods that cannot be read may be one the kubelet took away:
+	// listing the pods tells, as it did before reuse.
+	if reads == nil || last.from != k || !ns.kubepods.ok || reads(&Observation{Time: now, Summary: sum, Node: obs.Node, SignalErrors: obs.SignalErrors}, last.at) {
+		n, listed := o.readPods(obs, ns.swapOn())
+		last.n, last.at, last.from = n, now, k
+		if !listed {
+			last.from = nil // a pass that could not list the pods is not one to reuse
+		}
+		if o.kubepods == nil {
+			return nil, o.kubepodsGoneErr(k.dir.String())
+		}
+	} else {
+		o.newPods = 0
+		obs.PodsAge = now.Sub(last.at)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	o.signalsRecovered(obs)
+	n := last.n
 	if n > 0 {
 		o.refreshNames(now)
 		o.refreshEphemeral(ctx, now)
 	}
-	o.build(obs, &ns, o.samples[:n], now)
+	obs.Summary = sum
+	o.buildPods(obs, o.samples[:n], metav1.NewTime(last.at), now)
 	obs.Layout = o.Layout()
 	return obs, nil
 }
 
-// build turns the samples of a pass into the Summary. The pointer fields
-// of the kubelet types point into a few slabs allocated per observation, so
-// the whole Summary costs a handful of allocations whatever the pod count.
-func (o *Observer) build(obs *Observation, ns *nodeSample, samples []podSample, now time.Time) {
-	ts := metav1.NewTime(now)
-	sum := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: o.nodeName}}
-	obs.Summary = sum
-	o.buildNode(&sum.Node, obs, ns, ts)
-
+// buildPods turns the pods' samples into the Summary's pods, their figures
+// stamped read. The pointer fields of the kubelet types point into a few
+// slabs allocated per observation, so the whole Summary costs a handful of
+// allocations whatever the pod count.
+func (o *Observer) buildPods(obs *Observation, samples []podSample, ts metav1.Time, now time.Time) {
+	sum := obs.Summary
 	n := len(samples)
 	if n == 0 {
 		sum.Pods = []statsv1alpha1.PodStats{}

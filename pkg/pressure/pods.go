@@ -222,16 +222,16 @@ func (o *Observer) newPod(qos int, parent, name string, rawUID []byte) *podEntry
 }
 
 // readPods reads every listed pod into o.samples and returns how many
-// were read whole. swap says whether to read their swap files.
-func (o *Observer) readPods(obs *Observation, swap bool) int {
+// were read whole; listed is false when kubepods could not be listed.
+// swap says whether to read their swap files.
+func (o *Observer) readPods(obs *Observation, swap bool) (n int, listed bool) {
 	if !o.listPods(obs) {
-		return 0
+		return 0, false
 	}
 	if cap(o.samples) < len(o.active) {
 		o.samples = make([]podSample, len(o.active), len(o.active)+len(o.active)/4)
 	}
 	samples := o.samples[:len(o.active)]
-	n := 0
 	for _, e := range o.active {
 		s := &samples[n]
 		*s = podSample{e: e}
@@ -245,7 +245,7 @@ func (o *Observer) readPods(obs *Observation, swap bool) int {
 		}
 	}
 	o.samples = samples
-	return n
+	return n, true
 }
 
 type podResult int

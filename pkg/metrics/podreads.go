@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/evictd/evictd/pkg/agent/podreads"
+)
+
+func (m *Metrics) initPodReads() {
+	m.podReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "observation", Name: "pod_reads_total",
+		Help: "Observations by whether they read the pods' cgroups, and why: reason=\"reuse\" kept the last read's pod figures (no threshold near, nothing in flight), \"due\" read them because the last read was 10 s old, \"near\" because a signal was within its threshold's margin or past it, \"busy\" because an episode, a victim in flight or a signal family needs them every pass.",
+	}, []string{"reason"})
+	for _, r := range podreads.Reasons() {
+		m.podReads.WithLabelValues(string(r))
+	}
+	m.own = append(m.own, m.podReads)
+}
+
+// PodReads counts one observation's pod-read decision.
+func (m *Metrics) PodReads(r podreads.Reason) {
+	if m == nil {
+		return
+	}
+	m.podReads.WithLabelValues(string(r)).Inc()
+}
