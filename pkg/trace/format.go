@@ -19,8 +19,9 @@ import (
 )
 
 // Format is the version of the trace's JSON lines; a reader refuses
-// another.
-const Format = 1
+// another. 2: a pass may leave out its observation's pods
+// (ObservationPodsAsBefore).
+const Format = 2
 
 // Header is a trace's first line: what the replay needs to build the
 // recorded agent's configuration again.
@@ -72,6 +73,10 @@ type Pass struct {
 	// ObservationNanos are the sub-second parts of the observation's
 	// Summary timestamps, which its JSON drops (nanos.go).
 	ObservationNanos []int32 `json:"observationNanos,omitempty"`
+	// ObservationPodsAsBefore: the observer reused the pods' figures of
+	// an earlier pass (Observation.PodsAge), and the line leaves them out:
+	// they are those of the last pass that wrote them. Read puts them back.
+	ObservationPodsAsBefore bool `json:"observationPodsAsBefore,omitempty"`
 	// Pods is the informer's view the pass decided on; nil when the same
 	// as the last pass that had one (or when the pass read none).
 	Pods *Pods `json:"pods,omitempty"`

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/evictd/evictd/pkg/pressure"
 )
 
 // MaxLine bounds one line of a trace (a pass with a large pod list).
@@ -38,6 +40,7 @@ func Read(r io.Reader) (*Trace, error) {
 	s.Buffer(make([]byte, 0, 1<<20), MaxLine)
 	t := &Trace{}
 	n, header := 0, false
+	var podsFrom *pressure.Observation // the last observation that carried its pods
 	for s.Scan() {
 		n++
 		if len(bytes.TrimSpace(s.Bytes())) == 0 {
@@ -65,10 +68,17 @@ func Read(r io.Reader) (*Trace, error) {
 			return nil, fmt.Errorf("trace: line %d: pass %d after pass %d", n, l.Pass.N, t.Passes[len(t.Passes)-1].N)
 		case l.Pass.Observation != nil && l.Pass.Observation.Summary == nil:
 			return nil, fmt.Errorf("trace: line %d: pass %d has an observation without a summary", n, l.Pass.N)
+		case l.Pass.ObservationPodsAsBefore && (l.Pass.Observation == nil || podsFrom == nil):
+			return nil, fmt.Errorf("trace: line %d: pass %d reuses the pods of an earlier observation, and there is none", n, l.Pass.N)
 		default:
 			if o := l.Pass.Observation; o != nil {
 				if err := restoreNanos(o.Summary, l.Pass.ObservationNanos); err != nil {
 					return nil, fmt.Errorf("trace: line %d: pass %d: %w", n, l.Pass.N, err)
+				}
+				if l.Pass.ObservationPodsAsBefore {
+					o.Summary.Pods, o.Pods = podsFrom.Summary.Pods, podsFrom.Pods
+				} else {
+					podsFrom = o
 				}
 			}
 			t.Passes = append(t.Passes, *l.Pass)

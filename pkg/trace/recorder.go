@@ -68,6 +68,10 @@ type Recorder struct {
 	openPasses int
 	openFirst  time.Time
 	dropped    uint64
+	// obsPodsAt is when the pods' figures last written whole in the open
+	// chunk were read (zero: none yet): a later pass that reused them
+	// leaves them out (leaveOutReusedPods).
+	obsPodsAt time.Time
 	// fresh: the next pass with a pod list records it whole (it may begin
 	// the trace once older chunks are dropped).
 	fresh bool
@@ -165,12 +169,13 @@ func (r *Recorder) End() {
 	}
 	p := r.cur
 	p.Observation = r.obs
-	if p.Observation != nil {
-		p.ObservationNanos = nanos(p.Observation.Summary)
-	}
 	r.cur, r.obs = nil, nil
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.leaveOutReusedPods(p)
+	if p.Observation != nil {
+		p.ObservationNanos = nanos(p.Observation.Summary)
+	}
 	if r.fresh && r.curSame {
 		// An export sealed the chunk between PodState and now: the pass
 		// begins a chunk, which must hold the pod list, the last one's.
@@ -193,6 +198,9 @@ func (r *Recorder) End() {
 		r.openFirst = p.At
 	}
 	r.openPasses++
+	if o := p.Observation; o != nil && !p.ObservationPodsAsBefore {
+		r.obsPodsAt = o.Time.Add(-o.PodsAge)
+	}
 	// Only a pod list written is one later passes may refer to.
 	if p.Pods != nil {
 		r.lastPods, r.lastSeen, r.fresh = p.Pods, r.curSeen, false
@@ -214,6 +222,21 @@ func (r *Recorder) sealLocked() {
 	r.zw.Reset(&r.open)
 	r.openPasses = 0
 	r.fresh = true
+	r.obsPodsAt = time.Time{}
+}
+
+// leaveOutReusedPods takes out of p's observation the pods' figures that
+// the observer reused from a pass already in the open chunk: at a hundred
+// pods they are most of a line, and most passes away from pressure reuse
+// them (pressure.PodReads).
+func (r *Recorder) leaveOutReusedPods(p *Pass) {
+	o := p.Observation
+	if o == nil || o.PodsAge <= 0 || r.obsPodsAt.IsZero() || !r.obsPodsAt.Equal(o.Time.Add(-o.PodsAge)) {
+		return
+	}
+	cp, sum := *o, *o.Summary
+	sum.Pods, cp.Pods, cp.Summary = nil, nil, &sum
+	p.Observation, p.ObservationPodsAsBefore = &cp, true
 }
 
 // trimLocked drops the oldest chunks until the trace is within its budget.

@@ -641,7 +641,12 @@ func TestReadErrors(t *testing.T) {
 	}{
 		{"empty", nil, []string{"empty"}},
 		{"a first line that is a pass", lines(t, pass(1), pass(2)), []string{"line 1", "not an evictd trace"}},
-		{"another format", lines(t, line{Header: &Header{Format: 2, Node: "node-a"}}, pass(1)), []string{"format 2"}},
+		{"another format", lines(t, line{Header: &Header{Format: Format + 1, Node: "node-a"}}, pass(1)), []string{fmt.Sprintf("format %d", Format+1)}},
+		{"pods as before, with no pass before", lines(t, hdr, func() line {
+			l := withObs(1, sum, good)
+			l.Pass.ObservationPodsAsBefore = true
+			return l
+		}()), []string{"line 2", "pass 1", "earlier observation"}},
 		{"malformed JSON", lines(t, hdr, pass(1), `{"pass":{"n":2,`, pass(3)), []string{"line 3"}},
 		{"passes out of order", lines(t, hdr, pass(1), pass(3), pass(2)), []string{"line 4", "pass 2 after pass 3"}},
 		{"a pass twice", lines(t, hdr, pass(1), pass(1)), []string{"line 3", "pass 1 after pass 1"}},
