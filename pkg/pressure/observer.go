@@ -141,8 +141,8 @@ type Observer struct {
 		at   time.Time
 		from *kubepodsState // reused only while this kubepods stays
 	}
-	logs    logIndex
-	stale   []*podEntry
+	logs  logIndex
+	stale []*podEntry
 	// remeasure: pods whose ephemeral storage is walked at every pass,
 	// whatever the age of their figure (RemeasureEphemeral).
 	remeasure map[string]bool
