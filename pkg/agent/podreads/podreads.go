@@ -9,15 +9,17 @@
 // the pods only when one of these holds:
 //
 //   - Due: the last read is MaxAge old (the kubelet's housekeeping, 10 s:
-//     the pods' figures, in /metrics and /explain, are never older than
+//     the pods' figures, in /explain and the trace, are never older than
 //     the kubelet's own);
 //   - Near: a signal of this pass is within Margin of one of its
 //     thresholds, or past it. Act-early bets only inside half a threshold
 //     above it (decide.EarlyMargin), so every pass that may evict ranks on
 //     pods read in that same pass, however fast the node fell to it;
 //   - Busy: the loop follows pods through their cgroups (an episode is
-//     open, a victim is in flight, a disk re-walk is due), or a configured
-//     signal family reads each pod every pass (memory.high, stall).
+//     open, a victim is in flight), or a configured signal family reads
+//     each pod every pass (memory.high, stall).
+//
+// The pods' ephemeral-storage walks keep their own cadence either way.
 package podreads
 
 import (
