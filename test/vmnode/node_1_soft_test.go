@@ -55,8 +55,14 @@ func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
 	// to evict it within seconds (seen: "predicted to cross 0 in 2.1s
 	// (falling 385Mi/s)"), before the soft grace period this test is about.
 	args := []string{"--eviction-soft=memory.available<800Mi", "--eviction-soft-grace-period=memory.available=20s", "--act-early=false"}
+	start := time.Now()
 	old := evictdPodWith(t, n, args...)
+	rolled := time.Now()
 	waitNoMemoryPressure(t, n)
+	// Where the test's time goes before the pressure (it took from 87 s to
+	// 189 s in CI's runs, the grace period's part the same).
+	t.Logf("evictd with the soft threshold Ready in %s; no MemoryPressure %s after",
+		rolled.Sub(start).Round(time.Second), time.Since(rolled).Round(time.Second))
 	ctx := context.Background()
 	ns := newNamespace(t, n, "soft")
 	avail, err := nodeAvailable(ctx, n)
@@ -66,9 +72,11 @@ func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
 	// memory.available ends about 550 MiB less the pods' own overhead:
 	// under the soft threshold, well over the hard 300Mi.
 	hold := (avail - soft + 250<<20) >> 20
+	created := time.Now()
 	createRunning(t, ctx, n,
 		workloadPod(ns, "bystander", 64<<20, 0, "--hold-mib=16"),
 		workloadPod(ns, "hog", 32<<20, 0, "--hold-mib="+strconv.FormatInt(hold, 10)))
+	t.Logf("the hog (%d MiB) and the bystander running in %s", hold, time.Since(created).Round(time.Second))
 	// evictd is killed as soon as its own log says the soft threshold is met,
 	// well within its grace period: the test's clock (when the pods were seen
 	// running) lagged evictd's crossing by more than the grace on a slow
