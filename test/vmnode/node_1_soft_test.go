@@ -90,7 +90,7 @@ func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	met := time.Now()
-	t.Logf(`evictd's "threshold met" seen %s after the pods ran`, met.Sub(created).Round(time.Second))
+	t.Logf(`evictd's "threshold met" seen %s after the pods were created`, met.Sub(created).Round(time.Second))
 	restarts := restartsOf(old)
 	// The guest has no pkill: evictd's process by its name in /proc.
 	out, err := n.Sh(ctx, `for d in /proc/[0-9]*; do
