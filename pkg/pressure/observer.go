@@ -372,7 +372,8 @@ func (o *Observer) ObserveWith(ctx context.Context, reads PodReads) (*Observatio
 	last := &o.podsRead
 	// A kubepods that cannot be read may be one the kubelet took away:
 	// listing the pods tells, as it did before reuse.
-	if reads == nil || last.from != k || !ns.kubepods.ok || reads(&Observation{Time: now, Summary: sum, Node: obs.Node, SignalErrors: obs.SignalErrors}, last.at) {
+	read := reads == nil || last.from != k || !ns.kubepods.ok || reads(&Observation{Time: now, Summary: sum, Node: obs.Node, SignalErrors: obs.SignalErrors}, last.at)
+	if read {
 		n, listed := o.readPods(obs, ns.swapOn())
 		last.n, last.at, last.from = n, now, k
 		if !listed {
@@ -390,7 +391,13 @@ func (o *Observer) ObserveWith(ctx context.Context, reads PodReads) (*Observatio
 	}
 	o.signalsRecovered(obs)
 	n := last.n
-	if n > 0 {
+	// The names and the ephemeral-storage walks wait for a pass that reads
+	// the pods too, so that a pass that reuses carries the last read's pods
+	// whole, as they were but older (PodExtras.EphemeralAge): what the
+	// trace leaves out of such a pass is then exactly what it gives back.
+	// A walk is at most one read later for it, and every pass near a
+	// threshold reads.
+	if n > 0 && read {
 		o.refreshNames(now)
 		o.refreshEphemeral(ctx, now)
 	}

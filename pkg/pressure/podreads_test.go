@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -99,6 +100,74 @@ func TestObserveWithReusesPods(t *testing.T) {
 	}
 	if obs, err := o.ObserveWith(ctx, reads); err == nil || len(asked) != 0 {
 		t.Errorf("kubepods gone: %d pods, asked %d times, err %v; want an error without asking", podCount(obs), len(asked), err)
+	}
+}
+
+// TestReusedPassCarriesTheLastReadWhole: a pass that reuses the pods
+// carries the last read's pods as they were, names and ephemeral-storage
+// figures included, only older; the walks wait for the next pass that
+// reads. The trace leaves such a pass's pods out and gives back exactly
+// this (trace.Read).
+func TestReusedPassCarriesTheLastReadWhole(t *testing.T) {
+	root := copyTree(t, "testdata/v1-cgroupfs")
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	o, err := NewObserver(Options{HostRoot: root, EphemeralRefresh: 10 * time.Second, Clock: clk}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	ctx := context.Background()
+	read := false
+	reads := func(*Observation, time.Time) bool { return read }
+	first, err := o.ObserveWith(ctx, reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := podStats(t, first, uidB).EphemeralStorage
+	if before == nil {
+		t.Fatal("the burstable pod has no ephemeral-storage figure in the fixture")
+	}
+
+	// Past the walks' refresh period, with more written in the pod's log
+	// directory: a pass that reads would walk it again.
+	logDir := filepath.Join(root, "var/log/pods/default_web-0_"+uidB)
+	if err := os.WriteFile(filepath.Join(logDir, "late.log"), make([]byte, 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(t0.Add(15 * time.Second))
+	reused, err := o.ObserveWith(ctx, reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reused.PodsAge != 15*time.Second {
+		t.Fatalf("reused pass: pods age %v; want 15s", reused.PodsAge)
+	}
+	if !reflect.DeepEqual(reused.Summary.Pods, first.Summary.Pods) {
+		t.Errorf("a reused pass's pods differ from the last read's (ephemeral storage %s, was %s)",
+			fsString(podStats(t, reused, uidB).EphemeralStorage), fsString(before))
+	}
+	if len(reused.Pods) != len(first.Pods) {
+		t.Fatalf("reused pass: %d pods' extras, the last read %d", len(reused.Pods), len(first.Pods))
+	}
+	for i, x := range reused.Pods {
+		want := first.Pods[i]
+		if want.EphemeralParts != nil {
+			want.EphemeralAge += reused.PodsAge
+		}
+		if !reflect.DeepEqual(x, want) {
+			t.Errorf("reused pass, pod %s: extras %+v; want the last read's, %v older: %+v", x.UID, x, reused.PodsAge, want)
+		}
+	}
+
+	read = true
+	clk.SetTime(t0.Add(16 * time.Second))
+	again, err := o.ObserveWith(ctx, reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := podStats(t, again, uidB).EphemeralStorage; after == nil || *after.UsedBytes <= *before.UsedBytes {
+		t.Errorf("the next read walked nothing new: %s, was %s", fsString(after), fsString(before))
 	}
 }
 

@@ -4,6 +4,7 @@ package trace
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 
 // TestReusedObservationPods: a pass whose observation reuses an earlier
 // pass's pod figures (pressure.PodReads) leaves them out of its line, and
-// reads back whole; every chunk, the first one kept included, begins with
+// reads back whole, its ephemeral figures as old as the pass had them;
+// every chunk, the first one kept included, begins with
 // the figures whole, and a pass that read them afresh writes them.
 func TestReusedObservationPods(t *testing.T) {
 	const pods, passes, every = 50, 300, 10
@@ -24,9 +26,22 @@ func TestReusedObservationPods(t *testing.T) {
 		at := t0.Add(time.Duration(i) * time.Second)
 		obs := makeObs(at, pods, f)
 		if i%every != 0 {
-			// The node read afresh, the pods carried from the last read.
-			obs.Summary.Pods, obs.Pods, obs.PodsAge = read.Summary.Pods, read.Pods, at.Sub(read.Time)
+			// The node read afresh, the pods carried from the last read as
+			// the observer carries them: their ephemeral figures older.
+			age := at.Sub(read.Time)
+			obs.Summary.Pods, obs.Pods, obs.PodsAge = read.Summary.Pods, slices.Clone(read.Pods), age
+			for j := range obs.Pods {
+				if obs.Pods[j].EphemeralParts != nil {
+					obs.Pods[j].EphemeralAge += age
+				}
+			}
 		} else {
+			// Every third pod with an ephemeral-storage figure, walked a
+			// while before.
+			for j := 0; j < pods; j += 3 {
+				obs.Pods[j].EphemeralParts = &pressure.EphemeralParts{}
+				obs.Pods[j].EphemeralAge = time.Duration(j) * time.Second
+			}
 			read = obs
 		}
 		recorded = append(recorded, obs)

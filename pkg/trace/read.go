@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"time"
 
 	"github.com/evictd/evictd/pkg/pressure"
 )
@@ -76,7 +78,7 @@ func Read(r io.Reader) (*Trace, error) {
 					return nil, fmt.Errorf("trace: line %d: pass %d: %w", n, l.Pass.N, err)
 				}
 				if l.Pass.ObservationPodsAsBefore {
-					o.Summary.Pods, o.Pods = podsFrom.Summary.Pods, podsFrom.Pods
+					o.Summary.Pods, o.Pods = podsFrom.Summary.Pods, agedExtras(podsFrom.Pods, o.Time.Sub(podsFrom.Time))
 				} else {
 					podsFrom = o
 				}
@@ -94,4 +96,20 @@ func Read(r io.Reader) (*Trace, error) {
 		return nil, fmt.Errorf("trace: %d passes, its header says %d: cut short", len(t.Passes), t.Header.Passes)
 	}
 	return t, nil
+}
+
+// agedExtras is the pods' extras of an earlier observation as a pass that
+// reused them d later had them: the same, their ephemeral-storage figures d
+// older (the observer walks only in passes that read the pods).
+func agedExtras(pods []pressure.PodExtras, d time.Duration) []pressure.PodExtras {
+	if !slices.ContainsFunc(pods, func(x pressure.PodExtras) bool { return x.EphemeralParts != nil }) {
+		return pods
+	}
+	out := slices.Clone(pods)
+	for i := range out {
+		if out[i].EphemeralParts != nil {
+			out[i].EphemeralAge += d
+		}
+	}
+	return out
 }
