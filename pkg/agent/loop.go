@@ -426,13 +426,17 @@ type podReadingObserver interface {
 }
 
 // podReads decides, once a pass has read the node, whether it reads the
-// pods too (package podreads).
-func (l *Loop) podReads() pressure.PodReads {
+// pods too (package podreads), and notes in decided that it was asked: the
+// observer reads without asking on its first pass, after the pods could not
+// be listed and while kubepods cannot be read.
+func (l *Loop) podReads(decided *bool) pressure.PodReads {
 	// A family reads each pod's figures every pass (memory.high's
 	// counters, each pod's stall), and an episode or a victim in flight
-	// follows pods through their cgroups.
-	busy := len(l.families) > 0 || len(l.episodes.All()) > 0 || l.inflight.Len() > 0 || len(l.ended) > 0
+	// follows pods through their cgroups: a victim whose deletion the
+	// informer has just seen is settled by its cgroup in this pass too.
+	busy := len(l.families) > 0 || len(l.episodes.All()) > 0 || l.inflight.Len() > 0 || len(l.ended) > 0 || l.gone.len() > 0
 	return func(node *pressure.Observation, last time.Time) bool {
+		*decided = true
 		r := podreads.Decide(podreads.Input{Now: node.Time, Last: last, Busy: busy,
 			Signals: thresholds.Observe(node.Summary), Thresholds: l.cfg.Thresholds})
 		l.deps.Metrics.PodReads(r)
@@ -579,7 +583,11 @@ func (l *Loop) observe(ctx context.Context, acting bool) (*pressure.Observation,
 	var obs *pressure.Observation
 	var err error
 	if po, ok := l.deps.Observer.(podReadingObserver); ok {
-		obs, err = po.ObserveWith(ctx, l.podReads())
+		decided := false
+		obs, err = po.ObserveWith(ctx, l.podReads(&decided))
+		if err == nil && !decided {
+			m.PodReads(podreads.Forced)
+		}
 	} else {
 		obs, err = l.deps.Observer.Observe(ctx)
 	}

@@ -38,6 +38,12 @@ func (q *queue[T]) drain() []T {
 	return out
 }
 
+func (q *queue[T]) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
+}
+
 // goneQueue holds the pods in flight whose deletion the informer saw, for
 // the pass's settling.
 type goneQueue struct{ queue[goneItem] }

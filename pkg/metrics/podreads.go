@@ -11,7 +11,7 @@ import (
 func (m *Metrics) initPodReads() {
 	m.podReads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Subsystem: "observation", Name: "pod_reads_total",
-		Help: "Observations by whether they read the pods' cgroups, and why: reason=\"reuse\" kept the last read's pod figures (no threshold near, nothing in flight), \"due\" read them because the last read was 10 s old, \"near\" because a signal was within its threshold's margin or past it, \"busy\" because an episode, a victim in flight or a signal family needs them every pass.",
+		Help: "Observations by whether they read the pods' cgroups, and why: reason=\"reuse\" kept the last read's pod figures (no threshold near, nothing in flight), \"due\" read them because the last read was 10 s old, \"near\" because a signal was within its threshold's margin or past it, \"busy\" because an episode, a victim in flight or a signal family needs them every pass, \"forced\" because the observer reads them without asking (its first pass, after the pods could not be listed, while the kubepods cgroup cannot be read).",
 	}, []string{"reason"})
 	for _, r := range podreads.Reasons() {
 		m.podReads.WithLabelValues(string(r))

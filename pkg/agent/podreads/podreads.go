@@ -19,7 +19,8 @@
 //     open, a victim is in flight), or a configured signal family reads
 //     each pod every pass (memory.high, stall).
 //
-// The pods' ephemeral-storage walks keep their own cadence either way.
+// The pods' ephemeral-storage walks and names wait for a pass that reads
+// them (pressure.Observer.ObserveWith).
 package podreads
 
 import (
@@ -40,10 +41,14 @@ const (
 	Due   Reason = "due"
 	Near  Reason = "near"
 	Busy  Reason = "busy"
+	// Forced: the observer read the pods without asking (its first pass,
+	// after the pods could not be listed, while kubepods cannot be read).
+	// Decide never returns it.
+	Forced Reason = "forced"
 )
 
 // Reasons are every Reason, for metrics.
-func Reasons() []Reason { return []Reason{Reuse, Due, Near, Busy} }
+func Reasons() []Reason { return []Reason{Reuse, Due, Near, Busy, Forced} }
 
 // Input is what one pass knows after reading the node.
 type Input struct {
