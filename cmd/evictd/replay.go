@@ -131,7 +131,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if c != "" {
 			name = c
 		}
-		got = append(got, runReport{Name: name, Thresholds: res.Thresholds, DryRun: res.DryRun, Calls: res.Calls})
+		got = append(got, runReport{Name: name, Thresholds: res.Thresholds, Left: res.Left, DryRun: res.DryRun, Calls: res.Calls})
 	}
 	rep.Runs = got
 	if len(got) == 2 {
@@ -170,10 +170,12 @@ type replayReport struct {
 }
 
 type runReport struct {
-	Name       string             `json:"name"`
-	Thresholds []string           `json:"thresholds,omitempty"`
-	DryRun     bool               `json:"dryRun,omitempty"`
-	Calls      []agent.ReplayCall `json:"calls"`
+	Name       string   `json:"name"`
+	Thresholds []string `json:"thresholds,omitempty"`
+	// Left are the thresholds the replay could not run, and why.
+	Left   []string           `json:"left,omitempty"`
+	DryRun bool               `json:"dryRun,omitempty"`
+	Calls  []agent.ReplayCall `json:"calls"`
 }
 
 // diffCalls lists, call by call, where b's decisions differ from a's;
@@ -217,6 +219,9 @@ func writeReplay(w io.Writer, rep replayReport) error {
 			b.WriteString(", a dry run")
 		}
 		fmt.Fprintf(&b, ": %d eviction call(s)\n", len(r.Calls))
+		for _, l := range r.Left {
+			fmt.Fprintf(&b, "not replayed: %s\n", l)
+		}
 		if len(r.Calls) > 0 {
 			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "PASS\tTIME\tPOD\tSIGNAL\tRANK\tANSWER\tREASON")

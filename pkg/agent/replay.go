@@ -19,6 +19,7 @@ import (
 	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/kubeletcfg"
+	"github.com/evictd/evictd/pkg/memhigh"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
@@ -71,9 +72,12 @@ func RecordedCalls(tr *trace.Trace) []ReplayCall {
 type ReplayResult struct {
 	// Thresholds are those the replay ran with.
 	Thresholds []string
-	DryRun     bool
-	Passes     int
-	Calls      []ReplayCall
+	// Left are the configured thresholds the replay cannot run, each with
+	// why.
+	Left   []string
+	DryRun bool
+	Passes int
+	Calls  []ReplayCall
 }
 
 // Replay runs the loop again over tr's passes with o (built from the
@@ -110,8 +114,18 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
+	lc := loopConfig(o, ths, rankOpts)
+	var left []string
+	if lc.MemoryHigh.Enabled() {
+		// The trace holds no container's memory.events: the family would
+		// read today's counters off this host against the trace's clock.
+		lc.MemoryHigh = memhigh.Thresholds{}
+		ths = slices.DeleteFunc(slices.Clone(ths), func(th thresholds.Threshold) bool { return th.Signal == thresholds.MemoryHighStuck })
+		lc.Thresholds = ths
+		left = append(left, string(thresholds.MemoryHighStuck)+": the trace holds no container's memory.events")
+	}
 	p := newPlayer(tr, o.Evict)
-	loop, err := NewLoop(loopConfig(o, ths, rankOpts), Deps{Observer: p, Waker: p, Pods: p, Evictor: p, Metrics: m, Log: log,
+	loop, err := NewLoop(lc, Deps{Observer: p, Waker: p, Pods: p, Evictor: p, Metrics: m, Log: log,
 		Clock: p.clk, Go: p.launch, Acting: func() bool { return p.cur.Acting }})
 	if err != nil {
 		return nil, err
@@ -119,7 +133,7 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 	loop.tr.beforeDrain = p.deliver
 	loop.tr.calls = tr.Passes[0].Calls
 	p.seq = tr.Passes[0].Calls
-	res := &ReplayResult{DryRun: o.Evict.DryRun, Passes: len(tr.Passes)}
+	res := &ReplayResult{Left: left, DryRun: o.Evict.DryRun, Passes: len(tr.Passes)}
 	for _, th := range ths {
 		res.Thresholds = append(res.Thresholds, th.String())
 	}

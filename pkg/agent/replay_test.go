@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 
 	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 )
 
@@ -112,6 +114,29 @@ func TestReplayReproducesTheRecordedDecisions(t *testing.T) {
 	}
 	if len(res.Calls) != 1 || res.Calls[0].Pod != "ns/a" || !res.Calls[0].Same(recorded[0]) {
 		t.Errorf("without the minimum reclaim the replay made the calls %v, want a's alone, as recorded", callKeys(res.Calls))
+	}
+}
+
+// The trace holds no container's memory.events: a replay with the
+// memory.high family on leaves it out, and says so, rather than read the
+// counters of the host it runs on.
+func TestReplayLeavesTheMemoryHighFamilyOut(t *testing.T) {
+	args := []string{"--eviction-hard=memory.available<300Mi", "--eviction-minimum-reclaim=memory.available=1200Mi"}
+	_, tr := recordSim(t, replayOptions(t, args...), threePods()...)
+	res, err := Replay(context.Background(), replayOptions(t, append(args, "--memory-high-eviction")...), tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, th := range res.Thresholds {
+		if strings.Contains(th, string(thresholds.MemoryHighStuck)) {
+			t.Errorf("the replay ran the threshold %s", th)
+		}
+	}
+	if len(res.Left) != 1 || !strings.HasPrefix(res.Left[0], string(thresholds.MemoryHighStuck)+": ") {
+		t.Errorf("left out %q; want memory.highStuck, with why", res.Left)
+	}
+	if got, want := callKeys(res.Calls), callKeys(RecordedCalls(tr)); !eq(got, want) {
+		t.Errorf("the replay made the calls\n%v\nwant the recorded\n%v", got, want)
 	}
 }
 
