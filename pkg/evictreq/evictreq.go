@@ -132,6 +132,12 @@ type open struct {
 	namespace, name string
 	signal          thresholds.Signal
 	withdrawn       chan struct{}
+	// made: its create (or its asking again) returned; endRemoves: the
+	// episode's end found it made and removes it. A request still being
+	// made when its episode ends is Evict's to remove once it is made, and
+	// only then: removed by both, it was withdrawn and deleted twice.
+	// Guarded by the Evictor's mu.
+	made, endRemoves bool
 }
 
 func (o *open) key() string { return o.namespace + "/" + o.name }
@@ -326,11 +332,17 @@ func (e *Evictor) Evict(ctx context.Context, req evict.Request) (evict.Outcome, 
 	grace := e.Options().GracePeriod(pod, req.Hard, req.GraceOverride)
 	select {
 	case <-o.withdrawn:
-		// The episode ended while the request was being made.
+		// The episode ended while the request was being made, or at once
+		// after: what it found made, it removes itself.
 		res.Settle(false)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*e.callTimeout)
-		e.remove(rctx, o, true, "pressure ended while it was made")
-		cancel()
+		e.mu.Lock()
+		mine := !o.endRemoves
+		e.mu.Unlock()
+		if mine {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*e.callTimeout)
+			e.remove(rctx, o, true, "pressure ended while it was made")
+			cancel()
+		}
 		return evict.Outcome{Result: evict.Failed, GracePeriodSeconds: grace}, &evict.PodError{Pod: key, Result: evict.Failed, Err: ErrWithdrawn}
 	default:
 	}
@@ -432,7 +444,7 @@ func (e *Evictor) ensure(ctx context.Context, req evict.Request) (*open, error) 
 		o, had = &open{namespace: want.Namespace, name: want.Name, withdrawn: make(chan struct{})}, false
 		e.open[req.Pod.UID] = o
 	}
-	o.signal = req.Signal
+	o.signal, o.made = req.Signal, false
 	e.mu.Unlock()
 	var err error
 	for range 2 {
@@ -455,14 +467,15 @@ func (e *Evictor) ensure(ctx context.Context, req evict.Request) (*open, error) 
 			break // found and asked again, or failed; not found: deleted meanwhile, create it afresh
 		}
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if err != nil {
-		e.mu.Lock()
 		if !had && e.open[req.Pod.UID] == o {
 			delete(e.open, req.Pod.UID)
 		}
-		e.mu.Unlock()
 		return nil, err
 	}
+	o.made = true
 	return o, nil
 }
 
@@ -556,7 +569,11 @@ func (e *Evictor) EpisodeEnded(ctx context.Context, ended func(thresholds.Signal
 	var todo []*open
 	for uid, o := range e.open {
 		if ended(o.signal) {
-			todo = append(todo, o)
+			// One still being made is left to Evict (open.made).
+			if o.made {
+				o.endRemoves = true
+				todo = append(todo, o)
+			}
 			close(o.withdrawn)
 			delete(e.open, uid)
 		}

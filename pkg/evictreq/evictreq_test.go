@@ -57,6 +57,8 @@ type memAPI struct {
 	// writes are the writes made, in order: "create NAME", "update NAME
 	// intent=INTENT", "delete NAME".
 	writes []string
+	// gets counts the EvictionRequest reads.
+	gets int
 }
 
 func newMemAPI() *memAPI {
@@ -105,6 +107,7 @@ func (a *memAPI) CreateEvictionRequest(_ context.Context, er *lifecyclev1alpha1.
 func (a *memAPI) GetEvictionRequest(_ context.Context, ns, name string) (*lifecyclev1alpha1.EvictionRequest, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.gets++
 	er, ok := a.ers[ns+"/"+name]
 	if !ok {
 		return nil, apierrors.NewNotFound(erResource, name)
@@ -432,10 +435,23 @@ func TestWithdrawnWhenPressureEnds(t *testing.T) {
 // made is withdrawn and deleted all the same, and no responder is left a
 // request for a pressure that is over (seen: TestLoopWithdrawsRequest-
 // WhenEpisodeEnds on a loaded machine left the request live).
+//
+// Only Evict removes it: the episode's end leaves a request still being
+// made alone. Both removing it, a late removal by the episode's end (its
+// goroutine slow on a loaded machine) withdrew and deleted it a second
+// time (seen: the same loop test, at go test -p 4).
 func TestWithdrawnWhenPressureEndsDuringTheCreate(t *testing.T) {
 	h := newHarness(t, time.Hour)
 	h.api.beforeCreate = func() {
+		h.api.mu.Lock()
+		gets := h.api.gets
+		h.api.mu.Unlock()
 		h.ev.EpisodeEnded(context.Background(), func(s thresholds.Signal) bool { return s == thresholds.MemoryAvailable })
+		h.api.mu.Lock()
+		defer h.api.mu.Unlock()
+		if h.api.gets != gets {
+			t.Errorf("the episode's end read the request still being made %d time(s); want it left to Evict", h.api.gets-gets)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
