@@ -68,7 +68,14 @@ type Report struct {
 func Compare(ep Episode, kubelet []Action, oomKills int64) Report {
 	r := Report{Episode: ep, OOMKills: oomKills}
 	for _, k := range kubelet {
-		if !k.At.Before(ep.Start) && !k.At.After(ep.End) {
+		start := ep.Start
+		if k.At.Nanosecond() == 0 {
+			// The kubelet's Events carry whole seconds (firstTimestamp),
+			// truncated: an eviction in the episode's first second reads
+			// as before its start.
+			start = start.Truncate(time.Second)
+		}
+		if !k.At.Before(start) && !k.At.After(ep.End) {
 			r.KubeletEvicted = append(r.KubeletEvicted, k)
 		}
 	}

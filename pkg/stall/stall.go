@@ -101,7 +101,13 @@ func (t *Tracker) Add(group string, at time.Time, psi *statsapi.PSIStats) {
 // Share is group's stall over the window ending at its latest reading. A
 // group watched for less than a window counts no stall before its first
 // reading, so a short history can only understate the share: evictd never
-// acts on a stall it has not seen for a whole window's worth of time.
+// acts on a stall it has not seen for a whole window's worth of time. The
+// totals at the window's start are interpolated between the readings
+// around it; when those are more than a window apart (passes missed, or
+// polled less often than the window), the stall between them may all have
+// been before the start, and spreading it evenly would overstate the
+// share, so the start counts the most the totals could have reached by
+// then: the share is the least the window can have held.
 func (t *Tracker) Share(group string) (Shares, bool) {
 	h := t.groups[group]
 	if len(h) < 2 {
@@ -113,9 +119,16 @@ func (t *Tracker) Share(group string) (Shares, bool) {
 	if h[0].at.Before(start) {
 		// h[1] is after start (Add keeps only one reading before it).
 		a, b := h[0], h[1]
-		f := float64(start.Sub(a.at)) / float64(b.at.Sub(a.at))
-		some = a.some + uint64(f*float64(b.some-a.some))
-		full = a.full + uint64(f*float64(b.full-a.full))
+		if b.at.Sub(a.at) <= t.window {
+			f := float64(start.Sub(a.at)) / float64(b.at.Sub(a.at))
+			some = a.some + uint64(f*float64(b.some-a.some))
+			full = a.full + uint64(f*float64(b.full-a.full))
+		} else {
+			// A group stalls at most all of the time.
+			most := uint64(start.Sub(a.at).Microseconds())
+			some = min(b.some, a.some+most)
+			full = min(b.full, a.full+most)
+		}
 	}
 	w := t.window.Microseconds()
 	sh := Shares{

@@ -38,6 +38,11 @@ func TestShare(t *testing.T) {
 		{"a total that went down starts afresh", [][3]float64{{0, 0, 0}, {5, 9e6, 0}, {6, 1e6, 0}, {8, 2e6, 0}}, true, 0.1, 0},
 		{"a reading out of order is ignored", [][3]float64{{0, 0, 0}, {10, 5e6, 0}, {9, 0, 0}}, true, 0.5, 0},
 		{"clamped to the window", [][3]float64{{0, 0, 0}, {1, 30e6, 0}}, true, 1, 0},
+		// All 30 s could have been before the window's start at 50 s.
+		{"a gap longer than the window counts the least stall in it", [][3]float64{{0, 0, 0}, {60, 30e6, 0}}, true, 0, 0},
+		// Only 10 s of the gap lie before the window's start: at least 8 s
+		// of the 18 s are inside it.
+		{"a gap longer than the window counts the stall that must be in it", [][3]float64{{0, 0, 0}, {20, 18e6, 15e6}}, true, 0.8, 0.5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -53,6 +58,25 @@ func TestShare(t *testing.T) {
 				t.Errorf("shares some %v full %v, want %v %v", sh.Some, sh.Full, c.some, c.full)
 			}
 		})
+	}
+}
+
+// Readings a second apart, as passes come, are interpolated at the
+// window's start as they always were: bounding a long gap changes none of
+// them. The stall grows as t², so a wrong point in the second around the
+// start shows.
+func TestShareEverySecond(t *testing.T) {
+	tr := New(10 * time.Second)
+	add := func(s float64) { tr.Add(Node, at(s), psi(uint64(0.05e6*s*s), uint64(0.02e6*s*s))) }
+	for s := 0; s <= 12; s++ {
+		add(float64(s))
+	}
+	add(12.5)
+	sh, ok := tr.Share(Node)
+	// At 2.5 s, halfway from 0.2e6 to 0.45e6 (some) and 0.08e6 to 0.18e6
+	// (full); at 12.5 s, 7.8125e6 and 3.125e6.
+	if !ok || sh.SomeStalled != 7_487_500 || sh.FullStalled != 2_995_000 {
+		t.Errorf("stalled some %d full %d (%v), want 7487500 2995000", sh.SomeStalled, sh.FullStalled, ok)
 	}
 }
 

@@ -92,6 +92,36 @@ func TestStallObserveAssess(t *testing.T) {
 	}
 }
 
+// A share read before the node's PSI went blind is not assessed while it
+// is blind: it would keep the threshold met, and its episode on, for as
+// long as evictd cannot see. Once the PSI reads again, so is the share.
+func TestStallBlindDropsLastShare(t *testing.T) {
+	f := NewStall(stallThresholds(t, map[string]string{"memory.pressureSome": "40%"}), 10*time.Second)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	observe := func(s float64, psi *statsapi.PSIStats) map[thresholds.Signal]thresholds.Observation {
+		at := t0.Add(time.Duration(s * float64(time.Second)))
+		_ = f.Observe(&pressure.Observation{Summary: &statsapi.Summary{Node: statsapi.NodeStats{
+			Memory: &statsapi.MemoryStats{Time: metav1.NewTime(at), PSI: psi},
+		}}}, at)
+		signals := map[thresholds.Signal]thresholds.Observation{}
+		f.Assess(signals)
+		return signals
+	}
+	some := func(us uint64) *statsapi.PSIStats { return &statsapi.PSIStats{Some: statsapi.PSIData{Total: us}} }
+	observe(0, some(0))
+	if _, ok := observe(10, some(6_000_000))[thresholds.MemoryPressureSome]; !ok {
+		t.Fatal("memory.pressureSome not assessed from two readings a window apart")
+	}
+	if o, ok := observe(11, nil)[thresholds.MemoryPressureSome]; ok {
+		t.Errorf("memory.pressureSome assessed while the node's PSI is unreadable: %+v", o)
+	}
+	o, ok := observe(12, some(6_500_000))[thresholds.MemoryPressureSome]
+	// 1.2 s stalled by the window's start at 2 s, 6.5 s by 12 s.
+	if !ok || o.Available != 4_700_000 {
+		t.Errorf("memory.pressureSome = %+v (%v) once the PSI reads again, want 4.7 s of the 10 s window free of stall", o, ok)
+	}
+}
+
 // A memory or stall victim settles the stall for a window after it was last
 // seen in flight, or after it went; a dry-run one does not.
 func TestStallSettle(t *testing.T) {

@@ -62,6 +62,9 @@ type Stall struct {
 	signals []thresholds.Signal
 	// pods are the pods' own stall shares in the last observation.
 	pods map[string]rank.PodStall
+	// blind are the groups (node, kubepods) whose memory PSI the last
+	// observation could not read.
+	blind map[string]bool
 	// settleUntil is when the latest stall victim's effect is in a whole
 	// window (decide.Input.StallSettling); goneUntil the same for the
 	// victims that went (decide.Input.StallGoneRecently).
@@ -135,6 +138,7 @@ func (f *Stall) Observe(obs *pressure.Observation, now time.Time) error {
 		}
 	}
 	f.tracker.Retain(func(g string) bool { return seen[g] })
+	f.blind = map[string]bool{stall.Node: !has[stall.Node], stall.Kubepods: !has[stall.Kubepods]}
 
 	var lost []pressure.SignalError
 	for _, s := range f.signals {
@@ -155,9 +159,14 @@ func (f *Stall) Observe(obs *pressure.Observation, now time.Time) error {
 }
 
 // Assess implements Family: the stall signals of the node and kubepods.
+// A group whose PSI the last observation could not read has none: its last
+// share, however old, would keep a threshold met and its episode on for as
+// long as evictd is blind, where any other unreadable signal ends it.
 func (f *Stall) Assess(signals map[thresholds.Signal]thresholds.Observation) {
 	for s, o := range f.tracker.Observations() {
-		signals[s] = o
+		if !f.blind[stall.GroupOf(s)] {
+			signals[s] = o
+		}
 	}
 }
 
