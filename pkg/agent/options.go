@@ -490,6 +490,25 @@ func (o *Options) validate() error {
 	if _, err := o.Config.RankOptions(); err != nil {
 		return err
 	}
+	return o.validateWindows()
+}
+
+// validateWindows refuses a --housekeeping-interval that leaves the
+// memory.high family without readings inside its window. Nothing but the
+// housekeeping timer wakes the loop for a quiet container, and the timer
+// starts when a pass ends, so two readings are up to the interval plus a
+// pass apart; the family takes a reading more than its window after the one
+// before as a break and measures nothing across it. At most half the window
+// leaves the other half for the pass. (The stall signals need no such
+// bound: across a gap longer than their window they count the least stall
+// it can have held, which at the kubelet's 10 s cadence and the default
+// 10 s window is the pass's few milliseconds short of the interpolation.)
+func (o *Options) validateWindows() error {
+	h := o.Housekeeping
+	if th := o.Config.MemoryHighThresholds(); th.Enabled() && h > th.Window/2 {
+		return fmt.Errorf("invalid --%s %v: more than half of --%s %v (memoryHighWindow in --%s): a quiet container's readings could fall more than that window apart, and memory.high eviction measures nothing across such a gap",
+			FlagHousekeeping, h, config.FlagMemoryHighWindow, th.Window, config.FlagConfig)
+	}
 	return nil
 }
 

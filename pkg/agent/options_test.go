@@ -117,6 +117,40 @@ func TestOptionsValidateCgroupPaths(t *testing.T) {
 	}
 }
 
+// TestOptionsValidateWindows: the longest wait between observations must
+// leave the memory.high family a reading at least every half of its
+// window, or a quiet container's readings fall more than a window apart; a
+// wait of exactly half is enough. A family that is off asks nothing of it,
+// and the stall signals take the kubelet's cadence (pkg/stall).
+func TestOptionsValidateWindows(t *testing.T) {
+	const stall = "--eviction-hard=memory.pressureSome>40%"
+	tests := []struct {
+		args []string
+		want string // "" when valid
+	}{
+		{nil, ""},
+		{[]string{"--memory-high-eviction"}, ""},
+		{[]string{"--memory-high-eviction", "--memory-high-window=10s", "--housekeeping-interval=5s"}, ""},
+		{[]string{"--memory-high-eviction", "--memory-high-window=10s", "--housekeeping-interval=6s"},
+			"invalid --housekeeping-interval 6s: more than half of --memory-high-window 10s"},
+		{[]string{"--housekeeping-interval=1m"}, ""},
+		{[]string{stall}, ""},
+		{[]string{stall, "--housekeeping-interval=5s"}, ""},
+		{[]string{stall, "--housekeeping-interval=10s"}, ""},
+		{[]string{stall, "--eviction-stall-window=1m", "--housekeeping-interval=30s"}, ""},
+		{[]string{"--eviction-stall-window=2s", "--housekeeping-interval=10s"}, ""},
+	}
+	for _, tc := range tests {
+		err := completedOptions(t, tc.args).Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.want != "" && (!errors.Is(err, ErrUsage) || !strings.Contains(fmt.Sprint(err), tc.want)):
+			t.Errorf("%v: Validate = %v; want ErrUsage with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
 type fakePasses struct {
 	obs, pass time.Time
 	problem   error

@@ -195,7 +195,12 @@ func (d *Detector) Forget(podUID, containerID string) {
 
 // add appends r and drops the readings older than the window's start but
 // the last one before it, which measures the whole window. A counter that
-// went back (a container restarted in the same cgroup) starts afresh.
+// went back (a container restarted in the same cgroup) starts afresh, and
+// so does a reading more than a window after the one before it: the family
+// was not observed in between (the agent stood by, or could not observe),
+// and a rate over the gap would spread a burst in it over minutes, while
+// the stuck time would run on across time nobody watched. Starting afresh
+// leaves one reading, which is over nothing, so the stuck time restarts too.
 //
 // The newest reading replaces the one before it while that one is less than
 // window/maxReadings after its own predecessor. Thinning by time, not by
@@ -208,7 +213,8 @@ func (d *Detector) Forget(podUID, containerID string) {
 func (h *history) add(r reading, window time.Duration) {
 	if n := len(h.readings); n > 0 {
 		last := h.readings[n-1]
-		if !r.at.After(last.at) || r.high < last.high || r.max < last.max || r.some < last.some || r.psi != last.psi {
+		if !r.at.After(last.at) || r.at.Sub(last.at) > window ||
+			r.high < last.high || r.max < last.max || r.some < last.some || r.psi != last.psi {
 			h.readings = h.readings[:0]
 		}
 	}

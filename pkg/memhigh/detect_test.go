@@ -152,6 +152,29 @@ func TestMissingForgets(t *testing.T) {
 	}
 }
 
+// Time the detector did not watch (the agent standing by without its node
+// lease, or failing to observe) is a break: a burst in it must not be
+// spread over the gap into a rate, nor the stuck time from before it count.
+func TestGapIsABreak(t *testing.T) {
+	d := NewDetector(testThresholds)
+	c := &container{id: "c", highSet: true, highPerSec: 50}
+	first, _ := run(d, t0, 10, c) // over from 6 s
+	if len(first) != 0 {
+		t.Fatalf("stuck at %v before the gap, want not yet", first)
+	}
+	// 90 s unwatched, hitting memory.high for the first 2 s of it only:
+	// 1200 events, 13/s spread over the gap, above the 10/s threshold.
+	c.highPerSec = 600
+	c.step(2 * time.Second)
+	c.highPerSec = 0
+	s := c.step(88 * time.Second)
+	st := d.Observe(t0.Add(100*time.Second), []Sample{s})[0]
+	if st.Stuck || len(st.Over) != 0 || st.Span > testThresholds.Window+time.Second {
+		t.Errorf("first reading after a 90 s gap: stuck %v, over %v at %.1f/s over %s; want not over, measured over at most the %s window",
+			st.Stuck, st.Over, st.HighRate, st.Span, testThresholds.Window)
+	}
+}
+
 // A counter that went back (a new cgroup with the same name) restarts the
 // history rather than reading a huge rate.
 func TestCounterReset(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/evictd/evictd/pkg/pressure"
 )
@@ -88,7 +89,7 @@ func readPod(podDir, podCgroup, podUID string) ([]Sample, []error) {
 	var errs []error
 	switch s, ok, err := readPodLevel(podDir, podUID); {
 	case err != nil:
-		if !errors.Is(err, fs.ErrNotExist) || !gone(podDir) {
+		if !goneWhileRead(podDir, err) {
 			errs = append(errs, err)
 		}
 	case ok:
@@ -107,11 +108,20 @@ func readPod(podDir, podCgroup, podUID string) ([]Sample, []error) {
 				s.Cgroup = path.Join(podCgroup, e.Name())
 			}
 			out = append(out, s)
-		case !errors.Is(err, fs.ErrNotExist) || !gone(filepath.Join(podDir, e.Name())):
+		case !goneWhileRead(filepath.Join(podDir, e.Name()), err):
 			errs = append(errs, err)
 		}
 	}
 	return out, errs
+}
+
+// goneWhileRead reports whether err, reading a file of the cgroup dir, is
+// that cgroup going away rather than a file evictd cannot read. A file
+// opened just before the removal reads ENODEV, not ENOENT, as pkg/pressure's
+// gone and the actuator know. Either counts only once the directory is gone
+// too: a file removed from a cgroup that stays is no container leaving.
+func goneWhileRead(dir string, err error) bool {
+	return (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV)) && gone(dir)
 }
 
 // gone reports whether a cgroup directory no longer exists.

@@ -4,9 +4,11 @@ package memhigh
 
 import (
 	"errors"
+	"io/fs"
 	"math"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,6 +102,32 @@ func TestReadPodMalformed(t *testing.T) {
 func TestReadPodGone(t *testing.T) {
 	if got, errs := ReadPod(filepath.Join(t.TempDir(), "gone"), "uid"); len(got)+len(errs) != 0 {
 		t.Errorf("got %v, %v for a vanished pod cgroup", got, errs)
+	}
+}
+
+// A cgroup removed while it is read: a file opened after the removal is
+// not found, one opened just before reads ENODEV, and either is the
+// container going away once its directory is gone. A directory still there
+// leaves the error reported, and so does any other error.
+func TestGoneWhileRead(t *testing.T) {
+	live, removed := t.TempDir(), filepath.Join(t.TempDir(), "gone")
+	wrap := func(err error) error {
+		return fileError(removed, "memory.events", "uid", idA, &fs.PathError{Op: "read", Path: "memory.events", Err: err})
+	}
+	for _, tc := range []struct {
+		dir  string
+		err  error
+		gone bool
+	}{
+		{removed, wrap(syscall.ENOENT), true},
+		{removed, wrap(syscall.ENODEV), true},
+		{live, wrap(syscall.ENOENT), false},
+		{live, wrap(syscall.ENODEV), false},
+		{removed, wrap(syscall.EACCES), false},
+	} {
+		if got := goneWhileRead(tc.dir, tc.err); got != tc.gone {
+			t.Errorf("goneWhileRead(%s, %v) = %v, want %v", tc.dir, tc.err, got, tc.gone)
+		}
 	}
 }
 

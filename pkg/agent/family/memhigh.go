@@ -60,8 +60,8 @@ type MemHigh struct {
 	at     time.Time
 	ok     bool
 	// relax is stage 1 (nil: evict after the grace period); relaxed are
-	// the containers it was tried on, by pod UID and container ID, while
-	// they are read: each is relaxed once, and evicted if it stays stuck.
+	// the containers it was tried on, by pod UID and container ID, until
+	// they are gone: each is relaxed once, and evicted if it stays stuck.
 	relax   Relaxer
 	relaxed map[string]bool
 	// protected says why a pod is never evicted (static, critical, a
@@ -117,7 +117,7 @@ func (f *MemHigh) Observe(obs *pressure.Observation, now time.Time) error {
 	samples, errs := f.read(obs)
 	f.at, f.ok = now, len(samples) > 0 || len(errs) == 0
 	f.states = f.det.Observe(now, samples)
-	f.relaxStuck()
+	f.relaxStuck(errs)
 	f.setMetrics()
 	if len(errs) == 0 {
 		return nil
@@ -138,7 +138,9 @@ func (f *MemHigh) Observe(obs *pressure.Observation, now time.Time) error {
 // memory.high, once, and starts its stuck time again; its pod is a target
 // only if it stays stuck (at memory.max, or stalled) for another grace
 // period. Throttled by memory.high alone, it may well have stabilised.
-func (f *MemHigh) relaxStuck() {
+// errs are the pass's read errors: a relaxed container they name is still
+// there, and keeps its record.
+func (f *MemHigh) relaxStuck(errs []error) {
 	if f.relax == nil {
 		return
 	}
@@ -176,10 +178,38 @@ func (f *MemHigh) relaxStuck() {
 		f.det.Forget(st.PodUID, st.ContainerID)
 		st.Over, st.Since, st.Stuck = nil, time.Time{}, false
 	}
+	unread := unreadable(errs)
 	for k := range f.relaxed {
-		if !live[k] {
+		if !live[k] && !unread(k) {
 			delete(f.relaxed, k)
 		}
+	}
+}
+
+// unreadable tells, by pod UID and container ID, the containers a pass's
+// read errors say are there but could not be read. The reader leaves out
+// quietly a container whose cgroup is gone, or whose pod is no longer on
+// the node, so a relaxed container neither read nor named here is gone;
+// one only unreadable for a pass must stay relaxed, or it would be relaxed
+// again, with another grace period, where docs/actuator.md evicts it. An
+// error on the pod's own cgroup may be its directory's: it keeps every
+// container of the pod; an error that names no file keeps them all.
+func unreadable(errs []error) func(key string) bool {
+	ids, pods := map[string]bool{}, map[string]bool{}
+	for _, err := range errs {
+		fe, ok := errors.AsType[*memhigh.FileError](err)
+		switch {
+		case !ok:
+			return func(string) bool { return true }
+		case fe.ContainerID == memhigh.PodLevel:
+			pods[fe.PodUID] = true
+		default:
+			ids[fe.PodUID+"/"+fe.ContainerID] = true
+		}
+	}
+	return func(k string) bool {
+		uid, _, _ := strings.Cut(k, "/")
+		return ids[k] || pods[uid]
 	}
 }
 

@@ -4,6 +4,8 @@ package family
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +37,8 @@ func (s *scriptedContainers) read(*pressure.Observation) ([]memhigh.Sample, []er
 	var out []memhigh.Sample
 	for uid, n := range s.perSec {
 		s.counts[uid] += n
-		out = append(out, memhigh.Sample{PodUID: uid, ContainerID: "c-" + uid, HighSet: s.highSet[uid], High: 1 << 29, HighEvents: s.counts[uid], HasPSI: true})
+		out = append(out, memhigh.Sample{PodUID: uid, ContainerID: "c-" + uid, Cgroup: "/kubepods/pod" + uid + "/c-" + uid,
+			HighSet: s.highSet[uid], High: 1 << 29, HighEvents: s.counts[uid], HasPSI: true})
 	}
 	return out, s.errs
 }
@@ -129,5 +132,47 @@ func TestMemHighOffByDefault(t *testing.T) {
 	th := MemHighThreshold(mhThresholds)
 	if th.Hard() || th.GracePeriod != 30*time.Second || th.Signal != thresholds.MemoryHighStuck || th.Value.Amount(5) != 0 {
 		t.Errorf("threshold %v, want memory.highStuck<0, soft with the 30s grace", th)
+	}
+}
+
+// A relaxed container whose files are unreadable for one pass is still the
+// one relaxed: stuck again, it is a target, not relaxed a second time.
+func TestMemHighRelaxedOnceAcrossUnreadable(t *testing.T) {
+	src := &scriptedContainers{perSec: map[string]uint64{"jvm": 50}, highSet: map[string]bool{"jvm": true}, counts: map[string]uint64{}}
+	pods := []*v1.Pod{mhPod("jvm")}
+	var now time.Time
+	var relaxed []string
+	f := NewMemHigh(mhThresholds, src.read, func() []*v1.Pod { return pods }, nil, func(r Relax) error {
+		relaxed = append(relaxed, fmt.Sprintf("%s at %v", r.Container, now.Sub(t0)))
+		return nil
+	})
+	obs := &pressure.Observation{}
+	var eligible bool
+	for i := 1; i <= 100; i++ {
+		now = t0.Add(time.Duration(i) * time.Second)
+		// Relaxed at 36 s; at 50 s its memory.events cannot be read.
+		if i == 50 {
+			src.perSec = map[string]uint64{}
+			src.errs = []error{&memhigh.FileError{PodUID: "jvm", ContainerID: "c-jvm", Path: "/kubepods/podjvm/c-jvm/memory.events", Err: errors.New("input/output error")}}
+		}
+		err := f.Observe(obs, now)
+		if i == 50 {
+			if _, lost := Lost(f.Name(), err); len(lost) != 1 {
+				t.Fatalf("unreadable pass: %v, want the container's file reported", err)
+			}
+			src.perSec, src.errs = map[string]uint64{"jvm": 50}, nil
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cands, _ := f.Targets(thresholds.MemoryHighStuck, nil, pods, rank.Options{})
+		eligible = len(cands) == 1 && cands[0].Eligible
+	}
+	if want := []string{"app at 36s"}; !slices.Equal(relaxed, want) {
+		t.Errorf("relaxed %q, want %q", relaxed, want)
+	}
+	if !eligible {
+		t.Error("the relaxed container, stuck again after an unreadable pass, is no target")
 	}
 }
