@@ -50,7 +50,8 @@ type Observation struct {
 	// PodsAge is how old the pods' cgroup figures are: 0 when this pass
 	// read them, more when ObserveWith's PodReads let it reuse the last
 	// pass's (their MemoryStats carry the time they were read). The
-	// ephemeral-storage figures keep their own age (PodExtras.EphemeralAge).
+	// ephemeral-storage figures, walked in passes that read the pods, keep
+	// their own age (PodExtras.EphemeralAge).
 	PodsAge time.Duration `json:"podsAge,omitempty"`
 }
 
