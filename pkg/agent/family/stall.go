@@ -138,7 +138,10 @@ func (f *Stall) Observe(obs *pressure.Observation, now time.Time) error {
 		}
 	}
 	f.tracker.Retain(func(g string) bool { return seen[g] })
-	f.blind = map[string]bool{stall.Node: !has[stall.Node], stall.Kubepods: !has[stall.Kubepods]}
+	if f.blind == nil {
+		f.blind = make(map[string]bool, 2)
+	}
+	f.blind[stall.Node], f.blind[stall.Kubepods] = !has[stall.Node], !has[stall.Kubepods]
 
 	var lost []pressure.SignalError
 	for _, s := range f.signals {
