@@ -5,12 +5,15 @@
 # directory. The scheduler and the kubelet serve the VM node (test/vmnode, make
 # e2e-node); kubectl runs the docs' commands in test/deploy. A
 # build is skipped when the binaries exist and were built from the same tools
-# module (a hash stamp of the module files and this script).
+# module (a hash stamp of the module files and this script), and the binaries are copied from
+# the machine's cache (hack/cache.sh) when an earlier run built them from the same module.
 #
 # CLUSTER_MODULE names another tools module of the same shape to build from instead:
 # hack/build-cluster-version.sh generates one for another Kubernetes release.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=hack/cache.sh
+. "$here/cache.sh"
 out=$(mkdir -p "${1:?usage: build-cluster.sh OUTDIR}" && cd "$1" && pwd)
 module=${CLUSTER_MODULE:-$here/cluster}
 stamp="$out/.cluster-stamp"
@@ -22,11 +25,17 @@ up_to_date=true
 for b in "${bins[@]}"; do [ -x "$out/$b" ] || up_to_date=false; done
 if $up_to_date && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   echo "cluster binaries are up to date in $out"
+  cache_put cluster "$want" "$out" "${bins[@]}"
   exit 0
 fi
 
 # An interrupted build must not leave a stamp that vouches for it.
 rm -f "$stamp"
+if cache_get cluster "$want" "$out"; then
+  echo "$want" > "$stamp"
+  echo "cluster binaries copied from the cache ($(cache_root)/cluster-$want)"
+  exit 0
+fi
 cd "$module"
 start=$(date +%s)
 echo "building the test control plane from Go modules (about 10 minutes from a cold cache)..."
@@ -65,4 +74,5 @@ for b in "${bins[@]}"; do
 done
 rm -rf "$tmp"
 echo "$want" > "$stamp"
+cache_put cluster "$want" "$out" "${bins[@]}"
 echo "cluster binaries built in $(( $(date +%s) - start ))s"

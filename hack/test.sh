@@ -1,33 +1,32 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# make test: every stage CI runs, each timed, and one closing line whatever happens.
+# make test and make test-node: the stages of one tier, each timed, and one closing line whatever
+# happens. TEST_TIER picks the tier (docs/testing.md):
+#   gate (make test, CI's): static checks, unit, the host e2e suite, and the node smoke: one boot
+#        of the cgroup v2 guest, evictd installed from the chart, parity and one eviction;
+#   node (make test-node): every other node test, on the one-disk, imagefs and cgroupfs nodes.
 #
 # Each stage prints "=== stage NAME: start HH:MM:SS UTC" and "=== stage NAME: ok|FAILED in Ns";
 # the run ends with the stage table and, as its very last line, "N passed, N failed" over every
 # stage: the top-level tests of each go test stage (counted by test/cmd/testreport, which under
 # CI=true also counts a skip outside the benchmark packages as a failure), plus one for each
 # stage that is not a test run (a build, a download). A stage whose prerequisite failed is not
-# run and counts as one failure. A stage that names the tests it runs (node-imagefs,
-# node-cgroupfs) also counts one failure for each named test that did not run (testreport's
+# run and counts as one failure. A stage that names the tests it runs (node-smoke, node-imagefs,
+# node-cgroupfs, e2e) also counts one failure for each named test that did not run (testreport's
 # --expect-run), so a renamed test cannot leave its stage passing with fewer tests.
 #
 # Most stages run one after another. Three things overlap, because they wait on something else
-# than the CPU or take only the CPU the timed tests leave (docs/ci.md has the measurements):
+# than the CPU or take only the CPU the tests leave:
 #   - the downloads (apt-get for the VM node, the tool modules' go mod download) run in the
 #     background from the start;
-#   - the checks (verify, test-image, test-dashboard, test-sbom, deploy-tools, deploy-lint, test-deploy: compilers and
-#     linters, no timing in them) run in a lane of their own under nice 19 from the end of build
-#     on, taking the CPU the timed tests leave, never theirs;
-#   - e2e (about a quarter of one core: its tests mostly wait on grace periods and soaks) runs in
-#     a lane beside the node's stages, from when the node's images are made (node-ready rewrites
-#     nothing e2e runs after that). unit, which compiles, runs before both.
+#   - the checks (verify, test-image, test-dashboard, test-sbom, deploy-tools, deploy-lint,
+#     test-deploy: compilers and linters) run in a lane of their own under nice 19 from the end of
+#     build on, taking the CPU the tests leave;
+#   - e2e runs in a lane beside the node smoke, from when the node's images are made: its tests
+#     mostly wait (grace periods, soaks, evictions), so E2E_WORKERS (default 3) processes run them,
+#     each taking the next test from one queue, one test a process.
 # Every go command runs with -trimpath, as make build does: the build, the tests and go vet then
-# share one compile of each package in the build cache, where the flag apart made two (a cold
-# run compiled client-go and its kin once for build and again for unit).
-# The VM node's tests run as two stages, each its own go test process with its own control plane
-# and VM: "node" (the one-disk node) and then "node-imagefs" (the node with a dedicated imagefs
-# and swap). Not at once: on two cores each guest wants about one core, and two together ran
-# every test about twice as slow and failed one (docs/ci.md).
+# share one compile of each package in the build cache.
 # A lane's start and end lines are printed as they happen, its output whole when it ends
 # (_output/test/lane-NAME.log).
 #
@@ -35,11 +34,16 @@
 # default 5400) less a margin, so a hang ends with go test's own timeout report (the goroutine
 # dump names the test) or timeout(1) on a build, and this script still prints its table.
 #
-# TEST_STAGES (space-separated names) runs only those stages.
+# TEST_STAGES (space-separated names) runs only those stages of the tier.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
+tier=${TEST_TIER:-gate}
+case $tier in
+  gate | node) ;;
+  *) echo "hack/test.sh: TEST_TIER=$tier: want gate (make test) or node (make test-node)" >&2; exit 2 ;;
+esac
 export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
 budget=${TEST_BUDGET:-5400}
 margin=${TEST_MARGIN:-150}
@@ -57,7 +61,19 @@ left() { echo $((deadline - $(date +%s))); }
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
 say() { echo "$*"; if [ -n "${in_lane:-}" ]; then echo "$*" >&3; fi; }
 
-wanted() { [ -z "${TEST_STAGES:-}" ] || [[ " $TEST_STAGES " == *" $1 "* ]]; }
+# The stages of each tier, in the order of the closing table.
+if [ "$tier" = gate ]; then
+  stages=(tools modules vm-prepare modules-tools build cluster-bins unit node-ready e2e node-smoke
+    verify test-image test-dashboard test-sbom deploy-tools deploy-lint test-deploy)
+else
+  stages=(tools modules vm-prepare modules-tools build cluster-bins node-ready node node-imagefs
+    node-cgroupfs node-releases)
+fi
+# wanted NAME: the stage is the tier's, and TEST_STAGES (when set) names it.
+wanted() {
+  [[ " ${stages[*]} " == *" $1 "* ]] || return 1
+  [ -z "${TEST_STAGES:-}" ] || [[ " $TEST_STAGES " == *" $1 "* ]]
+}
 
 # record NAME STATUS SECONDS PASSED FAILED SKIPPED: the stage's result, in a file, since lanes
 # are subshells.
@@ -173,8 +189,6 @@ end_lane() {
   echo "=== lane $1: end of its output"
 }
 
-stages=(tools modules vm-prepare modules-tools build cluster-bins unit e2e node-ready node
-  node-imagefs node-cgroupfs verify test-image test-dashboard test-sbom deploy-tools deploy-lint test-deploy)
 finish() {
   local name r secs p f sk passed=0 failed=0 skipped=0
   echo
@@ -224,26 +238,39 @@ checks() {
     # Debian's, from the package lists vm-prepare's apt-get update fetched) and helm for the
     # documented commands (TestDocCommands).
     await vm-prepare
+    # node-ready builds helm too, for the node smoke: not both at once.
+    await node-ready
     step deploy-tools "$budget" bash -c "hack/get-promtool.sh _output/tools && make --no-print-directory _output/tools/helm"
     step deploy-lint "$budget" bash -c "cd test/deploy && $GO vet ./... && ../../_output/tools/staticcheck ./..."
     gotest test-deploy "$budget" test/deploy --quiet ./...
   fi
 }
-# Both nodes of the suite run the systemd cgroup driver, as kubeadm and the distributions do
-# (systemd as the guest's PID 1, containerd and the kubelet as its units); the node-cgroupfs stage
-# boots the one-disk node again with the cgroupfs driver for its layout, parity with the kubelet and
-# one eviction beside protected pods. EVICTD_NODE_CGROUP_DRIVER picks a node's driver.
+# make test-node: both nodes of the suite run the systemd cgroup driver, as kubeadm and the
+# distributions do (systemd as the guest's PID 1, containerd and the kubelet as its units); the
+# node-cgroupfs stage boots the one-disk node again with the cgroupfs driver for its layout, parity
+# with the kubelet and one eviction beside protected pods. EVICTD_NODE_CGROUP_DRIVER picks a node's
+# driver.
 #
 # The tests of the node with a dedicated imagefs and swap (test/vmnode/node_7 to node_9), run by
 # node-imagefs in a fresh process (a fresh control plane, no node before its own); the one-disk
 # node's process skips them and runs everything else, a test added there included.
-# E2E_NODE_RUN (a go test -run pattern) narrows all three.
+# E2E_NODE_RUN (a go test -run pattern) narrows the node stages of either tier.
 imagefs_tests=(TestNodeDedicatedImageFs TestNodeSwapRanking TestNodeStallThrash TestNodeBusyNoStall)
 cgroupfs_tests=(TestNodeCgroupLayout TestNodeParity TestNodeProtectedPods)
 # The one-disk node's systemd process skips these too: the cgroupfs node runs them, and nothing in
 # them depends on the driver but the cgroups evictd reads, which every other test reads on systemd.
 # TestNodeProtectedPods (static, critical and PDB-guarded pods, the brake) took 225 s more on systemd.
 cgroupfs_only=(TestNodeProtectedPods)
+# make test's node smoke, alone on its node: the chart's install would collide with the kustomize
+# install the other node tests share.
+smoke_tests=(TestNodeSmoke)
+# The node smoke's stage also runs the package's checks that need its build tag but no guest.
+tagged_checks=(TestSelects TestContainerdConfigAsContainerdReadsIt)
+# node-releases: the smoke of other Kubernetes releases (make e2e-node-smoke): their control plane,
+# etcd and kubelet, built from Go modules (hack/build-cluster-version.sh; kept in the machine's
+# cache), with parity and one eviction beside protected pods.
+release_tests=(TestNodeParity TestNodeProtectedPods)
+read -r -a releases <<<"${KUBE_RELEASES-1.36.3}"
 anchored() { local IFS='|'; echo "^($*)\$"; }
 # node_tests NAME [--expect-run PATTERN] GO-TEST-ARGS...
 node_tests() {
@@ -276,19 +303,108 @@ listed() {
   p=${p#^}; p=${p%\$}; p=${p#(}; p=${p%)}
   [[ $p =~ ^[A-Za-z_][A-Za-z0-9_]*(\|[A-Za-z_][A-Za-z0-9_]*)*$ ]] && tr '|' '\n' <<<"$p"
 }
-# The one-disk node runs every test but the imagefs node's and cgroupfs_only; narrowed to a list of
-# names, it fails for any of its own that did not run (a name another stage runs is left to it).
+# The one-disk node runs every test but the imagefs node's, cgroupfs_only and the smoke; narrowed
+# to a list of names, it fails for any of its own that did not run (a name another stage runs is
+# left to it).
 node_onedisk() {
   local -a own=() expect=()
   if [ -n "${E2E_NODE_RUN:-}" ]; then
-    mapfile -t own < <(listed "$E2E_NODE_RUN" | grep -v -x -F -f <(printf '%s\n' "${imagefs_tests[@]}" "${cgroupfs_only[@]}") || true)
+    mapfile -t own < <(listed "$E2E_NODE_RUN" | grep -v -x -F -f <(printf '%s\n' "${imagefs_tests[@]}" "${cgroupfs_only[@]}" "${smoke_tests[@]}") || true)
     [ "${#own[@]}" -gt 0 ] && expect=(--expect-run "$(anchored "${own[@]}")")
   fi
   EVICTD_NODE_CGROUP_DRIVER=systemd node_tests node "${expect[@]}" ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} \
-    -skip "$(anchored "${imagefs_tests[@]}" "${cgroupfs_only[@]}")"
+    -skip "$(anchored "${imagefs_tests[@]}" "${cgroupfs_only[@]}" "${smoke_tests[@]}")"
 }
 node_imagefs() { named node-imagefs systemd "${imagefs_tests[@]}"; }
 node_cgroupfs() { named node-cgroupfs cgroupfs "${cgroupfs_tests[@]}"; }
+node_smoke() { named node-smoke systemd "${smoke_tests[@]}" "${tagged_checks[@]}"; }
+# node_releases: for each release, its binaries (a step) and then its tests (a go test stage),
+# each counted in the table as node-releases.
+node_releases() {
+  local v dir pattern run
+  wanted node-releases || return 0
+  mapfile -t run < <(narrowed "${release_tests[@]}")
+  [ "${#run[@]}" -gt 0 ] || return 0
+  pattern=$(anchored "${run[@]}")
+  for v in "${releases[@]}"; do
+    v=${v#v}
+    dir=_output/bin-v$v
+    stages+=("build-$v" "node-$v")
+    # Named by TEST_STAGES when node-releases is.
+    local TEST_STAGES=${TEST_STAGES:+$TEST_STAGES build-$v node-$v}
+    needs "build-$v" node-ready && step "build-$v" 2400 hack/build-cluster-version.sh "$v" "$dir"
+    needs "node-$v" "build-$v" && EVICTD_KUBE_BIN_DIR=$PWD/$dir EVICTD_NODE_CGROUP_DRIVER=systemd \
+      gotest "node-$v" 2400 . --expect-run "$pattern" -tags vmnode -run "$pattern" ./test/vmnode
+  done
+}
+
+# e2e: the host e2e suite. Each of its tests starts its own control plane and simulated nodes
+# (their cgroups and directories named for the process) and mostly waits on grace periods, soaks
+# and evictions, so E2E_WORKERS processes run them side by side: the tests are listed from one
+# test binary a package into a queue, and each worker takes the next and runs it alone in a
+# process of its own. One testreport reads every worker's output at the end and expects every
+# listed test to have run.
+e2e_workers=${E2E_WORKERS:-3}
+# e2e_take DIR: the queue's next line, or nothing once it is empty.
+e2e_take() {
+  (
+    flock 9
+    n=$(cat "$1/next")
+    echo $((n + 1)) >"$1/next"
+    sed -n "$((n + 1))p" "$1/queue"
+  ) 9>"$1/queue.lock"
+}
+# e2e_worker DIR N: runs the queue's tests one after another until it is empty.
+e2e_worker() {
+  local dir=$1 i=$2 line pdir bin ipath test ts max
+  while line=$(e2e_take "$dir") && [ -n "$line" ]; do
+    read -r pdir bin ipath test <<<"$line"
+    ts=$(date +%s)
+    max=$(cap 3000)
+    # As go test runs a test binary: in its package's directory, its output through test2json.
+    (cd "$pdir" && timeout --kill-after=30 $((max + 60)) "$GO" tool test2json -t -p "$ipath" \
+      "$bin" -test.v=test2json -test.paniconexit0 -test.count=1 -test.timeout "${max}s" -test.run "^$test\$" 2>&1) \
+      >>"$dir/worker-$i.json"
+    echo "e2e worker $i: $test ($ipath) took $(($(date +%s) - ts))s"
+  done
+}
+e2e() {
+  local dir=$PWD/$logs/e2e s pdir ipath bin i rc=0 c
+  local -a names
+  wanted e2e || return 0
+  s=$(date +%s)
+  say "=== stage e2e: start $(now) UTC ($e2e_workers workers)"
+  rm -rf "$dir" "$logs/e2e.counts"
+  mkdir -p "$dir/bin"
+  : >"$dir/queue"
+  echo 0 >"$dir/next"
+  if "$GO" test -c -o "$dir/bin/" ./test/e2e/... >"$dir/build.log" 2>&1; then
+    while read -r pdir ipath; do
+      bin=$dir/bin/${ipath##*/}.test
+      [ -x "$bin" ] || continue
+      (cd "$pdir" && "$bin" -test.list '^Test') | grep '^Test' | sed "s|^|$pdir $bin $ipath |" >>"$dir/queue" || rc=1
+    done < <("$GO" list -f '{{.Dir}} {{.ImportPath}}' ./test/e2e/...)
+  else
+    rc=1
+  fi
+  if [ "$rc" != 0 ] || [ ! -s "$dir/queue" ]; then
+    cat "$dir/build.log"
+    say "=== stage e2e: cannot build or list its tests"
+    record e2e FAILED $(($(date +%s) - s)) 0 1 0
+    return
+  fi
+  for ((i = 1; i <= e2e_workers; i++)); do e2e_worker "$dir" "$i" & done
+  wait
+  mapfile -t names < <(cut -d' ' -f4 "$dir/queue")
+  cat "$dir"/worker-*.json >"$logs/e2e.json"
+  "$report" --expect-run "$(anchored "${names[@]}")" --allow-skip "$allow_skip" --counts "$logs/e2e.counts" <"$logs/e2e.json"
+  if [ -s "$logs/e2e.counts" ]; then read -r -a c <"$logs/e2e.counts"; else c=(0 1 0); fi
+  if [ "${c[1]}" = 0 ]; then
+    record e2e ok $(($(date +%s) - s)) "${c[0]}" 0 "${c[2]}"
+  else
+    record e2e FAILED $(($(date +%s) - s)) "${c[0]}" "${c[1]}" "${c[2]}"
+  fi
+}
 any_wanted() { local s; for s in "$@"; do wanted "$s" && return 0; done; return 1; }
 
 step build 1200 make --no-print-directory build
@@ -300,12 +416,15 @@ step cluster-bins 2400 make --no-print-directory cluster-bins
 # shellcheck disable=SC2046
 if wanted unit; then gotest unit 1800 . --quiet -p 4 $("$GO" list ./... | grep -v /test/e2e); fi
 join vm-prepare
-needs node-ready vm-prepare && step node-ready 1800 make --no-print-directory node-ready
-e2e() { gotest e2e 3000 . -p 1 ./test/e2e/...; }
+# The gate's smoke installs evictd with the real helm CLI; the node suite's tests need the ballast
+# image (node-images makes both).
+needs node-ready vm-prepare && step node-ready 1800 make --no-print-directory node-ready _output/tools/helm
 needs e2e build cluster-bins && lane e2e 0 e2e
+node_smoke
 node_onedisk
 node_imagefs
 node_cgroupfs
+node_releases
 end_lane e2e
 end_lane checks
 finish

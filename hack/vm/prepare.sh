@@ -28,9 +28,13 @@
 # there as PID 1.
 #
 # A run is skipped when OUTDIR holds every piece built by this same script (a hash stamp) and
-# the host tools are installed; delete OUTDIR/.vm-stamp to force a rebuild.
+# the host tools are installed, and the pieces are copied from the machine's cache (hack/cache.sh)
+# when an earlier run made them with this script and the host tools are installed; delete
+# OUTDIR/.vm-stamp (and set EVICTD_CACHE_DIR=off) to force a rebuild.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=hack/cache.sh
+. "$here/../cache.sh"
 out=$(mkdir -p "${1:?usage: prepare.sh OUTDIR}" && cd "$1" && pwd)
 stamp="$out/.vm-stamp"
 want=$(sha256sum "$here/prepare.sh" | cut -d' ' -f1)
@@ -47,6 +51,8 @@ have_tools() {
   [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1
 }
 
+# What the cache keeps of OUTDIR (vmlinux only when the kernel could be uncompressed).
+pieces=(vmlinuz vmlinux initramfs.cpio.gz kver kernel node systemd)
 up_to_date=true
 have_tools || up_to_date=false
 for f in vmlinuz initramfs.cpio.gz kver node/usr/sbin/runc node/usr/lib/cni/bridge \
@@ -56,10 +62,16 @@ for f in vmlinuz initramfs.cpio.gz kver node/usr/sbin/runc node/usr/lib/cni/brid
 done
 if $up_to_date && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   say "VM pieces are up to date in $out (kernel $(cat "$out/kver"); checked in $(elapsed))"
+  cache_put vm "$want" "$out" $(for p in "${pieces[@]}"; do [ -e "$out/$p" ] && echo "$p"; done)
   exit 0
 fi
 # An interrupted run must not leave a stamp that vouches for it.
 rm -f "$stamp"
+if have_tools && cache_get vm "$want" "$out"; then
+  echo "$want" >"$stamp"
+  say "VM pieces copied from the cache ($(cache_root)/vm-$want; kernel $(cat "$out/kver")) in $(elapsed)"
+  exit 0
+fi
 
 if [ "$(id -u)" != 0 ]; then
   echo "prepare.sh: needs root (apt-get install)" >&2
@@ -280,4 +292,5 @@ echo "$kver" >"$out/kver"
 say "initramfs with $(wc -l <"$root/lib/modules/load-order") modules ($(tr '\n' ' ' <"$root/lib/modules/load-order")) in $(( $(date +%s) - t ))s, $(du -h "$out/initramfs.cpio.gz" | cut -f1)"
 
 echo "$want" >"$stamp"
+cache_put vm "$want" "$out" $(for p in "${pieces[@]}"; do [ -e "$out/$p" ] && echo "$p"; done)
 say "VM pieces ready in $out in $(elapsed)"

@@ -9,13 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/evictd/evictd/test/e2e/framework"
@@ -70,13 +67,11 @@ func TestNodeDemoV2(t *testing.T) {
 	admin := guestKubeconfig(t, n.Cluster.AdminKubeconfig, filepath.Join(work, "admin.kubeconfig"))
 	evictd := guestKubeconfig(t, n.Cluster.EvictdKubeconfig, filepath.Join(work, "evictd.kubeconfig"))
 
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	fates := watchFates(watchCtx, t, n)
+	fates := watchPodFates(t, n, demoNamespace)
 	began := time.Now()
 	r, err := n.Exec(ctx, []string{filepath.Join(bin, "demo"), "--kubeconfig=" + admin, "--evictd-kubeconfig=" + evictd,
 		"--bin-dir=" + bin, "--work-dir=" + work, "--verify"}, WithTimeout(4*time.Minute))
 	took := time.Since(began)
-	stopWatch()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +88,7 @@ func TestNodeDemoV2(t *testing.T) {
 		}
 	}
 
-	got := fates()
+	got := fates.all()
 	if got[demoHog] != ByEvictd {
 		t.Errorf("the hog %s ended by %q; want %q (an Eviction API call)", demoHog, got[demoHog], ByEvictd)
 	}
@@ -126,49 +121,6 @@ func guestKubeconfig(t *testing.T, src, dst string) string {
 		t.Fatal(err)
 	}
 	return dst
-}
-
-// watchFates watches the demo's namespace from the host and returns a
-// function giving, by pod name, who ended each pod (FateOf; first seen
-// wins), for the pods that ended.
-func watchFates(ctx context.Context, t *testing.T, n *Node) func() map[string]string {
-	var mu sync.Mutex
-	fates := map[string]string{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			w, err := n.Cluster.Admin.CoreV1().Pods(demoNamespace).Watch(ctx, metav1.ListOptions{})
-			if err != nil {
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			for ev := range w.ResultChan() {
-				p, ok := ev.Object.(*corev1.Pod)
-				if !ok || ev.Type == watch.Error {
-					continue
-				}
-				if f := FateOf(p); f != "" {
-					mu.Lock()
-					if fates[p.Name] == "" {
-						fates[p.Name] = f
-					}
-					mu.Unlock()
-				}
-			}
-			w.Stop()
-		}
-	}()
-	return func() map[string]string {
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		out := map[string]string{}
-		for k, v := range fates {
-			out[k] = v
-		}
-		return out
-	}
 }
 
 func tail(s string, lines int) string {

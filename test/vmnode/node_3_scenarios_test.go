@@ -38,10 +38,10 @@ const settle = 200 << 20
 
 // fillTo is how much more memory the pods of a scenario may hold, in MiB,
 // for memory.available to settle at settle; the rest of the node is as the
-// last sample found it.
-func fillTo(t *testing.T, n *Node) int64 {
+// last sample found it, once only evictd's pods (and alsoKeep's) are on it.
+func fillTo(t *testing.T, n *Node, alsoKeep ...string) int64 {
 	t.Helper()
-	waitQuietNode(t, n)
+	waitQuietNode(t, n, alsoKeep...)
 	avail, err := nodeAvailable(context.Background(), n)
 	if err != nil {
 		t.Fatal(err)

@@ -165,8 +165,15 @@ var nodeParityTolerance = ParityTolerance{
 // node at the same moment.
 func TestNodeParity(t *testing.T) {
 	n := sharedNode(t)
+	checkParity(t, n, evictdPod(t, n))
+}
+
+// checkParity starts pods that hold memory and write to their writable
+// layer and an emptyDir, then compares evictd observe, run in the evictd
+// pod, with the kubelet's summary read right after it.
+func checkParity(t *testing.T, n *Node, evictd *corev1.Pod) {
+	t.Helper()
 	ctx := context.Background()
-	evictd := evictdPod(t, n)
 	ns := newNamespace(t, n, "parity")
 	// Two pods that write: one into its container's writable layer (the
 	// image's root directory), one into an emptyDir, for the ephemeral
