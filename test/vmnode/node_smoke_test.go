@@ -230,26 +230,25 @@ func (b *brakeWatch) describe() string {
 	return b.last
 }
 
+// waitOn returns when the brake was first seen on.
 func (b *brakeWatch) waitOn(timeout time.Duration) (time.Time, error) {
-	select {
-	case <-b.onC:
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.on, nil
-	case <-time.After(timeout):
-		return time.Time{}, fmt.Errorf("evictd's memory brake (condition %s=True and taint %s:NoSchedule) never seen on the Node; last seen: %s",
-			nodebrake.ConditionType(nodebrake.Memory), nodebrake.TaintKey(nodebrake.Memory), b.describe())
-	}
+	return b.wait(b.onC, &b.on, timeout, fmt.Sprintf("evictd's memory brake (condition %s=True and taint %s:NoSchedule) never seen on the Node",
+		nodebrake.ConditionType(nodebrake.Memory), nodebrake.TaintKey(nodebrake.Memory)))
 }
 
+// waitLifted returns when, after it was on, the brake was first seen gone.
 func (b *brakeWatch) waitLifted(timeout time.Duration) (time.Time, error) {
+	return b.wait(b.liftC, &b.lifted, timeout, fmt.Sprintf("evictd's brake not lifted %s after the eviction", timeout))
+}
+
+func (b *brakeWatch) wait(c <-chan struct{}, at *time.Time, timeout time.Duration, missed string) (time.Time, error) {
 	select {
-	case <-b.liftC:
+	case <-c:
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.lifted, nil
+		return *at, nil
 	case <-time.After(timeout):
-		return time.Time{}, fmt.Errorf("evictd's brake not lifted %s after the eviction; still on the Node: %s", timeout, b.describe())
+		return time.Time{}, fmt.Errorf("%s; last seen on the Node: %s", missed, b.describe())
 	}
 }
 
