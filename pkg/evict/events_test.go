@@ -69,14 +69,11 @@ func TestEventWriterShutdownDeadline(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
+	// It waits only for the call in flight (the fake ignores cancellation):
+	// the other two are counted, not written.
 	err := w.Shutdown(ctx)
 	if err == nil || !strings.Contains(err.Error(), "2 events unwritten") {
 		t.Fatalf("Shutdown past its deadline: %v, want an error counting 2 unwritten events", err)
-	}
-	// It waits only for the call in flight (the fake ignores cancellation).
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("Shutdown took %v", d)
 	}
 	if got := countEvents(t, client); got != 1 {
 		t.Errorf("%d events written, want only the one in flight", got)

@@ -351,7 +351,7 @@ func TestDocCommands(t *testing.T) {
 	// The API server's RBAC authorizer reads bindings from its informer, so
 	// a binding just created is seen a moment later (CI once asked before):
 	// wait until the grant shows, then every answer must be the final one.
-	for deadline := time.Now().Add(10 * time.Second); !mayGet("/explain").Status.Allowed && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); !mayGet("/explain").Status.Allowed && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for _, path := range []string{"/explain", "/shadow", "/trace", "/metrics"} {

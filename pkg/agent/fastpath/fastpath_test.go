@@ -242,12 +242,18 @@ func makeKubepods(t *testing.T, dir string) {
 	writeEvents(t, filepath.Join(dir, "memory.events.local"), 0)
 }
 
-// waitFor runs Wait until cond holds or 2 s pass, and returns the wake-ups
+// waitFor runs Wait until cond holds or 15 s pass, and returns the wake-ups
 // seen on the way.
 func waitFor(t *testing.T, set *wakeup.Set, cond func() bool) []wakeup.Wakeup {
 	t.Helper()
+	return waitWithin(t, set, 15*time.Second, cond)
+}
+
+// waitWithin is waitFor, for up to d.
+func waitWithin(t *testing.T, set *wakeup.Set, d time.Duration, cond func() bool) []wakeup.Wakeup {
+	t.Helper()
 	var got []wakeup.Wakeup
-	for deadline := time.Now().Add(2 * time.Second); !cond() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(d); !cond() && time.Now().Before(deadline); {
 		w, err := set.Wait(context.Background(), 50*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
@@ -466,7 +472,7 @@ func TestSyncRearmsKubepodsPSITriggerAfterKubepodsIsRecreated(t *testing.T) {
 	}
 	parent.Sub(t, "kubepods") // created again, silently
 	m.Sync(obs, nil)
-	waitFor(t, set, func() bool { return false }) // 2 s of Wait: any stale POLLERR is dispatched
+	waitWithin(t, set, 2*time.Second, func() bool { return false }) // 2 s of Wait: any stale POLLERR is dispatched
 	if st := psiStatus(t, set, "kubepods"); !st.Active {
 		t.Fatalf("kubepods trigger after a silent re-creation: %+v, want active", st)
 	}

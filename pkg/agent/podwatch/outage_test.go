@@ -53,13 +53,13 @@ func TestPodsSeenSoonAfterAnAPIOutage(t *testing.T) {
 		t.Fatalf("the eviction of an absent pod answered %v, want a 404", err)
 	}
 	w.Answered(err)
-	deadline := up.Add(10 * time.Second)
+	deadline := up.Add(25 * time.Second) // the reflector alone: 30 to 60 s
 	for {
 		if pods := w.Pods(); len(pods) == 1 && pods[0].Name == "late" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the watcher sees %d pods 10 s after the API server came back, want the late one", len(w.Pods()))
+			t.Fatalf("the watcher sees %d pods 25 s after the API server came back, want the late one", len(w.Pods()))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -5,6 +5,7 @@ package podwatch
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -92,16 +93,17 @@ func failingLists(err error) (*fake.Clientset, *atomic.Bool, *atomic.Int32) {
 func TestAnsweredEndsTheBackOff(t *testing.T) {
 	cs, ok, calls := failingLists(apierrors.NewServiceUnavailable("restarting"))
 	w, _ := startWatcher(t, Options{Client: fromclientset.Wrap(cs), SyncTimeout: time.Minute, RetryMin: time.Hour, RetryMax: time.Hour})
-	// The other informers' first answers end the wait too (by design: a
-	// list and a watch answered for nodes and for priority classes, so at
-	// most 4 more tries): a moment for them, then the lists stop.
-	waitFor(t, "the first list", func() bool { return calls.Load() >= 1 })
-	time.Sleep(300 * time.Millisecond)
+	// The other informers' answers end the wait too (by design: a list and
+	// a watch answered for each, so at most two more tries each): once they
+	// have all synced, the lists stop.
+	waitFor(t, "the other informers to sync", func() bool { return syncedBut(w, "pods") })
+	most := int32(1 + 2*(len(w.informers)-1))
 	n0 := calls.Load()
 	time.Sleep(200 * time.Millisecond)
-	if n := calls.Load(); n != n0 || n > 5 {
-		t.Fatalf("%d lists, then %d, in an hour's back-off", n0, n)
+	if n := calls.Load(); n > most {
+		t.Fatalf("%d lists once the others synced, then %d, in an hour's back-off; want at most %d", n0, n, most)
 	}
+	n0 = calls.Load()
 	ok.Store(true)
 	w.Answered(apierrors.NewServiceUnavailable("still down")) // not an answer
 	time.Sleep(100 * time.Millisecond)
@@ -118,19 +120,36 @@ func TestAnsweredEndsTheBackOff(t *testing.T) {
 	t.Logf("synced %v after Answered, %d lists", time.Since(start).Round(time.Millisecond), calls.Load())
 }
 
-// Without an answer elsewhere the tries back off: with a 50 ms start and a
-// 200 ms cap, one second holds at most about ten of them (jitter doubles a
-// wait at most), never a busy loop.
+// Without an answer elsewhere the tries back off: once the other informers
+// have synced (their answers end a wait), the lists come at least RetryMin
+// apart, never in a busy loop.
 func TestRetryBacksOff(t *testing.T) {
+	const retryMin = 50 * time.Millisecond
 	cs, _, calls := failingLists(&netErr{syscall.ECONNREFUSED})
+	var mu sync.Mutex
+	var at []time.Time
+	cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		return false, nil, nil // on to failingLists'
+	})
 	w, cancel := startWatcher(t, Options{Client: fromclientset.Wrap(cs), SyncTimeout: time.Minute,
-		RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond})
-	time.Sleep(time.Second)
+		RetryMin: retryMin, RetryMax: 200 * time.Millisecond})
+	waitFor(t, "the other informers to sync", func() bool { return syncedBut(w, "pods") })
+	from := calls.Load()
+	// The first list after the others synced may still be one their last
+	// answer set off; the ones after it are the back-off's alone.
+	const gaps = 3
+	waitFor(t, "more lists", func() bool { return calls.Load() >= from+2+gaps })
 	cancel()
 	w.Shutdown()
-	n := calls.Load()
-	if n < 3 || n > 12 {
-		t.Errorf("%d lists in a second with a back-off of 50 ms to 200 ms, want 3 to 12", n)
+	mu.Lock()
+	defer mu.Unlock()
+	for i := int(from) + 1; i < int(from)+1+gaps; i++ {
+		if gap := at[i+1].Sub(at[i]); gap < retryMin {
+			t.Errorf("list %d came %v after the one before, want at least RetryMin %v", i+1, gap, retryMin)
+		}
 	}
 	if w.Synced() {
 		t.Error("synced while every list failed")

@@ -78,7 +78,7 @@ func TestLibraryEventChanCannotBeStopped(t *testing.T) {
 		}
 	case err := <-errc:
 		t.Fatalf("EventChan error: %v", err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("no event for a change of memory.events")
 	}
 
@@ -94,20 +94,20 @@ func TestLibraryEventChanCannotBeStopped(t *testing.T) {
 	// The consumer stops reading: one event fills the channel's buffer, the
 	// next blocks the goroutine on its send.
 	write("memory.events", events(2))
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "the event to fill EventChan's buffer", func() bool { return len(ec) == 1 })
 	write("memory.events", events(3))
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "EventChan's goroutine to block on its send", eventChanBlockedOnSend)
 	// The cgroup empties, which is the library's only way out: it does not
 	// get there while blocked.
 	write("cgroup.events", "populated 0\nfrozen 0\n")
 	write("memory.events", events(4))
-	time.Sleep(300 * time.Millisecond)
-	if n := eventChanGoroutines(); n != 1 || inotifyFds(t) != inotifyBefore+1 {
-		t.Errorf("with the consumer gone and the cgroup empty, %d EventChan goroutines and %d inotify fds remain; the library now stops: reconsider using it", n, inotifyFds(t)-inotifyBefore)
+	if n := eventChanGoroutines(); n != 1 || !eventChanBlockedOnSend() || inotifyFds(t) != inotifyBefore+1 {
+		t.Errorf("with the consumer gone and the cgroup empty, %d EventChan goroutines (blocked on its send: %v) and %d inotify fds remain; the library now stops: reconsider using it",
+			n, eventChanBlockedOnSend(), inotifyFds(t)-inotifyBefore)
 	}
 
 	// Only reading again lets it see the empty cgroup and end.
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(10 * time.Second)
 	for done := false; !done; {
 		select {
 		case _, ok := <-errc:
@@ -120,6 +120,19 @@ func TestLibraryEventChanCannotBeStopped(t *testing.T) {
 	waitFor(t, "EventChan's goroutine and fd to end", func() bool {
 		return eventChanGoroutines() == 0 && inotifyFds(t) == inotifyBefore
 	})
+}
+
+// eventChanBlockedOnSend reports whether a goroutine EventChan started is
+// blocked sending on its channel.
+func eventChanBlockedOnSend() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "[chan send") && strings.Contains(g, "cgroup2.(*Manager).EventChan.func") {
+			return true
+		}
+	}
+	return false
 }
 
 // eventChanGoroutines counts the goroutines EventChan started.
@@ -147,7 +160,7 @@ func inotifyFds(t *testing.T) int {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}

@@ -229,7 +229,7 @@ func TestPSITriggerGoneWithItsCgroup(t *testing.T) {
 	if err := group.Remove(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for p.Status().Active && time.Now().Before(deadline) {
 		w, err := set.Wait(context.Background(), 100*time.Millisecond)
 		if err != nil {
@@ -333,7 +333,7 @@ func TestPSITriggerRearmOnKernfs(t *testing.T) {
 	if err := group.Remove(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(3 * time.Second); p.Status().Active && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(15 * time.Second); p.Status().Active && time.Now().Before(deadline); {
 		collect(t, s, 100*time.Millisecond)
 	}
 	if st := p.Status(); st.Active || !strings.Contains(st.Reason, "gone") {

@@ -51,6 +51,10 @@ func runCrossing(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// triggerWait bounds the wait for the trigger's output once the watch has
+// timed out.
+const triggerWait = 10 * time.Second
+
 // watchCrossing does the work of runCrossing on the given files (guestmem's,
 // in that order).
 func watchCrossing(ctx context.Context, paths []string, below int64, interval time.Duration, trigger []string) (vmapi.Crossing, error) {
@@ -123,12 +127,16 @@ func watchCrossing(ctx context.Context, paths []string, below int64, interval ti
 		}
 		select {
 		case <-ctx.Done():
+			// The trigger is killed with ctx (CommandContext): its answer,
+			// what it said until then, comes soon; waited for, boundedly, so
+			// that a slow start of it does not lose what it said.
 			msg := ""
 			if trig != nil {
 				select {
 				case msg = <-trig:
 					msg = "; trigger said " + strconv.Quote(msg)
-				default:
+				case <-time.After(triggerWait):
+					msg = fmt.Sprintf("; trigger did not end within %s of the timeout", triggerWait)
 				}
 			}
 			return c, fmt.Errorf("memory.available stayed at or above %d (last %d after %d reads)%s: %w", below, v, c.Reads, msg, ctx.Err())

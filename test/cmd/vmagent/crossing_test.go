@@ -61,9 +61,21 @@ func TestWatchCrossingErrors(t *testing.T) {
 	stat := filepath.Join(dir, "memory.stat")
 	os.WriteFile(meminfo, []byte("MemFree: 614400 kB\n"), 0o644)
 	os.WriteFile(stat, []byte("inactive_file 0\n"), 0o644)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// The watch ends once the trigger has said its word (it leaves a mark
+	// after): the error must quote it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := watchCrossing(ctx, []string{meminfo, stat}, 300<<20, time.Millisecond, []string{"/bin/echo", "nothing"})
+	mark := filepath.Join(dir, "said")
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := os.Stat(mark); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	_, err := watchCrossing(ctx, []string{meminfo, stat}, 300<<20, time.Millisecond, []string{"/bin/sh", "-c", `echo nothing; : >"$0"`, mark})
 	if err == nil || !strings.Contains(err.Error(), "stayed at or above 314572800 (last 629145600") || !strings.Contains(err.Error(), "nothing") {
 		t.Errorf("no crossing: err %v, want one naming the level, the last value and the trigger's output", err)
 	}
