@@ -77,15 +77,17 @@ func testBrakeBestEffortOnly(t *testing.T, opts ...framework.Option) {
 
 	// The API server loads policies through an informer: in force once a
 	// dry-run create of a Burstable pod comes back tolerating the brake.
+	// The deadline only bounds a policy that never loads; a loaded host
+	// may take a while.
 	probe := podtest.New(ns, "probe", podtest.Resources(podtest.List("memory", "64Mi"), nil))
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		p, err := c.Admin.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err
 		}
 		return slices.ContainsFunc(p.Spec.Tolerations, isBrakeToleration), nil
 	}); err != nil {
-		t.Fatalf("the policy is not in force 10s after it was applied: %v", err)
+		t.Fatalf("the policy is not in force 60s after it was applied: %v", err)
 	}
 	t.Logf("policy in force %s after it was applied", time.Since(applied).Round(time.Millisecond))
 
@@ -138,9 +140,10 @@ func testBrakeBestEffortOnly(t *testing.T, opts ...framework.Option) {
 			t.Errorf("%s (%s): tolerations\n  %s\nwant\n  %s", got.Name, got.Status.QOSClass, tolerationList(got.Spec.Tolerations), tolerationList(want))
 		}
 	}
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("took %s, over the 20s budget", d.Round(time.Millisecond))
-	}
+	// How long the subtest took, cluster start included, is logged for
+	// whoever watches the suite's time; it is no pass/fail criterion on a
+	// shared, loaded machine (issue 46).
+	t.Logf("took %s, cluster start included", time.Since(start).Round(time.Millisecond))
 }
 
 func isBrakeToleration(tl corev1.Toleration) bool { return tl.Key == brakeToleration.Key }

@@ -101,19 +101,38 @@ func TestNodeBrake(t *testing.T) {
 	e := startBraking(t, m, kubeconfig)
 	_, hog := m.startHog(t, hogSpec(80, 700))
 	evs := waitEvictions(t, e, 1, evictionTimeout)
-	on := waitBrake(t, m, 10*time.Second, "went on", brakeState.on)
-	brakeOn := e.waitLog(5*time.Second, "node brake on: new pods kept away until the episode ends", nil)
-	t.Logf("brake on %s after the first eviction (%s): %s", brakeOn.TS.Sub(evs[0].TS).Round(time.Millisecond), evs[0].Pod, on.cond.Message)
-	if d := brakeOn.TS.Sub(evs[0].TS); d > 2*time.Second {
-		t.Errorf("the brake went on %s after the first eviction; want within the pass that opened the episode", d)
-	}
+	on := waitBrake(t, m, 30*time.Second, "went on", brakeState.on)
+	brakeOn := e.waitLog(30*time.Second, "node brake on: new pods kept away until the episode ends", nil)
 	if got := e.scrape().Value(t, "evictd_node_brake_on", map[string]string{"resource": "memory"}); got != 1 {
 		t.Errorf("evictd_node_brake_on{memory} = %v during the episode, want 1", got)
 	}
-	ended := e.waitLog(60*time.Second, "pressure episode ended", func(l logEntry) bool { return l.TS.After(brakeOn.TS) })
-	off := waitBrake(t, m, 10*time.Second, "was lifted", brakeState.lifted)
-	lifted := e.waitLog(5*time.Second, "node brake lifted", nil)
+	// The episode of the first eviction, by evictd's own log: the brake
+	// belongs to it, so "on" must lie between its start and its end. Order,
+	// not a stopwatch: how many seconds the write took is the API server's
+	// and the machine's business.
+	var started logEntry
+	for _, l := range e.find("pressure episode started") {
+		if l.Str("resource") == "memory" && !l.TS.After(evs[0].TS) {
+			started = l
+		}
+	}
+	if started.TS.IsZero() {
+		t.Fatalf("evictd evicted %s at %s without a memory pressure episode started before it:\n%s", evs[0].Pod, evs[0].TS, e.tail(30))
+	}
+	ended := e.waitLog(60*time.Second, "pressure episode ended", func(l logEntry) bool {
+		return l.Str("resource") == "memory" && !l.TS.Before(started.TS)
+	})
+	t.Logf("brake on %s after the episode started, %s after the first eviction (%s): %s",
+		brakeOn.TS.Sub(started.TS).Round(time.Millisecond), brakeOn.TS.Sub(evs[0].TS).Round(time.Millisecond), evs[0].Pod, on.cond.Message)
+	if brakeOn.TS.Before(started.TS) || brakeOn.TS.After(ended.TS) {
+		t.Errorf("the brake went on at %s, outside its episode (started %s, ended %s)", stamp(brakeOn.TS), stamp(started.TS), stamp(ended.TS))
+	}
+	off := waitBrake(t, m, 30*time.Second, "was lifted", brakeState.lifted)
+	lifted := e.waitLog(30*time.Second, "node brake lifted", nil)
 	t.Logf("brake lifted %s after the episode ended: %s", lifted.TS.Sub(ended.TS).Round(time.Millisecond), off.cond.Message)
+	if lifted.TS.Before(ended.TS) {
+		t.Errorf("the brake was lifted at %s, before its episode ended at %s", stamp(lifted.TS), stamp(ended.TS))
+	}
 	if !off.cond.LastTransitionTime.After(on.cond.LastTransitionTime.Time) {
 		t.Errorf("condition's lastTransitionTime %v not after the episode's start %v", off.cond.LastTransitionTime, on.cond.LastTransitionTime)
 	}
@@ -149,8 +168,8 @@ func TestNodeBrake(t *testing.T) {
 	}
 
 	next := startBraking(t, m, kubeconfig)
-	next.waitLog(20*time.Second, "node brake lifted", nil)
-	waitBrake(t, m, 5*time.Second, "was lifted by the next agent", brakeState.lifted)
+	next.waitLog(60*time.Second, "node brake lifted", nil)
+	waitBrake(t, m, 30*time.Second, "was lifted by the next agent", brakeState.lifted)
 	if got := next.find("pressure episode started"); len(got) != 0 {
 		t.Errorf("the next agent started an episode on a node without pressure: %s", got[0].Raw)
 	}

@@ -14,7 +14,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/pkg/predict"
 	"github.com/evictd/evictd/test/e2e/framework"
@@ -113,19 +116,21 @@ func burstSpan(log string, interval time.Duration) (time.Duration, []string, err
 	return end, lines, nil
 }
 
-// noEarlyAction fails the test if evictd acted early or evicted anything.
-func noEarlyAction(t *testing.T, e *evictd) {
+// noEarlyAction fails the test if evictd acted early or evicted anything
+// from since on; evictedBefore is evictd_evictions_total{result="evicted"}
+// at since.
+func noEarlyAction(t *testing.T, e *evictd, since time.Time, evictedBefore float64) {
 	t.Helper()
-	for _, l := range e.logs() {
+	for _, l := range entriesSince(e.logs(), since) {
 		if strings.Contains(l.Msg, "acting early") || strings.Contains(l.Raw, "acting early") {
 			t.Errorf("evictd acted early: %s", l.Raw)
 		}
 	}
-	if evs := evicted(e); len(evs) != 0 {
+	if evs := entriesSince(evicted(e), since); len(evs) != 0 {
 		t.Errorf("evictd evicted %v; nothing crossed a threshold", podsOf(evs))
 	}
-	if got := e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 0 {
-		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 0", got)
+	if got := e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != evictedBefore {
+		t.Errorf("evictd_evictions_total{result=evicted} = %v, want %v as before the bursts", got, evictedBefore)
 	}
 }
 
@@ -134,8 +139,9 @@ func noEarlyAction(t *testing.T, e *evictd) {
 // 130 MiB above the 300 MiB hard threshold, and then holds. Over a 2 s fit
 // that looks like a fall of about 100 MiB/s with about a second left; but
 // it is not a sustained trend, and the threshold is never met: evictd must
-// evict nothing, during the bursts or in the 15 s after them, and never log
-// that it is acting early.
+// evict nothing, during the bursts or after them until the fall is out of
+// its fit window and it has made passes since, and never log that it is
+// acting early.
 //
 // A ballast pod, holding still within its request, takes the baseline down
 // first, so that the bursts are about 50 MiB each. Quiet, a burst of that
@@ -144,7 +150,9 @@ func noEarlyAction(t *testing.T, e *evictd) {
 // 0.7 s here), and bursts that run back to back for more than
 // predict.MinTrendSpan less predict.TrendEdge (2 s) are a steady fall, a
 // trend by evictd's rules, which evictd rightly acts on (it did, in CI). At
-// 50 MiB the three take about 1.2 s at the slowest speed seen.
+// 50 MiB the three take about 1.2 s at the slowest speed seen. A host slower
+// still breaks the premise, not evictd: the test tries again with a fresh
+// pod, a few times, and skips if the host never bursts fast enough.
 func TestFaultActEarlyBurstThenStop(t *testing.T) {
 	const (
 		plateau    = memThreshold + 130*mib // where the bursts leave memory.available
@@ -153,7 +161,11 @@ func TestFaultActEarlyBurstThenStop(t *testing.T) {
 		holdMiB    = 8
 		ballastMiB = 330
 		overhead   = 4 * mib // the workload process itself: binary, stacks, page tables
-		holdAfter  = 15 * time.Second
+		// attempts bounds the tries for bursts fast enough to be no trend.
+		attempts = 3
+		// heldPasses is how many passes evictd must make, after the fall
+		// has left its fit window, for "it did not act" to be its answer.
+		heldPasses = 5
 	)
 	n := newEarlyNode(t, "early-burst")
 	ballast := createRunning(t, n.c.Admin, podSpec{name: "ballast", priorityClass: classHigh, holdMiB: ballastMiB,
@@ -171,29 +183,48 @@ func TestFaultActEarlyBurstThenStop(t *testing.T) {
 		t.Fatalf("baseline memory.available %d MiB leaves bursts of %d MiB; the test is mis-sized", base.available/mib, per)
 	}
 	t.Logf("bursts: %d × %d MiB, %s apart, from %d MiB available towards %d MiB", bursts, per, interval, base.available/mib, plateau/mib)
-	p := podSpec{name: "burst", holdMiB: holdMiB}.pod(n.ns, n.node.Name)
-	p.Spec.Containers[0].Args = append(p.Spec.Containers[0].Args, "--burst-mib="+strconv.FormatInt(per, 10),
-		"--bursts="+strconv.Itoa(bursts), "--burst-delay=1s", "--burst-interval="+interval.String())
-	start := time.Now()
-	burst := createRunning(t, n.c.Admin, p)["burst"]
-	done := waitContainerLog(t, n.node, burst, "workload: bursts done", 30*time.Second)
-	// How long the bursts kept memory falling: on a loaded host they slow
-	// down, and a fall that lasts past the trend span less its last edge
-	// is a trend by evictd's rules, not the bursts this test is about.
-	b, err := os.ReadFile(filepath.Join(n.node.PodLogDir(burst), burst.Spec.Containers[0].Name, "0.log"))
-	if err != nil {
-		t.Fatal(err)
+	var burst *corev1.Pod
+	var start, done time.Time
+	var evictedBefore float64
+	for attempt := 1; ; attempt++ {
+		p := podSpec{name: fmt.Sprintf("burst-%d", attempt), holdMiB: holdMiB}.pod(n.ns, n.node.Name)
+		p.Spec.Containers[0].Args = append(p.Spec.Containers[0].Args, "--burst-mib="+strconv.FormatInt(per, 10),
+			"--bursts="+strconv.Itoa(bursts), "--burst-delay=1s", "--burst-interval="+interval.String())
+		evictedBefore = e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"})
+		start = time.Now()
+		burst = createRunning(t, n.c.Admin, p)[p.Name]
+		done = waitContainerLog(t, n.node, burst, "workload: bursts done", evictionTimeout)
+		// How long the bursts kept memory falling: on a loaded host they
+		// slow down, and a fall that lasts past the trend span less its last
+		// edge is a trend by evictd's rules, not the bursts this test is
+		// about.
+		b, err := os.ReadFile(filepath.Join(n.node.PodLogDir(burst), burst.Spec.Containers[0].Name, "0.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fell, lines, err := burstSpan(string(b), interval)
+		if err != nil || len(lines) != bursts {
+			t.Fatalf("the workload's burst lines %q: %v", lines, err)
+		}
+		t.Logf("attempt %d: the workload's bursts, memory falling for %s:\n%s", attempt, fell.Round(time.Millisecond), strings.Join(lines, "\n"))
+		limit := predict.MinTrendSpan - predict.TrendEdge
+		if fell < limit {
+			break
+		}
+		if attempt == attempts {
+			t.Skipf("in %d attempts the bursts kept memory falling for at least the %s a fall may last and not be a trend: "+
+				"the host faulted pages in too slowly for this test's premise", attempts, limit)
+		}
+		t.Logf("attempt %d: the bursts kept memory falling for %s, at least %s: a trend by evictd's rules, not this test's premise; again with a fresh pod",
+			attempt, fell.Round(time.Millisecond), limit)
+		clearBurst(t, n, e, burst, base.available, start)
 	}
-	fell, lines, err := burstSpan(string(b), interval)
-	if err != nil || len(lines) != bursts {
-		t.Fatalf("the workload's burst lines %q: %v", lines, err)
-	}
-	t.Logf("the workload's bursts, memory falling for %s:\n%s", fell.Round(time.Millisecond), strings.Join(lines, "\n"))
-	if limit := predict.MinTrendSpan - predict.TrendEdge; fell >= limit {
-		t.Fatalf("the bursts kept memory falling for %s, at least the %s a fall may last and not be a trend: "+
-			"the host faulted pages in too slowly for this test's premise", fell.Round(time.Millisecond), limit)
-	}
-	time.Sleep(holdAfter)
+	// evictd has to have seen the plateau for long enough that the fall is
+	// out of its fit window and no trend can be left in it: wait (on the
+	// host's clock, which evictd's shares) until then, and then for passes
+	// it made after that moment. Its answer is then in, whatever the load.
+	time.Sleep(time.Until(done.Add(predict.DefaultWindow + predict.MinTrendSpan)))
+	e.waitObservedPasses(e.observedPasses(), heldPasses, evictionTimeout)
 
 	// The bursts did what the test needs: memory.available came close to
 	// the threshold, quickly, and stayed above it.
@@ -201,8 +232,8 @@ func TestFaultActEarlyBurstThenStop(t *testing.T) {
 	if !ok {
 		t.Fatal("no memory.available reading during the test")
 	}
-	t.Logf("bursts done at %s; lowest memory.available %d MiB at %s; %s held after", done.Format(time.StampMilli),
-		low.available/mib, low.at.Format(time.StampMilli), holdAfter)
+	t.Logf("bursts done at %s; lowest memory.available %d MiB at %s; held until %s", done.Format(time.StampMilli),
+		low.available/mib, low.at.Format(time.StampMilli), time.Now().Format(time.StampMilli))
 	if x, crossed := n.avail.crossing(start, memThreshold); crossed {
 		t.Fatalf("the bursts took memory.available below the threshold (%d MiB at %s); the test is mis-sized",
 			x.available/mib, x.at.Format(time.StampMilli))
@@ -212,7 +243,7 @@ func TestFaultActEarlyBurstThenStop(t *testing.T) {
 			low.available/mib, memThreshold/mib)
 	}
 
-	noEarlyAction(t, e)
+	noEarlyAction(t, e, start, evictedBefore)
 	untouched(t, n.c.Admin, n.node, burst)
 	untouched(t, n.c.Admin, n.node, n.db)
 	untouched(t, n.c.Admin, n.node, ballast)
@@ -222,6 +253,32 @@ func TestFaultActEarlyBurstThenStop(t *testing.T) {
 	// With the burst pod left alone, the pressure held to the end.
 	if last, _ := n.avail.last(); !t.Failed() && last.available > low.available+50*mib {
 		t.Errorf("memory.available is back at %d MiB: the burst pod did not hold its memory", last.available/mib)
+	}
+}
+
+// clearBurst undoes a burst attempt whose premise failed: the pod is
+// deleted, memory.available is back near its baseline, and any pressure
+// episode evictd started since the attempt's start (a slow fall is a trend,
+// which evictd may rightly act on) has ended, so that the next attempt
+// starts as the first did.
+func clearBurst(t *testing.T, n *earlyNode, e *evictd, burst *corev1.Pod, baseline int64, since time.Time) {
+	t.Helper()
+	err := n.c.Admin.CoreV1().Pods(burst.Namespace).Delete(context.Background(), burst.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	waitGone(t, n.c.Admin, burst, evictionTimeout)
+	if _, err := pollFind(evictionTimeout, func() []int64 {
+		last, _ := n.avail.last()
+		return []int64{last.available}
+	}, func(a int64) bool { return a > baseline-20*mib }); err != nil {
+		last, _ := n.avail.last()
+		t.Fatalf("memory.available is %d MiB %s after %s was gone, want back near its %d MiB baseline", last.available/mib, evictionTimeout, burst.Name, baseline/mib)
+	}
+	for _, started := range entriesSince(e.find("pressure episode started"), since) {
+		e.waitLog(evictionTimeout, "pressure episode ended", func(l logEntry) bool {
+			return l.Str("resource") == started.Str("resource") && l.TS.After(started.TS)
+		})
 	}
 }
 

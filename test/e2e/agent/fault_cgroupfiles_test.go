@@ -22,9 +22,12 @@ import (
 // again, and the pressure it could not see is acted on.
 func TestFaultUnreadableCgroupFiles(t *testing.T) {
 	const (
-		threshold  = 300 * mib
-		signal     = "memory.available"
-		quietSpell = 8 * time.Second
+		threshold = 300 * mib
+		signal    = "memory.available"
+		// blindPasses is how many passes under real pressure, each unable
+		// to measure the signal, evictd gets to wrongly evict: the
+		// evidence that it does not is passes, not seconds.
+		blindPasses = 5
 	)
 	brokenFiles := []string{"memory.stat", "memory.limit_in_bytes"}
 	c := framework.Start(t)
@@ -64,7 +67,7 @@ func TestFaultUnreadableCgroupFiles(t *testing.T) {
 	var notReadyAt time.Time
 	var code int
 	var body string
-	for time.Since(broke) < 15*time.Second {
+	for time.Since(broke) < 30*time.Second {
 		code, body = e.readyz()
 		if code != http.StatusOK && code != 0 {
 			notReadyAt = time.Now()
@@ -92,7 +95,18 @@ func TestFaultUnreadableCgroupFiles(t *testing.T) {
 		last, _ := avail.last()
 		t.Fatalf("memory.available did not fall below %d MiB (it is %d MiB); the test is mis-sized", threshold/mib, last.available/mib)
 	}
-	time.Sleep(quietSpell)
+	// blindPasses passes under the pressure, each of which must have failed
+	// to measure the signal (its error counter keeps pace; it counts each
+	// unusable file, so at least once a pass).
+	signalErrors := func() float64 {
+		return e.scrape().Value(t, "evictd_observation_signal_errors_total", map[string]string{"signal": signal})
+	}
+	from := signalErrors()
+	e.waitObservedPasses(e.observedPasses(), blindPasses, 60*time.Second)
+	if got := signalErrors(); got < from+blindPasses {
+		t.Errorf("evictd_observation_signal_errors_total{signal=%q} rose from %v to %v over %d passes, want by %d at least: the passes were not blind",
+			signal, from, got, blindPasses, blindPasses)
+	}
 	if evs := evicted(e); len(evs) != 0 {
 		t.Errorf("evictd evicted %v while %s was unknown (the node's memory files were garbage)", podsOf(evs), signal)
 	}
@@ -122,15 +136,15 @@ func TestFaultUnreadableCgroupFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	readyAt, _, _ := e.waitReadyz(15*time.Second, "answered 200 again after the files were restored", func(code int, _ string) bool { return code == http.StatusOK })
+	readyAt, _, _ := e.waitReadyz(30*time.Second, "answered 200 again after the files were restored", func(code int, _ string) bool { return code == http.StatusOK })
 	t.Logf("ready again %s after restoring the files", readyAt.Sub(restored).Round(time.Millisecond))
-	evs := waitEvictions(t, e, 1, 15*time.Second)
+	evs := waitEvictions(t, e, 1, evictionTimeout)
 	if evs[0].Pod != podKey(pods["batch"]) || evs[0].Signal != signal || evs[0].TS.Before(restored) {
 		t.Errorf("after the restore evictd evicted %s for %q at %s, want %s for %s after %s",
 			evs[0].Pod, evs[0].Signal, evs[0].TS.Format(time.StampMilli), podKey(pods["batch"]), signal, restored.Format(time.StampMilli))
 	}
 	t.Logf("pressure since %s; evicted %s %s after the restore", x.at.Format(time.StampMilli), evs[0].Pod, evs[0].TS.Sub(restored).Round(time.Millisecond))
-	waitGone(t, c.Admin, pods["batch"], 30*time.Second)
+	waitGone(t, c.Admin, pods["batch"], 60*time.Second)
 	untouched(t, c.Admin, node, pods["hog"])
 	if n := node.OOMKills(); n != 0 {
 		t.Errorf("the kernel OOM-killed %d processes", n)

@@ -16,19 +16,23 @@ import (
 
 // TestFaultDiskThenMemory: the node's disk fills with a file that belongs to
 // no pod, so evicting pods cannot relieve it; the disk episode spends its
-// --eviction-max-per-episode=2 on two pods and goes on. Then a pod leaks
-// memory: its eviction must come within the usual few seconds of the memory
-// threshold's crossing, whatever the disk episode did, because caps belong
-// to each resource's own episode.
+// --eviction-max-per-episode=2 on two pods and goes on, and evictd says the
+// cap is reached. Then a pod leaks memory: evictd must evict it for memory
+// as it would on a calm node, whatever the disk episode did, because caps
+// belong to each resource's own episode. How soon is evictd's own figure
+// (its memory episode's start to the eviction, from its log), asserted only
+// loosely here: a disk cap that held the memory eviction back would hold it
+// for good; speed is the benchmarks' business (issue 46).
 func TestFaultDiskThenMemory(t *testing.T) {
 	const (
 		diskBytes     = 512 * mib
 		diskThreshold = diskBytes * 40 / 100
 		junkBytes     = 400 * mib
 		memThreshold  = 300 * mib
-		// maxLatency is how long after the memory crossing the memory
-		// eviction may come ("the usual time").
-		maxLatency = 5 * time.Second
+		// maxLatency bounds, on evictd's clock, its memory episode's start
+		// to the memory eviction; generous for a loaded host (a calm one
+		// takes well under a second).
+		maxLatency = 30 * time.Second
 	)
 	c := framework.Start(t)
 	createPriorityClasses(t, c)
@@ -68,12 +72,25 @@ func TestFaultDiskThenMemory(t *testing.T) {
 			t.Fatalf("eviction of %s for %q; the disk phase should evict for nodefs.available only", ev.Pod, ev.Signal)
 		}
 	}
-	waitGone(t, c.Admin, pods["d1"], 30*time.Second)
-	waitGone(t, c.Admin, pods["d2"], 30*time.Second)
-	// Time for a third disk eviction, which the cap must refuse.
-	time.Sleep(3 * time.Second)
+	waitGone(t, c.Admin, pods["d1"], evictionTimeout)
+	waitGone(t, c.Admin, pods["d2"], evictionTimeout)
+	// The disk stays full, so the episode asks for a third pod, and the cap
+	// refuses it: evictd says so once. Only then is "two and no more" a
+	// fact of evictd's, not of how long the test looked.
+	capped := e.waitLog(evictionTimeout, "eviction cap for this pressure episode reached; evicting no more until pressure ends", nil)
+	if capped.Signal != "nodefs.available" {
+		t.Errorf("the cap was reached for %q, want nodefs.available: %s", capped.Signal, capped.Raw)
+	}
 	if evs := evicted(e); len(evs) != 2 {
 		t.Fatalf("the disk episode evicted %v, want 2 (--eviction-max-per-episode=2)", podsOf(evs))
+	}
+	// The loop marks the episode capped when it takes the refused call's
+	// answer, a moment after the evictor's line.
+	capGauge := func() []float64 {
+		return []float64{e.scrape().Value(t, "evictd_pressure_episode_cap_reached", map[string]string{"resource": "nodefs"})}
+	}
+	if _, err := pollFind(evictionTimeout, capGauge, func(v float64) bool { return v == 1 }); err != nil {
+		t.Errorf("evictd_pressure_episode_cap_reached{resource=nodefs} = %v %s after the cap line, want 1", capGauge()[0], evictionTimeout)
 	}
 	if last, err := disk.last(); err != nil || last.available >= diskThreshold {
 		t.Fatalf("nodefs.available is %d MiB (err %v), want still below %d MiB: the disk pressure must last; the test is mis-sized",
@@ -89,43 +106,39 @@ func TestFaultDiskThenMemory(t *testing.T) {
 	memStart := time.Now()
 	hog := createRunning(t, c.Admin, podSpec{name: "hog", holdMiB: 64, growMiBPerSec: 50, growToMiB: 700, grace: 2}.pod(ns, node.Name))["hog"]
 	pods["hog"] = hog
-	var memEv logEntry
-	found := false
-	deadline := memStart.Add(45 * time.Second)
-	for !found && time.Now().Before(deadline) {
-		for _, ev := range evicted(e) {
-			if ev.Signal == "memory.available" {
-				memEv, found = ev, true
-			}
-		}
-		if x, crossed := mem.crossing(memStart, memThreshold); crossed && time.Since(x.at) > maxLatency+10*time.Second {
-			break // long past the crossing: it is not coming
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	x, crossed := mem.crossing(memStart, memThreshold)
-	if !found {
-		if !crossed {
-			t.Fatalf("memory.available never fell below %d MiB; the test is mis-sized", memThreshold/mib)
-		}
-		t.Fatalf("no memory eviction %s after memory.available fell below %d MiB (at %s), while the disk episode had spent its cap: "+
+	// The leak meets the threshold about 10 s in; evictd's memory episode
+	// starts then (or earlier, predicted), and its eviction follows.
+	memEpisode := e.waitLog(evictionTimeout, "pressure episode started", func(l logEntry) bool { return l.Str("resource") == "memory" })
+	memEv, err := pollFind(evictionTimeout, func() []logEntry { return evicted(e) }, func(l logEntry) bool { return l.Signal == "memory.available" })
+	if err != nil {
+		t.Fatalf("no memory eviction %s after evictd's memory episode started (%s), while the disk episode had spent its cap: "+
 			"the memory episode's eviction was held back by the disk episode; evictions: %v; log tail:\n%s",
-			time.Since(x.at).Round(time.Millisecond), memThreshold/mib, x.at.Format(time.StampMilli), podsOf(evicted(e)), e.tail(25))
+			evictionTimeout, memEpisode.Raw, podsOf(evicted(e)), e.tail(25))
 	}
 	if memEv.Pod != podKey(hog) {
 		t.Errorf("the memory eviction was of %s, want the leaking %s", memEv.Pod, podKey(hog))
 	}
-	switch {
-	case !crossed:
-		t.Logf("memory eviction of %s at %s, before the threshold was crossed (predicted)", memEv.Pod, memEv.TS.Format(time.StampMilli))
-	case memEv.TS.Sub(x.at) > maxLatency:
-		t.Errorf("the memory eviction came %s after the crossing, want within %s", memEv.TS.Sub(x.at).Round(time.Millisecond), maxLatency)
+	switch lat := memEv.TS.Sub(memEpisode.TS); {
+	case lat < 0:
+		t.Errorf("evictd evicted %s for memory at %s, before its memory episode started at %s", memEv.Pod, memEv.TS.Format(time.StampMilli), memEpisode.TS.Format(time.StampMilli))
+	case lat >= maxLatency:
+		t.Errorf("evictd evicted %s %s after its memory episode started, want under %s (loose: a held-back eviction)", memEv.Pod, lat.Round(time.Millisecond), maxLatency)
 	default:
-		t.Logf("memory eviction of %s %s after the crossing", memEv.Pod, memEv.TS.Sub(x.at).Round(time.Millisecond))
-		figures.addLatency(t, latency{what: "memory hard, during a capped disk episode: " + memEv.Pod, d: memEv.TS.Sub(x.at)})
+		t.Logf("memory eviction of %s %s after evictd's memory episode started", memEv.Pod, lat.Round(time.Millisecond))
 	}
-	waitGone(t, c.Admin, hog, 30*time.Second)
-	time.Sleep(3 * time.Second)
+	// The test sampler's figure, for the book only.
+	if x, crossed := mem.crossing(memStart, memThreshold); crossed && x.at.Before(memEv.TS) {
+		t.Logf("memory eviction of %s %s after the sampled crossing", memEv.Pod, memEv.TS.Sub(x.at).Round(time.Millisecond))
+		figures.addLatency(t, latency{what: "memory hard, during a capped disk episode: " + memEv.Pod, d: memEv.TS.Sub(x.at)})
+	} else {
+		t.Logf("memory eviction of %s at %s, before the sampled crossing (predicted)", memEv.Pod, memEv.TS.Format(time.StampMilli))
+	}
+	waitGone(t, c.Admin, hog, evictionTimeout)
+	// Nothing more for memory: its episode ends (no memory threshold met for
+	// the transition period, on evictd's clock) after the hog's eviction.
+	e.waitLog(evictionTimeout, "pressure episode ended", func(l logEntry) bool {
+		return l.Str("resource") == "memory" && l.TS.After(memEv.TS)
+	})
 
 	if got, want := podsOf(evicted(e)), []string{podKey(pods["d1"]), podKey(pods["d2"]), podKey(hog)}; !slices.Equal(got, want) {
 		t.Errorf("evictd evicted %v, want exactly %v", got, want)

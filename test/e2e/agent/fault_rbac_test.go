@@ -122,10 +122,13 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("started %s %s", bin, strings.Join(p.Args(), " "))
-		// Long enough to tell "exits at once" from "hangs"; a hang shows
-		// as a failure here, not as a test timeout.
-		const patience = 30 * time.Second
-		const atOnce = 10 * time.Second
+		// A give-up, not a figure: a hang shows as a failure here, not as
+		// a test timeout. "At once, not after retrying" is told by what
+		// evictd logs (one error line naming the forbidden verb, below): an
+		// evictd that kept retrying the forbidden list would hang until
+		// its sync deadline (podwatch.DefaultSyncTimeout, 2m, well past
+		// this) and then fail with that deadline's error instead.
+		const patience = 60 * time.Second
 		for !p.Exited() && time.Since(start) < patience {
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -148,9 +151,6 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 				patience, healthz, killed)
 		}
 		t.Logf("evictd exited %s after start with code %d", took.Round(time.Millisecond), code)
-		if took > atOnce {
-			t.Errorf("evictd took %s to exit, want under %s", took.Round(time.Millisecond), atOnce)
-		}
 		if err != nil || code == 0 {
 			t.Errorf("exit code %d (%v), want non-zero", code, err)
 		}
@@ -164,6 +164,13 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 		errs := rbacErrorLines(logs)
 		if len(errs) != 1 {
 			t.Fatalf("%d error lines, want exactly one:\n%s", len(errs), strings.Join(errs, "\n"))
+		}
+		// evictd's own figure, for the record: from its first line to the
+		// error it exits with.
+		for _, l := range logs {
+			if l.Raw == errs[0] && len(logs) > 0 && !logs[0].TS.IsZero() {
+				t.Logf("evictd's log: the error %s after its first line", l.TS.Sub(logs[0].TS).Round(time.Millisecond))
+			}
 		}
 		sa := "system:serviceaccount:" + c.EvictdServiceAccount.Namespace + ":" + c.EvictdServiceAccount.Name
 		// The verb is the reflector's first call: since client-go 1.35 (WatchListClient on by

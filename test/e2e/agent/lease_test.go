@@ -15,13 +15,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/test/e2e/agent/evictdproc"
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
-// leaseDuration is short so that the take-over after a SIGKILL is quick; it
-// is renewed every second.
-const leaseDuration = 3 * time.Second
+// leaseDuration is long enough that the one figure the test bounds from
+// above (the take-over after a release, evictd's own timestamps) has many
+// seconds of slack on a loaded machine, and short enough that the take-over
+// after a SIGKILL does not make the test slow. It is renewed every third of
+// it (nodelease.RenewInterval).
+const leaseDuration = 15 * time.Second
 
 // startLeaseAgent starts one more evictd on m's node, with the shipped
 // RBAC's token, and does not wait for it to be ready (a waiting agent never
@@ -78,11 +82,11 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 
 	a := startLeaseAgent(t, m, "a")
 	a.waitReadyz(60*time.Second, "became ready", isReady)
-	aID := a.waitLog(10*time.Second, "acting on this node: holding its lease", nil).Str("identity")
+	aID := a.waitLog(30*time.Second, "acting on this node: holding its lease", nil).Str("identity")
 	b := startLeaseAgent(t, m, "b")
 	_, _, body := b.waitReadyz(60*time.Second, "said it waits for a's lease", waitingFor(aID))
 	t.Logf("b's /readyz: %s", body)
-	b.waitLog(10*time.Second, "not acting: another evictd acts on this node", func(l logEntry) bool { return l.Str("holder") == aID })
+	b.waitLog(30*time.Second, "not acting: another evictd acts on this node", func(l logEntry) bool { return l.Str("holder") == aID })
 	if got := leaseHeld(t, a); got != 1 {
 		t.Errorf("a: evictd_node_lease_held = %v, want 1", got)
 	}
@@ -105,35 +109,65 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 	if killed || code != 0 || err != nil {
 		t.Fatalf("a after SIGTERM: killed %v, exit code %d, %v", killed, code, err)
 	}
-	stopped := time.Now()
-	a.waitLog(time.Second, "released the node lease", nil)
-	took, _, _ := b.waitReadyz(10*time.Second, "became ready after a's release", isReady)
-	t.Logf("b ready %s after a exited (SIGTERM)", took.Sub(stopped).Round(time.Millisecond))
-	if d := took.Sub(stopped); d > 2*time.Second {
-		t.Errorf("b took over %s after a's release, want at once (under 2s, far below the %s lease)", d, leaseDuration)
+	released := a.waitLog(10*time.Second, "released the node lease", nil)
+	b.waitReadyz(60*time.Second, "became ready after a's release", isReady)
+	bActs := b.waitLog(30*time.Second, "acting on this node: holding its lease", nil)
+	bID := bActs.Str("identity")
+	// By evictd's own timestamps (one host clock): b acts after a let go,
+	// never before, and sooner than it could have by the lease expiring.
+	// a renewed at most a renewal interval before it released, so without
+	// the release b could not have acted for a lease duration minus that
+	// interval; the watch event of the release is what lets it act sooner.
+	took := bActs.TS.Sub(released.TS)
+	t.Logf("b acting %s after a released the lease (SIGTERM, lease %s)", took.Round(time.Millisecond), leaseDuration)
+	if took < 0 {
+		t.Errorf("b acted at %s, before a released the lease at %s: two agents acted at once", stamp(bActs.TS), stamp(released.TS))
 	}
-	bID := b.waitLog(5*time.Second, "acting on this node: holding its lease", nil).Str("identity")
+	if expiry := leaseDuration - nodelease.RenewInterval(leaseDuration); took >= expiry {
+		t.Errorf("b acted %s after a released the lease, want sooner than the %s a held lease could still have run: b waited for expiry, not the release", took, expiry)
+	}
 
 	// SIGKILL: b leaves its lease behind; c takes over once it expires.
 	c := startLeaseAgent(t, m, "c")
 	c.waitReadyz(60*time.Second, "said it waits for b's lease", waitingFor(bID))
+	// b's renewal as the API server holds it just before the kill: b may
+	// renew once more before the signal lands, which only makes the lease
+	// expire later, so c may not act before this renewal plus the lease.
+	l, err = m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != bID || l.Spec.RenewTime == nil {
+		t.Fatalf("lease before b's SIGKILL: holder %v, renewed %v; want b's (%s)", l.Spec.HolderIdentity, l.Spec.RenewTime, bID)
+	}
+	renewed := l.Spec.RenewTime.Time
 	if err := syscall.Kill(b.p.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killedAt := time.Now()
-	took, _, _ = c.waitReadyz(leaseDuration+10*time.Second, "became ready after b's lease expired", isReady)
-	t.Logf("c ready %s after b was killed (SIGKILL, lease %s)", took.Sub(killedAt).Round(time.Millisecond), leaseDuration)
-	if d := took.Sub(killedAt); d < leaseDuration/3 {
-		t.Errorf("c took over %s after b was killed, before b's lease could have expired (%s, renewed every %s)", d, leaseDuration, leaseDuration/3)
+	ready, _, _ := c.waitReadyz(leaseDuration+60*time.Second, "became ready after b's lease expired", isReady)
+	cActs := c.waitLog(30*time.Second, "acting on this node: holding its lease", nil)
+	t.Logf("c ready %s, acting %s after b was killed (SIGKILL, lease %s; b's lease renewed %s before the kill)",
+		ready.Sub(killedAt).Round(time.Millisecond), cActs.TS.Sub(killedAt).Round(time.Millisecond), leaseDuration,
+		killedAt.Sub(renewed).Round(time.Millisecond))
+	// Lower bounds only, which no load can break: c acts no sooner than
+	// b's lease (as last renewed) expired, by evictd's own clock, and so
+	// no sooner than a lease less a renewal interval after the kill
+	// (loosened to a third of the lease, for a renewal that ran late).
+	if expiry := renewed.Add(leaseDuration); cActs.TS.Before(expiry) {
+		t.Errorf("c acted at %s, before b's lease (renewed %s) expired at %s", stamp(cActs.TS), stamp(renewed), stamp(expiry))
+	}
+	if d := ready.Sub(killedAt); d < leaseDuration/3 {
+		t.Errorf("c took over %s after b was killed, before b's lease could have expired (%s, renewed every %s)", d, leaseDuration, nodelease.RenewInterval(leaseDuration))
 	}
 
 	// Pressure with a waiting agent beside the holder: only the holder evicts.
 	d := startLeaseAgent(t, m, "d")
-	cID := c.waitLog(5*time.Second, "acting on this node: holding its lease", nil).Str("identity")
+	cID := cActs.Str("identity")
 	d.waitReadyz(60*time.Second, "said it waits for c's lease", waitingFor(cID))
 	_, hog := m.startHog(t, hogSpec(50, 600))
 	evs := waitEvictions(t, c, 3, evictionTimeout)
-	c.waitLog(30*time.Second, "pressure episode ended", func(l logEntry) bool { return l.TS.After(evs[len(evs)-1].TS) })
+	c.waitLog(60*time.Second, "pressure episode ended", func(l logEntry) bool { return l.TS.After(evs[len(evs)-1].TS) })
 	if got := podsOf(evs); len(got) < 3 || got[len(got)-1] != podKey(hog) {
 		t.Errorf("c evicted %v, want the memory scenario's victims ending with the hog", got)
 	}

@@ -332,8 +332,10 @@ func TestMemoryPressureDryRun(t *testing.T) {
 	start, _ := m.startHog(t, podSpec{name: "hog", priorityClass: classHigh, holdMiB: 300, requests: res("memory", "128Mi")})
 
 	webLine := e.waitLog(evictionTimeout, "would evict pod", func(l logEntry) bool { return l.Pod == podKey(m.pods["web"]) })
-	// Keep the pressure on for a while: evictd must not repeat itself.
-	time.Sleep(10 * time.Second)
+	// Keep the pressure on for a number of passes, each a chance to
+	// repeat itself, which evictd must not take: passes, not seconds, so
+	// that a slow machine cannot make the check vacuous.
+	e.waitObservedPasses(e.observedPasses(), 10, 60*time.Second)
 	if x, ok := m.avail.crossing(start, memThreshold); !ok {
 		t.Fatalf("memory.available never went below the threshold; the test made no pressure")
 	} else {

@@ -20,10 +20,12 @@ const softOnlyHard = "--eviction-hard=memory.available<50Mi,allocatableMemory.av
 
 // TestSoftThreshold: a soft memory threshold with an 8 s grace period and
 // --eviction-max-pod-grace-period=4. Pressure that clears within the grace
-// period evicts nothing; pressure that lasts evicts, and each victim gets
-// min(its terminationGracePeriodSeconds, 4 s), as the stand-in's SIGTERM and
-// SIGKILL timestamps show (the victims ignore SIGTERM, so the grace period
-// is what ends them).
+// period evicts nothing; pressure that lasts evicts, no sooner than the
+// grace period after evictd saw the threshold met (both times from its own
+// log), and each victim gets min(its terminationGracePeriodSeconds, 4 s), as
+// the stand-in's SIGTERM and SIGKILL timestamps show (the victims ignore
+// SIGTERM, so the grace period is what ends them). Upper bounds are loose:
+// a loaded host is slow, not wrong (issue 46).
 func TestSoftThreshold(t *testing.T) {
 	const (
 		softThreshold = 400 * mib
@@ -63,13 +65,25 @@ func TestSoftThreshold(t *testing.T) {
 	spikeStart := time.Now()
 	spike := createRunning(t, c.Admin, podSpec{name: "spike", priorityClass: classHigh, holdMiB: 10, growMiBPerSec: 50, growToMiB: 250,
 		exitAfter: 7 * time.Second, requests: res("memory", "300Mi")}.pod(ns, node.Name))["spike"]
-	e.waitLog(10*time.Second, "threshold met", func(l logEntry) bool { return l.Signal == "memory.available" })
+	spikeMet := e.waitLog(evictionTimeout, "threshold met", func(l logEntry) bool { return l.Signal == "memory.available" })
 	if got := e.scrape().Value(t, "evictd_threshold_met", map[string]string{"signal": "memory.available", "kind": "soft"}); got != 1 {
 		t.Errorf("evictd_threshold_met{memory.available,soft} = %v during the spike, want 1", got)
 	}
-	waitPod(t, c.Admin, ns, spike.Name, 30*time.Second, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
-	// Wait past the grace period as counted from the spike's start.
-	time.Sleep(time.Until(spikeStart.Add(softGrace + 8*time.Second)))
+	waitPod(t, c.Admin, ns, spike.Name, evictionTimeout, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	// evictd's own word that the pressure is gone: the episode ends once no
+	// threshold has been met for the transition period.
+	spikeEnded := e.waitLog(evictionTimeout, "pressure episode ended", func(l logEntry) bool {
+		return l.Str("resource") == "memory" && l.TS.After(spikeMet.TS)
+	})
+	if n, _ := spikeEnded.Num("evictions"); n != 0 {
+		t.Errorf("the spike's episode ended with %v evictions, want 0: %s", n, spikeEnded.Raw)
+	}
+	// Had evictd kept the threshold's grace running after the pressure
+	// cleared, it would evict once the grace is over, counted from when it
+	// saw the threshold met: wait (on the host's clock, which evictd's log
+	// shares) for that moment, then for passes evictd made after it.
+	time.Sleep(time.Until(spikeMet.TS.Add(softGrace)))
+	e.waitObservedPasses(e.observedPasses(), 3, evictionTimeout)
 	x, ok := avail.crossing(spikeStart, softThreshold)
 	if !ok {
 		t.Fatalf("the spike never took memory.available below %d MiB", softThreshold/mib)
@@ -94,17 +108,32 @@ func TestSoftThreshold(t *testing.T) {
 	loadStart := time.Now()
 	createRunning(t, c.Admin, podSpec{name: "load", priorityClass: classHigh, holdMiB: 10, growMiBPerSec: 50, growToMiB: 250,
 		requests: res("memory", "300Mi")}.pod(ns, node.Name))
-	evs := waitEvictions(t, e, 2, 40*time.Second)
-	x, ok = avail.crossing(loadStart, softThreshold)
-	if !ok {
-		t.Fatalf("the load never took memory.available below the soft threshold")
+	evs := waitEvictions(t, e, 2, softGrace+evictionTimeout)
+	// The grace period is counted on evictd's clock from the pass that saw
+	// the threshold met, which stamps it before writing the line; the
+	// eviction's line comes after the API server accepted: at least the
+	// grace period apart, exactly.
+	var loadMet logEntry
+	for _, l := range e.find("threshold met") {
+		if l.Signal == "memory.available" && l.TS.After(spikeEnded.TS) {
+			loadMet = l
+			break
+		}
 	}
-	wait := evs[0].TS.Sub(x.at)
-	t.Logf("load: below the soft threshold from %s; first eviction %s later", x.at.Format(time.StampMilli), wait.Round(time.Millisecond))
-	figures.addLatency(t, latency{what: "soft, includes the 8 s grace: " + evs[0].Pod, d: wait})
-	// The sampler may see the crossing up to one interval late.
-	if wait < softGrace-sampleInterval || wait > softGrace+3*time.Second {
-		t.Errorf("first soft eviction came %s after the crossing, want the grace period %s (plus at most 3 s)", wait, softGrace)
+	if loadMet.TS.IsZero() {
+		t.Fatalf("evictd evicted %v without a \"threshold met\" line for memory.available after the spike's episode ended:\n%s", podsOf(evs), e.tail(30))
+	}
+	if hard, _ := loadMet.Fields["hard"].(bool); hard {
+		t.Errorf("the load met a hard threshold, want the soft one only: %s", loadMet.Raw)
+	}
+	wait := evs[0].TS.Sub(loadMet.TS)
+	t.Logf("load: evictd saw the soft threshold met at %s; first eviction %s later", loadMet.TS.Format(time.StampMilli), wait.Round(time.Millisecond))
+	if wait < softGrace || wait >= softGrace+30*time.Second {
+		t.Errorf("first soft eviction came %s after evictd saw the threshold met, want the grace period %s (plus under 30 s)", wait, softGrace)
+	}
+	// The test sampler's figure, for the book only.
+	if x, ok = avail.crossing(loadStart, softThreshold); ok {
+		figures.addLatency(t, latency{what: "soft, includes the 8 s grace: " + evs[0].Pod, d: evs[0].TS.Sub(x.at)})
 	}
 	if got, want := podsOf(evs[:2]), []string{podKey(pods["batch-a"]), podKey(pods["batch-b"])}; !slices.Equal(got, want) {
 		t.Fatalf("evicted %v, want %v", got, want)
@@ -125,7 +154,7 @@ func TestSoftThreshold(t *testing.T) {
 		if g, _ := evs[i].Num("gracePeriodSeconds"); time.Duration(g)*time.Second != tt.grace {
 			t.Errorf("%s: evictd logged gracePeriodSeconds %v, want %s", tt.pod, g, tt.grace)
 		}
-		waitGone(t, c.Admin, p, tt.grace+30*time.Second)
+		waitGone(t, c.Admin, p, tt.grace+evictionTimeout)
 		tl, ok := node.Record(p.UID)
 		if !ok {
 			t.Fatalf("no timeline for %s", tt.pod)
@@ -140,11 +169,17 @@ func TestSoftThreshold(t *testing.T) {
 			t.Errorf("%s: want SIGTERM then SIGKILL (it ignores SIGTERM), got %+v", tt.pod, tl)
 			continue
 		}
-		if killedAfter < tt.grace || killedAfter > tt.grace+time.Second {
-			t.Errorf("%s: SIGKILL came %s after SIGTERM, want the grace period %s (plus at most 1 s)", tt.pod, killedAfter, tt.grace)
+		// At least the grace period: the pod had it all. The upper bound
+		// only tells a grace period of 30 s (not capped) from 4 s.
+		if killedAfter < tt.grace || killedAfter > tt.grace+10*time.Second {
+			t.Errorf("%s: SIGKILL came %s after SIGTERM, want the grace period %s (plus under 10 s)", tt.pod, killedAfter, tt.grace)
 		}
 	}
-	time.Sleep(3 * time.Second)
+	// Nothing more: with both gone the pressure clears and evictd ends the
+	// episode; only then is the count final.
+	e.waitLog(evictionTimeout, "pressure episode ended", func(l logEntry) bool {
+		return l.Str("resource") == "memory" && l.TS.After(evs[1].TS)
+	})
 	if evs := evicted(e); len(evs) != 2 {
 		t.Errorf("evictd evicted %v, want only batch-a and batch-b", podsOf(evs))
 	}

@@ -41,6 +41,9 @@ func TestIsEviction(t *testing.T) {
 
 // TestAPIProxyHoldsAnswers: a held request reaches the server at once, its
 // answer reaches the client only after the hold; others pass straight on.
+// "At once" is checked by order, on the proxy's and the server's own stamps
+// (the server saw the request before the proxy started holding), never by a
+// wall-clock bound a loaded machine could miss.
 func TestAPIProxyHoldsAnswers(t *testing.T) {
 	const hold = 300 * time.Millisecond
 	reached := make(chan time.Time, 10)
@@ -68,6 +71,7 @@ func TestAPIProxyHoldsAnswers(t *testing.T) {
 		t.Fatal("no certificate in the proxy's CAData")
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	var heldReached time.Time // when the server saw the held request
 	for _, tt := range []struct {
 		method, path string
 		held         bool
@@ -88,19 +92,38 @@ func TestAPIProxyHoldsAnswers(t *testing.T) {
 		if resp.StatusCode != http.StatusCreated || string(body) != "answer to "+tt.method+" "+tt.path || resp.Header.Get("X-Path") != tt.path {
 			t.Errorf("%s %s: got %d %q (X-Path %q), want the server's answer", tt.method, tt.path, resp.StatusCode, body, resp.Header.Get("X-Path"))
 		}
-		if at.Sub(start) > hold/2 {
-			t.Errorf("%s %s reached the server %s after it was sent, want at once", tt.method, tt.path, at.Sub(start))
-		}
+		// A lower bound only: the hold is a floor the proxy must keep,
+		// however slow the machine.
 		if tt.held && took < hold {
 			t.Errorf("%s %s answered after %s, want held for %s", tt.method, tt.path, took, hold)
 		}
-		if !tt.held && took > hold/2 {
-			t.Errorf("%s %s answered after %s, want at once", tt.method, tt.path, took)
+		if tt.held {
+			heldReached = at
 		}
+		// That the unheld request was not held is the proxy's own record
+		// (below: it is not among the held calls), not a stopwatch.
 	}
 	calls := p.HeldCalls()
-	if len(calls) != 1 || calls[0].Status != http.StatusCreated || calls[0].Answered.Sub(calls[0].Upstream) < hold {
-		t.Errorf("held calls %+v, want the one eviction, answered %s after the server's answer", calls, hold)
+	if len(calls) != 1 {
+		t.Fatalf("held calls %+v, want only the eviction (the GET must pass straight on)", calls)
+	}
+	c := calls[0]
+	if c.Method != http.MethodPost || c.Path != "/api/v1/namespaces/ns/pods/web/eviction" || c.Status != http.StatusCreated {
+		t.Errorf("held call %+v, want the eviction, answered %d", c, http.StatusCreated)
+	}
+	// The request went on at once: the server saw it after the proxy got
+	// it and before the server's answer came back, so before the hold.
+	if heldReached.Before(c.Received) || heldReached.After(c.Upstream) {
+		t.Errorf("the server saw the eviction at %s, want between the proxy receiving it (%s) and the server's answer (%s)",
+			heldReached.Format(time.StampMicro), c.Received.Format(time.StampMicro), c.Upstream.Format(time.StampMicro))
+	}
+	// Its answer was held back after the server's: answered no sooner
+	// than hold after the server answered.
+	if c.Answered.Sub(c.Upstream) < hold {
+		t.Errorf("held call answered %s after the server's answer, want at least %s", c.Answered.Sub(c.Upstream), hold)
+	}
+	if !c.ClientGone.IsZero() {
+		t.Errorf("held call %+v: the client gave up, want it answered", c)
 	}
 }
 
