@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -144,6 +145,43 @@ func httpGet(url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
+// observations scrapes evictd_observation_duration_seconds_count, one a
+// pass of the loop, from evictd's /metrics.
+func observations(base string) (float64, error) {
+	code, body, err := httpGet(base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	if code != http.StatusOK {
+		return 0, fmt.Errorf("/metrics: %d", code)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "evictd_observation_duration_seconds_count "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("/metrics has no evictd_observation_duration_seconds_count")
+}
+
+// waitObservations waits until n+1 more of evictd's observations have
+// ended: a pass in progress at the call may be the first of them, so at
+// least n-1 whole passes ran after the call and one more has observed.
+func waitObservations(t *testing.T, base string, n int) {
+	t.Helper()
+	start, err := observations(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got float64
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		got, err = observations(base)
+		return err == nil && got >= start+float64(n+1), nil
+	})
+	if err != nil {
+		t.Fatalf("evictd did not run %d more passes (observations %v, from %v): %v", n, got, start, err)
+	}
+}
+
 // TestRunEvictsOnASimulatedNode runs the whole agent in-process with only
 // its ServiceAccount's token, on a simulated node whose pods are real
 // processes in real cgroups: a pod that grows past the 300Mi threshold of a
@@ -228,7 +266,9 @@ func TestRunEvictsOnASimulatedNode(t *testing.T) {
 	if l := logs.find("evicted pod"); l == nil || l["pod"] != ns+"/hog" || l["signal"] != "memory.available" && l["signal"] != "allocatableMemory.available" {
 		t.Errorf("log line for the eviction: %v", l)
 	}
-	time.Sleep(2 * time.Second)
+	// Several more passes after the eviction, then the idle pod is still
+	// there.
+	waitObservations(t, base, 3)
 	if p, err := c.Admin.CoreV1().Pods(ns).Get(ctx, idle.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
 		t.Errorf("the idle pod was evicted too (%v)", err)
 	}

@@ -44,11 +44,13 @@ type apiNode struct {
 	base     int64
 	usage    map[string]int64 // pod name → working set
 	pods     func() []*v1.Pod
+	passes   int // Observe calls: one at the start of each of the loop's passes
 }
 
 func (n *apiNode) Observe(context.Context) (*pressure.Observation, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.passes++
 	now := metav1.Now()
 	ws := n.base
 	var stats []statsapi.PodStats
@@ -79,6 +81,7 @@ type apiFixture struct {
 	metrics *metrics.Metrics
 	loop    *Loop
 	watcher *podwatch.Watcher
+	obs     *apiNode
 }
 
 // startAPIFixture creates a Node, three running pods bound to it (a: 1000Mi
@@ -166,6 +169,7 @@ func startAPIFixture(t *testing.T, dryRun bool) *apiFixture {
 	// 250Mi available, threshold 300Mi + 200Mi minimum reclaim: 250Mi needed.
 	obs := &apiNode{capacity: 4096 * mi, base: 4096*mi - 250*mi - 2400*mi,
 		usage: map[string]int64{"a": 1000 * mi, "b": 800 * mi, "c": 600 * mi}, pods: f.watcher.Pods}
+	f.obs = obs
 	cfg := testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi")))
 	cfg.Decide.Evict = opts
 	cfg.Housekeeping = 200 * time.Millisecond
@@ -192,6 +196,29 @@ func startAPIFixture(t *testing.T, dryRun bool) *apiFixture {
 		_ = set.Close()
 	})
 	return f
+}
+
+// waitPasses waits until the loop has run at least n whole passes after
+// the call: the observer is asked once at the start of each pass, and the
+// passes run one after another, so the (n+1)th observation from now
+// begins only once n passes have ended. The give-up is generous for a
+// loaded machine.
+func (f *apiFixture) waitPasses(t *testing.T, n int) {
+	t.Helper()
+	f.obs.mu.Lock()
+	want := f.obs.passes + n + 1
+	f.obs.mu.Unlock()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		f.obs.mu.Lock()
+		defer f.obs.mu.Unlock()
+		return f.obs.passes >= want, nil
+	})
+	if err != nil {
+		f.obs.mu.Lock()
+		got := f.obs.passes
+		f.obs.mu.Unlock()
+		t.Fatalf("the loop did not run %d more passes (observations %d, want %d): %v", n, got, want, err)
+	}
 }
 
 func (f *apiFixture) get(t *testing.T, name string) *v1.Pod {
@@ -244,8 +271,9 @@ func TestAPIEvictsPastAPDBThroughTheEvictionAPI(t *testing.T) {
 	}
 
 	// b is terminating and its memory still in use: it is in flight and
-	// covers the need, so nothing else is evicted meanwhile.
-	time.Sleep(time.Second)
+	// covers the need, so nothing else is evicted meanwhile: several
+	// passes under unchanged pressure.
+	f.waitPasses(t, 3)
 	if c := f.get(t, "c"); c.DeletionTimestamp != nil {
 		t.Fatal("c was evicted while b's reclaim was in flight")
 	}
@@ -269,7 +297,7 @@ func TestAPIEvictsPastAPDBThroughTheEvictionAPI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("b is still in flight after its deletion: %+v", f.loop.InFlight())
 	}
-	time.Sleep(time.Second)
+	f.waitPasses(t, 3)
 	for _, name := range []string{"a", "c"} {
 		if p := f.get(t, name); p.DeletionTimestamp != nil {
 			t.Errorf("%s was evicted after the pressure was relieved", name)
@@ -310,7 +338,7 @@ func TestAPIDryRunChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no dry-run eviction counted: %v", err)
 	}
-	time.Sleep(2 * time.Second) // several passes under unchanged pressure
+	f.waitPasses(t, 5) // several passes under unchanged pressure
 	if n := f.evictionCount(t, "dry_run"); n != 1 {
 		t.Errorf("dry_run count %v after several passes, want 1 (once per pod per episode)", n)
 	}

@@ -275,7 +275,9 @@ func TestWaitForSyncEndsWithContext(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrSyncTimeout) {
 		t.Errorf("WaitForSync = %v, want the caller's context error", err)
 	}
-	if took := time.Since(start); took > 5*time.Second {
+	// Well short of the minute's SyncTimeout, however loaded the machine:
+	// it was the context that ended the wait.
+	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("WaitForSync returned %v after its context ended", took)
 	}
 }

@@ -33,7 +33,12 @@ func TestMain(m *testing.M) {
 // which it does once its signal handlers are in place.
 func startPause(t *testing.T, args ...string) (*exec.Cmd, <-chan error) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	return startPauseCmd(t, exec.Command(os.Args[0], args...))
+}
+
+// startPauseCmd is startPause for a command that ends up exec'ing pause.
+func startPauseCmd(t *testing.T, cmd *exec.Cmd) (*exec.Cmd, <-chan error) {
+	t.Helper()
 	cmd.Env = append(os.Environ(), runAsPauseEnv+"=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -76,15 +81,41 @@ func TestPauseExitsZeroOnSIGTERMAndSIGINT(t *testing.T) {
 	}
 }
 
+// A SIGCHLD, sent by hand or by an ending child, only makes pause reap.
+// pause starts with two children (a shell forks them and execs pause);
+// each one killed must be reaped while pause still runs. Had pause ended
+// on the SIGCHLD sent by hand, or on the first child's, the second child
+// would be orphaned by an exited pause: the kernel marks pause a zombie
+// before it re-parents the child, so pause is seen dead once that child is
+// gone.
 func TestPauseSurvivesSIGCHLD(t *testing.T) {
-	cmd, done := startPause(t)
+	cmd, done := startPauseCmd(t, exec.Command("sh", "-c", `sleep 600 & sleep 600 & exec "$0"`, os.Args[0]))
+	pid := cmd.Process.Pid
+	children := pauseChildren(t, pid)
+	if len(children) != 2 {
+		t.Fatalf("pause's children %v, want the two sleeps", children)
+	}
+	t.Cleanup(func() {
+		for _, c := range children {
+			_ = syscall.Kill(c, syscall.SIGKILL)
+		}
+	})
 	if err := cmd.Process.Signal(syscall.SIGCHLD); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		t.Fatalf("pause ended on SIGCHLD: %v", err)
-	case <-time.After(200 * time.Millisecond):
+	for _, c := range children {
+		if err := syscall.Kill(c, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c)
+		select {
+		case err := <-done:
+			t.Fatalf("pause ended on SIGCHLD: %v", err)
+		default:
+		}
+		if st := procState(t, pid); st == "Z" || st == "" {
+			t.Fatalf("pause ended on SIGCHLD (state %q once child %d was gone)", st, c)
+		}
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -92,8 +123,52 @@ func TestPauseSurvivesSIGCHLD(t *testing.T) {
 		if err != nil {
 			t.Fatalf("pause ended with %v after SIGTERM; want exit 0", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("pause did not exit after SIGTERM")
+	}
+}
+
+// pauseChildren lists pid's children.
+func pauseChildren(t *testing.T, pid int) []int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(pid), "children"))
+	if err != nil {
+		t.Skipf("no /proc children list: %v", err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		c, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, c)
+	}
+	return pids
+}
+
+// procState is pid's state letter, "" once it is gone.
+func procState(t *testing.T, pid int) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The state follows the command name, which ends at the last ')'.
+	return strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))[0]
+}
+
+// waitGone waits until pid is reaped, generously for a loaded machine.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for procState(t, pid) != "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d was never reaped (state %s)", pid, procState(t, pid))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -284,27 +284,43 @@ func TestTermStopsTouching(t *testing.T) {
 func TestIgnoreTerm(t *testing.T) {
 	terms := make(chan os.Signal, 1)
 	terms <- syscall.SIGTERM
-	var out bytes.Buffer
-	cfg := config{holdMiB: 1, growMiBPerSec: 1 << 20, growToMiB: 64, ignoreTerm: true, exitAfter: 500 * time.Millisecond}
-	w := newWorkload(cfg, &out)
-	if err := w.run(context.Background(), terms); err != nil {
+	// It ends when the growth is done, the event the test waits for (a
+	// workload that took the SIGTERM never gets there); the 30 s
+	// --exit-after is the give-up.
+	out := &stampedWriter{watch: "workload: grew to 64 MiB\n", seen: make(chan struct{})}
+	grown := out.seen
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-grown:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	cfg := config{holdMiB: 1, growMiBPerSec: 1 << 20, growToMiB: 64, ignoreTerm: true, exitAfter: 30 * time.Second}
+	w := newWorkload(cfg, out)
+	if err := w.run(ctx, terms); err != nil {
 		t.Fatal(err)
 	}
 	if w.touched != 64*mib {
 		t.Errorf("touched %d MiB through SIGTERM, want all 64", w.touched/mib)
 	}
+	all := out.text()
 	for _, want := range []string{
 		"workload: SIGTERM ignored (--ignore-term), holding 0 MiB\n",
 		"workload: growing: holding 0 MiB, asking for 1 MiB\n",
 		"workload: grew to 64 MiB\n",
-		"workload: exit-after reached\n",
 	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(all, want) {
+			t.Errorf("output lacks %q:\n%s", want, all)
 		}
 	}
-	if strings.Contains(out.String(), "exiting in") {
-		t.Errorf("the workload took the SIGTERM:\n%s", out.String())
+	if strings.Contains(all, "exiting in") {
+		t.Errorf("the workload took the SIGTERM:\n%s", all)
+	}
+	if strings.Contains(all, "exit-after reached") {
+		t.Errorf("gave up after %s without the growth done:\n%s", cfg.exitAfter, all)
 	}
 }
 
@@ -388,9 +404,33 @@ func TestReread(t *testing.T) {
 
 func testReread(t *testing.T, readers int) {
 	dir := t.TempDir()
-	out := &stampedWriter{}
-	w := newWorkload(config{rereadMiB: 4, rereadDir: dir, rereadReaders: readers, exitAfter: 1500 * time.Millisecond}, out)
-	if err := w.run(context.Background(), make(chan os.Signal)); err != nil {
+	// It ends on the events the test needs, the rereading said and two
+	// passes' worth read, with a SIGTERM (which leaves the reread loop
+	// running until run returns); the 30 s --exit-after is the give-up.
+	out := &stampedWriter{watch: "; rereading it from now on", seen: make(chan struct{})}
+	said := out.seen
+	cfg := config{rereadMiB: 4, rereadDir: dir, rereadReaders: readers, exitAfter: 30 * time.Second}
+	w := newWorkload(cfg, out)
+	terms := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-said:
+		case <-done:
+			return
+		}
+		for w.reread.Load() < 2*4*mib {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		terms <- syscall.SIGTERM
+	}()
+	err := w.run(context.Background(), terms)
+	close(done)
+	if err != nil {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "reread-*.dat"))
@@ -415,6 +455,9 @@ func testReread(t *testing.T, readers int) {
 	}
 	if strings.Contains(all, "reread stopped") {
 		t.Errorf("the reread loop stopped:\n%s", all)
+	}
+	if strings.Contains(all, "exit-after reached") {
+		t.Errorf("gave up after %s without two passes read:\n%s", cfg.exitAfter, all)
 	}
 }
 
