@@ -102,18 +102,7 @@ func TestEvictionRequestMode(t *testing.T) {
 	if got := podsOf(evs); len(got) != 1 || got[0] != podKey(batch) {
 		t.Fatalf("evicted %v, want %s", got, podKey(batch))
 	}
-	// The wait is bounded from below on evictd's own clock: from its
-	// "eviction requested" line (the test sees the watch event later, and
-	// a late event would shorten the figure) to its eviction.
-	var askedAgain logEntry
-	for _, l := range e.find("eviction requested") {
-		if l.Pod == podKey(batch) && l.TS.Before(evs[0].TS) {
-			askedAgain = l
-		}
-	}
-	if askedAgain.TS.IsZero() {
-		t.Fatalf("evictd evicted batch without logging that it asked for it:\n%s", e.tail(30))
-	}
+	askedAgain := requestedBefore(t, e, podKey(batch), evs[0])
 	if took := evs[0].TS.Sub(askedAgain.TS); took < responderWait {
 		t.Errorf("the Eviction API evicted batch %s after the request was made again, before the responder wait %s", took, responderWait)
 	}
@@ -290,18 +279,7 @@ func TestEvictionRequestAskedAgainAfterFailed(t *testing.T) {
 	if failed := e.find("EvictionRequest failed; using the Eviction API"); len(failed) != 0 {
 		t.Errorf("evictd took the withdrawal's Failed for the request asked again: %s", failed[0].Raw)
 	}
-	// The wait is bounded from below on evictd's own clock: from its
-	// "eviction requested" line (the test sees the watch event later, and
-	// a late event would shorten the figure) to its eviction.
-	var askedAgain logEntry
-	for _, l := range e.find("eviction requested") {
-		if l.Pod == podKey(batch) && l.TS.Before(evs[0].TS) {
-			askedAgain = l
-		}
-	}
-	if askedAgain.TS.IsZero() {
-		t.Fatalf("evictd evicted batch without logging that it asked for it:\n%s", e.tail(30))
-	}
+	askedAgain := requestedBefore(t, e, podKey(batch), evs[0])
 	if took := evs[0].TS.Sub(askedAgain.TS); took < responderWait {
 		t.Errorf("the Eviction API evicted batch %s after the request was asked again, before the responder wait %s", took, responderWait)
 	}
@@ -457,4 +435,22 @@ func (l *requestLog) describe() string {
 		fmt.Fprintf(&b, "  %s %s %s intent %s generation %d\n", ev.at.Format(time.StampMilli), ev.typ, ev.name, ev.er.Spec.Intent, ev.er.Generation)
 	}
 	return b.String()
+}
+
+// requestedBefore is evictd's last "eviction requested" line for pod before
+// its eviction ev. A responder wait is bounded from below on evictd's own
+// clock from there: the test sees the watch event later, and a late event
+// would shorten the figure.
+func requestedBefore(t *testing.T, e *evictd, pod string, ev logEntry) logEntry {
+	t.Helper()
+	var asked logEntry
+	for _, l := range e.find("eviction requested") {
+		if l.Pod == pod && l.TS.Before(ev.TS) {
+			asked = l
+		}
+	}
+	if asked.TS.IsZero() {
+		t.Fatalf("evictd evicted %s without logging that it asked for it:\n%s", pod, e.tail(30))
+	}
+	return asked
 }
