@@ -123,7 +123,7 @@ step() {
 # names (^(TestA|TestB)$): a name no test ran under (renamed, removed, behind another build tag)
 # fails the stage, named, where it would pass with fewer tests.
 gotest() {
-  local name=$1 max=$2 dir=$3 s rc c; shift 3
+  local name=$1 max=$2 dir=$3 s; shift 3
   local -a ropts=()
   wanted "$name" || return 0
   while :; do
@@ -141,9 +141,14 @@ gotest() {
     "$GO" test -json -count=1 -timeout "$(cap "$max")s" "$@" 2>&1) \
     | tee "$logs/$name.json" \
     | "$report" "${ropts[@]}" --allow-skip "$allow_skip" --counts "$logs/$name.counts"
-  rc=${PIPESTATUS[0]}
+  record_counted "$name" "$s" "${PIPESTATUS[0]}"
+}
+
+# record_counted NAME START RC: a go test stage's result from testreport's counts; RC is how its
+# tests' run ended: a failure that no test counted (a vet error, a killed binary) is one failure.
+record_counted() {
+  local name=$1 s=$2 rc=$3 c
   if [ -s "$logs/$name.counts" ]; then read -r -a c <"$logs/$name.counts"; else c=(0 1 0); fi
-  # go test failed but no test did (a vet error, a killed binary): one failure.
   if [ "$rc" != 0 ] && [ "${c[1]}" = 0 ]; then c[1]=1; fi
   if [ "${c[1]}" = 0 ]; then
     record "$name" ok $(($(date +%s) - s)) "${c[0]}" 0 "${c[2]}"
@@ -369,7 +374,7 @@ e2e_worker() {
   done
 }
 e2e() {
-  local dir=$PWD/$logs/e2e s pdir ipath bin i rc=0 c
+  local dir=$PWD/$logs/e2e s pdir ipath bin i rc=0
   local -a names
   wanted e2e || return 0
   s=$(date +%s)
@@ -398,12 +403,7 @@ e2e() {
   mapfile -t names < <(cut -d' ' -f4 "$dir/queue")
   cat "$dir"/worker-*.json >"$logs/e2e.json"
   "$report" --expect-run "$(anchored "${names[@]}")" --allow-skip "$allow_skip" --counts "$logs/e2e.counts" <"$logs/e2e.json"
-  if [ -s "$logs/e2e.counts" ]; then read -r -a c <"$logs/e2e.counts"; else c=(0 1 0); fi
-  if [ "${c[1]}" = 0 ]; then
-    record e2e ok $(($(date +%s) - s)) "${c[0]}" 0 "${c[2]}"
-  else
-    record e2e FAILED $(($(date +%s) - s)) "${c[0]}" "${c[1]}" "${c[2]}"
-  fi
+  record_counted e2e "$s" $?
 }
 any_wanted() { local s; for s in "$@"; do wanted "$s" && return 0; done; return 1; }
 
