@@ -3,7 +3,8 @@
 # as Go's build cache is, so that a fresh clone does not compile the control plane or unpack the
 # VM's kernel again. An entry is a directory named NAME-KEY, KEY a hash of everything its pieces
 # are built from (the tools module, the script), made complete before it is given its name; the
-# two newest entries of a NAME are kept. Nothing in it is ever committed.
+# four newest entries of a NAME are kept (the cluster's serve this module and other releases).
+# Nothing in it is ever committed.
 #
 # EVICTD_CACHE_DIR picks the directory (default: $XDG_CACHE_HOME/evictd, else ~/.cache/evictd);
 # EVICTD_CACHE_DIR=off turns the cache off, as a cold run measures it.
@@ -25,7 +26,7 @@ cache_get() {
 }
 
 # cache_put NAME KEY SRC PATH...: stores the PATHs under SRC (files or directories) as the entry,
-# then removes all but the two newest entries of NAME. A failure leaves no entry and is not an
+# then removes all but the four newest entries of NAME. A failure leaves no entry and is not an
 # error: the cache only saves time.
 cache_put() {
   local root name=$1 key=$2 src=$3 tmp p; shift 3
