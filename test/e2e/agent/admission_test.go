@@ -36,6 +36,9 @@ const (
 	evictionsPolicy  = framework.EvictionPolicy
 	// rbac stands for RBAC's 403, which comes before any admission.
 	rbac = "RBAC"
+	// validation stands for the API server's validation of the object
+	// (422 Invalid), which comes before the validating admission policies.
+	validation = "validation"
 )
 
 // admissionCase is one write and the answer it must get: allowed when
@@ -60,10 +63,13 @@ type admissionCase struct {
 // refused by evictd-node-writes, each with the message of the validation
 // it broke: the same taint on B, a label, an annotation, an owner
 // reference, another taint key, an evictd.io/ key not the brake's, a
-// NoExecute brake taint, unschedulable, the kubelet's conditions, another
-// status field, and any write with the token minted for the
+// NoExecute brake taint, unschedulable, the kubelet's conditions (a
+// MemoryPressure swapped for a second copy of another condition included),
+// another status field, and any write with the token minted for the
 // ServiceAccount alone (no node-name claim). A new Node by server-side
-// apply is refused by RBAC before any policy: "patch" does not create.
+// apply is refused by RBAC before any policy: "patch" does not create; a
+// taint swapped for a second copy of another, by the API server's
+// validation (taints are unique by key and effect).
 // Evictions: the pod-bound token may evict a pod on B (the Eviction's
 // admission sees the Eviction, not the pod, and the shipped policies do not
 // look the pod up: the documented residual risk); the unbound token may
@@ -88,6 +94,16 @@ func TestAdmissionNodeWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPolicies(t, c, asA, unbound, a)
+	// Two taints not evictd's on A, as a cluster's own would be, for the
+	// swap below.
+	kept := []corev1.Taint{
+		{Key: "example.com/kept-1", Effect: corev1.TaintEffectPreferNoSchedule},
+		{Key: "example.com/kept-2", Effect: corev1.TaintEffectPreferNoSchedule},
+	}
+	if _, err := c.Admin.CoreV1().Nodes().Patch(ctx, a, types.MergePatchType,
+		mustJSON(t, map[string]any{"spec": map[string]any{"taints": kept}}), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	before := map[string]*corev1.Node{}
 	for _, n := range []string{a, b} {
 		if before[n], err = c.Admin.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err != nil {
@@ -220,6 +236,43 @@ func TestAdmissionNodeWrites(t *testing.T) {
 			write: func(ctx context.Context) error {
 				return conditionPatch(ctx, asA, a, map[string]any{"type": "MemoryPressure", "status": "True", "reason": "EvictdSaysSo"})
 			}},
+		// The whole list replaced (a merge patch of nodes/status at the
+		// resourceVersion read), the same size, each condition one the
+		// Node had: only counting each one tells the swap apart.
+		{name: "MemoryPressure swapped for a second DiskPressure", policy: nodeWritesPolicy, refusal: "only the Node conditions",
+			write: func(ctx context.Context) error {
+				cur, err := c.Admin.CoreV1().Nodes().Get(ctx, a, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				conds := slices.Clone(cur.Status.Conditions)
+				mem := slices.IndexFunc(conds, func(cd corev1.NodeCondition) bool { return cd.Type == corev1.NodeMemoryPressure })
+				disk := slices.IndexFunc(conds, func(cd corev1.NodeCondition) bool { return cd.Type == corev1.NodeDiskPressure })
+				if mem < 0 || disk < 0 {
+					t.Fatalf("%s has no MemoryPressure or no DiskPressure condition: %v", a, conds)
+				}
+				conds[mem] = conds[disk]
+				p := mustJSON(t, map[string]any{
+					"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
+					"status":   map[string]any{"conditions": conds},
+				})
+				_, err = nodes.Patch(ctx, a, types.MergePatchType, p, metav1.PatchOptions{}, "status")
+				return err
+			}},
+		// The same swap of taints is refused before admission: the API
+		// server keeps a Node's taints unique by key and effect.
+		{name: "taint swapped for a second copy of another", policy: validation, refusal: "taints must be unique by key and effect pair",
+			write: func(ctx context.Context) error {
+				return taintPatch(ctx, asA, a, func(ts []corev1.Taint) []corev1.Taint {
+					i := slices.IndexFunc(ts, func(x corev1.Taint) bool { return x.Key == kept[0].Key })
+					j := slices.IndexFunc(ts, func(x corev1.Taint) bool { return x.Key == kept[1].Key })
+					if i < 0 || j < 0 {
+						t.Fatalf("%s lost its taints %v: %v", a, kept, ts)
+					}
+					ts[i] = ts[j]
+					return ts
+				})
+			}},
 		{name: "other status field", policy: nodeWritesPolicy, refusal: "capacity",
 			write: mergePatch(a, `{"status":{"capacity":{"example.com/widgets":"1"}}}`, "status")},
 		{name: "node created by server-side apply", policy: rbac, refusal: `cannot create resource "nodes"`,
@@ -338,8 +391,8 @@ func isPolicyRefusal(err error, policy string) bool {
 }
 
 // checkAdmission asserts err is the outcome wanted: nil when policy is
-// empty, else the policy's refusal (or RBAC's 403, for rbac) carrying
-// refusal in its message.
+// empty, else the policy's refusal (or RBAC's 403, for rbac; the object's
+// validation's 422, for validation) carrying refusal in its message.
 func checkAdmission(t *testing.T, err error, policy, refusal string) {
 	t.Helper()
 	if policy == "" {
@@ -353,9 +406,12 @@ func checkAdmission(t *testing.T, err error, policy, refusal string) {
 		return
 	}
 	var ok bool
-	if policy == rbac {
+	switch policy {
+	case rbac:
 		ok = apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "ValidatingAdmissionPolicy")
-	} else {
+	case validation:
+		ok = apierrors.IsInvalid(err) && !strings.Contains(err.Error(), "ValidatingAdmissionPolicy")
+	default:
 		ok = isPolicyRefusal(err, policy)
 	}
 	switch {
