@@ -4,6 +4,7 @@ package deploy
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"reflect"
 	"slices"
@@ -33,8 +34,8 @@ import (
 // the secure port's evictd-evictd-system-auth-delegator, -explain-reader
 // and -metrics-reader, evictd-auth-delegator and so on in the manifest;
 // the admission policies and their bindings
-// evictd-evictd-system-node-writes and -evictions, evictd-node-writes and
-// evictd-evictions in the manifest).
+// evictd-evictd-system-node-writes, -evictions and -leases,
+// evictd-node-writes, evictd-evictions and evictd-leases in the manifest).
 // Nothing else is removed from either side.
 // equalsChart checks that the chart rendered with values gives the objects
 // of want (what names them in the messages), field for field, once the
@@ -71,7 +72,8 @@ func TestChartDefaultsEqualManifest(t *testing.T) {
 // policy and binding, each field for field but for what only a release
 // has (as TestChartDefaultsEqualManifest: Helm's labels, the names with the
 // release and its namespace). It does not depend on
-// nodeBrake.admissionPolicy: with that off, it alone is rendered.
+// nodeBrake.admissionPolicy: with that off (and nodeLease.admissionPolicy,
+// which governs the lease policy), it alone is rendered.
 func TestChartOwnNodeEvictions(t *testing.T) {
 	manifest, err := framework.ReadManifest(repoPath(t, "deploy", "daemonset.yaml"))
 	if err != nil {
@@ -89,7 +91,7 @@ func TestChartOwnNodeEvictions(t *testing.T) {
 	equalsChart(t, append(slices.Clone(manifest), ownNode...), "evictionPolicy: {ownNodeOnly: true}",
 		"deploy/daemonset.yaml with deploy/own-node-evictions.yaml")
 
-	objs := mustRender(t, "evictionPolicy: {ownNodeOnly: true}\nnodeBrake: {admissionPolicy: false}")
+	objs := mustRender(t, "evictionPolicy: {ownNodeOnly: true}\nnodeBrake: {admissionPolicy: false}\nnodeLease: {admissionPolicy: false}")
 	var policies []string
 	for _, o := range objs {
 		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
@@ -299,7 +301,7 @@ func TestChartValues(t *testing.T) {
 	}
 	// The policies are named after the release and its namespace, as the
 	// ClusterRole, and hold this release's ServiceAccount to them.
-	for _, policy := range []string{"node-writes", "evictions", "own-node-evictions"} {
+	for _, policy := range []string{"node-writes", "evictions", "own-node-evictions", "leases"} {
 		name := "agents-evictd-evictd-chart-" + policy
 		vap := find(t, objs, "ValidatingAdmissionPolicy", name)
 		assertYAMLEqual(t, name+" matchConditions", nested[[]any](t, vap, "spec", "matchConditions"),
@@ -310,6 +312,15 @@ func TestChartValues(t *testing.T) {
 			want = `{policyName: ` + name + `, validationActions: [Deny], paramRef: {selector: {}, parameterNotFoundAction: Deny}}`
 		}
 		assertYAMLEqual(t, name+" binding", binding.Object["spec"], want)
+	}
+	// The lease policy allows only the Lease in nodeLease.namespace, where
+	// the Role grants it and evictd takes it.
+	leases := find(t, objs, "ValidatingAdmissionPolicy", "agents-evictd-evictd-chart-leases")
+	if vars := nested[[]any](t, leases, "spec", "variables"); !slices.ContainsFunc(vars, func(v any) bool {
+		m, _ := v.(map[string]any)
+		return m["name"] == "ownLease" && strings.Contains(fmt.Sprint(m["expression"]), "'kube-public/evictd-'")
+	}) {
+		t.Errorf("%s: no variable ownLease naming kube-public/evictd-<node>: %v", key(leases), vars)
 	}
 
 	ds := find(t, objs, "DaemonSet", "agents-evictd")
@@ -556,8 +567,34 @@ func TestChartOptionalObjects(t *testing.T) {
 	if !has(objs, "ValidatingAdmissionPolicy") {
 		t.Error("nodeBrake.enabled: false drops the admission policies, which nodeBrake.admissionPolicy governs")
 	}
-	if objs := mustRender(t, "nodeBrake: {admissionPolicy: false}"); has(objs, "ValidatingAdmissionPolicy") || has(objs, "ValidatingAdmissionPolicyBinding") {
-		t.Error("nodeBrake.admissionPolicy: false still renders admission policies")
+	// nodeBrake.admissionPolicy governs the Node writes' and evictions'
+	// policies; nodeLease.admissionPolicy the lease policy, which comes
+	// with the lease (its Role) only.
+	policies := func(values string) []string {
+		var names []string
+		for _, o := range mustRender(t, values) {
+			if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+				names = append(names, key(o))
+			}
+		}
+		slices.Sort(names)
+		return names
+	}
+	const leasePolicy, leaseBinding = "ValidatingAdmissionPolicy /evictd-evictd-system-leases", "ValidatingAdmissionPolicyBinding /evictd-evictd-system-leases"
+	for _, tc := range []struct {
+		values string
+		want   []string
+	}{
+		{"nodeBrake: {admissionPolicy: false}", []string{leasePolicy, leaseBinding}},
+		{"nodeBrake: {admissionPolicy: false}\nnodeLease: {admissionPolicy: false}", nil},
+		{"nodeBrake: {admissionPolicy: false}\nnodeLease: {enabled: false}", nil},
+	} {
+		if got := policies(tc.values); !slices.Equal(got, tc.want) {
+			t.Errorf("values %q render the policies %v; want %v", tc.values, got, tc.want)
+		}
+	}
+	if got := policies("nodeLease: {admissionPolicy: false}"); slices.Contains(got, leasePolicy) || len(got) != 4 {
+		t.Errorf("nodeLease.admissionPolicy: false renders the policies %v; want node-writes' and evictions' with their bindings, no lease policy", got)
 	}
 	if _, err := render(t, "extraArgs: [--node-brake-taint-effect=None]"); err == nil || !strings.Contains(err.Error(), "set nodeBrake.enabled and nodeBrake.taintEffect") {
 		t.Errorf("extraArgs --node-brake-taint-effect: %v; want the error naming nodeBrake", err)
@@ -603,6 +640,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{`dryRun: "yes"`, "dryRun"},
 		{`nodeBrake: {taintEffect: NoExecute}`, "taintEffect"},
 		{`nodeBrake: {admissionPolicy: "false"}`, "admissionPolicy"},
+		{`nodeLease: {admissionPolicy: "false"}`, "admissionPolicy"},
 		{`nodeBrake: {enable: false}`, "enable"},
 		{`evictionPolicy: {ownNodeOnly: "true"}`, "ownNodeOnly"},
 		{`evictionPolicy: {ownNode: true}`, "ownNode"},

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"go.uber.org/zap"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -47,31 +48,52 @@ var identityKinds = map[schema.GroupKind]bool{
 
 // EvictionPolicy names the manifest's admission policy, and its binding,
 // that refuses evictions by evictd's ServiceAccount with a token not bound
-// to a pod. StartCluster leaves these two out: the tests run evictd and
-// its Evictor on EvictdConfig, a token of the ServiceAccount alone, which
-// the policy refuses. EnforceEvictionPolicy applies them for a test.
-const EvictionPolicy = "evictd-evictions"
+// to a pod. LeasePolicy names the one that lets that ServiceAccount write
+// only the Lease evictd-<node> of the node its token is bound to, which a
+// token not bound to a pod has none of. StartCluster leaves these out: the
+// tests run evictd (which takes its node's Lease) and its Evictor on
+// EvictdConfig, a token of the ServiceAccount alone, which both refuse.
+// EnforcePolicy applies one of them for a test.
+const (
+	EvictionPolicy = "evictd-evictions"
+	LeasePolicy    = "evictd-leases"
+)
+
+// onRequestPolicies are the policies StartCluster does not apply.
+var onRequestPolicies = []string{EvictionPolicy, LeasePolicy}
 
 // IsIdentityObject reports whether StartCluster applied obj (a Namespace,
 // ServiceAccount, RBAC object or ValidatingAdmissionPolicy of the manifest,
 // or a binding of such a policy), which it does for all of them but
-// EvictionPolicy's.
+// onRequestPolicies'.
 func IsIdentityObject(obj *unstructured.Unstructured) bool {
-	return identityKinds[obj.GroupVersionKind().GroupKind()] && !isEvictionPolicy(obj)
+	return identityKinds[obj.GroupVersionKind().GroupKind()] &&
+		!slices.ContainsFunc(onRequestPolicies, func(name string) bool { return isPolicy(obj, name) })
 }
 
-func isEvictionPolicy(obj *unstructured.Unstructured) bool {
+// isPolicy reports whether obj is the ValidatingAdmissionPolicy name or
+// its binding (of the same name).
+func isPolicy(obj *unstructured.Unstructured, name string) bool {
 	gk := obj.GroupVersionKind().GroupKind()
-	return gk.Group == "admissionregistration.k8s.io" && obj.GetName() == EvictionPolicy &&
+	return gk.Group == "admissionregistration.k8s.io" && obj.GetName() == name &&
 		(gk.Kind == "ValidatingAdmissionPolicy" || gk.Kind == "ValidatingAdmissionPolicyBinding")
 }
 
-// EnforceEvictionPolicy applies EvictionPolicy and its binding from
-// ManifestPath(), after which the API server refuses evictions by
-// EvictdConfig (allowing those with a token of EvictdNodeToken). The
+// EnforceEvictionPolicy applies EvictionPolicy, after which the API server
+// refuses evictions by EvictdConfig (allowing those with a token of
+// EvictdNodeToken).
+func (c *Cluster) EnforceEvictionPolicy(ctx context.Context) error {
+	return c.EnforcePolicy(ctx, EvictionPolicy)
+}
+
+// EnforcePolicy applies the policy name (one StartCluster leaves out:
+// EvictionPolicy or LeasePolicy) and its binding from ManifestPath(). The
 // policy takes effect a moment after the call returns: the API server
 // loads policies through an informer.
-func (c *Cluster) EnforceEvictionPolicy(ctx context.Context) error {
+func (c *Cluster) EnforcePolicy(ctx context.Context, name string) error {
+	if !slices.Contains(onRequestPolicies, name) {
+		return fmt.Errorf("policy %q: StartCluster applies it already, or the manifest has no such policy (want one of %v)", name, onRequestPolicies)
+	}
 	manifest, err := ManifestPath()
 	if err != nil {
 		return err
@@ -82,7 +104,7 @@ func (c *Cluster) EnforceEvictionPolicy(ctx context.Context) error {
 	}
 	n := 0
 	for _, obj := range objs {
-		if !isEvictionPolicy(obj) {
+		if !isPolicy(obj, name) {
 			continue
 		}
 		if err := c.apply(ctx, obj); err != nil {
@@ -91,7 +113,7 @@ func (c *Cluster) EnforceEvictionPolicy(ctx context.Context) error {
 		n++
 	}
 	if n != 2 {
-		return fmt.Errorf("%s: want the policy %s and its binding, found %d objects of that name", manifest, EvictionPolicy, n)
+		return fmt.Errorf("%s: want the policy %s and its binding, found %d objects of that name", manifest, name, n)
 	}
 	return nil
 }
