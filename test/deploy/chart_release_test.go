@@ -153,7 +153,7 @@ func selects(sel, labels map[string]any) bool {
 // chart cannot derive it from is an error naming it.
 func TestChartGoMemLimit(t *testing.T) {
 	for _, tc := range []struct{ values, want string }{
-		{"", "56MiB"},
+		{"", "84MiB"},
 		{"resources: {limits: {memory: 1Gi}}", "896MiB"},
 		{"resources: {limits: {memory: 100M}}", "87500000B"},
 		{"{resources: {limits: {memory: 96Mi}}, goMemLimit: 90MiB}", "90MiB"},

@@ -236,7 +236,7 @@ func TestJoinArgs(t *testing.T) {
 				writeFile(t, paths[len(paths)-1], "")
 			}
 			out := filepath.Join(dir, "out")
-			cmd := exec.Command("/bin/sh", joinArgs(paths, "/bin/sh", "-c", `echo "$$ $1" > "$0"`, out, "arg -- x")...)
+			cmd := exec.Command("/bin/sh", JoinArgs(paths, "/bin/sh", "-c", `echo "$$ $1" > "$0"`, out, "arg -- x")...)
 			if b, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%v: %s", err, b)
 			}

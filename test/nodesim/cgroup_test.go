@@ -135,7 +135,7 @@ func TestRealCgroups(t *testing.T) {
 					t.Fatalf("%s = %q, %v; want %d", file, b, err, want)
 				}
 			}
-			cmd := exec.Command("/bin/sh", joinArgs(cg.procsFiles(rel), os.Args[0])...)
+			cmd := exec.Command("/bin/sh", JoinArgs(cg.procsFiles(rel), os.Args[0])...)
 			cmd.Env = append(os.Environ(), hogEnv+"="+strconv.Itoa(tt.hogMiB))
 			p, err := proc.Start(cmd, clock.RealClock{})
 			if err != nil {
@@ -178,7 +178,7 @@ func TestRealCgroups(t *testing.T) {
 	if _, err := cg.create(deep); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/bin/sh", joinArgs(cg.procsFiles(deep), os.Args[0])...)
+	cmd := exec.Command("/bin/sh", JoinArgs(cg.procsFiles(deep), os.Args[0])...)
 	cmd.Env = append(os.Environ(), hogEnv+"=64")
 	p, err := proc.Start(cmd, clock.RealClock{})
 	if err != nil {

@@ -37,9 +37,11 @@ import (
 // container's cgroup from the first one.
 const joinCgroups = `while [ "$1" != -- ]; do echo $$ > "$1" || exit 1; shift; done; shift; exec "$@"`
 
-// joinArgs are /bin/sh's arguments to run argv in the cgroups whose
-// cgroup.procs files are procsFiles (see joinCgroups).
-func joinArgs(procsFiles []string, argv ...string) []string {
+// JoinArgs are /bin/sh's arguments to run argv in the cgroups whose
+// cgroup.procs files are procsFiles (see joinCgroups): the containers here,
+// and any other process a test runs as a container would be (evictd in its
+// own memory cgroup).
+func JoinArgs(procsFiles []string, argv ...string) []string {
 	args := append([]string{"-c", joinCgroups, "sh"}, procsFiles...)
 	return append(append(args, "--"), argv...)
 }
@@ -282,7 +284,7 @@ func (r *podRunner) startContainer(spec *corev1.Container, facts podFacts) (*con
 	c.logFile = f
 
 	env := containerEnv(r.pod, spec, facts)
-	cmd := exec.Command("/bin/sh", joinArgs(cg.procsFiles(c.cgroup.rel), argv(spec, r.n.opts.WorkloadBin, env)...)...)
+	cmd := exec.Command("/bin/sh", JoinArgs(cg.procsFiles(c.cgroup.rel), argv(spec, r.n.opts.WorkloadBin, env)...)...)
 	cmd.Env = envList(env)
 	cmd.Dir = spec.WorkingDir
 	if cmd.Dir == "" {

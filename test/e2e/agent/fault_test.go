@@ -23,6 +23,7 @@ import (
 // evictdSetup says how startEvictdWith runs evictd; empty fields take the
 // values startEvictd uses.
 type evictdSetup struct {
+	bin        string // default: the evictd of make build
 	kubeconfig string // default: the cluster's evictd kubeconfig
 	hostRoot   string // default: the node's host root
 	cgroupRoot string // default: the node's cgroup root
@@ -30,6 +31,11 @@ type evictdSetup struct {
 	// noWait returns as soon as the process runs, instead of waiting for
 	// /readyz to answer 200.
 	noWait bool
+	// env and cgroupProcs run evictd as a container would: with this
+	// environment (GOMEMLIMIT) and in these cgroups from its first page
+	// (evictdproc.Options).
+	env         []string
+	cgroupProcs []string
 }
 
 // startEvictdWith starts evictd with the setup's overrides and extra flags.
@@ -49,7 +55,10 @@ func startEvictdWith(t *testing.T, c *framework.Cluster, node *nodesim.Node, s e
 	if s.nodeCgroup == "" {
 		s.nodeCgroup = node.CgroupRoot
 	}
-	bin := framework.RequireBinary(t, "evictd")
+	bin := s.bin
+	if bin == "" {
+		bin = framework.RequireBinary(t, "evictd")
+	}
 	args := append([]string{
 		"--kubeconfig=" + s.kubeconfig,
 		"--node-name=" + node.Name,
@@ -66,7 +75,8 @@ func startEvictdWith(t *testing.T, c *framework.Cluster, node *nodesim.Node, s e
 		// on with such a token.
 		"--node-brake=false",
 	}, extra...)
-	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), "evictd.log")})
+	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), "evictd.log"),
+		Env: s.env, CgroupProcs: s.cgroupProcs})
 	if err != nil {
 		t.Fatal(err)
 	}

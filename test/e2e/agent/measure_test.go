@@ -157,6 +157,20 @@ func (s *sampler) min(from time.Time) (sample, bool) {
 	return m, ok
 }
 
+// peak is the highest reading at or after from and before to.
+func (s *sampler) peak(from, to time.Time) (sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var m sample
+	ok := false
+	for _, x := range s.samples {
+		if !x.at.Before(from) && x.at.Before(to) && (!ok || x.available > m.available) {
+			m, ok = x, true
+		}
+	}
+	return m, ok
+}
+
 // last is the latest reading.
 func (s *sampler) last() (sample, error) {
 	s.mu.Lock()
@@ -210,19 +224,30 @@ func workingSet(dir string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	inactive, err := memoryStat(dir, "total_inactive_file")
+	if err != nil {
+		return 0, err
+	}
+	return max(usage-inactive, 0), nil
+}
+
+// memoryStat reads one counter of a v1 memory cgroup's memory.stat; 0 when
+// the file has no such line.
+func memoryStat(dir, key string) (int64, error) {
 	stat, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
 	if err != nil {
 		return 0, err
 	}
-	var inactive int64
 	for _, line := range strings.Split(string(stat), "\n") {
-		if v, ok := strings.CutPrefix(line, "total_inactive_file "); ok {
-			if inactive, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
 				return 0, fmt.Errorf("%s/memory.stat: %q: %w", dir, line, err)
 			}
+			return n, nil
 		}
 	}
-	return max(usage-inactive, 0), nil
+	return 0, nil
 }
 
 // fsAvailable reads the free bytes (for unprivileged users, as the kubelet

@@ -33,6 +33,7 @@ import (
 
 	"github.com/evictd/evictd/internal/metrictest"
 	"github.com/evictd/evictd/test/internal/proc"
+	"github.com/evictd/evictd/test/nodesim"
 )
 
 // Process is a running evictd.
@@ -54,6 +55,13 @@ type Options struct {
 	Args []string
 	// LogPath receives evictd's stdout and stderr (its log).
 	LogPath string
+	// Env is added to this process's environment (KEY=VALUE), e.g. the
+	// GOMEMLIMIT a container of the chart gets.
+	Env []string
+	// CgroupProcs are cgroup.procs files evictd joins before it execs, so
+	// that every page it touches is charged to those cgroups from the first
+	// one, as in a container (see nodesim.JoinArgs).
+	CgroupProcs []string
 }
 
 // Start starts evictd on a free loopback port for /metrics.
@@ -70,6 +78,12 @@ func Start(o Options) (*Process, error) {
 		client: &http.Client{Timeout: 5 * time.Second}}
 	e.args = append([]string{"run", "--log-format=json", "--metrics-bind-address=" + e.addr}, o.Args...)
 	cmd := exec.Command(o.Bin, e.args...)
+	if len(o.CgroupProcs) > 0 {
+		cmd = exec.Command("/bin/sh", nodesim.JoinArgs(o.CgroupProcs, append([]string{o.Bin}, e.args...)...)...)
+	}
+	if len(o.Env) > 0 {
+		cmd.Env = append(os.Environ(), o.Env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if e.p, err = proc.Start(cmd, clock.RealClock{}); err != nil {
 		f.Close()
@@ -386,11 +400,13 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Usage is what a process cost: its resident set (VmRSS) and CPU time
-// (utime+stime).
+// Usage is what a process cost: its resident set (VmRSS), the part of it
+// locked in RAM (VmLck: mlockall's pages, charged to its memory cgroup like
+// any other and never reclaimable) and CPU time (utime+stime).
 type Usage struct {
-	RSS float64 // bytes
-	CPU time.Duration
+	RSS    float64 // bytes
+	Locked float64 // bytes
+	CPU    time.Duration
 }
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; it
@@ -408,7 +424,11 @@ func ReadUsage(procRoot string, pid int) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	rss, err := vmRSS(status)
+	rss, err := statusKB(status, "VmRSS")
+	if err != nil {
+		return Usage{}, fmt.Errorf("%s/status: %w", dir, err)
+	}
+	locked, err := statusKB(status, "VmLck")
 	if err != nil {
 		return Usage{}, fmt.Errorf("%s/status: %w", dir, err)
 	}
@@ -416,13 +436,14 @@ func ReadUsage(procRoot string, pid int) (Usage, error) {
 	if err != nil {
 		return Usage{}, fmt.Errorf("%s/stat: %w", dir, err)
 	}
-	return Usage{RSS: rss, CPU: cpu}, nil
+	return Usage{RSS: rss, Locked: locked, CPU: cpu}, nil
 }
 
-// vmRSS parses "VmRSS:   12345 kB".
-func vmRSS(status []byte) (float64, error) {
+// statusKB parses the line key of /proc/PID/status, "VmRSS:   12345 kB",
+// into bytes.
+func statusKB(status []byte, key string) (float64, error) {
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, key+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) != 2 || f[1] != "kB" {
 				return 0, fmt.Errorf("malformed %q", line)
@@ -434,7 +455,7 @@ func vmRSS(status []byte) (float64, error) {
 			return kb * 1024, nil
 		}
 	}
-	return 0, errors.New("no VmRSS line")
+	return 0, fmt.Errorf("no %s line", key)
 }
 
 // cpuTime is utime+stime. The command name (field 2) may hold spaces and

@@ -187,20 +187,22 @@ func (f *fatalRecorder) Fatal(args ...any) {
 
 func TestReadUsage(t *testing.T) {
 	tests := []struct {
-		name    string
-		status  string
-		stat    string
-		wantRSS float64
-		wantCPU time.Duration
-		wantErr string
+		name       string
+		status     string
+		stat       string
+		wantRSS    float64
+		wantLocked float64
+		wantCPU    time.Duration
+		wantErr    string
 	}{
-		{"plain", "Name:\tevictd\nVmRSS:\t   31000 kB\n", "42 (evictd) S 1 42 42 0 -1 0 0 0 0 0 150 50 0 0 20 0 9 0",
-			31000 * 1024, 2 * time.Second, ""},
-		{"name with spaces and parens", "VmRSS:\t1 kB\n", "42 (a b) c)) R 1 42 42 0 -1 0 0 0 0 0 7 3 0 0", 1024, 100 * time.Millisecond, ""},
-		{"no VmRSS (a zombie)", "Name:\tevictd\n", "42 (evictd) Z 1 42 42 0 -1 0 0 0 0 0 1 1 0 0", 0, 0, "no VmRSS"},
-		{"VmRSS in MB", "VmRSS:\t1 MB\n", "42 (evictd) S 1 42 42 0 -1 0 0 0 0 0 1 1", 0, 0, "malformed"},
-		{"short stat", "VmRSS:\t1 kB\n", "42 (evictd) S 1 42", 0, 0, "fields after the command name"},
-		{"bad utime", "VmRSS:\t1 kB\n", "42 (evictd) S 1 42 42 0 -1 0 0 0 0 0 x 1 0 0", 0, 0, "not a number"},
+		{"plain", "Name:\tevictd\nVmLck:\t   20000 kB\nVmRSS:\t   31000 kB\n", "42 (evictd) S 1 42 42 0 -1 0 0 0 0 0 150 50 0 0 20 0 9 0",
+			31000 * 1024, 20000 * 1024, 2 * time.Second, ""},
+		{"name with spaces and parens", "VmLck:\t0 kB\nVmRSS:\t1 kB\n", "42 (a b) c)) R 1 42 42 0 -1 0 0 0 0 0 7 3 0 0", 1024, 0, 100 * time.Millisecond, ""},
+		{"no VmRSS (a zombie)", "Name:\tevictd\n", "42 (evictd) Z 1 42 42 0 -1 0 0 0 0 0 1 1 0 0", 0, 0, 0, "no VmRSS"},
+		{"no VmLck", "VmRSS:\t1 kB\n", "42 (evictd) S 1 42 42 0 -1 0 0 0 0 0 1 1 0 0", 0, 0, 0, "no VmLck"},
+		{"VmRSS in MB", "VmLck:\t0 kB\nVmRSS:\t1 MB\n", "42 (evictd) S 1 42 42 0 -1 0 0 0 0 0 1 1", 0, 0, 0, "malformed"},
+		{"short stat", "VmLck:\t0 kB\nVmRSS:\t1 kB\n", "42 (evictd) S 1 42", 0, 0, 0, "fields after the command name"},
+		{"bad utime", "VmLck:\t0 kB\nVmRSS:\t1 kB\n", "42 (evictd) S 1 42 42 0 -1 0 0 0 0 0 x 1 0 0", 0, 0, 0, "not a number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,8 +226,8 @@ func TestReadUsage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if u.RSS != tt.wantRSS || u.CPU != tt.wantCPU {
-				t.Errorf("ReadUsage = %+v, want RSS %v CPU %s", u, tt.wantRSS, tt.wantCPU)
+			if u.RSS != tt.wantRSS || u.Locked != tt.wantLocked || u.CPU != tt.wantCPU {
+				t.Errorf("ReadUsage = %+v, want RSS %v locked %v CPU %s", u, tt.wantRSS, tt.wantLocked, tt.wantCPU)
 			}
 		})
 	}
