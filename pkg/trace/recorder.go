@@ -155,9 +155,7 @@ func (r *Recorder) PodState(pods []*v1.Pod, classes map[string]int32, nsLabels m
 	p := &Pods{PriorityClasses: maps.Clone(classes), NamespaceLabels: maps.Clone(nsLabels), Node: trimNode(node)}
 	p.Pods = make([]*v1.Pod, len(pods))
 	for i, pod := range pods {
-		cp := *pod
-		cp.ManagedFields = nil // the bulk of a pod's bytes, read by no decision
-		p.Pods[i] = &cp
+		p.Pods[i] = PrunePod(pod)
 	}
 	r.cur.Pods = p
 }

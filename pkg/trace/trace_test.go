@@ -348,8 +348,8 @@ func TestReadPlain(t *testing.T) {
 
 // TestPodStateDedup: a pass records the pod list only when it differs from
 // the last recorded one: other pod objects, other resource versions, other
-// classes, namespace labels or node; the recorded copies have no managed
-// fields, the caller's pods keep theirs.
+// classes, namespace labels or node; the recorded copies are pruned
+// (PrunePod), the caller's pods keep their managed fields.
 func TestPodStateDedup(t *testing.T) {
 	r := NewRecorder(Header{Node: "node-a"}, DefaultBudget)
 	pods := makePods(3)
@@ -421,11 +421,11 @@ func TestPodStateDedup(t *testing.T) {
 			continue
 		}
 		for _, pod := range p.Pods.Pods {
-			if pod.ManagedFields != nil {
-				t.Errorf("pass %d: pod %s recorded with its managed fields", i+1, pod.Name)
+			if pod.ManagedFields != nil || pod.Labels != nil {
+				t.Errorf("pass %d: pod %s recorded with its managed fields or labels", i+1, pod.Name)
 			}
-			if len(pod.Labels) == 0 || len(pod.OwnerReferences) != 1 {
-				t.Errorf("pass %d: pod %s lost more than its managed fields: %+v", i+1, pod.Name, pod.ObjectMeta)
+			if len(pod.OwnerReferences) != 1 || pod.Spec.PriorityClassName != "standard" {
+				t.Errorf("pass %d: pod %s lost what the decisions read: %+v", i+1, pod.Name, pod)
 			}
 		}
 	}
@@ -641,7 +641,9 @@ func TestReadErrors(t *testing.T) {
 	}{
 		{"empty", nil, []string{"empty"}},
 		{"a first line that is a pass", lines(t, pass(1), pass(2)), []string{"line 1", "not an evictd trace"}},
-		{"another format", lines(t, line{Header: &Header{Format: Format + 1, Node: "node-a"}}, pass(1)), []string{fmt.Sprintf("format %d", Format+1)}},
+		{"a newer format", lines(t, line{Header: &Header{Format: Format + 1, Node: "node-a"}}, pass(1)),
+			[]string{fmt.Sprintf("format %d, this evictd reads formats %d to %d", Format+1, MinFormat, Format)}},
+		{"an older format", lines(t, line{Header: &Header{Format: MinFormat - 1, Node: "node-a"}}, pass(1)), []string{fmt.Sprintf("format %d,", MinFormat-1)}},
 		{"pods as before, with no pass before", lines(t, hdr, func() line {
 			l := withObs(1, sum, good)
 			l.Pass.ObservationPodsAsBefore = true
