@@ -152,7 +152,7 @@ func (r *Recorder) PodState(pods []*v1.Pod, classes map[string]int32, nsLabels m
 		return
 	}
 	r.curSeen = slices.Clone(pods)
-	p := &Pods{PriorityClasses: maps.Clone(classes), NamespaceLabels: maps.Clone(nsLabels), Node: trimNode(node)}
+	p := &Pods{PriorityClasses: maps.Clone(classes), NamespaceLabels: podNamespaceLabels(pods, nsLabels), Node: trimNode(node)}
 	p.Pods = make([]*v1.Pod, len(pods))
 	for i, pod := range pods {
 		p.Pods[i] = PrunePod(pod)
@@ -317,8 +317,7 @@ func gz(b []byte) []byte {
 // samePods reports whether the pod list and the rest are those of last:
 // the same pod objects (seen), at the same resource versions.
 func samePods(last *Pods, seen, pods []*v1.Pod, classes map[string]int32, nsLabels map[string]map[string]string, node *v1.Node) bool {
-	if len(seen) != len(pods) || !maps.Equal(last.PriorityClasses, classes) ||
-		!maps.EqualFunc(last.NamespaceLabels, nsLabels, maps.Equal) || (last.Node == nil) != (node == nil) ||
+	if len(seen) != len(pods) || !maps.Equal(last.PriorityClasses, classes) || (last.Node == nil) != (node == nil) ||
 		(node != nil && last.Node.ResourceVersion != node.ResourceVersion) {
 		return false
 	}
@@ -327,7 +326,31 @@ func samePods(last *Pods, seen, pods []*v1.Pod, classes map[string]int32, nsLabe
 			return false
 		}
 	}
+	// The same pods: the same namespaces, whose labels last kept.
+	for _, p := range pods {
+		l, ok := nsLabels[p.Namespace]
+		if k, had := last.NamespaceLabels[p.Namespace]; ok != had || !maps.Equal(l, k) {
+			return false
+		}
+	}
 	return true
+}
+
+// podNamespaceLabels is nsLabels for the namespaces pods are in: a
+// decision reads a namespace's labels only for its pods (a priority
+// group's selector), and the trace has no use for the rest of the
+// cluster's.
+func podNamespaceLabels(pods []*v1.Pod, nsLabels map[string]map[string]string) map[string]map[string]string {
+	if nsLabels == nil {
+		return nil
+	}
+	out := map[string]map[string]string{}
+	for _, p := range pods {
+		if l, ok := nsLabels[p.Namespace]; ok {
+			out[p.Namespace] = l
+		}
+	}
+	return out
 }
 
 // trimNode keeps what the loop reads of the node: its name and images.

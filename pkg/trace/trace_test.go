@@ -208,7 +208,8 @@ func TestRoundTrip(t *testing.T) {
 	f := newFigures(1)
 	pods := makePods(3)
 	classes := map[string]int32{"standard": 1000, "critical": 1e6}
-	nsLabels := map[string]map[string]string{"ns-0": {"team": "a"}, "ns-1": {"team": "b"}}
+	// ns-9 has no pod on the node: its labels are not recorded.
+	nsLabels := map[string]map[string]string{"ns-0": {"team": "a"}, "ns-1": {"team": "b"}, "ns-9": {"team": "c"}}
 	node := testNode("77")
 
 	const passes = 4
@@ -304,8 +305,9 @@ func TestRoundTrip(t *testing.T) {
 		!ps.Pods[0].Spec.Containers[0].Resources.Requests.Memory().Equal(resource.MustParse("256Mi")) {
 		t.Errorf("pod list read back as %+v", ps.Pods)
 	}
-	if !reflect.DeepEqual(ps.PriorityClasses, classes) || !reflect.DeepEqual(ps.NamespaceLabels, nsLabels) {
-		t.Errorf("classes %v, namespace labels %v; want %v, %v", ps.PriorityClasses, ps.NamespaceLabels, classes, nsLabels)
+	if want := map[string]map[string]string{"ns-0": {"team": "a"}, "ns-1": {"team": "b"}}; !reflect.DeepEqual(ps.PriorityClasses, classes) ||
+		!reflect.DeepEqual(ps.NamespaceLabels, want) {
+		t.Errorf("classes %v, namespace labels %v; want %v, %v", ps.PriorityClasses, ps.NamespaceLabels, classes, want)
 	}
 	if ps.Node == nil || ps.Node.Name != "node-a" || ps.Node.ResourceVersion != "77" || !reflect.DeepEqual(ps.Node.Status.Images, node.Status.Images) ||
 		ps.Node.Labels != nil || ps.Node.Status.Capacity != nil {
@@ -389,6 +391,8 @@ func TestPodStateDedup(t *testing.T) {
 	do("a pod fewer", true, pods2[:2], classes, nsLabels, node)
 	do("new classes", true, pods2[:2], map[string]int32{"standard": 2000}, nsLabels, node)
 	do("new namespace labels", true, pods2[:2], map[string]int32{"standard": 2000}, map[string]map[string]string{"ns-0": {"team": "b"}}, node)
+	do("labels of a namespace with no pod here", false, pods2[:2], map[string]int32{"standard": 2000},
+		map[string]map[string]string{"ns-0": {"team": "b"}, "ns-9": {"team": "z"}}, node)
 	do("new node version", true, pods2[:2], map[string]int32{"standard": 2000}, map[string]map[string]string{"ns-0": {"team": "b"}}, testNode("2"))
 	do("no node", true, pods2[:2], map[string]int32{"standard": 2000}, map[string]map[string]string{"ns-0": {"team": "b"}}, nil)
 	do("same again", false, pods2[:2], map[string]int32{"standard": 2000}, map[string]map[string]string{"ns-0": {"team": "b"}}, nil)
