@@ -37,8 +37,9 @@ var readAnnotations = []string{rank.ConfigSourceAnnotation, rank.ConfigMirrorAnn
 //   - the images of containers, init and ephemeral containers and their
 //     statuses, and image volumes' references: the node's unused images
 //     (pkg/agent/imagegc);
-//   - volumes' names and kinds (hostPath, gitRepo, configMap, emptyDir and
-//     its medium): which volumes' usage counts on the node's disk;
+//   - the names and kinds of the volumes of the kinds read (hostPath,
+//     gitRepo, configMap, emptyDir and its medium): which volumes' usage
+//     counts on the node's disk;
 //   - spec.terminationGracePeriodSeconds: the grace period a call asks for.
 func PrunePod(p *v1.Pod) *v1.Pod {
 	out := &v1.Pod{ObjectMeta: metav1.ObjectMeta{
@@ -70,7 +71,9 @@ func PrunePod(p *v1.Pod) *v1.Pod {
 			EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: c.Name, Image: c.Image}})
 	}
 	for _, v := range p.Spec.Volumes {
-		s.Volumes = append(s.Volumes, pruneVolume(v))
+		if pv, read := pruneVolume(v); read {
+			s.Volumes = append(s.Volumes, pv)
+		}
 	}
 	st := &out.Status
 	st.Phase, st.AllocatedResources = p.Status.Phase, p.Status.AllocatedResources
@@ -106,9 +109,10 @@ func pruneStatuses(ss []v1.ContainerStatus) []v1.ContainerStatus {
 // pruneVolume keeps a volume's name and, of its source, the kind and what
 // is read of it: an emptyDir's medium, an image volume's reference. A
 // hostPath's path, a configMap's name or a gitRepo's repository (which
-// may carry credentials) are not read.
-func pruneVolume(v v1.Volume) v1.Volume {
-	out := v1.Volume{Name: v.Name}
+// may carry credentials) are not read; nor is any other kind of volume
+// (secret, projected, persistentVolumeClaim, ...): read is false for one.
+func pruneVolume(v v1.Volume) (out v1.Volume, read bool) {
+	out = v1.Volume{Name: v.Name}
 	src, in := &out.VolumeSource, &v.VolumeSource
 	switch {
 	case in.HostPath != nil:
@@ -121,6 +125,8 @@ func pruneVolume(v v1.Volume) v1.Volume {
 		src.EmptyDir = &v1.EmptyDirVolumeSource{Medium: in.EmptyDir.Medium}
 	case in.Image != nil:
 		src.Image = &v1.ImageVolumeSource{Reference: in.Image.Reference}
+	default:
+		return out, false
 	}
-	return out
+	return out, true
 }

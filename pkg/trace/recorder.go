@@ -153,11 +153,31 @@ func (r *Recorder) PodState(pods []*v1.Pod, classes map[string]int32, nsLabels m
 	}
 	r.curSeen = slices.Clone(pods)
 	p := &Pods{PriorityClasses: maps.Clone(classes), NamespaceLabels: podNamespaceLabels(pods, nsLabels), Node: trimNode(node)}
-	p.Pods = make([]*v1.Pod, len(pods))
-	for i, pod := range pods {
-		p.Pods[i] = PrunePod(pod)
-	}
+	p.Pods = r.prunePods(pods)
 	r.cur.Pods = p
+}
+
+// prunePods is pods pruned (PrunePod), reusing the pruned copy of each pod
+// object the last recorded list had at the same resource version: a list
+// changes a pod or two at a time, and pruning the whole list again each
+// time was most of a changed list's cost.
+func (r *Recorder) prunePods(pods []*v1.Pod) []*v1.Pod {
+	var last map[*v1.Pod]*v1.Pod
+	if r.lastPods != nil && len(r.lastSeen) == len(r.lastPods.Pods) {
+		last = make(map[*v1.Pod]*v1.Pod, len(r.lastSeen))
+		for i, seen := range r.lastSeen {
+			last[seen] = r.lastPods.Pods[i]
+		}
+	}
+	out := make([]*v1.Pod, len(pods))
+	for i, pod := range pods {
+		if pruned, ok := last[pod]; ok && pruned.ResourceVersion == pod.ResourceVersion {
+			out[i] = pruned
+			continue
+		}
+		out[i] = PrunePod(pod)
+	}
+	return out
 }
 
 // End writes the pass.
