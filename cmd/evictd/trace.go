@@ -24,10 +24,11 @@ const traceUsage = `Usage: ` + traceSynopsis + `
 Saves the trace of the running agent on NODE: what each of its recent
 passes observed (the node's figures, the pod list, the wake-up) and the
 eviction calls it made with their answers, as gzipped JSON lines, for
-evictd replay. The agent keeps --trace-size bytes of it (4 MiB by
-default). It is asked on its secure port as evictd explain --node asks it;
-you need get on the non-resource URL /trace (the ClusterRole
-evictd-explain-reader).
+evictd replay. It holds each pod as far as the decisions read it: no env,
+args, commands, labels, or annotations but the three evictd reads. The
+agent keeps --trace-size bytes of it (4 MiB by default). It is asked on
+its secure port as evictd explain --node asks it; you need get on the
+non-resource URL /trace (the ClusterRole evictd-explain-reader).
 
 Flags:
 `

@@ -5,14 +5,18 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 )
@@ -37,8 +41,18 @@ func replayOptions(t *testing.T, args ...string) *Options {
 func recordSim(t *testing.T, o *Options, pods ...*simPod) (*simNode, *trace.Trace) {
 	t.Helper()
 	n := newSimNode(t, 4096*mi, base250, pods...)
+	return n, recordOn(t, o, n, nil)
+}
+
+// recordOn runs the scripted node n under o, recording its trace (through
+// wrap's tracer when wrap is set), and returns the trace read back.
+func recordOn(t *testing.T, o *Options, n *simNode, wrap func(*trace.Recorder) Tracer) *trace.Trace {
+	t.Helper()
 	rec := newTrace(o, nil, nil, "test", t0)
 	n.trace = rec
+	if wrap != nil {
+		n.trace = wrap(rec)
+	}
 	rank, err := o.Config.RankOptions()
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +66,7 @@ func recordSim(t *testing.T, o *Options, pods ...*simPod) (*simNode, *trace.Trac
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n, tr
+	return tr
 }
 
 func callKeys(calls []ReplayCall) []string {
@@ -167,5 +181,113 @@ func TestReplayOfACallUnderWay(t *testing.T) {
 	}
 	if len(res.Calls) != 2 || !res.Calls[0].Recorded || res.Calls[1].Recorded || !res.Calls[1].Same(cut[1]) {
 		t.Errorf("the replay made %+v; want both calls, the second answered as assumed", res.Calls)
+	}
+}
+
+// wholePods records the trace through a recorder and keeps, pass by pass,
+// the whole pod objects the recorder was given (it keeps them pruned).
+type wholePods struct {
+	*trace.Recorder
+	pass  uint64
+	whole map[uint64][]*v1.Pod
+}
+
+func (w *wholePods) Begin(n, calls uint64, at time.Time, wk trace.Wakeup) {
+	w.pass = n
+	w.Recorder.Begin(n, calls, at, wk)
+}
+
+func (w *wholePods) PodState(pods []*v1.Pod, classes map[string]int32, nsLabels map[string]map[string]string, node *v1.Node) {
+	if _, ok := w.whole[w.pass]; !ok {
+		w.whole[w.pass] = pods // the sim makes new objects for each list
+	}
+	w.Recorder.PodState(pods, classes, nsLabels, node)
+}
+
+// TestReplayOfPrunedPodsMakesTheWholePodsCalls: a run whose victims depend
+// on what the pods carry beyond the figures (an opt-out annotation, a
+// sidecar's request), with env values, args and annotations no decision
+// reads, replays from its trace (pods pruned) to the calls that the same
+// trace with the whole pods, as an older agent wrote it (format 2), replays
+// to: the recorded ones, and under another configuration the same as each
+// other.
+func TestReplayOfPrunedPodsMakesTheWholePodsCalls(t *testing.T) {
+	args := []string{"--eviction-hard=memory.available<300Mi", "--eviction-minimum-reclaim=memory.available=1200Mi"}
+	n := newSimNode(t, 4096*mi, base250, threePods()...)
+	always := v1.ContainerRestartPolicyAlways
+	n.dress = func(p *v1.Pod) {
+		p.Annotations = map[string]string{"example.com/db-password": "s3cr3t",
+			v1.LastAppliedConfigAnnotation: `{"kind":"Pod","spec":{"containers":[{"env":[{"name":"PASSWORD","value":"s3cr3t"}]}]}}`}
+		p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "PASSWORD", Value: "s3cr3t"}}
+		p.Spec.Containers[0].Args = []string{"--password=s3cr3t"}
+		switch p.Name {
+		case "a": // the largest, opted out: never a victim
+			p.Annotations[rank.OptOutAnnotation] = "false"
+		case "b": // a sidecar's request puts b after c
+			p.Spec.InitContainers = []v1.Container{{Name: "proxy", RestartPolicy: &always,
+				Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceMemory: resource.MustParse("2000Mi")}}}}
+		}
+	}
+	rec := &wholePods{whole: map[uint64][]*v1.Pod{}}
+	pruned := recordOn(t, replayOptions(t, args...), n, func(r *trace.Recorder) Tracer { rec.Recorder = r; return rec })
+	if !eq(n.victims(), []string{"c", "b"}) {
+		t.Fatalf("the recorded run evicted %v, want c then b (a opted out, b's sidecar request over its usage)", n.victims())
+	}
+
+	// The same trace with the whole pods, as a format 2 agent wrote it.
+	var old bytes.Buffer
+	h := pruned.Header
+	h.Format = 2
+	enc := json.NewEncoder(&old)
+	if err := enc.Encode(map[string]any{"header": h}); err != nil {
+		t.Fatal(err)
+	}
+	lists := 0
+	for _, p := range pruned.Passes {
+		if p.Pods != nil {
+			whole, ok := rec.whole[p.N]
+			if !ok {
+				t.Fatalf("pass %d: no whole pod list kept", p.N)
+			}
+			for _, pod := range p.Pods.Pods {
+				if pod.Spec.Containers[0].Env != nil || len(pod.Annotations) > 1 {
+					t.Fatalf("pass %d: the trace holds pod %s whole: %+v", p.N, pod.Name, pod)
+				}
+			}
+			wp := *p.Pods // p is a copy: the pruned trace keeps its own
+			wp.Pods = whole
+			p.Pods = &wp
+			lists++
+		}
+		if err := enc.Encode(map[string]any{"pass": p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, err := trace.Read(&old)
+	if err != nil {
+		t.Fatalf("the format 2 trace: %v", err)
+	}
+	if lists == 0 || full.Passes[0].Pods.Pods[0].Spec.Containers[0].Env == nil {
+		t.Fatal("the format 2 trace holds no whole pods: this test compares nothing")
+	}
+
+	recorded := callKeys(RecordedCalls(pruned))
+	for i, run := range [][]string{args, {"--eviction-hard=memory.available<300Mi"}, {"--eviction-soft=memory.available<400Mi", "--eviction-soft-grace-period=memory.available=5s"}} {
+		fromPruned, err := Replay(context.Background(), replayOptions(t, run...), pruned, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromWhole, err := Replay(context.Background(), replayOptions(t, run...), full, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := callKeys(fromPruned.Calls), callKeys(fromWhole.Calls)
+		if !eq(got, want) || len(want) == 0 {
+			t.Errorf("%v: the pruned pods replay to the calls\n%v\nthe whole pods to\n%v", run, got, want)
+		}
+		if i == 0 && !eq(got, recorded) {
+			t.Errorf("the recorded configuration replays to %v, want the recorded %v", got, recorded)
+		}
+		t.Logf("%v: %v", run, got)
 	}
 }

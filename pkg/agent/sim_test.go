@@ -117,6 +117,9 @@ type simNode struct {
 	diskRefresh time.Duration
 	diskSeen    map[types.UID]simDiskFigure
 	remeasured  map[types.UID]bool
+	// dress, when set, adds to each pod object what a test needs beyond
+	// the simulated figures (annotations, owners, containers, ...).
+	dress func(*v1.Pod)
 	// psi gives the node, kubepods and every pod memory PSI totals: each
 	// pod stalls its share of the time while it runs, and the node and
 	// kubepods ("some") whenever any pod does, at most all the time.
@@ -354,6 +357,9 @@ func (n *simNode) apiPod(p *simPod) *v1.Pod {
 	}
 	if p.deletionTS != nil {
 		pod.DeletionGracePeriodSeconds = &p.graceActual
+	}
+	if n.dress != nil {
+		n.dress(pod)
 	}
 	return pod
 }

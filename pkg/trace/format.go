@@ -18,10 +18,15 @@ import (
 	"github.com/evictd/evictd/pkg/pressure"
 )
 
-// Format is the version of the trace's JSON lines; a reader refuses
-// another. 2: a pass may leave out its observation's pods
-// (ObservationPodsAsBefore).
-const Format = 2
+// Format is the version of the trace's JSON lines a recorder writes. 2: a
+// pass may leave out its observation's pods (ObservationPodsAsBefore). 3:
+// the pods are pruned to what the decisions read (PrunePod); the lines'
+// shape is format 2's, so a reader reads both (MinFormat), and a format 2
+// trace's whole pods replay as their pruned selves would.
+const Format = 3
+
+// MinFormat is the oldest format a reader reads.
+const MinFormat = 2
 
 // Header is a trace's first line: what the replay needs to build the
 // recorded agent's configuration again.
@@ -99,6 +104,8 @@ type Deletion struct {
 
 // Pods is the API server's view of the node, as the loop read it.
 type Pods struct {
+	// Pods are the node's pods, each pruned to what the decisions read
+	// (PrunePod; whole but for managedFields in format 2).
 	Pods            []*v1.Pod                    `json:"pods"`
 	PriorityClasses map[string]int32             `json:"priorityClasses,omitempty"`
 	NamespaceLabels map[string]map[string]string `json:"namespaceLabels,omitempty"`

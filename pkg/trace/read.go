@@ -60,8 +60,8 @@ func Read(r io.Reader) (*Trace, error) {
 		case l.Header != nil && header:
 			return nil, fmt.Errorf("trace: line %d: a second header", n)
 		case l.Header != nil:
-			if l.Header.Format != Format {
-				return nil, fmt.Errorf("trace: format %d, this evictd reads format %d", l.Header.Format, Format)
+			if l.Header.Format < MinFormat || l.Header.Format > Format {
+				return nil, fmt.Errorf("trace: format %d, this evictd reads formats %d to %d", l.Header.Format, MinFormat, Format)
 			}
 			t.Header, header = *l.Header, true
 		case l.Pass == nil:

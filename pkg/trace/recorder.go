@@ -152,14 +152,32 @@ func (r *Recorder) PodState(pods []*v1.Pod, classes map[string]int32, nsLabels m
 		return
 	}
 	r.curSeen = slices.Clone(pods)
-	p := &Pods{PriorityClasses: maps.Clone(classes), NamespaceLabels: maps.Clone(nsLabels), Node: trimNode(node)}
-	p.Pods = make([]*v1.Pod, len(pods))
-	for i, pod := range pods {
-		cp := *pod
-		cp.ManagedFields = nil // the bulk of a pod's bytes, read by no decision
-		p.Pods[i] = &cp
-	}
+	p := &Pods{PriorityClasses: maps.Clone(classes), NamespaceLabels: podNamespaceLabels(pods, nsLabels), Node: trimNode(node)}
+	p.Pods = r.prunePods(pods)
 	r.cur.Pods = p
+}
+
+// prunePods is pods pruned (PrunePod), reusing the pruned copy of each pod
+// object the last recorded list had at the same resource version: a list
+// changes a pod or two at a time, and pruning the whole list again each
+// time was most of a changed list's cost.
+func (r *Recorder) prunePods(pods []*v1.Pod) []*v1.Pod {
+	var last map[*v1.Pod]*v1.Pod
+	if r.lastPods != nil && len(r.lastSeen) == len(r.lastPods.Pods) {
+		last = make(map[*v1.Pod]*v1.Pod, len(r.lastSeen))
+		for i, seen := range r.lastSeen {
+			last[seen] = r.lastPods.Pods[i]
+		}
+	}
+	out := make([]*v1.Pod, len(pods))
+	for i, pod := range pods {
+		if pruned, ok := last[pod]; ok && pruned.ResourceVersion == pod.ResourceVersion {
+			out[i] = pruned
+			continue
+		}
+		out[i] = PrunePod(pod)
+	}
+	return out
 }
 
 // End writes the pass.
@@ -319,8 +337,7 @@ func gz(b []byte) []byte {
 // samePods reports whether the pod list and the rest are those of last:
 // the same pod objects (seen), at the same resource versions.
 func samePods(last *Pods, seen, pods []*v1.Pod, classes map[string]int32, nsLabels map[string]map[string]string, node *v1.Node) bool {
-	if len(seen) != len(pods) || !maps.Equal(last.PriorityClasses, classes) ||
-		!maps.EqualFunc(last.NamespaceLabels, nsLabels, maps.Equal) || (last.Node == nil) != (node == nil) ||
+	if len(seen) != len(pods) || !maps.Equal(last.PriorityClasses, classes) || (last.Node == nil) != (node == nil) ||
 		(node != nil && last.Node.ResourceVersion != node.ResourceVersion) {
 		return false
 	}
@@ -329,7 +346,31 @@ func samePods(last *Pods, seen, pods []*v1.Pod, classes map[string]int32, nsLabe
 			return false
 		}
 	}
+	// The same pods: the same namespaces, whose labels last kept.
+	for _, p := range pods {
+		l, ok := nsLabels[p.Namespace]
+		if k, had := last.NamespaceLabels[p.Namespace]; ok != had || !maps.Equal(l, k) {
+			return false
+		}
+	}
 	return true
+}
+
+// podNamespaceLabels is nsLabels for the namespaces pods are in: a
+// decision reads a namespace's labels only for its pods (a priority
+// group's selector), and the trace has no use for the rest of the
+// cluster's.
+func podNamespaceLabels(pods []*v1.Pod, nsLabels map[string]map[string]string) map[string]map[string]string {
+	if nsLabels == nil {
+		return nil
+	}
+	out := map[string]map[string]string{}
+	for _, p := range pods {
+		if l, ok := nsLabels[p.Namespace]; ok {
+			out[p.Namespace] = l
+		}
+	}
+	return out
 }
 
 // trimNode keeps what the loop reads of the node: its name and images.

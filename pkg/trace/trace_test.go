@@ -208,7 +208,8 @@ func TestRoundTrip(t *testing.T) {
 	f := newFigures(1)
 	pods := makePods(3)
 	classes := map[string]int32{"standard": 1000, "critical": 1e6}
-	nsLabels := map[string]map[string]string{"ns-0": {"team": "a"}, "ns-1": {"team": "b"}}
+	// ns-9 has no pod on the node: its labels are not recorded.
+	nsLabels := map[string]map[string]string{"ns-0": {"team": "a"}, "ns-1": {"team": "b"}, "ns-9": {"team": "c"}}
 	node := testNode("77")
 
 	const passes = 4
@@ -304,8 +305,9 @@ func TestRoundTrip(t *testing.T) {
 		!ps.Pods[0].Spec.Containers[0].Resources.Requests.Memory().Equal(resource.MustParse("256Mi")) {
 		t.Errorf("pod list read back as %+v", ps.Pods)
 	}
-	if !reflect.DeepEqual(ps.PriorityClasses, classes) || !reflect.DeepEqual(ps.NamespaceLabels, nsLabels) {
-		t.Errorf("classes %v, namespace labels %v; want %v, %v", ps.PriorityClasses, ps.NamespaceLabels, classes, nsLabels)
+	if want := map[string]map[string]string{"ns-0": {"team": "a"}, "ns-1": {"team": "b"}}; !reflect.DeepEqual(ps.PriorityClasses, classes) ||
+		!reflect.DeepEqual(ps.NamespaceLabels, want) {
+		t.Errorf("classes %v, namespace labels %v; want %v, %v", ps.PriorityClasses, ps.NamespaceLabels, classes, want)
 	}
 	if ps.Node == nil || ps.Node.Name != "node-a" || ps.Node.ResourceVersion != "77" || !reflect.DeepEqual(ps.Node.Status.Images, node.Status.Images) ||
 		ps.Node.Labels != nil || ps.Node.Status.Capacity != nil {
@@ -348,8 +350,8 @@ func TestReadPlain(t *testing.T) {
 
 // TestPodStateDedup: a pass records the pod list only when it differs from
 // the last recorded one: other pod objects, other resource versions, other
-// classes, namespace labels or node; the recorded copies have no managed
-// fields, the caller's pods keep theirs.
+// classes, namespace labels or node; the recorded copies are pruned
+// (PrunePod), the caller's pods keep their managed fields.
 func TestPodStateDedup(t *testing.T) {
 	r := NewRecorder(Header{Node: "node-a"}, DefaultBudget)
 	pods := makePods(3)
@@ -389,6 +391,8 @@ func TestPodStateDedup(t *testing.T) {
 	do("a pod fewer", true, pods2[:2], classes, nsLabels, node)
 	do("new classes", true, pods2[:2], map[string]int32{"standard": 2000}, nsLabels, node)
 	do("new namespace labels", true, pods2[:2], map[string]int32{"standard": 2000}, map[string]map[string]string{"ns-0": {"team": "b"}}, node)
+	do("labels of a namespace with no pod here", false, pods2[:2], map[string]int32{"standard": 2000},
+		map[string]map[string]string{"ns-0": {"team": "b"}, "ns-9": {"team": "z"}}, node)
 	do("new node version", true, pods2[:2], map[string]int32{"standard": 2000}, map[string]map[string]string{"ns-0": {"team": "b"}}, testNode("2"))
 	do("no node", true, pods2[:2], map[string]int32{"standard": 2000}, map[string]map[string]string{"ns-0": {"team": "b"}}, nil)
 	do("same again", false, pods2[:2], map[string]int32{"standard": 2000}, map[string]map[string]string{"ns-0": {"team": "b"}}, nil)
@@ -421,11 +425,11 @@ func TestPodStateDedup(t *testing.T) {
 			continue
 		}
 		for _, pod := range p.Pods.Pods {
-			if pod.ManagedFields != nil {
-				t.Errorf("pass %d: pod %s recorded with its managed fields", i+1, pod.Name)
+			if pod.ManagedFields != nil || pod.Labels != nil {
+				t.Errorf("pass %d: pod %s recorded with its managed fields or labels", i+1, pod.Name)
 			}
-			if len(pod.Labels) == 0 || len(pod.OwnerReferences) != 1 {
-				t.Errorf("pass %d: pod %s lost more than its managed fields: %+v", i+1, pod.Name, pod.ObjectMeta)
+			if len(pod.OwnerReferences) != 1 || pod.Spec.PriorityClassName != "standard" {
+				t.Errorf("pass %d: pod %s lost what the decisions read: %+v", i+1, pod.Name, pod)
 			}
 		}
 	}
@@ -641,7 +645,9 @@ func TestReadErrors(t *testing.T) {
 	}{
 		{"empty", nil, []string{"empty"}},
 		{"a first line that is a pass", lines(t, pass(1), pass(2)), []string{"line 1", "not an evictd trace"}},
-		{"another format", lines(t, line{Header: &Header{Format: Format + 1, Node: "node-a"}}, pass(1)), []string{fmt.Sprintf("format %d", Format+1)}},
+		{"a newer format", lines(t, line{Header: &Header{Format: Format + 1, Node: "node-a"}}, pass(1)),
+			[]string{fmt.Sprintf("format %d, this evictd reads formats %d to %d", Format+1, MinFormat, Format)}},
+		{"an older format", lines(t, line{Header: &Header{Format: MinFormat - 1, Node: "node-a"}}, pass(1)), []string{fmt.Sprintf("format %d,", MinFormat-1)}},
 		{"pods as before, with no pass before", lines(t, hdr, func() line {
 			l := withObs(1, sum, good)
 			l.Pass.ObservationPodsAsBefore = true

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/evictd/evictd/pkg/agent"
+	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/trace"
 	"github.com/evictd/evictd/test/e2e/framework"
 )
@@ -140,6 +143,7 @@ func TestReplayOfAnE2ERun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkPrunedPods(t, tr, m.pods["batch"], m.mirror)
 	lowest, firstUnder := lowestAvailable(tr, 500<<20)
 	if firstUnder == 0 || firstUnder > calls[0].Pass {
 		t.Fatalf("no pass read memory.available under 500Mi before the first call (pass %d): %d", calls[0].Pass, firstUnder)
@@ -159,6 +163,51 @@ func TestReplayOfAnE2ERun(t *testing.T) {
 	}
 	if len(got.Differences) == 0 {
 		t.Error("the two configurations make different calls, and the replay lists no difference")
+	}
+}
+
+// checkPrunedPods: the trace, served to the explain-reader role, holds the
+// pods as far as the decisions read them, not as the API server serves
+// them: no managed fields, labels, commands, args or env, and of the
+// annotations only those evictd reads (the mirror pod keeps
+// kubernetes.io/config.mirror, not the kubelet's config.hash). batch and
+// mirror are the API's copies, which have what the trace must not.
+func checkPrunedPods(t *testing.T, tr *trace.Trace, batch, mirror *corev1.Pod) {
+	t.Helper()
+	read := map[string]bool{rank.ConfigSourceAnnotation: true, rank.ConfigMirrorAnnotation: true, rank.OptOutAnnotation: true}
+	if len(batch.Labels) == 0 || len(batch.ManagedFields) == 0 || len(batch.Spec.Containers[0].Command) == 0 || len(batch.Spec.Containers[0].Args) == 0 {
+		t.Fatalf("the API's batch pod has no labels, managed fields, command or args: nothing to prune (%+v)", batch)
+	}
+	if _, ok := mirror.Annotations["kubernetes.io/config.hash"]; !ok {
+		t.Fatalf("the API's mirror pod has no config.hash annotation: %v", mirror.Annotations)
+	}
+	lists, sawMirror := 0, false
+	for _, p := range tr.Passes {
+		if p.Pods == nil {
+			continue
+		}
+		lists++
+		for _, pod := range p.Pods.Pods {
+			bad := len(pod.ManagedFields) > 0 || len(pod.Labels) > 0
+			for _, c := range pod.Spec.Containers {
+				bad = bad || len(c.Command) > 0 || len(c.Args) > 0 || len(c.Env) > 0
+			}
+			for k := range pod.Annotations {
+				bad = bad || !read[k]
+			}
+			if bad {
+				t.Fatalf("pass %d: the trace holds pod %s/%s with more than the decisions read: %+v", p.N, pod.Namespace, pod.Name, pod)
+			}
+			if pod.UID == mirror.UID {
+				sawMirror = true
+				if pod.Annotations[rank.ConfigMirrorAnnotation] == "" {
+					t.Errorf("pass %d: the mirror pod lost %s, which the static check reads: %v", p.N, rank.ConfigMirrorAnnotation, pod.Annotations)
+				}
+			}
+		}
+	}
+	if lists == 0 || !sawMirror {
+		t.Fatalf("the trace holds %d pod lists, the mirror pod in none: %v", lists, sawMirror)
 	}
 }
 
