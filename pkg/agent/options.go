@@ -182,6 +182,9 @@ type Options struct {
 	// NodeBrake sets evictd's condition and taint on its Node during each
 	// pressure episode (pkg/nodebrake); NodeBrakeTaintEffect is the
 	// taint's effect, or nodebrake.EffectNone for the condition only.
+	// PreferNoSchedule by default: the scheduler's score still steers new
+	// pods to other nodes that fit, while a taint left behind (an agent
+	// gone mid-episode) can never make the node unschedulable.
 	NodeBrake            bool
 	NodeBrakeTaintEffect string
 	// KubeletThresholds is KubeletPlace (read the node's kubelet
@@ -239,7 +242,7 @@ func NewOptions() *Options {
 		NodeLeaseDuration:  nodelease.DefaultDuration,
 
 		NodeBrake:            true,
-		NodeBrakeTaintEffect: string(v1.TaintEffectNoSchedule),
+		NodeBrakeTaintEffect: string(v1.TaintEffectPreferNoSchedule),
 
 		TraceSize: trace.DefaultBudget,
 	}
@@ -284,7 +287,7 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	generic.StringVar(&o.NodeLeaseNamespace, FlagNodeLeaseNamespace, o.NodeLeaseNamespace, "Namespace of the node Lease; every install must use the same one, or two would both act.")
 	generic.DurationVar(&o.NodeLeaseDuration, FlagNodeLeaseDuration, o.NodeLeaseDuration, "How long the node Lease lasts unrenewed; it is renewed every third of it, and another agent takes over this long after the holder vanished without releasing it.")
 	generic.BoolVar(&o.NodeBrake, FlagNodeBrake, o.NodeBrake, "During each pressure episode, set evictd's condition (EvictdMemoryPressure, EvictdDiskPressure, EvictdPIDPressure) and taint (evictd.io/memory-pressure, disk-pressure, pid-pressure) on this node, and lift them when it ends: the scheduler brake the kubelet's MemoryPressure would have applied, had evictd not acted first. Needs patch on nodes and nodes/status (bounded to the own node by the shipped admission policy). Nothing is written in dry run.")
-	generic.StringVar(&o.NodeBrakeTaintEffect, FlagNodeBrakeTaintEffect, o.NodeBrakeTaintEffect, "The brake's taint effect: NoSchedule (as the kubelet's: no new pod without a toleration lands here), PreferNoSchedule (the scheduler avoids the node but still uses it when nothing else fits), or None (the condition only).")
+	generic.StringVar(&o.NodeBrakeTaintEffect, FlagNodeBrakeTaintEffect, o.NodeBrakeTaintEffect, "The brake's taint effect: PreferNoSchedule (the default: the scheduler steers new pods to other nodes that fit, and a taint left behind never makes the node unschedulable), NoSchedule (as the kubelet's: no new pod without a toleration lands here, nor a DaemonSet's pod without one in a rollout), or None (the condition only).")
 	generic.BoolVar(&o.LockMemory, FlagLockMemory, o.LockMemory, "Lock evictd's memory in RAM (mlockall, each page as it is first touched), so that the node's memory pressure cannot page it out; needs CAP_IPC_LOCK. When refused, evictd runs unlocked, logs why and reports evictd_memory_locked 0.")
 
 	eviction.Var(optionalBool{&o.includeDS}, FlagIncludeDaemonSetPods, "Make DaemonSet pods eligible for eviction (overrides includeDaemonSetPods of --config).")

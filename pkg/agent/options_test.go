@@ -216,3 +216,35 @@ func completedOptions(t *testing.T, args []string) *Options {
 	}
 	return o
 }
+
+// TestNodeBrakeTaintEffectDefault: the brake's taint is PreferNoSchedule
+// unless asked otherwise (a leftover can never make a node unschedulable;
+// the scheduler's score still keeps new pods off the node whenever another
+// fits), as the flag's help says; NoSchedule stays a choice.
+func TestNodeBrakeTaintEffectDefault(t *testing.T) {
+	const want = "PreferNoSchedule"
+	if got := NewOptions().NodeBrakeTaintEffect; got != want {
+		t.Errorf("NodeBrakeTaintEffect defaults to %q; want %q", got, want)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, want},
+		{[]string{"--" + FlagNodeBrakeTaintEffect + "=NoSchedule"}, "NoSchedule"},
+	} {
+		o := NewOptions()
+		sections := &cliflag.Sections{}
+		o.AddFlags(sections)
+		fs := sections.FlagSet("t")
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if o.NodeBrakeTaintEffect != tc.want {
+			t.Errorf("%v: NodeBrakeTaintEffect %q; want %q", tc.args, o.NodeBrakeTaintEffect, tc.want)
+		}
+		if fl := fs.Lookup(FlagNodeBrakeTaintEffect); tc.args == nil && (fl.DefValue != want || !strings.Contains(fl.Usage, "PreferNoSchedule (the default")) {
+			t.Errorf("--%s: default %q, usage %q; want default %q and the usage saying so", FlagNodeBrakeTaintEffect, fl.DefValue, fl.Usage, want)
+		}
+	}
+}

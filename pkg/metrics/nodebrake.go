@@ -16,7 +16,7 @@ func (m *Metrics) initNodeBrake() {
 	n := &m.nodeBrake
 	n.on = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: "node_brake", Name: "on",
-		Help: "1 while evictd's brake for the resource (memory, disk, pids) is on its Node: its condition (EvictdMemoryPressure, EvictdDiskPressure, EvictdPIDPressure) True and, unless --node-brake-taint-effect=None, its taint (evictd.io/<resource>-pressure) set, so the scheduler places no new pod here. No series while the brake is off (--node-brake=false, dry run) or has not been written yet.",
+		Help: "1 while evictd's brake for the resource (memory, disk, pids) is on its Node: its condition (EvictdMemoryPressure, EvictdDiskPressure, EvictdPIDPressure) True and, unless --node-brake-taint-effect=None, its taint (evictd.io/<resource>-pressure) set, so the scheduler keeps new pods off this node (with PreferNoSchedule, the default, whenever another node fits). No series while the brake is off (--node-brake=false, dry run) or has not been written yet.",
 	}, []string{"resource"})
 	n.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Subsystem: "node_brake", Name: "writes_total",

@@ -3,6 +3,7 @@
 package deploy
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -113,4 +114,58 @@ func installOn(t *testing.T, minor int, valuesYAML string) error {
 	install.KubeVersion = &chartutil.KubeVersion{Version: fmt.Sprintf("v1.%d.0", minor), Major: "1", Minor: strconv.Itoa(minor)}
 	_, err = install.Run(chrt, vals)
 	return err
+}
+
+// TestChartBrakeTaintEffectDefault: the brake's default taint effect is
+// PreferNoSchedule in values.yaml and in the schema, as in evictd itself
+// (pkg/agent TestNodeBrakeTaintEffectDefault): a leftover taint can then
+// never make a node unschedulable, and the autoscaler's simulation treats
+// it as soft. The default values pass no --node-brake-taint-effect, so the
+// chart and deploy/daemonset.yaml (TestChartDefaultsEqualManifest) both run
+// with evictd's default; NoSchedule and None, chosen, are passed as the flag.
+func TestChartBrakeTaintEffectDefault(t *testing.T) {
+	const want = "PreferNoSchedule"
+	chrt, err := loader.Load(repoPath(t, "deploy", "helm", "evictd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := chrt.Values["nodeBrake"].(map[string]any)["taintEffect"]; got != want {
+		t.Errorf("values.yaml nodeBrake.taintEffect is %v; want %q", got, want)
+	}
+	var schema struct {
+		Properties struct {
+			NodeBrake struct {
+				Properties struct {
+					TaintEffect struct {
+						Default string `json:"default"`
+					} `json:"taintEffect"`
+				} `json:"properties"`
+			} `json:"nodeBrake"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(chrt.Schema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if got := schema.Properties.NodeBrake.Properties.TaintEffect.Default; got != want {
+		t.Errorf("values.schema.json nodeBrake.taintEffect default is %q; want %q", got, want)
+	}
+
+	const flag = "--node-brake-taint-effect"
+	for _, tc := range []struct{ values, arg string }{
+		{"", ""},
+		{"nodeBrake: {taintEffect: PreferNoSchedule}", ""},
+		{"nodeBrake: {taintEffect: NoSchedule}", flag + "=NoSchedule"},
+		{"nodeBrake: {taintEffect: None}", flag + "=None"},
+	} {
+		c, _ := agentPod(t, tc.values)
+		var got []string
+		for _, a := range c["args"].([]any) {
+			if strings.HasPrefix(a.(string), flag) {
+				got = append(got, a.(string))
+			}
+		}
+		if want := slices.DeleteFunc([]string{tc.arg}, func(s string) bool { return s == "" }); !slices.Equal(got, want) {
+			t.Errorf("values %q pass %q; want %q", tc.values, got, want)
+		}
+	}
 }

@@ -191,7 +191,7 @@ var clusterScoped = map[string]bool{
 const fullValues = `
 image: {repository: registry.example/evictd, tag: v9.9.9, pullPolicy: Always}
 nodeLease: {enabled: true, namespace: kube-public}
-nodeBrake: {enabled: true, taintEffect: PreferNoSchedule, admissionPolicy: true, keepAway: besteffort}
+nodeBrake: {enabled: true, taintEffect: NoSchedule, admissionPolicy: true, keepAway: besteffort}
 evictionPolicy: {ownNodeOnly: true}
 imagePullSecrets: [{name: registry-example}]
 commonLabels: {team: platform}
@@ -333,7 +333,7 @@ func TestChartValues(t *testing.T) {
 		"--image-fs=/data/containers/images", "--container-fs=/data/containers/layers",
 		"--secure-bind-address=:9801", "--tls-cert-file=/etc/evictd-tls/tls.crt", "--tls-private-key-file=/etc/evictd-tls/tls.key",
 		"--config=/etc/evictd/config.yaml", "--dry-run", "--pdb-policy=best-effort", "--log-level=debug", "--log-format=console",
-		"--node-lease-namespace=kube-public", "--node-brake-taint-effect=PreferNoSchedule", "--eviction-rate=2"}
+		"--node-lease-namespace=kube-public", "--node-brake-taint-effect=NoSchedule", "--eviction-rate=2"}
 	if !reflect.DeepEqual(c["args"], wantArgs) {
 		t.Errorf("args %v; want %v", c["args"], wantArgs)
 	}

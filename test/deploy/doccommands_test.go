@@ -263,8 +263,9 @@ func TestDocCommands(t *testing.T) {
 		return string(out)
 	}
 
-	// The runbook's lift, by hand, of a brake left on a node.
-	brakeTaint := corev1.Taint{Key: "evictd.io/memory-pressure", Effect: corev1.TaintEffectNoSchedule}
+	// The runbook's lift, by hand, of a brake left on a node (with the
+	// default effect).
+	brakeTaint := corev1.Taint{Key: "evictd.io/memory-pressure", Effect: corev1.TaintEffectPreferNoSchedule}
 	setTaints(ctx, t, c, "node-linux", []corev1.Taint{brakeTaint})
 	run(cmdLiftBrake)
 	if n, err := c.Admin.CoreV1().Nodes().Get(ctx, "node-linux", metav1.GetOptions{}); err != nil {

@@ -60,7 +60,10 @@ func fillTo(t *testing.T, n *Node, alsoKeep ...string) int64 {
 // (the cgroups evictd reads) every memory test on the systemd node covers.
 func TestNodeProtectedPods(t *testing.T) {
 	n := sharedNode(t)
-	ev := evictdPod(t, n)
+	// NoSchedule, not the default PreferNoSchedule: on this one node only a
+	// NoSchedule taint keeps a pod away (keptAway), PreferNoSchedule yields
+	// when nothing else fits.
+	ev := evictdPodWith(t, n, "--node-brake-taint-effect=NoSchedule")
 	waitNoMemoryPressure(t, n)
 	ctx := context.Background()
 	ns := newNamespace(t, n, "protected")
@@ -181,9 +184,9 @@ spec:
 	}
 
 	// The brake: the protected pods hold their memory, so the episode goes
-	// on, evictd's condition and taint are on the Node, and the real
-	// scheduler keeps away a pod that does not tolerate them.
-	if on, err := brakeOn(ctx, n); err != nil || !on {
+	// on, evictd's condition and NoSchedule taint are on the Node, and the
+	// real scheduler keeps away a pod that does not tolerate them.
+	if on, err := brakeOn(ctx, n, corev1.TaintEffectNoSchedule); err != nil || !on {
 		t.Errorf("evictd's memory brake is not on the Node during the episode (%v)", err)
 	}
 	keptAway(t, n, ns)
@@ -221,13 +224,13 @@ spec:
 }
 
 // brakeOn reports whether evictd's memory condition is True on the node and
-// its taint there.
-func brakeOn(ctx context.Context, n *Node) (bool, error) {
+// its taint there with the effect.
+func brakeOn(ctx context.Context, n *Node, effect corev1.TaintEffect) (bool, error) {
 	node, err := n.Cluster.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 	if err != nil {
 		return false, err
 	}
-	return nodebrake.Applied(node, corev1.TaintEffectNoSchedule)[nodebrake.Memory], nil
+	return nodebrake.Applied(node, effect)[nodebrake.Memory], nil
 }
 
 // keptAway creates a pod without the tests' brake tolerations and checks

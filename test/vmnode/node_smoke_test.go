@@ -164,7 +164,8 @@ func smokeEviction(t *testing.T, n *Node, ev *corev1.Pod) {
 }
 
 // brakeWatch follows evictd's memory brake on one Node through a watch: it
-// records when the condition and the NoSchedule taint were first both on,
+// records when the condition and the taint (the chart's default effect,
+// PreferNoSchedule) were first both on,
 // and when, after that, neither was left.
 type brakeWatch struct {
 	mu         sync.Mutex
@@ -197,7 +198,7 @@ func watchBrake(t *testing.T, n *Node) *brakeWatch {
 }
 
 func (b *brakeWatch) see(node *corev1.Node) {
-	on := nodebrake.Applied(node, corev1.TaintEffectNoSchedule)[nodebrake.Memory]
+	on := nodebrake.Applied(node, corev1.TaintEffectPreferNoSchedule)[nodebrake.Memory]
 	var left []string
 	for _, c := range node.Status.Conditions {
 		if c.Type == nodebrake.ConditionType(nodebrake.Memory) && c.Status == corev1.ConditionTrue {
@@ -232,7 +233,7 @@ func (b *brakeWatch) describe() string {
 
 // waitOn returns when the brake was first seen on.
 func (b *brakeWatch) waitOn(timeout time.Duration) (time.Time, error) {
-	return b.wait(b.onC, &b.on, timeout, fmt.Sprintf("evictd's memory brake (condition %s=True and taint %s:NoSchedule) never seen on the Node",
+	return b.wait(b.onC, &b.on, timeout, fmt.Sprintf("evictd's memory brake (condition %s=True and taint %s:PreferNoSchedule) never seen on the Node",
 		nodebrake.ConditionType(nodebrake.Memory), nodebrake.TaintKey(nodebrake.Memory)))
 }
 

@@ -47,12 +47,13 @@ const loopTimeout = 120 * time.Second
 // growerApp labels the pods of TestBrakeLoop's Deployment.
 const growerApp = "grower"
 
-// brakePhase is one half of TestBrakeLoop: node A's evictd with or without
-// the node brake.
+// brakePhase is one phase of TestBrakeLoop: node A's evictd without the
+// node brake, or with it and the taint effect it should set.
 type brakePhase struct {
-	name  string
-	brake bool
-	flags []string
+	name   string
+	brake  bool
+	effect corev1.TaintEffect // the effect A's taint must have (brake only)
+	flags  []string
 }
 
 // loopFigures is what one phase measured over its window.
@@ -80,12 +81,16 @@ type loopFigures struct {
 // at once. Without the brake the scheduler places every replacement back on
 // A, where it grows and is evicted again: at least two evictions on A in the
 // window (however long that takes on a loaded machine: the window is
-// stretched to the second eviction). With the brake A carries evictd's NoSchedule taint from the start
-// of its pressure episode: the replacement lands on B (twice A's memory, so
+// stretched to the second eviction). With the brake A carries evictd's taint
+// from the start of its pressure episode, with each effect in turn:
+// NoSchedule, and PreferNoSchedule (the default, passed as no flag), whose
+// TaintToleration score must outweigh the Deployment's preference for A
+// since B fits. Either way the replacement lands on B (twice A's memory, so
 // it never comes under pressure there) and runs, nothing is placed on A
-// while the taint is on, and the taint goes when A's episode ends; the
-// condition goes when A's evictd stops. The figures of both phases are
-// logged as a table for docs/performance.md.
+// while the taint is on, the taint has the phase's effect, and it goes when
+// A's episode ends; the condition goes when A's evictd stops. The figures
+// of every phase are logged as a table for docs/run.md and
+// docs/performance.md.
 func TestBrakeLoop(t *testing.T) {
 	c := framework.Start(t, framework.WithScheduler())
 	nodeA := c.StartNode(t, nodesim.Options{Name: "brake-a", MemoryBytes: nodeMemory})
@@ -95,7 +100,8 @@ func TestBrakeLoop(t *testing.T) {
 
 	phases := []brakePhase{
 		{name: "without brake", flags: []string{"--node-brake=false"}},
-		{name: "with brake", brake: true, flags: []string{"--node-brake=true", "--node-brake-taint-effect=NoSchedule"}},
+		{name: "NoSchedule", brake: true, effect: corev1.TaintEffectNoSchedule, flags: []string{"--node-brake=true", "--node-brake-taint-effect=NoSchedule"}},
+		{name: "PreferNoSchedule (default)", brake: true, effect: corev1.TaintEffectPreferNoSchedule, flags: []string{"--node-brake=true"}},
 	}
 	var figs []loopFigures
 	for _, ph := range phases {
@@ -204,6 +210,9 @@ func runBrakePhase(t *testing.T, c *framework.Cluster, nodeA, nodeB *nodesim.Nod
 		if f.taintedFor == 0 {
 			t.Errorf("with the brake: A never had the taint %s in the window", brakeTaintKey)
 		}
+		if effects := w.effects(); !slices.Equal(effects, []corev1.TaintEffect{ph.effect}) {
+			t.Errorf("with the brake: A's taint %s had the effects %v; want only %s", brakeTaintKey, effects, ph.effect)
+		}
 		// A's episode ends once the victim is gone and the transition period
 		// has passed; the brake is lifted with it.
 		ended := eA.waitLog(60*time.Second, "pressure episode ended", func(l logEntry) bool { return l.Str("resource") == "memory" })
@@ -289,10 +298,12 @@ func (p podRecord) String() string {
 	return fmt.Sprintf("%s on %q: bound %s, Running %s, deleted %s", p.name, p.node, stamp(p.bound), stamp(p.running), stamp(p.deleted))
 }
 
-// taintChange is a moment the brake's taint came onto node A or left it.
+// taintChange is a moment the brake's taint came onto node A, left it or
+// changed its effect.
 type taintChange struct {
-	at time.Time
-	on bool
+	at     time.Time
+	on     bool
+	effect corev1.TaintEffect // while on
 }
 
 // loopWatch records the Deployment's pods and node A's brake taint from
@@ -364,10 +375,26 @@ func (w *loopWatch) sawNode(n *corev1.Node, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.node = n.DeepCopy()
-	on := hasBrakeTaint(n)
-	if len(w.taint) == 0 || w.taint[len(w.taint)-1].on != on {
-		w.taint = append(w.taint, taintChange{at: now, on: on})
+	ch := taintChange{at: now}
+	if i := slices.IndexFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == brakeTaintKey }); i >= 0 {
+		ch.on, ch.effect = true, n.Spec.Taints[i].Effect
 	}
+	if len(w.taint) == 0 || w.taint[len(w.taint)-1].on != ch.on || w.taint[len(w.taint)-1].effect != ch.effect {
+		w.taint = append(w.taint, ch)
+	}
+}
+
+// effects lists the effects the taint was seen with, each once, in order.
+func (w *loopWatch) effects() []corev1.TaintEffect {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []corev1.TaintEffect
+	for _, ch := range w.taint {
+		if ch.on && !slices.Contains(out, ch.effect) {
+			out = append(out, ch.effect)
+		}
+	}
+	return out
 }
 
 // pods returns the records in the order the pods were first seen.
@@ -441,7 +468,7 @@ func (w *loopWatch) taintChanges() []string {
 	defer w.mu.Unlock()
 	var out []string
 	for _, ch := range w.taint {
-		out = append(out, fmt.Sprintf("%s on=%v", stamp(ch.at), ch.on))
+		out = append(out, fmt.Sprintf("%s on=%v %s", stamp(ch.at), ch.on, ch.effect))
 	}
 	return out
 }

@@ -41,7 +41,8 @@ func readBrake(t *testing.T, m *memoryNode) brakeState {
 		}
 	}
 	for _, tn := range n.Spec.Taints {
-		if tn.Key == nodebrake.TaintKey(nodebrake.Memory) && tn.Effect == corev1.TaintEffectNoSchedule {
+		// The default effect: startBraking passes none.
+		if tn.Key == nodebrake.TaintKey(nodebrake.Memory) && tn.Effect == corev1.TaintEffectPreferNoSchedule {
 			s.taint = true
 		} else {
 			s.others = append(s.others, "taint "+tn.ToString())
