@@ -60,7 +60,7 @@ func registrySeries(t *testing.T) series {
 	m.VictimStuck("memory")
 	m.SetKubeletThreshold(sig, 100<<20, false)
 	m.SetNodeLeaseHeld(true)
-	m.SetNodeBrake("memory", true)
+	m.SetNodeBrake("memory", true, time.Unix(1700000000, 0))
 	m.NodeBrakeWrite("taint", nil)
 
 	mfs, err := m.Registry().Gather()
