@@ -89,6 +89,8 @@ func newNodeBrake(o *Options, client *kube.Client, watcher *podwatch.Watcher, m 
 	m.NodeBrakeEnabled()
 	return nodebrake.New(nodebrake.Options{
 		API: client, Node: o.NodeName, Current: watcher.Node, Effect: effect, Acting: acting,
-		Clock: clk, Log: log.Named("brake"), Wrote: m.NodeBrakeWrite, Applied: func(r nodebrake.Resource, on bool) { m.SetNodeBrake(string(r), on) },
+		Clock: clk, Log: log.Named("brake"), Wrote: m.NodeBrakeWrite, Applied: func(r nodebrake.Resource, on bool) {
+			m.SetNodeBrake(string(r), on, nodebrake.OnSince(watcher.Node(), r))
+		},
 	})
 }

@@ -37,7 +37,7 @@ func populated(t *testing.T) *Metrics {
 	m.SetKubeletThreshold(thresholds.MemoryAvailable, 100<<20, false)
 	m.SetKubeletThreshold(thresholds.NodeFsInodesFree, 50000, true)
 	m.SetNodeLeaseHeld(true)
-	m.SetNodeBrake("memory", true)
+	m.SetNodeBrake("memory", true, time.Unix(1700000000, 0))
 	m.NodeBrakeWrite("taint", nil)
 	m.SetSignal(thresholds.MemoryPressureSome, 6_000_000, 10_000_000)
 	m.SetStallThreshold(thresholds.MemoryPressureSome, true, true, 0.3)

@@ -2,7 +2,12 @@
 
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // nodeBrakeMetrics show the node brake (pkg/nodebrake): evictd's condition
 // and taint on its own Node during a pressure episode. Every write is
@@ -10,6 +15,16 @@ import "github.com/prometheus/client_golang/prometheus"
 type nodeBrakeMetrics struct {
 	on     *prometheus.GaugeVec
 	writes *prometheus.CounterVec
+	// since says how long a brake has been on in a way that outlives the
+	// agent (the alert EvictdNodeBrakeHeldLong): a `for:` on
+	// evictd_node_brake_on restarts with every agent, whose new pod's
+	// series begins anew, and loses the hours a brake already held.
+	since *prometheus.GaugeVec
+
+	mu sync.Mutex
+	// set is the since each resource's series holds; off when this agent
+	// last saw that brake off.
+	set, off map[string]time.Time
 }
 
 func (m *Metrics) initNodeBrake() {
@@ -22,15 +37,47 @@ func (m *Metrics) initNodeBrake() {
 		Namespace: namespace, Subsystem: "node_brake", Name: "writes_total",
 		Help: "Writes of the node brake to evictd's own Node, by object (condition: a patch of nodes/status; taint: a patch of nodes) and result (ok, error). Errors other than conflicts keep the /readyz warning node-brake on; the log says why (usually a missing patch grant or the admission policy refusing a token without the node-name claim).",
 	}, []string{"object", "result"})
-	m.own = append(m.own, n.on, n.writes)
+	n.since = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "node_brake", Name: "since_timestamp_seconds",
+		Help: "Unix time at which evictd's brake for the resource went on on its Node: the lastTransitionTime of its condition, which the Node keeps across agents (one killed outright and its successor keeping the brake on); until this agent's copy of the Node shows it, the time this agent saw it on. No series while the brake is off.",
+	}, []string{"resource"})
+	n.set, n.off = map[string]time.Time{}, map[string]time.Time{}
+	m.own = append(m.own, n.on, n.writes, n.since)
 }
 
-// SetNodeBrake records whether the brake for resource is on the Node.
-func (m *Metrics) SetNodeBrake(resource string, on bool) {
+// SetNodeBrake records whether the brake for resource is on the Node and,
+// while it is, since when: since is the lastTransitionTime of its condition
+// on this agent's copy of the Node (nodebrake.OnSince), zero while that
+// copy does not show it True yet (the write that put it on is newer).
+func (m *Metrics) SetNodeBrake(resource string, on bool, since time.Time) {
 	if m == nil {
 		return
 	}
-	m.nodeBrake.on.WithLabelValues(resource).Set(boolValue(on))
+	n := &m.nodeBrake
+	n.on.WithLabelValues(resource).Set(boolValue(on))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	if !on {
+		n.since.DeleteLabelValues(resource)
+		delete(n.set, resource)
+		n.off[resource] = now
+		return
+	}
+	// A condition True from before this agent last saw the brake off is
+	// not this brake's: a copy of the Node older than our own lift. The
+	// Node stores whole seconds.
+	if since.Before(n.off[resource].Truncate(time.Second)) {
+		since = time.Time{}
+	}
+	if since.IsZero() {
+		if _, ok := n.set[resource]; ok {
+			return
+		}
+		since = now
+	}
+	n.set[resource] = since
+	n.since.WithLabelValues(resource).Set(float64(since.UnixNano()) / 1e9)
 }
 
 // NodeBrakeWrite counts one write of the brake (object "condition" or

@@ -94,6 +94,18 @@ load 1m
   evictd_node_brake_writes_total{job="evictd",node="b",namespace="evictd-system",pod="evictd-b",object="taint",result="ok"} 0+0x16 1+0x3
   evictd_node_brake_writes_total{job="evictd",node="c",namespace="evictd-system",pod="evictd-c",object="taint",result="error"} 3+0x20
   evictd_node_brake_writes_total{job="evictd",node="c",namespace="evictd-system",pod="evictd-c",object="taint",result="ok"} 4+0x20
+  evictd_node_brake_since_timestamp_seconds{job="evictd",node="j",namespace="evictd-system",pod="evictd-j",resource="memory"} -3000+0x20
+  evictd_node_brake_on{job="evictd",node="j",namespace="evictd-system",pod="evictd-j",resource="memory"} 1+0x20
+  kube_node_spec_taint{job="kube-state-metrics",node="j",key="evictd.io/memory-pressure",value="",effect="NoSchedule"} 1+0x20
+  evictd_node_brake_since_timestamp_seconds{job="evictd",node="k",namespace="evictd-system",pod="evictd-k",resource="memory"} 0+0x20
+  evictd_node_brake_on{job="evictd",node="k",namespace="evictd-system",pod="evictd-k",resource="memory"} 1+0x20
+  kube_node_spec_taint{job="kube-state-metrics",node="k",key="evictd.io/memory-pressure",value="",effect="NoSchedule"} 1+0x20
+  evictd_node_brake_since_timestamp_seconds{job="evictd",node="h",namespace="evictd-system",pod="evictd-h",resource="pids"} -3000+0x20
+  evictd_node_brake_on{job="evictd",node="h",namespace="evictd-system",pod="evictd-h",resource="pids"} 1+0x20
+  kube_node_status_condition{job="kube-state-metrics",node="h",condition="EvictdPIDPressure",status="true"} 1+0x20
+  kube_node_spec_taint{job="kube-state-metrics",node="l",key="evictd.io/disk-pressure",value="",effect="NoSchedule"} 1+0x20
+  kube_node_status_condition{job="kube-state-metrics",node="m",condition="EvictdMemoryPressure",status="true"} 0+0x20
+  kube_node_status_condition{job="kube-state-metrics",node="m",condition="EvictdMemoryPressure",status="false"} 1+0x20
   kube_daemonset_status_desired_number_scheduled{job="kube-state-metrics",namespace="evictd-system",daemonset="evictd"} 4+0x20
   kube_daemonset_status_number_ready{job="kube-state-metrics",namespace="evictd-system",daemonset="evictd"} 3+0x20
   kube_daemonset_status_desired_number_scheduled{job="kube-state-metrics",namespace="other",daemonset="evictd-canary"} 2+0x20
@@ -153,6 +165,14 @@ load 1m
 		// (the heartbeat must not hide it); b's taint met one conflict and
 		// was written a minute later; c wrote nothing in the window.
 		{"EvictdNodeBrakeFailing", []string{"a"}},
+		// j's brake went on 70 minutes before the evaluation (Unix time
+		// -3000); k's 20 minutes before; h's agent waits for the lease, and
+		// its series of the brake it held is no longer its own.
+		{"EvictdNodeBrakeHeldLong", []string{"j"}},
+		// h's condition is kept by no agent (its one waits for the lease), l
+		// has a taint and no agent at all; j's and k's agents act, m's
+		// condition is False.
+		{"EvictdNodeBrakeLeftBehind", []string{"h", "l"}},
 		// a's memory episode spent its cap; b's did not.
 		{"EvictdEpisodeCapReached", []string{"a"}},
 		// a's evictions are refused; e's fail on a webhook that cannot be

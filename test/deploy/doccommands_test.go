@@ -4,6 +4,7 @@ package deploy
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,6 +156,7 @@ const (
 	cmdStop            = `kubectl -n evictd-system patch daemonset evictd --type merge -p '{"spec":{"template":{"spec":{"nodeSelector":{"evictd.io/emergency-stop":"true"}}}}}'`
 	cmdUnstop          = `kubectl -n evictd-system patch daemonset evictd --type json -p '[{"op":"remove","path":"/spec/template/spec/nodeSelector/evictd.io~1emergency-stop"}]'`
 	cmdLiftBrake       = "kubectl taint node NODE evictd.io/memory-pressure-" // NODE: the node, node-linux here
+	cmdLiftCondition   = `kubectl patch node NODE --subresource=status --type=strategic -p '{"status":{"conditions":[{"type":"EvictdMemoryPressure","status":"False","reason":"LiftedByHand","message":"evictd brake lifted by hand: no evictd acted on the node"}]}}'`
 	cmdCreateNS        = "kubectl create namespace evictd-system"
 	cmdLabelNS         = "kubectl label namespace evictd-system pod-security.kubernetes.io/enforce=privileged"
 	cmdGKEQuota        = "kubectl apply -f deploy/gke/critical-pods-quota.yaml"
@@ -195,7 +197,7 @@ func TestDocCommands(t *testing.T) {
 	}
 	// Every documented command must be in the scenario below, and every
 	// command of the scenario in the docs, so neither drifts from the other.
-	scenario := []string{cmdLiftBrake, cmdKustomizeApply, cmdOwnNodeApply, cmdKeepAwayApply, cmdStop, cmdUnstop, cmdKeepAwayDelete, cmdOwnNodeDelete, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
+	scenario := []string{cmdLiftBrake, cmdLiftCondition, cmdKustomizeApply, cmdOwnNodeApply, cmdKeepAwayApply, cmdStop, cmdUnstop, cmdKeepAwayDelete, cmdOwnNodeDelete, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
 		cmdInstall, cmdNotesExplain, cmdNotesUpgrade, cmdUpgrade, cmdRollback, cmdUninstall, cmdDeleteNS, cmdInstallPreset}
 	docs := docLifecycleCommands(t)
 	for _, c := range keys(docs) {
@@ -272,6 +274,22 @@ func TestDocCommands(t *testing.T) {
 		t.Fatal(err)
 	} else if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == brakeTaint.Key }) {
 		t.Errorf("after %q node-linux has the taints %v; want none of evictd's", cmdLiftBrake, n.Spec.Taints)
+	}
+	// And of its condition, left True: set False, the kubelet's and the
+	// controllers' conditions as they were.
+	brakeCond := corev1.NodeCondition{Type: "EvictdMemoryPressure", Status: corev1.ConditionTrue,
+		Reason: "EvictdPressureEpisode", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}
+	setCondition(ctx, t, c, "node-linux", brakeCond)
+	before := nodeConditions(ctx, t, c, "node-linux")
+	run(cmdLiftCondition)
+	after := nodeConditions(ctx, t, c, "node-linux")
+	if got := after[brakeCond.Type]; got != corev1.ConditionFalse {
+		t.Errorf("after %q node-linux's %s is %q; want False", cmdLiftCondition, brakeCond.Type, got)
+	}
+	delete(before, brakeCond.Type)
+	delete(after, brakeCond.Type)
+	if !maps.Equal(before, after) {
+		t.Errorf("%q changed node-linux's other conditions: %v, then %v", cmdLiftCondition, before, after)
 	}
 
 	// kustomize.
@@ -476,6 +494,39 @@ func dsWants(ctx context.Context, t *testing.T, c *framework.Cluster, name strin
 }
 
 // setTaints gives the Node these taints.
+// setCondition sets cond among node's conditions, by its type.
+func setCondition(ctx context.Context, t *testing.T, c *framework.Cluster, node string, cond corev1.NodeCondition) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := c.Admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Conditions = append(slices.DeleteFunc(n.Status.Conditions, func(x corev1.NodeCondition) bool {
+			return x.Type == cond.Type
+		}), cond)
+		_, err = c.Admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeConditions is node's conditions' status by type.
+func nodeConditions(ctx context.Context, t *testing.T, c *framework.Cluster, node string) map[corev1.NodeConditionType]corev1.ConditionStatus {
+	t.Helper()
+	n, err := c.Admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[corev1.NodeConditionType]corev1.ConditionStatus{}
+	for _, x := range n.Status.Conditions {
+		out[x.Type] = x.Status
+	}
+	return out
+}
+
 func setTaints(ctx context.Context, t *testing.T, c *framework.Cluster, node string, taints []corev1.Taint) {
 	t.Helper()
 	// The node lifecycle controller writes a new Node too (its taints):

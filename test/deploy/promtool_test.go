@@ -105,9 +105,11 @@ func TestPromtoolRules(t *testing.T) {
 
 // TestPromtoolRulesCatchAWrongRule: the same tests fail against a rule
 // that counts a ServiceMonitor's and a PodMonitor's series twice, one
-// that pages for a pod being deleted, and one that lets the node brake's
-// condition heartbeat hide a taint that cannot be written, so they can
-// fail.
+// that pages for a pod being deleted, one that lets the node brake's
+// condition heartbeat hide a taint that cannot be written, and the node
+// brake's alerts with each of their parts broken (the bound, the `for:` on
+// evictd_node_brake_on the since gauge replaces, the lease, the acting
+// agent, the condition's status), so they can fail.
 func TestPromtoolRulesCatchAWrongRule(t *testing.T) {
 	bin := promtool(t)
 	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "alerts.yaml"))
@@ -121,6 +123,38 @@ func TestPromtoolRulesCatchAWrongRule(t *testing.T) {
 			"max by (namespace, pod, node) (up{job=\"evictd\"}) == 0", "EvictdDown"},
 		{"heartbeat", `unless on (namespace, pod, object) max by (namespace, pod, object) (increase(evictd_node_brake_writes_total{job="evictd", result="ok"}`,
 			`unless on (namespace, pod) max by (namespace, pod) (increase(evictd_node_brake_writes_total{job="evictd", result="ok"}`, "EvictdNodeBrakeFailing"},
+		// Fires for a brake on 35 minutes.
+		{"held-bound", "          ) > 3600\n", "          ) > 0\n", "EvictdNodeBrakeHeldLong"},
+		// A `for:` starts again with the agent killed outright and replaced:
+		// misses the brake held across it.
+		{"held-for", `          time() - max by (node, resource) (
+            evictd_node_brake_since_timestamp_seconds{job="evictd"}
+            unless on (namespace, pod) max by (namespace, pod) (evictd_node_lease_held{job="evictd"}) == 0
+          ) > 3600
+`, `          max by (node, resource) (
+            evictd_node_brake_on{job="evictd"}
+            unless on (namespace, pod) max by (namespace, pod) (evictd_node_lease_held{job="evictd"}) == 0
+          ) == 1
+        for: 1h
+`, "EvictdNodeBrakeHeldLong"},
+		// Counts the series an agent that lost the lease left as they were.
+		{"held-lease", `            evictd_node_brake_since_timestamp_seconds{job="evictd"}
+            unless on (namespace, pod) max by (namespace, pod) (evictd_node_lease_held{job="evictd"}) == 0
+`, `            evictd_node_brake_since_timestamp_seconds{job="evictd"}
+`, "EvictdNodeBrakeHeldLong"},
+		// Fires on a taint an acting agent keeps.
+		{"left-acting", `          unless on (node) (
+            max by (namespace, pod, node) (evictd_node_brake_on{job="evictd"})
+            unless on (namespace, pod) max by (namespace, pod) (evictd_node_lease_held{job="evictd"}) == 0
+          )
+`, "", "EvictdNodeBrakeLeftBehind"},
+		// Takes an agent waiting for the lease for one that acts.
+		{"left-waiting", `            max by (namespace, pod, node) (evictd_node_brake_on{job="evictd"})
+            unless on (namespace, pod) max by (namespace, pod) (evictd_node_lease_held{job="evictd"}) == 0
+`, `            max by (namespace, pod, node) (evictd_node_brake_on{job="evictd"})
+`, "EvictdNodeBrakeLeftBehind"},
+		// Takes kube-state-metrics' series of a False condition for a True one.
+		{"left-status", `status="true"} == 1)`, `status="true"})`, "EvictdNodeBrakeLeftBehind"},
 	} {
 		if !strings.Contains(string(raw), tc.old) {
 			t.Fatalf("%s: the rules no longer hold %q; update this test", tc.name, tc.old)

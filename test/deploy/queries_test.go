@@ -200,6 +200,8 @@ func TestAlertingRules(t *testing.T) {
 		"evictions failing":              `result="error"`,
 		"episode cap reached":            "evictd_pressure_episode_cap_reached",
 		"DaemonSet coverage":             "kube_daemonset_status_number_ready",
+		"node brake held long":           "evictd_node_brake_since_timestamp_seconds",
+		"node brake left with no agent":  "kube_node_spec_taint",
 	} {
 		if !strings.Contains(all, needle) {
 			t.Errorf("no rule covers %s (no expr has %s)", what, needle)

@@ -60,7 +60,7 @@ func registrySeries(t *testing.T) series {
 	m.VictimStuck("memory")
 	m.SetKubeletThreshold(sig, 100<<20, false)
 	m.SetNodeLeaseHeld(true)
-	m.SetNodeBrake("memory", true)
+	m.SetNodeBrake("memory", true, time.Unix(1700000000, 0))
 	m.NodeBrakeWrite("taint", nil)
 
 	mfs, err := m.Registry().Gather()
@@ -108,6 +108,11 @@ func registrySeries(t *testing.T) series {
 	// And its pods' deletion time, which leaves pods being deleted out of
 	// EvictdDown and EvictdNotReady.
 	out["kube_pod_deletion_timestamp"] = map[string]bool{"namespace": true, "pod": true, "uid": true, "job": true, "instance": true}
+	// And the Nodes' taints and conditions, where EvictdNodeBrakeLeftBehind
+	// sees a brake no agent keeps: `node` is the Node's name, a label of
+	// kube-state-metrics' own.
+	out["kube_node_spec_taint"] = map[string]bool{"node": true, "key": true, "value": true, "effect": true, "job": true, "instance": true}
+	out["kube_node_status_condition"] = map[string]bool{"node": true, "condition": true, "status": true, "job": true, "instance": true}
 	for _, s := range out {
 		for _, l := range targetLabels {
 			s[l] = true

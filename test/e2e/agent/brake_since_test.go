@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// brakeSince is the gauge EvictdNodeBrakeHeldLong reads.
+const brakeSince = "evictd_node_brake_since_timestamp_seconds"
+
+// waitBrakeSince waits until e exports brakeSince{memory} at want (Unix
+// seconds) and returns the last value seen, for the failure message.
+func waitBrakeSince(t *testing.T, e *evictd, want int64, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got, err := e.scrape().Lookup(brakeSince, map[string]string{"resource": "memory"})
+		if err == nil && got == float64(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s{resource=memory} never became %d (the condition's lastTransitionTime) within %s: %v, %v; log tail:\n%s",
+				brakeSince, want, timeout, got, err, e.tail(20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestNodeBrakeSinceOutlivesAgent: on the real API server, a memory episode
+// nothing can end (every pod under a PodDisruptionBudget that allows no
+// disruption) keeps the brake on; the agent exports when it went on, the
+// condition's lastTransitionTime, and after it is SIGKILLed mid-episode the
+// next agent takes the brake over and exports the same time, from before
+// it started: the hour of EvictdNodeBrakeHeldLong does not start again
+// with each agent, as a `for:` on evictd_node_brake_on would.
+func TestNodeBrakeSinceOutlivesAgent(t *testing.T) {
+	m := newMemoryNode(t, "brake-since")
+	ctx := context.Background()
+	_, kubeconfig := m.c.EvictdNodeToken(t, m.node.Name)
+	_, _ = m.startHog(t, hogSpec(80, 300))
+	pods, err := m.c.Admin.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every pod of the namespace, none to spare.
+	createPDB(t, m.c, m.ns, "all", int32(len(pods.Items)), nil, 0)
+
+	e := startBraking(t, m, kubeconfig)
+	on := waitBrake(t, m, evictionTimeout, "went on", brakeState.on)
+	since := on.cond.LastTransitionTime.Unix()
+	waitBrakeSince(t, e, since, 30*time.Second)
+
+	if err := syscall.Kill(e.p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.ended = true
+	for !e.p.Exited() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The Node keeps whole seconds: the next agent starts in a later one,
+	// so that a time of its own could not pass for the Node's.
+	for time.Since(on.cond.LastTransitionTime.Time) < 2*time.Second {
+		time.Sleep(100 * time.Millisecond)
+	}
+	started := time.Now()
+	next := startBraking(t, m, kubeconfig)
+	next.waitLog(60*time.Second, "pressure episode started", func(l logEntry) bool { return l.Str("resource") == "memory" })
+	waitBrakeSince(t, next, since, 60*time.Second)
+	after := readBrake(t, m)
+	if !after.on() || after.cond.LastTransitionTime.Unix() != since {
+		t.Errorf("the next agent did not keep the brake as it was: condition %+v, taint %v; want on since %d", after.cond, after.taint, since)
+	}
+	t.Logf("brake on since %s, %s before the next agent started; it exports the same time",
+		on.cond.LastTransitionTime.UTC().Format(time.RFC3339), started.Sub(on.cond.LastTransitionTime.Time).Round(time.Second))
+}
