@@ -110,9 +110,13 @@ func newNodeBrake(o *Options, client *kube.Client, watcher *podwatch.Watcher, le
 			return nodelease.NoOtherHolder(ctx, client, o.NodeLeaseNamespace, o.NodeName, "", clk.Now())
 		}
 	}
+	applied := func(r nodebrake.Resource, on bool) { m.SetNodeBrake(string(r), on) }
+	if liftOnly {
+		applied = nil // evictd_node_brake_on has no series with the brake off (docs/metrics.md)
+	}
 	return nodebrake.New(nodebrake.Options{
 		API: client, Node: o.NodeName, Current: watcher.Node, Effect: effect, Acting: leaseActing(lease),
 		Owns: owns, LiftOnly: liftOnly, ExitLimit: exitgrace.BrakeLift,
-		Clock: clk, Log: log.Named("brake"), Wrote: m.NodeBrakeWrite, Applied: func(r nodebrake.Resource, on bool) { m.SetNodeBrake(string(r), on) },
+		Clock: clk, Log: log.Named("brake"), Wrote: m.NodeBrakeWrite, Applied: applied,
 	})
 }
