@@ -273,6 +273,12 @@ func (b *Brake) lift() {
 			return
 		}
 	}
+	if !b.onNode() {
+		// Nothing of evictd's on the Node as last seen: no call at all, so
+		// that an exit while the API server is away is not held up (an
+		// agent with the brake off, most of all, has nothing to lift).
+		return
+	}
 	deadline := b.o.Clock.Now().Add(b.o.ExitLimit)
 	backoff := minRetry
 	for tries := 1; ; tries++ {
@@ -297,6 +303,18 @@ func (b *Brake) lift() {
 		}
 		<-b.o.Clock.After(wait)
 	}
+}
+
+// onNode reports whether the Node as last seen carries any of evictd's
+// taints or conditions (false while it is unknown: the informer never
+// synced, so this agent never judged the node).
+func (b *Brake) onNode() bool {
+	node := b.node()
+	if node == nil {
+		return false
+	}
+	_, equal := Taints(node, nil, b.o.Effect, true)
+	return !equal || ConditionPatch(node, nil, b.o.Clock.Now(), b.o.Heartbeat, true) != nil
 }
 
 // liftOnce is one try of the exit lift: who acts now (fresh), then the

@@ -493,3 +493,27 @@ func TestBrakeExitLeavesNewHolders(t *testing.T) {
 		t.Error("the exit lifted the brake of the agent that holds the lease now")
 	}
 }
+
+// TestBrakeExitNothingToLift: with nothing of evictd's on the Node the
+// exit makes no call, so an exit while the API server is away is not held
+// up by retries (the brake off, most of all).
+func TestBrakeExitNothingToLift(t *testing.T) {
+	var asked atomic.Int32
+	h := startWith(t, true, nil, func(o *Options) {
+		o.LiftOnly = true
+		o.Owns = func(context.Context) (bool, error) { asked.Add(1); return true, nil }
+	})
+	h.b.Sync(nil)
+	h.api.mu.Lock()
+	h.api.fail = apierrors.NewServiceUnavailable("away")
+	h.api.mu.Unlock()
+	h.cancel()
+	select {
+	case <-h.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the exit waits (retries) with nothing to lift")
+	}
+	if w := h.api.wrote(); len(w) != 0 || asked.Load() != 0 {
+		t.Errorf("the exit with nothing to lift made calls %v and asked the lease %d times; want none", w, asked.Load())
+	}
+}
