@@ -244,7 +244,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 
-	brake, err := newNodeBrake(o, client, watcher, m, leaseActing(lease), log, clk)
+	brake, err := newNodeBrake(o, client, watcher, lease, m, log, clk)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUsage, err)
 	}

@@ -25,6 +25,7 @@ import (
 	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -343,4 +344,20 @@ func (c *Client) PatchNodeStatus(ctx context.Context, name string, pt types.Patc
 		return nil, err
 	}
 	return out, nil
+}
+
+// ReadNode reads one Node fresh from the API server. It lists with a field
+// selector, not a get: evictd's ClusterRole grants list and watch of nodes
+// and no get (the informer answers every other read), and this read is for
+// when the informer has stopped (the exit lift of pkg/nodebrake).
+func (c *Client) ReadNode(ctx context.Context, name string) (*corev1.Node, error) {
+	out := &corev1.NodeList{}
+	opts := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
+	if err := c.core.Get().Resource("nodes").VersionedParams(&opts, parameterCodec).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	if len(out.Items) == 0 {
+		return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
+	}
+	return &out.Items[0], nil
 }

@@ -25,6 +25,8 @@ import (
 type API interface {
 	PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte) (*v1.Node, error)
 	PatchNodeStatus(ctx context.Context, name string, pt types.PatchType, data []byte) (*v1.Node, error)
+	// ReadNode reads the Node fresh: at exit the informer has stopped.
+	ReadNode(ctx context.Context, name string) (*v1.Node, error)
 }
 
 // Objects a brake writes, as Options.Wrote names them.
@@ -38,14 +40,20 @@ const (
 // lifting it) shows.
 const DefaultHeartbeat = time.Minute
 
-// exitTimeout bounds the lifting at exit: a DaemonSet pod's grace is 30 s.
-const exitTimeout = 10 * time.Second
+// DefaultExitLimit bounds the lifting at exit when Options.ExitLimit is 0;
+// the agent derives its own from the pod's termination grace.
+const DefaultExitLimit = 10 * time.Second
 
 // retry bounds: a conflict is retried soon (the informer catches up within
-// a round trip), other failures back off up to maxRetry.
+// a round trip), other failures back off up to maxRetry; at exit up to
+// maxExitRetry, so that the last tries still fit in the exit's bound, and
+// each try's calls end after exitAttempt, so that one call hung on a dead
+// connection cannot use the whole bound.
 const (
-	minRetry = 500 * time.Millisecond
-	maxRetry = 30 * time.Second
+	minRetry     = 500 * time.Millisecond
+	maxRetry     = 30 * time.Second
+	maxExitRetry = 4 * time.Second
+	exitAttempt  = 10 * time.Second
 )
 
 // Options configure a Brake.
@@ -71,6 +79,20 @@ type Options struct {
 	Applied func(r Resource, on bool)
 	// WaitLimit bounds WaitOn (DefaultWaitLimit when 0).
 	WaitLimit time.Duration
+	// ExitLimit bounds the lifting at exit, retries included
+	// (DefaultExitLimit when 0).
+	ExitLimit time.Duration
+	// Owns reports, from a fresh read of the node lease, whether no other
+	// agent acts on the node now: asked before the lift at exit, and in
+	// LiftOnly before lifting a leftover, so that a brake another agent
+	// holds (after a lease hand-over, or beside a dry run) is never
+	// lifted. nil: the brake is this agent's to lift at exit when its last
+	// round ran while it acted.
+	Owns func(ctx context.Context) (bool, error)
+	// LiftOnly: the agent puts no brake on (--node-brake=false, dry run,
+	// shadow mode) but still lifts what an earlier agent left on its Node,
+	// once it acts: every evictd.io/ taint and Evictd condition goes.
+	LiftOnly bool
 }
 
 // Brake keeps evictd's conditions and taints on its Node in step with the
@@ -121,6 +143,9 @@ func New(o Options) (*Brake, error) {
 	if o.WaitLimit <= 0 {
 		o.WaitLimit = DefaultWaitLimit
 	}
+	if o.ExitLimit <= 0 {
+		o.ExitLimit = DefaultExitLimit
+	}
 	return &Brake{o: o, kick: make(chan struct{}, 1), rounds: make(chan struct{})}, nil
 }
 
@@ -138,7 +163,7 @@ const DefaultWaitLimit = 2 * time.Second
 // failure shows in Warning; evictions must not slow down for it), and
 // false after Options.WaitLimit or when ctx ends.
 func (b *Brake) WaitOn(ctx context.Context, r Resource) bool {
-	if b.o.Effect == "" {
+	if b.o.Effect == "" || b.o.LiftOnly {
 		return false
 	}
 	limit := b.o.Clock.After(b.o.WaitLimit)
@@ -232,29 +257,105 @@ func (b *Brake) Run(ctx context.Context) {
 	}
 }
 
+// errNotOurs: another agent acts on the node now; its brake is left on.
+var errNotOurs = errors.New("another agent holds the node lease")
+
+// lift takes the brake off at exit, retrying every failure that can pass
+// (permanent) with backoff until Options.ExitLimit, which the agent keeps
+// within its pod's termination grace: a brake left behind keeps new pods
+// off the node with no agent to lift it.
 func (b *Brake) lift() {
-	b.mu.Lock()
-	acted := b.acted
-	b.mu.Unlock()
-	if !acted {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
-	defer cancel()
-	for {
-		err := b.round(ctx, true)
-		if err == nil || !isConflict(err) || ctx.Err() != nil {
-			if err != nil {
-				b.o.Log.Error("the node brake could not be lifted at exit: lift it by hand (docs/run.md, \"The node brake\")",
-					zap.String("node", b.o.Node), logging.Err(err))
-			}
+	if b.o.Owns == nil {
+		b.mu.Lock()
+		acted := b.acted
+		b.mu.Unlock()
+		if !acted {
 			return
 		}
-		select {
-		case <-ctx.Done():
-		case <-b.o.Clock.After(minRetry):
+	}
+	if !b.onNode() {
+		// Nothing of evictd's on the Node as last seen: no call at all, so
+		// that an exit while the API server is away is not held up (an
+		// agent with the brake off, most of all, has nothing to lift).
+		return
+	}
+	deadline := b.o.Clock.Now().Add(b.o.ExitLimit)
+	backoff := minRetry
+	for tries := 1; ; tries++ {
+		err := b.liftOnce(deadline, tries > 1)
+		if err == nil {
+			return
+		}
+		if errors.Is(err, errNotOurs) {
+			b.o.Log.Info("leaving the node brake on at exit: another evictd holds the node lease and acts here now",
+				zap.String("node", b.o.Node))
+			return
+		}
+		wait := minRetry
+		if !isConflict(err) {
+			wait, backoff = backoff, min(2*backoff, maxExitRetry)
+		}
+		if permanent(err) || !b.o.Clock.Now().Add(wait).Before(deadline) {
+			b.o.Log.Error("the node brake could not be lifted at exit: lift it by hand (docs/run.md, \"The node brake\")",
+				zap.String("node", b.o.Node), zap.Int("tries", tries), zap.Bool("permanent", permanent(err)),
+				zap.Duration("limit", b.o.ExitLimit), logging.Err(err))
+			return
+		}
+		<-b.o.Clock.After(wait)
+	}
+}
+
+// onNode reports whether the Node as last seen carries any of evictd's
+// taints or conditions (false while it is unknown: the informer never
+// synced, so this agent never judged the node).
+func (b *Brake) onNode() bool {
+	node := b.node()
+	if node == nil {
+		return false
+	}
+	_, equal := Taints(node, nil, b.o.Effect, true)
+	return !equal || ConditionPatch(node, nil, b.o.Clock.Now(), b.o.Heartbeat, true) != nil
+}
+
+// liftOnce is one try of the exit lift: who acts now (fresh), then the
+// Node, read fresh after a failed try (the informer has stopped, and the
+// kubelet's status updates move the Node's version on, which a taint patch
+// conditional on the old one would meet as a conflict again and again).
+func (b *Brake) liftOnce(deadline time.Time, reread bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), min(deadline.Sub(b.o.Clock.Now()), exitAttempt))
+	defer cancel()
+	if b.o.Owns != nil {
+		mine, err := b.o.Owns(ctx)
+		if err != nil {
+			return fmt.Errorf("node lease: %w", err)
+		}
+		if !mine {
+			return errNotOurs
 		}
 	}
+	if reread {
+		// Best effort: if the read fails too, the write may still pass.
+		if n, err := b.o.API.ReadNode(ctx, b.o.Node); err == nil {
+			b.remember(n)
+		} else if apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return b.round(ctx, true)
+}
+
+// permanent reports whether err cannot pass by asking again with the same
+// request and credentials within the exit's bound: the Node is gone
+// (nothing to lift), the request is malformed or refused by the admission
+// policy (the same patch meets the same rules), or the credentials are
+// refused (a deleted ServiceAccount or RBAC: an uninstall, which its own
+// clean-up handles). Everything else — 5xx, 429, timeouts, a refused or
+// dropped connection, a conflict — is the API server or the network being
+// busy or away for a moment, and is retried.
+func permanent(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsGone(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsMethodNotSupported(err) ||
+		apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err) || apierrors.IsRequestEntityTooLargeError(err)
 }
 
 // round brings the Node to the wanted brake (or, final, lifts all of it).
@@ -263,7 +364,12 @@ func (b *Brake) round(ctx context.Context, final bool) error {
 	want, synced := b.want, b.synced
 	b.mu.Unlock()
 	acting := b.o.Acting == nil || b.o.Acting()
-	if !final {
+	exit := final
+	if b.o.LiftOnly {
+		// Never on: every round lifts whatever is there.
+		want, final = nil, true
+	}
+	if !exit {
 		b.mu.Lock()
 		b.acted = acting && synced
 		b.mu.Unlock()
@@ -275,10 +381,23 @@ func (b *Brake) round(ctx context.Context, final bool) error {
 	if node == nil {
 		return b.failed(fmt.Errorf("node %s is not in the informer's cache", b.o.Node))
 	}
+	taints, equal := Taints(node, want, b.o.Effect, final)
+	condPatch := ConditionPatch(node, want, b.o.Clock.Now(), b.o.Heartbeat, final)
+	if b.o.LiftOnly && !exit && (!equal || condPatch != nil) && b.o.Owns != nil {
+		// A leftover to lift: only if no other agent acts here now (a dry
+		// run beside an acting agent must leave that agent's brake on).
+		mine, err := b.o.Owns(ctx)
+		switch {
+		case err != nil:
+			return b.failed(fmt.Errorf("node lease: %w", err))
+		case !mine:
+			return nil
+		}
+	}
 	var errs []error
 	// Taints first: their patch is conditional on the resourceVersion
 	// read, which our own condition write would change.
-	if taints, equal := Taints(node, want, b.o.Effect, final); !equal {
+	if !equal {
 		out, err := b.o.API.PatchNode(ctx, node.Name, types.MergePatchType, TaintPatch(node, taints))
 		b.o.Wrote(ObjectTaint, err)
 		if err != nil {
@@ -290,8 +409,8 @@ func (b *Brake) round(ctx context.Context, final bool) error {
 			b.mu.Unlock()
 		}
 	}
-	if p := ConditionPatch(node, want, b.o.Clock.Now(), b.o.Heartbeat, final); p != nil {
-		out, err := b.o.API.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, p)
+	if condPatch != nil {
+		out, err := b.o.API.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, condPatch)
 		b.o.Wrote(ObjectCondition, err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("condition: %w", err))

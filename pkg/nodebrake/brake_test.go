@@ -5,12 +5,17 @@ package nodebrake
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,6 +34,28 @@ type node struct {
 	writes []string
 	// hold, when set, holds every taint write until it is closed.
 	hold chan struct{}
+	// flaky answers the next calls, one error each, before fail applies.
+	flaky []error
+}
+
+// failing is the error the next call answers (f.mu held).
+func (f *node) failing() error {
+	if len(f.flaky) > 0 {
+		err := f.flaky[0]
+		f.flaky = f.flaky[1:]
+		return err
+	}
+	return f.fail
+}
+
+func (f *node) ReadNode(context.Context, string) (*v1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writes = append(f.writes, "read")
+	if err := f.failing(); err != nil {
+		return nil, err
+	}
+	return f.n.DeepCopy(), nil
 }
 
 func (f *node) get() *v1.Node {
@@ -52,8 +79,8 @@ func (f *node) PatchNode(_ context.Context, _ string, pt types.PatchType, data [
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writes = append(f.writes, "taint")
-	if f.fail != nil {
-		return nil, f.fail
+	if err := f.failing(); err != nil {
+		return nil, err
 	}
 	var p struct {
 		Metadata struct{ ResourceVersion string } `json:"metadata"`
@@ -74,8 +101,8 @@ func (f *node) PatchNodeStatus(_ context.Context, _ string, pt types.PatchType, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writes = append(f.writes, "condition")
-	if f.fail != nil {
-		return nil, f.fail
+	if err := f.failing(); err != nil {
+		return nil, err
 	}
 	var p struct {
 		Status struct{ Conditions []condition } `json:"status"`
@@ -117,20 +144,31 @@ type harness struct {
 	done   chan struct{}
 }
 
-func start(t *testing.T, acting bool) *harness {
+func start(t *testing.T, acting bool) *harness { return startWith(t, acting, nil, nil) }
+
+// startWith is start on a Node n (nil: a bare one), with set changing the
+// Options.
+func startWith(t *testing.T, acting bool, n *v1.Node, set func(*Options)) *harness {
 	t.Helper()
-	h := &harness{api: &node{n: nodeWith(nil)}, clk: clocktesting.NewFakeClock(t0), acting: acting, done: make(chan struct{})}
-	var err error
-	h.b, err = New(Options{API: h.api, Node: "a", Current: h.api.get, Effect: v1.TaintEffectNoSchedule, Clock: h.clk,
+	if n == nil {
+		n = nodeWith(nil)
+	}
+	h := &harness{api: &node{n: n}, clk: clocktesting.NewFakeClock(t0), acting: acting, done: make(chan struct{})}
+	o := Options{API: h.api, Node: "a", Current: h.api.get, Effect: v1.TaintEffectNoSchedule, Clock: h.clk,
 		Acting: func() bool { return h.acting },
+		Log:    zaptest.NewLogger(t),
 		Wrote: func(_ string, err error) {
 			if err != nil {
 				h.mu.Lock()
 				h.errs++
 				h.mu.Unlock()
 			}
-		}})
-	if err != nil {
+		}}
+	if set != nil {
+		set(&o)
+	}
+	var err error
+	if h.b, err = New(o); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -332,5 +370,150 @@ func TestBrakeWaitOnNoTaint(t *testing.T) {
 	b.Sync(map[Resource]Want{Memory: {On: true}})
 	if b.WaitOn(context.Background(), Memory) {
 		t.Error("WaitOn = true with no taint effect")
+	}
+}
+
+// exitWith puts the memory brake on, makes the API answer errs (one per
+// call) and then fail (nil: succeed), cancels Run and steps the fake clock
+// until Run has returned from its exit lift.
+func exitWith(t *testing.T, h *harness, fail error, errs ...error) (calls []string) {
+	t.Helper()
+	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
+	eventually(t, "brake on", func() bool { return braked(h.api.get()) })
+	before := len(h.api.wrote())
+	defer func() { calls = h.api.wrote()[before:] }()
+	h.api.mu.Lock()
+	h.api.flaky, h.api.fail = errs, fail
+	h.api.mu.Unlock()
+	h.cancel()
+	eventually(t, "the exit lift to end", func() bool {
+		select {
+		case <-h.done:
+			return true
+		default:
+			h.clk.Step(minRetry)
+			return false
+		}
+	})
+	return calls
+}
+
+// TestBrakeExitLiftRetries: the exit lift retries what can pass (an API
+// server restarting, overloaded or unreachable for a moment), within its
+// bound, and stops at once on what cannot (the Node gone).
+func TestBrakeExitLiftRetries(t *testing.T) {
+	unavailable := apierrors.NewServiceUnavailable("etcd leader changed")
+	transient := []error{
+		unavailable,
+		apierrors.NewTimeoutError("request timed out", 1),
+		apierrors.NewTooManyRequests("slow down", 1),
+		apierrors.NewInternalError(errors.New("boom")),
+		&url.Error{Op: "Patch", URL: "https://apiserver/api/v1/nodes/a", Err: syscall.ECONNREFUSED},
+		context.DeadlineExceeded,
+	}
+	t.Run("transient", func(t *testing.T) {
+		h := start(t, true)
+		exitWith(t, h, nil, transient...)
+		if n := h.api.get(); braked(n) || len(n.Spec.Taints) != 0 || len(n.Status.Conditions) != 0 {
+			t.Errorf("after %d transient failures the exit left taints %v and conditions %v; want the brake lifted", len(transient), n.Spec.Taints, n.Status.Conditions)
+		}
+		if left := len(h.api.flaky); left != 0 {
+			t.Errorf("%d failures not met: the lift stopped early", left)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		h := start(t, true)
+		from := h.clk.Now()
+		calls := exitWith(t, h, unavailable)
+		if took := h.clk.Since(from); took > DefaultExitLimit+minRetry {
+			t.Errorf("the exit lift retried for %s of the clock; want it to stop within its limit %s", took, DefaultExitLimit)
+		}
+		if tries := strings.Count(strings.Join(calls, " "), "taint"); tries < 3 {
+			t.Errorf("the exit lift tried %d times in %s; want it to retry", tries, DefaultExitLimit)
+		}
+	})
+	t.Run("permanent", func(t *testing.T) {
+		h := start(t, true)
+		if got := exitWith(t, h, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "a")); len(got) != 2 {
+			t.Errorf("with the Node gone the exit lift made calls %v; want one try (taint and condition) and no retry", got)
+		}
+	})
+}
+
+// leftover is the memory brake an earlier agent left on the Node.
+func leftover() *v1.Node {
+	return nodeWith([]v1.Taint{{Key: TaintKey(Memory), Effect: v1.TaintEffectNoSchedule}, {Key: "other", Effect: v1.TaintEffectNoSchedule}},
+		cond(ConditionType(Memory), v1.ConditionTrue, ReasonPressure, "left", t0, t0))
+}
+
+// TestBrakeLiftOnly: with the brake off (LiftOnly) an acting agent lifts a
+// leftover once it has judged the node, puts nothing on however much its
+// episodes want it, and leaves a brake alone while another agent holds
+// the node lease.
+func TestBrakeLiftOnly(t *testing.T) {
+	var others atomic.Bool
+	h := startWith(t, true, leftover(), func(o *Options) {
+		o.LiftOnly = true
+		o.Owns = func(context.Context) (bool, error) { return !others.Load(), nil }
+	})
+	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
+	eventually(t, "the leftover lifted", func() bool {
+		n := h.api.get()
+		return len(n.Spec.Taints) == 1 && n.Spec.Taints[0].Key == "other" && len(n.Status.Conditions) == 0
+	})
+	if h.b.WaitOn(context.Background(), Memory) {
+		t.Error("WaitOn = true with the brake off")
+	}
+	// Another agent's brake, while that agent holds the lease: left on.
+	h.api.mu.Lock()
+	h.api.n = leftover()
+	others.Store(true)
+	h.api.mu.Unlock()
+	before := len(h.api.wrote())
+	h.clk.Step(DefaultHeartbeat)
+	h.stop()
+	if w := h.api.wrote()[before:]; len(w) != 0 || !braked(h.api.get()) {
+		t.Errorf("with another agent holding the lease the brake-off agent wrote %v (the brake is on: %v); want nothing written", w, braked(h.api.get()))
+	}
+}
+
+// TestBrakeExitLeavesNewHolders: at exit the brake asks who holds the
+// lease now, not what its last round saw: after a hand-over it leaves the
+// new holder's brake on, though its own last round ran while it acted.
+func TestBrakeExitLeavesNewHolders(t *testing.T) {
+	var handedOver atomic.Bool
+	h := startWith(t, true, nil, func(o *Options) {
+		o.Owns = func(context.Context) (bool, error) { return !handedOver.Load(), nil }
+	})
+	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
+	eventually(t, "brake on", func() bool { return braked(h.api.get()) })
+	handedOver.Store(true)
+	h.stop()
+	if !braked(h.api.get()) {
+		t.Error("the exit lifted the brake of the agent that holds the lease now")
+	}
+}
+
+// TestBrakeExitNothingToLift: with nothing of evictd's on the Node the
+// exit makes no call, so an exit while the API server is away is not held
+// up by retries (the brake off, most of all).
+func TestBrakeExitNothingToLift(t *testing.T) {
+	var asked atomic.Int32
+	h := startWith(t, true, nil, func(o *Options) {
+		o.LiftOnly = true
+		o.Owns = func(context.Context) (bool, error) { asked.Add(1); return true, nil }
+	})
+	h.b.Sync(nil)
+	h.api.mu.Lock()
+	h.api.fail = apierrors.NewServiceUnavailable("away")
+	h.api.mu.Unlock()
+	h.cancel()
+	select {
+	case <-h.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the exit waits (retries) with nothing to lift")
+	}
+	if w := h.api.wrote(); len(w) != 0 || asked.Load() != 0 {
+		t.Errorf("the exit with nothing to lift made calls %v and asked the lease %d times; want none", w, asked.Load())
 	}
 }

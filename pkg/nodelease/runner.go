@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/pkg/exitgrace"
 	"github.com/evictd/evictd/pkg/logging"
 )
 
@@ -396,9 +397,6 @@ func (r *Runner) watch(ctx context.Context) {
 	}
 }
 
-// releaseTimeout bounds the release at exit.
-const releaseTimeout = 5 * time.Second
-
 // Release deletes the lease if the agent holds it, so that the next agent
 // takes over at once (a rollout, an uninstall). Call it once the agent has
 // stopped acting. The deletion is conditional on the version the agent
@@ -420,7 +418,7 @@ func (r *Runner) Release() {
 		// next agent would wait the lease out.
 		cur = nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), exitgrace.LeaseRelease)
 	defer cancel()
 	for range 2 {
 		if cur == nil {
@@ -450,6 +448,40 @@ func (r *Runner) Release() {
 		r.releaseFailed(err)
 		return
 	}
+}
+
+// NoOtherHolder reads the lease fresh from the API server and reports
+// whether no other agent acts on the node now: the lease is gone, held by
+// nobody or by this agent, or its holder's time is up. The brake asks it
+// at exit, after Run has ended: a lease taken over meanwhile (this agent
+// stalled past its renewal, and another acquired it) shows here though
+// this agent has not seen it, and the new holder's brake is left on.
+func (r *Runner) NoOtherHolder(ctx context.Context) (bool, error) {
+	return NoOtherHolder(ctx, r.o.API, r.o.Namespace, r.o.Node, r.o.Identity, r.o.Clock.Now())
+}
+
+// LeaseGetter reads a Lease (*kube.Client).
+type LeaseGetter interface {
+	GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
+}
+
+// NoOtherHolder reads node's lease in namespace and reports whether no
+// agent but self holds it at now (an agent without a lease of its own, a
+// dry run, passes self ""). Each agent on a node reads the same clock, as
+// in Elector.Plan.
+func NoOtherHolder(ctx context.Context, api LeaseGetter, namespace, node, self string, now time.Time) (bool, error) {
+	l, err := api.GetLease(ctx, namespace, Name(node))
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	return holder == "" || (self != "" && holder == self) || !now.Before(expiresAt(l)), nil
 }
 
 func (r *Runner) releaseFailed(err error) {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/model"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/pkg/config"
+	"github.com/evictd/evictd/pkg/exitgrace"
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
@@ -64,6 +66,31 @@ func TestChartDefaultsEqualManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalsChart(t, want, "", "deploy/daemonset.yaml")
+}
+
+// TestGraceCoversExit: the agent pod's terminationGracePeriodSeconds, in
+// the chart and in deploy/daemonset.yaml, is the grace the agent's exit
+// work is sized for (exitgrace.TerminationGrace: the node brake's lift with
+// its retries, then the lease's release); the default 30 s would cut the
+// lift short.
+func TestGraceCoversExit(t *testing.T) {
+	objs, err := framework.ReadManifest(repoPath(t, "deploy", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(exitgrace.TerminationGrace / time.Second)
+	for _, src := range []struct {
+		name string
+		ds   *unstructured.Unstructured
+	}{
+		{"deploy/daemonset.yaml", find(t, objs, "DaemonSet", "evictd")},
+		{"the chart", find(t, mustRender(t, ""), "DaemonSet", "evictd")},
+	} {
+		got, _, _ := unstructured.NestedFieldNoCopy(src.ds.Object, "spec", "template", "spec", "terminationGracePeriodSeconds")
+		if n, ok := got.(float64); !ok || int64(n) != want {
+			t.Errorf("%s: terminationGracePeriodSeconds %v; want %d, the grace the agent's exit work is sized for", src.name, got, want)
+		}
+	}
 }
 
 // TestChartOwnNodeEvictions: evictionPolicy.ownNodeOnly is off by
@@ -555,11 +582,12 @@ func TestChartOptionalObjects(t *testing.T) {
 	if objs := mustRender(t, "rbac: {create: false}"); has(objs, "ClusterRole") || has(objs, "ClusterRoleBinding") {
 		t.Error("rbac.create: false still renders RBAC objects")
 	}
-	// The node brake's Node patches come with the brake only; its admission
-	// policies are on unless turned off, brake or not.
+	// The node brake's Node patches are granted with the brake off too: the
+	// agent still lifts a brake an earlier one left on its node. Its
+	// admission policies are on unless turned off, brake or not.
 	objs = mustRender(t, "nodeBrake: {enabled: false}")
-	if cr := find(t, objs, "ClusterRole", "evictd-evictd-system"); grants(t, cr, "", "nodes", "patch") || grants(t, cr, "", "nodes/status", "patch") {
-		t.Error("nodeBrake.enabled: false still grants patch on nodes or nodes/status")
+	if cr := find(t, objs, "ClusterRole", "evictd-evictd-system"); !grants(t, cr, "", "nodes", "patch") || !grants(t, cr, "", "nodes/status", "patch") {
+		t.Error("nodeBrake.enabled: false drops patch on nodes or nodes/status: a leftover brake could not be lifted")
 	}
 	if args := nested[[]any](t, find(t, objs, "DaemonSet", "evictd"), "spec", "template", "spec", "containers")[0].(map[string]any)["args"].([]any); !slices.Contains(args, any("--node-brake=false")) {
 		t.Errorf("nodeBrake.enabled: false: args %v; want --node-brake=false", args)
