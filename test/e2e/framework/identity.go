@@ -203,6 +203,12 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 	if err != nil {
 		return err
 	}
+	// evictd's identity is the ServiceAccount its DaemonSet runs as; the
+	// manifest has another, evictd cleanup's (for an uninstall).
+	agentSA, err := daemonSetServiceAccount(objs)
+	if err != nil {
+		return err
+	}
 	var sas []types.NamespacedName
 	for _, obj := range objs {
 		if !IsIdentityObject(obj) {
@@ -211,12 +217,12 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 		if err := c.apply(ctx, obj); err != nil {
 			return err
 		}
-		if obj.GetKind() == "ServiceAccount" {
+		if obj.GetKind() == "ServiceAccount" && obj.GetName() == agentSA {
 			sas = append(sas, types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 		}
 	}
 	if len(sas) != 1 {
-		return fmt.Errorf("want exactly one ServiceAccount, found %d", len(sas))
+		return fmt.Errorf("want exactly one ServiceAccount %q (the DaemonSet's), found %d", agentSA, len(sas))
 	}
 	c.EvictdServiceAccount = sas[0]
 
@@ -239,4 +245,24 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 	}
 	c.log.Info("evictd identity ready", zap.Stringer("serviceAccount", sas[0]))
 	return nil
+}
+
+// daemonSetServiceAccount is the serviceAccountName of the manifest's one
+// DaemonSet.
+func daemonSetServiceAccount(objs []*unstructured.Unstructured) (string, error) {
+	var names []string
+	for _, obj := range objs {
+		if obj.GetKind() != "DaemonSet" {
+			continue
+		}
+		name, _, err := unstructured.NestedString(obj.Object, "spec", "template", "spec", "serviceAccountName")
+		if err != nil || name == "" {
+			return "", fmt.Errorf("DaemonSet %s: no serviceAccountName", obj.GetName())
+		}
+		names = append(names, name)
+	}
+	if len(names) != 1 {
+		return "", fmt.Errorf("want exactly one DaemonSet, found %d", len(names))
+	}
+	return names[0], nil
 }
