@@ -536,7 +536,9 @@ func TestChartOptionalObjects(t *testing.T) {
 	// serviceAccount.create false: no ServiceAccount, the pods run as the
 	// named one, and the binding binds it.
 	objs := mustRender(t, "serviceAccount: {create: false, name: existing}")
-	if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ServiceAccount" && o.GetName() != "evictd-cleanup" }) {
+	if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "ServiceAccount" && o.GetName() != "evictd-cleanup"
+	}) {
 		t.Error("serviceAccount.create: false still renders the agents' ServiceAccount")
 	}
 	if sa := nested[string](t, find(t, objs, "DaemonSet", "evictd"), "spec", "template", "spec", "serviceAccountName"); sa != "existing" {
