@@ -204,7 +204,8 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 		return err
 	}
 	// evictd's identity is the ServiceAccount its DaemonSet runs as; the
-	// manifest has another, evictd cleanup's (for an uninstall).
+	// manifest has another, evictd cleanup's (for an uninstall). A manifest
+	// with no DaemonSet (a test's own identity) has one ServiceAccount.
 	agentSA, err := daemonSetServiceAccount(objs)
 	if err != nil {
 		return err
@@ -217,12 +218,12 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 		if err := c.apply(ctx, obj); err != nil {
 			return err
 		}
-		if obj.GetKind() == "ServiceAccount" && obj.GetName() == agentSA {
+		if obj.GetKind() == "ServiceAccount" && (agentSA == "" || obj.GetName() == agentSA) {
 			sas = append(sas, types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 		}
 	}
 	if len(sas) != 1 {
-		return fmt.Errorf("want exactly one ServiceAccount %q (the DaemonSet's), found %d", agentSA, len(sas))
+		return fmt.Errorf("want exactly one ServiceAccount for evictd (the DaemonSet's, %q, when there is one), found %d", agentSA, len(sas))
 	}
 	c.EvictdServiceAccount = sas[0]
 
@@ -248,7 +249,7 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 }
 
 // daemonSetServiceAccount is the serviceAccountName of the manifest's one
-// DaemonSet.
+// DaemonSet; "" when it has none.
 func daemonSetServiceAccount(objs []*unstructured.Unstructured) (string, error) {
 	var names []string
 	for _, obj := range objs {
@@ -261,8 +262,11 @@ func daemonSetServiceAccount(objs []*unstructured.Unstructured) (string, error) 
 		}
 		names = append(names, name)
 	}
-	if len(names) != 1 {
-		return "", fmt.Errorf("want exactly one DaemonSet, found %d", len(names))
+	if len(names) > 1 {
+		return "", fmt.Errorf("want at most one DaemonSet, found %d", len(names))
+	}
+	if len(names) == 0 {
+		return "", nil
 	}
 	return names[0], nil
 }
