@@ -138,7 +138,9 @@ func TestAdmissionCleanupNodeWrites(t *testing.T) {
 		{name: "the kubelet's Ready condition", policy: cleanupPolicy, refusal: "change or remove only the Node conditions",
 			write: func(ctx context.Context) error { return condition(a, brakeCondition("Ready", corev1.ConditionFalse)) }},
 		{name: "evictd's disk condition added True", policy: cleanupPolicy, refusal: "only to False",
-			write: func(ctx context.Context) error { return condition(a, brakeCondition("EvictdDiskPressure", corev1.ConditionTrue)) }},
+			write: func(ctx context.Context) error {
+				return condition(a, brakeCondition("EvictdDiskPressure", corev1.ConditionTrue))
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkAdmission(t, tc.write(ctx), tc.policy, tc.refusal) })
 	}
