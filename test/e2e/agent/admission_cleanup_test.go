@@ -137,6 +137,31 @@ func TestAdmissionCleanupNodeWrites(t *testing.T) {
 			}},
 		{name: "the kubelet's Ready condition", policy: cleanupPolicy, refusal: "change or remove only the Node conditions",
 			write: func(ctx context.Context) error { return condition(a, brakeCondition("Ready", corev1.ConditionFalse)) }},
+		// Counted as a multiset: the kubelet's Ready swapped for a second
+		// copy of another condition keeps the size and every entry "in" the
+		// old list.
+		{name: "the kubelet's Ready swapped for a duplicate", policy: cleanupPolicy, refusal: "change or remove only the Node conditions",
+			write: func(ctx context.Context) error {
+				if _, err := c.Admin.CoreV1().Nodes().Patch(ctx, a, types.StrategicMergePatchType,
+					mustJSON(t, map[string]any{"status": map[string]any{"conditions": []any{map[string]any{"type": "NetworkUnavailable", "status": "False", "reason": "Test"}}}}),
+					metav1.PatchOptions{}, "status"); err != nil {
+					t.Fatal(err)
+				}
+				cur, err := c.Admin.CoreV1().Nodes().Get(ctx, a, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var net corev1.NodeCondition
+				conds := slices.DeleteFunc(slices.Clone(cur.Status.Conditions), func(x corev1.NodeCondition) bool {
+					if x.Type == "NetworkUnavailable" {
+						net = x
+					}
+					return x.Type == corev1.NodeReady
+				})
+				p := mustJSON(t, []any{map[string]any{"op": "replace", "path": "/status/conditions", "value": append(conds, net)}})
+				_, err = cleanup.CoreV1().Nodes().Patch(ctx, a, types.JSONPatchType, p, metav1.PatchOptions{}, "status")
+				return err
+			}},
 		{name: "evictd's disk condition added True", policy: cleanupPolicy, refusal: "only to False",
 			write: func(ctx context.Context) error {
 				return condition(a, brakeCondition("EvictdDiskPressure", corev1.ConditionTrue))
@@ -159,7 +184,9 @@ func TestAdmissionCleanupNodeWrites(t *testing.T) {
 		// (TaintNodesByCondition); it stays, as every taint not evictd's.
 		brakeLeft := slices.ContainsFunc(got.Spec.Taints, func(x corev1.Taint) bool { return x.Key == brake.Key })
 		otherKept := slices.ContainsFunc(got.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&other) && x.Value == other.Value })
-		if brakeLeft || !otherKept || len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != corev1.NodeReady {
+		evictdCond := slices.ContainsFunc(got.Status.Conditions, func(x corev1.NodeCondition) bool { return x.Type == "EvictdMemoryPressure" })
+		ready := slices.ContainsFunc(got.Status.Conditions, func(x corev1.NodeCondition) bool { return x.Type == corev1.NodeReady })
+		if brakeLeft || !otherKept || evictdCond || !ready {
 			t.Errorf("%s after the cleanup's writes: taints %v, conditions %v; want %s kept, evictd's taint and condition gone, Ready kept",
 				n, got.Spec.Taints, got.Status.Conditions, other.ToString())
 		}
