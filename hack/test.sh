@@ -416,8 +416,9 @@ step cluster-bins 2400 make --no-print-directory cluster-bins
 # shellcheck disable=SC2046
 if wanted unit; then gotest unit 1800 . --quiet -p 4 $("$GO" list ./... | grep -v /test/e2e); fi
 join vm-prepare
-# The gate's smoke installs evictd with the real helm CLI; the node suite's tests need the ballast
-# image (node-images makes both).
+# The gate's smoke installs evictd with the real helm CLI, and the e2e suite's uninstall tests
+# (TestUninstallHelm) run it, after this step; the node suite's tests need the ballast image
+# (node-images makes both).
 needs node-ready vm-prepare && step node-ready 1800 make --no-print-directory node-ready _output/tools/helm
 needs e2e build cluster-bins && lane e2e 0 e2e
 node_smoke

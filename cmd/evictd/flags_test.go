@@ -117,7 +117,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestUnknownFlag(t *testing.T) {
-	for _, cmd := range []string{"run", "observe", "rank", "explain"} {
+	for _, cmd := range []string{"run", "observe", "rank", "explain", "cleanup"} {
 		var out, errb bytes.Buffer
 		code := dispatch(context.Background(), []string{cmd, "--evction-hard=memory.available<1Gi"}, &out, &errb)
 		want := "evictd " + cmd + ": unknown flag: --evction-hard (see \"evictd " + cmd + " --help\")\n"
@@ -136,10 +136,11 @@ func TestUsageLinesNameEveryFlag(t *testing.T) {
 	_, explain := newExplainFlags()
 	_, traceFS := newTraceFlags()
 	_, replay := newReplayFlags()
+	_, cleanupFS := newCleanupFlags()
 	for _, c := range []struct {
 		synopsis string
 		fs       *pflag.FlagSet
-	}{{observeSynopsis, observe}, {rankSynopsis, rank}, {explainSynopsis, explain}, {traceSynopsis, traceFS}, {replaySynopsis, replay}} {
+	}{{observeSynopsis, observe}, {rankSynopsis, rank}, {explainSynopsis, explain}, {traceSynopsis, traceFS}, {replaySynopsis, replay}, {cleanupSynopsis, cleanupFS}} {
 		if !strings.Contains(usage, c.synopsis) {
 			t.Errorf("top-level usage lacks %q", c.synopsis)
 		}

@@ -39,6 +39,7 @@ Usage:
   ` + traceSynopsis + `
   ` + replaySynopsis + `
   evictd run --node-name NODE [flags]
+  ` + cleanupSynopsis + `
   evictd version | --version
 
 Run "evictd COMMAND --help" for the flags of a command.
@@ -87,6 +88,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return replayCmd(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runCmd(ctx, args[1:], stdout, stderr)
+	case "cleanup":
+		return cleanupCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprint(stdout, build())
 		return exitOK

@@ -102,6 +102,9 @@ type Client struct {
 	// authn and authz the TokenReviews and SubjectAccessReviews of the
 	// secure port (pkg/authdelegate).
 	core, events, scheduling, lifecycle, coordination, authn, authz rest.Interface
+	// apps serves /apis/apps/v1 for evictd cleanup's DaemonSet deletion
+	// only; its types are not in the scheme (no object is decoded).
+	apps rest.Interface
 }
 
 // NewForConfig builds a Client on cfg. The REST clients share one
@@ -127,6 +130,7 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 		{coordinationv1.SchemeGroupVersion, "/apis", &c.coordination},
 		{authnv1.SchemeGroupVersion, "/apis", &c.authn},
 		{authzv1.SchemeGroupVersion, "/apis", &c.authz},
+		{schema.GroupVersion{Group: "apps", Version: "v1"}, "/apis", &c.apps},
 	} {
 		gcfg := rest.CopyConfig(cfg)
 		gv := g.gv
@@ -313,6 +317,36 @@ func (c *Client) UpdateLease(ctx context.Context, l *coordinationv1.Lease) (*coo
 // the caller holds).
 func (c *Client) DeleteLease(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
 	return c.coordination.Delete().Namespace(namespace).Resource("leases").Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// ListLeases lists the Leases of namespace (evictd cleanup finds the
+// node leases evictd left).
+func (c *Client) ListLeases(ctx context.Context, namespace string, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	out := &coordinationv1.LeaseList{}
+	if err := c.coordination.Get().Namespace(namespace).Resource("leases").VersionedParams(&opts, parameterCodec).Do(ctx).Into(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteDaemonSet deletes a DaemonSet (evictd cleanup, with foreground
+// propagation: the DaemonSet stays until its pods are gone).
+func (c *Client) DeleteDaemonSet(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.apps.Delete().Namespace(namespace).Resource("daemonsets").Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// DaemonSetExists reports whether the DaemonSet is still there (nil error
+// with false once it is gone). The object is not decoded: apps types are
+// not in the scheme.
+func (c *Client) DaemonSetExists(ctx context.Context, namespace, name string) (bool, error) {
+	err := c.apps.Get().Namespace(namespace).Resource("daemonsets").Name(name).Do(ctx).Error()
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, err
 }
 
 // WatchLeases watches the Leases of namespace that opts selects (the node

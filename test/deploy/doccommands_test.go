@@ -148,7 +148,9 @@ func docLifecycleCommands(t *testing.T) map[string][]string {
 // Commands the docs give; the test runs each verbatim.
 const (
 	cmdKustomizeApply  = "kubectl apply -k deploy/"
-	cmdKustomizeDelete = "kubectl delete -k deploy/"
+	cmdKustomizeDelete = "kubectl delete -k deploy/ --ignore-not-found"
+	cmdCleanupApply    = "kubectl apply -k deploy/cleanup/"
+	cmdCleanupWait     = "kubectl -n evictd-system wait --for=condition=Complete --timeout=10m job/evictd-cleanup"
 	cmdOwnNodeApply    = "kubectl apply -f deploy/own-node-evictions.yaml"
 	cmdOwnNodeDelete   = "kubectl delete -f deploy/own-node-evictions.yaml"
 	cmdKeepAwayApply   = "kubectl apply -f deploy/brake-besteffort-only.yaml"
@@ -177,7 +179,7 @@ const (
 // kubectl against the test API server, in a user's order: the runbook's
 // lift of a brake left on a node, the kustomize install with the opt-in policies (own-node evictions, the
 // brake for BestEffort pods only), the runbook's emergency stop and its
-// undo, and their removal; the Helm install (the namespace first, GKE's quota), NOTES'
+// undo, and their removal (the cleanup Job first, on a stand-in kubelet); the Helm install (the namespace first, GKE's quota), NOTES'
 // grant of the secure port's /explain, NOTES' upgrade to the user's image, an upgrade, a rollback, the uninstall; a
 // preset's install. Each must exit 0, what it installs must be there, and
 // after each removal nothing it installed may be left. A documented
@@ -197,7 +199,7 @@ func TestDocCommands(t *testing.T) {
 	}
 	// Every documented command must be in the scenario below, and every
 	// command of the scenario in the docs, so neither drifts from the other.
-	scenario := []string{cmdLiftBrake, cmdLiftCondition, cmdKustomizeApply, cmdOwnNodeApply, cmdKeepAwayApply, cmdStop, cmdUnstop, cmdKeepAwayDelete, cmdOwnNodeDelete, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
+	scenario := []string{cmdLiftBrake, cmdLiftCondition, cmdKustomizeApply, cmdOwnNodeApply, cmdKeepAwayApply, cmdStop, cmdUnstop, cmdKeepAwayDelete, cmdOwnNodeDelete, cmdCleanupApply, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
 		cmdInstall, cmdNotesExplain, cmdNotesUpgrade, cmdUpgrade, cmdRollback, cmdUninstall, cmdDeleteNS, cmdInstallPreset}
 	docs := docLifecycleCommands(t)
 	for _, c := range keys(docs) {
@@ -224,6 +226,9 @@ func TestDocCommands(t *testing.T) {
 	c := framework.Start(t, func(cfg *framework.Config) {
 		cfg.Manifest = identity
 		cfg.RealNodes = true // the DaemonSet controller (and the scheduler)
+		// The uninstalls' cleanup Job (the chart's pre-delete hook, the
+		// kustomize step).
+		cfg.Controllers = []string{"job"}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -322,6 +327,12 @@ func TestDocCommands(t *testing.T) {
 	requireGone(ctx, t, c, ownNode)
 	run(cmdKeepAwayDelete)
 	requireGone(ctx, t, c, keepAway)
+	// The uninstall's cleanup Job runs evictd cleanup, as the real evictd
+	// binary on a stand-in kubelet (no node here has one); so do the Helm
+	// uninstalls' below, the chart's pre-delete hook.
+	c.StandInKubelet(t, defaultNamespace, "app.kubernetes.io/name=evictd-cleanup", "node-linux", framework.RequireBinary(t, "evictd"))
+	run(cmdCleanupApply)
+	run(cmdCleanupWait)
 	run(cmdKustomizeDelete)
 	requireGone(ctx, t, c, manifest)
 

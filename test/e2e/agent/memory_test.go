@@ -55,9 +55,9 @@ type memoryNode struct {
 	avail  *sampler
 }
 
-func newMemoryNode(t *testing.T, nodeName string) *memoryNode {
+func newMemoryNode(t *testing.T, nodeName string, opts ...framework.Option) *memoryNode {
 	t.Helper()
-	c := framework.Start(t)
+	c := framework.Start(t, opts...)
 	createPriorityClasses(t, c)
 	m := &memoryNode{c: c}
 	m.node = c.StartNode(t, nodesim.Options{Name: nodeName, MemoryBytes: nodeMemory})

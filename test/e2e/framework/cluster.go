@@ -65,6 +65,9 @@ type Config struct {
 	// APIServerArgs are added to kube-apiserver's own, for a test of an
 	// alpha API (--feature-gates, --runtime-config).
 	APIServerArgs []string
+	// Controllers are run by the controller manager besides its own
+	// (e.g. "job", for a test of a Helm hook Job).
+	Controllers []string
 }
 
 // Cluster is a running control plane. Its fields are set by StartCluster and
@@ -282,6 +285,9 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 				"daemonset,replicaset,deployment,nodelifecycle,root-ca-certificate-publisher-controller",
 			"--node-monitor-grace-period=2m",
 		}
+	}
+	if len(cfg.Controllers) > 0 {
+		kcmArgs[0] += "," + strings.Join(cfg.Controllers, ",")
 	}
 	if err := c.start("kube-controller-manager", bins["kube-controller-manager"], append(kcmArgs,
 		"--kubeconfig="+c.AdminKubeconfig,

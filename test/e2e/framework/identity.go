@@ -225,6 +225,13 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 	if err != nil {
 		return err
 	}
+	// evictd's identity is the ServiceAccount its DaemonSet runs as; the
+	// manifest has another, evictd cleanup's (for an uninstall). A manifest
+	// with no DaemonSet (a test's own identity) has one ServiceAccount.
+	agentSA, err := daemonSetServiceAccount(objs)
+	if err != nil {
+		return err
+	}
 	var sas []types.NamespacedName
 	for _, obj := range objs {
 		if !IsIdentityObject(obj) {
@@ -233,12 +240,12 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 		if err := c.apply(ctx, obj); err != nil {
 			return err
 		}
-		if obj.GetKind() == "ServiceAccount" {
+		if obj.GetKind() == "ServiceAccount" && (agentSA == "" || obj.GetName() == agentSA) {
 			sas = append(sas, types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 		}
 	}
 	if len(sas) != 1 {
-		return fmt.Errorf("want exactly one ServiceAccount, found %d", len(sas))
+		return fmt.Errorf("want exactly one ServiceAccount for evictd (the DaemonSet's, %q, when there is one), found %d", agentSA, len(sas))
 	}
 	c.EvictdServiceAccount = sas[0]
 
@@ -261,4 +268,27 @@ func (c *Cluster) setUpEvictdIdentity(ctx context.Context, manifest string) erro
 	}
 	c.log.Info("evictd identity ready", zap.Stringer("serviceAccount", sas[0]))
 	return nil
+}
+
+// daemonSetServiceAccount is the serviceAccountName of the manifest's one
+// DaemonSet; "" when it has none.
+func daemonSetServiceAccount(objs []*unstructured.Unstructured) (string, error) {
+	var names []string
+	for _, obj := range objs {
+		if obj.GetKind() != "DaemonSet" {
+			continue
+		}
+		name, _, err := unstructured.NestedString(obj.Object, "spec", "template", "spec", "serviceAccountName")
+		if err != nil || name == "" {
+			return "", fmt.Errorf("DaemonSet %s: no serviceAccountName", obj.GetName())
+		}
+		names = append(names, name)
+	}
+	if len(names) > 1 {
+		return "", fmt.Errorf("want at most one DaemonSet, found %d", len(names))
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	return names[0], nil
 }

@@ -60,6 +60,11 @@ func WithAPIServerArgs(args ...string) Option {
 	return func(c *Config) { c.APIServerArgs = append(c.APIServerArgs, args...) }
 }
 
+// WithControllers runs these controllers of the controller manager too.
+func WithControllers(names ...string) Option {
+	return func(c *Config) { c.Controllers = append(c.Controllers, names...) }
+}
+
 // Start starts a cluster for a test (see StartCluster) and stops it in
 // t.Cleanup, printing the tail of every component log first when the test
 // has failed. Missing binaries skip the test, or fail it in CI.

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/evictd/evictd/pkg/cleanup"
+	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/evictreq"
+	"github.com/evictd/evictd/pkg/kube"
+	"github.com/evictd/evictd/pkg/logging"
+	"github.com/evictd/evictd/pkg/nodelease"
+)
+
+// cleanupSynopsis names every flag of cleanup but --help.
+const cleanupSynopsis = "evictd cleanup [--delete-daemonset NAMESPACE/NAME] [--kubeconfig FILE] [--node-lease-namespace NS] " +
+	"[--timeout DURATION] [--log-format FORMAT] [--log-level LEVEL]"
+
+const cleanupUsage = `Usage: ` + cleanupSynopsis + `
+
+Takes back everything evictd wrote to the cluster, for an uninstall: on
+every Node, evictd's taints (evictd.io/memory-pressure, disk-pressure,
+pid-pressure) and conditions (EvictdMemoryPressure, EvictdDiskPressure,
+EvictdPIDPressure); the agents' node leases (evictd-<node>; never a
+kubelet's); the EvictionRequests evictd made, where the API server serves
+them. With --delete-daemonset it first deletes evictd's DaemonSet and waits
+until its pods are gone, so that no agent puts a brake back afterwards.
+It logs what it removed, reads the cluster again, and exits 1 naming what
+is left, if anything is.
+
+Flags:
+`
+
+type cleanupFlags struct {
+	daemonSet, kubeconfig, leaseNamespace string
+	timeout                               time.Duration
+	logFormat, logLevel                   string
+	help                                  bool
+}
+
+func newCleanupFlags() (*cleanupFlags, *pflag.FlagSet) {
+	f := &cleanupFlags{}
+	fs := cliflag.NewFlagSet("cleanup")
+	fs.StringVar(&f.daemonSet, "delete-daemonset", "", "Delete this DaemonSet (NAMESPACE/NAME) first and wait until its pods are gone.")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, else the pod's ServiceAccount).")
+	fs.StringVar(&f.leaseNamespace, "node-lease-namespace", nodelease.DefaultNamespace, "Namespace of the agents' node leases (their --node-lease-namespace).")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "How long the whole cleanup may take, the wait for the DaemonSet's pods included.")
+	logging.AddFlags(fs, &f.logFormat, &f.logLevel)
+	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
+	return f, fs
+}
+
+func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, fs := newCleanupFlags()
+	if err := fs.Parse(args); err != nil {
+		return flagError(stderr, "cleanup", err)
+	}
+	if f.help {
+		fmt.Fprint(stdout, cleanupUsage)
+		fmt.Fprint(stdout, fs.FlagUsagesWrapped(helpColumns))
+		return exitOK
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "evictd cleanup: %v\n", err)
+		return exitUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	case f.timeout <= 0:
+		return fail(fmt.Errorf("invalid --timeout %v: want a positive duration", f.timeout))
+	case f.leaseNamespace == "":
+		return fail(fmt.Errorf("invalid --node-lease-namespace \"\": want a namespace"))
+	}
+	if f.daemonSet != "" {
+		if _, _, err := cleanup.ParseDaemonSet(f.daemonSet); err != nil {
+			return fail(fmt.Errorf("invalid --delete-daemonset: %w", err))
+		}
+	}
+	log, err := logging.NewTo(stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = log.Sync() }()
+	restore := logging.RouteKlog(log)
+	defer restore()
+
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: f.kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
+		&clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd cleanup: kubeconfig: %v\n", err)
+		return exitFailure
+	}
+	client, err := kube.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd cleanup: %v\n", err)
+		return exitFailure
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	res, err := cleanup.Run(ctx, cleanup.Options{
+		API: client, LeaseNamespace: f.leaseNamespace, Requester: evictreq.DefaultRequester, DaemonSet: f.daemonSet, Log: log,
+	})
+	fmt.Fprintf(stdout, "removed %d taints, %d conditions, %d node leases, %d EvictionRequests%s\n",
+		res.TaintsRemoved, res.ConditionsRemoved, res.LeasesDeleted, res.EvictionRequestsDeleted, servedNote(res.EvictionRequestsServed))
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd cleanup: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintln(stdout, "nothing of evictd's is left on the cluster")
+	return exitOK
+}
+
+func servedNote(served bool) string {
+	if served {
+		return ""
+	}
+	return " (the API server serves no EvictionRequests)"
+}

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package cleanup
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/pkg/kube"
+)
+
+// fakeAPI holds Nodes and Leases in memory and applies the two patches
+// pkg/cleanup makes; it exists to inject the API errors a real server
+// cannot be made to return on demand (the e2e tests in test/e2e/agent run
+// the real thing). conflicts counts the taint patches answered 409 before
+// one is applied; forbidStatus refuses every status patch.
+type fakeAPI struct {
+	nodes        map[string]*v1.Node
+	leases       []coordinationv1.Lease
+	ersServed    bool
+	conflicts    int
+	forbidStatus bool
+	deleted      []string
+}
+
+func (f *fakeAPI) List(_ context.Context, r kube.Resource, _ metav1.ListOptions) (runtime.Object, error) {
+	l := &v1.NodeList{}
+	for _, n := range f.nodes {
+		l.Items = append(l.Items, *n.DeepCopy())
+	}
+	slices.SortFunc(l.Items, func(a, b v1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return l, nil
+}
+
+func (f *fakeAPI) PatchNode(_ context.Context, name string, _ types.PatchType, data []byte) (*v1.Node, error) {
+	if f.conflicts > 0 {
+		f.conflicts--
+		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, name, nil)
+	}
+	var p struct {
+		Spec struct {
+			Taints []v1.Taint `json:"taints"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, err
+	}
+	f.nodes[name].Spec.Taints = p.Spec.Taints
+	return f.nodes[name], nil
+}
+
+func (f *fakeAPI) PatchNodeStatus(_ context.Context, name string, _ types.PatchType, data []byte) (*v1.Node, error) {
+	if f.forbidStatus {
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes/status"}, name, nil)
+	}
+	var p struct {
+		Status struct {
+			Conditions []struct {
+				Type  v1.NodeConditionType `json:"type"`
+				Patch string               `json:"$patch"`
+			} `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, err
+	}
+	n := f.nodes[name]
+	for _, c := range p.Status.Conditions {
+		if c.Patch == "delete" {
+			n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(x v1.NodeCondition) bool { return x.Type == c.Type })
+		}
+	}
+	return n, nil
+}
+
+func (f *fakeAPI) ListLeases(context.Context, string, metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	return &coordinationv1.LeaseList{Items: slices.Clone(f.leases)}, nil
+}
+
+func (f *fakeAPI) DeleteLease(_ context.Context, _, name string, _ metav1.DeleteOptions) error {
+	f.leases = slices.DeleteFunc(f.leases, func(l coordinationv1.Lease) bool { return l.Name == name })
+	f.deleted = append(f.deleted, "lease "+name)
+	return nil
+}
+
+func (f *fakeAPI) ListEvictionRequests(context.Context, string, metav1.ListOptions) (*lifecyclev1alpha1.EvictionRequestList, error) {
+	if !f.ersServed {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "lifecycle.k8s.io", Resource: "evictionrequests"}, "")
+	}
+	return &lifecyclev1alpha1.EvictionRequestList{}, nil
+}
+
+func (f *fakeAPI) DeleteEvictionRequest(context.Context, string, string, metav1.DeleteOptions) error {
+	return nil
+}
+
+func (f *fakeAPI) DeleteDaemonSet(context.Context, string, string, metav1.DeleteOptions) error {
+	return nil
+}
+
+func (f *fakeAPI) DaemonSetExists(context.Context, string, string) (bool, error) { return false, nil }
+
+func braked(name string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "example.com/dedicated", Effect: v1.TaintEffectNoSchedule},
+			{Key: "evictd.io/memory-pressure", Effect: v1.TaintEffectNoSchedule}}},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue},
+			{Type: "EvictdMemoryPressure", Status: v1.ConditionTrue}}}}
+}
+
+func lease(name, holder string) coordinationv1.Lease {
+	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)}}
+}
+
+// TestRun: a taint write that conflicts is read again and retried; the
+// EvictionRequests not served are no failure; the kubelet's lease of a
+// node named evictd-kubelet stays; nothing is left.
+func TestRun(t *testing.T) {
+	f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a"), "b": braked("b")}, conflicts: 1,
+		leases: []coordinationv1.Lease{lease("evictd-a", "evictd-system/evictd-x1"), lease("evictd-b", "host_42"),
+			lease("evictd-kubelet", "evictd-kubelet"), lease("a", "a")}}
+	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent"})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.TaintsRemoved != 2 || res.ConditionsRemoved != 2 || res.LeasesDeleted != 2 || res.EvictionRequestsServed || len(res.Left) != 0 {
+		t.Errorf("Run: %+v; want 2 taints, 2 conditions, 2 leases, EvictionRequests not served, nothing left", res)
+	}
+	if want := []string{"lease evictd-a", "lease evictd-b"}; !slices.Equal(f.deleted, want) {
+		t.Errorf("deleted %v; want %v (never a kubelet's lease)", f.deleted, want)
+	}
+	for _, n := range f.nodes {
+		if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "example.com/dedicated" || len(n.Status.Conditions) != 1 {
+			t.Errorf("node %s: taints %v, conditions %v; want the other taint and Ready only", n.Name, n.Spec.Taints, n.Status.Conditions)
+		}
+	}
+}
+
+// TestRunLeft: a write refused for good fails Run, which names what is
+// left.
+func TestRunLeft(t *testing.T) {
+	f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, forbidStatus: true}
+	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent", Attempts: 2})
+	if err == nil || !strings.Contains(err.Error(), "condition EvictdMemoryPressure=True on node a") || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("Run: %v; want it to fail naming the condition left on node a and the refusal", err)
+	}
+	if want := []string{"condition EvictdMemoryPressure=True on node a"}; !slices.Equal(res.Left, want) {
+		t.Errorf("Left %v; want %v", res.Left, want)
+	}
+}
+
+func TestParseDaemonSet(t *testing.T) {
+	for _, s := range []string{"evictd", "/evictd", "ns/", "a/b/c", ""} {
+		if _, _, err := ParseDaemonSet(s); err == nil || !strings.Contains(err.Error(), `"`+s+`"`) {
+			t.Errorf("ParseDaemonSet(%q): %v; want an error naming the value", s, err)
+		}
+	}
+	if ns, n, err := ParseDaemonSet("evictd-system/evictd"); err != nil || ns != "evictd-system" || n != "evictd" {
+		t.Errorf("ParseDaemonSet(evictd-system/evictd) = %q, %q, %v", ns, n, err)
+	}
+}

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/pkg/evictreq"
+	"github.com/evictd/evictd/pkg/nodebrake"
+	"github.com/evictd/evictd/pkg/nodelease"
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+// The uninstall tests cannot run the agents as the chart's or the
+// manifest's DaemonSet pods: a simulated node runs a pod's processes on the
+// host, with no mount namespace, so the pod's /host mounts (the host root
+// evictd reads) do not exist for it. The DaemonSet controller is therefore
+// off and the DaemonSets have no pods; the agent is a real `evictd run`
+// process with its DaemonSet pod's identity (a token bound to a pod on the
+// node). The cleanup Job's pod needs no host: the stand-in kubelet runs it
+// as the real evictd binary with its ServiceAccount's token.
+
+// cleanupRunner is the Node the cleanup Job's pod is bound to: a Node
+// object with no kubelet, the stand-in kubelet's.
+const cleanupRunner = "cleanup-runner"
+
+// kubeletLease is a kubelet's heartbeat Lease of a node whose name starts
+// as evictd's leases do: the uninstall must leave it.
+const kubeletLease = nodelease.NamePrefix + "kubelet"
+
+// leftBehind is a cluster in which an agent died mid-episode (SIGKILL:
+// its exit lift never ran, as when an uninstall deletes its identity
+// first): evictd's memory brake on the node, its node lease, and an
+// EvictionRequest of evictd's requester; beside them, what the uninstall
+// must not touch: a kubelet's Lease named evictd-kubelet and another
+// requester's EvictionRequest.
+func leftBehind(t *testing.T, name string) *memoryNode {
+	t.Helper()
+	m := newMemoryNode(t, name, framework.WithControllers("job"),
+		framework.WithAPIServerArgs("--feature-gates=EvictionRequestAPI=true", "--runtime-config=lifecycle.k8s.io/v1alpha1=true"))
+	ctx := context.Background()
+	_, kubeconfig := m.c.EvictdNodeToken(t, m.node.Name)
+	e := startBraking(t, m, kubeconfig)
+	_, hog := m.startHog(t, hogSpec(80, 700))
+	waitEvictions(t, e, 1, evictionTimeout)
+	e.waitLog(30*time.Second, "node brake on: new pods kept away until the episode ends", nil)
+	if err := syscall.Kill(e.p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.ended = true
+	for !e.p.Exited() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = m.c.Admin.CoreV1().Pods(hog.Namespace).Delete(ctx, hog.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+
+	for _, n := range []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: cleanupRunner, Labels: map[string]string{corev1.LabelOSStable: "linux"}}},
+	} {
+		if _, err := m.c.Admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: kubeletLease, Namespace: nodelease.DefaultNamespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(kubeletLease), LeaseDurationSeconds: ptr.To[int32](40)}}
+	if _, err := m.c.Admin.CoordinationV1().Leases(lease.Namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ers := m.c.Admin.LifecycleV1alpha1().EvictionRequests(m.ns)
+	// For the pod evictd never evicts (system-node-critical): a request is
+	// owned by its pod, and goes with it.
+	target := m.pods["critical"]
+	ours := evictreq.Build(target, evictreq.DefaultRequester)
+	theirs := evictreq.Build(target, "example.com/drainer")
+	theirs.Name = "drainer-" + string(target.UID)
+	for _, er := range []*lifecyclev1alpha1.EvictionRequest{ours, theirs} {
+		if _, err := ers.Create(ctx, er, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left := evictdLeft(t, m); !strings.Contains(strings.Join(left, "\n"), "taint "+nodebrake.TaintKey(nodebrake.Memory)) ||
+		!strings.Contains(strings.Join(left, "\n"), "lease ") || !strings.Contains(strings.Join(left, "\n"), "EvictionRequest ") {
+		t.Fatalf("before the uninstall: %q; want evictd's taint, its lease and its EvictionRequest left", left)
+	}
+	return m
+}
+
+// evictdLeft names what evictd wrote that is on the cluster, read
+// independently of pkg/cleanup: a taint of evictd's prefix, an evictd
+// condition at True, a Lease evictd-* other than the kubelet's, an
+// EvictionRequest of evictd's requester. It fails the test when what the
+// uninstall must leave is gone.
+func evictdLeft(t *testing.T, m *memoryNode) []string {
+	t.Helper()
+	ctx := context.Background()
+	var left []string
+	nodes, err := m.c.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		for _, tn := range n.Spec.Taints {
+			if strings.HasPrefix(tn.Key, nodebrake.TaintPrefix) {
+				left = append(left, fmt.Sprintf("taint %s on node %s", tn.ToString(), n.Name))
+			}
+		}
+		for _, c := range n.Status.Conditions {
+			if strings.HasPrefix(string(c.Type), "Evictd") && c.Status == corev1.ConditionTrue {
+				left = append(left, fmt.Sprintf("condition %s=True on node %s", c.Type, n.Name))
+			}
+		}
+	}
+	leases, err := m.c.Admin.CoordinationV1().Leases(nodelease.DefaultNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelets := 0
+	for _, l := range leases.Items {
+		switch {
+		case l.Name == kubeletLease:
+			kubelets++
+		case strings.HasPrefix(l.Name, nodelease.NamePrefix):
+			left = append(left, "lease "+l.Name)
+		}
+	}
+	if kubelets != 1 {
+		t.Errorf("the kubelet's Lease %s is gone", kubeletLease)
+	}
+	ers, err := m.c.Admin.LifecycleV1alpha1().EvictionRequests("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	others := 0
+	for _, er := range ers.Items {
+		if er.Spec.Requester == evictreq.DefaultRequester {
+			left = append(left, "EvictionRequest "+er.Namespace+"/"+er.Name)
+		} else {
+			others++
+		}
+	}
+	if others != 1 {
+		t.Errorf("%d EvictionRequests of other requesters; want the one the test made, untouched", others)
+	}
+	return left
+}
+
+// docRunner runs shell commands as docs/install.md writes them, with the
+// real helm and kubectl, from the repository's root, as the admin.
+func docRunner(t *testing.T, c *framework.Cluster) func(cmd string) string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm := filepath.Join(root, "_output", "tools", "helm")
+	if st, err := os.Stat(helm); err != nil || st.Mode()&0o111 == 0 {
+		framework.Require(t, fmt.Errorf("no helm at %s (make _output/tools/helm builds it): %w", helm, framework.ErrMissingBinary))
+	}
+	kubectl := framework.RequireBinary(t, "kubectl")
+	home := t.TempDir()
+	env := append(os.Environ(), "PATH="+filepath.Dir(helm)+":"+filepath.Dir(kubectl)+":"+os.Getenv("PATH"),
+		"KUBECONFIG="+c.AdminKubeconfig, "HOME="+home, "XDG_CACHE_HOME="+home+"/cache",
+		"XDG_CONFIG_HOME="+home+"/config", "XDG_DATA_HOME="+home+"/data")
+	return func(cmd string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		x := exec.CommandContext(ctx, "bash", "-c", cmd)
+		x.Dir, x.Env = root, env
+		began := time.Now()
+		out, err := x.CombinedOutput()
+		t.Logf("$ %s (%s)\n%s", cmd, time.Since(began).Round(time.Millisecond), out)
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return string(out)
+	}
+}
+
+// docSection returns the sh lines of docs/install.md from the first line
+// that starts with from up to the first line of the next sh block after it
+// that starts with to, both included: the commands of one documented step.
+func docSection(t *testing.T, from, to string) []string {
+	t.Helper()
+	lines := framework.DocLines(t, "docs/install.md")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, from) {
+			continue
+		}
+		for j := i; j < len(lines); j++ {
+			if strings.HasPrefix(lines[j], to) {
+				return lines[i : j+1]
+			}
+		}
+	}
+	t.Fatalf("docs/install.md has no commands from %q to %q", from, to)
+	return nil
+}
+
+// checkNothingLeft fails the test when the uninstall left anything of
+// evictd's, and checks that the stand-in kubelet ran the cleanup pod once,
+// successfully.
+func checkNothingLeft(t *testing.T, m *memoryNode, what string, runs []framework.PodRun) {
+	t.Helper()
+	if left := evictdLeft(t, m); len(left) > 0 {
+		t.Errorf("after %s: left %s", what, strings.Join(left, "; "))
+	}
+	if len(runs) != 1 || runs[0].ExitCode != 0 {
+		t.Errorf("after %s: the cleanup Job's pods ran %d times (%+v); want once, exit 0", what, len(runs), runs)
+	}
+}
+
+// TestUninstallHelm: `helm uninstall` (the real helm CLI) during a pressure
+// episode's leftovers takes back all of evictd's writes through the
+// chart's pre-delete hook: no evictd.io/ taint, no Evictd… condition at
+// True, no evictd Lease, no EvictionRequest of evictd's; a kubelet's Lease
+// named evictd-… and another requester's EvictionRequest stay. The chart
+// is installed by docs/install.md's commands but for the namespace
+// (evictd-helm: the test cluster's evictd-system holds the manifest's
+// identity, whose objects Helm would refuse to adopt) and the image.
+func TestUninstallHelm(t *testing.T) {
+	m := leftBehind(t, "uninstall-helm")
+	run := docRunner(t, m.c)
+	const ns = "evictd-helm"
+	stop := m.c.StandInKubelet(t, ns, "app.kubernetes.io/name=evictd-cleanup", cleanupRunner, framework.RequireBinary(t, "evictd"))
+	var uninstall string
+	for _, l := range docSection(t, "kubectl create namespace evictd-system", "kubectl label namespace evictd-system") {
+		run(strings.ReplaceAll(l, "evictd-system", ns))
+	}
+	for _, l := range docSection(t, "helm install evictd deploy/helm/evictd", "helm install evictd deploy/helm/evictd") {
+		run(strings.NewReplacer("evictd-system", ns, "registry.example.com/evictd", "evictd", "image.tag=0.1.0", "image.tag=e2e").Replace(l))
+	}
+	for _, l := range docSection(t, "helm uninstall evictd", "helm uninstall evictd") {
+		uninstall = strings.ReplaceAll(l, "evictd-system", ns)
+		run(uninstall)
+	}
+	checkNothingLeft(t, m, uninstall, stop())
+	if _, err := m.c.Admin.BatchV1().Jobs(ns).Get(context.Background(), "evictd-cleanup", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the cleanup Job after a successful uninstall: %v; want it deleted (hook-succeeded)", err)
+	}
+}
+
+// TestUninstallKustomize: docs/install.md's kustomize uninstall, its
+// commands run as written with the real kubectl, during a pressure
+// episode's leftovers: nothing of evictd's is left, as with Helm.
+func TestUninstallKustomize(t *testing.T) {
+	m := leftBehind(t, "uninstall-kustomize")
+	run := docRunner(t, m.c)
+	stop := m.c.StandInKubelet(t, "evictd-system", "app.kubernetes.io/name=evictd-cleanup", cleanupRunner, framework.RequireBinary(t, "evictd"))
+	// The install, then the uninstall's steps.
+	steps := docSection(t, "kubectl apply -k deploy/", "kubectl delete -k deploy/")
+	for _, l := range steps {
+		run(l)
+	}
+	checkNothingLeft(t, m, strings.Join(steps[1:], "; "), stop())
+}
