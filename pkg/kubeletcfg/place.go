@@ -45,6 +45,10 @@ type Placement struct {
 	AtOrBelow bool
 	// Note says why a comparison could not be made (a capacity unknown).
 	Note string
+	// Capped: the kubelet's image collection bounded Placed, at the free
+	// share its CappedBy (imageGCHighThresholdPercent) leaves (Place).
+	Capped   bool
+	CappedBy int32
 }
 
 // Place decides evictd's hard thresholds from its own (evictd: signal to
@@ -59,7 +63,17 @@ type Placement struct {
 // whether the kubelet acts first. allocatableMemory.available is left to
 // follow memory.available, as evictd derives it, unless the operator named
 // it. placed holds only the signals whose value changed.
-func Place(evictd map[string]string, operator map[string]bool, kubelet map[thresholds.Signal]thresholds.Value, capacity Capacity) (out []Placement, placed map[string]string) {
+//
+// Then, unlike the margin, the image collection bounds the disk defaults:
+// a default bytes threshold of a filesystem that holds the images
+// (imagefs, and nodefs where imagesOn says so) is lowered to gc's free
+// share when above it, so that evictd's disk episode, taint included,
+// never opens before the kubelet's image collection has started (85 %
+// used by default: 15 % available). On a one-disk node with the kubelet's
+// defaults this is the kubelet's own imagefs.available<15%: its eviction
+// manager deletes the unused images there before it evicts anyone, and
+// evictd counts them as that reclaim (ExpectImageGC).
+func Place(evictd map[string]string, operator map[string]bool, kubelet map[thresholds.Signal]thresholds.Value, capacity Capacity, gc ImageGC, imagesOn func(thresholds.Signal) bool) (out []Placement, placed map[string]string) {
 	placed = map[string]string{}
 	names := make([]string, 0, len(evictd))
 	for k := range evictd {
@@ -77,6 +91,7 @@ func Place(evictd map[string]string, operator map[string]bool, kubelet map[thres
 		p := Placement{Signal: s, Evictd: evictd[name], Placed: evictd[name], Operator: operator[name]}
 		k, has := kubelet[s]
 		if !has {
+			boundByImageGC(&p, name, placed, gc, imagesOn)
 			out = append(out, p)
 			continue
 		}
@@ -105,9 +120,35 @@ func Place(evictd map[string]string, operator map[string]bool, kubelet map[thres
 				p.Note = "capacity unknown: cannot compare a percentage with a quantity"
 			}
 		}
+		boundByImageGC(&p, name, placed, gc, imagesOn)
 		out = append(out, p)
 	}
 	return out, placed
+}
+
+// boundByImageGC lowers p, a default percentage on a filesystem holding the
+// images, to the kubelet's image collection's free share when above it
+// (Place); an operator's value and a quantity are left as they are.
+func boundByImageGC(p *Placement, name string, placed map[string]string, gc ImageGC, imagesOn func(thresholds.Signal) bool) {
+	if p.Operator || gc.Off() || (p.Signal != thresholds.ImageFsAvailable && p.Signal != thresholds.NodeFsAvailable) {
+		return
+	}
+	if p.Signal == thresholds.NodeFsAvailable && (imagesOn == nil || !imagesOn(p.Signal)) {
+		return
+	}
+	v, err := thresholds.ParseValue(p.Placed)
+	if err != nil || v.Quantity != nil || v.Percentage <= gc.FreeShare()+1e-9 {
+		return
+	}
+	p.Placed = strconv.FormatInt(int64(100-gc.High), 10) + "%"
+	p.Capped = true
+	p.Moved = p.Placed != p.Evictd
+	if p.Moved {
+		placed[name] = p.Placed
+	} else {
+		delete(placed, name)
+	}
+	p.CappedBy = gc.High
 }
 
 // raise returns the value own must become to sit the margin above the
@@ -202,6 +243,12 @@ func Summary(ps []Placement) []string {
 	for _, p := range ps {
 		s := string(p.Signal) + "<" + p.Placed
 		switch {
+		case p.Capped:
+			k := p.Kubelet
+			if k == "" {
+				k = "none"
+			}
+			s += fmt.Sprintf(" (at the kubelet's image collection, %d%% used; kubelet %s; default %s)", p.CappedBy, k, p.Evictd)
 		case p.Moved:
 			s += fmt.Sprintf(" (placed: kubelet %s + margin; default %s)", p.Kubelet, p.Evictd)
 		case p.Kubelet == "":
