@@ -154,13 +154,21 @@ func TestNodeDiskHealthy(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if c := seriesValues(p, want)[countSeries]; c < seen+3 {
+		c := seriesValues(p, want)[countSeries]
+		if c < seen+3 {
 			return fmt.Errorf("%s = %.0f; want %.0f", countSeries, c, seen+3)
 		}
+		t.Logf("evictd saw the fill at observation %.0f and observed %.0f times more", seen, c-seen)
 		page = p
 		return nil
 	}); err != nil {
 		t.Fatalf("%v\n%s", err, n.Diagnostics())
+	}
+	// Where evictd put its disk thresholds at start, against this kubelet.
+	for _, l := range strings.Split(evictdLog(t, n, evictd), "\n") {
+		if strings.Contains(l, `"evictd's hard thresholds placed above the kubelet's"`) || strings.Contains(l, `"the kubelet's eviction thresholds are unknown`) {
+			t.Logf("evictd at start: %s", l)
+		}
 	}
 
 	// Nothing: no disk threshold met, no episode, no brake, no eviction.
