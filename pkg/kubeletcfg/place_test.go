@@ -96,9 +96,20 @@ func TestPlace(t *testing.T) {
 			placed: map[string]string{}, capped: []thresholds.Signal{thresholds.NodeFsAvailable}},
 		{name: "split disks: nodefs holds no images", kubelet: map[string]string{"nodefs.available": "12%"}, known: true,
 			placed: map[string]string{"nodefs.available": "17%"}},
-		{name: "collection at 90%: the defaults go down to 10%", kubelet: DefaultHard(), known: true, oneDisk: true, gcHigh: 90,
+		// The kubelet's eviction manager deletes unused images at its own
+		// threshold: on one disk, imagefs.available<15% is a turn of the
+		// collection for nodefs too.
+		{name: "collection at 90%, kubelet's imagefs at 15%", kubelet: DefaultHard(), known: true, oneDisk: true, gcHigh: 90,
+			placed: map[string]string{}, capped: []thresholds.Signal{thresholds.ImageFsAvailable}},
+		{name: "collection at 90%, kubelet at 5%: the defaults go down to 10%", kubelet: map[string]string{"nodefs.available": "5%", "imagefs.available": "5%"},
+			known: true, oneDisk: true, gcHigh: 90,
 			placed: map[string]string{"nodefs.available": "10%", "imagefs.available": "10%"},
 			capped: []thresholds.Signal{thresholds.ImageFsAvailable, thresholds.NodeFsAvailable}},
+		{name: "kubelet's imagefs at 30%: evictd there, not 5 points above", kubelet: map[string]string{"imagefs.available": "30%"}, known: true,
+			placed: map[string]string{"imagefs.available": "30%"}, capped: []thresholds.Signal{thresholds.ImageFsAvailable}},
+		{name: "kubelet's imagefs at 30% on one disk: nodefs up to it", kubelet: map[string]string{"nodefs.available": "25%", "imagefs.available": "30%"}, known: true, oneDisk: true,
+			placed: map[string]string{"nodefs.available": "30%", "imagefs.available": "30%"},
+			capped: []thresholds.Signal{thresholds.ImageFsAvailable}},
 		{name: "collection at 80%: the margin holds", kubelet: DefaultHard(), known: true, oneDisk: true, gcHigh: 80,
 			placed: map[string]string{"imagefs.available": "20%"}},
 		{name: "collection off: the margin holds", kubelet: DefaultHard(), known: true, oneDisk: true, gcHigh: 100,
@@ -163,7 +174,7 @@ func TestSummary(t *testing.T) {
 		ImageGC{High: 90, Low: 80}, nil)
 	got := strings.Join(Summary(ps), "; ")
 	for _, want := range []string{"memory.available<950Mi (placed: kubelet 750Mi + margin; default 300Mi)", "nodefs.available<15% (kubelet: none)",
-		"imagefs.available<10% (at the kubelet's image collection, 90% used; kubelet 15%; default 15%)"} {
+		"imagefs.available<15% (bounded by the kubelet's image collection: from 90% used, and at its own threshold, kubelet 15%; default 15%)"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary %q: want %q", got, want)
 		}
