@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/evictd/evictd/pkg/nodebrake"
 )
@@ -85,16 +86,38 @@ func evictdMetrics(ctx context.Context, n *Node, ev *corev1.Pod) (string, error)
 }
 
 // TestNodeDiskHealthy: a healthy one-disk node at 82 % used, with an unused
-// image on it (the ballast), is left alone with evictd's defaults as
-// shipped: its disk thresholds sit where the kubelet's image collection
-// starts (85 % used), so evictd opens no disk episode, puts no brake on
-// the Node and evicts nothing. Read only once evictd has looked: its
-// imagefs.available at the fill's level and three observations after.
-// TestNodeDiskImageGC, next, takes the same disk past 85 %.
+// image on it (the ballast), is left alone with evictd's defaults placed
+// against the node's real kubelet (its config directory mounted, as the
+// manifest's commented kubelet-config volume shows): its disk thresholds
+// sit where the kubelet's image collection starts (85 % used), so evictd
+// opens no disk episode, puts no brake on the Node and evicts nothing. Read
+// only once evictd has looked: its imagefs.available at the fill's level
+// and three observations after. TestNodeDiskImageGC, next, takes the same
+// disk past 85 %, with evictd deployed afresh as shipped.
 func TestNodeDiskHealthy(t *testing.T) {
 	n := sharedNode(t)
 	ctx := context.Background()
-	evictd := evictdPod(t, n)
+	t.Cleanup(func() {
+		evictdOnce.Lock()
+		evictdOnce.pod = nil // the next test deploys evictd as it wants it
+		evictdOnce.Unlock()
+	})
+	// An argument the shipped pods lack, so that the wait takes the new
+	// pod only: the default, given explicitly.
+	evictd := deployEvictdWith(t, ctx, n, func(obj *unstructured.Unstructured) { mountKubeletConfig(t, obj, n.OutDir) },
+		"--kubelet-thresholds=place")
+	placedLine, ok := FirstLogAfter(CRILogLines(evictdLog(t, n, evictd)), time.Time{}, "evictd's hard thresholds placed above the kubelet's", nil)
+	if !ok {
+		t.Fatalf("no start line on the kubelet's thresholds in evictd's log:\n%s", evictdLog(t, n, evictd))
+	}
+	placed := fmt.Sprint(placedLine.Fields["placed"])
+	t.Logf("evictd: kubelet from %q: %s, image collection %v%%..%v%%; placed %s", placedLine.Str("kubeletFrom"), placedLine.Str("kubelet"),
+		placedLine.Fields["imageGCLowThresholdPercent"], placedLine.Fields["imageGCHighThresholdPercent"], placed)
+	for _, want := range []string{"imagefs.available<15% (bounded by the kubelet's image collection: from 85% used", "nodefs.available<15%"} {
+		if !strings.Contains(placed, want) {
+			t.Errorf("placed %s: want %q", placed, want)
+		}
+	}
 	ns := newNamespace(t, n, "healthy")
 	fill := "/var/lib/kubelet/evictd-test-fill"
 	t.Cleanup(func() { _, _ = n.Sh(context.Background(), "rm -f "+fill) })
@@ -163,12 +186,6 @@ func TestNodeDiskHealthy(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatalf("%v\n%s", err, n.Diagnostics())
-	}
-	// Where evictd put its disk thresholds at start, against this kubelet.
-	for _, l := range strings.Split(evictdLog(t, n, evictd), "\n") {
-		if strings.Contains(l, `"evictd's hard thresholds placed above the kubelet's"`) || strings.Contains(l, `"the kubelet's eviction thresholds are unknown`) {
-			t.Logf("evictd at start: %s", l)
-		}
 	}
 
 	// Nothing: no disk threshold met, no episode, no brake, no eviction.
