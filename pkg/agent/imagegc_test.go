@@ -3,12 +3,17 @@
 package agent
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/pkg/agent/imagegc"
+	"github.com/evictd/evictd/pkg/fslayout"
+	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -135,6 +140,100 @@ func TestLoopDiskVictimWritingInItsGraceIsItsOwn(t *testing.T) {
 			n := runDiskSim(t, pods, tc.remeasure, 20*time.Second)
 			if !eq(n.victims(), tc.want) {
 				t.Fatalf("eviction calls %v; want %v", n.victims(), tc.want)
+			}
+		})
+	}
+}
+
+// TestLoopDiskDefaultsWaitForTheImageCollection: evictd's default
+// thresholds, placed against a kubelet with its defaults on a one-disk node
+// (image collection from 85 % used, imagefs.available<15%), as an agent
+// starts. At 82 % used, with or without an unused image, evictd looks
+// (the brake is synced every pass) and does nothing: no disk brake, no
+// eviction. At 87 % used, an unused image that covers the need goes first
+// (the kubelet's to delete) and no pod is evicted; without one, the writer
+// is.
+func TestLoopDiskDefaultsWaitForTheImageCollection(t *testing.T) {
+	const gi = 1 << 30
+	root := t.TempDir()
+	for name, data := range map[string]string{
+		"proc/640/cmdline":            "/usr/bin/kubelet\x00--config=/var/lib/kubelet/config.yaml\x00",
+		"var/lib/kubelet/config.yaml": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
+	} {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := placeOptions(t, root)
+	disk := thresholds.Observation{Capacity: 100 * gi}
+	placeAboveKubelet(o, startView{
+		signals:    map[thresholds.Signal]thresholds.Observation{thresholds.NodeFsAvailable: disk, thresholds.ImageFsAvailable: disk},
+		diskLayout: fslayout.OneFs,
+	}, zap.NewNop(), nil)
+	ths := configThresholds(o)
+	for _, th := range ths {
+		if th.Signal == thresholds.ImageFsAvailable || th.Signal == thresholds.NodeFsAvailable {
+			t.Logf("default %s", th)
+		}
+	}
+	unused := &v1.Node{Status: v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"docker.io/library/unused:a"}, SizeBytes: 10 * gi}}}}
+	for _, tc := range []struct {
+		name string
+		node *v1.Node
+		// want87 is the eviction calls at 87 % used.
+		want87 []string
+	}{
+		{"an unused image", unused, nil},
+		{"no unused image", &v1.Node{}, []string{"writer"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := []*simPod{
+				{name: "writer", usage: 10 * mi, grace: 1, disk: 8 * gi},
+				{name: "quiet", usage: 10 * mi, grace: 1, disk: 0},
+			}
+			n := newSimNode(t, 4096*mi, base250, pods...)
+			n.diskCapacity, n.diskBase, n.node = 100*gi, 60*gi, tc.node
+			n.brake = &brakeRecorder{n: n}
+			cfg := testLoopConfig(ths)
+			cfg.ExpectImageGC = true
+			w := n.run(t, cfg, 8*time.Minute) // the image listed long enough to count
+			diskBrake := func() bool {
+				for _, s := range n.brake.syncs {
+					if s.want[nodebrake.Disk].On {
+						return true
+					}
+				}
+				return false
+			}
+
+			// 82 % used: 74 GiB of other files and the writer's 8 GiB.
+			n.mu.Lock()
+			n.diskBase = 74 * gi
+			n.mu.Unlock()
+			before := len(n.brake.syncs)
+			n.runMore(t, 2*time.Minute, w)
+			if len(n.brake.syncs) == before {
+				t.Fatal("no pass in the 2 minutes at 82 % used: nothing shows evictd looked")
+			}
+			if diskBrake() || len(n.victims()) != 0 {
+				t.Fatalf("at 82 %% used: disk brake %v, eviction calls %v; want neither: the kubelet's image collection starts at 85 %%", diskBrake(), n.victims())
+			}
+
+			// 87 % used: 2 GiB under the 15 % the kubelet's collection and
+			// evictd's defaults start at.
+			n.mu.Lock()
+			n.diskBase = 79 * gi
+			n.mu.Unlock()
+			n.runMore(t, 30*time.Second, w)
+			if !diskBrake() {
+				t.Errorf("at 87 %% used: no disk brake; want one, the threshold met")
+			}
+			if !eq(n.victims(), tc.want87) {
+				t.Fatalf("at 87 %% used: eviction calls %v; want %v (an unused image goes before any pod)", n.victims(), tc.want87)
 			}
 		})
 	}

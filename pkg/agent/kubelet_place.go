@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/evictd/evictd/pkg/agent/family"
+	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/kubeletcfg"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/metrics"
@@ -68,9 +69,10 @@ func (k *KubeletPlacement) Detail() string {
 // --kubelet-thresholds=place, moves evictd's default hard thresholds a margin
 // above them (kubeletcfg.Place), before the thresholds are handed to the
 // loop. It never fails the start: without the kubelet's thresholds evictd
-// keeps its defaults and says so. capacity is one observation's, for the
-// mixed units; nil when none could be made.
-func placeAboveKubelet(o *Options, capacity map[thresholds.Signal]thresholds.Observation, log *zap.Logger, m *metrics.Metrics) *KubeletPlacement {
+// keeps its defaults and says so. start is one observation's signals, for
+// the mixed units, and disk layout, for the image collection's bound; empty
+// when none could be made.
+func placeAboveKubelet(o *Options, start startView, log *zap.Logger, m *metrics.Metrics) *KubeletPlacement {
 	st := &KubeletPlacement{}
 	if o.KubeletThresholds == KubeletIgnore {
 		m.SetKubeletThresholdsKnown(false)
@@ -90,19 +92,22 @@ func placeAboveKubelet(o *Options, capacity map[thresholds.Signal]thresholds.Obs
 			logging.Err(err), zap.String("fix", fix))
 		return st
 	}
-	return placeWith(o, *res, capacity, log, m)
+	return placeWith(o, *res, start, log, m)
 }
 
 // placeWith moves evictd's defaults above the kubelet's thresholds res,
-// read at start or, in a replay, from the trace.
-func placeWith(o *Options, res kubeletcfg.Result, capacity map[thresholds.Signal]thresholds.Observation, log *zap.Logger, m *metrics.Metrics) *KubeletPlacement {
+// read at start or, in a replay, from the trace, within its image
+// collection's bound.
+func placeWith(o *Options, res kubeletcfg.Result, start startView, log *zap.Logger, m *metrics.Metrics) *KubeletPlacement {
+	capacity := start.signals
 	st := &KubeletPlacement{Known: true, KubeletHard: res.Raw}
 	m.SetKubeletThresholdsKnown(true)
 	capOf := func(s thresholds.Signal) (int64, bool) {
 		ob, ok := capacity[s]
 		return ob.Capacity, ok && ob.Capacity > 0
 	}
-	ps, placed := kubeletcfg.Place(maps.Clone(o.Config.EvictionHard), o.Config.OperatorHard(), res.Hard, capOf)
+	imagesOn := func(s thresholds.Signal) bool { return fslayout.ImagesOn(start.diskLayout, s.Filesystem()) }
+	ps, placed := kubeletcfg.Place(maps.Clone(o.Config.EvictionHard), o.Config.OperatorHard(), res.Hard, capOf, res.ImageGC, imagesOn)
 	if len(placed) > 0 {
 		if err := o.Config.PlaceHard(placed); err != nil {
 			log.Error("placing evictd's thresholds above the kubelet's failed: evictd keeps its defaults", logging.Err(err))
@@ -132,7 +137,8 @@ func placeWith(o *Options, res kubeletcfg.Result, capacity map[thresholds.Signal
 	}
 	log.Info("evictd's hard thresholds placed above the kubelet's", zap.String("kubeletFrom", res.From),
 		zap.String("kubelet", thresholds.JoinStatements(res.Raw)), zap.Strings("placed", kubeletcfg.Summary(ps)),
-		zap.Int("moved", len(placed)), zap.Strings("ignoredSignals", sortedCopy(res.Ignored)))
+		zap.Int("moved", len(placed)), zap.Strings("ignoredSignals", sortedCopy(res.Ignored)),
+		zap.Int32("imageGCHighThresholdPercent", res.ImageGC.High), zap.Int32("imageGCLowThresholdPercent", res.ImageGC.Low))
 	return st
 }
 
@@ -153,26 +159,23 @@ func sortedCopy(s []string) []string {
 	return out
 }
 
-// startCapacity is one observation's signals, for placement's mixed units;
-// nil when the observation failed (placement then leaves those alone).
-func startCapacity(ctx context.Context, observe func(context.Context) (map[thresholds.Signal]thresholds.Observation, error), log *zap.Logger) map[thresholds.Signal]thresholds.Observation {
-	obs, err := observe(ctx)
-	if err != nil {
-		log.Info("no observation at start for the kubelet's thresholds: a percentage against a quantity is not compared", logging.Err(err))
-		return nil
-	}
-	return obs
+// startView is what placement needs of one observation at start: the
+// signals, for the mixed units, and the disk layout, for whether nodefs
+// holds the images. Zero when the observation failed: placement then
+// leaves the mixed units alone and bounds imagefs only.
+type startView struct {
+	signals    map[thresholds.Signal]thresholds.Observation
+	diskLayout fslayout.Layout
 }
 
-// observeSignals takes one observation and derives its signals.
-func observeSignals(obsv *pressure.Observer) func(context.Context) (map[thresholds.Signal]thresholds.Observation, error) {
-	return func(ctx context.Context) (map[thresholds.Signal]thresholds.Observation, error) {
-		obs, err := obsv.Observe(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return thresholds.Observe(obs.Summary), nil
+// startObservation takes one observation for placement.
+func startObservation(ctx context.Context, obsv *pressure.Observer, log *zap.Logger) startView {
+	obs, err := obsv.Observe(ctx)
+	if err != nil {
+		log.Info("no observation at start for the kubelet's thresholds: a percentage against a quantity is not compared", logging.Err(err))
+		return startView{}
 	}
+	return startView{signals: thresholds.Observe(obs.Summary), diskLayout: obs.Node.DiskLayout}
 }
 
 // configThresholds is the configuration's thresholds, the memory.high

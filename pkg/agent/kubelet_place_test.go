@@ -66,7 +66,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		o := placeOptions(t, kubeletHost(t))
 		m, _ := metrics.New(buildinfo.Info{})
 		core, logs := observer.New(zap.InfoLevel)
-		st := placeAboveKubelet(o, caps, zap.New(core), m)
+		st := placeAboveKubelet(o, startView{signals: caps}, zap.New(core), m)
 		if got := o.Config.EvictionHard; got["memory.available"] != "950Mi" || got["allocatableMemory.available"] != "950Mi" ||
 			got["pid.available"] != "10%" || got["nodefs.available"] != "15%" {
 			t.Errorf("thresholds %v: want memory and allocatable at 950Mi (750Mi + 200Mi), pid.available 10%% (over 5%% + 5), nodefs 15%%", got)
@@ -95,7 +95,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		o := placeOptions(t, kubeletHost(t), "--eviction-hard=memory.available<600Mi")
 		m, _ := metrics.New(buildinfo.Info{})
 		core, logs := observer.New(zap.InfoLevel)
-		st := placeAboveKubelet(o, caps, zap.New(core), m)
+		st := placeAboveKubelet(o, startView{signals: caps}, zap.New(core), m)
 		if o.Config.EvictionHard["memory.available"] != "600Mi" {
 			t.Errorf("the operator's memory.available moved to %s", o.Config.EvictionHard["memory.available"])
 		}
@@ -123,7 +123,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		o := placeOptions(t, root)
 		m, _ := metrics.New(buildinfo.Info{})
 		core, logs := observer.New(zap.InfoLevel)
-		st := placeAboveKubelet(o, caps, zap.New(core), m)
+		st := placeAboveKubelet(o, startView{signals: caps}, zap.New(core), m)
 		if o.Config.EvictionHard["memory.available"] != "300Mi" || st.Known {
 			t.Errorf("memory.available %s, known %v", o.Config.EvictionHard["memory.available"], st.Known)
 		}
@@ -139,7 +139,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 	t.Run("ignore", func(t *testing.T) {
 		o := placeOptions(t, kubeletHost(t), "--kubelet-thresholds=ignore")
 		m, _ := metrics.New(buildinfo.Info{})
-		st := placeAboveKubelet(o, caps, zap.NewNop(), m)
+		st := placeAboveKubelet(o, startView{signals: caps}, zap.NewNop(), m)
 		if o.Config.EvictionHard["memory.available"] != "300Mi" || st.Known || st.Detail() != "" {
 			t.Errorf("ignore: memory.available %s, state %+v", o.Config.EvictionHard["memory.available"], st)
 		}

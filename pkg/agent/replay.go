@@ -107,7 +107,14 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 		for s, c := range h.Capacity {
 			capacity[thresholds.Signal(s)] = thresholds.Observation{Capacity: c}
 		}
-		placeWith(o, kubeletcfg.Result{Hard: hard, Raw: h.KubeletHard, From: "the trace", Ignored: ignored}, capacity, log, m)
+		// The trace keeps no image collection thresholds: the kubelet's
+		// defaults, and the first pass's disk layout.
+		start := startView{signals: capacity}
+		if ob := tr.Passes[0].Observation; ob != nil {
+			start.diskLayout = ob.Node.DiskLayout
+		}
+		gc := kubeletcfg.ImageGC{High: kubeletcfg.DefaultImageGCHigh, Low: kubeletcfg.DefaultImageGCLow}
+		placeWith(o, kubeletcfg.Result{Hard: hard, Raw: h.KubeletHard, From: "the trace", Ignored: ignored, ImageGC: gc}, start, log, m)
 	}
 	ths := configThresholds(o)
 	rankOpts, err := o.Config.RankOptions()

@@ -142,8 +142,8 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	defer obsv.Close()
 	// Before anything else reads the thresholds: placement may raise
 	// evictd's defaults above the kubelet's (kubelet_place.go).
-	capacity := startCapacity(ctx, observeSignals(obsv), log)
-	kubeletPlaced := placeAboveKubelet(o, capacity, log, m)
+	start := startObservation(ctx, obsv, log)
+	kubeletPlaced := placeAboveKubelet(o, start, log, m)
 	ths = configThresholds(o)
 	layout := obsv.Layout()
 	// Only the wake-up sources this node can have are armed and exported.
@@ -250,7 +250,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	}
 
 	cfg := loopConfig(o, ths, rankOpts)
-	traceRec := newTrace(o, kubeletPlaced.KubeletHard, capacity, build.Version, clk.Now())
+	traceRec := newTrace(o, kubeletPlaced.KubeletHard, start.signals, build.Version, clk.Now())
 	if traceRec != nil {
 		m.SetTrace(traceRec)
 	}

@@ -60,8 +60,18 @@ const (
 //     node size (a percentage would fall below 100Mi on small nodes); the
 //     kubelet adds the allocatable threshold itself for every hard memory
 //     one, so evictd derives it the same way (deriveAllocatable).
-//   - nodefs.available<15%, imagefs.available<20%, and 10% for both inode
-//     signals: the kubelet's values plus five points.
+//   - nodefs.available<15% and 10% for both inode signals: the kubelet's
+//     values plus five points.
+//   - imagefs.available<15%, where the kubelet's own is: not five points
+//     above it, because the kubelet's image garbage collection starts there
+//     (imageGCHighThresholdPercent, 85 % used), and a disk episode, taint
+//     included, must not open on a healthy node before the collection has
+//     had its turn. There the kubelet's eviction manager deletes unused
+//     images before it evicts anyone, and evictd counts them as that
+//     reclaim (--expect-image-gc), so unused images still go before any pod.
+//     nodefs.available<15% is the same point on a one-disk node.
+//     Placement keeps both at or below the node's own collection threshold
+//     (kubeletcfg.Place).
 //   - pid.available<10%: the kubelet has none at all (kubernetes#98206),
 //     and a fork bomb takes a node down faster than any other signal.
 //
@@ -74,7 +84,7 @@ func DefaultEvictionHard() map[string]string {
 		// (deriveAllocatable), 300Mi by default with it.
 		string(thresholds.NodeFsAvailable):   "15%",
 		string(thresholds.NodeFsInodesFree):  "10%",
-		string(thresholds.ImageFsAvailable):  "20%",
+		string(thresholds.ImageFsAvailable):  "15%",
 		string(thresholds.ImageFsInodesFree): "10%",
 		string(thresholds.PIDAvailable):      "10%",
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/pkg/kubeletcfg"
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/spf13/pflag"
@@ -42,7 +43,7 @@ func TestLoadFullExample(t *testing.T) {
 		"allocatableMemory.available<500Mi (min-reclaim 200Mi)",
 		"nodefs.available<10% (min-reclaim 1Gi)",
 		"nodefs.inodesFree<10%",
-		"imagefs.available<20%",
+		"imagefs.available<15%",
 		"pid.available<10%",
 		"memory.available<1Gi (soft, grace 1m30s) (min-reclaim 200Mi)",
 		"nodefs.available<20% (soft, grace 2m0s) (min-reclaim 1Gi)",
@@ -79,7 +80,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := []string{
 		"memory.available<300Mi", "allocatableMemory.available<300Mi", "nodefs.available<15%",
-		"nodefs.inodesFree<10%", "imagefs.available<20%", "imagefs.inodesFree<10%", "pid.available<10%",
+		"nodefs.inodesFree<10%", "imagefs.available<15%", "imagefs.inodesFree<10%", "pid.available<10%",
 	}
 	if got := thresholdStrings(t, c); !reflect.DeepEqual(got, want) {
 		t.Errorf("default thresholds = %v, want %v", got, want)
@@ -90,7 +91,12 @@ func TestDefaults(t *testing.T) {
 	if got := thresholdStrings(t, Default()); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() thresholds = %v", got)
 	}
-	// Every default acts before the kubelet's default on the same signal.
+	// Every default acts before the kubelet's default on the same signal,
+	// but the disk space ones: they act where the kubelet's image
+	// collection starts (85 % used), never before it and never after the
+	// kubelet's own eviction (imagefs.available<15%, on one disk the
+	// nodefs too).
+	gcFree := kubeletcfg.ImageGC{High: kubeletcfg.DefaultImageGCHigh}.FreeShare()
 	kubelet := map[thresholds.Signal]string{
 		thresholds.MemoryAvailable: "100Mi", thresholds.NodeFsAvailable: "10%", thresholds.NodeFsInodesFree: "5%",
 		thresholds.ImageFsAvailable: "15%", thresholds.ImageFsInodesFree: "5%",
@@ -104,6 +110,13 @@ func TestDefaults(t *testing.T) {
 		kv, err := thresholds.ParseValue(k)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if th.Signal == thresholds.NodeFsAvailable || th.Signal == thresholds.ImageFsAvailable {
+			imageFsKubelet := thresholds.Value{Percentage: 0.15}
+			if th.Value.Quantity != nil || th.Value.Percentage > gcFree || th.Value.Percentage < imageFsKubelet.Percentage {
+				t.Errorf("%s: default %s opens a disk episode before the kubelet's image collection (%.0f%% available) or after its eviction (imagefs.available<15%%)", th.Signal, th.Value, 100*gcFree)
+			}
+			continue
 		}
 		for _, capacity := range []int64{1 << 30, 16 << 30, 1 << 40} {
 			if th.Value.Amount(capacity) <= kv.Amount(capacity) {
@@ -276,13 +289,13 @@ func TestFlags(t *testing.T) {
 	}{
 		{
 			name: "no flags: defaults",
-			want: []string{"memory.available<300Mi", "allocatableMemory.available<300Mi", "nodefs.available<15%", "nodefs.inodesFree<10%", "imagefs.available<20%", "imagefs.inodesFree<10%", "pid.available<10%"},
+			want: []string{"memory.available<300Mi", "allocatableMemory.available<300Mi", "nodefs.available<15%", "nodefs.inodesFree<10%", "imagefs.available<15%", "imagefs.inodesFree<10%", "pid.available<10%"},
 		},
 		{
 			name: "kubelet-style flags merge with the defaults",
 			args: []string{"--eviction-hard=memory.available<1Gi,imagefs.inodesFree<none", "--eviction-soft=nodefs.available<30%",
 				"--eviction-soft-grace-period=nodefs.available=45s", "--eviction-minimum-reclaim=memory.available=5%"},
-			want: []string{"memory.available<1Gi (min-reclaim 5%)", "allocatableMemory.available<1Gi (min-reclaim 5%)", "nodefs.available<15%", "nodefs.inodesFree<10%", "imagefs.available<20%", "pid.available<10%", "nodefs.available<30% (soft, grace 45s)"},
+			want: []string{"memory.available<1Gi (min-reclaim 5%)", "allocatableMemory.available<1Gi (min-reclaim 5%)", "nodefs.available<15%", "nodefs.inodesFree<10%", "imagefs.available<15%", "pid.available<10%", "nodefs.available<30% (soft, grace 45s)"},
 		},
 		{
 			name: "flags override the file per signal",
@@ -290,7 +303,7 @@ func TestFlags(t *testing.T) {
 				"--eviction-max-pod-grace-period=5", "--eviction-pressure-transition-period=30s"},
 			want: []string{
 				"memory.available<500Mi (min-reclaim 200Mi)", "allocatableMemory.available<500Mi (min-reclaim 200Mi)", "nodefs.available<5Gi (min-reclaim 1Gi)",
-				"nodefs.inodesFree<10%", "imagefs.available<20%", "pid.available<10%",
+				"nodefs.inodesFree<10%", "imagefs.available<15%", "pid.available<10%",
 				"memory.available<1Gi (soft, grace 10s) (min-reclaim 200Mi)", "nodefs.available<20% (soft, grace 2m0s) (min-reclaim 1Gi)",
 			},
 			check: func(t *testing.T, c *Config) {

@@ -216,3 +216,56 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadImageGC: the kubelet's image collection thresholds, read as it
+// reads them: its defaults, the file, a drop-in over the file, the
+// deprecated flag over both; a bad value names itself.
+func TestReadImageGC(t *testing.T) {
+	host := func(t *testing.T, cmdline, config, dropin string) string {
+		root := t.TempDir()
+		must(t, os.MkdirAll(filepath.Join(root, "proc", "7"), 0o755))
+		must(t, os.WriteFile(filepath.Join(root, "proc", "7", "cmdline"), []byte(cmdline), 0o644))
+		must(t, os.MkdirAll(filepath.Join(root, "etc", "kubelet.d"), 0o755))
+		must(t, os.WriteFile(filepath.Join(root, "etc", "kubelet.yaml"), []byte("kind: KubeletConfiguration\n"+config), 0o644))
+		if dropin != "" {
+			must(t, os.WriteFile(filepath.Join(root, "etc", "kubelet.d", "10-gc.conf"), []byte("kind: KubeletConfiguration\n"+dropin), 0o644))
+		}
+		return root
+	}
+	base := "kubelet\x00--config=/etc/kubelet.yaml\x00--config-dir=/etc/kubelet.d\x00"
+	for _, c := range []struct {
+		name, cmdline, config, dropin string
+		want                          ImageGC
+	}{
+		{"defaults", base, "", "", ImageGC{High: 85, Low: 80}},
+		{"file", base, "imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 70\n", "", ImageGC{High: 90, Low: 70}},
+		{"drop-in over the file", base, "imageGCHighThresholdPercent: 90\n", "imageGCHighThresholdPercent: 95\n", ImageGC{High: 95, Low: 80}},
+		{"flag over both", base + "--image-gc-high-threshold=100\x00", "imageGCHighThresholdPercent: 90\n", "", ImageGC{High: 100, Low: 80}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := Read(Options{HostRoot: host(t, c.cmdline, c.config, c.dropin)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.ImageGC != c.want {
+				t.Errorf("image collection %+v, want %+v", r.ImageGC, c.want)
+			}
+		})
+	}
+	if g := (ImageGC{High: 85}); g.FreeShare() != 0.15 || g.Off() {
+		t.Errorf("85%%: free share %v, off %v; want 0.15 and on", g.FreeShare(), g.Off())
+	}
+	if g := (ImageGC{High: 100}); g.FreeShare() != 0 || !g.Off() {
+		t.Errorf("100%%: free share %v, off %v; want 0 and off", g.FreeShare(), g.Off())
+	}
+	for _, c := range []struct{ cmdline, config, want string }{
+		{base + "--image-gc-high-threshold=lots\x00", "", `--image-gc-high-threshold=lots: want a whole percentage, not "lots"`},
+		{base, "imageGCHighThresholdPercent: 120\n", "imageGCHighThresholdPercent 120: want 0..100"},
+		{base, "imageGCHighThresholdPercent: 70\n", "imageGCLowThresholdPercent 80 is above imageGCHighThresholdPercent 70"},
+	} {
+		_, err := Read(Options{HostRoot: host(t, c.cmdline, c.config, "")})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q %q: error %v, want %q", c.cmdline, c.config, err, c.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -36,15 +37,26 @@ func DefaultHard() map[string]string {
 	}
 }
 
+// The kubelet's image garbage collection defaults
+// (pkg/kubelet/apis/config/v1beta1/defaults.go): its periodic collection
+// starts once the image filesystem is DefaultImageGCHigh % used and frees
+// down to DefaultImageGCLow %; 100 switches the collection off.
+const (
+	DefaultImageGCHigh = 85
+	DefaultImageGCLow  = 80
+)
+
 // The kubelet's flag names this package reads; every other flag is
 // skipped.
 const (
-	flagConfig     = "config"
-	flagConfigDir  = "config-dir"
-	flagHard       = "eviction-hard"
-	flagSoft       = "eviction-soft"
-	flagSoftGrace  = "eviction-soft-grace-period"
-	flagMinReclaim = "eviction-minimum-reclaim"
+	flagConfig      = "config"
+	flagConfigDir   = "config-dir"
+	flagHard        = "eviction-hard"
+	flagSoft        = "eviction-soft"
+	flagSoftGrace   = "eviction-soft-grace-period"
+	flagMinReclaim  = "eviction-minimum-reclaim"
+	flagImageGCHigh = "image-gc-high-threshold"
+	flagImageGCLow  = "image-gc-low-threshold"
 )
 
 // Args is what a kubelet command line says about eviction. A map is nil
@@ -55,6 +67,10 @@ type Args struct {
 	Hard, Soft        map[string]string
 	SoftGrace         map[string]string
 	MinReclaim        map[string]string
+	// ImageGCHigh and ImageGCLow are the deprecated but still honoured
+	// --image-gc-high-threshold and --image-gc-low-threshold; nil when
+	// absent.
+	ImageGCHigh, ImageGCLow *int32
 }
 
 // SplitCmdline splits /proc/PID/cmdline, whose arguments each end in a NUL.
@@ -90,7 +106,7 @@ func ParseArgs(args []string) (Args, error) {
 		var dst *map[string]string
 		split := thresholds.SplitPairs
 		switch name {
-		case flagConfig, flagConfigDir:
+		case flagConfig, flagConfigDir, flagImageGCHigh, flagImageGCLow:
 		case flagHard:
 			dst, split = &a.Hard, thresholds.SplitStatements
 		case flagSoft:
@@ -115,6 +131,17 @@ func ParseArgs(args []string) (Args, error) {
 			continue
 		case flagConfigDir:
 			a.ConfigDir = value
+			continue
+		case flagImageGCHigh, flagImageGCLow:
+			pct, err := parsePercent(value)
+			if err != nil {
+				return Args{}, fmt.Errorf("--%s=%s: %w", name, value, err)
+			}
+			if name == flagImageGCHigh {
+				a.ImageGCHigh = &pct
+			} else {
+				a.ImageGCLow = &pct
+			}
 			continue
 		}
 		m, err := split(value)
@@ -162,6 +189,10 @@ type File struct {
 	// MergeDefaults is mergeDefaultEvictionSettings: the kubelet's
 	// defaults fill the signals a partial evictionHard leaves out.
 	MergeDefaults *bool `json:"mergeDefaultEvictionSettings"`
+	// ImageGCHigh and ImageGCLow are imageGCHighThresholdPercent and
+	// imageGCLowThresholdPercent; nil when not set.
+	ImageGCHigh *int32 `json:"imageGCHighThresholdPercent"`
+	ImageGCLow  *int32 `json:"imageGCLowThresholdPercent"`
 }
 
 // Kind is the kubelet configuration's kind.
@@ -218,6 +249,14 @@ func Merge(main File, dropins ...File) File {
 		if d.MergeDefaults != nil {
 			v := *d.MergeDefaults
 			out.MergeDefaults = &v
+		}
+		if d.ImageGCHigh != nil {
+			v := *d.ImageGCHigh
+			out.ImageGCHigh = &v
+		}
+		if d.ImageGCLow != nil {
+			v := *d.ImageGCLow
+			out.ImageGCLow = &v
 		}
 	}
 	return out
@@ -277,4 +316,59 @@ func ParseHard(hard map[string]string) (map[thresholds.Signal]thresholds.Value, 
 		out[th.Signal] = th.Value
 	}
 	return out, ignored, nil
+}
+
+// ImageGC is the kubelet's image garbage collection thresholds, in percent
+// of the image filesystem used.
+type ImageGC struct {
+	High, Low int32
+}
+
+// Off reports whether the kubelet collects no images: a high threshold of
+// 100 switches its collection off (kubelet's help text).
+func (g ImageGC) Off() bool { return g.High >= 100 }
+
+// FreeShare is the share of the image filesystem available when the
+// periodic collection starts: 0.15 for the default 85 %; 0 when it is off.
+func (g ImageGC) FreeShare() float64 {
+	if g.Off() {
+		return 0
+	}
+	return float64(100-g.High) / 100
+}
+
+// EffectiveImageGC is the kubelet's image collection thresholds once its
+// flags and defaults are applied, checked as the kubelet's validation
+// does: each within 0..100, low not above high.
+func EffectiveImageGC(f File, a Args) (ImageGC, error) {
+	g := ImageGC{High: DefaultImageGCHigh, Low: DefaultImageGCLow}
+	for _, v := range []struct {
+		dst      *int32
+		file, fl *int32
+	}{{&g.High, f.ImageGCHigh, a.ImageGCHigh}, {&g.Low, f.ImageGCLow, a.ImageGCLow}} {
+		if v.file != nil {
+			*v.dst = *v.file
+		}
+		if v.fl != nil {
+			*v.dst = *v.fl
+		}
+	}
+	switch {
+	case g.High < 0 || g.High > 100:
+		return ImageGC{}, fmt.Errorf("imageGCHighThresholdPercent %d: want 0..100", g.High)
+	case g.Low < 0 || g.Low > 100:
+		return ImageGC{}, fmt.Errorf("imageGCLowThresholdPercent %d: want 0..100", g.Low)
+	case g.Low > g.High:
+		return ImageGC{}, fmt.Errorf("imageGCLowThresholdPercent %d is above imageGCHighThresholdPercent %d", g.Low, g.High)
+	}
+	return g, nil
+}
+
+// parsePercent reads a kubelet int32 percentage flag's value.
+func parsePercent(v string) (int32, error) {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("want a whole percentage, not %q", v)
+	}
+	return int32(n), nil
 }

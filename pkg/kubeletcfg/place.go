@@ -45,6 +45,10 @@ type Placement struct {
 	AtOrBelow bool
 	// Note says why a comparison could not be made (a capacity unknown).
 	Note string
+	// Capped: the kubelet's image collection bounded Placed, at the free
+	// share its CappedBy (imageGCHighThresholdPercent) leaves (Place).
+	Capped   bool
+	CappedBy int32
 }
 
 // Place decides evictd's hard thresholds from its own (evictd: signal to
@@ -59,7 +63,18 @@ type Placement struct {
 // whether the kubelet acts first. allocatableMemory.available is left to
 // follow memory.available, as evictd derives it, unless the operator named
 // it. placed holds only the signals whose value changed.
-func Place(evictd map[string]string, operator map[string]bool, kubelet map[thresholds.Signal]thresholds.Value, capacity Capacity) (out []Placement, placed map[string]string) {
+//
+// Then, unlike the margin, the image collection bounds the disk defaults:
+// a default bytes threshold of a filesystem that holds the images
+// (imagefs, and nodefs where imagesOn says so) is lowered, when above it,
+// to where the kubelet first deletes images there (boundByImageGC), so
+// that evictd's disk episode, taint included, never opens before the
+// kubelet's image collection has had its turn (85 % used by default: 15 %
+// available). On a one-disk node with the kubelet's
+// defaults this is the kubelet's own imagefs.available<15%: its eviction
+// manager deletes the unused images there before it evicts anyone, and
+// evictd counts them as that reclaim (ExpectImageGC).
+func Place(evictd map[string]string, operator map[string]bool, kubelet map[thresholds.Signal]thresholds.Value, capacity Capacity, gc ImageGC, imagesOn func(thresholds.Signal) bool) (out []Placement, placed map[string]string) {
 	placed = map[string]string{}
 	names := make([]string, 0, len(evictd))
 	for k := range evictd {
@@ -77,6 +92,7 @@ func Place(evictd map[string]string, operator map[string]bool, kubelet map[thres
 		p := Placement{Signal: s, Evictd: evictd[name], Placed: evictd[name], Operator: operator[name]}
 		k, has := kubelet[s]
 		if !has {
+			boundByImageGC(&p, name, placed, gc, imagesOn, kubeletShare(kubelet, capacity, imagesOn, s))
 			out = append(out, p)
 			continue
 		}
@@ -105,9 +121,66 @@ func Place(evictd map[string]string, operator map[string]bool, kubelet map[thres
 				p.Note = "capacity unknown: cannot compare a percentage with a quantity"
 			}
 		}
+		boundByImageGC(&p, name, placed, gc, imagesOn, kubeletShare(kubelet, capacity, imagesOn, s))
 		out = append(out, p)
 	}
 	return out, placed
+}
+
+// kubeletShare is the free share at which the kubelet's eviction manager
+// deletes unused images for s's filesystem: the larger of its thresholds on
+// s and, where the images are on nodefs (one disk), on the other disk space
+// signal too; 0 when it has none (or a quantity without the capacity).
+func kubeletShare(kubelet map[thresholds.Signal]thresholds.Value, capacity Capacity, imagesOn func(thresholds.Signal) bool, s thresholds.Signal) float64 {
+	sigs := []thresholds.Signal{s}
+	if imagesOn != nil && imagesOn(thresholds.NodeFsAvailable) {
+		sigs = []thresholds.Signal{thresholds.NodeFsAvailable, thresholds.ImageFsAvailable}
+	}
+	share := 0.0
+	for _, sig := range sigs {
+		k, ok := kubelet[sig]
+		if !ok {
+			continue
+		}
+		if k.Quantity == nil {
+			share = math.Max(share, k.Percentage)
+			continue
+		}
+		if c, capOK := capacity(sig); capOK && c > 0 {
+			share = math.Max(share, float64(thresholds.SaturatedValue(k.Quantity))/float64(c))
+		}
+	}
+	return share
+}
+
+// boundByImageGC lowers p, a default percentage on a filesystem holding the
+// images, to where the kubelet first collects images when above it (Place):
+// the larger of the free share its periodic collection starts at and
+// kubelet, the share at which its eviction manager deletes unused images
+// before evicting (kubeletShare). An operator's
+// value and a quantity are left as they are.
+func boundByImageGC(p *Placement, name string, placed map[string]string, gc ImageGC, imagesOn func(thresholds.Signal) bool, kubelet float64) {
+	if p.Operator || gc.Off() || (p.Signal != thresholds.ImageFsAvailable && p.Signal != thresholds.NodeFsAvailable) {
+		return
+	}
+	if p.Signal == thresholds.NodeFsAvailable && (imagesOn == nil || !imagesOn(p.Signal)) {
+		return
+	}
+	bound := math.Min(math.Max(gc.FreeShare(), kubelet), MaxPlaced)
+	v, err := thresholds.ParseValue(p.Placed)
+	if err != nil || v.Quantity != nil || v.Percentage <= bound+1e-9 {
+		return
+	}
+	// Whole hundredths of a point, rounded down: never above the bound.
+	p.Placed = strconv.FormatFloat(math.Floor(bound*10000+1e-6)/100, 'f', -1, 64) + "%"
+	p.Capped = true
+	p.Moved = p.Placed != p.Evictd
+	if p.Moved {
+		placed[name] = p.Placed
+	} else {
+		delete(placed, name)
+	}
+	p.CappedBy = gc.High
 }
 
 // raise returns the value own must become to sit the margin above the
@@ -202,6 +275,12 @@ func Summary(ps []Placement) []string {
 	for _, p := range ps {
 		s := string(p.Signal) + "<" + p.Placed
 		switch {
+		case p.Capped:
+			k := p.Kubelet
+			if k == "" {
+				k = "none"
+			}
+			s += fmt.Sprintf(" (bounded by the kubelet's image collection: from %d%% used, and at its own threshold, kubelet %s; default %s)", p.CappedBy, k, p.Evictd)
 		case p.Moved:
 			s += fmt.Sprintf(" (placed: kubelet %s + margin; default %s)", p.Kubelet, p.Evictd)
 		case p.Kubelet == "":

@@ -34,6 +34,8 @@ type Result struct {
 	From string
 	// Ignored lists the signals the kubelet has that evictd does not watch.
 	Ignored []string
+	// ImageGC is the kubelet's image garbage collection thresholds.
+	ImageGC ImageGC
 }
 
 // Options says where to look.
@@ -158,7 +160,11 @@ func Read(o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubelet evictionHard from %s: %w", strings.Join(from, ", "), err)
 	}
-	return &Result{Hard: hard, Raw: raw, From: strings.Join(from, ", "), Ignored: ignored}, nil
+	gc, err := EffectiveImageGC(file, args)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet image garbage collection from %s: %w", strings.Join(from, ", "), err)
+	}
+	return &Result{Hard: hard, Raw: raw, From: strings.Join(from, ", "), Ignored: ignored, ImageGC: gc}, nil
 }
 
 // readDropins reads dir's *.conf files, in file-name order, as the

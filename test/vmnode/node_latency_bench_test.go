@@ -37,7 +37,7 @@ import (
 
 const fillerImage = "evictd-filler:e2e-node"
 
-func init() { extraImages["filler.tar"] = "TestNodeLatency" }
+func init() { extraImages["filler.tar"] = []string{"TestNodeLatency"} }
 
 const (
 	nodeLatencyThreshold = 300 << 20

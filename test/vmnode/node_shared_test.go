@@ -36,16 +36,16 @@ const (
 )
 
 // extraImages are archives besides those every node test needs, each with
-// the test that uses it. The shared node imports one only when go test's
-// -run and -skip select that test: the ballast alone takes about a minute
-// of the boot under TCG, which a stage without its test need not pay.
-var extraImages = map[string]string{}
+// the tests that use it. The shared node imports one only when go test's
+// -run and -skip select one of them: the ballast alone takes about a minute
+// of the boot under TCG, which a stage without its tests need not pay.
+var extraImages = map[string][]string{}
 
 // neededImages are the archives of extraImages whose tests this run selects.
 func neededImages() []string {
 	var out []string
-	for archive, test := range extraImages {
-		if testSelected(test) {
+	for archive, tests := range extraImages {
+		if slices.ContainsFunc(tests, testSelected) {
 			out = append(out, archive)
 		}
 	}

@@ -36,9 +36,10 @@ const (
 // pkg/kubelet/kubelet.go). Patience is how long evictd counts unused images
 // as the kubelet's reclaim while a disk threshold holds: one collection
 // period and a minute more, for the Node's image list to catch up. After
-// that the kubelet has had its chance (its collection may well not start:
-// it waits for 85 % use, below evictd's imagefs threshold), and evictd
-// evicts for what the images would have covered.
+// that the kubelet has had its chance (its collection may well not start
+// where a threshold set for evictd sits above the 15 % available at which
+// it starts; evictd's defaults sit there), and evictd evicts for what the
+// images would have covered.
 const (
 	GCPeriod = 5 * time.Minute
 	Patience = GCPeriod + time.Minute
