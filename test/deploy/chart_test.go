@@ -627,8 +627,14 @@ func TestChartOptionalObjects(t *testing.T) {
 			t.Errorf("values %q render the policies %v; want %v", tc.values, got, tc.want)
 		}
 	}
-	if got := policies("nodeLease: {admissionPolicy: false}"); slices.Contains(got, leasePolicy) || len(got) != 4 {
-		t.Errorf("nodeLease.admissionPolicy: false renders the policies %v; want node-writes' and evictions' with their bindings, no lease policy", got)
+	var noLease []string
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		for _, name := range []string{"cleanup-node-writes", "evictions", "node-writes"} {
+			noLease = append(noLease, kind+" /evictd-evictd-system-"+name)
+		}
+	}
+	if got := policies("nodeLease: {admissionPolicy: false}"); !slices.Equal(got, noLease) {
+		t.Errorf("nodeLease.admissionPolicy: false renders the policies %v; want %v: node-writes', evictions' and the cleanup's with their bindings, no lease policy", got, noLease)
 	}
 	if _, err := render(t, "extraArgs: [--node-brake-taint-effect=None]"); err == nil || !strings.Contains(err.Error(), "set nodeBrake.enabled and nodeBrake.taintEffect") {
 		t.Errorf("extraArgs --node-brake-taint-effect: %v; want the error naming nodeBrake", err)
