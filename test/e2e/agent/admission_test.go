@@ -112,29 +112,12 @@ func TestAdmissionNodeWrites(t *testing.T) {
 	}
 
 	nodes := asA.CoreV1().Nodes()
-	// taintPatch is the brake's taint write: the node's whole taint list
-	// (read with the admin, as evictd reads it from its informer) with
-	// change applied, conditional on the resourceVersion read.
 	taintPatch := func(ctx context.Context, client kubernetes.Interface, node string, change func([]corev1.Taint) []corev1.Taint) error {
-		cur, err := c.Admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := mustJSON(t, map[string]any{
-			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
-			"spec":     map[string]any{"taints": change(slices.Clone(cur.Spec.Taints))},
-		})
-		_, err = client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, p, metav1.PatchOptions{})
-		return err
-	}
-	addTaint := func(tn corev1.Taint) func([]corev1.Taint) []corev1.Taint {
-		return func(ts []corev1.Taint) []corev1.Taint { return append(ts, tn) }
+		return patchTaints(ctx, t, c.Admin, client, node, change)
 	}
 	brakeTaint := corev1.Taint{Key: "evictd.io/memory-pressure", Effect: corev1.TaintEffectNoSchedule}
 	conditionPatch := func(ctx context.Context, client kubernetes.Interface, node string, cond map[string]any) error {
-		p := mustJSON(t, map[string]any{"status": map[string]any{"conditions": []any{cond}}})
-		_, err := client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, p, metav1.PatchOptions{}, "status")
-		return err
+		return patchCondition(ctx, t, client, node, cond)
 	}
 	brakeCondition := func(status corev1.ConditionStatus, reason string) map[string]any {
 		now := metav1.NewTime(time.Now().Truncate(time.Second))
@@ -427,6 +410,43 @@ func checkAdmission(t *testing.T, err error, policy, refusal string) {
 	default:
 		t.Logf("refused as wanted: %v", err)
 	}
+}
+
+// patchTaints is the brake's taint write as client: the node's whole taint
+// list (read with admin, as evictd reads it from its informer) with change
+// applied, conditional on the resourceVersion read.
+func patchTaints(ctx context.Context, t *testing.T, admin, client kubernetes.Interface, node string, change func([]corev1.Taint) []corev1.Taint) error {
+	t.Helper()
+	cur, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustJSON(t, map[string]any{
+		"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
+		"spec":     map[string]any{"taints": change(slices.Clone(cur.Spec.Taints))},
+	})
+	_, err = client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, p, metav1.PatchOptions{})
+	return err
+}
+
+// addTaint and removeTaint are changes for patchTaints.
+func addTaint(tn corev1.Taint) func([]corev1.Taint) []corev1.Taint {
+	return func(ts []corev1.Taint) []corev1.Taint { return append(ts, tn) }
+}
+
+func removeTaint(key string) func([]corev1.Taint) []corev1.Taint {
+	return func(ts []corev1.Taint) []corev1.Taint {
+		return slices.DeleteFunc(ts, func(x corev1.Taint) bool { return x.Key == key })
+	}
+}
+
+// patchCondition is the brake's condition write as client: a strategic
+// merge of cond into the node's status conditions.
+func patchCondition(ctx context.Context, t *testing.T, client kubernetes.Interface, node string, cond map[string]any) error {
+	t.Helper()
+	p := mustJSON(t, map[string]any{"status": map[string]any{"conditions": []any{cond}}})
+	_, err := client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, p, metav1.PatchOptions{}, "status")
+	return err
 }
 
 func mustJSON(t *testing.T, v any) []byte {
