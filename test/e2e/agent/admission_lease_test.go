@@ -16,7 +16,6 @@ import (
 
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/test/e2e/framework"
-	"github.com/evictd/evictd/test/nodesim"
 )
 
 // leasesPolicy is deploy/daemonset.yaml's policy on evictd's Lease writes.
@@ -34,14 +33,8 @@ const leasesPolicy = framework.LeasePolicy
 func TestAdmissionLeases(t *testing.T) {
 	start := time.Now()
 	c := framework.Start(t)
-	nodeA := c.StartNode(t, nodesim.Options{Name: "lease-a", MemoryBytes: nodeMemory})
-	nodeB := c.StartNode(t, nodesim.Options{Name: "lease-b", MemoryBytes: nodeMemory})
+	nodeA, nodeB, asA, kubeconfigA := nodesAB(t, c, "lease")
 	a, b := nodeA.Name, nodeB.Name
-	cfgA, kubeconfigA := c.EvictdNodeToken(t, a)
-	asA, err := kubernetes.NewForConfig(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
 	unbound := c.EvictdClient
 	ctx := context.Background()
 	ns := nodelease.DefaultNamespace

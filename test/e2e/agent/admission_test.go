@@ -77,13 +77,7 @@ type admissionCase struct {
 func TestAdmissionNodeWrites(t *testing.T) {
 	start := time.Now()
 	c := framework.Start(t)
-	nodeA := c.StartNode(t, nodesim.Options{Name: "adm-a", MemoryBytes: nodeMemory})
-	nodeB := c.StartNode(t, nodesim.Options{Name: "adm-b", MemoryBytes: nodeMemory})
-	cfgA, _ := c.EvictdNodeToken(t, nodeA.Name)
-	asA, err := kubernetes.NewForConfig(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodeA, nodeB, asA, _ := nodesAB(t, c, "adm")
 	unbound := c.EvictdClient
 	ctx := context.Background()
 	a, b := nodeA.Name, nodeB.Name
@@ -106,9 +100,11 @@ func TestAdmissionNodeWrites(t *testing.T) {
 	}
 	before := map[string]*corev1.Node{}
 	for _, n := range []string{a, b} {
-		if before[n], err = c.Admin.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err != nil {
+		node, err := c.Admin.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		before[n] = node
 	}
 
 	nodes := asA.CoreV1().Nodes()
@@ -449,6 +445,21 @@ func patchCondition(ctx context.Context, t *testing.T, client kubernetes.Interfa
 	return err
 }
 
+// nodesAB starts the simulated nodes <prefix>-a and <prefix>-b of the
+// admission tests and mints A's pod-bound evictd token: a client with it,
+// and a kubeconfig file for an evictd process on A.
+func nodesAB(t *testing.T, c *framework.Cluster, prefix string) (nodeA, nodeB *nodesim.Node, asA kubernetes.Interface, kubeconfigA string) {
+	t.Helper()
+	nodeA = c.StartNode(t, nodesim.Options{Name: prefix + "-a", MemoryBytes: nodeMemory})
+	nodeB = c.StartNode(t, nodesim.Options{Name: prefix + "-b", MemoryBytes: nodeMemory})
+	cfgA, kubeconfigA := c.EvictdNodeToken(t, nodeA.Name)
+	asA, err := kubernetes.NewForConfig(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodeA, nodeB, asA, kubeconfigA
+}
+
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -480,14 +491,8 @@ const ownNodePolicy = "evictd-own-node-evictions"
 func TestAdmissionOwnNodeEvictions(t *testing.T) {
 	start := time.Now()
 	c := framework.Start(t)
-	nodeA := c.StartNode(t, nodesim.Options{Name: "own-a", MemoryBytes: nodeMemory})
-	nodeB := c.StartNode(t, nodesim.Options{Name: "own-b", MemoryBytes: nodeMemory})
+	nodeA, nodeB, asA, kubeconfigA := nodesAB(t, c, "own")
 	a, b := nodeA.Name, nodeB.Name
-	cfgA, kubeconfigA := c.EvictdNodeToken(t, a)
-	asA, err := kubernetes.NewForConfig(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	evict := func(client kubernetes.Interface, ns, name string) error {
 		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
