@@ -49,12 +49,7 @@ func TestLoopDiskLeavesUnusedImagesToTheKubelet(t *testing.T) {
 		{"no Node object", nil, true, 8 * time.Minute, []string{"writer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pods := []*simPod{
-				{name: "writer", usage: 10 * mi, grace: 1, disk: 8 * gi},
-				{name: "quiet", usage: 10 * mi, grace: 1, disk: 0},
-			}
-			n := newSimNode(t, 4096*mi, base250, pods...)
-			n.diskCapacity, n.diskBase, n.node = 100*gi, 60*gi, tc.node
+			n := imageGCNode(t, tc.node)
 			cfg := testLoopConfig(mustThresholds(t, spec))
 			cfg.ExpectImageGC = tc.expect
 			w := n.run(t, cfg, tc.listedFor)
@@ -90,12 +85,7 @@ func TestLoopDiskLeavesUnusedImagesToTheKubelet(t *testing.T) {
 func TestLoopImageGCDeferralEnds(t *testing.T) {
 	const gi = 1 << 30
 	node := &v1.Node{Status: v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"docker.io/library/unused:a"}, SizeBytes: 10 * gi}}}}
-	pods := []*simPod{
-		{name: "writer", usage: 10 * mi, grace: 1, disk: 8 * gi},
-		{name: "quiet", usage: 10 * mi, grace: 1, disk: 0},
-	}
-	n := newSimNode(t, 4096*mi, base250, pods...)
-	n.diskCapacity, n.diskBase, n.node = 100*gi, 60*gi, node
+	n := imageGCNode(t, node)
 	cfg := testLoopConfig(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"nodefs.available": "15%"}}))
 	cfg.ExpectImageGC = true
 	w := n.run(t, cfg, 8*time.Minute) // the image listed long enough
@@ -191,12 +181,7 @@ func TestLoopDiskDefaultsWaitForTheImageCollection(t *testing.T) {
 		{"no unused image", &v1.Node{}, []string{"writer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pods := []*simPod{
-				{name: "writer", usage: 10 * mi, grace: 1, disk: 8 * gi},
-				{name: "quiet", usage: 10 * mi, grace: 1, disk: 0},
-			}
-			n := newSimNode(t, 4096*mi, base250, pods...)
-			n.diskCapacity, n.diskBase, n.node = 100*gi, 60*gi, tc.node
+			n := imageGCNode(t, tc.node)
 			n.brake = &brakeRecorder{n: n}
 			cfg := testLoopConfig(ths)
 			cfg.ExpectImageGC = true
@@ -237,4 +222,18 @@ func TestLoopDiskDefaultsWaitForTheImageCollection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// imageGCNode is the one-disk node of the image collection tests: 100 GiB,
+// 60 GiB of it other files, a writer pod with 8 GiB on it and a quiet pod
+// with none; node is the Node object evictd reads (its images).
+func imageGCNode(t *testing.T, node *v1.Node) *simNode {
+	const gi = 1 << 30
+	pods := []*simPod{
+		{name: "writer", usage: 10 * mi, grace: 1, disk: 8 * gi},
+		{name: "quiet", usage: 10 * mi, grace: 1, disk: 0},
+	}
+	n := newSimNode(t, 4096*mi, base250, pods...)
+	n.diskCapacity, n.diskBase, n.node = 100*gi, 60*gi, node
+	return n
 }

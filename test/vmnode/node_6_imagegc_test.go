@@ -118,34 +118,11 @@ func TestNodeDiskHealthy(t *testing.T) {
 			t.Errorf("placed %s: want %q", placed, want)
 		}
 	}
-	ns := newNamespace(t, n, "healthy")
-	fill := "/var/lib/kubelet/evictd-test-fill"
-	t.Cleanup(func() { _, _ = n.Sh(context.Background(), "rm -f "+fill) })
 	// Pods evictd would evict for the disk, the writer first.
-	pods := createRunning(t, ctx, n,
-		asRoot(workloadPod(ns, "writer", 0, 0, "--write-mib=16", "--write-dir=/")),
-		workloadPod(ns, "quiet", 0, 0, "--hold-mib=8"),
-	)
-	img, err := nodeImage(ctx, n, ballastImage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img == nil {
-		t.Fatalf("the Node does not list %s, imported at boot", ballastImage)
-	}
+	ns, fill, pods := diskWorkloads(t, ctx, n, "healthy", 16)
+	img := ballastListed(t, ctx, n)
 
-	avail, capacity, err := nodeFsAvailable(ctx, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := capacity * 18 / 100
-	if avail <= target {
-		t.Fatalf("nodefs has %d MiB available, already below the %d MiB (18 %%) the test aims at", avail>>20, target>>20)
-	}
-	start := time.Now()
-	if _, err := n.Sh(ctx, fmt.Sprintf("fallocate -l %d %s && sync", avail-target, fill)); err != nil {
-		t.Fatal(err)
-	}
+	capacity, target, start := fillNodefs(t, ctx, n, fill, 18)
 	t.Logf("nodefs: capacity %d MiB, now %d MiB available (82 %% used); unused image %s %d MiB",
 		capacity>>20, target>>20, ballastImage, img.SizeBytes>>20)
 
@@ -217,16 +194,7 @@ func TestNodeDiskHealthy(t *testing.T) {
 			t.Errorf("the Node has %s=True at 82 %% used", c.Type)
 		}
 	}
-	for _, p := range pods {
-		got, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Errorf("%s: %v", p.Name, err)
-			continue
-		}
-		if f := FateOf(got); f != "" || got.DeletionTimestamp != nil {
-			t.Errorf("%s ended by %q (deleting %v) at 82 %% used; want it running", p.Name, f, got.DeletionTimestamp != nil)
-		}
-	}
+	checkRunning(t, ctx, n, ns, pods, "at 82 % used")
 	log := evictdLogSince(t, n, evictd, start.Add(-5*time.Second))
 	t.Logf("evictd's log since the fill:\n%s", log)
 	for _, bad := range []string{`"pressure episode started"`, `"threshold met"`, `"evicted pod"`} {
@@ -251,22 +219,9 @@ func TestNodeDiskImageGC(t *testing.T) {
 	n := sharedNode(t)
 	ctx := context.Background()
 	evictd := evictdPod(t, n)
-	ns := newNamespace(t, n, "imagegc")
-	fill := "/var/lib/kubelet/evictd-test-fill"
-	t.Cleanup(func() { _, _ = n.Sh(context.Background(), "rm -f "+fill) })
 	// Pods that could be evicted for the disk, if evictd wanted to.
-	pods := createRunning(t, ctx, n,
-		asRoot(workloadPod(ns, "writer", 0, 0, "--write-mib=40", "--write-dir=/")),
-		workloadPod(ns, "quiet", 0, 0, "--hold-mib=8"),
-	)
-
-	img, err := nodeImage(ctx, n, ballastImage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img == nil {
-		t.Fatalf("the Node does not list %s, imported at boot", ballastImage)
-	}
+	ns, fill, pods := diskWorkloads(t, ctx, n, "imagegc", 40)
+	img := ballastListed(t, ctx, n)
 	// evictd counts an unused image once it has seen it listed for 7
 	// minutes: by then the kubelet's image manager has detected it (it
 	// looks every 5 minutes) and its 2-minute minimum age has passed. This
@@ -285,18 +240,7 @@ func TestNodeDiskImageGC(t *testing.T) {
 		time.Sleep(wait)
 	}
 
-	avail, capacity, err := nodeFsAvailable(ctx, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := capacity * 13 / 100
-	if avail <= target {
-		t.Fatalf("nodefs has %d MiB available, already below the %d MiB the test aims at", avail>>20, target>>20)
-	}
-	start := time.Now()
-	if _, err := n.Sh(ctx, fmt.Sprintf("fallocate -l %d %s && sync", avail-target, fill)); err != nil {
-		t.Fatal(err)
-	}
+	capacity, target, start := fillNodefs(t, ctx, n, fill, 13)
 	t.Logf("nodefs: capacity %d MiB, now %d MiB available (13 %%); evictd's disk thresholds need %d MiB, the image is %d MiB",
 		capacity>>20, target>>20, (capacity*15/100-target)>>20, img.SizeBytes>>20)
 
@@ -318,16 +262,7 @@ func TestNodeDiskImageGC(t *testing.T) {
 	// The pressure ended with the image: an eviction evictd made for it was
 	// made before, and shows in the API and its log within seconds.
 	time.Sleep(5 * time.Second)
-	for _, p := range pods {
-		got, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Errorf("%s: %v", p.Name, err)
-			continue
-		}
-		if f := FateOf(got); f != "" || got.DeletionTimestamp != nil {
-			t.Errorf("%s ended by %q (deleting %v); want it running: the image's collection covered the pressure", p.Name, f, got.DeletionTimestamp != nil)
-		}
-	}
+	checkRunning(t, ctx, n, ns, pods, "after the image's collection covered the pressure")
 	log := evictdLogSince(t, n, evictd, start.Add(-5*time.Second))
 	t.Logf("evictd's log since the fill:\n%s", log)
 	if !strings.Contains(log, "the kubelet's image garbage collection frees enough") {
@@ -335,5 +270,69 @@ func TestNodeDiskImageGC(t *testing.T) {
 	}
 	if strings.Contains(log, `"evicted pod"`) {
 		t.Errorf("evictd evicted a pod")
+	}
+}
+
+// diskWorkloads makes the namespace name and the pods the disk tests could
+// evict: a writer of writeMiB MiB on its root filesystem, first, and a
+// quiet pod. fill is where the test fills the disk; it is removed at the
+// test's end.
+func diskWorkloads(t *testing.T, ctx context.Context, n *Node, name string, writeMiB int) (ns, fill string, pods []*corev1.Pod) {
+	t.Helper()
+	ns = newNamespace(t, n, name)
+	fill = "/var/lib/kubelet/evictd-test-fill"
+	t.Cleanup(func() { _, _ = n.Sh(context.Background(), "rm -f "+fill) })
+	pods = createRunning(t, ctx, n,
+		asRoot(workloadPod(ns, "writer", 0, 0, fmt.Sprintf("--write-mib=%d", writeMiB), "--write-dir=/")),
+		workloadPod(ns, "quiet", 0, 0, "--hold-mib=8"),
+	)
+	return ns, fill, pods
+}
+
+// ballastListed is the unused ballast image as the Node lists it.
+func ballastListed(t *testing.T, ctx context.Context, n *Node) *corev1.ContainerImage {
+	t.Helper()
+	img, err := nodeImage(ctx, n, ballastImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img == nil {
+		t.Fatalf("the Node does not list %s, imported at boot", ballastImage)
+	}
+	return img
+}
+
+// fillNodefs writes the file fill until nodefs has percent % of its
+// capacity available (target bytes), and says when it was done.
+func fillNodefs(t *testing.T, ctx context.Context, n *Node, fill string, percent int64) (capacity, target int64, start time.Time) {
+	t.Helper()
+	avail, capacity, err := nodeFsAvailable(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target = capacity * percent / 100
+	if avail <= target {
+		t.Fatalf("nodefs has %d MiB available, already below the %d MiB (%d %%) the test aims at", avail>>20, target>>20, percent)
+	}
+	start = time.Now()
+	if _, err := n.Sh(ctx, fmt.Sprintf("fallocate -l %d %s && sync", avail-target, fill)); err != nil {
+		t.Fatal(err)
+	}
+	return capacity, target, start
+}
+
+// checkRunning fails the test for each of pods that is not running
+// unharmed: ended, or being deleted. when says at what point.
+func checkRunning(t *testing.T, ctx context.Context, n *Node, ns string, pods []*corev1.Pod, when string) {
+	t.Helper()
+	for _, p := range pods {
+		got, err := n.Cluster.Admin.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+			continue
+		}
+		if f := FateOf(got); f != "" || got.DeletionTimestamp != nil {
+			t.Errorf("%s ended by %q (deleting %v) %s; want it running", p.Name, f, got.DeletionTimestamp != nil, when)
+		}
 	}
 }

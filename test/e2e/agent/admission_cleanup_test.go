@@ -83,29 +83,10 @@ func TestAdmissionCleanupNodeWrites(t *testing.T) {
 	}
 
 	taints := func(node string, change func([]corev1.Taint) []corev1.Taint) error {
-		cur, err := c.Admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := mustJSON(t, map[string]any{
-			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
-			"spec":     map[string]any{"taints": change(slices.Clone(cur.Spec.Taints))},
-		})
-		_, err = cleanup.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, p, metav1.PatchOptions{})
-		return err
-	}
-	without := func(key string) func([]corev1.Taint) []corev1.Taint {
-		return func(ts []corev1.Taint) []corev1.Taint {
-			return slices.DeleteFunc(ts, func(x corev1.Taint) bool { return x.Key == key })
-		}
-	}
-	with := func(tn corev1.Taint) func([]corev1.Taint) []corev1.Taint {
-		return func(ts []corev1.Taint) []corev1.Taint { return append(ts, tn) }
+		return patchTaints(ctx, t, c.Admin, cleanup, node, change)
 	}
 	condition := func(node string, cond map[string]any) error {
-		p := mustJSON(t, map[string]any{"status": map[string]any{"conditions": []any{cond}}})
-		_, err := cleanup.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, p, metav1.PatchOptions{}, "status")
-		return err
+		return patchCondition(ctx, t, cleanup, node, cond)
 	}
 	brakeCondition := func(typ string, status corev1.ConditionStatus) map[string]any {
 		now := metav1.NewTime(time.Now().Truncate(time.Second))
@@ -115,16 +96,16 @@ func TestAdmissionCleanupNodeWrites(t *testing.T) {
 	for _, tc := range []admissionCase{
 		{name: "add an evictd.io taint", policy: cleanupPolicy, refusal: "may only remove evictd.io/ taints",
 			write: func(ctx context.Context) error {
-				return taints(a, with(corev1.Taint{Key: "evictd.io/disk-pressure", Effect: corev1.TaintEffectNoSchedule}))
+				return taints(a, addTaint(corev1.Taint{Key: "evictd.io/disk-pressure", Effect: corev1.TaintEffectNoSchedule}))
 			}},
 		{name: "change an evictd.io taint's effect", policy: cleanupPolicy, refusal: "may only remove evictd.io/ taints",
 			write: func(ctx context.Context) error {
 				return taints(a, func(ts []corev1.Taint) []corev1.Taint {
-					return append(without(brake.Key)(ts), corev1.Taint{Key: brake.Key, Effect: corev1.TaintEffectPreferNoSchedule})
+					return append(removeTaint(brake.Key)(ts), corev1.Taint{Key: brake.Key, Effect: corev1.TaintEffectPreferNoSchedule})
 				})
 			}},
 		{name: "remove another taint", policy: cleanupPolicy, refusal: "whose key does not start with evictd.io/",
-			write: func(ctx context.Context) error { return taints(a, without(other.Key)) }},
+			write: func(ctx context.Context) error { return taints(a, removeTaint(other.Key)) }},
 		{name: "a label", policy: cleanupPolicy, refusal: "labels, annotations",
 			write: func(ctx context.Context) error {
 				_, err := cleanup.CoreV1().Nodes().Patch(ctx, a, types.MergePatchType, []byte(`{"metadata":{"labels":{"example.com/x":"y"}}}`), metav1.PatchOptions{})
@@ -171,7 +152,7 @@ func TestAdmissionCleanupNodeWrites(t *testing.T) {
 	}
 	// What pkg/cleanup writes, on each Node.
 	for _, n := range names {
-		checkAdmission(t, taints(n, without(brake.Key)), "", "")
+		checkAdmission(t, taints(n, removeTaint(brake.Key)), "", "")
 		checkAdmission(t, condition(n, brakeCondition("EvictdMemoryPressure", corev1.ConditionFalse)), "", "")
 		// False, then True again: refused.
 		checkAdmission(t, condition(n, brakeCondition("EvictdMemoryPressure", corev1.ConditionTrue)), cleanupPolicy, "only to False")

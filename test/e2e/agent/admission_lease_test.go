@@ -16,7 +16,6 @@ import (
 
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/test/e2e/framework"
-	"github.com/evictd/evictd/test/nodesim"
 )
 
 // leasesPolicy is deploy/daemonset.yaml's policy on evictd's Lease writes.
@@ -34,14 +33,8 @@ const leasesPolicy = framework.LeasePolicy
 func TestAdmissionLeases(t *testing.T) {
 	start := time.Now()
 	c := framework.Start(t)
-	nodeA := c.StartNode(t, nodesim.Options{Name: "lease-a", MemoryBytes: nodeMemory})
-	nodeB := c.StartNode(t, nodesim.Options{Name: "lease-b", MemoryBytes: nodeMemory})
+	nodeA, nodeB, asA, kubeconfigA := nodesAB(t, c, "lease")
 	a, b := nodeA.Name, nodeB.Name
-	cfgA, kubeconfigA := c.EvictdNodeToken(t, a)
-	asA, err := kubernetes.NewForConfig(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
 	unbound := c.EvictdClient
 	ctx := context.Background()
 	ns := nodelease.DefaultNamespace
@@ -93,6 +86,17 @@ func TestAdmissionLeases(t *testing.T) {
 	refusedUnbound := func(name string) string {
 		return "no node-name claim (" + framework.NodeNameClaim + "), so it may not write Lease " + ns + "/" + name
 	}
+	// refusedToA is verb, as A's token, on each Lease A's agent may not
+	// write: B's agent's and the kubelets' heartbeat Leases.
+	refusedToA := func(verb string, write func(kubernetes.Interface, string) func(context.Context) error) []admissionCase {
+		var cases []admissionCase
+		for _, l := range []struct{ what, name string }{
+			{"other node's agent lease", othersAgent}, {"own node's kubelet lease", a}, {"other node's kubelet lease", b},
+		} {
+			cases = append(cases, admissionCase{name: verb + " " + l.what, policy: leasesPolicy, refusal: refusedA(l.name), write: write(asA, l.name)})
+		}
+		return cases
+	}
 	run := func(cases []admissionCase) {
 		t.Helper()
 		for _, tc := range cases {
@@ -106,13 +110,11 @@ func TestAdmissionLeases(t *testing.T) {
 
 	// Creates, while none of these Leases exists: the kubelets' heartbeat
 	// Leases are named after their node, A's own included.
-	run([]admissionCase{
-		{name: "create own lease", write: create(asA, own)},
-		{name: "create other node's agent lease", policy: leasesPolicy, refusal: refusedA(othersAgent), write: create(asA, othersAgent)},
-		{name: "create own node's kubelet lease", policy: leasesPolicy, refusal: refusedA(a), write: create(asA, a)},
-		{name: "create other node's kubelet lease", policy: leasesPolicy, refusal: refusedA(b), write: create(asA, b)},
-		{name: "unbound token: create a lease", policy: leasesPolicy, refusal: refusedUnbound(othersAgent), write: create(unbound, othersAgent)},
-	})
+	cases := []admissionCase{{name: "create own lease", write: create(asA, own)}}
+	cases = append(cases, refusedToA("create", create)...)
+	run(append(cases,
+		admissionCase{name: "unbound token: create a lease", policy: leasesPolicy, refusal: refusedUnbound(othersAgent), write: create(unbound, othersAgent)},
+	))
 
 	// B's agent's Lease and the kubelets', as their holders write them.
 	before := map[string]string{} // name -> resourceVersion
@@ -123,18 +125,14 @@ func TestAdmissionLeases(t *testing.T) {
 		}
 		before[name] = l.ResourceVersion
 	}
-	run([]admissionCase{
-		{name: "update own lease", write: update(asA, own)},
-		{name: "update other node's agent lease", policy: leasesPolicy, refusal: refusedA(othersAgent), write: update(asA, othersAgent)},
-		{name: "update own node's kubelet lease", policy: leasesPolicy, refusal: refusedA(a), write: update(asA, a)},
-		{name: "update other node's kubelet lease", policy: leasesPolicy, refusal: refusedA(b), write: update(asA, b)},
-		{name: "delete other node's agent lease", policy: leasesPolicy, refusal: refusedA(othersAgent), write: del(asA, othersAgent)},
-		{name: "delete own node's kubelet lease", policy: leasesPolicy, refusal: refusedA(a), write: del(asA, a)},
-		{name: "delete other node's kubelet lease", policy: leasesPolicy, refusal: refusedA(b), write: del(asA, b)},
-		{name: "unbound token: update a lease", policy: leasesPolicy, refusal: refusedUnbound(own), write: update(unbound, own)},
-		{name: "unbound token: delete a lease", policy: leasesPolicy, refusal: refusedUnbound(own), write: del(unbound, own)},
-		{name: "delete own lease", write: del(asA, own)},
-	})
+	cases = []admissionCase{{name: "update own lease", write: update(asA, own)}}
+	cases = append(cases, refusedToA("update", update)...)
+	cases = append(cases, refusedToA("delete", del)...)
+	run(append(cases,
+		admissionCase{name: "unbound token: update a lease", policy: leasesPolicy, refusal: refusedUnbound(own), write: update(unbound, own)},
+		admissionCase{name: "unbound token: delete a lease", policy: leasesPolicy, refusal: refusedUnbound(own), write: del(unbound, own)},
+		admissionCase{name: "delete own lease", write: del(asA, own)},
+	))
 	for name, rv := range before {
 		l, err := c.Admin.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

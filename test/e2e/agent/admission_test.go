@@ -77,13 +77,7 @@ type admissionCase struct {
 func TestAdmissionNodeWrites(t *testing.T) {
 	start := time.Now()
 	c := framework.Start(t)
-	nodeA := c.StartNode(t, nodesim.Options{Name: "adm-a", MemoryBytes: nodeMemory})
-	nodeB := c.StartNode(t, nodesim.Options{Name: "adm-b", MemoryBytes: nodeMemory})
-	cfgA, _ := c.EvictdNodeToken(t, nodeA.Name)
-	asA, err := kubernetes.NewForConfig(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodeA, nodeB, asA, _ := nodesAB(t, c, "adm")
 	unbound := c.EvictdClient
 	ctx := context.Background()
 	a, b := nodeA.Name, nodeB.Name
@@ -106,35 +100,20 @@ func TestAdmissionNodeWrites(t *testing.T) {
 	}
 	before := map[string]*corev1.Node{}
 	for _, n := range []string{a, b} {
-		if before[n], err = c.Admin.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	nodes := asA.CoreV1().Nodes()
-	// taintPatch is the brake's taint write: the node's whole taint list
-	// (read with the admin, as evictd reads it from its informer) with
-	// change applied, conditional on the resourceVersion read.
-	taintPatch := func(ctx context.Context, client kubernetes.Interface, node string, change func([]corev1.Taint) []corev1.Taint) error {
-		cur, err := c.Admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		node, err := c.Admin.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := mustJSON(t, map[string]any{
-			"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
-			"spec":     map[string]any{"taints": change(slices.Clone(cur.Spec.Taints))},
-		})
-		_, err = client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, p, metav1.PatchOptions{})
-		return err
+		before[n] = node
 	}
-	addTaint := func(tn corev1.Taint) func([]corev1.Taint) []corev1.Taint {
-		return func(ts []corev1.Taint) []corev1.Taint { return append(ts, tn) }
+
+	nodes := asA.CoreV1().Nodes()
+	taintPatch := func(ctx context.Context, client kubernetes.Interface, node string, change func([]corev1.Taint) []corev1.Taint) error {
+		return patchTaints(ctx, t, c.Admin, client, node, change)
 	}
 	brakeTaint := corev1.Taint{Key: "evictd.io/memory-pressure", Effect: corev1.TaintEffectNoSchedule}
 	conditionPatch := func(ctx context.Context, client kubernetes.Interface, node string, cond map[string]any) error {
-		p := mustJSON(t, map[string]any{"status": map[string]any{"conditions": []any{cond}}})
-		_, err := client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, p, metav1.PatchOptions{}, "status")
-		return err
+		return patchCondition(ctx, t, client, node, cond)
 	}
 	brakeCondition := func(status corev1.ConditionStatus, reason string) map[string]any {
 		now := metav1.NewTime(time.Now().Truncate(time.Second))
@@ -429,6 +408,58 @@ func checkAdmission(t *testing.T, err error, policy, refusal string) {
 	}
 }
 
+// patchTaints is the brake's taint write as client: the node's whole taint
+// list (read with admin, as evictd reads it from its informer) with change
+// applied, conditional on the resourceVersion read.
+func patchTaints(ctx context.Context, t *testing.T, admin, client kubernetes.Interface, node string, change func([]corev1.Taint) []corev1.Taint) error {
+	t.Helper()
+	cur, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustJSON(t, map[string]any{
+		"metadata": map[string]any{"resourceVersion": cur.ResourceVersion},
+		"spec":     map[string]any{"taints": change(slices.Clone(cur.Spec.Taints))},
+	})
+	_, err = client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, p, metav1.PatchOptions{})
+	return err
+}
+
+// addTaint and removeTaint are changes for patchTaints.
+func addTaint(tn corev1.Taint) func([]corev1.Taint) []corev1.Taint {
+	return func(ts []corev1.Taint) []corev1.Taint { return append(ts, tn) }
+}
+
+func removeTaint(key string) func([]corev1.Taint) []corev1.Taint {
+	return func(ts []corev1.Taint) []corev1.Taint {
+		return slices.DeleteFunc(ts, func(x corev1.Taint) bool { return x.Key == key })
+	}
+}
+
+// patchCondition is the brake's condition write as client: a strategic
+// merge of cond into the node's status conditions.
+func patchCondition(ctx context.Context, t *testing.T, client kubernetes.Interface, node string, cond map[string]any) error {
+	t.Helper()
+	p := mustJSON(t, map[string]any{"status": map[string]any{"conditions": []any{cond}}})
+	_, err := client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, p, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// nodesAB starts the simulated nodes <prefix>-a and <prefix>-b of the
+// admission tests and mints A's pod-bound evictd token: a client with it,
+// and a kubeconfig file for an evictd process on A.
+func nodesAB(t *testing.T, c *framework.Cluster, prefix string) (nodeA, nodeB *nodesim.Node, asA kubernetes.Interface, kubeconfigA string) {
+	t.Helper()
+	nodeA = c.StartNode(t, nodesim.Options{Name: prefix + "-a", MemoryBytes: nodeMemory})
+	nodeB = c.StartNode(t, nodesim.Options{Name: prefix + "-b", MemoryBytes: nodeMemory})
+	cfgA, kubeconfigA := c.EvictdNodeToken(t, nodeA.Name)
+	asA, err := kubernetes.NewForConfig(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodeA, nodeB, asA, kubeconfigA
+}
+
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -460,14 +491,8 @@ const ownNodePolicy = "evictd-own-node-evictions"
 func TestAdmissionOwnNodeEvictions(t *testing.T) {
 	start := time.Now()
 	c := framework.Start(t)
-	nodeA := c.StartNode(t, nodesim.Options{Name: "own-a", MemoryBytes: nodeMemory})
-	nodeB := c.StartNode(t, nodesim.Options{Name: "own-b", MemoryBytes: nodeMemory})
+	nodeA, nodeB, asA, kubeconfigA := nodesAB(t, c, "own")
 	a, b := nodeA.Name, nodeB.Name
-	cfgA, kubeconfigA := c.EvictdNodeToken(t, a)
-	asA, err := kubernetes.NewForConfig(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	evict := func(client kubernetes.Interface, ns, name string) error {
 		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -4,7 +4,6 @@ package agent
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,13 +55,7 @@ func TestNodeBrakeSinceOutlivesAgent(t *testing.T) {
 	since := on.cond.LastTransitionTime.Unix()
 	waitBrakeSince(t, e, since, 30*time.Second)
 
-	if err := syscall.Kill(e.p.Pid(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	e.ended = true
-	for !e.p.Exited() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.kill()
 	// The Node keeps whole seconds: the next agent starts in a later one,
 	// so that a time of its own could not pass for the Node's.
 	for time.Since(on.cond.LastTransitionTime.Time) < 2*time.Second {

@@ -5,7 +5,6 @@ package agent
 import (
 	"context"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -152,13 +151,7 @@ func TestNodeBrake(t *testing.T) {
 	hog2.name, hog2.priorityClass = "hog", classLow
 	_, hog = m.startHog(t, hog2)
 	waitBrake(t, m, evictionTimeout, "went on again", brakeState.on)
-	if err := syscall.Kill(e.p.Pid(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	e.ended = true
-	for !e.p.Exited() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.kill()
 	// The pressure goes without evictd: the hog, and any victim still
 	// terminating, are deleted at once.
 	_ = m.c.Admin.CoreV1().Pods(hog.Namespace).Delete(ctx, hog.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})

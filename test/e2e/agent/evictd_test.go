@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,6 +78,20 @@ func (e *evictd) stop() {
 		case "panic", "dpanic", "fatal", "unparsed":
 			t.Errorf("evictd wrote a %s line: %s", l.Level, l.Raw)
 		}
+	}
+}
+
+// kill sends SIGKILL and waits for the process to go, as an agent dies
+// mid-episode: no exit work runs, so what it put on the cluster stays
+// behind. The cleanup's stop has nothing left to check.
+func (e *evictd) kill() {
+	e.t.Helper()
+	if err := syscall.Kill(e.p.Pid(), syscall.SIGKILL); err != nil {
+		e.t.Fatal(err)
+	}
+	e.ended = true
+	for !e.p.Exited() {
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,13 +58,7 @@ func leftBehind(t *testing.T, name string) *memoryNode {
 	_, hog := m.startHog(t, hogSpec(80, 700))
 	waitEvictions(t, e, 1, evictionTimeout)
 	e.waitLog(30*time.Second, "node brake on: new pods kept away until the episode ends", nil)
-	if err := syscall.Kill(e.p.Pid(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	e.ended = true
-	for !e.p.Exited() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.kill()
 	_ = m.c.Admin.CoreV1().Pods(hog.Namespace).Delete(ctx, hog.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 
 	for _, n := range []*corev1.Node{
