@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -303,8 +304,12 @@ func TestBrakeWaitOn(t *testing.T) {
 	if !h.b.WaitOn(ctx, Memory) {
 		t.Fatal("WaitOn = false; want true once the brake is written")
 	}
-	if !braked(h.api.get()) {
-		t.Error("WaitOn returned before the taint was on the Node")
+	// The taint alone: WaitOn waits for it, and the condition's write
+	// follows it in the same round, so it may not have landed yet.
+	if n := h.api.get(); !slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool {
+		return t.Key == TaintKey(Memory) && t.Effect == v1.TaintEffectNoSchedule
+	}) {
+		t.Errorf("WaitOn returned before the taint was on the Node: taints %v", n.Spec.Taints)
 	}
 	if h.b.WaitOn(ctx, Disk) {
 		t.Error("WaitOn(Disk) = true while only the memory brake is wanted")
