@@ -32,30 +32,22 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 	if ep.Busy(episode.Hard) {
 		return
 	}
-	softBusy := ep.Busy(episode.Soft)
-	in := l.decideInput(v, func(th thresholds.Threshold) bool {
-		return episode.Of(th.Signal) == ep.Resource && (!softBusy || th.Hard())
-	})
-	in.Blocked = ep.FreshBlocked(v.now)
-	in.Refused = episode.Fresh(l.refused, v.now, l.cfg.RefusedRecheck)
-	for _, e := range in.InFlight {
-		if e.Origin == inflight.Pending {
-			in.Tried[e.UID] = true // under way, for this episode or another
-		}
-	}
+	in := l.planInput(ep, v)
 	opts := l.decideOptions()
 	for attempt := 0; attempt < l.cfg.MaxAttempts && ctx.Err() == nil; attempt++ {
-		d := decide.Decide(opts, in)
+		p := l.plan(ep, v, in, opts, l.clk.Now())
+		d := p.Decision
 		if d.Action == decide.None {
 			l.logNone(ep, d)
 			return
 		}
 		ep.LastNone = ""
-		if l.diskFiguresStale(ep, v) {
+		if p.Stale != nil {
+			l.rewalkStale(ep, p.Stale)
 			return
 		}
 		l.noteEarly(ep, d, v, opts.Lead)
-		if reason := ep.Deferred(l.clk.Now(), v.obs.Time, l.inflight.Contains, d.Target.Hard()); reason != "" {
+		if reason := p.Deferred; reason != "" {
 			l.log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.String("pod", podKey(d.Candidate)), zap.String("reason", reason))
 			return
 		}

@@ -8,9 +8,9 @@ import (
 	"github.com/evictd/evictd/pkg/agent/episode"
 )
 
-// diskFiguresStale puts off a disk episode's eviction while any pod's disk
-// figure was walked before the episode's first observation, and has the
-// next pass, kicked at once, walk those pods first.
+// staleDiskFigures are the pods whose disk figures were walked before the
+// disk episode's first observation: its eviction is put off until the next
+// pass, kicked at once, walks them first (rewalkStale).
 //
 // A pod's ephemeral storage is walked at most every refresh period (10 s
 // by default): the walk is the costly part of an observation. A pod that
@@ -21,12 +21,12 @@ import (
 // kubelet's ranking reads cadvisor's cached figures the same way; evictd
 // pays one more pass (the walk of the stale pods, within the pass budget)
 // to decide on what the pods hold now.
-func (l *Loop) diskFiguresStale(ep *episode.Episode, v *view) bool {
+func (l *Loop) staleDiskFigures(ep *episode.Episode, v *view) []string {
 	if ep.Resource != episode.NodeFs && ep.Resource != episode.ImageFs {
-		return false
+		return nil
 	}
 	if _, ok := l.deps.Observer.(ephemeralRemeasurer); !ok {
-		return false // figures it cannot walk again are as fresh as they get
+		return nil // figures it cannot walk again are as fresh as they get
 	}
 	var stale []string
 	for _, p := range v.obs.Summary.Pods {
@@ -34,12 +34,16 @@ func (l *Loop) diskFiguresStale(ep *episode.Episode, v *view) bool {
 			stale = append(stale, p.PodRef.UID)
 		}
 	}
-	if len(stale) == 0 {
-		return false
-	}
+	return stale
+}
+
+// rewalkStale has the next pass, kicked at once, walk the stale pods first.
+func (l *Loop) rewalkStale(ep *episode.Episode, stale []string) {
 	l.rewalk = stale
 	l.log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.Int("stalePods", len(stale)),
-		zap.String("reason", "pods' disk figures predate the episode: walking them again"))
+		zap.String("reason", ReasonStaleDiskFigures))
 	l.deps.Waker.Kick(KickDiskFigures)
-	return true
 }
+
+// ReasonStaleDiskFigures is why a disk eviction waits for a walk.
+const ReasonStaleDiskFigures = "pods' disk figures predate the episode: walking them again"

@@ -5,12 +5,16 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"net/http"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/explain"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -32,18 +36,27 @@ type Live struct {
 	explain.Report
 }
 
-// explainState is one pass's inputs to the explanation, kept by the loop
-// for the serving goroutine; never changed once published.
+// explainState is one pass's explanation, kept by the loop for the
+// serving goroutine; never changed once published.
 type explainState struct {
 	obs     *pressure.Observation
+	signals map[thresholds.Signal]thresholds.Observation
 	pods    []*v1.Pod
 	rank    rank.Options
-	held    map[types.UID]string
-	standby bool
+	// ranked are the pass's own rankings (its families' among them);
+	// others are ranked on request.
+	ranked    map[thresholds.Signal][]rank.Candidate
+	held      map[types.UID]string
+	decisions map[thresholds.Signal]explain.Decision
+	states    map[string]explain.ThresholdState
+	standby   bool
 }
 
-// publishExplanation keeps the pass's inputs for /explain. Ranking waits
-// for a request: a pass must not pay for an explanation nobody reads.
+// publishExplanation keeps the pass's explanation for /explain: what act
+// would do first for each resource now (its plan, the same function act
+// decides with), and what only the running agent knows of each pod. The
+// pods' ranking for a signal the pass did not rank waits for a request: a
+// pass must not pay for an explanation nobody reads.
 func (l *Loop) publishExplanation(v *view) {
 	held := map[types.UID]string{}
 	for _, e := range l.inFlightView() {
@@ -63,7 +76,168 @@ func (l *Loop) publishExplanation(v *view) {
 				at.UTC().Format(time.RFC3339), at.Add(l.cfg.RefusedRecheck).UTC().Format(time.RFC3339))
 		}
 	}
-	l.explained.Store(&explainState{obs: v.obs, pods: v.pods, rank: v.rank, held: held})
+	decisions := l.explainDecisions(v)
+	l.explained.Store(&explainState{obs: v.obs, signals: v.signals, pods: v.pods, rank: v.rank, ranked: maps.Clone(v.ranked),
+		held: held, decisions: decisions, states: thresholdStates(v.status, v.now)})
+}
+
+// explainDecisions is, per signal with a threshold, what act would do
+// next for it: each resource's plan (with its episode, or a fresh one when
+// there is none) in words.
+func (l *Loop) explainDecisions(v *view) map[thresholds.Signal]explain.Decision {
+	out := map[thresholds.Signal]explain.Decision{}
+	for _, r := range episode.Resources() {
+		var sigs []thresholds.Signal
+		for _, th := range l.cfg.Thresholds {
+			if episode.Of(th.Signal) == r && !slices.Contains(sigs, th.Signal) {
+				sigs = append(sigs, th.Signal)
+			}
+		}
+		if len(sigs) == 0 {
+			continue
+		}
+		ep := l.episodes.Get(r)
+		if ep == nil {
+			ep = &episode.Episode{Resource: r}
+		}
+		p := l.planNow(ep, v)
+		for _, s := range sigs {
+			out[s] = describePlan(p, s, v)
+		}
+	}
+	return out
+}
+
+// describePlan says what plan p means for signal s, in words.
+func describePlan(p plan, s thresholds.Signal, v *view) explain.Decision {
+	if c := p.Busy; c != nil {
+		return explain.Decision{Action: explain.ActionWait, Why: fmt.Sprintf("waits for the answer to the eviction call for %s (%s, %s) under way since %s: nothing more is asked for %s until it comes",
+			c.Key, c.Signal, hardness(c.Hard), c.Start.UTC().Format(time.RFC3339Nano), episode.Of(s))}
+	}
+	d := p.Decision
+	if d.Action != decide.None && d.Target.Threshold.Signal == s {
+		t := d.Target
+		out := targetDecision(t)
+		pod := podKey(d.Candidate)
+		switch {
+		case p.Stale != nil:
+			out.Action, out.Why = explain.ActionWait, fmt.Sprintf("waits: %s (%d pods); then it decides again", ReasonStaleDiskFigures, len(p.Stale))
+		case p.Deferred != "":
+			out.Action, out.Why = explain.ActionWait, fmt.Sprintf("waits: %s; %s would go next", p.Deferred, pod)
+		default:
+			out.Action, out.Pod = explain.ActionEvict, pod
+			if d.Action == decide.ForceDelete {
+				out.Action = explain.ActionForceDelete
+			}
+			out.Why = fmt.Sprintf("evicts %s (rank %d) for %s: %s", pod, d.Rank, t.Threshold, d.Reason)
+			if t.InFlight > 0 || t.NodeReclaim > 0 {
+				out.Why += "; " + coverage(t)
+			}
+		}
+		return out
+	}
+	for _, t := range d.Targets {
+		if t.Threshold.Signal != s {
+			continue
+		}
+		out := targetDecision(t)
+		out.Action = explain.ActionWait
+		switch {
+		case d.Action != decide.None:
+			out.Why = fmt.Sprintf("acts for %s first", d.Target.Threshold)
+		case t.Early && t.InFlight > 0:
+			out.Why = fmt.Sprintf("waits: %s is predicted to cross in %s, but a victim in flight still gives memory back (%s of it counted): one early bet at a time",
+				t.Threshold, t.TimeLeft.Round(time.Millisecond), amountOf(s, t.InFlight))
+		case t.Remaining() <= 0 && t.Need > t.InFlight:
+			out.Why = "waits: " + decide.ReasonImageGC + "; " + coverage(t)
+		case t.Remaining() <= 0:
+			out.Why = "waits for the reclaim in flight: " + coverage(t)
+		case d.Target.Threshold.Signal == s && d.Reason != "":
+			out.Why = "cannot act: " + d.Reason
+		default:
+			out.Why = fmt.Sprintf("acts for %s first", d.Target.Threshold)
+		}
+		if t.HeldByMinReclaim {
+			out.Why += fmt.Sprintf(" (the threshold has cleared; its minimum reclaim holds until %s are available)", amountOf(s, t.Need+t.Observation.Available))
+		}
+		return out
+	}
+	return quietSignal(p, s, v)
+}
+
+// quietSignal says why nothing is acted on for s: no threshold met, a soft
+// one waiting out its grace period, a stale observation, a soft call under
+// way.
+func quietSignal(p plan, s thresholds.Signal, v *view) explain.Decision {
+	for _, a := range v.status.Active {
+		if a.Signal != s {
+			continue
+		}
+		if c := p.SoftBusy; c != nil && !a.Hard() {
+			return explain.Decision{Action: explain.ActionWait, Threshold: a.Threshold.String(),
+				Why: fmt.Sprintf("waits for the answer to the soft eviction call for %s under way since %s; until it comes only hard thresholds are acted on",
+					c.Key, c.Start.UTC().Format(time.RFC3339Nano))}
+		}
+		if a.Stale {
+			return explain.Decision{Action: explain.ActionWait, Threshold: a.Threshold.String(),
+				Why: "waits for an observation newer than the one last acted on"}
+		}
+	}
+	for _, pt := range v.status.Pending {
+		if pt.Signal == s {
+			return explain.Decision{Action: explain.ActionNone, Threshold: pt.Threshold.String(),
+				Why: fmt.Sprintf("soft threshold %s met for %s of its %s grace period: evictd acts in %s if it holds",
+					pt.Threshold, v.now.Sub(pt.Since).Round(time.Millisecond), pt.GracePeriod, pt.Remaining.Round(time.Millisecond))}
+		}
+	}
+	return explain.Decision{Action: explain.ActionNone, Why: "no threshold met"}
+}
+
+func targetDecision(t decide.Target) explain.Decision {
+	out := explain.Decision{Threshold: t.Threshold.String(), Need: t.Need, InFlight: t.InFlight, NodeReclaim: t.NodeReclaim,
+		HeldByMinReclaim: t.HeldByMinReclaim, Early: t.Early}
+	if t.Early {
+		out.TimeLeft = t.TimeLeft.Round(time.Millisecond).String()
+	}
+	return out
+}
+
+// coverage says what covers t's need without another eviction.
+func coverage(t decide.Target) string {
+	s := t.Threshold.Signal
+	if s.Stall() {
+		return "a victim on its way out, or gone less than a stall window ago, covers the stall: one victim per window"
+	}
+	out := fmt.Sprintf("%s to free, %s coming back from pods on their way out", amountOf(s, t.Need), amountOf(s, t.InFlight))
+	if t.NodeReclaim > 0 {
+		out += fmt.Sprintf(", %s from the unused images the kubelet deletes", amountOf(s, t.NodeReclaim))
+	}
+	return out
+}
+
+func hardness(hard bool) string {
+	if hard {
+		return "hard"
+	}
+	return "soft"
+}
+
+// amountOf prints v in s's unit, as Events and the log do.
+func amountOf(s thresholds.Signal, v int64) string {
+	return decide.AmountString(s, v)
+}
+
+// thresholdStates is how long each threshold of st has been met.
+func thresholdStates(st thresholds.Status, now time.Time) map[string]explain.ThresholdState {
+	out := map[string]explain.ThresholdState{}
+	for _, a := range st.Active {
+		out[a.Threshold.String()] = explain.ThresholdState{Since: a.Since, HeldFor: now.Sub(a.Since), Grace: a.GracePeriod,
+			Active: true, HeldByMinReclaim: a.HeldByMinReclaim}
+	}
+	for _, p := range st.Pending {
+		out[p.Threshold.String()] = explain.ThresholdState{Since: p.Since, HeldFor: now.Sub(p.Since), Grace: p.GracePeriod, GraceLeft: p.Remaining}
+	}
+	return out
 }
 
 func heldInFlight(e inflight.Entry) string {
@@ -86,7 +260,7 @@ func heldInFlight(e inflight.Entry) string {
 // publishStandingBy keeps a standing-by agent's observation: its signals
 // are worth reading, its pods' ranks are not decisions.
 func (l *Loop) publishStandingBy(obs *pressure.Observation) {
-	l.explained.Store(&explainState{obs: obs, standby: true})
+	l.explained.Store(&explainState{obs: obs, signals: thresholds.Observe(obs.Summary), standby: true})
 }
 
 // Explain builds the explanation of the last pass for node.
@@ -97,9 +271,15 @@ func (l *Loop) Explain(node string, dryRun bool) Live {
 		return out
 	}
 	out.ObservedAt, out.StandingBy = st.obs.Time, st.standby
-	in := explain.Input{Thresholds: l.cfg.Thresholds, Signals: thresholds.Observe(st.obs.Summary), Held: st.held}
+	in := explain.Input{Thresholds: l.cfg.Thresholds, Signals: st.signals, Held: st.held, Decisions: st.decisions, States: st.states}
 	if !st.standby {
 		in.Rank = func(s thresholds.Signal) []rank.Candidate {
+			if c, ok := st.ranked[s]; ok {
+				return c
+			}
+			if s.Stall() || s.MemoryHigh() {
+				return nil // its family's ranking is the pass's, gone with it
+			}
 			opts := st.rank
 			if s.Condition() == v1.NodeDiskPressure && opts.DiskParts == nil {
 				opts.DiskLayout = st.obs.Node.DiskLayout

@@ -6,11 +6,14 @@
 // and who would go next, with what each would free. It answers the
 // operator's "why that pod?", "why not that one?" before or after the fact.
 //
-// The package is pure: the caller observes the node (or reads a capture of
-// it) and ranks the pods (pkg/rank); Explain only puts the pieces together.
+// The package is pure: the agent (pkg/agent) observes the node, or reads a
+// capture of it, ranks the pods and decides what it would do next with its
+// own decision code; Explain only puts the pieces together.
 package explain
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/evictd/evictd/pkg/agent/decide"
@@ -32,7 +35,62 @@ type Input struct {
 	// PodDisruptionBudget until a time, refused by the API server. Only a
 	// running agent knows them; a capture has none.
 	Held map[types.UID]string
+	// Decisions are the agent's own decisions, per signal: what it would do
+	// next for it, or what it waits for. A signal without one is explained
+	// from its thresholds alone.
+	Decisions map[thresholds.Signal]Decision
+	// States are how long each threshold has been met, by its String().
+	States map[string]ThresholdState
 }
+
+// ThresholdState is what the agent's threshold tracker says of a threshold.
+type ThresholdState struct {
+	// Since is when it was first met in the current episode.
+	Since time.Time
+	// HeldFor is how long it has been met, Grace its grace period (0 for
+	// a hard one), GraceLeft what is left of it.
+	HeldFor, Grace, GraceLeft time.Duration
+	// Active: acted on (hard and met, soft past its grace, or held by its
+	// minimum reclaim); HeldByMinReclaim: only its minimum reclaim keeps it
+	// so.
+	Active, HeldByMinReclaim bool
+}
+
+// Decision is what the agent would do next for a signal, as its own
+// decision code decided it at the end of its last pass.
+type Decision struct {
+	// Action is "evict" or "force-delete" (Pod goes next), "wait" (Why
+	// says for what) or "none" (nothing to act on).
+	Action string `json:"action"`
+	// Pod is the pod the action evicts, namespace/name.
+	Pod string `json:"pod,omitempty"`
+	// Threshold is the threshold acted on or waited for.
+	Threshold string `json:"threshold,omitempty"`
+	// Why says it in words: why this pod, or what the agent waits for.
+	Why string `json:"why"`
+	// Need is what the threshold needs freed (its minimum reclaim
+	// included); InFlight what pods on their way out give back toward it;
+	// NodeReclaim what the kubelet's image garbage collection frees toward
+	// it. Evictions cover Need − InFlight − NodeReclaim.
+	Need        int64 `json:"need,omitempty"`
+	InFlight    int64 `json:"inFlight,omitempty"`
+	NodeReclaim int64 `json:"nodeReclaim,omitempty"`
+	// HeldByMinReclaim: the threshold is no longer crossed; only its
+	// minimum reclaim keeps it acted on.
+	HeldByMinReclaim bool `json:"heldByMinReclaim,omitempty"`
+	// Early: the threshold is not met; its crossing is predicted within
+	// TimeLeft (act-early).
+	Early    bool   `json:"early,omitempty"`
+	TimeLeft string `json:"timeLeft,omitempty"`
+}
+
+// Actions of a Decision.
+const (
+	ActionEvict       = "evict"
+	ActionForceDelete = "force-delete"
+	ActionWait        = "wait"
+	ActionNone        = "none"
+)
 
 // Report is the explanation of one observation.
 type Report struct {
@@ -63,6 +121,9 @@ type Signal struct {
 	Next []Step `json:"next"`
 	// Short is what Need leaves uncovered once every eligible pod is gone.
 	Short int64 `json:"short,omitempty"`
+	// Decision is what the agent would do next for the signal, or what it
+	// waits for; nil when no agent decided (a signal without thresholds).
+	Decision *Decision `json:"decision,omitempty"`
 }
 
 // Threshold is one threshold of a signal.
@@ -77,6 +138,17 @@ type Threshold struct {
 	// met acts once it has held for its grace period, which one
 	// observation cannot tell.
 	Met bool `json:"met"`
+	// Active: the agent acts on it (hard and met, soft past its grace
+	// period, or held by its minimum reclaim once acted on).
+	Active           bool `json:"active,omitempty"`
+	HeldByMinReclaim bool `json:"heldByMinReclaim,omitempty"`
+	// Since is when it was first met in the current episode, HeldFor how
+	// long it has been, and for a soft one Grace its grace period and
+	// GraceLeft what is left of it (Go durations, "1m30s").
+	Since     *time.Time `json:"since,omitempty"`
+	HeldFor   string     `json:"heldFor,omitempty"`
+	Grace     string     `json:"grace,omitempty"`
+	GraceLeft string     `json:"graceLeft,omitempty"`
 }
 
 // Pod is one pod's place in a signal's order.
@@ -132,6 +204,9 @@ func Explain(in Input) Report {
 		}
 		s := &r.Signals[i]
 		t := Threshold{Threshold: th.String(), Hard: th.Hard()}
+		if !th.Hard() {
+			t.Grace = th.GracePeriod.String()
+		}
 		if s.Measured {
 			t.Amount = th.Value.Amount(s.Capacity)
 			if th.MinReclaim != nil {
@@ -139,16 +214,31 @@ func Explain(in Input) Report {
 			}
 			t.Met = s.Available < t.Amount
 		}
+		if st, ok := in.States[t.Threshold]; ok {
+			since := st.Since
+			t.Since, t.HeldFor = &since, st.HeldFor.Round(time.Millisecond).String()
+			t.Active, t.HeldByMinReclaim = st.Active, st.HeldByMinReclaim
+			if !th.Hard() && !st.Active {
+				t.GraceLeft = st.GraceLeft.Round(time.Millisecond).String()
+			}
+		}
 		s.Thresholds = append(s.Thresholds, t)
 	}
 	for i := range r.Signals {
-		r.Signals[i].need()
+		s := &r.Signals[i]
+		s.need()
+		if d, ok := in.Decisions[s.Signal]; ok {
+			s.Decision = &d
+			if d.Need > 0 {
+				// The agent's own need: its minimum reclaim held after the
+				// threshold cleared, a predicted crossing's.
+				s.Need, s.NeedAfterGrace = d.Need, false
+			}
+		}
 	}
 	for i := range r.Signals {
 		s := &r.Signals[i]
-		if !s.Measured || in.Rank == nil || s.Signal.Stall() || s.Signal.MemoryHigh() {
-			// A stall's need is in µs of stall and memory.high's is a
-			// container's, not an amount one observation gives.
+		if !s.Measured || in.Rank == nil {
 			continue
 		}
 		explainPods(s, in.Rank(s.Signal), in.Held)
@@ -197,9 +287,38 @@ func explainPods(s *Signal, cands []rank.Candidate, held map[types.UID]string) {
 		s.Pods = append(s.Pods, p)
 	}
 	left, avail := s.Need, s.Available
+	if d := s.Decision; d != nil {
+		left -= d.InFlight + d.NodeReclaim
+		avail += d.InFlight + d.NodeReclaim
+	}
+	first := ""
+	if d := s.Decision; d != nil && (d.Action == ActionEvict || d.Action == ActionForceDelete) {
+		first = d.Pod // the agent's pick: a pod terminating too slowly, one past its PDB
+	}
+	// A stall's need is in µs of stall and memory.high's is a container's:
+	// no pod's usage covers it, and one victim goes at a time.
+	oneAtATime := s.Signal.Stall() || s.Signal.MemoryHigh()
+	steps := make([]Pod, 0, len(s.Pods))
+	if first != "" {
+		for _, p := range s.Pods {
+			if p.Namespace+"/"+p.Name == first {
+				p.Eligible = true
+				steps = append(steps, p)
+			}
+		}
+	}
 	for _, p := range s.Pods {
+		if p.Namespace+"/"+p.Name != first {
+			steps = append(steps, p)
+		}
+	}
+	for _, p := range steps {
 		if !p.Eligible {
 			continue // held, or (after the eligible ones) never to be chosen
+		}
+		if oneAtATime {
+			s.Next = append(s.Next, Step{Namespace: p.Namespace, Name: p.Name, Rank: p.Rank, Frees: p.Usage, AvailableAfter: avail})
+			return
 		}
 		if !p.HasUsage {
 			s.Next = append(s.Next, Step{Namespace: p.Namespace, Name: p.Name, Rank: p.Rank, AvailableAfter: avail, Unknown: true})
@@ -209,7 +328,7 @@ func explainPods(s *Signal, cands []rank.Candidate, held map[types.UID]string) {
 		left -= p.Usage
 		s.Next = append(s.Next, Step{Namespace: p.Namespace, Name: p.Name, Rank: p.Rank, Frees: p.Usage, AvailableAfter: avail})
 		if left <= 0 {
-			break // with nothing met, only the one that would go first
+			break // with nothing left to free, only the one that would go first
 		}
 	}
 	s.Short = max(left, 0)

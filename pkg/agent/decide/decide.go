@@ -693,6 +693,9 @@ func RankReason(t Target, c rank.Candidate) string {
 	return b.String()
 }
 
+// AmountString prints v in s's unit, as the reasons do.
+func AmountString(s thresholds.Signal, v int64) string { return amount(s, v) }
+
 func amount(s thresholds.Signal, v int64) string {
 	switch s {
 	case thresholds.NodeFsInodesFree, thresholds.ImageFsInodesFree, thresholds.PIDAvailable:
