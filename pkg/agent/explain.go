@@ -77,6 +77,12 @@ func (l *Loop) publishExplanation(v *view) {
 		}
 	}
 	decisions := l.explainDecisions(v)
+	for s := range decisions {
+		if s.Stall() || s.MemoryHigh() {
+			// Its family's ranking is this pass's: made now, or never.
+			v.rankFor(s)
+		}
+	}
 	l.explained.Store(&explainState{obs: v.obs, signals: v.signals, pods: v.pods, rank: v.rank, ranked: maps.Clone(v.ranked),
 		held: held, decisions: decisions, states: thresholdStates(v.status, v.now)})
 }

@@ -101,6 +101,13 @@ type simNode struct {
 	// both (the real observer reads the node first). Keep it under the
 	// poll interval: real observations do not overlap.
 	podReadLag time.Duration
+	// explainW, explainWait and lastLive are explained's loop state
+	// (explain_test.go).
+	explainW    *simWaker
+	explainWait time.Duration
+	lastLive    *Live
+	// explainNoNext: explained does not check each victim was named first.
+	explainNoNext bool
 	// torn lists memory.available in each observation that missed an
 	// exiting pod's memory that way.
 	torn []int64
