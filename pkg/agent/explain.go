@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"net/http"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
