@@ -15,8 +15,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/explain"
-	"github.com/evictd/evictd/pkg/rank"
-	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/evictd/evictd/pkg/pressure"
 )
 
 // explainSynopsis names every flag of explain but --help; a test walks the
@@ -104,17 +103,15 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fail(err)
 	}
-	ths, err := c.cfg.Thresholds()
+	if _, err := c.cfg.Thresholds(); err != nil {
+		return fail(err)
+	}
+	live, err := agent.ExplainCapture(agent.Capture{Config: c.cfg, Rank: c.opts, Pods: c.pods,
+		Observation: &pressure.Observation{Summary: c.summary.summary, Node: pressure.NodeExtras{DiskLayout: c.summary.diskLayout}}})
 	if err != nil {
 		return fail(err)
 	}
-	rep := explain.Explain(explain.Input{
-		Thresholds: ths,
-		Signals:    thresholds.Observe(c.summary.summary),
-		Rank: func(s thresholds.Signal) []rank.Candidate {
-			return rank.Rank(s, c.summary.summary, c.pods, c.opts).Candidates
-		},
-	})
+	rep := live.Report
 	if f.output == "json" {
 		err = writeJSON(stdout, rep)
 	} else {
@@ -198,25 +195,29 @@ func writeExplanation(w io.Writer, rep explain.Report) error {
 			b.WriteByte('\n')
 		}
 		if !s.Measured {
-			fmt.Fprintf(&b, "%s: not measured in this capture; its thresholds cannot be met\n", s.Signal)
+			fmt.Fprintf(&b, "%s: not measured; its thresholds cannot be met\n", s.Signal)
 			continue
 		}
 		fmt.Fprintf(&b, "%s: %s available of %s\n", s.Signal, formatAmount(s.Signal, s.Available), formatAmount(s.Signal, s.Capacity))
 		for _, t := range s.Thresholds {
-			state := "not met"
-			switch {
-			case t.Met && t.Hard:
-				state = "met: evictd acts at once"
-			case t.Met:
-				state = "met: evictd acts once it has held for its grace period"
-			}
-			fmt.Fprintf(&b, "  threshold %s: %s\n", t.Threshold, state)
+			fmt.Fprintf(&b, "  threshold %s: %s\n", t.Threshold, thresholdState(t))
+		}
+		if d := s.Decision; d != nil {
+			fmt.Fprintf(&b, "  evictd %s\n", d.Why)
 		}
 		if s.Signal.Stall() || s.Signal.MemoryHigh() {
-			b.WriteString("  (a stall window or a container's memory.high: one capture cannot rank for it)\n")
+			// Its need is in µs of stall or a container's: one pod at a time.
+			for _, st := range s.Next {
+				fmt.Fprintf(&b, "  the first to go would be: %d. %s/%s\n", st.Rank, st.Namespace, st.Name)
+			}
+			if err := writePods(&b, s.Pods); err != nil {
+				return err
+			}
 			continue
 		}
 		switch {
+		case s.Need > 0 && s.Decision != nil && s.Decision.Action == explain.ActionWait:
+			fmt.Fprintf(&b, "  to free: %s; once evictd acts again, in order:\n", formatAmount(s.Signal, s.Need))
 		case s.Need > 0:
 			when := "now"
 			if s.NeedAfterGrace {
@@ -240,23 +241,50 @@ func writeExplanation(w io.Writer, rep explain.Report) error {
 		if s.Short > 0 {
 			fmt.Fprintf(&b, "    every pod that could go leaves %s still to free\n", formatAmount(s.Signal, s.Short))
 		}
-		if len(s.Pods) == 0 {
-			continue
-		}
-		b.WriteString("  pods, in eviction order:\n")
-		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "    RANK\tPOD\tWHY")
-		for _, p := range s.Pods {
-			pos := "-"
-			if p.Rank > 0 {
-				pos = fmt.Sprint(p.Rank)
-			}
-			fmt.Fprintf(tw, "    %s\t%s/%s\t%s\n", pos, p.Namespace, p.Name, p.Why)
-		}
-		if err := tw.Flush(); err != nil {
+		if err := writePods(&b, s.Pods); err != nil {
 			return err
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writePods prints a signal's pods in its eviction order, with why.
+func writePods(b *strings.Builder, pods []explain.Pod) error {
+	if len(pods) == 0 {
+		return nil
+	}
+	b.WriteString("  pods, in eviction order:\n")
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "    RANK\tPOD\tWHY")
+	for _, p := range pods {
+		pos := "-"
+		if p.Rank > 0 {
+			pos = fmt.Sprint(p.Rank)
+		}
+		fmt.Fprintf(tw, "    %s\t%s/%s\t%s\n", pos, p.Namespace, p.Name, p.Why)
+	}
+	return tw.Flush()
+}
+
+// thresholdState says where a threshold stands: not met, met and acted
+// on, waiting out its grace period, or held by its minimum reclaim.
+func thresholdState(t explain.Threshold) string {
+	held := ""
+	if t.HeldFor != "" && t.HeldFor != "0s" {
+		held = " for " + t.HeldFor
+	}
+	switch {
+	case t.HeldByMinReclaim:
+		return "no longer met, held by its minimum reclaim (acted on" + held + ")"
+	case t.Met && t.Hard:
+		return "met" + held + ": evictd acts at once"
+	case t.Met && t.Active:
+		return fmt.Sprintf("met%s, past its %s grace period: evictd acts", held, t.Grace)
+	case t.Met && t.GraceLeft != "":
+		return fmt.Sprintf("met%s of its %s grace period: evictd acts in %s if it holds", held, t.Grace, t.GraceLeft)
+	case t.Met:
+		return "met: evictd acts once it has held for its grace period"
+	}
+	return "not met"
 }

@@ -61,11 +61,12 @@ func TestExplainCommand(t *testing.T) {
 	}
 	for _, want := range []string{
 		"memory.available: 250Mi available of 8Gi\n  threshold memory.available<300Mi: met: evictd acts at once\n" +
+			"  evictd evicts batch/report-7f9 (rank 1) for memory.available<300Mi: usage 100Mi exceeds request 0, priority 0 (effective -1000, priority group batch)\n" +
 			"  to free: 50Mi (now); would evict, in order:\n    1. batch/report-7f9, freeing 100Mi (350Mi available after)\n",
 		"usage 100Mi exceeds request 0, priority 0 (effective -1000, priority group batch)",
 		"opt-out: annotation evictd.io/evict=false",
 		"shop/cart-5, freeing an unknown amount (no usage figure): evictd waits until it is gone and looks again",
-		"pid.available: 31568 available of 32768\n  threshold pid.available<10%: not met\n  nothing to free; the first to go would be:\n",
+		"pid.available: 31568 available of 32768\n  threshold pid.available<10%: not met\n  evictd has nothing to do: no threshold met\n  nothing to free; the first to go would be:\n",
 		"40 processes, priority 0",
 	} {
 		if !strings.Contains(out, want) {

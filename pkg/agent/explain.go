@@ -192,11 +192,11 @@ func quietSignal(p plan, s thresholds.Signal, v *view) explain.Decision {
 	for _, pt := range v.status.Pending {
 		if pt.Signal == s {
 			return explain.Decision{Action: explain.ActionNone, Threshold: pt.Threshold.String(),
-				Why: fmt.Sprintf("soft threshold %s met for %s of its %s grace period: evictd acts in %s if it holds",
+				Why: fmt.Sprintf("waits out the grace period: soft threshold %s met for %s of its %s grace period; it acts in %s if it holds",
 					pt.Threshold, v.now.Sub(pt.Since).Round(time.Millisecond), pt.GracePeriod, pt.Remaining.Round(time.Millisecond))}
 		}
 	}
-	return explain.Decision{Action: explain.ActionNone, Why: "no threshold met"}
+	return explain.Decision{Action: explain.ActionNone, Why: "has nothing to do: no threshold met"}
 }
 
 func targetDecision(t decide.Target) explain.Decision {
