@@ -141,3 +141,36 @@ func TestExplainHeldPods(t *testing.T) {
 		t.Errorf("next %v, want [search]: the held pod is passed over", got)
 	}
 }
+
+// The agent's decision leads: the pod it names goes first, whatever the
+// ranking's first (a terminating pod evicted again, one past its
+// PodDisruptionBudget), and what comes back from pods in flight and the
+// image collection is not asked of more evictions.
+func TestExplainFollowsTheAgentsDecision(t *testing.T) {
+	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})
+	memRank := []rank.Candidate{cand("cart", 300*mi, 100*mi, 0, ""), cand("search", 120*mi, 200*mi, 0, ""), cand("web", 200*mi, 0, 0, "")}
+	in := Input{
+		Thresholds: ths,
+		Signals:    map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Available: 100 * mi, Capacity: 4096 * mi}},
+		Rank:       func(thresholds.Signal) []rank.Candidate { return memRank },
+	}
+	for _, tc := range []struct {
+		name     string
+		decision Decision
+		next     []string
+		need     int64
+	}{
+		{"the agent's pick first", Decision{Action: ActionEvict, Pod: "shop/search", Need: 200 * mi}, []string{"search", "cart"}, 200 * mi},
+		{"reclaim in flight covers it", Decision{Action: ActionWait, Need: 200 * mi, InFlight: 250 * mi}, []string{"cart"}, 200 * mi},
+		{"in flight covers part", Decision{Action: ActionEvict, Pod: "shop/cart", Need: 600 * mi, InFlight: 250 * mi}, []string{"cart", "search"}, 600 * mi},
+		{"held by its minimum reclaim", Decision{Action: ActionEvict, Pod: "shop/cart", Need: 500 * mi, HeldByMinReclaim: true}, []string{"cart", "search", "web"}, 500 * mi},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in.Decisions = map[thresholds.Signal]Decision{thresholds.MemoryAvailable: tc.decision}
+			s := Explain(in).Signals[0]
+			if got := names(s.Next); !slices.Equal(got, tc.next) || s.Need != tc.need || s.Decision == nil || s.Decision.Action != tc.decision.Action {
+				t.Errorf("need %d, next %v, decision %+v; want need %d, next %v, the agent's decision", s.Need, got, s.Decision, tc.need, tc.next)
+			}
+		})
+	}
+}
