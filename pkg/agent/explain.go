@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -85,6 +86,42 @@ func (l *Loop) publishExplanation(v *view) {
 	}
 	l.explained.Store(&explainState{obs: v.obs, signals: v.signals, pods: v.pods, rank: v.rank, ranked: maps.Clone(v.ranked),
 		held: held, decisions: decisions, states: thresholdStates(v.status, v.now)})
+	if l.log.Core().Enabled(zap.DebugLevel) {
+		l.logExplained()
+	}
+}
+
+// logExplained leaves at debug level, each time it changes, what the
+// explanation of the pass says the agent does next: per signal the pod
+// that goes next or what the agent waits for, and the pods on their way
+// out (under way or in flight). A test can hold each eviction against the
+// last explanation before it; ranking every signal is paid for only when
+// debug is on.
+func (l *Loop) logExplained() {
+	live := l.Explain("", false)
+	var next, waits, held []string
+	for _, s := range live.Signals {
+		d := s.Decision
+		switch {
+		case d != nil && d.Pod != "":
+			next = append(next, string(s.Signal)+"="+d.Pod)
+		case len(s.Next) > 0:
+			next = append(next, string(s.Signal)+"="+s.Next[0].Namespace+"/"+s.Next[0].Name)
+		}
+		if d != nil && d.Action == explain.ActionWait {
+			waits = append(waits, string(s.Signal)+": "+d.Why)
+		}
+	}
+	for _, e := range l.inFlightView() {
+		held = append(held, e.Pod)
+	}
+	slices.Sort(held)
+	line := fmt.Sprint(next, waits, held)
+	if line == l.explainedLine {
+		return
+	}
+	l.explainedLine = line
+	l.log.Debug("explained", zap.Strings("next", next), zap.Strings("waits", waits), zap.Strings("held", held))
 }
 
 // explainDecisions is, per signal with a threshold, what act would do

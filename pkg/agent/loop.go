@@ -237,6 +237,8 @@ type Loop struct {
 	actuation *actuation
 	// explained is the last pass's inputs to /explain (publishExplanation).
 	explained atomic.Pointer[explainState]
+	// explainedLine is the last explanation logged (logExplained).
+	explainedLine string
 }
 
 // NewLoop builds a loop.

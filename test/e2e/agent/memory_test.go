@@ -170,7 +170,7 @@ func recordLatencies(t *testing.T, s *sampler, from time.Time, threshold int64, 
 // never strikes although the hog alone would take the node past its limit.
 func TestMemoryPressureHard(t *testing.T) {
 	m := newMemoryNode(t, "mem-hard")
-	e := startEvictd(t, m.c, m.node, memoryFlags...)
+	e := startEvictd(t, m.c, m.node, append(memoryFlags, explainedFlag)...)
 	// 64 → 600 MiB at 50 MiB/s: with nothing evicted the node would need
 	// 1.1 GiB and OOM; batch and web alone are not enough either.
 	start, hog := m.startHog(t, hogSpec(50, 600))
@@ -272,6 +272,13 @@ func TestMemoryPressureHard(t *testing.T) {
 		t.Errorf("the hog's runner-up was %q, want %s (batch and web in flight, critical and the mirror pod never eligible)", r, podKey(m.pods["db"]))
 	}
 	recordLatencies(t, m.avail, start, memThreshold, evs, "memory hard", true)
+	// evictd explain, asked before each eviction, names the pod that then
+	// goes; while a victim's memory is on its way back, it says the agent
+	// waits, and for what.
+	waits := checkExplainedNext(t, e)
+	if !slices.ContainsFunc(waits, func(w string) bool { return strings.HasPrefix(w, "memory.available: waits") }) {
+		t.Errorf("no explanation said the agent waits for memory.available while a victim was on its way out: %q", waits)
+	}
 }
 
 // TestMemoryPressurePDB: the first-ranked pod is protected by a
@@ -285,7 +292,7 @@ func TestMemoryPressurePDB(t *testing.T) {
 	// actually crossed: this test also measures that reaction time, the
 	// figure comparable to the kubelet's; TestMemoryPressureHard runs the
 	// default, predictive mode.
-	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--act-early=false")...)
+	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--act-early=false", explainedFlag)...)
 	start, hog := m.startHog(t, hogSpec(50, 600))
 
 	want := []string{podKey(m.pods["web"]), podKey(hog)}
@@ -317,6 +324,7 @@ func TestMemoryPressurePDB(t *testing.T) {
 		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 2", got)
 	}
 	recordLatencies(t, m.avail, start, memThreshold, evs, "memory hard, PDB", true)
+	checkExplainedNext(t, e)
 }
 
 // TestMemoryPressureDryRun: the same pressure with --dry-run evicts nothing;
@@ -325,7 +333,7 @@ func TestMemoryPressurePDB(t *testing.T) {
 func TestMemoryPressureDryRun(t *testing.T) {
 	m := newMemoryNode(t, "mem-dry")
 	createPDB(t, m.c, m.ns, "batch", 1, map[string]string{"app": "batch"}, 0)
-	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--dry-run")...)
+	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--dry-run", explainedFlag)...)
 	// The hog holds 300 MiB at once instead of growing: the pressure lasts
 	// (memory.available about 160 MiB) but stays far from the OOM killer,
 	// since nothing will be evicted.
@@ -407,4 +415,5 @@ func TestMemoryPressureDryRun(t *testing.T) {
 	if len(p.Items) != 6 {
 		t.Errorf("%d pods in the namespace after the dry run, want all 6", len(p.Items))
 	}
+	checkExplainedNext(t, e)
 }
