@@ -27,13 +27,15 @@ const explainSynopsis = "evictd explain { --summary FILE --pods FILE [--config F
 const explainUsage = `Usage: ` + explainSynopsis + `
 
 Explains what evictd sees on a node and what it would do there: every
-signal against evictd's thresholds, what must be freed, which pods would be
-evicted in which order and what each frees, and every pod's place in each
-signal's order with the reason, or why it cannot be chosen.
+signal against evictd's thresholds, what evictd would do next (the pod it
+evicts, or what it waits for, and why), what must be freed, which pods
+would be evicted in which order and what each frees, and every pod's place
+in each signal's order with the reason, or why it cannot be chosen. The
+decision is the agent's own: its decision code, not a restatement of it.
 
-With --node, from the running agent on that node: its last observation,
-with what only it knows (pods in flight, refused, blocked by a
-PodDisruptionBudget until when). It is asked on its secure port
+With --node, from the running agent on that node: its last pass, with what
+only it knows (pods in flight, refused, blocked by a PodDisruptionBudget
+until when, how long each threshold has been met). It is asked on its secure port
 (--secure-bind-address) with your bearer token; you need get on the
 non-resource URL /explain (the ClusterRole evictd-explain-reader of
 deploy/daemonset.yaml; the chart's is named in its install notes).
@@ -41,7 +43,7 @@ The agent is reached at its pod's IP, or at --address (the local end of
 kubectl port-forward).
 
 Otherwise from files captured on a cluster (the same files evictd rank
-takes).
+takes), by one pass of the agent's loop over them that does not act.
 
 The thresholds are those of --config, or evictd's defaults. A running agent
 may have placed its own above the kubelet's (its "evictd starting" log line
