@@ -45,6 +45,13 @@ func TestExplainCommand(t *testing.T) {
 	if mem.Need != 50<<20 || len(mem.Next) != 1 || mem.Next[0].Name != "web-1" || mem.Next[0].Frees != 600<<20 {
 		t.Errorf("memory.available: need %d, next %+v; want 50Mi to free, web-1 freeing 600Mi", mem.Need, mem.Next)
 	}
+	// The agent's own decision, from one pass of its loop over the capture.
+	if d := mem.Decision; d == nil || d.Action != explain.ActionEvict || d.Pod != "shop/web-1" || d.Threshold != "memory.available<300Mi" {
+		t.Errorf("memory.available: decision %+v; want the agent to evict shop/web-1 for memory.available<300Mi", d)
+	}
+	if d := by["pid.available"].Decision; d == nil || d.Action != explain.ActionNone {
+		t.Errorf("pid.available: decision %+v; want none", d)
+	}
 	for _, pod := range mem.Pods {
 		if pod.Name == "etcd-node-1" && (pod.Eligible || pod.Rank != 0 || !strings.Contains(pod.Why, "static")) {
 			t.Errorf("the static pod %+v, want it never eligible, with why", pod)
