@@ -38,7 +38,7 @@ func TestDiskPressure(t *testing.T) {
 		{name: "small-writer", priorityClass: classLow, writeMiB: 20, requests: res("ephemeral-storage", "50Mi")},
 	}
 	pods := createRunning(t, c.Admin, podsFor(ns, node.Name, specs)...)
-	e := startEvictd(t, c, node,
+	e := startEvictd(t, c, node, explainedFlag,
 		"--eviction-hard=nodefs.available<40%,memory.available<50Mi,allocatableMemory.available<none,"+
 			"imagefs.available<none,imagefs.inodesFree<none,pid.available<none",
 		"--eviction-minimum-reclaim=nodefs.available=50Mi",
@@ -96,4 +96,5 @@ func TestDiskPressure(t *testing.T) {
 	if n := node.OOMKills(); n != 0 {
 		t.Errorf("the kernel OOM-killed %d processes", n)
 	}
+	checkExplainedNext(t, e)
 }

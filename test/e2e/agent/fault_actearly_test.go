@@ -293,7 +293,7 @@ func clearBurst(t *testing.T, n *earlyNode, e *evictd, burst *corev1.Pod, baseli
 func TestFaultActEarlyLeak(t *testing.T) {
 	const rate = 100 // MiB/s
 	n := newEarlyNode(t, "early-leak")
-	e := startEvictd(t, n.c, n.node, memoryFlags...)
+	e := startEvictd(t, n.c, n.node, append(memoryFlags, explainedFlag)...)
 
 	start := time.Now()
 	leak := createRunning(t, n.c.Admin, podSpec{name: "leak", holdMiB: 16, growMiBPerSec: rate, growToMiB: 900}.pod(n.ns, n.node.Name))["leak"]
@@ -353,6 +353,7 @@ func TestFaultActEarlyLeak(t *testing.T) {
 	if got := e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"}); got != 1 {
 		t.Errorf("evictd_evictions_total{result=evicted} = %v, want 1", got)
 	}
+	checkExplainedNext(t, e)
 }
 
 // burstSpan from the workload's lines: bursts shorter than the interval

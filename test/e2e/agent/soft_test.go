@@ -50,7 +50,7 @@ func TestSoftThreshold(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	logBaseline(t, node, avail, mapValues(pods))
 
-	e := startEvictd(t, c, node,
+	e := startEvictd(t, c, node, explainedFlag,
 		softOnlyHard,
 		"--eviction-soft=memory.available<400Mi",
 		"--eviction-soft-grace-period=memory.available="+softGrace.String(),
@@ -190,4 +190,5 @@ func TestSoftThreshold(t *testing.T) {
 	if n := node.OOMKills(); n != 0 {
 		t.Errorf("the kernel OOM-killed %d processes", n)
 	}
+	checkExplainedNext(t, e)
 }
