@@ -20,6 +20,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/family"
 	"github.com/evictd/evictd/pkg/explain"
 	"github.com/evictd/evictd/pkg/memhigh"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -327,5 +328,35 @@ func TestExplainSoftThresholdHeldFor(t *testing.T) {
 	}
 	if d := s.Decision; d == nil || d.Action != explain.ActionNone || !strings.Contains(d.Why, "of its 30s grace period") {
 		t.Errorf("decision %+v: want none yet, saying how much of the grace has passed", d)
+	}
+}
+
+// While an eviction call is under way the agent asks nothing more for the
+// resource: explain says it waits for that call's answer, naming the pod,
+// and once the answer is in, that it waits for the pod's reclaim.
+func TestExplainWaitsForTheCallUnderWay(t *testing.T) {
+	n := newSimNode(t, 4096*mi, base250, threePods()...)
+	var pending []func()
+	l, err := NewLoop(testLoopConfig(mustThresholds(t, memSpec("300Mi", "200Mi"))), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: n,
+		Evictor: n, Metrics: n.metrics, Log: zaptest.NewLogger(t), Clock: n.clk, Go: func(f func()) { pending = append(pending, f) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.loop = l
+	ctx := context.Background()
+	l.Step(ctx, wakeup.Wakeup{Source: wakeup.SourcePoll, At: n.clk.Now()})
+	if len(pending) != 1 {
+		t.Fatalf("%d calls under way after the first pass, want 1 (a)", len(pending))
+	}
+	d := signalOf(t, l.Explain("node-1", false), thresholds.MemoryAvailable).Decision
+	if d == nil || d.Action != explain.ActionWait || !strings.Contains(d.Why, "waits for the answer to the eviction call for ns/a") {
+		t.Errorf("with a's call under way: decision %+v; want it waiting for that call's answer", d)
+	}
+	pending[0]()
+	n.clk.Step(100 * time.Millisecond)
+	l.Step(ctx, wakeup.Wakeup{Source: wakeup.SourceKick, Name: KickCallDone, At: n.clk.Now()})
+	d = signalOf(t, l.Explain("node-1", false), thresholds.MemoryAvailable).Decision
+	if d == nil || d.Action != explain.ActionWait || !strings.Contains(d.Why, "waits for the reclaim in flight") || len(pending) != 1 {
+		t.Errorf("with a evicted and on its way out: decision %+v, %d calls; want it waiting for a's reclaim, no second call", d, len(pending))
 	}
 }
