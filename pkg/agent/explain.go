@@ -177,6 +177,7 @@ func describePlan(p plan, s thresholds.Signal, v *view) explain.Decision {
 				out.Why += "; " + coverage(t)
 			}
 		}
+		out.Why += heldByMinReclaim(t)
 		return out
 	}
 	for _, t := range d.Targets {
@@ -200,9 +201,7 @@ func describePlan(p plan, s thresholds.Signal, v *view) explain.Decision {
 		default:
 			out.Why = fmt.Sprintf("acts for %s first", d.Target.Threshold)
 		}
-		if t.HeldByMinReclaim {
-			out.Why += fmt.Sprintf(" (the threshold has cleared; its minimum reclaim holds until %s are available)", amountOf(s, t.Need+t.Observation.Available))
-		}
+		out.Why += heldByMinReclaim(t)
 		return out
 	}
 	return quietSignal(p, s, v)
@@ -234,6 +233,16 @@ func quietSignal(p plan, s thresholds.Signal, v *view) explain.Decision {
 		}
 	}
 	return explain.Decision{Action: explain.ActionNone, Why: "has nothing to do: no threshold met"}
+}
+
+// heldByMinReclaim says, for a target only its minimum reclaim keeps
+// active, until when.
+func heldByMinReclaim(t decide.Target) string {
+	if !t.HeldByMinReclaim {
+		return ""
+	}
+	return fmt.Sprintf(" (the threshold has cleared; its minimum reclaim holds it until %s are available)",
+		amountOf(t.Threshold.Signal, t.Need+t.Observation.Available))
 }
 
 func targetDecision(t decide.Target) explain.Decision {
