@@ -235,7 +235,7 @@ type Loop struct {
 	health    health
 	// actuation is the actuator's side of the loop; nil when it is off.
 	actuation *actuation
-	// explained is the last pass's inputs to /explain (publishExplanation).
+	// explained is the last pass's explanation for /explain (publishExplanation).
 	explained atomic.Pointer[explainState]
 	// explainedLine is the last explanation logged (logExplained).
 	explainedLine string

@@ -36,11 +36,6 @@ type plan struct {
 	Deferred string
 }
 
-// Calls reports whether act makes the plan's eviction call.
-func (p plan) Calls() bool {
-	return p.Busy == nil && p.Action != decide.None && p.Stale == nil && p.Deferred == ""
-}
-
 // planInput is the decision's input for ep: its resource's thresholds
 // (only the hard ones while a soft call is under way), its blocked pods,
 // the node's refused ones, and the calls under way as tried.
