@@ -34,7 +34,7 @@ func TestSplitCmdline(t *testing.T) {
 
 func TestParseArgs(t *testing.T) {
 	a, err := ParseArgs([]string{
-		"--v=2", "--config", "/etc/k/config.yaml", "-config-dir=/etc/k/d",
+		"--v=2", "--config", "/etc/k/config.yaml", "--config_dir=/etc/k/d",
 		"--eviction-hard=memory.available<500Mi", "--eviction-hard", "nodefs.available<5%",
 		"--eviction-minimum-reclaim=memory.available=100Mi", "--node-ip", "10.0.0.1",
 	})
@@ -53,8 +53,11 @@ func TestParseArgs(t *testing.T) {
 	if _, err := ParseArgs([]string{"--eviction-hard"}); err == nil || !strings.Contains(err.Error(), "--eviction-hard has no value") {
 		t.Errorf("a flag without its value: %v", err)
 	}
-	if _, err := ParseArgs([]string{"--eviction-hard=memory.available"}); err == nil || !strings.Contains(err.Error(), "memory.available") {
+	if _, err := ParseArgs([]string{"--eviction-hard=memory.available"}); err == nil || !strings.Contains(err.Error(), `"memory.available" is not SIGNAL<VALUE`) {
 		t.Errorf("a statement without <: %v", err)
+	}
+	if _, err := ParseArgs([]string{"-config=/x"}); err == nil || !strings.Contains(err.Error(), "-config=/x: the kubelet reads a single dash") {
+		t.Errorf("a single dash: %v", err)
 	}
 }
 
@@ -74,38 +77,16 @@ func TestParseKubeadmEnv(t *testing.T) {
 func TestParseFile(t *testing.T) {
 	for _, c := range []struct{ name, in, err string }{
 		{"empty", "  \n", "empty file"},
-		{"kind", "kind: KubeProxyConfiguration\n", `kind "KubeProxyConfiguration"`},
-		{"type", "kind: KubeletConfiguration\nevictionHard: [memory.available]\n", "field evictionHard"},
-		{"yaml", "kind: KubeletConfiguration\nevictionHard: {\n", "yaml"},
+		{"kind", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", `kind "KubeProxyConfiguration"`},
+		{"apiVersion", "apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n", `apiVersion "kubelet.config.k8s.io/v1": want kubelet.config.k8s.io/v1beta1`},
+		{"no apiVersion", "kind: KubeletConfiguration\n", "no apiVersion/kind"},
+		{"type", kc + "evictionHard: [memory.available]\n", "evictionHard of type map[string]string"},
+		{"yaml", kc + "evictionHard: {\n", "yaml"},
+		{"not an object", "- a\n", "not a YAML or JSON object"},
 	} {
 		_, err := ParseFile([]byte(c.in))
 		if err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.err)
-		}
-	}
-}
-
-// TestEffectiveHard: the kubelet's defaulting, with the partial-override
-// rule (kubernetes#119985) and mergeDefaultEvictionSettings.
-func TestEffectiveHard(t *testing.T) {
-	on := true
-	for _, c := range []struct {
-		name string
-		f    File
-		a    Args
-		want map[string]string
-	}{
-		{"nothing set: the defaults", File{}, Args{}, DefaultHard()},
-		{"partial: only what it names", File{Hard: map[string]string{"memory.available": "750Mi"}}, Args{},
-			map[string]string{"memory.available": "750Mi"}},
-		{"merge: defaults fill the rest", File{Hard: map[string]string{"memory.available": "750Mi"}, MergeDefaults: &on}, Args{},
-			map[string]string{"memory.available": "750Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"}},
-		{"the flag replaces the file's map", File{Hard: map[string]string{"memory.available": "750Mi", "nodefs.available": "20%"}},
-			Args{Hard: map[string]string{"memory.available": "1Gi"}}, map[string]string{"memory.available": "1Gi"}},
-		{"an empty map: no thresholds", File{Hard: map[string]string{}}, Args{}, map[string]string{}},
-	} {
-		if got := EffectiveHard(c.f, c.a); !maps.Equal(got, c.want) {
-			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 	}
 }
@@ -148,9 +129,11 @@ func TestRead(t *testing.T) {
 	}{
 		{"kubeadm", "", map[string]string{"memory.available": "750Mi", "allocatableMemory.available": "750Mi", "nodefs.available": "10%"},
 			[]string{"kubelet pid 812", "config /var/lib/kubelet/config.yaml"}},
-		{"dropins", "", map[string]string{"memory.available": "1Gi", "allocatableMemory.available": "1Gi", "nodefs.available": "10%",
-			"nodefs.inodesFree": "5%", "imagefs.available": "25%", "imagefs.inodesFree": "5%"},
-			[]string{"kubelet pid 2044", "config /etc/kubernetes/kubelet-config.json", "drop-ins 10-merge.conf,20-memory.conf", "mergeDefaultEvictionSettings"}},
+		// A drop-in's mergeDefaultEvictionSettings comes too late to fill
+		// anything: the kubelet fills the defaults when it loads --config.
+		{"dropins", "", map[string]string{"memory.available": "1Gi", "allocatableMemory.available": "1Gi",
+			"nodefs.inodesFree": "5%", "imagefs.available": "25%"},
+			[]string{"kubelet pid 2044", "config /etc/kubernetes/kubelet-config.json", "drop-ins 10-merge.conf,20-memory.conf"}},
 		{"kubeadmenv", "", map[string]string{"memory.available": "600Mi", "allocatableMemory.available": "600Mi", "pid.available": "5%"},
 			[]string{KubeadmFlagsEnv, "config /var/lib/kubelet/config.yaml", "flag --eviction-hard"}},
 		{"fallback", "", map[string]string{"memory.available": "100Mi", "allocatableMemory.available": "100Mi", "nodefs.available": "10%",
@@ -203,7 +186,7 @@ func TestReadErrors(t *testing.T) {
 	must(t, os.MkdirAll(dir, 0o755))
 	must(t, os.WriteFile(filepath.Join(dir, "cmdline"), []byte("kubelet\x00--config-dir=/d\x00"), 0o644))
 	must(t, os.MkdirAll(filepath.Join(root, "d"), 0o755))
-	must(t, os.WriteFile(filepath.Join(root, "d", "10-x.conf"), []byte("kind: KubeletConfiguration\nevictionHard: 3\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "d", "10-x.conf"), []byte(kc+"evictionHard: 3\n"), 0o644))
 	_, err = Read(Options{HostRoot: root})
 	if err == nil || !strings.Contains(err.Error(), "drop-in /d/10-x.conf") || !strings.Contains(err.Error(), "evictionHard") {
 		t.Errorf("a bad drop-in: %v", err)
@@ -226,9 +209,9 @@ func TestReadImageGC(t *testing.T) {
 		must(t, os.MkdirAll(filepath.Join(root, "proc", "7"), 0o755))
 		must(t, os.WriteFile(filepath.Join(root, "proc", "7", "cmdline"), []byte(cmdline), 0o644))
 		must(t, os.MkdirAll(filepath.Join(root, "etc", "kubelet.d"), 0o755))
-		must(t, os.WriteFile(filepath.Join(root, "etc", "kubelet.yaml"), []byte("kind: KubeletConfiguration\n"+config), 0o644))
+		must(t, os.WriteFile(filepath.Join(root, "etc", "kubelet.yaml"), []byte(kc+config), 0o644))
 		if dropin != "" {
-			must(t, os.WriteFile(filepath.Join(root, "etc", "kubelet.d", "10-gc.conf"), []byte("kind: KubeletConfiguration\n"+dropin), 0o644))
+			must(t, os.WriteFile(filepath.Join(root, "etc", "kubelet.d", "10-gc.conf"), []byte(kc+dropin), 0o644))
 		}
 		return root
 	}
@@ -261,7 +244,7 @@ func TestReadImageGC(t *testing.T) {
 	for _, c := range []struct{ cmdline, config, want string }{
 		{base + "--image-gc-high-threshold=lots\x00", "", `--image-gc-high-threshold=lots: want a whole percentage, not "lots"`},
 		{base, "imageGCHighThresholdPercent: 120\n", "imageGCHighThresholdPercent 120: want 0..100"},
-		{base, "imageGCHighThresholdPercent: 70\n", "imageGCLowThresholdPercent 80 is above imageGCHighThresholdPercent 70"},
+		{base, "imageGCHighThresholdPercent: 70\n", "imageGCLowThresholdPercent 80 is not below imageGCHighThresholdPercent 70"},
 	} {
 		_, err := Read(Options{HostRoot: host(t, c.cmdline, c.config, "")})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
