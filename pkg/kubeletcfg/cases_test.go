@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -299,3 +301,33 @@ func effectiveConfig(log []byte) ([]byte, bool) {
 	}
 	return out.Bytes(), true
 }
+
+// TestKubeletCasesDocumented: docs/run.md's table has a row for each case
+// and no other.
+func TestKubeletCasesDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "run.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "\n| case (NAME) |")
+	if !ok {
+		t.Fatal("docs/run.md has no table of cases (a header starting | case (NAME) |)")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	var rows []string
+	for _, line := range strings.Split(table, "\n") {
+		if m := caseRowRE.FindStringSubmatch(line); m != nil {
+			rows = append(rows, m[1])
+		}
+	}
+	var names []string
+	for _, c := range kubeletCases {
+		names = append(names, c.name)
+	}
+	if !slices.Equal(rows, names) {
+		t.Errorf("docs/run.md's table of cases lists %q; the table here, in its order, %q", rows, names)
+	}
+}
+
+// caseRowRE is a row of docs/run.md's table of cases: | `NAME` | ...
+var caseRowRE = regexp.MustCompile("^\\| `([a-zA-Z0-9-]+)` \\|")

@@ -252,3 +252,62 @@ func TestReadImageGC(t *testing.T) {
 		}
 	}
 }
+
+// TestHardFrom: each threshold says where it came from, through the
+// kubelet's steps.
+func TestHardFrom(t *testing.T) {
+	f, err := ParseFile([]byte(kc + "evictionHard: {memory.available: 1Gi, nodefs.available: 7%}\nmergeDefaultEvictionSettings: true\n"))
+	must(t, err)
+	c := LoadFile(f, "/etc/kubelet.yaml")
+	d1, err := ParseDropin([]byte(kc + "evictionHard: {nodefs.available: 12%, imagefs.inodesFree: null}\n"))
+	must(t, err)
+	d2, err := ParseDropin([]byte(kc + "evictionHard: {nodefs.available: 12%, pid.available: 5%}\n"))
+	must(t, err)
+	c, err = MergeDropins(c, []Dropin{{Path: "/d/10.conf", JSON: d1}, {Path: "/d/20.conf", JSON: d2}})
+	must(t, err)
+	want := map[string]string{
+		"memory.available":  "config /etc/kubelet.yaml",
+		"nodefs.available":  "drop-in /d/10.conf", // 20.conf repeats it: no change
+		"nodefs.inodesFree": fromMergeDefault,
+		"imagefs.available": fromMergeDefault,
+		"pid.available":     "drop-in /d/20.conf",
+	}
+	if !maps.Equal(c.HardFrom, want) {
+		t.Errorf("from %v, want %v", c.HardFrom, want)
+	}
+	c = ApplyFlags(c, Args{Hard: map[string]string{"memory.available": "2Gi"}})
+	if want := map[string]string{"memory.available": "flag --eviction-hard"}; !maps.Equal(c.HardFrom, want) {
+		t.Errorf("after the flag: from %v, want %v", c.HardFrom, want)
+	}
+	if c := LoadFile(File{}, "/x"); c.HardFrom["memory.available"] != fromDefault {
+		t.Errorf("no evictionHard: from %v", c.HardFrom)
+	}
+}
+
+// TestReadHostSymlinks: a link on the host is followed as the host
+// follows it: an absolute target from the host root, not from evictd's /.
+func TestReadHostSymlinks(t *testing.T) {
+	root := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(root, "proc", "9"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "proc", "9", "cmdline"), []byte("kubelet\x00--config=/var/lib/kubelet/config.yaml\x00--config-dir=/var/lib/kubelet/conf.d\x00"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(root, "var", "lib", "kubelet", "conf.d"), 0o755))
+	must(t, os.MkdirAll(filepath.Join(root, "etc", "evictd-test-kubelet", "parts"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "etc", "evictd-test-kubelet", "kubelet.yaml"), []byte(kc+"evictionHard: {memory.available: 700Mi}\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "etc", "evictd-test-kubelet", "parts", "pid.yaml"), []byte(kc+"evictionHard: {pid.available: 7%}\n"), 0o644))
+	must(t, os.Symlink("/etc/evictd-test-kubelet/kubelet.yaml", filepath.Join(root, "var", "lib", "kubelet", "config.yaml")))
+	// A link through a linked directory, with "..": /etc/p -> /etc/evictd-test-kubelet/parts/../parts.
+	must(t, os.Symlink("/etc/evictd-test-kubelet/parts/../parts", filepath.Join(root, "etc", "p")))
+	must(t, os.Symlink("../../../../etc/p/pid.yaml", filepath.Join(root, "var", "lib", "kubelet", "conf.d", "10-pid.conf")))
+	r, err := Read(Options{HostRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"memory.available": "700Mi", "pid.available": "7%"}; !maps.Equal(r.Raw, want) {
+		t.Errorf("thresholds %v, want %v", r.Raw, want)
+	}
+	loop := filepath.Join(root, "var", "lib", "kubelet", "conf.d", "20-loop.conf")
+	must(t, os.Symlink("20-loop.conf", loop))
+	if _, err := Read(Options{HostRoot: root}); err == nil || !strings.Contains(err.Error(), "too many levels of symbolic links") {
+		t.Errorf("a link to itself: %v", err)
+	}
+}
