@@ -311,3 +311,25 @@ func TestReadHostSymlinks(t *testing.T) {
 		t.Errorf("a link to itself: %v", err)
 	}
 }
+
+// TestReadRelativePaths: the kubelet reads a relative --config and
+// --config-dir from its working directory, /proc/PID/cwd.
+func TestReadRelativePaths(t *testing.T) {
+	root := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(root, "proc", "9"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "proc", "9", "cmdline"), []byte("kubelet\x00--config=kubelet.yaml\x00--config-dir=./conf.d\x00"), 0o644))
+	must(t, os.Symlink("/etc/kube", filepath.Join(root, "proc", "9", "cwd")))
+	must(t, os.MkdirAll(filepath.Join(root, "etc", "kube", "conf.d"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "etc", "kube", "kubelet.yaml"), []byte(kc+"evictionHard: {memory.available: 700Mi}\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "etc", "kube", "conf.d", "10.conf"), []byte(kc+"evictionHard: {pid.available: 7%}\n"), 0o644))
+	r, err := Read(Options{HostRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"memory.available": "700Mi", "pid.available": "7%"}; !maps.Equal(r.Raw, want) {
+		t.Errorf("thresholds %v, want %v", r.Raw, want)
+	}
+	if !strings.Contains(r.From, "config /etc/kube/kubelet.yaml") || !strings.Contains(r.From, "drop-ins 10.conf in /etc/kube/conf.d") {
+		t.Errorf("from %q: want the paths from the kubelet's working directory", r.From)
+	}
+}

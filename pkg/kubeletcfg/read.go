@@ -78,6 +78,7 @@ func Read(o Options) (*Result, error) {
 		err  error
 	)
 	pid, argv, scanErr := FindProcess(filepath.Join(o.HostRoot, "proc"))
+	cwd := "/"
 	configVia := ""
 	switch {
 	case argv != nil:
@@ -86,6 +87,10 @@ func Read(o Options) (*Result, error) {
 		}
 		from = append(from, fmt.Sprintf("kubelet pid %d", pid))
 		configVia = fmt.Sprintf("--config of kubelet pid %d", pid)
+		// The kubelet reads a relative path from its working directory.
+		if d, err := os.Readlink(filepath.Join(o.HostRoot, "proc", strconv.Itoa(pid), "cwd")); err == nil && path.IsAbs(d) {
+			cwd = d
+		}
 	default:
 		env := filepath.Join(o.HostRoot, KubeadmFlagsEnv)
 		data, rerr := os.ReadFile(env)
@@ -118,7 +123,7 @@ func Read(o Options) (*Result, error) {
 
 	c := NoFile()
 	if args.Config != "" {
-		p := hostAbs(args.Config)
+		p := hostAbs(args.Config, cwd)
 		data, rerr := readHost(o.HostRoot, p)
 		switch {
 		case errors.Is(rerr, fs.ErrNotExist) && argv == nil && o.ConfigPath == "" && len(from) == 0:
@@ -139,7 +144,7 @@ func Read(o Options) (*Result, error) {
 		from = append(from, "no --config")
 	}
 	if args.ConfigDir != "" {
-		dir := hostAbs(args.ConfigDir)
+		dir := hostAbs(args.ConfigDir, cwd)
 		dropins, err := readDropins(o.HostRoot, dir, pid)
 		if err != nil {
 			return nil, err
@@ -193,10 +198,11 @@ func Read(o Options) (*Result, error) {
 }
 
 // hostAbs makes a path the kubelet was given absolute: it reads a relative
-// one from its working directory, and systemd starts it in /.
-func hostAbs(p string) string {
+// one from its working directory, cwd (/ when systemd starts it, or when
+// its /proc/PID/cwd cannot be read).
+func hostAbs(p, cwd string) string {
 	if !path.IsAbs(p) {
-		p = "/" + p
+		p = path.Join(cwd, p)
 	}
 	return path.Clean(p)
 }
