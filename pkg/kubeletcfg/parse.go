@@ -3,11 +3,12 @@
 // Package kubeletcfg finds the node's kubelet eviction settings: the
 // kubelet's process and flags under the host's /proc, its configuration
 // file and drop-ins, kubeadm's flags file, or the kubeadm default path. It
-// returns the kubelet's effective hard thresholds, with the kubelet's own
-// defaulting, and where they came from; Place then puts evictd's default
+// returns the kubelet's effective hard thresholds, as kubelet v1.37 loads
+// them, and where they came from; Place then puts evictd's default
 // thresholds a stated margin above them.
 //
-// Parsing (this file) is pure; reading the host is in read.go.
+// Parsing (this file) and the kubelet's loading steps (load.go) are pure;
+// reading the host is in read.go.
 package kubeletcfg
 
 import (
