@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/evictd/evictd/pkg/thresholds"
 )
 
 // A kubeletCase is one way a kubelet is configured, and the eviction
@@ -40,6 +42,11 @@ type kubeletCase struct {
 	// collection thresholds (zero: the defaults, 85 and 80).
 	hard map[string]string
 	gc   ImageGC
+	// enforce is the kubelet's enforceNodeAllocatable (nil: its default,
+	// pods), and alloc the allocatableMemory.available threshold it
+	// has then (nil: the copy of memory.available, none without it).
+	enforce []string
+	alloc   *string
 	// err is what Read's error must say when the kubelet refuses the
 	// configuration, and kubeletErr what the kubelet's own error says.
 	err, kubeletErr string
@@ -125,6 +132,17 @@ var kubeletCases = []kubeletCase{
 		hard: map[string]string{"memory.available": "3Gi"}},
 	{name: "flag-single-dash", config: kc, flags: []string{"-eviction-hard=memory.available<3Gi"},
 		err: "single dash", kubeletErr: "unknown shorthand flag"},
+	{name: "enforce-none-in-file", config: kc + "enforceNodeAllocatable: []\nevictionHard: {memory.available: 1Gi}\n",
+		hard: map[string]string{"memory.available": "1Gi"}, enforce: []string{}, alloc: strp("")},
+	{name: "enforce-none-then-dropin", config: kc + "enforceNodeAllocatable: []\nevictionHard: {memory.available: 1Gi}\n",
+		dropins: map[string]string{"10-a.conf": kc + "evictionHard: {pid.available: 5%}\n"},
+		hard:    map[string]string{"memory.available": "1Gi", "pid.available": "5%"}},
+	{name: "enforce-flag", config: kc + "evictionHard: {memory.available: 1Gi}\n", flags: []string{"--enforce-node-allocatable=system-reserved"},
+		hard: map[string]string{"memory.available": "1Gi"}, enforce: []string{"system-reserved"}, alloc: strp("")},
+	{name: "allocatable-named-below-memory", config: kc + "evictionHard: {memory.available: 1Gi, allocatableMemory.available: 500Mi}\n",
+		hard: map[string]string{"memory.available": "1Gi", "allocatableMemory.available": "500Mi"}, alloc: strp("1Gi")},
+	{name: "allocatable-ignore-eviction", config: kc + "evictionHard: {memory.available: 1Gi}\n", flags: []string{"--experimental-allocatable-ignore-eviction"},
+		hard: map[string]string{"memory.available": "1Gi"}, alloc: strp("")},
 	{name: "gc-file", config: kc + "imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 70\n", hard: DefaultHard(), gc: ImageGC{High: 90, Low: 70}},
 	{name: "gc-dropin-null", config: kc + "imageGCHighThresholdPercent: 95\nimageGCLowThresholdPercent: 70\n",
 		dropins: map[string]string{"10-a.conf": kc + "imageGCHighThresholdPercent: null\n"}, hard: DefaultHard(), gc: ImageGC{High: 85, Low: 70}},
@@ -176,6 +194,20 @@ func (c kubeletCase) host(t *testing.T) (root string, argv []string) {
 	return root, realArgs
 }
 
+func (c kubeletCase) wantAlloc() string {
+	if c.alloc != nil {
+		return *c.alloc
+	}
+	return c.hard["memory.available"]
+}
+
+func (c kubeletCase) wantEnforce() []string {
+	if c.enforce == nil {
+		return []string{"pods"}
+	}
+	return c.enforce
+}
+
 func (c kubeletCase) wantGC() ImageGC {
 	if c.gc == (ImageGC{}) {
 		return ImageGC{High: DefaultImageGCHigh, Low: DefaultImageGCLow}
@@ -207,6 +239,13 @@ func TestKubeletCases(t *testing.T) {
 			}
 			if r.ImageGC != c.wantGC() {
 				t.Errorf("image collection %+v, want the kubelet's %+v", r.ImageGC, c.wantGC())
+			}
+			got := ""
+			if v, ok := r.Hard[thresholds.AllocatableMemoryAvailable]; ok {
+				got = v.String()
+			}
+			if got != c.wantAlloc() {
+				t.Errorf("allocatableMemory.available %q, want the kubelet's %q", got, c.wantAlloc())
 			}
 		})
 	}
@@ -262,7 +301,13 @@ func TestKubeletCasesRealKubelet(t *testing.T) {
 			if !ok {
 				t.Fatalf("no effective configuration logged:\n%s", log)
 			}
-			var f File
+			// Decoded apart from File, which is under test.
+			var f struct {
+				Hard        map[string]string `json:"evictionHard"`
+				ImageGCHigh *int32            `json:"imageGCHighThresholdPercent"`
+				ImageGCLow  *int32            `json:"imageGCLowThresholdPercent"`
+				Enforce     []string          `json:"enforceNodeAllocatable"`
+			}
 			if err := yaml.Unmarshal(eff, &f); err != nil {
 				t.Fatalf("%v:\n%s", err, eff)
 			}
@@ -275,6 +320,10 @@ func TestKubeletCasesRealKubelet(t *testing.T) {
 			}
 			if !maps.Equal(got, want) {
 				t.Errorf("the kubelet's evictionHard %v, the table's %v", got, want)
+			}
+			// The log leaves out an empty list.
+			if got := append([]string{}, f.Enforce...); !slices.Equal(got, c.wantEnforce()) {
+				t.Errorf("the kubelet's enforceNodeAllocatable %q, the table's %q", got, c.wantEnforce())
 			}
 			if g := (ImageGC{High: *f.ImageGCHigh, Low: *f.ImageGCLow}); g != c.wantGC() {
 				t.Errorf("the kubelet's image collection %+v, the table's %+v", g, c.wantGC())
@@ -331,3 +380,5 @@ func TestKubeletCasesDocumented(t *testing.T) {
 
 // caseRowRE is a row of docs/run.md's table of cases: | `NAME` | ...
 var caseRowRE = regexp.MustCompile("^\\| `([a-zA-Z0-9-]+)` \\|")
+
+func strp(s string) *string { return &s }

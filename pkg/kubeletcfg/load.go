@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -60,6 +61,9 @@ type File struct {
 	// imageGCLowThresholdPercent.
 	ImageGCHigh *int32 `json:"imageGCHighThresholdPercent,omitempty"`
 	ImageGCLow  *int32 `json:"imageGCLowThresholdPercent,omitempty"`
+	// EnforceNodeAllocatable is enforceNodeAllocatable: with "pods" the
+	// kubelet copies memory.available to allocatableMemory.available.
+	EnforceNodeAllocatable []string `json:"enforceNodeAllocatable,omitempty"`
 }
 
 // ParseFile decodes a --config file, YAML or JSON, as the kubelet's codec
@@ -254,6 +258,9 @@ func ApplyFlags(c Config, a Args) Config {
 	if a.ImageGCLow != nil {
 		c.ImageGCLow = ptr(*a.ImageGCLow)
 	}
+	if a.EnforceNodeAllocatable != nil {
+		c.EnforceNodeAllocatable = slices.Clone(a.EnforceNodeAllocatable)
+	}
 	return c
 }
 
@@ -268,6 +275,11 @@ func setDefaults(f *File) {
 	}
 	if f.MergeDefaults == nil {
 		f.MergeDefaults = ptr(false)
+	}
+	if f.EnforceNodeAllocatable == nil {
+		// An empty list stays empty, but marshalled before the drop-ins
+		// it is left out, and comes back as this default.
+		f.EnforceNodeAllocatable = []string{"pods"}
 	}
 }
 

@@ -54,6 +54,8 @@ const (
 	flagMinReclaim  = "eviction-minimum-reclaim"
 	flagImageGCHigh = "image-gc-high-threshold"
 	flagImageGCLow  = "image-gc-low-threshold"
+	flagEnforce     = "enforce-node-allocatable"
+	flagIgnoreEvict = "experimental-allocatable-ignore-eviction"
 )
 
 // Args is what a kubelet command line says about eviction. A map is nil
@@ -67,6 +69,13 @@ type Args struct {
 	// ImageGCHigh and ImageGCLow are --image-gc-high-threshold and
 	// --image-gc-low-threshold; nil when absent.
 	ImageGCHigh, ImageGCLow *int32
+	// EnforceNodeAllocatable is --enforce-node-allocatable; nil when
+	// absent.
+	EnforceNodeAllocatable []string
+	// AllocatableIgnoresEviction is the deprecated
+	// --experimental-allocatable-ignore-eviction: the kubelet then gives
+	// allocatableMemory.available no copy of memory.available.
+	AllocatableIgnoresEviction bool
 }
 
 // SplitCmdline splits /proc/PID/cmdline, whose arguments each end in a NUL.
@@ -107,7 +116,22 @@ func ParseArgs(args []string) (Args, error) {
 		var dst *map[string]string
 		sep := "="
 		switch name {
-		case flagConfig, flagConfigDir, flagImageGCHigh, flagImageGCLow:
+		case flagConfig, flagConfigDir, flagImageGCHigh, flagImageGCLow, flagEnforce:
+		case flagIgnoreEvict:
+			// A bool flag: its value only after "=".
+			if single {
+				return Args{}, fmt.Errorf("%s: the kubelet reads a single dash as one-letter flags and refuses it (unknown shorthand flag %q); write --%s", arg, name[:1], name)
+			}
+			v := true
+			if hasValue {
+				b, err := strconv.ParseBool(value)
+				if err != nil {
+					return Args{}, fmt.Errorf("--%s=%s: want true or false", name, value)
+				}
+				v = b
+			}
+			a.AllocatableIgnoresEviction = v
+			continue
 		case flagHard:
 			dst, sep = &a.Hard, "<"
 		case flagSoft:
@@ -135,6 +159,16 @@ func ParseArgs(args []string) (Args, error) {
 			continue
 		case flagConfigDir:
 			a.ConfigDir = value
+			continue
+		case flagEnforce:
+			// pflag's string slice: its first value replaces the
+			// default, later ones add to it.
+			if a.EnforceNodeAllocatable == nil {
+				a.EnforceNodeAllocatable = []string{}
+			}
+			if value != "" {
+				a.EnforceNodeAllocatable = append(a.EnforceNodeAllocatable, strings.Split(value, ",")...)
+			}
 			continue
 		case flagImageGCHigh, flagImageGCLow:
 			pct, err := parseInt32(value)
@@ -202,10 +236,19 @@ func ParseKubeadmEnv(data []byte) ([]string, error) {
 // signal. Signals evictd does not watch (containerfs.*, which the kubelet
 // itself overrides with the nodefs or imagefs ones) are returned in
 // ignored; "0%" and "100%" mean no threshold, as in the kubelet.
-// allocatableMemory.available follows memory.available unless named, as the
-// kubelet's addAllocatableThresholds does for a node that enforces
-// allocatable for pods (the default).
+// allocatableMemory.available follows memory.available, as the kubelet's
+// addAllocatableThresholds does for a node that enforces allocatable for
+// pods (the default): ParseHardFor says when it does not.
 func ParseHard(hard map[string]string) (map[thresholds.Signal]thresholds.Value, []string, error) {
+	return ParseHardFor(hard, true)
+}
+
+// ParseHardFor is ParseHard for a kubelet that copies memory.available to
+// allocatableMemory.available (allocatable) or not. The kubelet adds the
+// copy beside an allocatableMemory.available it is given, and the higher
+// of the two acts first: that one is kept (a quantity and a percentage,
+// which cannot be compared without the capacity, keep the one named).
+func ParseHardFor(hard map[string]string, allocatable bool) (map[thresholds.Signal]thresholds.Value, []string, error) {
 	known := map[string]string{}
 	var ignored []string
 	for k, v := range hard {
@@ -217,10 +260,9 @@ func ParseHard(hard map[string]string) (map[thresholds.Signal]thresholds.Value, 
 		known[k] = v
 	}
 	mem, alloc := string(thresholds.MemoryAvailable), string(thresholds.AllocatableMemoryAvailable)
-	if v, ok := known[mem]; ok {
-		if _, named := known[alloc]; !named {
-			known[alloc] = v
-		}
+	_, named := known[alloc]
+	if v, ok := known[mem]; ok && allocatable && !named {
+		known[alloc] = v
 	}
 	ths, err := thresholds.Parse(thresholds.Spec{Hard: known})
 	if err != nil {
@@ -230,7 +272,23 @@ func ParseHard(hard map[string]string) (map[thresholds.Signal]thresholds.Value, 
 	for _, th := range ths {
 		out[th.Signal] = th.Value
 	}
+	m, okM := out[thresholds.MemoryAvailable]
+	a, okA := out[thresholds.AllocatableMemoryAvailable]
+	if allocatable && named && okM && okA && higher(m, a) {
+		out[thresholds.AllocatableMemoryAvailable] = m
+	}
 	return out, ignored, nil
+}
+
+// higher reports whether v is a threshold above w of the same kind.
+func higher(v, w thresholds.Value) bool {
+	switch {
+	case v.Quantity != nil && w.Quantity != nil:
+		return v.Quantity.Cmp(*w.Quantity) > 0
+	case v.Quantity == nil && w.Quantity == nil:
+		return v.Percentage > w.Percentage
+	}
+	return false
 }
 
 // ImageGC is the kubelet's image garbage collection thresholds, in percent

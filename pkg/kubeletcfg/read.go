@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -182,7 +183,11 @@ func Read(o Options) (*Result, error) {
 	if raw == nil {
 		raw = map[string]string{}
 	}
-	hard, ignored, err := ParseHard(raw)
+	// The kubelet copies memory.available to allocatableMemory.available
+	// when it enforces allocatable for pods and is not told to leave
+	// eviction out of it.
+	allocatable := slices.Contains(c.EnforceNodeAllocatable, "pods") && !args.AllocatableIgnoresEviction
+	hard, ignored, err := ParseHardFor(raw, allocatable)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet evictionHard from %s: %w", strings.Join(from, ", "), err)
 	}
