@@ -34,7 +34,7 @@ func TestSplitCmdline(t *testing.T) {
 
 func TestParseArgs(t *testing.T) {
 	a, err := ParseArgs([]string{
-		"--v=2", "--config", "/etc/k/config.yaml", "-config-dir=/etc/k/d",
+		"--v=2", "--config", "/etc/k/config.yaml", "--config_dir=/etc/k/d",
 		"--eviction-hard=memory.available<500Mi", "--eviction-hard", "nodefs.available<5%",
 		"--eviction-minimum-reclaim=memory.available=100Mi", "--node-ip", "10.0.0.1",
 	})
@@ -53,8 +53,11 @@ func TestParseArgs(t *testing.T) {
 	if _, err := ParseArgs([]string{"--eviction-hard"}); err == nil || !strings.Contains(err.Error(), "--eviction-hard has no value") {
 		t.Errorf("a flag without its value: %v", err)
 	}
-	if _, err := ParseArgs([]string{"--eviction-hard=memory.available"}); err == nil || !strings.Contains(err.Error(), "memory.available") {
+	if _, err := ParseArgs([]string{"--eviction-hard=memory.available"}); err == nil || !strings.Contains(err.Error(), `"memory.available" is not SIGNAL<VALUE`) {
 		t.Errorf("a statement without <: %v", err)
+	}
+	if _, err := ParseArgs([]string{"-config=/x"}); err == nil || !strings.Contains(err.Error(), "-config=/x: the kubelet reads a single dash") {
+		t.Errorf("a single dash: %v", err)
 	}
 }
 
@@ -74,38 +77,16 @@ func TestParseKubeadmEnv(t *testing.T) {
 func TestParseFile(t *testing.T) {
 	for _, c := range []struct{ name, in, err string }{
 		{"empty", "  \n", "empty file"},
-		{"kind", "kind: KubeProxyConfiguration\n", `kind "KubeProxyConfiguration"`},
-		{"type", "kind: KubeletConfiguration\nevictionHard: [memory.available]\n", "field evictionHard"},
-		{"yaml", "kind: KubeletConfiguration\nevictionHard: {\n", "yaml"},
+		{"kind", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", `kind "KubeProxyConfiguration"`},
+		{"apiVersion", "apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n", `apiVersion "kubelet.config.k8s.io/v1": want kubelet.config.k8s.io/v1beta1`},
+		{"no apiVersion", "kind: KubeletConfiguration\n", "no apiVersion/kind"},
+		{"type", kc + "evictionHard: [memory.available]\n", "evictionHard of type map[string]string"},
+		{"yaml", kc + "evictionHard: {\n", "yaml"},
+		{"not an object", "- a\n", "not a YAML or JSON object"},
 	} {
 		_, err := ParseFile([]byte(c.in))
 		if err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.err)
-		}
-	}
-}
-
-// TestEffectiveHard: the kubelet's defaulting, with the partial-override
-// rule (kubernetes#119985) and mergeDefaultEvictionSettings.
-func TestEffectiveHard(t *testing.T) {
-	on := true
-	for _, c := range []struct {
-		name string
-		f    File
-		a    Args
-		want map[string]string
-	}{
-		{"nothing set: the defaults", File{}, Args{}, DefaultHard()},
-		{"partial: only what it names", File{Hard: map[string]string{"memory.available": "750Mi"}}, Args{},
-			map[string]string{"memory.available": "750Mi"}},
-		{"merge: defaults fill the rest", File{Hard: map[string]string{"memory.available": "750Mi"}, MergeDefaults: &on}, Args{},
-			map[string]string{"memory.available": "750Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"}},
-		{"the flag replaces the file's map", File{Hard: map[string]string{"memory.available": "750Mi", "nodefs.available": "20%"}},
-			Args{Hard: map[string]string{"memory.available": "1Gi"}}, map[string]string{"memory.available": "1Gi"}},
-		{"an empty map: no thresholds", File{Hard: map[string]string{}}, Args{}, map[string]string{}},
-	} {
-		if got := EffectiveHard(c.f, c.a); !maps.Equal(got, c.want) {
-			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 	}
 }
@@ -148,9 +129,11 @@ func TestRead(t *testing.T) {
 	}{
 		{"kubeadm", "", map[string]string{"memory.available": "750Mi", "allocatableMemory.available": "750Mi", "nodefs.available": "10%"},
 			[]string{"kubelet pid 812", "config /var/lib/kubelet/config.yaml"}},
-		{"dropins", "", map[string]string{"memory.available": "1Gi", "allocatableMemory.available": "1Gi", "nodefs.available": "10%",
-			"nodefs.inodesFree": "5%", "imagefs.available": "25%", "imagefs.inodesFree": "5%"},
-			[]string{"kubelet pid 2044", "config /etc/kubernetes/kubelet-config.json", "drop-ins 10-merge.conf,20-memory.conf", "mergeDefaultEvictionSettings"}},
+		// A drop-in's mergeDefaultEvictionSettings comes too late to fill
+		// anything: the kubelet fills the defaults when it loads --config.
+		{"dropins", "", map[string]string{"memory.available": "1Gi", "allocatableMemory.available": "1Gi",
+			"nodefs.inodesFree": "5%", "imagefs.available": "25%"},
+			[]string{"kubelet pid 2044", "config /etc/kubernetes/kubelet-config.json", "drop-ins 10-merge.conf,20-memory.conf"}},
 		{"kubeadmenv", "", map[string]string{"memory.available": "600Mi", "allocatableMemory.available": "600Mi", "pid.available": "5%"},
 			[]string{KubeadmFlagsEnv, "config /var/lib/kubelet/config.yaml", "flag --eviction-hard"}},
 		{"fallback", "", map[string]string{"memory.available": "100Mi", "allocatableMemory.available": "100Mi", "nodefs.available": "10%",
@@ -203,7 +186,7 @@ func TestReadErrors(t *testing.T) {
 	must(t, os.MkdirAll(dir, 0o755))
 	must(t, os.WriteFile(filepath.Join(dir, "cmdline"), []byte("kubelet\x00--config-dir=/d\x00"), 0o644))
 	must(t, os.MkdirAll(filepath.Join(root, "d"), 0o755))
-	must(t, os.WriteFile(filepath.Join(root, "d", "10-x.conf"), []byte("kind: KubeletConfiguration\nevictionHard: 3\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "d", "10-x.conf"), []byte(kc+"evictionHard: 3\n"), 0o644))
 	_, err = Read(Options{HostRoot: root})
 	if err == nil || !strings.Contains(err.Error(), "drop-in /d/10-x.conf") || !strings.Contains(err.Error(), "evictionHard") {
 		t.Errorf("a bad drop-in: %v", err)
@@ -226,9 +209,9 @@ func TestReadImageGC(t *testing.T) {
 		must(t, os.MkdirAll(filepath.Join(root, "proc", "7"), 0o755))
 		must(t, os.WriteFile(filepath.Join(root, "proc", "7", "cmdline"), []byte(cmdline), 0o644))
 		must(t, os.MkdirAll(filepath.Join(root, "etc", "kubelet.d"), 0o755))
-		must(t, os.WriteFile(filepath.Join(root, "etc", "kubelet.yaml"), []byte("kind: KubeletConfiguration\n"+config), 0o644))
+		must(t, os.WriteFile(filepath.Join(root, "etc", "kubelet.yaml"), []byte(kc+config), 0o644))
 		if dropin != "" {
-			must(t, os.WriteFile(filepath.Join(root, "etc", "kubelet.d", "10-gc.conf"), []byte("kind: KubeletConfiguration\n"+dropin), 0o644))
+			must(t, os.WriteFile(filepath.Join(root, "etc", "kubelet.d", "10-gc.conf"), []byte(kc+dropin), 0o644))
 		}
 		return root
 	}
@@ -261,11 +244,92 @@ func TestReadImageGC(t *testing.T) {
 	for _, c := range []struct{ cmdline, config, want string }{
 		{base + "--image-gc-high-threshold=lots\x00", "", `--image-gc-high-threshold=lots: want a whole percentage, not "lots"`},
 		{base, "imageGCHighThresholdPercent: 120\n", "imageGCHighThresholdPercent 120: want 0..100"},
-		{base, "imageGCHighThresholdPercent: 70\n", "imageGCLowThresholdPercent 80 is above imageGCHighThresholdPercent 70"},
+		{base, "imageGCHighThresholdPercent: 70\n", "imageGCLowThresholdPercent 80 is not below imageGCHighThresholdPercent 70"},
 	} {
 		_, err := Read(Options{HostRoot: host(t, c.cmdline, c.config, "")})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q %q: error %v, want %q", c.cmdline, c.config, err, c.want)
 		}
+	}
+}
+
+// TestHardFrom: each threshold says where it came from, through the
+// kubelet's steps.
+func TestHardFrom(t *testing.T) {
+	f, err := ParseFile([]byte(kc + "evictionHard: {memory.available: 1Gi, nodefs.available: 7%}\nmergeDefaultEvictionSettings: true\n"))
+	must(t, err)
+	c := LoadFile(f, "/etc/kubelet.yaml")
+	d1, err := ParseDropin([]byte(kc + "evictionHard: {nodefs.available: 12%, imagefs.inodesFree: null}\n"))
+	must(t, err)
+	d2, err := ParseDropin([]byte(kc + "evictionHard: {nodefs.available: 12%, pid.available: 5%}\n"))
+	must(t, err)
+	c, err = MergeDropins(c, []Dropin{{Path: "/d/10.conf", JSON: d1}, {Path: "/d/20.conf", JSON: d2}})
+	must(t, err)
+	want := map[string]string{
+		"memory.available":  "config /etc/kubelet.yaml",
+		"nodefs.available":  "drop-in /d/10.conf", // 20.conf repeats it: no change
+		"nodefs.inodesFree": fromMergeDefault,
+		"imagefs.available": fromMergeDefault,
+		"pid.available":     "drop-in /d/20.conf",
+	}
+	if !maps.Equal(c.HardFrom, want) {
+		t.Errorf("from %v, want %v", c.HardFrom, want)
+	}
+	c = ApplyFlags(c, Args{Hard: map[string]string{"memory.available": "2Gi"}})
+	if want := map[string]string{"memory.available": "flag --eviction-hard"}; !maps.Equal(c.HardFrom, want) {
+		t.Errorf("after the flag: from %v, want %v", c.HardFrom, want)
+	}
+	if c := LoadFile(File{}, "/x"); c.HardFrom["memory.available"] != fromDefault {
+		t.Errorf("no evictionHard: from %v", c.HardFrom)
+	}
+}
+
+// TestReadHostSymlinks: a link on the host is followed as the host
+// follows it: an absolute target from the host root, not from evictd's /.
+func TestReadHostSymlinks(t *testing.T) {
+	root := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(root, "proc", "9"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "proc", "9", "cmdline"), []byte("kubelet\x00--config=/var/lib/kubelet/config.yaml\x00--config-dir=/var/lib/kubelet/conf.d\x00"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(root, "var", "lib", "kubelet", "conf.d"), 0o755))
+	must(t, os.MkdirAll(filepath.Join(root, "etc", "evictd-test-kubelet", "parts"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "etc", "evictd-test-kubelet", "kubelet.yaml"), []byte(kc+"evictionHard: {memory.available: 700Mi}\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "etc", "evictd-test-kubelet", "parts", "pid.yaml"), []byte(kc+"evictionHard: {pid.available: 7%}\n"), 0o644))
+	must(t, os.Symlink("/etc/evictd-test-kubelet/kubelet.yaml", filepath.Join(root, "var", "lib", "kubelet", "config.yaml")))
+	// A link through a linked directory, with "..": /etc/p -> /etc/evictd-test-kubelet/parts/../parts.
+	must(t, os.Symlink("/etc/evictd-test-kubelet/parts/../parts", filepath.Join(root, "etc", "p")))
+	must(t, os.Symlink("../../../../etc/p/pid.yaml", filepath.Join(root, "var", "lib", "kubelet", "conf.d", "10-pid.conf")))
+	r, err := Read(Options{HostRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"memory.available": "700Mi", "pid.available": "7%"}; !maps.Equal(r.Raw, want) {
+		t.Errorf("thresholds %v, want %v", r.Raw, want)
+	}
+	loop := filepath.Join(root, "var", "lib", "kubelet", "conf.d", "20-loop.conf")
+	must(t, os.Symlink("20-loop.conf", loop))
+	if _, err := Read(Options{HostRoot: root}); err == nil || !strings.Contains(err.Error(), "too many levels of symbolic links") {
+		t.Errorf("a link to itself: %v", err)
+	}
+}
+
+// TestReadRelativePaths: the kubelet reads a relative --config and
+// --config-dir from its working directory, /proc/PID/cwd.
+func TestReadRelativePaths(t *testing.T) {
+	root := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(root, "proc", "9"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "proc", "9", "cmdline"), []byte("kubelet\x00--config=kubelet.yaml\x00--config-dir=./conf.d\x00"), 0o644))
+	must(t, os.Symlink("/etc/kube", filepath.Join(root, "proc", "9", "cwd")))
+	must(t, os.MkdirAll(filepath.Join(root, "etc", "kube", "conf.d"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "etc", "kube", "kubelet.yaml"), []byte(kc+"evictionHard: {memory.available: 700Mi}\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "etc", "kube", "conf.d", "10.conf"), []byte(kc+"evictionHard: {pid.available: 7%}\n"), 0o644))
+	r, err := Read(Options{HostRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"memory.available": "700Mi", "pid.available": "7%"}; !maps.Equal(r.Raw, want) {
+		t.Errorf("thresholds %v, want %v", r.Raw, want)
+	}
+	if !strings.Contains(r.From, "config /etc/kube/kubelet.yaml") || !strings.Contains(r.From, "drop-ins 10.conf in /etc/kube/conf.d") {
+		t.Errorf("from %q: want the paths from the kubelet's working directory", r.From)
 	}
 }

@@ -3,24 +3,21 @@
 // Package kubeletcfg finds the node's kubelet eviction settings: the
 // kubelet's process and flags under the host's /proc, its configuration
 // file and drop-ins, kubeadm's flags file, or the kubeadm default path. It
-// returns the kubelet's effective hard thresholds, with the kubelet's own
-// defaulting, and where they came from; Place then puts evictd's default
+// returns the kubelet's effective hard thresholds, as kubelet v1.37 loads
+// them, and where they came from; Place then puts evictd's default
 // thresholds a stated margin above them.
 //
-// Parsing (this file) is pure; reading the host is in read.go.
+// Parsing (this file) and the kubelet's loading steps (load.go) are pure;
+// reading the host is in read.go.
 package kubeletcfg
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"path"
 	"strconv"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -57,6 +54,8 @@ const (
 	flagMinReclaim  = "eviction-minimum-reclaim"
 	flagImageGCHigh = "image-gc-high-threshold"
 	flagImageGCLow  = "image-gc-low-threshold"
+	flagEnforce     = "enforce-node-allocatable"
+	flagIgnoreEvict = "experimental-allocatable-ignore-eviction"
 )
 
 // Args is what a kubelet command line says about eviction. A map is nil
@@ -67,10 +66,16 @@ type Args struct {
 	Hard, Soft        map[string]string
 	SoftGrace         map[string]string
 	MinReclaim        map[string]string
-	// ImageGCHigh and ImageGCLow are the deprecated but still honoured
-	// --image-gc-high-threshold and --image-gc-low-threshold; nil when
-	// absent.
+	// ImageGCHigh and ImageGCLow are --image-gc-high-threshold and
+	// --image-gc-low-threshold; nil when absent.
 	ImageGCHigh, ImageGCLow *int32
+	// EnforceNodeAllocatable is --enforce-node-allocatable; nil when
+	// absent.
+	EnforceNodeAllocatable []string
+	// AllocatableIgnoresEviction is the deprecated
+	// --experimental-allocatable-ignore-eviction: the kubelet then gives
+	// allocatableMemory.available no copy of memory.available.
+	AllocatableIgnoresEviction bool
 }
 
 // SplitCmdline splits /proc/PID/cmdline, whose arguments each end in a NUL.
@@ -89,9 +94,12 @@ func IsKubelet(argv []string) bool {
 }
 
 // ParseArgs reads the eviction flags of a kubelet's arguments (argv[0]
-// excluded), in pflag's forms --name=value, --name value and the single
-// dash versions. A map flag may be repeated, its entries adding up, as the
-// kubelet's mapStringString does; the last --config wins.
+// excluded) as the kubelet's pflag set does: --name=value or --name value,
+// "_" in a name read as "-" (its WordSepNormalizeFunc), nothing after "--".
+// A single dash starts one-letter flags, so the kubelet refuses
+// "-config=..." (unknown shorthand): so does ParseArgs, naming it. A map flag
+// may be repeated, its entries adding up, and a signal named twice keeps
+// its last value, as the kubelet's map flags do; the last --config wins.
 func ParseArgs(args []string) (Args, error) {
 	var a Args
 	for i := 0; i < len(args); i++ {
@@ -99,24 +107,44 @@ func ParseArgs(args []string) (Args, error) {
 		if arg == "--" {
 			break
 		}
-		if !strings.HasPrefix(arg, "-") {
+		if !strings.HasPrefix(arg, "-") || arg == "-" {
 			continue
 		}
+		single := !strings.HasPrefix(arg, "--")
 		name, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		name = strings.ReplaceAll(name, "_", "-")
 		var dst *map[string]string
-		split := thresholds.SplitPairs
+		sep := "="
 		switch name {
-		case flagConfig, flagConfigDir, flagImageGCHigh, flagImageGCLow:
+		case flagConfig, flagConfigDir, flagImageGCHigh, flagImageGCLow, flagEnforce:
+		case flagIgnoreEvict:
+			// A bool flag: its value only after "=".
+			if single {
+				return Args{}, fmt.Errorf("%s: the kubelet reads a single dash as one-letter flags and refuses it (unknown shorthand flag %q); write --%s", arg, name[:1], name)
+			}
+			v := true
+			if hasValue {
+				b, err := strconv.ParseBool(value)
+				if err != nil {
+					return Args{}, fmt.Errorf("--%s=%s: want true or false", name, value)
+				}
+				v = b
+			}
+			a.AllocatableIgnoresEviction = v
+			continue
 		case flagHard:
-			dst, split = &a.Hard, thresholds.SplitStatements
+			dst, sep = &a.Hard, "<"
 		case flagSoft:
-			dst, split = &a.Soft, thresholds.SplitStatements
+			dst, sep = &a.Soft, "<"
 		case flagSoftGrace:
 			dst = &a.SoftGrace
 		case flagMinReclaim:
 			dst = &a.MinReclaim
 		default:
 			continue
+		}
+		if single {
+			return Args{}, fmt.Errorf("%s: the kubelet reads a single dash as one-letter flags and refuses it (unknown shorthand flag %q); write --%s", arg, name[:1], name)
 		}
 		if !hasValue {
 			if i+1 >= len(args) {
@@ -132,8 +160,18 @@ func ParseArgs(args []string) (Args, error) {
 		case flagConfigDir:
 			a.ConfigDir = value
 			continue
+		case flagEnforce:
+			// pflag's string slice: its first value replaces the
+			// default, later ones add to it.
+			if a.EnforceNodeAllocatable == nil {
+				a.EnforceNodeAllocatable = []string{}
+			}
+			if value != "" {
+				a.EnforceNodeAllocatable = append(a.EnforceNodeAllocatable, strings.Split(value, ",")...)
+			}
+			continue
 		case flagImageGCHigh, flagImageGCLow:
-			pct, err := parsePercent(value)
+			pct, err := parseInt32(value)
 			if err != nil {
 				return Args{}, fmt.Errorf("--%s=%s: %w", name, value, err)
 			}
@@ -144,16 +182,33 @@ func ParseArgs(args []string) (Args, error) {
 			}
 			continue
 		}
-		m, err := split(value)
-		if err != nil {
-			return Args{}, fmt.Errorf("--%s=%s: %w", name, value, err)
-		}
 		if *dst == nil {
+			// The kubelet's map flags clear the map at their first
+			// value: a flag replaces what the file said.
 			*dst = map[string]string{}
 		}
-		maps.Copy(*dst, m)
+		if err := setMapFlag(*dst, value, sep); err != nil {
+			return Args{}, fmt.Errorf("--%s=%s: %w", name, value, err)
+		}
 	}
 	return a, nil
+}
+
+// setMapFlag is component-base's MapStringString and
+// LangleSeparatedMapStringString Set: comma-separated pairs, an empty one
+// skipped, key and value trimmed, a later key replacing an earlier one.
+func setMapFlag(m map[string]string, value, sep string) error {
+	for _, s := range strings.Split(value, ",") {
+		if len(s) == 0 {
+			continue
+		}
+		k, v, ok := strings.Cut(s, sep)
+		if !ok {
+			return fmt.Errorf("%q is not SIGNAL%sVALUE", s, sep)
+		}
+		m[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return nil
 }
 
 // ParseKubeadmEnv reads kubeadm's /var/lib/kubelet/kubeadm-flags.env, one
@@ -177,120 +232,23 @@ func ParseKubeadmEnv(data []byte) ([]string, error) {
 	return nil, errors.New("no KUBELET_KUBEADM_ARGS= line")
 }
 
-// File is the part of a KubeletConfiguration file that eviction needs.
-// A nil map was not set in the file.
-type File struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Hard       map[string]string `json:"evictionHard"`
-	Soft       map[string]string `json:"evictionSoft"`
-	SoftGrace  map[string]string `json:"evictionSoftGracePeriod"`
-	MinReclaim map[string]string `json:"evictionMinimumReclaim"`
-	// MergeDefaults is mergeDefaultEvictionSettings: the kubelet's
-	// defaults fill the signals a partial evictionHard leaves out.
-	MergeDefaults *bool `json:"mergeDefaultEvictionSettings"`
-	// ImageGCHigh and ImageGCLow are imageGCHighThresholdPercent and
-	// imageGCLowThresholdPercent; nil when not set.
-	ImageGCHigh *int32 `json:"imageGCHighThresholdPercent"`
-	ImageGCLow  *int32 `json:"imageGCLowThresholdPercent"`
-}
-
-// Kind is the kubelet configuration's kind.
-const Kind = "KubeletConfiguration"
-
-// ParseFile decodes a KubeletConfiguration file, YAML or JSON. Unknown
-// fields are ignored (the kubelet's file has dozens evictd does not need);
-// a kind other than KubeletConfiguration is an error.
-func ParseFile(data []byte) (File, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return File{}, errors.New("empty file")
-	}
-	js, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return File{}, oneLine(err)
-	}
-	var f File
-	if err := json.Unmarshal(js, &f); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return File{}, fmt.Errorf("field %s: want %s, not a JSON %s", te.Field, te.Type, te.Value)
-		}
-		return File{}, oneLine(err)
-	}
-	if f.Kind != Kind {
-		return File{}, fmt.Errorf("kind %q: want %s", f.Kind, Kind)
-	}
-	return f, nil
-}
-
-func oneLine(err error) error {
-	return errors.New(strings.Join(strings.Fields(err.Error()), " "))
-}
-
-// Merge lays the drop-ins over main in their order, as the kubelet's
-// --config-dir does: a map set in a drop-in is merged key by key into what
-// is there, a scalar set replaces it.
-func Merge(main File, dropins ...File) File {
-	out := main
-	mergeMap := func(dst *map[string]string, src map[string]string) {
-		if src == nil {
-			return
-		}
-		m := map[string]string{}
-		maps.Copy(m, *dst)
-		maps.Copy(m, src)
-		*dst = m
-	}
-	for _, d := range dropins {
-		mergeMap(&out.Hard, d.Hard)
-		mergeMap(&out.Soft, d.Soft)
-		mergeMap(&out.SoftGrace, d.SoftGrace)
-		mergeMap(&out.MinReclaim, d.MinReclaim)
-		if d.MergeDefaults != nil {
-			v := *d.MergeDefaults
-			out.MergeDefaults = &v
-		}
-		if d.ImageGCHigh != nil {
-			v := *d.ImageGCHigh
-			out.ImageGCHigh = &v
-		}
-		if d.ImageGCLow != nil {
-			v := *d.ImageGCLow
-			out.ImageGCLow = &v
-		}
-	}
-	return out
-}
-
-// EffectiveHard is the kubelet's evictionHard once its flags and defaults
-// are applied: --eviction-hard replaces the file's map; a map nobody set is
-// the kubelet's defaults; a partial one keeps only what it names (the other
-// signals have no threshold, kubernetes#119985) unless
-// mergeDefaultEvictionSettings fills them with the defaults.
-func EffectiveHard(f File, a Args) map[string]string {
-	hard := f.Hard
-	if a.Hard != nil {
-		hard = a.Hard
-	}
-	out := map[string]string{}
-	if hard == nil {
-		return DefaultHard()
-	}
-	if f.MergeDefaults != nil && *f.MergeDefaults {
-		maps.Copy(out, DefaultHard())
-	}
-	maps.Copy(out, hard)
-	return out
-}
-
 // ParseHard turns the kubelet's effective hard map into thresholds by
 // signal. Signals evictd does not watch (containerfs.*, which the kubelet
 // itself overrides with the nodefs or imagefs ones) are returned in
 // ignored; "0%" and "100%" mean no threshold, as in the kubelet.
-// allocatableMemory.available follows memory.available unless named, as the
-// kubelet's addAllocatableThresholds does for a node that enforces
-// allocatable for pods (the default).
+// allocatableMemory.available follows memory.available, as the kubelet's
+// addAllocatableThresholds does for a node that enforces allocatable for
+// pods (the default): ParseHardFor says when it does not.
 func ParseHard(hard map[string]string) (map[thresholds.Signal]thresholds.Value, []string, error) {
+	return ParseHardFor(hard, true)
+}
+
+// ParseHardFor is ParseHard for a kubelet that copies memory.available to
+// allocatableMemory.available (allocatable) or not. The kubelet adds the
+// copy beside an allocatableMemory.available it is given, and the higher
+// of the two acts first: that one is kept (a quantity and a percentage,
+// which cannot be compared without the capacity, keep the one named).
+func ParseHardFor(hard map[string]string, allocatable bool) (map[thresholds.Signal]thresholds.Value, []string, error) {
 	known := map[string]string{}
 	var ignored []string
 	for k, v := range hard {
@@ -302,10 +260,9 @@ func ParseHard(hard map[string]string) (map[thresholds.Signal]thresholds.Value, 
 		known[k] = v
 	}
 	mem, alloc := string(thresholds.MemoryAvailable), string(thresholds.AllocatableMemoryAvailable)
-	if v, ok := known[mem]; ok {
-		if _, named := known[alloc]; !named {
-			known[alloc] = v
-		}
+	_, named := known[alloc]
+	if v, ok := known[mem]; ok && allocatable && !named {
+		known[alloc] = v
 	}
 	ths, err := thresholds.Parse(thresholds.Spec{Hard: known})
 	if err != nil {
@@ -315,7 +272,23 @@ func ParseHard(hard map[string]string) (map[thresholds.Signal]thresholds.Value, 
 	for _, th := range ths {
 		out[th.Signal] = th.Value
 	}
+	m, okM := out[thresholds.MemoryAvailable]
+	a, okA := out[thresholds.AllocatableMemoryAvailable]
+	if allocatable && named && okM && okA && higher(m, a) {
+		out[thresholds.AllocatableMemoryAvailable] = m
+	}
 	return out, ignored, nil
+}
+
+// higher reports whether v is a threshold above w of the same kind.
+func higher(v, w thresholds.Value) bool {
+	switch {
+	case v.Quantity != nil && w.Quantity != nil:
+		return v.Quantity.Cmp(*w.Quantity) > 0
+	case v.Quantity == nil && w.Quantity == nil:
+		return v.Percentage > w.Percentage
+	}
+	return false
 }
 
 // ImageGC is the kubelet's image garbage collection thresholds, in percent
@@ -337,36 +310,10 @@ func (g ImageGC) FreeShare() float64 {
 	return float64(100-g.High) / 100
 }
 
-// EffectiveImageGC is the kubelet's image collection thresholds once its
-// flags and defaults are applied, checked as the kubelet's validation
-// does: each within 0..100, low not above high.
-func EffectiveImageGC(f File, a Args) (ImageGC, error) {
-	g := ImageGC{High: DefaultImageGCHigh, Low: DefaultImageGCLow}
-	for _, v := range []struct {
-		dst      *int32
-		file, fl *int32
-	}{{&g.High, f.ImageGCHigh, a.ImageGCHigh}, {&g.Low, f.ImageGCLow, a.ImageGCLow}} {
-		if v.file != nil {
-			*v.dst = *v.file
-		}
-		if v.fl != nil {
-			*v.dst = *v.fl
-		}
-	}
-	switch {
-	case g.High < 0 || g.High > 100:
-		return ImageGC{}, fmt.Errorf("imageGCHighThresholdPercent %d: want 0..100", g.High)
-	case g.Low < 0 || g.Low > 100:
-		return ImageGC{}, fmt.Errorf("imageGCLowThresholdPercent %d: want 0..100", g.Low)
-	case g.Low > g.High:
-		return ImageGC{}, fmt.Errorf("imageGCLowThresholdPercent %d is above imageGCHighThresholdPercent %d", g.Low, g.High)
-	}
-	return g, nil
-}
-
-// parsePercent reads a kubelet int32 percentage flag's value.
-func parsePercent(v string) (int32, error) {
-	n, err := strconv.ParseInt(v, 10, 32)
+// parseInt32 reads a kubelet int32 flag's value as pflag does: base
+// prefixes (0x, 0o, 0b, a leading 0) taken.
+func parseInt32(v string) (int32, error) {
+	n, err := strconv.ParseInt(v, 0, 32)
 	if err != nil {
 		return 0, fmt.Errorf("want a whole percentage, not %q", v)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +35,9 @@ type Result struct {
 	From string
 	// Ignored lists the signals the kubelet has that evictd does not watch.
 	Ignored []string
+	// HardFrom says where each of Raw's entries came from: a config file,
+	// a drop-in, the flag, or the kubelet's defaults.
+	HardFrom map[string]string
 	// ImageGC is the kubelet's image garbage collection thresholds.
 	ImageGC ImageGC
 }
@@ -75,6 +79,7 @@ func Read(o Options) (*Result, error) {
 		err  error
 	)
 	pid, argv, scanErr := FindProcess(filepath.Join(o.HostRoot, "proc"))
+	cwd := "/"
 	configVia := ""
 	switch {
 	case argv != nil:
@@ -83,6 +88,10 @@ func Read(o Options) (*Result, error) {
 		}
 		from = append(from, fmt.Sprintf("kubelet pid %d", pid))
 		configVia = fmt.Sprintf("--config of kubelet pid %d", pid)
+		// The kubelet reads a relative path from its working directory.
+		if d, err := os.Readlink(filepath.Join(o.HostRoot, "proc", strconv.Itoa(pid), "cwd")); err == nil && path.IsAbs(d) {
+			cwd = d
+		}
 	default:
 		env := filepath.Join(o.HostRoot, KubeadmFlagsEnv)
 		data, rerr := os.ReadFile(env)
@@ -113,15 +122,10 @@ func Read(o Options) (*Result, error) {
 		args.Config, configVia = o.ConfigPath, "--kubelet-config"
 	}
 
-	var file File
+	c := NoFile()
 	if args.Config != "" {
-		p := args.Config
-		if !path.IsAbs(p) {
-			// The kubelet reads it relative to its working directory;
-			// systemd starts it in /.
-			p = "/" + p
-		}
-		data, rerr := os.ReadFile(filepath.Join(o.HostRoot, p))
+		p := hostAbs(args.Config, cwd)
+		data, rerr := readHost(o.HostRoot, p)
 		switch {
 		case errors.Is(rerr, fs.ErrNotExist) && argv == nil && o.ConfigPath == "" && len(from) == 0:
 			return nil, fmt.Errorf("%w under host root %s: no kubelet process in %s, no %s, no %s", ErrNotFound,
@@ -131,76 +135,182 @@ func Read(o Options) (*Result, error) {
 		case rerr != nil:
 			return nil, fmt.Errorf("kubelet config %s: %w", p, rerr)
 		}
-		if file, err = ParseFile(data); err != nil {
+		f, err := ParseFile(data)
+		if err != nil {
 			return nil, fmt.Errorf("kubelet config %s: %w", p, err)
 		}
+		c = LoadFile(f, p)
 		from = append(from, "config "+p)
+	} else {
+		from = append(from, "no --config")
 	}
 	if args.ConfigDir != "" {
-		dropins, names, err := readDropins(o.HostRoot, args.ConfigDir, pid)
+		dir := hostAbs(args.ConfigDir, cwd)
+		dropins, err := readDropins(o.HostRoot, dir, pid)
 		if err != nil {
 			return nil, err
 		}
-		file = Merge(file, dropins...)
-		if len(names) > 0 {
-			from = append(from, fmt.Sprintf("drop-ins %s in %s", strings.Join(names, ","), args.ConfigDir))
+		if c, err = MergeDropins(c, dropins); err != nil {
+			return nil, fmt.Errorf("kubelet config dir %s: %w", dir, err)
+		}
+		if len(dropins) > 0 {
+			names := make([]string, len(dropins))
+			for i, d := range dropins {
+				names[i] = strings.TrimPrefix(d.Path, dir+"/")
+			}
+			from = append(from, fmt.Sprintf("drop-ins %s in %s", strings.Join(names, ","), dir))
 		}
 	}
 	if args.Hard != nil {
 		from = append(from, "flag --"+flagHard)
 	}
-	raw := EffectiveHard(file, args)
+	c = ApplyFlags(c, args)
+	notes := map[string]bool{}
+	for _, f := range c.HardFrom {
+		notes[f] = true
+	}
 	switch {
-	case file.Hard == nil && args.Hard == nil:
+	case len(c.Hard) == 0 && args.Config == "":
+		from = append(from, "no evictionHard: without --config the kubelet has no hard thresholds")
+	case len(c.Hard) == 0:
+		from = append(from, "an empty evictionHard: the kubelet has no hard thresholds")
+	case notes[fromDefault]:
 		from = append(from, "no evictionHard: the kubelet's defaults")
-	case file.MergeDefaults != nil && *file.MergeDefaults:
+	case notes[fromMergeDefault]:
 		from = append(from, "mergeDefaultEvictionSettings: defaults fill the rest")
 	}
-	hard, ignored, err := ParseHard(raw)
+	raw := c.Hard
+	if raw == nil {
+		raw = map[string]string{}
+	}
+	// The kubelet copies memory.available to allocatableMemory.available
+	// when it enforces allocatable for pods and is not told to leave
+	// eviction out of it.
+	allocatable := slices.Contains(c.EnforceNodeAllocatable, "pods") && !args.AllocatableIgnoresEviction
+	hard, ignored, err := ParseHardFor(raw, allocatable)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet evictionHard from %s: %w", strings.Join(from, ", "), err)
 	}
-	gc, err := EffectiveImageGC(file, args)
+	gc, err := c.ImageGC()
 	if err != nil {
 		return nil, fmt.Errorf("kubelet image garbage collection from %s: %w", strings.Join(from, ", "), err)
 	}
-	return &Result{Hard: hard, Raw: raw, From: strings.Join(from, ", "), Ignored: ignored, ImageGC: gc}, nil
+	hardFrom := c.HardFrom
+	if hardFrom == nil {
+		hardFrom = map[string]string{}
+	}
+	return &Result{Hard: hard, Raw: raw, HardFrom: hardFrom, From: strings.Join(from, ", "), Ignored: ignored, ImageGC: gc}, nil
 }
 
-// readDropins reads dir's *.conf files, in file-name order, as the
-// kubelet's --config-dir does.
-func readDropins(hostRoot, dir string, pid int) ([]File, []string, error) {
-	if !path.IsAbs(dir) {
-		dir = "/" + dir
+// hostAbs makes a path the kubelet was given absolute: it reads a relative
+// one from its working directory, cwd (/ when systemd starts it, or when
+// its /proc/PID/cwd cannot be read).
+func hostAbs(p, cwd string) string {
+	if !path.IsAbs(p) {
+		p = path.Join(cwd, p)
 	}
-	entries, err := os.ReadDir(filepath.Join(hostRoot, dir))
+	return path.Clean(p)
+}
+
+// readDropins reads the drop-ins of dir (a host path) as the kubelet's
+// mergeKubeletConfigurations finds them: filepath.WalkDir, so in lexical
+// order of the names in each directory, subdirectories walked where their
+// names fall; every file whose extension is .conf, the others skipped; a
+// symbolic link read as the file it points to but never walked as a
+// directory (nor dir itself, when it is one: the kubelet then reads no
+// drop-in).
+func readDropins(hostRoot, dir string, pid int) ([]Dropin, error) {
+	// dir's parents are followed as the kubelet's open would, within the
+	// host root; dir itself is not (WalkDir does not).
+	parent, err := resolveHost(hostRoot, path.Dir(dir))
+	if err == nil {
+		_, err = os.Lstat(filepath.Join(hostRoot, parent, path.Base(dir)))
+	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, &NotVisibleError{Path: dir, Via: fmt.Sprintf("--config-dir of kubelet pid %d", pid), HostRoot: hostRoot}
+		return nil, &NotVisibleError{Path: dir, Via: fmt.Sprintf("--config-dir of kubelet pid %d", pid), HostRoot: hostRoot}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubelet config dir %s: %w", dir, err)
+		return nil, fmt.Errorf("kubelet config dir %s: %w", dir, err)
 	}
-	var names []string
-	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".conf") {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
-	files := make([]File, 0, len(names))
-	for _, n := range names {
-		p := path.Join(dir, n)
-		data, err := os.ReadFile(filepath.Join(hostRoot, p))
+	root := filepath.Join(hostRoot, parent, path.Base(dir))
+	var out []Dropin
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return nil, nil, fmt.Errorf("kubelet config drop-in %s: %w", p, err)
+			return err
 		}
-		f, err := ParseFile(data)
+		if d.IsDir() || filepath.Ext(d.Name()) != ".conf" {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		hp := path.Join(dir, filepath.ToSlash(rel))
+		if rel == "." {
+			hp = dir
+		}
+		data, err := readHost(hostRoot, hp)
 		if err != nil {
-			return nil, nil, fmt.Errorf("kubelet config drop-in %s: %w", p, err)
+			return fmt.Errorf("kubelet config drop-in %s: %w", hp, err)
 		}
-		files = append(files, f)
+		js, err := ParseDropin(data)
+		if err != nil {
+			return fmt.Errorf("kubelet config drop-in %s: %w", hp, err)
+		}
+		out = append(out, Dropin{Path: hp, JSON: js})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubelet config dir %s: %w", dir, err)
 	}
-	return files, names, nil
+	return out, nil
+}
+
+// readHost reads the host's file p under hostRoot, following symbolic
+// links as the host would: an absolute target from the host's /.
+func readHost(hostRoot, p string) ([]byte, error) {
+	r, err := resolveHost(hostRoot, p)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(hostRoot, r))
+}
+
+// resolveHost resolves the symbolic links of the host path p, component by
+// component, each absolute target taken from the host root, not evictd's
+// own /; the result is a host path free of links, "..", or ".".
+func resolveHost(hostRoot, p string) (string, error) {
+	const maxLinks = 40 // the kernel's MAXSYMLINKS
+	links := 0
+	done := "/"
+	todo := strings.Split(strings.TrimPrefix(path.Clean("/"+p), "/"), "/")
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			done = path.Dir(done)
+			continue
+		}
+		next := path.Join(done, name)
+		fi, err := os.Lstat(filepath.Join(hostRoot, next))
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			// A missing component is the caller's error to report.
+			done = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%s: too many levels of symbolic links", p)
+		}
+		target, err := os.Readlink(filepath.Join(hostRoot, next))
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(target) {
+			done = "/"
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return done, nil
 }
 
 // FindProcess returns the lowest PID under procDir whose command line is a
