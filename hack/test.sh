@@ -11,9 +11,9 @@
 # stage: the top-level tests of each go test stage (counted by test/cmd/testreport, which under
 # CI=true also counts a skip outside the benchmark packages as a failure), plus one for each
 # stage that is not a test run (a build, a download). A stage whose prerequisite failed is not
-# run and counts as one failure. A stage that names the tests it runs (node-smoke, node-imagefs,
-# node-cgroupfs, e2e) also counts one failure for each named test that did not run (testreport's
-# --expect-run), so a renamed test cannot leave its stage passing with fewer tests.
+# run and counts as one failure. A stage that names the tests it runs (node-smoke, node,
+# node-imagefs, node-cgroupfs, e2e) also counts one failure for each named test that did not run
+# (testreport's --expect-run), so a renamed test cannot leave its stage passing with fewer tests.
 #
 # Most stages run one after another. Three things overlap, because they wait on something else
 # than the CPU or take only the CPU the tests leave:
@@ -301,24 +301,40 @@ narrowed() {
     printf '%s\n' "$@"
   fi
 }
-# listed PATTERN: the test names of a -run pattern that only lists names (TestA|TestB,
-# ^(TestA|TestB)$), one a line; nothing for any other pattern.
-listed() {
-  local p=$1
-  p=${p#^}; p=${p%\$}; p=${p#(}; p=${p%)}
-  [[ $p =~ ^[A-Za-z_][A-Za-z0-9_]*(\|[A-Za-z_][A-Za-z0-9_]*)*$ ]] && tr '|' '\n' <<<"$p"
-}
-# The one-disk node runs every test but the imagefs node's, cgroupfs_only and the smoke; narrowed
-# to a list of names, it fails for any of its own that did not run (a name another stage runs is
-# left to it).
+# The one-disk node runs every test but the imagefs node's, cgroupfs_only and the smoke, and fails
+# for any of them that did not run: they are listed from the package's test files as its test
+# binary has them (the vmnode tag), so a test that drops out of the run (a -skip that catches more
+# than it names, a run that stops early) cannot leave the stage green with fewer tests, and a test
+# added to the package is expected at once. E2E_NODE_RUN narrows the list as go test -run narrows
+# the run (its top-level part).
 node_onedisk() {
+  local skip list
   local -a own=() expect=()
-  if [ -n "${E2E_NODE_RUN:-}" ]; then
-    mapfile -t own < <(listed "$E2E_NODE_RUN" | grep -v -x -F -f <(printf '%s\n' "${imagefs_tests[@]}" "${cgroupfs_only[@]}" "${smoke_tests[@]}") || true)
-    [ "${#own[@]}" -gt 0 ] && expect=(--expect-run "$(anchored "${own[@]}")")
+  needs node node-ready || return 0
+  skip=$(anchored "${imagefs_tests[@]}" "${cgroupfs_only[@]}" "${smoke_tests[@]}")
+  if ! list=$(onedisk_tests); then
+    say "=== stage node: cannot list its tests (go test -list ./test/vmnode, output above)"
+    record node FAILED 0 0 1 0
+    return
   fi
-  EVICTD_NODE_CGROUP_DRIVER=systemd node_tests node "${expect[@]}" ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} \
-    -skip "$(anchored "${imagefs_tests[@]}" "${cgroupfs_only[@]}" "${smoke_tests[@]}")"
+  [ -n "$list" ] && mapfile -t own <<<"$list"
+  if [ "${#own[@]}" = 0 ]; then
+    [ -n "${E2E_NODE_RUN:-}" ] && return 0 # E2E_NODE_RUN names none of this node's tests
+    say "=== stage node: go test -list ./test/vmnode lists none of its tests"
+    record node FAILED 0 0 1 0
+    return
+  fi
+  expect=(--expect-run "$(anchored "${own[@]}")")
+  EVICTD_NODE_CGROUP_DRIVER=systemd node_tests node "${expect[@]}" ${E2E_NODE_RUN:+-run "$E2E_NODE_RUN"} -skip "$skip"
+}
+# onedisk_tests: the one-disk node's tests, one a line, as node_onedisk runs them; fails when the
+# package cannot be listed.
+onedisk_tests() {
+  local list pattern=${E2E_NODE_RUN:-}
+  pattern=${pattern%%/*}
+  # An empty -list is no listing at all: go test would run the tests.
+  list=$("$GO" test -tags vmnode -list "${pattern:-.}" ./test/vmnode) || { echo "$list" >&2; return 1; }
+  grep -E '^Test' <<<"$list" | grep -v -x -F -f <(printf '%s\n' "${imagefs_tests[@]}" "${cgroupfs_only[@]}" "${smoke_tests[@]}") || true
 }
 node_imagefs() { named node-imagefs systemd "${imagefs_tests[@]}"; }
 node_cgroupfs() { named node-cgroupfs cgroupfs "${cgroupfs_tests[@]}"; }

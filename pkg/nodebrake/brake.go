@@ -114,6 +114,13 @@ type Brake struct {
 	// rounds is closed (and replaced) after each taint write and each
 	// round, to wake WaitOn.
 	rounds chan struct{}
+
+	// Tests' hooks, nil in the agent: roundDone is called after each of
+	// Run's rounds, waiting each time WaitOn is about to block for the
+	// taint. A test waits for these events instead of sleeping and hoping
+	// the brake's goroutine has run meanwhile.
+	roundDone func()
+	waiting   func()
 }
 
 // New checks o and returns a Brake; Run starts it.
@@ -181,6 +188,9 @@ func (b *Brake) WaitOn(ctx context.Context, r Resource) bool {
 		case !wanted || failing:
 			return false
 		}
+		if b.waiting != nil {
+			b.waiting()
+		}
 		select {
 		case <-rounds:
 		case <-limit:
@@ -245,6 +255,9 @@ func (b *Brake) Run(ctx context.Context) {
 		b.mu.Lock()
 		b.signalLocked()
 		b.mu.Unlock()
+		if b.roundDone != nil {
+			b.roundDone()
+		}
 		switch {
 		case err == nil:
 			backoff = minRetry

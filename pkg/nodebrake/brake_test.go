@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -143,6 +144,10 @@ type harness struct {
 	errs   int
 	cancel context.CancelFunc
 	done   chan struct{}
+	// rounds counts Run's finished rounds; waits has a value each time
+	// WaitOn blocks for the taint (the Brake's test hooks).
+	rounds atomic.Int64
+	waits  chan struct{}
 }
 
 func start(t *testing.T, acting bool) *harness { return startWith(t, acting, nil, nil) }
@@ -154,7 +159,7 @@ func startWith(t *testing.T, acting bool, n *v1.Node, set func(*Options)) *harne
 	if n == nil {
 		n = nodeWith(nil)
 	}
-	h := &harness{api: &node{n: n}, clk: clocktesting.NewFakeClock(t0), acting: acting, done: make(chan struct{})}
+	h := &harness{api: &node{n: n}, clk: clocktesting.NewFakeClock(t0), acting: acting, done: make(chan struct{}), waits: make(chan struct{}, 1)}
 	o := Options{API: h.api, Node: "a", Current: h.api.get, Effect: v1.TaintEffectNoSchedule, Clock: h.clk,
 		Acting: func() bool { return h.acting },
 		Log:    zaptest.NewLogger(t),
@@ -171,6 +176,13 @@ func startWith(t *testing.T, acting bool, n *v1.Node, set func(*Options)) *harne
 	var err error
 	if h.b, err = New(o); err != nil {
 		t.Fatal(err)
+	}
+	h.b.roundDone = func() { h.rounds.Add(1) }
+	h.b.waiting = func() {
+		select {
+		case h.waits <- struct{}{}:
+		default:
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -191,6 +203,30 @@ func (h *harness) refuseWrites(t *testing.T) {
 	h.api.mu.Unlock()
 	h.b.Sync(map[Resource]Want{Memory: {On: true}})
 	eventually(t, "a warning", func() bool { return strings.Contains(h.b.Warning(), "forbidden") })
+}
+
+// waitRounds waits until Run has finished n rounds in all.
+func (h *harness) waitRounds(t *testing.T, n int64) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("round %d of the brake", n), func() bool { return h.rounds.Load() >= n })
+}
+
+// tick fires Run's heartbeat ticker once and waits for the round it starts.
+func (h *harness) tick(t *testing.T) {
+	t.Helper()
+	// Run makes its ticker when it starts: a step before that fires nothing.
+	eventually(t, "Run's ticker", h.clk.HasWaiters)
+	n := h.rounds.Load()
+	h.clk.Step(DefaultHeartbeat)
+	h.waitRounds(t, n+1)
+}
+
+// sync is Sync, and waits for the round it starts.
+func (h *harness) sync(t *testing.T, want map[Resource]Want) {
+	t.Helper()
+	n := h.rounds.Load()
+	h.b.Sync(want)
+	h.waitRounds(t, n+1)
 }
 
 func (h *harness) stop() {
@@ -214,8 +250,7 @@ func braked(n *v1.Node) bool { return Applied(n, v1.TaintEffectNoSchedule)[Memor
 
 func TestBrakeOnOffAndLiftedAtExit(t *testing.T) {
 	h := start(t, true)
-	h.clk.Step(DefaultHeartbeat) // a tick before any Sync: nothing written
-	time.Sleep(20 * time.Millisecond)
+	h.tick(t) // a round before any Sync: nothing written
 	if w := h.api.wrote(); len(w) != 0 {
 		t.Fatalf("wrote %v before the first Sync; want nothing until the agent has judged the node", w)
 	}
@@ -233,12 +268,13 @@ func TestBrakeOnOffAndLiftedAtExit(t *testing.T) {
 	}
 }
 
+// TestBrakeNotActingWritesNothing: an agent that does not hold the node
+// lease leaves the acting agent's brake alone, in the round its Sync
+// starts, in a heartbeat's and at exit.
 func TestBrakeNotActingWritesNothing(t *testing.T) {
-	h := start(t, false)
-	h.api.n.Spec.Taints = []v1.Taint{{Key: TaintKey(Memory), Effect: v1.TaintEffectNoSchedule}} // the acting agent's
-	h.b.Sync(nil)
-	h.clk.Step(DefaultHeartbeat)
-	time.Sleep(20 * time.Millisecond)
+	h := startWith(t, false, nodeWith([]v1.Taint{{Key: TaintKey(Memory), Effect: v1.TaintEffectNoSchedule}}), nil) // the acting agent's
+	h.sync(t, nil)
+	h.tick(t)
 	h.stop()
 	if w := h.api.wrote(); len(w) != 0 {
 		t.Errorf("an agent that does not hold the node lease wrote %v; want nothing, not even at exit", w)
@@ -292,6 +328,36 @@ func TestBrakeConflictRetried(t *testing.T) {
 	}
 }
 
+// holdTaints makes the API hold every taint write until the returned
+// release is called (the test's cleanup calls it too).
+func (h *harness) holdTaints(t *testing.T) (release func()) {
+	t.Helper()
+	held := make(chan struct{})
+	h.api.mu.Lock()
+	h.api.hold = held
+	h.api.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// blocked starts WaitOn(Memory) and returns its answer's channel once it
+// blocks for the taint; it fails the test if WaitOn answers first.
+func (h *harness) blocked(t *testing.T) chan bool {
+	t.Helper()
+	done := make(chan bool, 1)
+	go func() { done <- h.b.WaitOn(context.Background(), Memory) }()
+	select {
+	case on := <-done:
+		t.Fatalf("WaitOn = %v at once, while the taint's write is held: it must wait for the taint", on)
+	case <-h.waits:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitOn neither answered nor waited for the taint")
+	}
+	return done
+}
+
 // An eviction waits for its episode's brake: WaitOn returns once the taint
 // is on the Node, and at once when there is nothing to wait for.
 func TestBrakeWaitOn(t *testing.T) {
@@ -300,9 +366,19 @@ func TestBrakeWaitOn(t *testing.T) {
 	if h.b.WaitOn(ctx, Memory) {
 		t.Error("WaitOn before any Sync wanting the brake = true")
 	}
+	// The taint's write held: WaitOn must block (the hook says so) and
+	// answer only once the write has landed.
+	release := h.holdTaints(t)
 	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
-	if !h.b.WaitOn(ctx, Memory) {
-		t.Fatal("WaitOn = false; want true once the brake is written")
+	done := h.blocked(t)
+	release()
+	select {
+	case on := <-done:
+		if !on {
+			t.Fatal("WaitOn = false; want true once the brake is written")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitOn did not answer once the taint was written")
 	}
 	// The taint alone: WaitOn waits for it, and the condition's write
 	// follows it in the same round, so it may not have landed yet.
@@ -320,32 +396,18 @@ func TestBrakeWaitOn(t *testing.T) {
 // longer than the limit.
 func TestBrakeWaitOnLimit(t *testing.T) {
 	h := start(t, true)
-	release := make(chan struct{})
-	h.api.mu.Lock()
-	h.api.hold = release
-	h.api.mu.Unlock()
-	defer close(release)
+	h.holdTaints(t)
 	h.b.Sync(map[Resource]Want{Memory: {On: true}})
-	done := make(chan bool)
-	go func() { done <- h.b.WaitOn(context.Background(), Memory) }()
+	done := h.blocked(t)
+	// WaitOn set its timer before it blocked: one step passes it.
+	h.clk.Step(DefaultWaitLimit)
 	select {
-	case <-done:
-		t.Fatal("WaitOn returned before its limit while the write was held")
-	case <-time.After(50 * time.Millisecond):
-	}
-	// Until WaitOn has set its timer, a step passes it by: step again.
-	var on bool
-	eventually(t, "WaitOn to give up at its limit", func() bool {
-		h.clk.Step(DefaultWaitLimit)
-		select {
-		case on = <-done:
-			return true
-		case <-time.After(5 * time.Millisecond):
-			return false
+	case on := <-done:
+		if on {
+			t.Error("WaitOn = true while the write was still held")
 		}
-	})
-	if on {
-		t.Error("WaitOn = true while the write was still held")
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitOn did not give up at its limit")
 	}
 }
 
@@ -449,6 +511,33 @@ func TestBrakeExitLiftRetries(t *testing.T) {
 func leftover() *v1.Node {
 	return nodeWith([]v1.Taint{{Key: TaintKey(Memory), Effect: v1.TaintEffectNoSchedule}, {Key: "other", Effect: v1.TaintEffectNoSchedule}},
 		cond(ConditionType(Memory), v1.ConditionTrue, ReasonPressure, "left", t0, t0))
+}
+
+// TestBrakeLeftoverLiftedOnceJudged: a new agent that acts finds the
+// brake a dead agent left (its taint and condition) and lifts nothing
+// before its first Sync, whatever its heartbeat; then, the pressure still
+// on, it keeps the taint (never removed and put back); it lifts it once
+// its Sync says the episode has ended.
+func TestBrakeLeftoverLiftedOnceJudged(t *testing.T) {
+	h := startWith(t, true, leftover(), nil)
+	h.tick(t)
+	if w := h.api.wrote(); len(w) != 0 {
+		t.Fatalf("wrote %v before the first Sync, over a dead agent's brake; want nothing until the agent has judged the node", w)
+	}
+	if n := h.api.get(); !braked(n) {
+		t.Fatalf("the dead agent's brake went before the first Sync: taints %v", n.Spec.Taints)
+	}
+	// A round writes the taint list once at most (here it puts the other
+	// taint first), so the Node after it shows what every write did.
+	h.sync(t, map[Resource]Want{Memory: {On: true, Message: "m"}})
+	if n := h.api.get(); !braked(n) {
+		t.Errorf("after the first Sync, the pressure still on, the brake is off: taints %v, writes %v", n.Spec.Taints, h.api.wrote())
+	}
+	h.sync(t, nil)
+	n := h.api.get()
+	if c := findCondition(n, ConditionType(Memory)); len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "other" || c == nil || c.Status != v1.ConditionFalse {
+		t.Errorf("after the episode the Node has taints %v and condition %+v; want only the other taint, and evictd's condition False", n.Spec.Taints, c)
+	}
 }
 
 // TestBrakeLiftOnly: with the brake off (LiftOnly) an acting agent lifts a

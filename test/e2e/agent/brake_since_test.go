@@ -4,10 +4,16 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/evictd/evictd/pkg/nodebrake"
 )
 
 // brakeSince is the gauge EvictdNodeBrakeHeldLong reads.
@@ -37,12 +43,17 @@ func waitBrakeSince(t *testing.T, e *evictd, want int64, timeout time.Duration) 
 // condition's lastTransitionTime, and after it is SIGKILLed mid-episode the
 // next agent takes the brake over and exports the same time, from before
 // it started: the hour of EvictdNodeBrakeHeldLong does not start again
-// with each agent, as a `for:` on evictd_node_brake_on would.
+// with each agent, as a `for:` on evictd_node_brake_on would. The next
+// agent starts with the pressure still on, and a watch of the Node shows
+// that it never lifts the dead agent's brake before it has judged the node
+// (no change with the taint gone or the condition not True, from the kill
+// until the next agent's episode runs); once the pressure is gone (the hog
+// deleted) it lifts the brake at its episode's end.
 func TestNodeBrakeSinceOutlivesAgent(t *testing.T) {
 	m := newMemoryNode(t, "brake-since")
 	ctx := context.Background()
 	_, kubeconfig := m.c.EvictdNodeToken(t, m.node.Name)
-	_, _ = m.startHog(t, hogSpec(80, 300))
+	_, hog := m.startHog(t, hogSpec(80, 300))
 	pods, err := m.c.Admin.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +66,14 @@ func TestNodeBrakeSinceOutlivesAgent(t *testing.T) {
 	since := on.cond.LastTransitionTime.Unix()
 	waitBrakeSince(t, e, since, 30*time.Second)
 
+	// Every change of the Node from here on: the brake must stay on.
+	w := watchNode(t, m.c, m.node.Name)
+	var lifts []string
+	seen := func(n *corev1.Node) {
+		if taint, cond := memoryBrake(n); !taint || !cond {
+			lifts = append(lifts, fmt.Sprintf("rv %s: taint %v, condition %v", n.ResourceVersion, taint, cond))
+		}
+	}
 	e.kill()
 	// The Node keeps whole seconds: the next agent starts in a later one,
 	// so that a time of its own could not pass for the Node's.
@@ -64,6 +83,16 @@ func TestNodeBrakeSinceOutlivesAgent(t *testing.T) {
 	started := time.Now()
 	next := startBraking(t, m, kubeconfig)
 	next.waitLog(60*time.Second, "pressure episode started", func(l logEntry) bool { return l.Str("resource") == "memory" })
+	// The next agent has judged the node and holds the brake (its round
+	// with the episode's brake ran): every change of the Node until a
+	// mark written now is read, and none may have lifted the brake.
+	if err := waitMetric(next, 60*time.Second, "evictd_node_brake_on", map[string]string{"resource": "memory"}, 1); err != nil {
+		t.Fatalf("the next agent: %v", err)
+	}
+	w.sync(30*time.Second, seen)
+	if len(lifts) > 0 {
+		t.Errorf("the Node lost the dead agent's brake while the pressure was still on, after the kill: %v", lifts)
+	}
 	waitBrakeSince(t, next, since, 60*time.Second)
 	after := readBrake(t, m)
 	if !after.on() || after.cond.LastTransitionTime.Unix() != since {
@@ -71,4 +100,20 @@ func TestNodeBrakeSinceOutlivesAgent(t *testing.T) {
 	}
 	t.Logf("brake on since %s, %s before the next agent started; it exports the same time",
 		on.cond.LastTransitionTime.UTC().Format(time.RFC3339), started.Sub(on.cond.LastTransitionTime.Time).Round(time.Second))
+
+	// The pressure goes: the next agent ends its episode and lifts the brake.
+	if err := m.c.Admin.CoreV1().Pods(hog.Namespace).Delete(ctx, hog.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	w.until(60*time.Second, "lost the brake once the pressure was gone", func(n *corev1.Node) bool {
+		taint, _ := memoryBrake(n)
+		return !taint && slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+			return c.Type == nodebrake.ConditionType(nodebrake.Memory) && c.Status == corev1.ConditionFalse
+		})
+	}, nil)
+	ended := next.waitLog(60*time.Second, "pressure episode ended", func(l logEntry) bool { return l.Str("resource") == "memory" })
+	lifted := next.waitLog(30*time.Second, "node brake lifted", func(l logEntry) bool { return l.Str("resource") == "memory" })
+	if lifted.TS.Before(ended.TS) {
+		t.Errorf("the next agent lifted the brake at %s, before its episode ended at %s", stamp(lifted.TS), stamp(ended.TS))
+	}
 }

@@ -130,40 +130,47 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 	// SIGKILL: b leaves its lease behind; c takes over once it expires.
 	c := startLeaseAgent(t, m, "c")
 	c.waitReadyz(60*time.Second, "said it waits for b's lease", waitingFor(bID))
-	// b's renewal as the API server holds it just before the kill: b may
-	// renew once more before the signal lands, which only makes the lease
-	// expire later, so c may not act before this renewal plus the lease.
-	l, err = m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != bID || l.Spec.RenewTime == nil {
-		t.Fatalf("lease before b's SIGKILL: holder %v, renewed %v; want b's (%s)", l.Spec.HolderIdentity, l.Spec.RenewTime, bID)
-	}
-	renewed := l.Spec.RenewTime.Time
 	if err := syscall.Kill(b.p.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killedAt := time.Now()
+	// b's last renewal, as the API server holds it once b is dead: what c
+	// owes it. b renews every RenewInterval, so c cannot have taken the
+	// lease over yet (it owes b at least the lease less that interval).
+	l, err = m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != bID || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		t.Fatalf("lease just after b's SIGKILL: holder %v, renewed %v, duration %v; want b's (%s): the lease was taken from b while it lived", l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds, bID)
+	}
+	renewed := l.Spec.RenewTime.Time
+	expiry := renewed.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
 	ready, _, _ := c.waitReadyz(leaseDuration+60*time.Second, "became ready after b's lease expired", isReady)
 	cActs := c.waitLog(30*time.Second, "acting on this node: holding its lease", nil)
-	t.Logf("c ready %s, acting %s after b was killed (SIGKILL, lease %s; b's lease renewed %s before the kill)",
-		ready.Sub(killedAt).Round(time.Millisecond), cActs.TS.Sub(killedAt).Round(time.Millisecond), leaseDuration,
-		killedAt.Sub(renewed).Round(time.Millisecond))
-	// Lower bounds only, which no load can break: c acts no sooner than
-	// b's lease (as last renewed) expired, by evictd's own clock, and so
-	// no sooner than a lease less a renewal interval after the kill
-	// (loosened to a third of the lease, for a renewal that ran late).
-	if expiry := renewed.Add(leaseDuration); cActs.TS.Before(expiry) {
-		t.Errorf("c acted at %s, before b's lease (renewed %s) expired at %s", stamp(cActs.TS), stamp(renewed), stamp(expiry))
+	t.Logf("c ready %s, acting %s after b was killed (SIGKILL, lease %s renewed every %s; b's last renewal %s before the kill, so %s owed after it)",
+		ready.Sub(killedAt).Round(time.Millisecond), cActs.TS.Sub(killedAt).Round(time.Millisecond), leaseDuration, nodelease.RenewInterval(leaseDuration),
+		killedAt.Sub(renewed).Round(time.Millisecond), expiry.Sub(killedAt).Round(time.Millisecond))
+	// Lower bounds only, which no load can break, and exact: c acts no
+	// sooner than b's last renewal plus the lease, by evictd's own log and
+	// by the acquisition c wrote in the lease (its clock when it decided).
+	if cActs.TS.Before(expiry) {
+		t.Errorf("c acted at %s, %s before b's lease (renewed %s) expired at %s", stamp(cActs.TS), expiry.Sub(cActs.TS), stamp(renewed), stamp(expiry))
 	}
-	if d := ready.Sub(killedAt); d < leaseDuration/3 {
-		t.Errorf("c took over %s after b was killed, before b's lease could have expired (%s, renewed every %s)", d, leaseDuration, nodelease.RenewInterval(leaseDuration))
+	l, err = m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cID := cActs.Str("identity")
+	switch {
+	case l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != cID || l.Spec.AcquireTime == nil:
+		t.Errorf("lease after c acted: holder %v, acquired %v; want c's (%s)", l.Spec.HolderIdentity, l.Spec.AcquireTime, cID)
+	case l.Spec.AcquireTime.Time.Before(expiry):
+		t.Errorf("c acquired the lease at %s, %s before b's lease (renewed %s) expired at %s", stamp(l.Spec.AcquireTime.Time), expiry.Sub(l.Spec.AcquireTime.Time), stamp(renewed), stamp(expiry))
 	}
 
 	// Pressure with a waiting agent beside the holder: only the holder evicts.
 	d := startLeaseAgent(t, m, "d")
-	cID := cActs.Str("identity")
 	d.waitReadyz(60*time.Second, "said it waits for c's lease", waitingFor(cID))
 	_, hog := m.startHog(t, hogSpec(50, 600))
 	evs := waitEvictions(t, c, 3, evictionTimeout)
