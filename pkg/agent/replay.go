@@ -78,6 +78,11 @@ type ReplayResult struct {
 	DryRun bool
 	Passes int
 	Calls  []ReplayCall
+	// Diverged are the passes whose clock readings the replay did not take
+	// as the agent took them (more or fewer: another configuration decided
+	// otherwise), or nil. Past the readings recorded, a pass decides on its
+	// own clock (playedClock).
+	Diverged []uint64
 }
 
 // Replay runs the loop again over tr's passes with o (built from the
@@ -133,7 +138,7 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 	}
 	p := newPlayer(tr, o.Evict)
 	loop, err := NewLoop(lc, Deps{Observer: p, Waker: p, Pods: p, Evictor: p, Metrics: m, Log: log,
-		Clock: p.clk, Go: p.launch, Acting: func() bool { return p.cur.Acting }})
+		Clock: p.clk, PassClock: &p.played, Go: p.launch, Acting: func() bool { return p.cur.Acting }})
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +163,12 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 			loop.PodDeleted(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: d.UID, Namespace: d.Namespace, Name: d.Name}})
 		}
 		p.clk.SetTime(p.cur.At)
+		p.played.begin(p.cur, tr.Header.Format >= trace.FormatReadings)
 		w := p.cur.Wakeup
 		loop.Step(ctx, wakeup.Wakeup{Source: wakeup.Source(w.Source), Name: w.Name, At: w.At})
+		if p.played.diverged() {
+			res.Diverged = append(res.Diverged, p.cur.N)
+		}
 	}
 	// Calls still under way at the trace's end are reported too.
 	for _, seq := range slices.Sorted(maps.Keys(p.queued)) {
@@ -174,10 +183,13 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 type player struct {
 	tr    *trace.Trace
 	evict evict.Options
-	clk   *testclock.FakeClock
-	idx   int
-	cur   *trace.Pass
-	pods  *trace.Pods
+	// clk is the pass's clock: its start, its observation's end, each
+	// answer's and deletion's time. played is what the loop decides with.
+	clk    *testclock.FakeClock
+	played playedClock
+	idx    int
+	cur    *trace.Pass
+	pods   *trace.Pods
 	// answers are the recorded calls by number, due when (pass index and
 	// drain point) the recorded agent took each answer.
 	answers map[uint64]trace.Call
@@ -199,6 +211,7 @@ func newPlayer(tr *trace.Trace, eo evict.Options) *player {
 	p := &player{tr: tr, evict: eo, clk: testclock.NewFakeClock(tr.Passes[0].At), answers: map[uint64]trace.Call{},
 		due: map[[2]int][]uint64{}, queued: map[uint64]func(){}, launchedAt: map[uint64]time.Time{},
 		launchedPass: map[uint64]uint64{}}
+	p.played.pass = p.clk
 	for i, pass := range tr.Passes {
 		for _, d := range pass.Drains {
 			for _, c := range d.Calls {
@@ -214,7 +227,8 @@ func newPlayer(tr *trace.Trace, eo evict.Options) *player {
 func (p *player) launch(f func()) {
 	p.seq++
 	p.queued[p.seq] = f
-	p.launchedAt[p.seq], p.launchedPass[p.seq] = p.clk.Now(), p.cur.N
+	// The launch's time is the loop's last reading (launch's).
+	p.launchedAt[p.seq], p.launchedPass[p.seq] = p.played.last, p.cur.N
 	if rec, ok := p.answers[p.seq]; !ok || rec.Pass != p.cur.N {
 		// Not the recorded agent's call of that number (one made in
 		// another pass, or none): its answer does not wait for the
@@ -223,6 +237,57 @@ func (p *player) launch(f func()) {
 		p.unrecorded = append(p.unrecorded, p.seq)
 	}
 }
+
+// playedClock is the clock a replayed pass decides with: the readings the
+// recorded agent took in that pass, handed back in order, so that a rate
+// limit, a back-off or a deadline checked at a reading comes out as it did
+// for the agent, however long its pass took. Past them (a replay that
+// reads the clock more often than the agent did: it decided otherwise),
+// and in a trace older than the readings, it is the pass's clock, never
+// behind the last reading handed out.
+type playedClock struct {
+	pass     *testclock.FakeClock
+	readings []time.Time
+	next     int
+	// more: the pass read the clock past its readings.
+	more bool
+	last time.Time
+}
+
+// begin starts pass p, with its readings when has (the trace's format
+// keeps them).
+func (c *playedClock) begin(p *trace.Pass, has bool) {
+	c.readings, c.next, c.more, c.last = nil, 0, false, time.Time{}
+	if has {
+		c.readings = p.ReadingTimes()
+	}
+}
+
+// diverged reports whether the pass took other readings than recorded:
+// more, or fewer.
+func (c *playedClock) diverged() bool {
+	return c.readings != nil && (c.more || c.next != len(c.readings))
+}
+
+func (c *playedClock) Now() time.Time {
+	t := c.pass.Now()
+	switch {
+	case c.next < len(c.readings):
+		t = c.readings[c.next]
+		c.next++
+	case c.readings != nil:
+		c.more = true
+		fallthrough
+	default:
+		if t.Before(c.last) {
+			t = c.last
+		}
+	}
+	c.last = t
+	return t
+}
+
+func (c *playedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // deliver runs, before the loop's drain at point of the current pass, the
 // calls whose answers the recorded agent took there, on the clock of each
