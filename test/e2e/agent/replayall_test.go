@@ -9,8 +9,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/trace"
@@ -136,4 +143,72 @@ func fetchTrace(addr, token string) ([]byte, error) {
 		return nil, fmt.Errorf("GET /trace answered %d: %s", resp.StatusCode, firstLines(string(b), 3))
 	}
 	return b, nil
+}
+
+// busyCore puts the agent (pid, each of its threads, and so the threads
+// they start) and a CPU burner on one core for the rest of the test: the
+// scheduler cuts the agent's passes wherever its timeslices end, so the
+// time between a pass's observation and its decisions varies as on a
+// loaded node. It returns the core.
+func busyCore(t *testing.T, pid int) int {
+	t.Helper()
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &allowed); err != nil {
+		t.Fatalf("the agent's CPUs: %v", err)
+	}
+	cpu := -1
+	for i := range 1024 {
+		if allowed.IsSet(i) {
+			cpu = i
+			break
+		}
+	}
+	if cpu < 0 {
+		t.Fatal("the agent may run on no CPU")
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	burner := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	if err := burner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = burner.Process.Kill()
+		_ = burner.Wait()
+	})
+	pin := func(tid int) {
+		if err := unix.SchedSetaffinity(tid, &one); err != nil && err != unix.ESRCH {
+			t.Fatalf("pinning thread %d to CPU %d: %v", tid, cpu, err)
+		}
+	}
+	pin(burner.Process.Pid)
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			t.Fatalf("/proc/%d/task/%s: not a thread", pid, task.Name())
+		}
+		pin(tid)
+	}
+	return cpu
+}
+
+// slowestDecision is the longest a pass of tr took from its observation to
+// its last clock reading, and that pass.
+func slowestDecision(tr *trace.Trace) (time.Duration, uint64) {
+	var most time.Duration
+	var pass uint64
+	for _, p := range tr.Passes {
+		r := p.ReadingTimes()
+		if len(r) == 0 || p.ObservedAt.IsZero() {
+			continue
+		}
+		if d := r[len(r)-1].Sub(p.ObservedAt); d > most {
+			most, pass = d, p.N
+		}
+	}
+	return most, pass
 }
