@@ -254,7 +254,9 @@ func (p *player) launch(f func()) {
 // and in a trace older than the readings, it is the pass's clock, never
 // behind the last reading handed out.
 type playedClock struct {
-	pass     *testclock.FakeClock
+	pass *testclock.FakeClock
+	// has: the trace keeps readings (format 4 on), readings the pass's.
+	has      bool
 	readings []time.Time
 	next     int
 	// more: the pass read the clock past its readings.
@@ -265,7 +267,7 @@ type playedClock struct {
 // begin starts pass p, with its readings when has (the trace's format
 // keeps them).
 func (c *playedClock) begin(p *trace.Pass, has bool) {
-	c.readings, c.next, c.more, c.last = nil, 0, false, time.Time{}
+	c.has, c.readings, c.next, c.more, c.last = has, nil, 0, false, time.Time{}
 	if has {
 		c.readings = p.ReadingTimes()
 	}
@@ -274,7 +276,7 @@ func (c *playedClock) begin(p *trace.Pass, has bool) {
 // diverged reports whether the pass took other readings than recorded:
 // more, or fewer.
 func (c *playedClock) diverged() bool {
-	return c.readings != nil && (c.more || c.next != len(c.readings))
+	return c.has && (c.more || c.next != len(c.readings))
 }
 
 func (c *playedClock) Now() time.Time {
@@ -283,7 +285,7 @@ func (c *playedClock) Now() time.Time {
 	case c.next < len(c.readings):
 		t = c.readings[c.next]
 		c.next++
-	case c.readings != nil:
+	case c.has:
 		c.more = true
 		fallthrough
 	default:

@@ -111,8 +111,12 @@ func replayDiff(recorded []agent.ReplayCall, res *agent.ReplayResult) string {
 			fmt.Fprintf(&b, "  call %d: the replay's %+v\n    the agent's %+v\n", i+1, res.Calls[i], recorded[i])
 		}
 	}
-	if len(res.Diverged) > 0 {
-		fmt.Fprintf(&b, "  passes %v took other clock readings than the agent's\n", res.Diverged)
+	if d := res.Diverged; len(d) > 0 {
+		fmt.Fprintf(&b, "  %d passes took other clock readings than the agent's: %v", len(d), d[:min(len(d), 10)])
+		if len(d) > 10 {
+			b.WriteString(" ...")
+		}
+		b.WriteString("\n")
 	}
 	if b.Len() > 0 && len(res.Left) > 0 {
 		fmt.Fprintf(&b, "  not replayed: %s\n", strings.Join(res.Left, "; "))
