@@ -26,9 +26,9 @@ const replaySynopsis = "evictd replay --trace FILE [--config FILE [--config FILE
 const replayUsage = `Usage: ` + replaySynopsis + `
 
 Runs evictd's decisions again over a trace (evictd trace), offline, on the
-trace's own clock: each pass sees what the agent observed then, and each
-eviction call gets the answer the agent got. Prints what would have been
-evicted, when and why.
+trace's own clock: each pass sees what the agent observed then and the
+times the agent read its clock at, and each eviction call gets the answer
+the agent got. Prints what would have been evicted, when and why.
 
 Without --config, with the recorded agent's configuration (its flags and
 its --config file, and its thresholds placed above the kubelet's as they

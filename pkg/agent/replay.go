@@ -95,9 +95,10 @@ type ReplayResult struct {
 
 // Replay runs the loop again over tr's passes with o (built from the
 // trace's header, or with another --config), on the trace's own clock:
-// each pass sees the recorded observation, pod list and wake-up, and each
-// eviction call the answer the recorded agent got at the point of the
-// pass it got it. A call the recorded agent did not make gets an accepted
+// each pass sees the recorded observation, pod list and wake-up, reads
+// the clock times the agent read (playedClock), and each eviction call
+// gets the answer the recorded agent got at the point of the pass it got
+// it. A call the recorded agent did not make gets an accepted
 // eviction. The node's figures stay those recorded: a pod the replay
 // evicts and the recorded agent did not keeps its usage in later passes.
 func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (*ReplayResult, error) {

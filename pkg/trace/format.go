@@ -2,8 +2,8 @@
 
 // Package trace is the agent's flight recorder: what each pass of the loop
 // observed (the node's figures, the pod list, the wake-up, the pods the
-// informer saw deleted) and the eviction calls it made with their answers,
-// kept within a byte budget and exported as gzipped JSON lines, so that a
+// informer saw deleted), the eviction calls it made with their answers and
+// the clock readings its decisions took, kept within a byte budget and exported as gzipped JSON lines, so that a
 // replay (pkg/agent's Replay, `evictd replay`) can run the same decisions
 // again offline, on the trace's own clock, with the same or another
 // configuration.
