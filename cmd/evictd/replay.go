@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -27,9 +26,9 @@ const replaySynopsis = "evictd replay --trace FILE [--config FILE [--config FILE
 const replayUsage = `Usage: ` + replaySynopsis + `
 
 Runs evictd's decisions again over a trace (evictd trace), offline, on the
-trace's own clock: each pass sees what the agent observed then, and each
-eviction call gets the answer the agent got. Prints what would have been
-evicted, when and why.
+trace's own clock: each pass sees what the agent observed then and the
+times the agent read its clock at, and each eviction call gets the answer
+the agent got. Prints what would have been evicted, when and why.
 
 Without --config, with the recorded agent's configuration (its flags and
 its --config file, and its thresholds placed above the kubelet's as they
@@ -105,7 +104,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return nil, fmt.Errorf("--trace %s: %w", f.trace, err)
 		}
-		o, err := replayOptions(tr.Header, configPath)
+		o, err := agent.ReplayOptions(tr.Header, configPath)
 		if err != nil {
 			return nil, err
 		}
@@ -261,85 +260,4 @@ func writeReplay(w io.Writer, rep replayReport) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// replayOptions are the recorded agent's options, rebuilt from the
-// trace's header: its flags, with its config file (kept in the header) or
-// configPath in its place. With configPath, the recorded flags that set
-// what a config file sets are dropped: the file is the whole
-// configuration.
-func replayOptions(h trace.Header, configPath string) (*agent.Options, error) {
-	drop := map[string]bool{"config": true}
-	if configPath != "" {
-		for _, name := range configFlagNames() {
-			drop[name] = true
-		}
-	}
-	args := withoutFlags(h.Args, drop)
-	switch {
-	case configPath != "":
-		args = append(args, "--config="+configPath)
-	case h.Config != "":
-		dir, err := os.MkdirTemp("", "evictd-replay-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "config.yaml")
-		if err := os.WriteFile(path, []byte(h.Config), 0o600); err != nil {
-			return nil, err
-		}
-		args = append(args, "--config="+path)
-	}
-	f := newRunFlags()
-	fs := f.sections.FlagSet("run")
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("the trace's flags %q: %w", strings.Join(h.Args, " "), err)
-	}
-	if f.opts.NodeName == "" {
-		f.opts.NodeName = h.Node
-	}
-	if err := f.opts.Complete(); err != nil {
-		if configPath == "" {
-			return nil, fmt.Errorf("the trace's configuration: %s", usageMessage(err))
-		}
-		return nil, errors.New(usageMessage(err))
-	}
-	return f.opts, nil
-}
-
-// configFlagNames are the flags of `evictd run` that set what a config
-// file sets.
-func configFlagNames() []string {
-	file, ths, eviction := pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError)
-	(&config.Config{}).BindFlags(file, ths, eviction)
-	var names []string
-	for _, fs := range []*pflag.FlagSet{file, ths, eviction} {
-		fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	}
-	return names
-}
-
-// withoutFlags drops the long flags named in drop from args, in either
-// form: --name=value, or --name value (a flag that takes one).
-func withoutFlags(args []string, drop map[string]bool) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, _, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if !strings.HasPrefix(a, "--") || !drop[name] {
-			out = append(out, a)
-			continue
-		}
-		if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && !isBoolFlag(name) {
-			i++ // its value
-		}
-	}
-	return out
-}
-
-// isBoolFlag: a run flag that takes no separate value.
-func isBoolFlag(name string) bool {
-	f := newRunFlags().sections.FlagSet("run").Lookup(name)
-	return f != nil && f.NoOptDefVal != ""
 }

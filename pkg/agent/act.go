@@ -197,7 +197,7 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		} else {
 			r.out, r.err = l.deps.Evictor.Evict(ctx, c.req)
 		}
-		r.at = l.clk.Now()
+		r.at = l.raw.Now() // off the pass: the answer's time is in the trace
 		// Here rather than when the loop takes the answer: a victim filling
 		// the node at GiB/s must stop within milliseconds of its acceptance.
 		if l.actuation != nil && containable(c.req, r.out) {

@@ -152,6 +152,10 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	Log     *zap.Logger
 	Clock   clock.Clock
+	// PassClock, when not nil, is the clock the loop's goroutine reads
+	// during a pass (a replay's recorded readings); nil: Clock, each
+	// reading recorded in Trace (passClock).
+	PassClock clock.PassiveClock
 	// Families are the signal families the loop evaluates beside the
 	// Summary's signals; nil: those the thresholds name
 	// (family.Configured).
@@ -197,7 +201,11 @@ type Loop struct {
 	cfg  LoopConfig
 	deps Deps
 	log  *zap.Logger
-	clk  clock.Clock
+	// clk is what the loop's goroutine decides with (passClock); raw is
+	// Deps.Clock, for the readings taken off the pass: an eviction call's
+	// answer, a deletion, the pass's own start and end.
+	clk clock.PassiveClock
+	raw clock.Clock
 
 	tracker *thresholds.Tracker
 	// families are called at each step of a pass (observe, assess, rankFor,
@@ -276,6 +284,14 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 	if cfg.WarnEvery <= 0 {
 		cfg.WarnEvery = time.Minute
 	}
+	clk := deps.PassClock
+	switch {
+	case clk != nil:
+	case deps.Trace != nil:
+		clk = passClock{PassiveClock: deps.Clock, tr: deps.Trace}
+	default:
+		clk = deps.Clock
+	}
 	act := newActuation(deps.Actuator, deps.PodEvents, deps.Metrics, deps.Log)
 	if deps.Families == nil {
 		deps.Families = family.Configured(family.Config{Thresholds: cfg.Thresholds, StallWindow: cfg.StallWindow,
@@ -291,8 +307,9 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		cfg:       cfg,
 		deps:      deps,
 		log:       deps.Log,
-		clk:       deps.Clock,
-		tracker:   thresholds.NewTracker(cfg.Thresholds, cfg.TransitionPeriod, deps.Clock),
+		clk:       clk,
+		raw:       deps.Clock,
+		tracker:   thresholds.NewTracker(cfg.Thresholds, cfg.TransitionPeriod, clk),
 		episodes:  episode.NewTracker(cfg.TransitionPeriod, deps.Evictor.NewBudget),
 		inflight:  inflight.New(cfg.InFlight),
 		estimates: map[thresholds.Signal]*predict.Estimator{},
@@ -352,7 +369,7 @@ func (l *Loop) InFlight() []inflight.Entry { return l.inflight.Snapshot() }
 // middle of a pass: a pass decides on one view of what is in flight, and
 // a replay must see each deletion where the recorded pass saw it.
 func (l *Loop) PodDeleted(p *v1.Pod) {
-	l.deleted.push(trace.Deletion{At: l.clk.Now(), UID: p.UID, Namespace: p.Namespace, Name: p.Name})
+	l.deleted.push(trace.Deletion{At: l.raw.Now(), UID: p.UID, Namespace: p.Namespace, Name: p.Name})
 	if l.inflight.Contains(p.UID) {
 		l.deps.Waker.Kick(KickPodGone)
 	}
@@ -374,12 +391,12 @@ func (l *Loop) takeDeletions() {
 // Step is one pass: observe, decide, act, and return how long to wait for
 // the next wake-up.
 func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
-	l.traceBegin(w, l.clk.Now())
+	l.traceBegin(w, l.raw.Now())
 	defer func() {
 		if l.deps.Trace != nil {
 			l.deps.Trace.End()
 		}
-		l.health.passDone(l.clk.Now())
+		l.health.passDone(l.raw.Now())
 	}()
 	l.pace.woke(w, l.clk.Now(), l.cfg.Burst)
 	l.deps.Metrics.WakeUp(string(w.Source))

@@ -7,8 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -17,8 +22,11 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/kubeletcfg"
+	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/memhigh"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -78,13 +86,19 @@ type ReplayResult struct {
 	DryRun bool
 	Passes int
 	Calls  []ReplayCall
+	// Diverged are the passes whose clock readings the replay did not take
+	// as the agent took them (more or fewer: another configuration decided
+	// otherwise), or nil. Past the readings recorded, a pass decides on its
+	// own clock (playedClock).
+	Diverged []uint64
 }
 
 // Replay runs the loop again over tr's passes with o (built from the
 // trace's header, or with another --config), on the trace's own clock:
-// each pass sees the recorded observation, pod list and wake-up, and each
-// eviction call the answer the recorded agent got at the point of the
-// pass it got it. A call the recorded agent did not make gets an accepted
+// each pass sees the recorded observation, pod list and wake-up, reads
+// the clock times the agent read (playedClock), and each eviction call
+// gets the answer the recorded agent got at the point of the pass it got
+// it. A call the recorded agent did not make gets an accepted
 // eviction. The node's figures stay those recorded: a pod the replay
 // evicts and the recorded agent did not keeps its usage in later passes.
 func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (*ReplayResult, error) {
@@ -133,7 +147,7 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 	}
 	p := newPlayer(tr, o.Evict)
 	loop, err := NewLoop(lc, Deps{Observer: p, Waker: p, Pods: p, Evictor: p, Metrics: m, Log: log,
-		Clock: p.clk, Go: p.launch, Acting: func() bool { return p.cur.Acting }})
+		Clock: p.clk, PassClock: &p.played, Go: p.launch, Acting: func() bool { return p.cur.Acting }})
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +172,12 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 			loop.PodDeleted(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: d.UID, Namespace: d.Namespace, Name: d.Name}})
 		}
 		p.clk.SetTime(p.cur.At)
+		p.played.begin(p.cur, tr.Header.Format >= trace.FormatReadings)
 		w := p.cur.Wakeup
 		loop.Step(ctx, wakeup.Wakeup{Source: wakeup.Source(w.Source), Name: w.Name, At: w.At})
+		if p.played.diverged() {
+			res.Diverged = append(res.Diverged, p.cur.N)
+		}
 	}
 	// Calls still under way at the trace's end are reported too.
 	for _, seq := range slices.Sorted(maps.Keys(p.queued)) {
@@ -174,10 +192,13 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 type player struct {
 	tr    *trace.Trace
 	evict evict.Options
-	clk   *testclock.FakeClock
-	idx   int
-	cur   *trace.Pass
-	pods  *trace.Pods
+	// clk is the pass's clock: its start, its observation's end, each
+	// answer's and deletion's time. played is what the loop decides with.
+	clk    *testclock.FakeClock
+	played playedClock
+	idx    int
+	cur    *trace.Pass
+	pods   *trace.Pods
 	// answers are the recorded calls by number, due when (pass index and
 	// drain point) the recorded agent took each answer.
 	answers map[uint64]trace.Call
@@ -199,6 +220,7 @@ func newPlayer(tr *trace.Trace, eo evict.Options) *player {
 	p := &player{tr: tr, evict: eo, clk: testclock.NewFakeClock(tr.Passes[0].At), answers: map[uint64]trace.Call{},
 		due: map[[2]int][]uint64{}, queued: map[uint64]func(){}, launchedAt: map[uint64]time.Time{},
 		launchedPass: map[uint64]uint64{}}
+	p.played.pass = p.clk
 	for i, pass := range tr.Passes {
 		for _, d := range pass.Drains {
 			for _, c := range d.Calls {
@@ -214,7 +236,8 @@ func newPlayer(tr *trace.Trace, eo evict.Options) *player {
 func (p *player) launch(f func()) {
 	p.seq++
 	p.queued[p.seq] = f
-	p.launchedAt[p.seq], p.launchedPass[p.seq] = p.clk.Now(), p.cur.N
+	// The launch's time is the loop's last reading (launch's).
+	p.launchedAt[p.seq], p.launchedPass[p.seq] = p.played.last, p.cur.N
 	if rec, ok := p.answers[p.seq]; !ok || rec.Pass != p.cur.N {
 		// Not the recorded agent's call of that number (one made in
 		// another pass, or none): its answer does not wait for the
@@ -223,6 +246,59 @@ func (p *player) launch(f func()) {
 		p.unrecorded = append(p.unrecorded, p.seq)
 	}
 }
+
+// playedClock is the clock a replayed pass decides with: the readings the
+// recorded agent took in that pass, handed back in order, so that a rate
+// limit, a back-off or a deadline checked at a reading comes out as it did
+// for the agent, however long its pass took. Past them (a replay that
+// reads the clock more often than the agent did: it decided otherwise),
+// and in a trace older than the readings, it is the pass's clock, never
+// behind the last reading handed out.
+type playedClock struct {
+	pass *testclock.FakeClock
+	// has: the trace keeps readings (format 4 on), readings the pass's.
+	has      bool
+	readings []time.Time
+	next     int
+	// more: the pass read the clock past its readings.
+	more bool
+	last time.Time
+}
+
+// begin starts pass p, with its readings when has (the trace's format
+// keeps them).
+func (c *playedClock) begin(p *trace.Pass, has bool) {
+	c.has, c.readings, c.next, c.more, c.last = has, nil, 0, false, time.Time{}
+	if has {
+		c.readings = p.ReadingTimes()
+	}
+}
+
+// diverged reports whether the pass took other readings than recorded:
+// more, or fewer.
+func (c *playedClock) diverged() bool {
+	return c.has && (c.more || c.next != len(c.readings))
+}
+
+func (c *playedClock) Now() time.Time {
+	t := c.pass.Now()
+	switch {
+	case c.next < len(c.readings):
+		t = c.readings[c.next]
+		c.next++
+	case c.has:
+		c.more = true
+		fallthrough
+	default:
+		if t.Before(c.last) {
+			t = c.last
+		}
+	}
+	c.last = t
+	return t
+}
+
+func (c *playedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // deliver runs, before the loop's drain at point of the current pass, the
 // calls whose answers the recorded agent took there, on the clock of each
@@ -354,3 +430,96 @@ func (p *player) NodeThresholdMet(thresholds.Signal, bool, int64, int64) {}
 func (p *player) PressureEnded(string) {}
 
 func (p *player) VictimStuck(string, string, types.UID, string) {}
+
+// ReplayOptions are the recorded agent's options, rebuilt from the
+// trace's header: its flags, with its config file (kept in the header) or
+// configPath in its place. With configPath, the recorded flags that set
+// what a config file sets are dropped: the file is the whole
+// configuration.
+func ReplayOptions(h trace.Header, configPath string) (*Options, error) {
+	drop := map[string]bool{"config": true}
+	if configPath != "" {
+		for _, name := range configFlagNames() {
+			drop[name] = true
+		}
+	}
+	args := withoutFlags(h.Args, drop)
+	switch {
+	case configPath != "":
+		args = append(args, "--config="+configPath)
+	case h.Config != "":
+		dir, err := os.MkdirTemp("", "evictd-replay-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(path, []byte(h.Config), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "--config="+path)
+	}
+	o, fs := runFlags()
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("the trace's flags %q: %w", strings.Join(h.Args, " "), err)
+	}
+	if o.NodeName == "" {
+		o.NodeName = h.Node
+	}
+	if err := o.Complete(); err != nil {
+		msg := strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
+		if configPath == "" {
+			return nil, fmt.Errorf("the trace's configuration: %s", msg)
+		}
+		return nil, errors.New(msg)
+	}
+	return o, nil
+}
+
+// runFlags are the flags a running agent was given (`evictd run`'s, but
+// for those that print and exit), parsing into new options.
+func runFlags() (*Options, *pflag.FlagSet) {
+	o := NewOptions()
+	s := &cliflag.Sections{}
+	o.AddFlags(s)
+	var format, level string
+	logging.AddFlags(s.Section(SectionLogging), &format, &level)
+	return o, s.FlagSet("run")
+}
+
+// configFlagNames are the flags of `evictd run` that set what a config
+// file sets.
+func configFlagNames() []string {
+	file, ths, eviction := pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError)
+	(&config.Config{}).BindFlags(file, ths, eviction)
+	var names []string
+	for _, fs := range []*pflag.FlagSet{file, ths, eviction} {
+		fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	}
+	return names
+}
+
+// withoutFlags drops the long flags named in drop from args, in either
+// form: --name=value, or --name value (a flag that takes one).
+func withoutFlags(args []string, drop map[string]bool) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || !drop[name] {
+			out = append(out, a)
+			continue
+		}
+		if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && !isBoolFlag(name) {
+			i++ // its value
+		}
+	}
+	return out
+}
+
+// isBoolFlag: a run flag that takes no separate value.
+func isBoolFlag(name string) bool {
+	_, fs := runFlags()
+	f := fs.Lookup(name)
+	return f != nil && f.NoOptDefVal != ""
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/evict"
@@ -28,8 +29,32 @@ type Tracer interface {
 	Launched(c trace.Call)
 	Observed(obs *pressure.Observation, err error, at time.Time, acting bool)
 	PodState(pods []*v1.Pod, classes map[string]int32, nsLabels map[string]map[string]string, node *v1.Node)
+	// Reading records a clock reading the pass took (passClock).
+	Reading(t time.Time)
 	End()
 }
+
+// passClock is the clock the loop's goroutine reads: each reading taken
+// during a pass (the pacing, the observation's start and end, the
+// threshold tracker, the rate limits, deadlines and back-offs a decision
+// checks, a call's launch) goes into the pass's trace, so that a replay
+// decides with the times the agent decided with (the player hands them
+// back: Deps.PassClock). Readings taken elsewhere (an eviction call's
+// answer, on the call's goroutine; a deletion, on the informer's) are not
+// the pass's: they read Deps.Clock, and their times are in the trace
+// with what they time.
+type passClock struct {
+	clock.PassiveClock
+	tr Tracer
+}
+
+func (c passClock) Now() time.Time {
+	t := c.PassiveClock.Now()
+	c.tr.Reading(t)
+	return t
+}
+
+func (c passClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // passTrace is the loop's side of the trace and the replay: the pass and
 // call numbers, and the drain points within a pass.

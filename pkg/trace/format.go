@@ -2,8 +2,8 @@
 
 // Package trace is the agent's flight recorder: what each pass of the loop
 // observed (the node's figures, the pod list, the wake-up, the pods the
-// informer saw deleted) and the eviction calls it made with their answers,
-// kept within a byte budget and exported as gzipped JSON lines, so that a
+// informer saw deleted), the eviction calls it made with their answers and
+// the clock readings its decisions took, kept within a byte budget and exported as gzipped JSON lines, so that a
 // replay (pkg/agent's Replay, `evictd replay`) can run the same decisions
 // again offline, on the trace's own clock, with the same or another
 // configuration.
@@ -22,8 +22,13 @@ import (
 // pass may leave out its observation's pods (ObservationPodsAsBefore). 3:
 // the pods are pruned to what the decisions read (PrunePod); the lines'
 // shape is format 2's, so a reader reads both (MinFormat), and a format 2
-// trace's whole pods replay as their pruned selves would.
-const Format = 3
+// trace's whole pods replay as their pruned selves would. 4: a pass keeps
+// the clock readings its decisions took (Readings); a reader reads formats
+// 2 and 3 too, whose passes have none.
+const Format = 4
+
+// FormatReadings is the first format whose passes keep their readings.
+const FormatReadings = 4
 
 // MinFormat is the oldest format a reader reads.
 const MinFormat = 2
@@ -85,6 +90,36 @@ type Pass struct {
 	// Pods is the informer's view the pass decided on; nil when the same
 	// as the last pass that had one (or when the pass read none).
 	Pods *Pods `json:"pods,omitempty"`
+	// Readings are the clock readings the loop took during the pass, in
+	// the order it took them (the pacing, the observation's start and end,
+	// the threshold tracker, the rate limits, deadlines and back-offs it
+	// checked, each call's launch), each as nanoseconds after the one
+	// before (the first after At): small numbers, which compress well. A
+	// replay decides with them (ReadingTimes), so it decides with the times
+	// the agent decided with, however long the agent's pass took.
+	Readings []int64 `json:"readings,omitempty"`
+}
+
+// ReadingTimes are the pass's clock readings as times (none before format
+// 4).
+func (p *Pass) ReadingTimes() []time.Time {
+	if len(p.Readings) == 0 {
+		return nil
+	}
+	out := make([]time.Time, len(p.Readings))
+	t := p.At
+	for i, d := range p.Readings {
+		t = t.Add(time.Duration(d))
+		out[i] = t
+	}
+	return out
+}
+
+// readingAfter is t as a Readings entry after prev: wall clock against
+// wall clock, as the trace keeps times (a monotonic reading does not
+// survive its JSON).
+func readingAfter(prev, t time.Time) int64 {
+	return int64(t.Round(0).Sub(prev.Round(0)))
 }
 
 // Wakeup is a pkg/pressure/wakeup Wakeup.

@@ -37,14 +37,17 @@ const chunks = 8
 
 // Recorder keeps the trace of a running loop. Begin, Drained, Deleted,
 // Observed, PodState, Launched and End are called from the loop's goroutine, in that
-// order within a pass; Size and WriteTo from any.
+// order within a pass, and Reading between Begin and End; Size and WriteTo from any.
 type Recorder struct {
 	chunkMax, budget int
 
 	// The loop's goroutine's.
-	cur      *Pass
-	obs      *pressure.Observation
-	lastPods *Pods
+	cur *Pass
+	// lastReading is the current pass's last clock reading (At before
+	// its first).
+	lastReading time.Time
+	obs         *pressure.Observation
+	lastPods    *Pods
 	// lastSeen are the pod objects lastPods copied: an informer's cache
 	// hands out the same object until the pod changes. curSeen are the
 	// current pass's, until it is written.
@@ -96,6 +99,7 @@ func NewRecorder(h Header, budget int) *Recorder {
 // eviction calls; a pass begun and not ended is dropped.
 func (r *Recorder) Begin(n, calls uint64, at time.Time, w Wakeup) {
 	r.cur = &Pass{N: n, At: at, Calls: calls, Wakeup: w}
+	r.lastReading = at
 	r.obs, r.curSeen, r.curSame = nil, nil, false
 }
 
@@ -103,6 +107,14 @@ func (r *Recorder) Begin(n, calls uint64, at time.Time, w Wakeup) {
 func (r *Recorder) Deleted(d Deletion) {
 	if r.cur != nil {
 		r.cur.Deleted = append(r.cur.Deleted, d)
+	}
+}
+
+// Reading records a clock reading the pass took (outside a pass, none).
+func (r *Recorder) Reading(t time.Time) {
+	if r.cur != nil {
+		r.cur.Readings = append(r.cur.Readings, readingAfter(r.lastReading, t))
+		r.lastReading = t
 	}
 }
 

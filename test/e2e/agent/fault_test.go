@@ -74,6 +74,8 @@ func startEvictdWith(t *testing.T, c *framework.Cluster, node *nodesim.Node, s e
 		// not to the cluster-wide test token: the brake's tests turn it
 		// on with such a token.
 		"--node-brake=false",
+		// Its trace is replayed when it stops (replayOwnTrace).
+		"--secure-bind-address=127.0.0.1:0",
 	}, extra...)
 	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), "evictd.log"),
 		Env: s.env, CgroupProcs: s.cgroupProcs})
@@ -83,6 +85,7 @@ func startEvictdWith(t *testing.T, c *framework.Cluster, node *nodesim.Node, s e
 	t.Logf("started %s %s", bin, strings.Join(p.Args(), " "))
 	e := &evictd{t: t, p: p, usage: startUsageSampler(p.Pid(), 250*time.Millisecond)}
 	t.Cleanup(func() {
+		e.replayOwnTrace(c)
 		e.stop()
 		if t.Failed() {
 			t.Logf("evictd log (last 60 lines of %s):\n%s", p.LogPath(), p.Tail(60))

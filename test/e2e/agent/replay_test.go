@@ -37,17 +37,20 @@ type replayOutput struct {
 
 // TestReplayOfAnE2ERun: the hard memory scenario (TestMemoryPressureHard:
 // batch, web and the hog evicted, one after the other), recorded by the
-// agent, saved with docs/decide.md's evictd trace and replayed with its
-// evictd replay: the replay makes the agent's calls, pass for pass, with
-// the same pods, order, ranks and reasons. Then with other thresholds, as
-// the trace's own figures predict: one under everything the node went
-// down to evicts nothing; a higher one evicts first in the first pass
-// that read memory.available under it. Act-early is off, so that a
-// threshold is met exactly where the figures cross it.
+// agent on a busy core (it shares one with a CPU burner: busyCore), saved
+// with docs/decide.md's evictd trace and replayed with its evictd replay:
+// the replay makes the agent's calls, pass for pass, with the same pods,
+// order, ranks and reasons (and the cleanup's replayOwnTrace, twenty times
+// over). Then with other thresholds, as the trace's own figures predict:
+// one under everything the node went down to evicts nothing; a higher one
+// evicts first in the first pass that read memory.available under it.
+// Act-early is off, so that a threshold is met exactly where the figures
+// cross it.
 func TestReplayOfAnE2ERun(t *testing.T) {
 	m := newMemoryNode(t, "replay")
 	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--act-early=false", "--secure-bind-address=127.0.0.1:0")...)
 	addr := e.waitLog(30*time.Second, "evictd starting", nil).Str("secureAddress")
+	cpu := busyCore(t, e.p.Pid())
 	_, hog := m.startHog(t, hogSpec(50, 600))
 	want := []string{podKey(m.pods["batch"]), podKey(m.pods["web"]), podKey(hog)}
 	evs := waitEvictions(t, e, len(want), evictionTimeout)
@@ -144,6 +147,8 @@ func TestReplayOfAnE2ERun(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPrunedPods(t, tr, m.pods["batch"], m.mirror)
+	slowest, in := slowestDecision(tr)
+	t.Logf("on CPU %d with a burner, the agent's slowest pass decided %s after its observation (pass %d)", cpu, slowest, in)
 	lowest, firstUnder := lowestAvailable(tr, 500<<20)
 	if firstUnder == 0 || firstUnder > calls[0].Pass {
 		t.Fatalf("no pass read memory.available under 500Mi before the first call (pass %d): %d", calls[0].Pass, firstUnder)

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/trace"
+)
+
+// slowPods is the scripted node whose pod list takes a while to read: the
+// clock moves on between a pass's observation and its decisions, as a
+// real pass's does when its core is busy.
+type slowPods struct {
+	*simNode
+	take time.Duration
+}
+
+func (s slowPods) Pods() []*v1.Pod {
+	s.clk.Step(s.take)
+	return s.simNode.Pods()
+}
+
+// TestReplayDecidesWithTheAgentsReadings: issue 48's case, made
+// deterministic. The agent's first call is rate-limited for 90 ms; the next
+// pass, woken 100 ms later by an event, observes before the token comes
+// back and decides 30 ms later, after it: the agent calls again. Every
+// time the pass itself recorded (its start, its observation's end) is
+// before the token's return, so a replay that decides on them makes no
+// call there; the replay decides with the agent's own readings, and makes
+// the agent's calls, pass for pass.
+func TestReplayDecidesWithTheAgentsReadings(t *testing.T) {
+	args := []string{"--eviction-hard=memory.available<300Mi"}
+	o := replayOptions(t, args...)
+	n := newSimNode(t, 4096*mi, base250, threePods()...)
+	limited := false
+	n.evictResult = func(_ *simPod, req evict.Request) (evict.Outcome, error) {
+		if limited {
+			return evict.Outcome{}, nil // the node's own answer
+		}
+		limited = true
+		return evict.Outcome{Result: evict.RateLimited, RetryAfter: 90 * time.Millisecond, GracePeriodSeconds: 30},
+			&evict.PodError{Pod: req.Pod.Namespace + "/" + req.Pod.Name, Result: evict.RateLimited, Err: evict.ErrRateLimited}
+	}
+	rec := newTrace(o, nil, nil, "test", t0)
+	rank, err := o.Config.RankOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLoop(loopConfig(o, configThresholds(o), rank), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: slowPods{n, 30 * time.Millisecond},
+		Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall, Trace: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.loop = l
+	for i := range 40 {
+		n.clk.SetTime(t0.Add(time.Duration(i) * 100 * time.Millisecond))
+		l.Step(context.Background(), wakeup.Wakeup{Source: wakeup.SourcePSI, At: n.clk.Now()})
+	}
+	var buf bytes.Buffer
+	if _, err := rec.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The trace is issue 48's: a rate-limited call, then the agent's next
+	// call in a pass that observed before the token came back and
+	// launched after.
+	recorded := RecordedCalls(tr)
+	if len(recorded) < 2 || recorded[0].Result != string(evict.RateLimited) || recorded[1].Result != string(evict.Evicted) {
+		t.Fatalf("the agent made the calls %v (%+v), want a rate-limited call, then an accepted one", callKeys(recorded), recorded)
+	}
+	var limitedCall trace.Call
+	var second *trace.Pass
+	for i, p := range tr.Passes {
+		for _, d := range p.Drains {
+			for _, c := range d.Calls {
+				if c.Seq == 1 {
+					limitedCall = c
+				}
+			}
+		}
+		if p.N == recorded[1].Pass {
+			second = &tr.Passes[i]
+		}
+	}
+	back := limitedCall.At.Add(limitedCall.RetryAfter)
+	if second == nil || !second.ObservedAt.Before(back) || recorded[1].Launched.Before(back) {
+		t.Fatalf("the rate token came back at %s; the agent's next call, in pass %d observed at %s, launched at %s: want the token back between",
+			back.Format(time.StampMicro), recorded[1].Pass, second.ObservedAt.Format(time.StampMicro), recorded[1].Launched.Format(time.StampMicro))
+	}
+
+	res, err := Replay(context.Background(), replayOptions(t, args...), tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := callKeys(res.Calls), callKeys(recorded); !eq(got, want) {
+		t.Fatalf("the replay made the calls\n%v\nwant the agent's\n%v", got, want)
+	}
+	for i, c := range res.Calls {
+		if !c.Same(recorded[i]) || !c.Recorded || c.Result != recorded[i].Result || !c.Launched.Equal(recorded[i].Launched) {
+			t.Errorf("call %d: %+v, want the agent's %+v", i, c, recorded[i])
+		}
+	}
+	if len(res.Diverged) != 0 {
+		t.Errorf("the replay of the agent's own trace took other readings than the agent in passes %v", res.Diverged)
+	}
+}
+
+// TestPlayedClock: a replayed pass's clock hands back the pass's readings
+// in order; past them it is the pass's own clock, never behind the last
+// time it gave, and the pass is reported as having diverged, as is one
+// that took fewer; a trace without readings (before format 4) is the
+// pass's clock throughout, and never diverges.
+func TestPlayedClock(t *testing.T) {
+	at := t0.Add(time.Second)
+	pass := &trace.Pass{N: 7, At: at, Readings: []int64{int64(5 * time.Millisecond), int64(40 * time.Millisecond)}}
+	own := testclock.NewFakeClock(at.Add(2 * time.Millisecond)) // the pass's observation, say
+	c := playedClock{pass: own}
+	stamp := func(ts ...time.Time) string {
+		var out []string
+		for _, x := range ts {
+			out = append(out, x.Sub(at).String())
+		}
+		return strings.Join(out, " ")
+	}
+
+	c.begin(pass, true)
+	if got, want := stamp(c.Now(), c.Now()), "5ms 45ms"; got != want || c.diverged() {
+		t.Fatalf("the recorded readings: %s (diverged %v), want %s", got, c.diverged(), want)
+	}
+	if got, want := stamp(c.Now()), "45ms"; got != want || !c.diverged() {
+		t.Errorf("a third reading of two recorded: %s (diverged %v), want the last one given, %s, and diverged", got, c.diverged(), want)
+	}
+	own.SetTime(at.Add(time.Second))
+	if got, want := stamp(c.Now()), "1s"; got != want {
+		t.Errorf("past the readings, with the pass's clock ahead: %s, want %s", got, want)
+	}
+
+	c.begin(pass, true)
+	c.Now()
+	if !c.diverged() {
+		t.Error("a pass that took one reading of two recorded did not diverge")
+	}
+
+	c.begin(pass, false)
+	own.SetTime(at.Add(3 * time.Millisecond))
+	if got, want := stamp(c.Now(), c.Now(), c.Now()), "3ms 3ms 3ms"; got != want || c.diverged() {
+		t.Errorf("a trace without readings: %s (diverged %v), want the pass's clock, %s", got, c.diverged(), want)
+	}
+}

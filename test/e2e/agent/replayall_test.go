@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/evictd/evictd/pkg/agent"
+	"github.com/evictd/evictd/pkg/trace"
+	"github.com/evictd/evictd/test/e2e/framework"
+)
+
+// replayRepeats is how many times each agent's trace is replayed: a replay
+// that depended on anything but the trace (the host's clock, map order)
+// would not make the same calls each time.
+const replayRepeats = 20
+
+// replayOwnTrace: every scenario's agent leaves a trace, and a replay of it
+// with the agent's own configuration makes the agent's calls, call for
+// call (agent.ReplayCall.Same, with the answers the agent got), each of
+// replayRepeats times, and decides each pass with the clock readings the
+// agent decided with (issue 48), however the scenario's timing fell. The
+// trace is saved from the agent's secure port just before the test stops
+// it, as the cluster's admin (evictd trace does the same as a reader:
+// TestReplayOfAnE2ERun), and replayed in-process (agent.Replay, which
+// evictd replay runs).
+func (e *evictd) replayOwnTrace(c *framework.Cluster) {
+	t := e.t
+	t.Helper()
+	switch {
+	case t.Failed():
+		return // its own failure says more
+	case e.ended || e.p.Exited():
+		t.Logf("no trace replayed: the agent is gone")
+		return
+	}
+	var addr string
+	for _, l := range e.logs() {
+		if l.Msg == "evictd starting" {
+			addr = l.Str("secureAddress")
+		}
+	}
+	if addr == "" {
+		t.Logf("no trace replayed: the agent has not started serving")
+		return
+	}
+	data, err := fetchTrace(addr, c.AdminConfig.BearerToken)
+	if err != nil {
+		t.Errorf("saving the agent's trace: %v", err)
+		return
+	}
+	start := time.Now()
+	var passes, calls int
+	for i := range replayRepeats {
+		tr, err := trace.Read(bytes.NewReader(data)) // afresh: a replay keeps what it is given
+		if err != nil {
+			t.Errorf("the agent's trace: %v", err)
+			return
+		}
+		if tr.Header.Dropped > 0 {
+			t.Errorf("the agent's trace dropped its %d oldest passes: the scenario outgrew --trace-size, and a replay begins mid-run", tr.Header.Dropped)
+			return
+		}
+		recorded := agent.RecordedCalls(tr)
+		o, err := agent.ReplayOptions(tr.Header, "")
+		if err != nil {
+			t.Errorf("the trace's options: %v", err)
+			return
+		}
+		res, err := agent.Replay(context.Background(), o, tr, nil)
+		if err != nil {
+			t.Errorf("replay %d of the agent's trace: %v", i+1, err)
+			return
+		}
+		if diff := replayDiff(recorded, res); diff != "" {
+			t.Errorf("replay %d of %d of the agent's trace (%d passes) does not make the agent's calls:\n%s", i+1, replayRepeats, len(tr.Passes), diff)
+			return
+		}
+		passes, calls = len(tr.Passes), len(recorded)
+	}
+	t.Logf("replayed the agent's trace (%d passes, %d calls) %d times in %s: the agent's calls each time",
+		passes, calls, replayRepeats, time.Since(start).Round(time.Millisecond))
+}
+
+// replayDiff says where a replay's calls and clock readings part from the
+// recorded agent's ("" when they do not). A call still under way when the
+// trace was saved has no recorded answer: the replay's is assumed.
+func replayDiff(recorded []agent.ReplayCall, res *agent.ReplayResult) string {
+	var b strings.Builder
+	for i := range max(len(recorded), len(res.Calls)) {
+		switch {
+		case i >= len(recorded):
+			fmt.Fprintf(&b, "  call %d: only the replay's: %+v\n", i+1, res.Calls[i])
+		case i >= len(res.Calls):
+			fmt.Fprintf(&b, "  call %d: only the agent's: %+v\n", i+1, recorded[i])
+		case !res.Calls[i].Same(recorded[i]) || (recorded[i].Result != "" && (!res.Calls[i].Recorded || res.Calls[i].Result != recorded[i].Result)):
+			fmt.Fprintf(&b, "  call %d: the replay's %+v\n    the agent's %+v\n", i+1, res.Calls[i], recorded[i])
+		}
+	}
+	if d := res.Diverged; len(d) > 0 {
+		fmt.Fprintf(&b, "  %d passes took other clock readings than the agent's: %v", len(d), d[:min(len(d), 10)])
+		if len(d) > 10 {
+			b.WriteString(" ...")
+		}
+		b.WriteString("\n")
+	}
+	if b.Len() > 0 && len(res.Left) > 0 {
+		fmt.Fprintf(&b, "  not replayed: %s\n", strings.Join(res.Left, "; "))
+	}
+	return b.String()
+}
+
+// fetchTrace is GET /trace on the agent's secure port.
+func fetchTrace(addr, token string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/trace", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, trace.MaxBudget+1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /trace answered %d: %s", resp.StatusCode, firstLines(string(b), 3))
+	}
+	return b, nil
+}
+
+// busyCore puts the agent (pid, each of its threads, and so the threads
+// they start) and a CPU burner on one core for the rest of the test: the
+// scheduler cuts the agent's passes wherever its timeslices end, so the
+// time between a pass's observation and its decisions varies as on a
+// loaded node. It returns the core.
+func busyCore(t *testing.T, pid int) int {
+	t.Helper()
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &allowed); err != nil {
+		t.Fatalf("the agent's CPUs: %v", err)
+	}
+	cpu := -1
+	for i := range 1024 {
+		if allowed.IsSet(i) {
+			cpu = i
+			break
+		}
+	}
+	if cpu < 0 {
+		t.Fatal("the agent may run on no CPU")
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	burner := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	if err := burner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = burner.Process.Kill()
+		_ = burner.Wait()
+	})
+	pin := func(tid int) {
+		if err := unix.SchedSetaffinity(tid, &one); err != nil && err != unix.ESRCH {
+			t.Fatalf("pinning thread %d to CPU %d: %v", tid, cpu, err)
+		}
+	}
+	pin(burner.Process.Pid)
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			t.Fatalf("/proc/%d/task/%s: not a thread", pid, task.Name())
+		}
+		pin(tid)
+	}
+	return cpu
+}
+
+// slowestDecision is the longest a pass of tr took from its observation to
+// its last clock reading, and that pass.
+func slowestDecision(tr *trace.Trace) (time.Duration, uint64) {
+	var most time.Duration
+	var pass uint64
+	for _, p := range tr.Passes {
+		r := p.ReadingTimes()
+		if len(r) == 0 || p.ObservedAt.IsZero() {
+			continue
+		}
+		if d := r[len(r)-1].Sub(p.ObservedAt); d > most {
+			most, pass = d, p.N
+		}
+	}
+	return most, pass
+}
