@@ -97,7 +97,7 @@ func (l *Loop) Explain(node string, dryRun bool) Live {
 		return out
 	}
 	out.ObservedAt, out.StandingBy = st.obs.Time, st.standby
-	in := explain.Input{Thresholds: l.cfg.Thresholds, Signals: thresholds.Observe(st.obs.Summary), Held: st.held}
+	in := explain.Input{Thresholds: l.thresholdsNow(), Signals: thresholds.Observe(st.obs.Summary), Held: st.held}
 	if !st.standby {
 		in.Rank = func(s thresholds.Signal) []rank.Candidate {
 			opts := st.rank

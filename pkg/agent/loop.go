@@ -237,6 +237,8 @@ type Loop struct {
 	actuation *actuation
 	// explained is the last pass's inputs to /explain (publishExplanation).
 	explained atomic.Pointer[explainState]
+	// swap brings thresholds placed anew into the loop (retune.go).
+	swap thresholdSwap
 }
 
 // NewLoop builds a loop.
@@ -301,6 +303,7 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		imageGCSince:  map[thresholds.Signal]time.Time{},
 		imageGCGaveUp: map[thresholds.Signal]bool{},
 	}
+	l.swap.current.Store(&l.cfg.Thresholds)
 	for _, s := range []thresholds.Signal{thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable} {
 		e, err := predict.NewEstimator(predict.Options{})
 		if err != nil {
@@ -385,6 +388,7 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 		l.answer(r)
 	}
 	l.takeDeletions()
+	l.takeThresholds()
 
 	// The one gate of acting: checked once a pass, before the families'
 	// observations (the memory.high family's relaxes the actuator writes).
