@@ -143,11 +143,12 @@ func (w *Watcher) Check() (changed bool, now Process, err error) {
 	return changed, now, nil
 }
 
-// Run checks every interval until ctx ends and calls changed(prev, now)
-// after each change, on Run's goroutine; a failed check is passed to fail
-// and changes nothing. No check is made at once: the caller read the
-// kubelet that New was given.
-func (w *Watcher) Run(ctx context.Context, clk clock.WithTicker, interval time.Duration, changed func(prev, now Process), fail func(error)) {
+// Run checks every interval until ctx ends and, after each check, calls
+// checked(prev, now, changed) on Run's goroutine, so that the caller can
+// also retry what it could not finish at an earlier one; a failed check is
+// passed to fail instead. No check is made at once: the caller read the
+// kubelet New was given.
+func (w *Watcher) Run(ctx context.Context, clk clock.WithTicker, interval time.Duration, checked func(prev, now Process, changed bool), fail func(error)) {
 	tick := clk.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -158,13 +159,12 @@ func (w *Watcher) Run(ctx context.Context, clk clock.WithTicker, interval time.D
 		}
 		prev := w.last
 		ch, now, err := w.Check()
-		switch {
-		case err != nil:
+		if err != nil {
 			if fail != nil {
 				fail(err)
 			}
-		case ch:
-			changed(prev, now)
+			continue
 		}
+		checked(prev, now, ch)
 	}
 }

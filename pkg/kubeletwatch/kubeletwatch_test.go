@@ -190,7 +190,7 @@ func TestParseStartTime(t *testing.T) {
 	}
 }
 
-// TestWatcherRun: Run checks on its ticker only, calls changed with the
+// TestWatcherRun: Run checks on its ticker only, tells the change with the
 // process before and after, and ends with ctx.
 func TestWatcherRun(t *testing.T) {
 	first, stopFirst := startProc(t, "kubelet")
@@ -207,7 +207,11 @@ func TestWatcherRun(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.Run(ctx, clk, 10*time.Second, func(prev, now Process) { changes <- change{prev, now} }, func(err error) { t.Errorf("check: %v", err) })
+		w.Run(ctx, clk, 10*time.Second, func(prev, now Process, changed bool) {
+			if changed {
+				changes <- change{prev, now}
+			}
+		}, func(err error) { t.Errorf("check: %v", err) })
 	}()
 	stopFirst()
 	second, _ := startProc(t, "kubelet")
