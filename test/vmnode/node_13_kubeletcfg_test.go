@@ -53,12 +53,15 @@ var kubeletCases = []kubeletCase{
 		file: map[string]any{"evictionHard": map[string]string{"memory.available": "300Mi", "nodefs.available": "8%"}},
 		dropIns: map[string]map[string]any{
 			"10-eviction.conf": {"evictionHard": map[string]string{"memory.available": "400Mi", "imagefs.available": "12%"}},
-			"20-eviction.conf": {"evictionHard": map[string]string{"memory.available": "350Mi"}, "imageGCHighThresholdPercent": 80},
+			"20-eviction.conf": {"evictionHard": map[string]string{"memory.available": "350Mi"}, "imageGCHighThresholdPercent": 90},
 		},
 	},
 	{
-		name: "flags over the file and drop-ins",
-		file: map[string]any{"evictionHard": map[string]string{"memory.available": "300Mi", "nodefs.available": "8%"}},
+		// The flag replaces the whole map, after the file's
+		// mergeDefaultEvictionSettings has filled it: the kubelet has
+		// memory.available and nodefs.available only.
+		name: "flags over the file and a drop-in",
+		file: map[string]any{"evictionHard": map[string]string{"memory.available": "300Mi", "nodefs.available": "8%"}, "mergeDefaultEvictionSettings": true},
 		dropIns: map[string]map[string]any{
 			"10-eviction.conf": {"evictionHard": map[string]string{"memory.available": "400Mi"}},
 		},
