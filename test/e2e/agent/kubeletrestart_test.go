@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // thresholds again when the kubelet process changes, without a restart of
 // its own. The "kubelet" is a real process whose command line is a
 // kubelet's (as in TestKubeletThresholdBelowWarns), its config under the
-// node's host root. Started with memory.available<750Mi, evictd places its
+// node's host root, whose /proc shows it alone of the host's processes. Started with memory.available<750Mi, evictd places its
 // default at 950Mi; the kubelet replaced by one that reads 400Mi, evictd
 // logs the re-read and what moved, counts the restart, and its loop's hard
 // threshold is 600Mi; replaced by one whose config is gone, evictd keeps
@@ -56,11 +57,13 @@ func TestKubeletRestartReadAgain(t *testing.T) {
 			_ = kubelet.Wait()
 		}
 	})
+	root, addPID := ownProcHostRoot(t, node)
 	writeConfig("750Mi")
 	startKubelet()
 	first := kubelet.Process.Pid
+	addPID(first)
 
-	e := startEvictd(t, c, node, "--housekeeping-interval=1s")
+	e := startEvictdWith(t, c, node, evictdSetup{hostRoot: root}, "--housekeeping-interval=1s")
 	e.waitLog(30*time.Second, "evictd's hard thresholds placed above the kubelet's", func(l logEntry) bool {
 		return strings.Contains(fmt.Sprint(l.Fields["placed"]), "memory.available<950Mi")
 	})
@@ -69,6 +72,7 @@ func TestKubeletRestartReadAgain(t *testing.T) {
 
 	writeConfig("400Mi")
 	startKubelet()
+	addPID(kubelet.Process.Pid)
 	again := e.waitLog(30*time.Second, "evictd read the kubelet's thresholds again", func(l logEntry) bool {
 		return strings.Contains(l.Str("why"), fmt.Sprintf("kubelet pid %d", kubelet.Process.Pid))
 	})
@@ -84,6 +88,7 @@ func TestKubeletRestartReadAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	startKubelet()
+	addPID(kubelet.Process.Pid)
 	mustMetric(t, e, "evictd_kubelet_restarts_total", nil, 2)
 	mustMetric(t, e, "evictd_kubelet_thresholds_known", nil, 0)
 	code, body := httpGetBody(t, "http://"+e.p.Addr()+"/readyz?verbose")
@@ -100,5 +105,41 @@ func mustMetric(t *testing.T, e *evictd, name string, labels map[string]string, 
 	t.Helper()
 	if err := waitMetric(e, 30*time.Second, name, labels, want); err != nil {
 		t.Fatalf("%v; log tail:\n%s", err, e.tail(30))
+	}
+}
+
+// ownProcHostRoot is node's host root with a /proc of its own: the real
+// /proc's files, and of its processes only those addPID adds. The host's
+// /proc is every test's: a kubelet another test starts meanwhile, with a
+// lower PID, would otherwise be the one this evictd reads and watches.
+func ownProcHostRoot(t *testing.T, node *nodesim.Node) (root string, addPID func(pid int)) {
+	t.Helper()
+	root = t.TempDir()
+	for _, l := range []struct{ name, to string }{{"sys", "/sys"}, {"var", filepath.Join(node.HostRoot, "var")}} {
+		if err := os.Symlink(l.to, filepath.Join(root, l.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proc := filepath.Join(root, "proc")
+	if err := os.Mkdir(proc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Join("/proc", e.Name()), filepath.Join(proc, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, func(pid int) {
+		t.Helper()
+		if err := os.Symlink(filepath.Join("/proc", strconv.Itoa(pid)), filepath.Join(proc, strconv.Itoa(pid))); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
