@@ -108,19 +108,19 @@ func mustMetric(t *testing.T, e *evictd, name string, labels map[string]string, 
 	}
 }
 
-// ownProcHostRoot is node's host root with a /proc of its own: the real
-// /proc's files, and of its processes only those addPID adds. The host's
-// /proc is every test's: a kubelet another test starts meanwhile, with a
-// lower PID, would otherwise be the one this evictd reads and watches.
+// ownProcHostRoot gives node's host root a /proc of its own, in place of
+// its link to the host's: the real /proc's files, and of its processes
+// only those addPID adds. The host's /proc is every test's: a kubelet
+// another test starts meanwhile, with a lower PID, would otherwise be the
+// one this evictd reads and watches. The rest of the host root stays as it
+// is (evictd resolves the kubelet's config path inside it, as on a host).
 func ownProcHostRoot(t *testing.T, node *nodesim.Node) (root string, addPID func(pid int)) {
 	t.Helper()
-	root = t.TempDir()
-	for _, l := range []struct{ name, to string }{{"sys", "/sys"}, {"var", filepath.Join(node.HostRoot, "var")}} {
-		if err := os.Symlink(l.to, filepath.Join(root, l.name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root = node.HostRoot
 	proc := filepath.Join(root, "proc")
+	if err := os.Remove(proc); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Mkdir(proc, 0o755); err != nil {
 		t.Fatal(err)
 	}
