@@ -40,10 +40,13 @@ type Live struct {
 // explainState is one pass's explanation, kept by the loop for the
 // serving goroutine; never changed once published.
 type explainState struct {
-	obs     *pressure.Observation
-	signals map[thresholds.Signal]thresholds.Observation
-	pods    []*v1.Pod
-	rank    rank.Options
+	obs *pressure.Observation
+	// thresholds are those the pass decided with (they change when the
+	// kubelet restarts with others: retune.go).
+	thresholds []thresholds.Threshold
+	signals    map[thresholds.Signal]thresholds.Observation
+	pods       []*v1.Pod
+	rank       rank.Options
 	// ranked are the pass's own rankings (its families' among them);
 	// others are ranked on request.
 	ranked    map[thresholds.Signal][]rank.Candidate
@@ -84,7 +87,7 @@ func (l *Loop) publishExplanation(v *view) {
 			v.rankFor(s)
 		}
 	}
-	l.explained.Store(&explainState{obs: v.obs, signals: v.signals, pods: v.pods, rank: v.rank, ranked: maps.Clone(v.ranked),
+	l.explained.Store(&explainState{obs: v.obs, thresholds: l.cfg.Thresholds, signals: v.signals, pods: v.pods, rank: v.rank, ranked: maps.Clone(v.ranked),
 		held: held, decisions: decisions, states: thresholdStates(v.status, v.now)})
 	if l.log.Core().Enabled(zap.DebugLevel) {
 		l.logExplained()
@@ -312,7 +315,7 @@ func heldInFlight(e inflight.Entry) string {
 // publishStandingBy keeps a standing-by agent's observation: its signals
 // are worth reading, its pods' ranks are not decisions.
 func (l *Loop) publishStandingBy(obs *pressure.Observation) {
-	l.explained.Store(&explainState{obs: obs, signals: thresholds.Observe(obs.Summary), standby: true})
+	l.explained.Store(&explainState{obs: obs, thresholds: l.cfg.Thresholds, signals: thresholds.Observe(obs.Summary), standby: true})
 }
 
 // Explain builds the explanation of the last pass for node.
@@ -323,7 +326,7 @@ func (l *Loop) Explain(node string, dryRun bool) Live {
 		return out
 	}
 	out.ObservedAt, out.StandingBy = st.obs.Time, st.standby
-	in := explain.Input{Thresholds: l.cfg.Thresholds, Signals: st.signals, Held: st.held, Decisions: st.decisions, States: st.states}
+	in := explain.Input{Thresholds: st.thresholds, Signals: st.signals, Held: st.held, Decisions: st.decisions, States: st.states}
 	if !st.standby {
 		in.Rank = func(s thresholds.Signal) []rank.Candidate {
 			if c, ok := st.ranked[s]; ok {

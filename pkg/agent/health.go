@@ -10,6 +10,11 @@ const (
 	CheckLoop      = "loop"
 	CheckInformers = "informers"
 	CheckObserving = "observing"
+	// CheckKubeletThresholds warns, and never fails: evictd protects the
+	// node at its own thresholds whatever the kubelet's are; what the
+	// warning tells is that the kubelet may evict first, without
+	// PodDisruptionBudgets (kubelet_place.go).
+	CheckKubeletThresholds = "kubelet-thresholds"
 )
 
 // Sets returns the named checks served at /healthz (live) and /readyz

@@ -7,16 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/agent/family"
+	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/kubeletcfg"
+	"github.com/evictd/evictd/pkg/kubeletwatch"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -46,6 +52,13 @@ type KubeletPlacement struct {
 	// KubeletHard is the kubelet's thresholds as its map spells them (a
 	// trace's header keeps them for a replay's placement).
 	KubeletHard map[string]string
+	// Uncompared lists the signals whose threshold could not be compared
+	// with the kubelet's, a percentage against a quantity with the
+	// capacity not observed: evictd's stays where it was.
+	Uncompared []string
+	// Kept says, after a kubelet restart whose read failed, that evictd
+	// keeps the thresholds it placed above the kubelet's last reading.
+	Kept bool
 }
 
 // Detail is the /readyz warning: empty when there is nothing to say.
@@ -59,7 +72,13 @@ func (k *KubeletPlacement) Detail() string {
 	if len(k.Below) > 0 {
 		parts = append(parts, "at or below the kubelet's, so the kubelet evicts first: "+strings.Join(k.Below, ", "))
 	}
-	if k.Err != nil {
+	if len(k.Uncompared) > 0 {
+		parts = append(parts, "not compared with the kubelet's, the capacity unknown (evictd places again once a pass has observed it): "+strings.Join(k.Uncompared, ", "))
+	}
+	switch {
+	case k.Err != nil && k.Kept:
+		parts = append(parts, "the kubelet's thresholds are unknown since its restart, evictd keeps those placed above its last reading: "+k.Err.Error())
+	case k.Err != nil:
 		parts = append(parts, "the kubelet's thresholds are unknown, evictd keeps its defaults: "+k.Err.Error())
 	}
 	return strings.Join(parts, "; ")
@@ -115,9 +134,16 @@ func placeWith(o *Options, res kubeletcfg.Result, start startView, log *zap.Logg
 		}
 	}
 	below := map[thresholds.Signal]bool{}
+	m.ResetKubeletThresholds()
 	for _, p := range ps {
 		if p.AtOrBelow {
 			below[p.Signal] = true
+		}
+		if p.Kubelet != "" {
+			m.SetKubeletThresholdCompared(p.Signal, p.Note == "")
+		}
+		if p.Note != "" {
+			st.Uncompared = append(st.Uncompared, fmt.Sprintf("%s<%s (kubelet %s)", p.Signal, p.Evictd, p.Kubelet))
 		}
 		if p.Operator && p.AtOrBelow {
 			st.Below = append(st.Below, fmt.Sprintf("%s<%s (kubelet %s)", p.Signal, p.Evictd, p.Kubelet))
@@ -186,4 +212,182 @@ func configThresholds(o *Options) []thresholds.Threshold {
 		ths = append(ths, family.MemHighThreshold(mh))
 	}
 	return ths
+}
+
+// kubeletPlacer keeps evictd's hard thresholds placed above the kubelet's
+// while the agent runs. The kubelet reads its configuration only when it
+// starts, so evictd reads it again when the kubelet process changes
+// (package kubeletwatch), and places again from its own configuration as
+// it was before any placement, so that a kubelet that lowered its
+// thresholds lowers evictd's defaults too. It also places again when the
+// last placement could not compare a signal for want of its capacity and a
+// pass has observed it since.
+type kubeletPlacer struct {
+	// o is the agent's options with Config before placement (never
+	// placed: each placement works on a copy).
+	o   Options
+	log *zap.Logger
+	m   *metrics.Metrics
+	// view is the last pass's observation's signals and disk layout (the
+	// start's until a pass has published one).
+	view func() startView
+	// retune hands the loop the thresholds placed anew.
+	retune func([]thresholds.Threshold)
+	// emit writes the Node's Warning Event (nil in dry run).
+	emit PodEventer
+
+	mu  sync.Mutex
+	cur *KubeletPlacement
+	ths []thresholds.Threshold
+}
+
+// newKubeletPlacer places at start, as placeAboveKubelet does on o (which
+// it changes: the caller reads the placed thresholds from it), and keeps
+// a copy of o's configuration from before, for the next placements.
+func newKubeletPlacer(o *Options, start startView, log *zap.Logger, m *metrics.Metrics) *kubeletPlacer {
+	p := &kubeletPlacer{o: *o, log: log, m: m}
+	p.o.Config = cloneConfig(o.Config)
+	p.cur = placeAboveKubelet(o, start, log, m)
+	p.ths = configThresholds(o)
+	return p
+}
+
+// cloneConfig is a copy of c whose threshold maps placement may change.
+func cloneConfig(c *config.Config) *config.Config {
+	cp := *c
+	cp.EvictionHard = maps.Clone(c.EvictionHard)
+	cp.EvictionMinimumReclaim = maps.Clone(c.EvictionMinimumReclaim)
+	return &cp
+}
+
+// Current is the last placement.
+func (p *kubeletPlacer) Current() *KubeletPlacement {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
+}
+
+// Detail is the last placement's /readyz warning.
+func (p *kubeletPlacer) Detail() string { return p.Current().Detail() }
+
+// checked is kubeletwatch's report after each check: a new kubelet is read
+// and placed against; a kubelet gone changes nothing (the next one will
+// be read); a placement that wanted a capacity is tried again once the
+// last pass observed it.
+func (p *kubeletPlacer) checked(prev, now kubeletwatch.Process, changed bool) {
+	switch {
+	case changed && now.IsZero():
+		p.log.Info("the kubelet process is gone: evictd keeps its thresholds until a kubelet starts again, and then reads that one's",
+			zap.Stringer("was", prev))
+	case changed:
+		p.m.KubeletRestarted()
+		p.place(fmt.Sprintf("the kubelet restarted (%s, was %s)", now, prev))
+	case p.wantsCapacity():
+		p.place("the capacity is known now")
+	}
+}
+
+// wantsCapacity: the last placement left signals uncompared for want of
+// their capacity, and the last pass observed every one of them.
+func (p *kubeletPlacer) wantsCapacity() bool {
+	cur := p.Current()
+	if len(cur.Uncompared) == 0 || p.view == nil {
+		return false
+	}
+	sig := p.view().signals
+	for _, u := range cur.Uncompared {
+		name, _, _ := strings.Cut(u, "<")
+		if ob, ok := sig[thresholds.Signal(name)]; !ok || ob.Capacity <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// place reads the kubelet's thresholds again and places evictd's above
+// them, from the configuration before placement; the loop gets the new
+// thresholds when they differ. A failed read keeps the thresholds in
+// force, placed above the kubelet's last reading, and says so.
+func (p *kubeletPlacer) place(why string) {
+	o := p.o
+	o.Config = cloneConfig(p.o.Config)
+	view := startView{}
+	if p.view != nil {
+		view = p.view()
+	}
+	st := placeAboveKubelet(&o, view, p.log, p.m)
+	ths := configThresholds(&o)
+	p.mu.Lock()
+	prev, prevThs := p.cur, p.ths
+	if st.Err != nil && (prev.Known || prev.Kept) {
+		// The thresholds placed before stay; so does what they were placed
+		// against, for the next trace and the events.
+		st.Kept, st.KubeletHard = true, prev.KubeletHard
+		ths = prevThs
+	}
+	p.cur, p.ths = st, ths
+	p.mu.Unlock()
+
+	changed := thresholdChanges(prevThs, ths)
+	p.log.Info("evictd read the kubelet's thresholds again", zap.String("why", why), zap.Bool("known", st.Known),
+		zap.Strings("changed", changed), zap.Stringers("thresholds", ths))
+	if len(changed) > 0 && p.retune != nil {
+		p.retune(ths)
+	}
+	if !slices.Equal(prev.Below, st.Below) {
+		st.emitBelowKubelet(p.emit, p.o.NodeName)
+	}
+}
+
+// thresholdChanges lists what moved from before to after, as
+// "memory.available<600Mi -> memory.available<800Mi" (a threshold with no
+// counterpart of its signal and kind on one side shows "none" there).
+func thresholdChanges(before, after []thresholds.Threshold) []string {
+	type key struct {
+		s    thresholds.Signal
+		hard bool
+	}
+	was := map[key]string{}
+	for _, th := range before {
+		was[key{th.Signal, th.Hard()}] = th.String()
+	}
+	var out []string
+	for _, th := range after {
+		k := key{th.Signal, th.Hard()}
+		old, ok := was[k]
+		delete(was, k)
+		switch {
+		case !ok:
+			out = append(out, "none -> "+th.String())
+		case old != th.String():
+			out = append(out, old+" -> "+th.String())
+		}
+	}
+	for _, old := range was {
+		out = append(out, old+" -> none")
+	}
+	sort.Strings(out)
+	return out
+}
+
+// watchKubelet reads the kubelet's thresholds again whenever its process
+// changes, checking on the housekeeping cadence (one stat file a check
+// while the kubelet lives), until ctx ends. first is the kubelet found
+// before the start's read (findErr why none could be looked for).
+func watchKubelet(ctx context.Context, first kubeletwatch.Process, findErr error, o *Options, p *kubeletPlacer, clk clock.WithTicker, log *zap.Logger) {
+	if findErr != nil {
+		log.Info("the kubelet process could not be looked for at start: evictd reads the kubelet's thresholds again when one is found", logging.Err(findErr))
+	}
+	failing := false
+	w := kubeletwatch.New(filepath.Join(o.HostRoot, "proc"), first)
+	w.Run(ctx, clk, o.Housekeeping, func(prev, now kubeletwatch.Process, changed bool) {
+		failing = false
+		p.checked(prev, now, changed)
+	}, func(err error) {
+		// Once, until a check succeeds again: /proc does not come and go.
+		if !failing {
+			log.Warn("looking for the kubelet process failed: a kubelet restart is not seen until it works again", logging.Err(err))
+		}
+		failing = true
+	})
 }

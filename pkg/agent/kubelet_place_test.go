@@ -3,8 +3,12 @@
 package agent
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +18,8 @@ import (
 
 	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/healthz"
+	"github.com/evictd/evictd/pkg/kubeletwatch"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -206,4 +212,163 @@ func metricValue(t *testing.T, m *metrics.Metrics, name string, labels map[strin
 		}
 	}
 	return 0, false
+}
+
+// setKubelet makes root's kubelet process pid, started at tick start, with
+// --config naming the config file, which holds hard: a restarted kubelet
+// (the stat is this test process's own, the PID and start time set).
+func setKubelet(t *testing.T, root string, pid int, start uint64, hard string) {
+	t.Helper()
+	procs, _ := filepath.Glob(filepath.Join(root, "proc", "[0-9]*"))
+	for _, p := range procs {
+		if filepath.Base(p) != "1" {
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	self, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(self)
+	end := strings.LastIndexByte(s, ')')
+	fields := strings.Fields(s[end+1:])
+	fields[22-3] = strconv.FormatUint(start, 10)
+	stat := strconv.Itoa(pid) + " (kubelet) " + strings.Join(fields, " ") + "\n"
+	files := map[string]string{
+		"proc/" + strconv.Itoa(pid) + "/cmdline": "/usr/bin/kubelet\x00--config=/var/lib/kubelet/config.yaml\x00",
+		"proc/" + strconv.Itoa(pid) + "/stat":    stat,
+	}
+	if hard != "" {
+		files["var/lib/kubelet/config.yaml"] = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n" + hard
+	}
+	for name, data := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestKubeletPlacerRestart: each kubelet restart is read again and
+// evictd's defaults placed from scratch above it (up, then down again), the
+// loop handed the new thresholds and the change logged; a restart whose
+// read fails keeps what was placed and warns in readiness and the metric.
+func TestKubeletPlacerRestart(t *testing.T) {
+	root := kubeletHost(t)
+	setKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n  pid.available: 5%\n")
+	o := placeOptions(t, root)
+	m, _ := metrics.New(buildinfo.Info{})
+	core, logs := observer.New(zap.InfoLevel)
+	caps := map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4 << 30}, thresholds.PIDAvailable: {Capacity: 100000}}
+	p := newKubeletPlacer(o, startView{signals: caps}, zap.New(core), m)
+	var handed [][]thresholds.Threshold
+	p.retune = func(ths []thresholds.Threshold) { handed = append(handed, ths) }
+	p.view = func() startView { return startView{signals: caps} }
+	if o.Config.EvictionHard["memory.available"] != "950Mi" {
+		t.Fatalf("at start: memory.available<%s, want 950Mi", o.Config.EvictionHard["memory.available"])
+	}
+	proc, _ := kubeletwatch.Find(filepath.Join(root, "proc"))
+	w := kubeletwatch.New(filepath.Join(root, "proc"), proc)
+	restart := func(pid int, start uint64, hard string) {
+		t.Helper()
+		setKubelet(t, root, pid, start, hard)
+		prev := w.Last()
+		changed, now, err := w.Check()
+		if err != nil || !changed {
+			t.Fatalf("restart to pid %d: changed %v, err %v", pid, changed, err)
+		}
+		p.checked(prev, now, changed)
+	}
+	memory := func(ths []thresholds.Threshold) string {
+		for _, th := range ths {
+			if th.Signal == thresholds.MemoryAvailable && th.Hard() {
+				return th.Value.String()
+			}
+		}
+		return ""
+	}
+
+	restart(641, 2000, "  memory.available: 1Gi\n")
+	if len(handed) != 1 || memory(handed[0]) != "1224Mi" {
+		t.Fatalf("after a restart with 1Gi: handed %v, want memory.available<1224Mi (1Gi + 200Mi)", handed)
+	}
+	again := logs.FilterMessage("evictd read the kubelet's thresholds again").All()
+	if len(again) != 1 || !strings.Contains(fmt.Sprint(again[0].ContextMap()["changed"]), "memory.available<950Mi -> memory.available<1224Mi") ||
+		!strings.Contains(again[0].ContextMap()["why"].(string), "kubelet pid 641") {
+		t.Errorf("the re-read's line: %v", again)
+	}
+	assertValue(t, m, "evictd_kubelet_restarts_total", nil, 1)
+	assertValue(t, m, "evictd_kubelet_threshold_available_bytes", map[string]string{"signal": "memory.available"}, 1<<30)
+
+	// Down again: from evictd's own default, not from what was placed.
+	restart(641, 3000, "  memory.available: 50Mi\n")
+	if len(handed) != 2 || memory(handed[1]) != "300Mi" {
+		t.Errorf("after a restart with 50Mi: handed %v, want evictd's default memory.available<300Mi back", handed)
+	}
+	if _, ok := metricValue(t, m, "evictd_kubelet_threshold_available", map[string]string{"signal": "pid.available"}); ok {
+		t.Error("the first kubelet's pid.available is still exported after a kubelet without it")
+	}
+
+	// A read that fails: the thresholds stay, readiness and the metric say so.
+	restart(642, 4000, "  memory.available: 1Gi\n")
+	if err := os.Remove(filepath.Join(root, "var/lib/kubelet/config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	restart(643, 5000, "")
+	if len(handed) != 3 {
+		t.Errorf("a failed read handed the loop new thresholds: %v", handed[2:])
+	}
+	if d := p.Detail(); !strings.Contains(d, "unknown since its restart, evictd keeps those placed above its last reading") {
+		t.Errorf("readiness detail %q", d)
+	}
+	assertValue(t, m, "evictd_kubelet_thresholds_known", nil, 0)
+	assertValue(t, m, "evictd_kubelet_restarts_total", nil, 4)
+}
+
+// TestKubeletPlacerCapacityUnknown: a kubelet percentage against evictd's
+// memory quantity with no capacity observed is not compared: readiness
+// warns and the metric says 0; once a pass has observed the capacity, the
+// next check places, and the warning goes.
+func TestKubeletPlacerCapacityUnknown(t *testing.T) {
+	root := kubeletHost(t)
+	setKubelet(t, root, 640, 1000, "  memory.available: 20%\n")
+	o := placeOptions(t, root)
+	m, _ := metrics.New(buildinfo.Info{})
+	p := newKubeletPlacer(o, startView{}, zap.NewNop(), m)
+	var handed [][]thresholds.Threshold
+	p.retune = func(ths []thresholds.Threshold) { handed = append(handed, ths) }
+	view := startView{}
+	p.view = func() startView { return view }
+	if d := p.Detail(); !strings.Contains(d, "not compared with the kubelet's, the capacity unknown") || !strings.Contains(d, "memory.available<300Mi (kubelet 20%)") {
+		t.Errorf("readiness detail %q", d)
+	}
+	assertValue(t, m, "evictd_kubelet_threshold_compared", map[string]string{"signal": "memory.available"}, 0)
+	// A warning, not a failure: evictd protects the node at its own
+	// thresholds meanwhile.
+	ready := healthz.New("readyz")
+	ready.AddWarning(CheckKubeletThresholds, p.Detail)
+	rec := httptest.NewRecorder()
+	ready.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz?verbose", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "[+]kubelet-thresholds ok: not compared with the kubelet's") {
+		t.Errorf("/readyz?verbose: %d %q", rec.Code, rec.Body.String())
+	}
+	proc := kubeletwatch.Process{PID: 640, Start: 1000}
+	p.checked(proc, proc, false)
+	if len(handed) != 0 {
+		t.Errorf("placed again with the capacity still unknown: %v", handed)
+	}
+	view = startView{signals: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4 << 30}}}
+	p.checked(proc, proc, false)
+	if len(handed) != 1 || handed[0][0].Value.String() != "1020Mi" {
+		t.Errorf("with 4Gi observed: handed %v, want memory.available<1020Mi (20%% of 4Gi + 200Mi, rounded up)", handed)
+	}
+	if d := p.Detail(); d != "" {
+		t.Errorf("readiness detail %q once compared", d)
+	}
+	assertValue(t, m, "evictd_kubelet_threshold_compared", map[string]string{"signal": "memory.available"}, 1)
 }

@@ -247,6 +247,8 @@ type Loop struct {
 	explained atomic.Pointer[explainState]
 	// explainedLine is the last explanation logged (logExplained).
 	explainedLine string
+	// swap brings thresholds placed anew into the loop (retune.go).
+	swap thresholdSwap
 }
 
 // NewLoop builds a loop.
@@ -404,6 +406,7 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 		l.answer(r)
 	}
 	l.takeDeletions()
+	l.takeThresholds()
 
 	// The one gate of acting: checked once a pass, before the families'
 	// observations (the memory.high family's relaxes the actuator writes).

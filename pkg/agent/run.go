@@ -29,6 +29,7 @@ import (
 	"github.com/evictd/evictd/pkg/evictreq"
 	"github.com/evictd/evictd/pkg/hostpaths"
 	"github.com/evictd/evictd/pkg/kube"
+	"github.com/evictd/evictd/pkg/kubeletwatch"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/memlock"
 	"github.com/evictd/evictd/pkg/metrics"
@@ -143,7 +144,11 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	// Before anything else reads the thresholds: placement may raise
 	// evictd's defaults above the kubelet's (kubelet_place.go).
 	start := startObservation(ctx, obsv, log)
-	kubeletPlaced := placeAboveKubelet(o, start, log, m)
+	// The kubelet process first: one that restarts during the read below
+	// is then seen as new, and read again.
+	kubeletProc, kubeletProcErr := kubeletwatch.Find(filepath.Join(o.HostRoot, "proc"))
+	placer := newKubeletPlacer(o, start, log, m)
+	kubeletPlaced := placer.Current()
 	ths = configThresholds(o)
 	layout := obsv.Layout()
 	// Only the wake-up sources this node can have are armed and exported.
@@ -238,6 +243,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		podEvents = events.Emit
 	}
 	kubeletPlaced.emitBelowKubelet(podEvents, o.NodeName)
+	placer.emit = podEvents
 
 	lease, err := newNodeLease(o, client, watcher, m, set.Kick, log, clk)
 	if err != nil {
@@ -263,6 +269,13 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	loopRef.Lock()
 	loopRef.l = loop
 	loopRef.Unlock()
+	placer.retune = loop.SetThresholds
+	placer.view = func() startView {
+		if v, ok := loop.lastView(); ok {
+			return v
+		}
+		return start
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -277,7 +290,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	// More named checks: healthy.Add / ready.Add(name, func() error), or
 	// ready.AddWarning(name, func() string) for a passing one with a detail.
 	healthy, ready := checks.Sets()
-	ready.AddWarning("kubelet-thresholds", kubeletPlaced.Detail)
+	ready.AddWarning(CheckKubeletThresholds, placer.Detail)
 	if lease != nil {
 		ready.Add(CheckNodeLease, lease.Check)
 	}
@@ -379,6 +392,13 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 			go func() {
 				defer wg.Done()
 				brake.Run(ctx)
+			}()
+		}
+		if o.KubeletThresholds == KubeletPlace {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				watchKubelet(ctx, kubeletProc, kubeletProcErr, o, placer, clk, log)
 			}()
 		}
 		runErr = loop.Run(ctx)

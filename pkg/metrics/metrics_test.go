@@ -36,6 +36,8 @@ func populated(t *testing.T) *Metrics {
 	m.SetThreshold(thresholds.PIDAvailable, true, false, 3276)
 	m.SetKubeletThreshold(thresholds.MemoryAvailable, 100<<20, false)
 	m.SetKubeletThreshold(thresholds.NodeFsInodesFree, 50000, true)
+	m.SetKubeletThresholdCompared(thresholds.MemoryAvailable, true)
+	m.KubeletRestarted()
 	m.SetNodeLeaseHeld(true)
 	m.SetNodeBrake("memory", true, time.Unix(1700000000, 0))
 	m.NodeBrakeWrite("taint", nil)

@@ -32,14 +32,7 @@ type Tracker struct {
 // NewTracker returns a Tracker for thresholds. transitionPeriod is how long a
 // pressure condition stays reported after its last threshold cleared.
 func NewTracker(thresholds []Threshold, transitionPeriod time.Duration, clk clock.PassiveClock) *Tracker {
-	ts := append([]Threshold(nil), thresholds...)
-	// Action order: memory first, and on one signal hard before soft.
-	sort.SliceStable(ts, func(i, j int) bool {
-		if ts[i].Signal != ts[j].Signal {
-			return lessSignal(ts[i].Signal, ts[j].Signal)
-		}
-		return ts[i].Hard() && !ts[j].Hard()
-	})
+	ts := actionOrder(thresholds)
 	return &Tracker{
 		thresholds:   ts,
 		transition:   transitionPeriod,
@@ -49,6 +42,44 @@ func NewTracker(thresholds []Threshold, transitionPeriod time.Duration, clk cloc
 		lastPressure: map[v1.NodeConditionType]time.Time{},
 		lastObserved: map[Signal]time.Time{},
 	}
+}
+
+// actionOrder is a copy of ths in action order: memory first, and on one
+// signal hard before soft.
+func actionOrder(ths []Threshold) []Threshold {
+	ts := append([]Threshold(nil), ths...)
+	sort.SliceStable(ts, func(i, j int) bool {
+		if ts[i].Signal != ts[j].Signal {
+			return lessSignal(ts[i].Signal, ts[j].Signal)
+		}
+		return ts[i].Hard() && !ts[j].Hard()
+	})
+	return ts
+}
+
+// SetThresholds tracks ths from the next Update on, as when the kubelet's
+// thresholds moved evictd's (pkg/agent's placement after a kubelet
+// restart). A threshold of the same signal and kind (hard or soft) as one
+// tracked keeps its state: when it was first met, whether it was acted on
+// (so minimum reclaim, now against the new value, can hold it). One with no
+// such match starts unmet; a tracked one with none is dropped.
+func (t *Tracker) SetThresholds(ths []Threshold) {
+	type key struct {
+		s    Signal
+		hard bool
+	}
+	was := make(map[key]int, len(t.thresholds))
+	for i, th := range t.thresholds {
+		was[key{th.Signal, th.Hard()}] = i
+	}
+	ts := actionOrder(ths)
+	firstMet, acted := make([]time.Time, len(ts)), make([]bool, len(ts))
+	for i, th := range ts {
+		if j, ok := was[key{th.Signal, th.Hard()}]; ok {
+			firstMet[i], acted[i] = t.firstMet[j], t.acted[j]
+		}
+	}
+	t.thresholds, t.firstMet, t.acted = ts, firstMet, acted
 }
 
 // Thresholds returns the tracked thresholds in action order.

@@ -234,3 +234,45 @@ func TestTrackerFirst(t *testing.T) {
 		t.Errorf("Active = %v, want pid.available", st.Active)
 	}
 }
+
+// TestTrackerSetThresholds: thresholds moved mid-episode (evictd's placed
+// again after a kubelet restart) keep their state: an acted-on hard
+// threshold stays held by minimum reclaim against its new value, a soft
+// one keeps its grace period's start; a new signal starts unmet.
+func TestTrackerSetThresholds(t *testing.T) {
+	clk := testclock.NewFakePassiveClock(t0)
+	tr := NewTracker(mustParse(t, Spec{
+		Hard:           map[string]string{"memory.available": "500Mi"},
+		MinimumReclaim: map[string]string{"memory.available": "100Mi"},
+		Soft:           map[string]string{"nodefs.available": "20%"},
+		GracePeriod:    map[string]string{"nodefs.available": "1m"},
+	}), 0, clk)
+	at := func(sec int, mem, nodefs int64) map[Signal]Observation {
+		when := t0.Add(time.Duration(sec) * time.Second)
+		return map[Signal]Observation{
+			MemoryAvailable: {Available: mem, Capacity: 8 * gi, Time: when},
+			NodeFsAvailable: {Available: nodefs, Capacity: 100 * gi, Time: when},
+		}
+	}
+	clk.SetTime(t0.Add(time.Second))
+	st := tr.Update(at(1, 400*mi, 10*gi))
+	if len(st.Active) != 1 || len(st.Pending) != 1 {
+		t.Fatalf("before: active %v, pending %v", st.Active, st.Pending)
+	}
+	tr.SetThresholds(mustParse(t, Spec{
+		Hard:           map[string]string{"memory.available": "700Mi", "pid.available": "10%"},
+		MinimumReclaim: map[string]string{"memory.available": "100Mi"},
+		Soft:           map[string]string{"nodefs.available": "20%"},
+		GracePeriod:    map[string]string{"nodefs.available": "1m"},
+	}))
+	if got := fmt.Sprint(tr.Thresholds()); got != "[memory.available<700Mi (min-reclaim 100Mi) nodefs.available<20% (soft, grace 1m0s) pid.available<10%]" {
+		t.Errorf("thresholds after: %s", got)
+	}
+	// 750Mi: above the new 700Mi, below 700Mi + 100Mi: still held, as
+	// acted on before the move. The soft threshold's grace runs from 1 s.
+	clk.SetTime(t0.Add(61 * time.Second))
+	st = tr.Update(at(61, 750*mi, 10*gi))
+	if len(st.Active) != 2 || !st.Active[0].HeldByMinReclaim || st.Active[0].Reclaim != 50*mi || st.Active[1].Signal != NodeFsAvailable || !st.Active[1].Since.Equal(t0.Add(time.Second)) {
+		t.Errorf("after: active %+v, want memory.available held for 50Mi and nodefs.available active since 1 s", st.Active)
+	}
+}

@@ -8,29 +8,77 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/evictd/evictd/test/bench"
 )
 
-// kubeletHardMemory is the kubelet's memory.available threshold in
-// TestNodeKubeletThresholds: above evictd's 300Mi default, as a
-// distribution's 750Mi is, but low enough that neither the kubelet nor
-// evictd (placed at 600Mi) evicts anything on the 2 GiB guest.
-const kubeletHardMemory = 400 << 20
+// kubeletDropIns is the --config-dir of TestNodeKubeletThresholds, in the
+// node's OutDir (the kubelet-config volume mounts it for evictd).
+const kubeletDropIns = "kubelet.conf.d"
 
-// TestNodeKubeletThresholds: the kubelet runs with memory.available<400Mi
-// (mergeDefaultEvictionSettings keeping its other defaults) from the config
-// file its --config names, outside evictd's default mounts, as on a
-// distribution that keeps it in /etc/kubernetes. evictd's pod, with that
-// directory mounted as the manifest's commented kubelet-config volume
-// shows, finds the kubelet process under /host/proc, reads the file, and
-// places its own default memory.available 200Mi above: 600Mi, which its
-// start line, the thresholds it starts with and its metrics all say. The
+// kubeletUnitDropIn is the kubelet.service drop-in that gives the kubelet
+// a case's flags.
+const kubeletUnitDropIn = "/etc/systemd/system/kubelet.service.d/50-evictd-test.conf"
+
+// kubeletCase is one configuration of the kubelet: its config file's
+// eviction settings, its drop-ins by file name, and its extra flags.
+type kubeletCase struct {
+	name    string
+	file    map[string]any
+	dropIns map[string]map[string]any
+	flags   []string
+}
+
+// The configurations the kubelet restarts with. Every memory threshold
+// stays low enough that neither the kubelet nor evictd (placed 200Mi above)
+// evicts anything on the 2 GiB guest.
+var kubeletCases = []kubeletCase{
+	{
+		name: "a config file, mergeDefaultEvictionSettings",
+		file: map[string]any{"evictionHard": map[string]string{"memory.available": "400Mi"}, "mergeDefaultEvictionSettings": true},
+	},
+	{
+		name: "a config file and two drop-ins",
+		file: map[string]any{"evictionHard": map[string]string{"memory.available": "300Mi", "nodefs.available": "8%"}},
+		dropIns: map[string]map[string]any{
+			"10-eviction.conf": {"evictionHard": map[string]string{"memory.available": "400Mi", "imagefs.available": "12%"}},
+			"20-eviction.conf": {"evictionHard": map[string]string{"memory.available": "350Mi"}, "imageGCHighThresholdPercent": 90},
+		},
+	},
+	{
+		// The flag replaces the whole map, after the file's
+		// mergeDefaultEvictionSettings has filled it: the kubelet has
+		// memory.available and nodefs.available only.
+		name: "flags over the file and a drop-in",
+		file: map[string]any{"evictionHard": map[string]string{"memory.available": "300Mi", "nodefs.available": "8%"}, "mergeDefaultEvictionSettings": true},
+		dropIns: map[string]map[string]any{
+			"10-eviction.conf": {"evictionHard": map[string]string{"memory.available": "400Mi"}},
+		},
+		flags: []string{"--eviction-hard=memory.available<250Mi,nodefs.available<9%"},
+	},
+}
+
+// TestNodeKubeletThresholds holds evictd's reading of the kubelet's
+// thresholds against the kubelet's own: evictd is deployed once, its
+// kubelet-config volume mounting the node's config directory (outside
+// evictd's default mounts, as on a distribution that keeps it in
+// /etc/kubernetes); then the kubelet restarts with each kubeletCases
+// configuration. Each time, the kubelet's effective configuration, as it
+// logs it at start, has the eviction thresholds and image GC thresholds
+// evictd read, and evictd read them again by itself, without a restart of
+// its own: its log says so, its restart counter and its metrics follow,
+// and its memory.available is placed 200Mi above the kubelet's. The
 // kubelet's config is put back (and the kubelet restarted) at the end, and
 // the next test deploys evictd afresh.
 func TestNodeKubeletThresholds(t *testing.T) {
@@ -41,14 +89,11 @@ func TestNodeKubeletThresholds(t *testing.T) {
 	ctx := context.Background()
 	began := time.Now()
 	t.Cleanup(func() {
-		t.Logf("TestNodeKubeletThresholds took %s, two kubelet restarts and one evictd rollout included", time.Since(began).Round(time.Second))
+		t.Logf("TestNodeKubeletThresholds took %s, %d kubelet restarts included", time.Since(began).Round(time.Second), len(kubeletCases)+1)
 	})
 	path := filepath.Join(n.OutDir, "kubelet.yaml")
+	dropDir := filepath.Join(n.OutDir, kubeletDropIns)
 	orig, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := withEvictionHard(orig, map[string]string{"memory.available": "400Mi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,18 +106,18 @@ func TestNodeKubeletThresholds(t *testing.T) {
 			t.Errorf("putting the kubelet's config back: %v", err)
 			return
 		}
+		if err := os.RemoveAll(dropDir); err != nil {
+			t.Errorf("removing the drop-ins: %v", err)
+		}
+		if err := setKubeletFlags(ctx, n, nil); err != nil {
+			t.Errorf("putting the kubelet's flags back: %v", err)
+		}
 		if err := restartKubelet(t, n, "with its config as before"); err != nil {
 			t.Errorf("putting the kubelet's config back: %v", err)
 		}
 	})
-	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+	if err := os.MkdirAll(dropDir, 0o755); err != nil {
 		t.Fatal(err)
-	}
-	if err := restartKubelet(t, n, "with memory.available<400Mi"); err != nil {
-		t.Fatal(err)
-	}
-	if avail, err := nodeAvailable(ctx, n); err == nil {
-		t.Logf("memory.available before evictd's start: %d MiB", avail>>20)
 	}
 
 	// An argument the shipped pods lack, so that the wait below takes the
@@ -82,44 +127,139 @@ func TestNodeKubeletThresholds(t *testing.T) {
 		"--kubelet-thresholds=place")
 	t.Logf("evictd's pod %s Ready in %s", ev.Name, time.Since(deployed).Round(100*time.Millisecond))
 
-	lines := CRILogLines(evictdLog(t, n, ev))
-	placedLine, ok := FirstLogAfter(lines, time.Time{}, "evictd's hard thresholds placed above the kubelet's", nil)
-	if !ok {
-		t.Fatalf("no start line on the kubelet's thresholds in evictd's log:\n%s", evictdLog(t, n, ev))
+	// The kubelet as the node runs it: no evictionHard, its defaults.
+	checkKubeletRead(t, n, ev, "the node's own configuration", 0, 1, nil)
+
+	var differed []string
+	for i, c := range kubeletCases {
+		if err := writeKubeletCase(orig, path, dropDir, c); err != nil {
+			t.Fatal(err)
+		}
+		flags := c.flags
+		if c.dropIns != nil {
+			flags = append([]string{"--config-dir=" + dropDir}, flags...)
+		}
+		if err := setKubeletFlags(ctx, n, flags); err != nil {
+			t.Fatal(err)
+		}
+		if err := restartKubelet(t, n, c.name); err != nil {
+			t.Fatal(err)
+		}
+		if !checkKubeletRead(t, n, ev, c.name, i+1, i+2, &c) {
+			differed = append(differed, c.name)
+		}
 	}
-	t.Logf("evictd: kubelet from %q: %s; placed %v", placedLine.Str("kubeletFrom"), placedLine.Str("kubelet"), placedLine.Fields["placed"])
-	if from := placedLine.Str("kubeletFrom"); !strings.Contains(from, "kubelet pid ") || !strings.Contains(from, "config "+path) {
-		t.Errorf("kubeletFrom %q: want the kubelet process and its --config %s", from, path)
-	}
-	if k := placedLine.Str("kubelet"); !strings.Contains(k, "memory.available<400Mi") || !strings.Contains(k, "nodefs.available<10%") {
-		t.Errorf("the kubelet's thresholds as read: %q; want memory.available<400Mi and, merged, the kubelet's default nodefs.available<10%%", k)
-	}
-	if p := fmt.Sprint(placedLine.Fields["placed"]); !strings.Contains(p, "memory.available<600Mi (placed: kubelet 400Mi + margin; default 300Mi)") {
-		t.Errorf("placed %s: want memory.available<600Mi placed above the kubelet's 400Mi", p)
-	}
-	if starting, ok := FirstLogAfter(lines, time.Time{}, "evictd starting", nil); !ok || !strings.Contains(fmt.Sprint(starting.Fields["thresholds"]), "memory.available<600Mi") {
-		t.Errorf("evictd starting with %v; want memory.available<600Mi", starting.Fields["thresholds"])
+	if len(differed) > 0 {
+		t.Errorf("evictd read other thresholds than the kubelet has with: %s", strings.Join(differed, "; "))
 	}
 
-	want := map[string]float64{
-		`evictd_kubelet_thresholds_known`:                                                    1,
-		`evictd_kubelet_threshold_available_bytes{signal="memory.available"}`:                kubeletHardMemory,
-		`evictd_threshold_below_kubelet{signal="memory.available"}`:                          0,
-		`evictd_threshold_available_bytes{kind="hard",signal="memory.available"}`:            kubeletHardMemory + 200<<20,
-		`evictd_threshold_available_bytes{kind="hard",signal="allocatableMemory.available"}`: kubeletHardMemory + 200<<20,
+	// Read again by itself: the same pod, never restarted.
+	p, err := n.Cluster.Admin.CoreV1().Pods(ev.Namespace).Get(ctx, ev.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.UID != ev.UID || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("evictd's pod %s: uid %s (was %s), statuses %+v: want the same pod, its container never restarted", p.Name, p.UID, ev.UID, p.Status.ContainerStatuses)
+	}
+}
+
+// checkKubeletRead waits until evictd has read the kubelet again after
+// its restarts-th restart (0: evictd's start) and holds what it read last
+// against the kubelet's last logged effective configuration (the
+// configs-th). c, when set, is the case the
+// kubelet restarted with: evictd's memory.available must then be placed
+// 200Mi above the kubelet's. It reports whether evictd's reading equals
+// the kubelet's.
+func checkKubeletRead(t *testing.T, n *Node, pod *corev1.Pod, what string, restarts, configs int, c *kubeletCase) bool {
+	t.Helper()
+	ctx := context.Background()
+	var kubelet KubeletEviction
+	err := n.poll(ctx, 2*time.Minute, "the kubelet's effective configuration "+what, func(context.Context) error {
+		log, err := os.ReadFile(filepath.Join(n.OutDir, "kubelet.log"))
+		if err != nil {
+			return err
+		}
+		all, err := EffectiveKubeletConfigs(log)
+		if err != nil {
+			return err
+		}
+		if len(all) < configs {
+			return fmt.Errorf("%d effective configurations in the kubelet's log, want %d", len(all), configs)
+		}
+		kubelet = all[len(all)-1]
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet's own defaults stand where its evictionHard is empty.
+	want := thresholds.JoinStatements(kubelet.EvictionHard)
+
+	var placed bench.LogLine
+	err = n.poll(ctx, 3*time.Minute, "evictd's reading of the kubelet "+what, func(context.Context) error {
+		lines := CRILogLines(evictdLog(t, n, pod))
+		var all, again []bench.LogLine
+		for _, l := range lines {
+			switch {
+			case l.Msg == "evictd's hard thresholds placed above the kubelet's":
+				all = append(all, l)
+			case l.Msg == "evictd read the kubelet's thresholds again" && strings.Contains(l.Str("why"), "the kubelet restarted"):
+				again = append(again, l)
+			}
+		}
+		if len(again) < restarts || len(all) == 0 {
+			return fmt.Errorf("evictd's log has %d lines on the kubelet's thresholds and read them again after %d kubelet restarts, want %d", len(all), len(again), restarts)
+		}
+		placed = all[len(all)-1]
+		if restarts > 0 {
+			last := again[len(again)-1]
+			t.Logf("evictd: %s; changed %v", last.Str("why"), last.Fields["changed"])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: the kubelet's effective evictionHard %s, image GC %d/%d; evictd read %s from %q, placed %v", what, want,
+		deref(kubelet.ImageGCHighThresholdPercent), deref(kubelet.ImageGCLowThresholdPercent),
+		placed.Str("kubelet"), placed.Str("kubeletFrom"), placed.Fields["placed"])
+	same := true
+	if got := placed.Str("kubelet"); got != want {
+		t.Errorf("%s: evictd read the kubelet's hard thresholds as %q; the kubelet has %q", what, got, want)
+		same = false
+	}
+	for name, k := range map[string]*int32{"imageGCHighThresholdPercent": kubelet.ImageGCHighThresholdPercent, "imageGCLowThresholdPercent": kubelet.ImageGCLowThresholdPercent} {
+		if got, ok := placed.Num(name); k == nil || !ok || int32(got) != *k {
+			t.Errorf("%s: evictd read %s as %v; the kubelet has %d", what, name, placed.Fields[name], deref(k))
+			same = false
+		}
+	}
+
+	wantMetrics := map[string]float64{
+		`evictd_kubelet_thresholds_known`: 1,
+		`evictd_kubelet_restarts_total`:   float64(restarts),
+	}
+	if mem, ok := kubelet.EvictionHard["memory.available"]; ok && c != nil {
+		v, err := thresholds.ParseValue(mem)
+		if err != nil || v.Quantity == nil {
+			t.Fatalf("the kubelet's memory.available %q: %v", mem, err)
+		}
+		k := float64(v.Quantity.Value())
+		wantMetrics[`evictd_kubelet_threshold_available_bytes{signal="memory.available"}`] = k
+		// evictd's default 300Mi, or the kubelet's + 200Mi if higher.
+		wantMetrics[`evictd_threshold_available_bytes{kind="hard",signal="memory.available"}`] = max(300<<20, k+200<<20)
 	}
 	var got map[string]float64
-	// evictd's own threshold series appear with its first observation.
-	err = n.poll(ctx, time.Minute, "evictd's threshold metrics", func(ctx context.Context) error {
-		res, err := n.Exec(ctx, []string{"curl", "-s", "--max-time", "10", "http://" + ev.Status.PodIP + ":9731/metrics"}, WithTimeout(time.Minute))
+	err = n.poll(ctx, time.Minute, "evictd's metrics "+what, func(ctx context.Context) error {
+		res, err := n.Exec(ctx, []string{"curl", "-s", "--max-time", "10", "http://" + pod.Status.PodIP + ":9731/metrics"}, WithTimeout(time.Minute))
 		if err == nil {
 			err = res.Err()
 		}
 		if err != nil {
 			return err
 		}
-		got = seriesValues(res.Stdout, want)
-		for k, v := range want {
+		got = seriesValues(res.Stdout, wantMetrics)
+		for k, v := range wantMetrics {
 			if g, ok := got[k]; !ok || g != v {
 				return fmt.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
 			}
@@ -127,22 +267,65 @@ func TestNodeKubeletThresholds(t *testing.T) {
 		return nil
 	})
 	if err != nil {
-		t.Error(err)
+		t.Errorf("%s: %v", what, err)
 	}
-	t.Logf("evictd's metrics: %v", got)
+	return same
 }
 
-// withEvictionHard sets evictionHard in a kubelet config (JSON, as
-// kubeletConfig writes it) and mergeDefaultEvictionSettings, so that the
-// kubelet keeps its other default thresholds.
-func withEvictionHard(data []byte, hard map[string]string) ([]byte, error) {
-	var cfg map[string]any
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return nil, fmt.Errorf("the kubelet's config: %w", err)
+func deref(p *int32) int32 {
+	if p == nil {
+		return -1
 	}
-	cfg["evictionHard"] = hard
-	cfg["mergeDefaultEvictionSettings"] = true
-	return json.MarshalIndent(cfg, "", "  ")
+	return *p
+}
+
+// writeKubeletCase writes c's config file (the node's own with c's
+// settings) and drop-ins.
+func writeKubeletCase(orig []byte, path, dropDir string, c kubeletCase) error {
+	var cfg map[string]any
+	if err := json.Unmarshal(orig, &cfg); err != nil {
+		return fmt.Errorf("the kubelet's config: %w", err)
+	}
+	maps.Copy(cfg, c.file)
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err
+	}
+	old, _ := filepath.Glob(filepath.Join(dropDir, "*.conf"))
+	for _, p := range old {
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	}
+	for name, d := range c.dropIns {
+		doc := map[string]any{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
+		maps.Copy(doc, d)
+		data, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dropDir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setKubeletFlags gives the kubelet's unit the node's flags and flags
+// (none: the unit as the node wrote it), for its next start.
+func setKubeletFlags(ctx context.Context, n *Node, flags []string) error {
+	script := "rm -f " + shellQuote(kubeletUnitDropIn)
+	if len(flags) > 0 {
+		unit := "[Service]\nExecStart=\nExecStart=" + kubeletExecStart(n.Kubelet, n.OutDir, n.Name, flags...) + "\n"
+		script = "mkdir -p " + shellQuote(filepath.Dir(kubeletUnitDropIn)) + " && printf '%s' " + shellQuote(unit) + " >" + shellQuote(kubeletUnitDropIn)
+	}
+	if _, err := n.Sh(ctx, script+" && systemctl daemon-reload"); err != nil {
+		return fmt.Errorf("the kubelet unit's flags %q: %w", flags, err)
+	}
+	return nil
 }
 
 // mountKubeletConfig adds what the manifest carries commented out as the

@@ -166,14 +166,6 @@ func nodeUnits(containerd, kubelet, out, name, path string) (map[string]string, 
 	if strings.ContainsAny(out, " \t\n") {
 		return nil, fmt.Errorf("vmnode: OutDir %q has white space, which a unit's StandardOutput=append: cannot name", out)
 	}
-	// A command line also expands $VARIABLES: doubled, a $ stays one.
-	exec := func(argv ...string) string {
-		q := make([]string, len(argv))
-		for i, a := range argv {
-			q[i] = unitQuote(strings.ReplaceAll(a, "$", "$$"))
-		}
-		return strings.Join(q, " ")
-	}
 	return map[string]string{
 		containerdUnit: `[Unit]
 Description=containerd (test/vmnode)
@@ -183,7 +175,7 @@ After=dbus.service
 [Service]
 Type=notify
 Environment=` + unitQuote("PATH="+path) + `
-ExecStart=` + exec(containerd, "--config", filepath.Join(out, "containerd.toml")) + `
+ExecStart=` + unitExec(containerd, "--config", filepath.Join(out, "containerd.toml")) + `
 Delegate=yes
 KillMode=process
 LimitNOFILE=infinity
@@ -199,14 +191,30 @@ After=containerd.service
 
 [Service]
 Environment=` + unitQuote("PATH="+path) + `
-ExecStart=` + exec(kubelet, "--config="+filepath.Join(out, "kubelet.yaml"),
-			"--kubeconfig="+filepath.Join(out, "kubelet.kubeconfig"), "--hostname-override="+name,
-			// 3: the eviction manager logs its observations every loop.
-			"--v=3") + `
+ExecStart=` + kubeletExecStart(kubelet, out, name) + `
 StandardOutput=append:` + filepath.Join(out, "kubelet.log") + `
 StandardError=inherit
 `,
 	}, nil
+}
+
+// kubeletExecStart is the kubelet unit's command line, with extra flags
+// after the node's own (a test's kubelet.service drop-in).
+func kubeletExecStart(kubelet, out, name string, extra ...string) string {
+	return unitExec(append([]string{kubelet, "--config=" + filepath.Join(out, "kubelet.yaml"),
+		"--kubeconfig=" + filepath.Join(out, "kubelet.kubeconfig"), "--hostname-override=" + name,
+		// 3: the eviction manager logs its observations every loop.
+		"--v=3"}, extra...)...)
+}
+
+// unitExec is argv as a unit's command line, which also expands
+// $VARIABLES: doubled, a $ stays one.
+func unitExec(argv ...string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = unitQuote(strings.ReplaceAll(a, "$", "$$"))
+	}
+	return strings.Join(q, " ")
 }
 
 // unitQuote quotes one word of a unit file's command line or Environment=:

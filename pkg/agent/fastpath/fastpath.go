@@ -150,6 +150,13 @@ func New(set Set, cfg Config, log *zap.Logger, clk clock.PassiveClock, m *metric
 		memcg: map[thresholds.Signal]*memcgState{}, done: map[string]bool{}}
 }
 
+// SetThresholds arms the memcg thresholds at ths from the next Sync on (a
+// threshold whose value moved is re-armed there, as one whose crossing
+// point drifted). Called from the loop's goroutine, as Sync is.
+func (m *Manager) SetThresholds(ths []thresholds.Threshold) {
+	m.cfg.Thresholds = ths
+}
+
 // OwnProcPressureMemory is system-wide memory PSI as this process sees it;
 // the node PSI trigger falls back to it when the host root's is read-only.
 const OwnProcPressureMemory = "/proc/pressure/memory"

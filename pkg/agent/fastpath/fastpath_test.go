@@ -506,3 +506,40 @@ func TestSourcesOn(t *testing.T) {
 		t.Errorf("--wakeup-sources=psi on v2: %v, want psi, poll and kick only", got)
 	}
 }
+
+// TestSetThresholdsRearms: thresholds given anew (placement after a
+// kubelet restart) re-arm the memcg threshold at the new value on the next
+// Sync, in a real cgroup.
+func TestSetThresholdsRearms(t *testing.T) {
+	cg := cgrouptest.NewMemoryCgroup(t, "evictd-fastpath-set")
+	log := zaptest.NewLogger(t)
+	set := newSet(t, log, wakeup.Options{})
+	parse := func(v string) []thresholds.Threshold {
+		ths, err := thresholds.Parse(thresholds.Spec{Hard: map[string]string{"memory.available": v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ths
+	}
+	m := New(set, Config{Sources: Sources{Memcg: true}, Thresholds: parse("300Mi")}, log, clock.RealClock{}, nil)
+	usage, err := cg.MemoryUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := usage + 532*mi
+	obs, sig := observation(cg.Dir(), usage, usage, capacity)
+	m.Sync(obs, sig)
+	h := m.memcg[thresholds.MemoryAvailable]
+	if h == nil || h.h.Armed() != usage+232*mi {
+		t.Fatalf("armed at %v, want %d", h, usage+232*mi)
+	}
+	// 200Mi higher: crossed 200Mi sooner.
+	m.SetThresholds(parse("500Mi"))
+	if got := h.h.Armed(); got != usage+232*mi {
+		t.Errorf("re-armed at %d before a Sync", got)
+	}
+	m.Sync(obs, sig)
+	if got := m.memcg[thresholds.MemoryAvailable].h.Armed(); got != usage+32*mi {
+		t.Errorf("armed at %d after memory.available moved to 500Mi, want %d", got, usage+32*mi)
+	}
+}

@@ -54,8 +54,11 @@ evictionHard:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kubelet.Process.Kill(); _ = kubelet.Wait() })
+	// Its own kubelet only: another test's, with a lower PID, would be read.
+	root, addPID := ownProcHostRoot(t, node)
+	addPID(kubelet.Process.Pid)
 
-	e := startEvictdWith(t, c, node, evictdSetup{}, "--eviction-hard=memory.available<500Mi")
+	e := startEvictdWith(t, c, node, evictdSetup{hostRoot: root}, "--eviction-hard=memory.available<500Mi")
 
 	line := e.waitLog(30*time.Second, "evictd's hard thresholds placed above the kubelet's", nil)
 	placed := fmt.Sprint(line.Fields["placed"])
