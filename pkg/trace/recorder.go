@@ -36,7 +36,7 @@ const (
 const chunks = 8
 
 // Recorder keeps the trace of a running loop. Begin, Drained, Deleted,
-// Observed, PodState, Launched and End are called from the loop's goroutine, in that
+// Placed, Observed, PodState, Launched and End are called from the loop's goroutine, in that
 // order within a pass, and Reading between Begin and End; Size and WriteTo from any.
 type Recorder struct {
 	chunkMax, budget int
@@ -115,6 +115,13 @@ func (r *Recorder) Reading(t time.Time) {
 	if r.cur != nil {
 		r.cur.Readings = append(r.cur.Readings, readingAfter(r.lastReading, t))
 		r.lastReading = t
+	}
+}
+
+// Placed records the thresholds placed anew that the pass switched to.
+func (r *Recorder) Placed(p Placement) {
+	if r.cur != nil {
+		r.cur.Placed = &p
 	}
 }
 
