@@ -23,7 +23,8 @@ import (
 // again, moves from 950Mi to 1224Mi, over the node's 1100Mi available: the
 // agent evicts from that pass on. The trace keeps the placement in that
 // pass, and the replay of it with the agent's own configuration, which
-// reads no kubelet, places there too and makes the agent's calls.
+// reads no kubelet, places there too and makes the agent's calls; one with
+// another configuration places that configuration there instead.
 func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	root := kubeletHost(t)
 	setKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n")
@@ -108,5 +109,18 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	}
 	if len(res.Diverged) != 0 {
 		t.Errorf("the replay of the agent's own trace took other readings than the agent in passes %v", res.Diverged)
+	}
+
+	// Another configuration is placed against the kubelet the agent read,
+	// not given the agent's placement: one that sets memory.available<1000Mi
+	// itself keeps it past the restart, as an agent running it would
+	// have, and evicts nobody at 1100Mi available.
+	other, err := Replay(context.Background(), placeOptions(t, t.TempDir(), "--eviction-hard=memory.available<1000Mi"), tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(other.Calls) != 0 || len(other.Placed) != 1 || !slices.Contains(other.Placed[0].Thresholds, "memory.available<1000Mi") {
+		t.Errorf("a replay with memory.available<1000Mi set made the calls %v and placed anew %+v; want none, and memory.available<1000Mi kept",
+			callKeys(other.Calls), other.Placed)
 	}
 }
