@@ -165,6 +165,8 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 	p.seq = tr.Passes[0].Calls
 	res := &ReplayResult{Left: left, DryRun: o.Evict.DryRun, Passes: len(tr.Passes)}
 	res.Thresholds = thresholdStrings(ths)
+	// current is what the loop decides with.
+	current := res.Thresholds
 	for i := range tr.Passes {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -189,9 +191,14 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 			if err := replayPlace(&again, pl.KubeletHard, placementView(pl.Capacity, fslayout.Layout(pl.DiskLayout)), gc, log, m); err != nil {
 				return nil, fmt.Errorf("replay: pass %d's kubelet thresholds: %w", p.cur.N, err)
 			}
+			// A placement carried to a part of the trace (or one that moves
+			// none of this configuration's thresholds) changes nothing.
 			placed := replayable(configThresholds(&again))
-			loop.SetThresholds(placed)
-			res.Placed = append(res.Placed, ReplayPlacement{Pass: p.cur.N, Thresholds: thresholdStrings(placed)})
+			if s := thresholdStrings(placed); !slices.Equal(s, current) {
+				loop.SetThresholds(placed)
+				res.Placed = append(res.Placed, ReplayPlacement{Pass: p.cur.N, Thresholds: s})
+				current = s
+			}
 		}
 		p.clk.SetTime(p.cur.At)
 		p.played.begin(p.cur, tr.Header.Format >= trace.FormatReadings)

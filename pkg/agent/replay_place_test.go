@@ -5,6 +5,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -24,7 +26,9 @@ import (
 // agent evicts from that pass on. The trace keeps the placement in that
 // pass, and the replay of it with the agent's own configuration, which
 // reads no kubelet, places there too and makes the agent's calls; one with
-// another configuration places that configuration there instead.
+// another configuration places that configuration there instead. A trace
+// whose passes up to after the restart were dropped still replays with the
+// thresholds placed anew: its first pass carries them.
 func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	root := kubeletHost(t)
 	setKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n")
@@ -40,6 +44,12 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 		t.Fatalf("at start: memory.available<%s, want 950Mi (the kubelet's 750Mi + 200Mi)", got)
 	}
 	n := newSimNode(t, 4096*mi, 4096*mi-1100*mi-2400*mi, threePods()...) // 1100Mi available
+	// Every call is rate-limited: the agent calls again pass after pass,
+	// and the node stays under pressure to the end.
+	n.evictResult = func(_ *simPod, req evict.Request) (evict.Outcome, error) {
+		return evict.Outcome{Result: evict.RateLimited, RetryAfter: 500 * time.Millisecond, GracePeriodSeconds: 30},
+			&evict.PodError{Pod: req.Pod.Namespace + "/" + req.Pod.Name, Result: evict.RateLimited, Err: evict.ErrRateLimited}
+	}
 	rec := newTrace(o, placer.Current().KubeletHard, start.signals, "test", t0)
 	rank, err := o.Config.RankOptions()
 	if err != nil {
@@ -58,11 +68,17 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 		}
 		return start
 	}
-	const restartAt = 10
+	const restartAt, sealAt = 10, 20
 	for i := range 30 {
-		if i == restartAt {
+		switch i {
+		case restartAt:
 			setKubelet(t, root, 641, 2000, "  memory.available: 1Gi\n")
 			placer.place("the kubelet restarted")
+		case sealAt:
+			// An export seals the trace's part: the next pass begins one.
+			if _, err := rec.WriteTo(io.Discard); err != nil {
+				t.Fatal(err)
+			}
 		}
 		n.clk.SetTime(t0.Add(time.Duration(i) * time.Second))
 		l.Step(context.Background(), wakeup.Wakeup{Source: wakeup.SourcePSI, At: n.clk.Now()})
@@ -81,7 +97,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	}
 	placedIn := map[uint64]*trace.Placement{}
 	for _, p := range tr.Passes {
-		if p.Placed != nil {
+		if p.Placed != nil && !p.Placed.Carried {
 			placedIn[p.N] = p.Placed
 		}
 	}
@@ -119,8 +135,33 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(other.Calls) != 0 || len(other.Placed) != 1 || !slices.Contains(other.Placed[0].Thresholds, "memory.available<1000Mi") {
-		t.Errorf("a replay with memory.available<1000Mi set made the calls %v and placed anew %+v; want none, and memory.available<1000Mi kept",
-			callKeys(other.Calls), other.Placed)
+	if len(other.Calls) != 0 || len(other.Placed) != 0 || !slices.Contains(other.Thresholds, "memory.available<1000Mi") {
+		t.Errorf("a replay with memory.available<1000Mi set made the calls %v with %v and placed anew %+v; want none, and memory.available<1000Mi kept",
+			callKeys(other.Calls), other.Thresholds, other.Placed)
+	}
+
+	// The trace as it is once the passes up to the export mid-run are
+	// dropped for its size: its first pass carries the placement in force,
+	// which the replay takes before deciding.
+	first := tr.Passes[sealAt]
+	if first.N != sealAt+1 || first.Placed == nil || !first.Placed.Carried || !eq(first.Placed.Thresholds, pl.Thresholds) {
+		t.Fatalf("pass %d, the first after an export: placement %+v, want pass %d's carried", first.N, first.Placed, restartAt+1)
+	}
+	cut := *tr
+	cut.Passes = tr.Passes[sealAt:]
+	cut.Header.Passes, cut.Header.Dropped = len(cut.Passes), sealAt
+	keptCalls := RecordedCalls(&cut)
+	if len(keptCalls) == 0 {
+		t.Fatal("the agent made no call past the export: the cut trace tests nothing")
+	}
+	late, err := Replay(context.Background(), placeOptions(t, t.TempDir()), &cut, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := callKeys(late.Calls), callKeys(keptCalls); !eq(got, want) {
+		t.Fatalf("the replay of the trace begun at pass %d made the calls\n%v\nwant the agent's\n%v", sealAt+1, got, want)
+	}
+	if len(late.Placed) != 1 || late.Placed[0].Pass != sealAt+1 {
+		t.Errorf("the replay of the trace begun at pass %d placed anew %+v; want at its first pass", sealAt+1, late.Placed)
 	}
 }

@@ -103,7 +103,8 @@ type Pass struct {
 	// Placed is the placement the pass switched to at its start, when
 	// evictd placed its thresholds anew above the kubelet's while it ran
 	// (the kubelet restarted with others, or a capacity a percentage
-	// needed became known); nil in the other passes.
+	// needed became known), or the one in force, Carried, at the first pass
+	// of a part of the trace; nil in the other passes.
 	Placed *Placement `json:"placed,omitempty"`
 }
 
@@ -128,6 +129,11 @@ type Placement struct {
 	// thresholds, in percent, as read with KubeletHard.
 	ImageGCHigh int32 `json:"imageGCHigh,omitempty"`
 	ImageGCLow  int32 `json:"imageGCLow,omitempty"`
+	// Carried: the placement was made in an earlier pass and is repeated
+	// here, at the first pass of a part of the trace, so that a trace whose
+	// older passes were dropped for its size still has it (its header
+	// keeps the start's only).
+	Carried bool `json:"carried,omitempty"`
 }
 
 // ReadingTimes are the pass's clock readings as times (none before format

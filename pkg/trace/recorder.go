@@ -55,6 +55,9 @@ type Recorder struct {
 	// curSame: the current pass's pod list is lastPods (PodState found it
 	// so and recorded nothing).
 	curSame bool
+	// placed is the last placement recorded, which each chunk's first pass
+	// repeats.
+	placed *Placement
 
 	mu     sync.Mutex
 	header Header
@@ -212,6 +215,17 @@ func (r *Recorder) End() {
 	r.leaveOutReusedPods(p)
 	if p.Observation != nil {
 		p.ObservationNanos = nanos(p.Observation.Summary)
+	}
+	switch {
+	case p.Placed != nil:
+		r.placed = p.Placed
+	case r.openPasses == 0 && r.placed != nil:
+		// A chunk begins: it may become the trace's first once the older
+		// ones are dropped, and the thresholds in force must not go with
+		// them (as its pod list must not).
+		cp := *r.placed
+		cp.Carried = true
+		p.Placed = &cp
 	}
 	if r.fresh && r.curSame {
 		// An export sealed the chunk between PodState and now: the pass
