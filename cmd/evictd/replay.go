@@ -130,7 +130,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if c != "" {
 			name = c
 		}
-		got = append(got, runReport{Name: name, Thresholds: res.Thresholds, Left: res.Left, DryRun: res.DryRun, Calls: res.Calls})
+		got = append(got, runReport{Name: name, Thresholds: res.Thresholds, Placed: res.Placed, Left: res.Left, DryRun: res.DryRun, Calls: res.Calls})
 	}
 	rep.Runs = got
 	if len(got) == 2 {
@@ -171,6 +171,9 @@ type replayReport struct {
 type runReport struct {
 	Name       string   `json:"name"`
 	Thresholds []string `json:"thresholds,omitempty"`
+	// Placed are the thresholds the run switched to where the agent placed
+	// its own anew (the kubelet restarted with others).
+	Placed []agent.ReplayPlacement `json:"placed,omitempty"`
 	// Left are the thresholds the replay could not run, and why.
 	Left   []string           `json:"left,omitempty"`
 	DryRun bool               `json:"dryRun,omitempty"`
@@ -218,6 +221,9 @@ func writeReplay(w io.Writer, rep replayReport) error {
 			b.WriteString(", a dry run")
 		}
 		fmt.Fprintf(&b, ": %d eviction call(s)\n", len(r.Calls))
+		for _, pl := range r.Placed {
+			fmt.Fprintf(&b, "from pass %d on, placed anew above the kubelet's: %s\n", pl.Pass, strings.Join(pl.Thresholds, ", "))
+		}
 		for _, l := range r.Left {
 			fmt.Fprintf(&b, "not replayed: %s\n", l)
 		}

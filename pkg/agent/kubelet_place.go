@@ -27,6 +27,7 @@ import (
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/evictd/evictd/pkg/trace"
 )
 
 // Values of --kubelet-thresholds.
@@ -59,6 +60,10 @@ type KubeletPlacement struct {
 	// Kept says, after a kubelet restart whose read failed, that evictd
 	// keeps the thresholds it placed above the kubelet's last reading.
 	Kept bool
+	// ImageGC is the kubelet's image collection thresholds read with
+	// KubeletHard, which bound the disk thresholds placed (a trace keeps
+	// them with a placement while the agent runs).
+	ImageGC kubeletcfg.ImageGC
 }
 
 // Detail is the /readyz warning: empty when there is nothing to say.
@@ -119,7 +124,7 @@ func placeAboveKubelet(o *Options, start startView, log *zap.Logger, m *metrics.
 // collection's bound.
 func placeWith(o *Options, res kubeletcfg.Result, start startView, log *zap.Logger, m *metrics.Metrics) *KubeletPlacement {
 	capacity := start.signals
-	st := &KubeletPlacement{Known: true, KubeletHard: res.Raw}
+	st := &KubeletPlacement{Known: true, KubeletHard: res.Raw, ImageGC: res.ImageGC}
 	m.SetKubeletThresholdsKnown(true)
 	capOf := func(s thresholds.Signal) (int64, bool) {
 		ob, ok := capacity[s]
@@ -231,8 +236,9 @@ type kubeletPlacer struct {
 	// view is the last pass's observation's signals and disk layout (the
 	// start's until a pass has published one).
 	view func() startView
-	// retune hands the loop the thresholds placed anew.
-	retune func([]thresholds.Threshold)
+	// retune hands the loop the thresholds placed anew, with what they
+	// were placed against (Loop.placedAnew).
+	retune func([]thresholds.Threshold, trace.Placement)
 	// emit writes the Node's Warning Event (nil in dry run).
 	emit PodEventer
 
@@ -322,7 +328,7 @@ func (p *kubeletPlacer) place(why string) {
 	if st.Err != nil && (prev.Known || prev.Kept) {
 		// The thresholds placed before stay; so does what they were placed
 		// against, for the next trace and the events.
-		st.Kept, st.KubeletHard = true, prev.KubeletHard
+		st.Kept, st.KubeletHard, st.ImageGC = true, prev.KubeletHard, prev.ImageGC
 		ths = prevThs
 	}
 	p.cur, p.ths = st, ths
@@ -332,7 +338,8 @@ func (p *kubeletPlacer) place(why string) {
 	p.log.Info("evictd read the kubelet's thresholds again", zap.String("why", why), zap.Bool("known", st.Known),
 		zap.Strings("changed", changed), zap.Stringers("thresholds", ths))
 	if len(changed) > 0 && p.retune != nil {
-		p.retune(ths)
+		p.retune(ths, trace.Placement{KubeletHard: st.KubeletHard, Capacity: traceCapacity(view.signals),
+			DiskLayout: string(view.diskLayout), ImageGCHigh: st.ImageGC.High, ImageGCLow: st.ImageGC.Low})
 	}
 	if !slices.Equal(prev.Below, st.Below) {
 		st.emitBelowKubelet(p.emit, p.o.NodeName)

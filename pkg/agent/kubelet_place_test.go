@@ -22,6 +22,7 @@ import (
 	"github.com/evictd/evictd/pkg/kubeletwatch"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/evictd/evictd/pkg/trace"
 )
 
 // kubeletHost is a host root whose kubelet runs with a config file that
@@ -267,7 +268,7 @@ func TestKubeletPlacerRestart(t *testing.T) {
 	caps := map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4 << 30}, thresholds.PIDAvailable: {Capacity: 100000}}
 	p := newKubeletPlacer(o, startView{signals: caps}, zap.New(core), m)
 	var handed [][]thresholds.Threshold
-	p.retune = func(ths []thresholds.Threshold) { handed = append(handed, ths) }
+	p.retune = func(ths []thresholds.Threshold, _ trace.Placement) { handed = append(handed, ths) }
 	p.view = func() startView { return startView{signals: caps} }
 	if o.Config.EvictionHard["memory.available"] != "950Mi" {
 		t.Fatalf("at start: memory.available<%s, want 950Mi", o.Config.EvictionHard["memory.available"])
@@ -341,7 +342,7 @@ func TestKubeletPlacerCapacityUnknown(t *testing.T) {
 	m, _ := metrics.New(buildinfo.Info{})
 	p := newKubeletPlacer(o, startView{}, zap.NewNop(), m)
 	var handed [][]thresholds.Threshold
-	p.retune = func(ths []thresholds.Threshold) { handed = append(handed, ths) }
+	p.retune = func(ths []thresholds.Threshold, _ trace.Placement) { handed = append(handed, ths) }
 	view := startView{}
 	p.view = func() startView { return view }
 	if d := p.Detail(); !strings.Contains(d, "not compared with the kubelet's, the capacity unknown") || !strings.Contains(d, "memory.available<300Mi (kubelet 20%)") {

@@ -25,6 +25,7 @@ import (
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/kubeletcfg"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/memhigh"
@@ -86,6 +87,10 @@ type ReplayResult struct {
 	DryRun bool
 	Passes int
 	Calls  []ReplayCall
+	// Placed are the thresholds the replay switched to where the agent
+	// placed its own anew above the kubelet's (it restarted with others):
+	// this configuration placed against the same kubelet thresholds.
+	Placed []ReplayPlacement
 	// Diverged are the passes whose clock readings the replay did not take
 	// as the agent took them (more or fewer: another configuration decided
 	// otherwise), or nil. Past the readings recorded, a pass decides on its
@@ -112,23 +117,20 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	if h := tr.Header; h.KubeletHard != nil && o.KubeletThresholds == KubeletPlace {
-		hard, ignored, err := kubeletcfg.ParseHard(h.KubeletHard)
-		if err != nil {
-			return nil, fmt.Errorf("replay: the trace's kubelet thresholds: %w", err)
-		}
-		capacity := map[thresholds.Signal]thresholds.Observation{}
-		for s, c := range h.Capacity {
-			capacity[thresholds.Signal(s)] = thresholds.Observation{Capacity: c}
-		}
-		// The trace keeps no image collection thresholds: the kubelet's
-		// defaults, and the first pass's disk layout.
-		start := startView{signals: capacity}
-		if ob := tr.Passes[0].Observation; ob != nil {
-			start.diskLayout = ob.Node.DiskLayout
-		}
-		gc := kubeletcfg.ImageGC{High: kubeletcfg.DefaultImageGCHigh, Low: kubeletcfg.DefaultImageGCLow}
-		placeWith(o, kubeletcfg.Result{Hard: hard, Raw: h.KubeletHard, From: "the trace", Ignored: ignored, ImageGC: gc}, start, log, m)
+	// The configuration before placement, which each placement the trace
+	// recorded while the agent ran places anew.
+	base := *o
+	base.Config = cloneConfig(o.Config)
+	h := tr.Header
+	// The header keeps no image collection thresholds: the kubelet's
+	// defaults, and the first pass's disk layout.
+	start := placementView(h.Capacity, "")
+	if ob := tr.Passes[0].Observation; ob != nil {
+		start.diskLayout = ob.Node.DiskLayout
+	}
+	gc := kubeletcfg.ImageGC{High: kubeletcfg.DefaultImageGCHigh, Low: kubeletcfg.DefaultImageGCLow}
+	if err := replayPlace(o, h.KubeletHard, start, gc, log, m); err != nil {
+		return nil, fmt.Errorf("replay: the trace's kubelet thresholds: %w", err)
 	}
 	ths := configThresholds(o)
 	rankOpts, err := o.Config.RankOptions()
@@ -137,11 +139,18 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 	}
 	lc := loopConfig(o, ths, rankOpts)
 	var left []string
-	if lc.MemoryHigh.Enabled() {
-		// The trace holds no container's memory.events: the family would
-		// read today's counters off this host against the trace's clock.
+	// The trace holds no container's memory.events: the family would read
+	// today's counters off this host against the trace's clock.
+	memHigh := lc.MemoryHigh.Enabled()
+	replayable := func(ths []thresholds.Threshold) []thresholds.Threshold {
+		if !memHigh {
+			return ths
+		}
+		return slices.DeleteFunc(slices.Clone(ths), func(th thresholds.Threshold) bool { return th.Signal == thresholds.MemoryHighStuck })
+	}
+	if memHigh {
 		lc.MemoryHigh = memhigh.Thresholds{}
-		ths = slices.DeleteFunc(slices.Clone(ths), func(th thresholds.Threshold) bool { return th.Signal == thresholds.MemoryHighStuck })
+		ths = replayable(ths)
 		lc.Thresholds = ths
 		left = append(left, string(thresholds.MemoryHighStuck)+": the trace holds no container's memory.events")
 	}
@@ -155,9 +164,9 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 	loop.tr.calls = tr.Passes[0].Calls
 	p.seq = tr.Passes[0].Calls
 	res := &ReplayResult{Left: left, DryRun: o.Evict.DryRun, Passes: len(tr.Passes)}
-	for _, th := range ths {
-		res.Thresholds = append(res.Thresholds, th.String())
-	}
+	res.Thresholds = thresholdStrings(ths)
+	// current is what the loop decides with.
+	current := res.Thresholds
 	for i := range tr.Passes {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -170,6 +179,26 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 		for _, d := range p.cur.Deleted {
 			p.clk.SetTime(d.At)
 			loop.PodDeleted(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: d.UID, Namespace: d.Namespace, Name: d.Name}})
+		}
+		if pl := p.cur.Placed; pl != nil {
+			// The agent placed its thresholds anew before this pass: this
+			// configuration is placed against what the agent placed against,
+			// and the loop takes the result at the pass's start, as the
+			// agent's did.
+			again := base
+			again.Config = cloneConfig(base.Config)
+			gc := kubeletcfg.ImageGC{High: pl.ImageGCHigh, Low: pl.ImageGCLow}
+			if err := replayPlace(&again, pl.KubeletHard, placementView(pl.Capacity, fslayout.Layout(pl.DiskLayout)), gc, log, m); err != nil {
+				return nil, fmt.Errorf("replay: pass %d's kubelet thresholds: %w", p.cur.N, err)
+			}
+			// A placement carried to a part of the trace (or one that moves
+			// none of this configuration's thresholds) changes nothing.
+			placed := replayable(configThresholds(&again))
+			if s := thresholdStrings(placed); !slices.Equal(s, current) {
+				loop.SetThresholds(placed)
+				res.Placed = append(res.Placed, ReplayPlacement{Pass: p.cur.N, Thresholds: s})
+				current = s
+			}
 		}
 		p.clk.SetTime(p.cur.At)
 		p.played.begin(p.cur, tr.Header.Format >= trace.FormatReadings)
@@ -185,6 +214,38 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 	}
 	res.Calls = p.made
 	return res, nil
+}
+
+// ReplayPlacement is a set of thresholds a replay switched to, from pass
+// Pass on.
+type ReplayPlacement struct {
+	Pass       uint64   `json:"pass"`
+	Thresholds []string `json:"thresholds"`
+}
+
+// replayPlace places o's thresholds above the kubelet's hard thresholds
+// kubeletHard as a trace keeps them, with view and gc for the mixed units
+// and the disk thresholds' bound, as the agent placed its own (placeWith):
+// nothing with --kubelet-thresholds=ignore, or when they were not read.
+func replayPlace(o *Options, kubeletHard map[string]string, view startView, gc kubeletcfg.ImageGC, log *zap.Logger, m *metrics.Metrics) error {
+	if kubeletHard == nil || o.KubeletThresholds != KubeletPlace {
+		return nil
+	}
+	hard, ignored, err := kubeletcfg.ParseHard(kubeletHard)
+	if err != nil {
+		return err
+	}
+	placeWith(o, kubeletcfg.Result{Hard: hard, Raw: kubeletHard, From: "the trace", Ignored: ignored, ImageGC: gc}, view, log, m)
+	return nil
+}
+
+// thresholdStrings are ths as they print.
+func thresholdStrings(ths []thresholds.Threshold) []string {
+	var out []string
+	for _, th := range ths {
+		out = append(out, th.String())
+	}
+	return out
 }
 
 // player feeds a loop the trace's passes: it is the loop's observer,

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/evictd/evictd/pkg/trace"
 )
 
 // thresholdSwap carries thresholds placed anew while the agent runs (the
@@ -17,7 +18,10 @@ import (
 type thresholdSwap struct {
 	mu      sync.Mutex
 	pending []thresholds.Threshold
-	has     bool
+	// placed is what pending was placed against, for the trace of the pass
+	// that takes it; nil when handed over without (a replay's).
+	placed *trace.Placement
+	has    bool
 }
 
 // thresholdSetter is an Arming that arms at thresholds given anew
@@ -29,9 +33,18 @@ type thresholdSetter interface {
 // SetThresholds hands the loop a new set of thresholds; it decides with
 // them from the start of its next pass on. Safe to call from any
 // goroutine; a later call before that pass replaces an earlier one.
-func (l *Loop) SetThresholds(ths []thresholds.Threshold) {
+func (l *Loop) SetThresholds(ths []thresholds.Threshold) { l.setThresholds(ths, nil) }
+
+// placedAnew hands the loop thresholds placed anew above the kubelet's
+// (kubeletPlacer), with what they were placed against: the pass that takes
+// them keeps that in its trace, so that a replay places at the same pass.
+func (l *Loop) placedAnew(ths []thresholds.Threshold, placed trace.Placement) {
+	l.setThresholds(ths, &placed)
+}
+
+func (l *Loop) setThresholds(ths []thresholds.Threshold, placed *trace.Placement) {
 	l.swap.mu.Lock()
-	l.swap.pending, l.swap.has = slices.Clone(ths), true
+	l.swap.pending, l.swap.placed, l.swap.has = slices.Clone(ths), placed, true
 	l.swap.mu.Unlock()
 }
 
@@ -42,11 +55,18 @@ func (l *Loop) SetThresholds(ths []thresholds.Threshold) {
 // from this pass on.
 func (l *Loop) takeThresholds() {
 	l.swap.mu.Lock()
-	ths, has := l.swap.pending, l.swap.has
-	l.swap.pending, l.swap.has = nil, false
+	ths, placed, has := l.swap.pending, l.swap.placed, l.swap.has
+	l.swap.pending, l.swap.placed, l.swap.has = nil, nil, false
 	l.swap.mu.Unlock()
 	if !has {
 		return
+	}
+	if placed != nil && l.deps.Trace != nil {
+		placed.Thresholds = nil
+		for _, th := range ths {
+			placed.Thresholds = append(placed.Thresholds, th.String())
+		}
+		l.deps.Trace.Placed(*placed)
 	}
 	l.cfg.Thresholds = ths
 	l.tracker.SetThresholds(ths)

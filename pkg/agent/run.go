@@ -269,7 +269,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	loopRef.Lock()
 	loopRef.l = loop
 	loopRef.Unlock()
-	placer.retune = loop.SetThresholds
+	placer.retune = loop.placedAnew
 	placer.view = func() startView {
 		if v, ok := loop.lastView(); ok {
 			return v

@@ -13,6 +13,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -25,6 +26,8 @@ type Tracer interface {
 	// Deleted records a deletion the pass took note of.
 	Deleted(d trace.Deletion)
 	Drained(point int, calls []trace.Call)
+	// Placed records the thresholds placed anew the pass switched to.
+	Placed(p trace.Placement)
 	// Launched records a call the pass made, its decision.
 	Launched(c trace.Call)
 	Observed(obs *pressure.Observation, err error, at time.Time, acting bool)
@@ -141,13 +144,32 @@ func newTrace(o *Options, kubeletHard map[string]string, capacity map[thresholds
 	if path, data := o.Config.Source(); path != "" {
 		h.Config = string(data)
 	}
-	if len(capacity) > 0 {
-		h.Capacity = map[string]int64{}
-		for s, ob := range capacity {
-			h.Capacity[string(s)] = ob.Capacity
-		}
-	}
+	h.Capacity = traceCapacity(capacity)
 	return trace.NewRecorder(h, o.TraceSize)
+}
+
+// traceCapacity is each signal's capacity as a trace keeps it (nil for
+// none), placementView the other way: what placement resolves mixed units
+// with.
+func traceCapacity(signals map[thresholds.Signal]thresholds.Observation) map[string]int64 {
+	if len(signals) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(signals))
+	for s, ob := range signals {
+		out[string(s)] = ob.Capacity
+	}
+	return out
+}
+
+// placementView is the view a trace's capacities and disk layout give
+// placement.
+func placementView(capacity map[string]int64, layout fslayout.Layout) startView {
+	signals := make(map[thresholds.Signal]thresholds.Observation, len(capacity))
+	for s, c := range capacity {
+		signals[thresholds.Signal(s)] = thresholds.Observation{Capacity: c}
+	}
+	return startView{signals: signals, diskLayout: layout}
 }
 
 // traceHandler serves the trace, gzipped JSON lines, as a download.

@@ -23,8 +23,10 @@ import (
 // the pods are pruned to what the decisions read (PrunePod); the lines'
 // shape is format 2's, so a reader reads both (MinFormat), and a format 2
 // trace's whole pods replay as their pruned selves would. 4: a pass keeps
-// the clock readings its decisions took (Readings); a reader reads formats
-// 2 and 3 too, whose passes have none.
+// the clock readings its decisions took (Readings), and a pass that
+// switched to thresholds placed anew above the kubelet's keeps that
+// placement (Placed); a reader reads formats 2 and 3 too, whose passes
+// have neither.
 const Format = 4
 
 // FormatReadings is the first format whose passes keep their readings.
@@ -98,6 +100,40 @@ type Pass struct {
 	// replay decides with them (ReadingTimes), so it decides with the times
 	// the agent decided with, however long the agent's pass took.
 	Readings []int64 `json:"readings,omitempty"`
+	// Placed is the placement the pass switched to at its start, when
+	// evictd placed its thresholds anew above the kubelet's while it ran
+	// (the kubelet restarted with others, or a capacity a percentage
+	// needed became known), or the one in force, Carried, at the first pass
+	// of a part of the trace; nil in the other passes.
+	Placed *Placement `json:"placed,omitempty"`
+}
+
+// Placement is evictd's thresholds placed anew above the kubelet's while
+// the agent ran: what they were placed against, for a replay to place its
+// own configuration against again (as it does against the header's
+// KubeletHard at start), and the thresholds the agent got.
+type Placement struct {
+	// Thresholds are the thresholds the agent decided with from this pass
+	// on, as their String forms.
+	Thresholds []string `json:"thresholds"`
+	// KubeletHard is the kubelet's hard thresholds as read, as its map
+	// spells them; nil when they could not be read.
+	KubeletHard map[string]string `json:"kubeletHard,omitempty"`
+	// Capacity is each signal's capacity placement resolved mixed units
+	// with, and DiskLayout the node's filesystems' layout (pkg/fslayout),
+	// which bounds the disk thresholds by the image collection's: those of
+	// the last pass's observation before the placement.
+	Capacity   map[string]int64 `json:"capacity,omitempty"`
+	DiskLayout string           `json:"diskLayout,omitempty"`
+	// ImageGCHigh and ImageGCLow are the kubelet's image collection
+	// thresholds, in percent, as read with KubeletHard.
+	ImageGCHigh int32 `json:"imageGCHigh,omitempty"`
+	ImageGCLow  int32 `json:"imageGCLow,omitempty"`
+	// Carried: the placement was made in an earlier pass and is repeated
+	// here, at the first pass of a part of the trace, so that a trace whose
+	// older passes were dropped for its size still has it (its header
+	// keeps the start's only).
+	Carried bool `json:"carried,omitempty"`
 }
 
 // ReadingTimes are the pass's clock readings as times (none before format

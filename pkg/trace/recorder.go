@@ -36,7 +36,7 @@ const (
 const chunks = 8
 
 // Recorder keeps the trace of a running loop. Begin, Drained, Deleted,
-// Observed, PodState, Launched and End are called from the loop's goroutine, in that
+// Placed, Observed, PodState, Launched and End are called from the loop's goroutine, in that
 // order within a pass, and Reading between Begin and End; Size and WriteTo from any.
 type Recorder struct {
 	chunkMax, budget int
@@ -55,6 +55,9 @@ type Recorder struct {
 	// curSame: the current pass's pod list is lastPods (PodState found it
 	// so and recorded nothing).
 	curSame bool
+	// placed is the last placement recorded, which each chunk's first pass
+	// repeats.
+	placed *Placement
 
 	mu     sync.Mutex
 	header Header
@@ -115,6 +118,13 @@ func (r *Recorder) Reading(t time.Time) {
 	if r.cur != nil {
 		r.cur.Readings = append(r.cur.Readings, readingAfter(r.lastReading, t))
 		r.lastReading = t
+	}
+}
+
+// Placed records the thresholds placed anew that the pass switched to.
+func (r *Recorder) Placed(p Placement) {
+	if r.cur != nil {
+		r.cur.Placed = &p
 	}
 }
 
@@ -205,6 +215,17 @@ func (r *Recorder) End() {
 	r.leaveOutReusedPods(p)
 	if p.Observation != nil {
 		p.ObservationNanos = nanos(p.Observation.Summary)
+	}
+	switch {
+	case p.Placed != nil:
+		r.placed = p.Placed
+	case r.openPasses == 0 && r.placed != nil:
+		// A chunk begins: it may become the trace's first once the older
+		// ones are dropped, and the thresholds in force must not go with
+		// them (as its pod list must not).
+		cp := *r.placed
+		cp.Carried = true
+		p.Placed = &cp
 	}
 	if r.fresh && r.curSame {
 		// An export sealed the chunk between PodState and now: the pass

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package agent
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/thresholds"
+	"github.com/evictd/evictd/pkg/trace"
+)
+
+// TestReplayPlacesWhereTheAgentPlacedAnew: the kubelet restarts mid-run
+// with a higher memory.available, and evictd's default, placed above it
+// again, moves from 950Mi to 1224Mi, over the node's 1100Mi available: the
+// agent evicts from that pass on. The trace keeps the placement in that
+// pass, and the replay of it with the agent's own configuration, which
+// reads no kubelet, places there too and makes the agent's calls; one with
+// another configuration places that configuration there instead. A trace
+// whose passes up to after the restart were dropped still replays with the
+// thresholds placed anew: its first pass carries them.
+func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
+	root := kubeletHost(t)
+	setKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n")
+	o := placeOptions(t, root)
+	m, err := metrics.New(buildinfo.Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zaptest.NewLogger(t)
+	start := startView{signals: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4096 * mi}}}
+	placer := newKubeletPlacer(o, start, log, m)
+	if got := o.Config.EvictionHard["memory.available"]; got != "950Mi" {
+		t.Fatalf("at start: memory.available<%s, want 950Mi (the kubelet's 750Mi + 200Mi)", got)
+	}
+	n := newSimNode(t, 4096*mi, 4096*mi-1100*mi-2400*mi, threePods()...) // 1100Mi available
+	// Every call is rate-limited: the agent calls again pass after pass,
+	// and the node stays under pressure to the end.
+	n.evictResult = func(_ *simPod, req evict.Request) (evict.Outcome, error) {
+		return evict.Outcome{Result: evict.RateLimited, RetryAfter: 500 * time.Millisecond, GracePeriodSeconds: 30},
+			&evict.PodError{Pod: req.Pod.Namespace + "/" + req.Pod.Name, Result: evict.RateLimited, Err: evict.ErrRateLimited}
+	}
+	rec := newTrace(o, placer.Current().KubeletHard, start.signals, "test", t0)
+	rank, err := o.Config.RankOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLoop(loopConfig(o, configThresholds(o), rank), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: n,
+		Evictor: n, Log: log, Metrics: m, Clock: n.clk, Go: syncCall, Trace: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.loop = l
+	placer.retune = l.placedAnew
+	placer.view = func() startView {
+		if v, ok := l.lastView(); ok {
+			return v
+		}
+		return start
+	}
+	const restartAt, sealAt = 10, 20
+	for i := range 30 {
+		switch i {
+		case restartAt:
+			setKubelet(t, root, 641, 2000, "  memory.available: 1Gi\n")
+			placer.place("the kubelet restarted")
+		case sealAt:
+			// An export seals the trace's part: the next pass begins one.
+			if _, err := rec.WriteTo(io.Discard); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n.clk.SetTime(t0.Add(time.Duration(i) * time.Second))
+		l.Step(context.Background(), wakeup.Wakeup{Source: wakeup.SourcePSI, At: n.clk.Now()})
+	}
+	var buf bytes.Buffer
+	if _, err := rec.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := RecordedCalls(tr)
+	if len(recorded) == 0 || recorded[0].Pass != restartAt+1 {
+		t.Fatalf("the agent made the calls %v: want its first in pass %d, the first after the kubelet's restart", callKeys(recorded), restartAt+1)
+	}
+	placedIn := map[uint64]*trace.Placement{}
+	for _, p := range tr.Passes {
+		if p.Placed != nil && !p.Placed.Carried {
+			placedIn[p.N] = p.Placed
+		}
+	}
+	pl := placedIn[restartAt+1]
+	if len(placedIn) != 1 || pl == nil || pl.KubeletHard["memory.available"] != "1Gi" || !slices.Contains(pl.Thresholds, "memory.available<1224Mi") {
+		t.Fatalf("the trace's placements by pass: %+v; want one, in pass %d, against the kubelet's 1Gi, to memory.available<1224Mi", placedIn, restartAt+1)
+	}
+
+	// The agent's own configuration, on a host with no kubelet to read:
+	// the replay places from the trace only.
+	res, err := Replay(context.Background(), placeOptions(t, t.TempDir()), tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := callKeys(res.Calls), callKeys(recorded); !eq(got, want) {
+		t.Fatalf("the replay made the calls\n%v\nwant the agent's\n%v", got, want)
+	}
+	for i, c := range res.Calls {
+		if !c.Same(recorded[i]) || !c.Recorded {
+			t.Errorf("call %d: %+v, want the agent's %+v", i, c, recorded[i])
+		}
+	}
+	if len(res.Placed) != 1 || res.Placed[0].Pass != restartAt+1 || !eq(res.Placed[0].Thresholds, pl.Thresholds) {
+		t.Errorf("the replay placed anew %+v; want in pass %d, the agent's %v", res.Placed, restartAt+1, pl.Thresholds)
+	}
+	if len(res.Diverged) != 0 {
+		t.Errorf("the replay of the agent's own trace took other readings than the agent in passes %v", res.Diverged)
+	}
+
+	// Another configuration is placed against the kubelet the agent read,
+	// not given the agent's placement: one that sets memory.available<1000Mi
+	// itself keeps it past the restart, as an agent running it would
+	// have, and evicts nobody at 1100Mi available.
+	other, err := Replay(context.Background(), placeOptions(t, t.TempDir(), "--eviction-hard=memory.available<1000Mi"), tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(other.Calls) != 0 || len(other.Placed) != 0 || !slices.Contains(other.Thresholds, "memory.available<1000Mi") {
+		t.Errorf("a replay with memory.available<1000Mi set made the calls %v with %v and placed anew %+v; want none, and memory.available<1000Mi kept",
+			callKeys(other.Calls), other.Thresholds, other.Placed)
+	}
+
+	// The trace as it is once the passes up to the export mid-run are
+	// dropped for its size: its first pass carries the placement in force,
+	// which the replay takes before deciding.
+	first := tr.Passes[sealAt]
+	if first.N != sealAt+1 || first.Placed == nil || !first.Placed.Carried || !eq(first.Placed.Thresholds, pl.Thresholds) {
+		t.Fatalf("pass %d, the first after an export: placement %+v, want pass %d's carried", first.N, first.Placed, restartAt+1)
+	}
+	cut := *tr
+	cut.Passes = tr.Passes[sealAt:]
+	cut.Header.Passes, cut.Header.Dropped = len(cut.Passes), sealAt
+	keptCalls := RecordedCalls(&cut)
+	if len(keptCalls) == 0 {
+		t.Fatal("the agent made no call past the export: the cut trace tests nothing")
+	}
+	late, err := Replay(context.Background(), placeOptions(t, t.TempDir()), &cut, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := callKeys(late.Calls), callKeys(keptCalls); !eq(got, want) {
+		t.Fatalf("the replay of the trace begun at pass %d made the calls\n%v\nwant the agent's\n%v", sealAt+1, got, want)
+	}
+	if len(late.Placed) != 1 || late.Placed[0].Pass != sealAt+1 {
+		t.Errorf("the replay of the trace begun at pass %d placed anew %+v; want at its first pass", sealAt+1, late.Placed)
+	}
+}
