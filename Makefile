@@ -84,7 +84,7 @@ unit:
 e2e: build cluster-bins
 	$(GO) test -count=1 -p 1 -v -timeout 50m $(E2E_PKGS)
 
-## bench: observation and ranking benchmarks (medians over BENCH_COUNT runs).
+## bench: observation, ranking, trace and pass benchmarks (medians over BENCH_COUNT runs).
 bench:
 	hack/bench.sh $(BENCH_COUNT)
 

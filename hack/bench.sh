@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Observation and ranking benchmarks, summarized as medians over COUNT runs.
+# Observation, ranking, trace and pass benchmarks, summarized as medians over
+# COUNT runs.
 #
 #   hack/bench.sh [COUNT]        (make bench runs it with BENCH_COUNT, default 6)
 #
-# Runs every benchmark of pkg/pressure, pkg/rank and pkg/trace COUNT times,
+# Runs every benchmark of pkg/pressure, pkg/rank, pkg/trace and pkg/agent COUNT times,
 # keeps the raw output in _output/bench/bench.txt, summarizes it with
 # benchstat (built here from the Go module proxy into _output/tools) and
 # prints, per observation benchmark, the median ns/op and allocs/op and the
-# ratio observe/floor, and the trace's cost per pass against the v2
-# observation's at the same pod count.
+# ratio observe/floor, the trace's cost per pass against the v2
+# observation's at the same pod count, and what the explanation and the
+# recorded clock readings take of the agent's pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +35,7 @@ if [ ! -x "$tools/benchstat" ] || [ "$(cat "$tools/.benchstat-version" 2>/dev/nu
 fi
 
 pkgs=()
-for p in ./pkg/pressure ./pkg/rank ./pkg/trace; do
+for p in ./pkg/pressure ./pkg/rank ./pkg/trace ./pkg/agent; do
 	[ -d "$p" ] && pkgs+=("$p/")
 done
 
@@ -104,3 +106,36 @@ END {
 	printf "%-10s %14s %14s %8s %14s\n", "pods", "record ns", "observe ns", "ratio", "gzip B/pass"
 	printf "%-10s %14.0f %14.0f %8.2f %14.0f\n", 110, r, o, (o > 0 ? r / o : 0), median(gz["record"])
 }' "$raw" | tee "$out/trace-vs-observe.txt"
+
+echo
+echo "== the explanation and the clock readings in a pass at 110 pods, medians over $count runs"
+# BenchmarkPass (pkg/agent): the whole pass (Step) on the scripted node, idle
+# and waiting for a victim in flight; publishExplanation alone on that pass's
+# view; the pass with its clock readings not recorded; and the scripted
+# node's own observation and pod list, which the pass pays for but the
+# agent does not.
+awk "$median"'
+function ratio(a, b) { return b > 0 ? a / b : 0 }
+/^BenchmarkPass\// {
+	name = $1; sub(/-[0-9]+$/, "", name); sub(/^BenchmarkPass\//, "", name)
+	for (i = 3; i < NF; i++) {
+		if ($(i + 1) == "ns/op") ns[name] = ns[name] " " $i
+		if ($(i + 1) == "cpu-ns/op") cpu[name] = cpu[name] " " $i
+		if ($(i + 1) == "allocs/op") allocs[name] = allocs[name] " " $i
+		if ($(i + 1) == "readings/op") rd[name] = rd[name] " " $i
+	}
+	base = name; sub(/\/part=[^\/]*$/, "", base)
+	if (!(base in seen)) { seen[base] = 1; order[++k] = base }
+}
+END {
+	if (k == 0) { print "no pass benchmarks found"; exit 1 }
+	printf "%-24s %10s %10s %10s %10s %6s %9s %9s %9s %12s %10s\n", "benchmark", "pass ns", "pass cpu", "explain ns",
+		"expl. cpu", "ratio", "allocs/op", "expl. all", "readings", "noread. cpu", "sim cpu"
+	for (i = 1; i <= k; i++) {
+		o = order[i]; p = o "/part=pass"; e = o "/part=explain"
+		printf "%-24s %10.0f %10.0f %10.0f %10.0f %6.3f %9.0f %9.0f %9.0f %12.0f %10.0f\n", o,
+			median(ns[p]), median(cpu[p]), median(ns[e]), median(cpu[e]), ratio(median(cpu[e]), median(cpu[p])),
+			median(allocs[p]), median(allocs[e]), median(rd[p]), median(cpu[o "/part=pass-noreadings"]),
+			median(cpu[o "/part=sim"])
+	}
+}' "$raw" | tee "$out/pass.txt"

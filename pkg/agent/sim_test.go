@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/clock"
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/pkg/agent/decide"
@@ -83,7 +84,7 @@ func (p *simPod) memAt(now time.Time) int64 {
 }
 
 type simNode struct {
-	t *testing.T
+	t testing.TB
 	// brake, when set, receives the loop's brake syncs.
 	brake    *brakeRecorder
 	shadow   ShadowRecorder
@@ -131,6 +132,13 @@ type simNode struct {
 	// pod stalls its share of the time while it runs, and the node and
 	// kubepods ("some") whenever any pod does, at most all the time.
 	psi bool
+	// lister, when set, makes Pods hand back the same object for a pod
+	// until it changes, as an informer's lister does (listed holds them):
+	// the trace recorder records a pod list only when its objects change.
+	lister bool
+	listed map[*simPod]*v1.Pod
+	// passClock, when set, is the loop's Deps.PassClock.
+	passClock clock.PassiveClock
 
 	// Scripted by tests.
 	evictResult func(p *simPod, req evict.Request) (evict.Outcome, error)
@@ -199,7 +207,7 @@ type simCall struct {
 	step  int
 }
 
-func newSimNode(t *testing.T, capacity, base int64, pods ...*simPod) *simNode {
+func newSimNode(t testing.TB, capacity, base int64, pods ...*simPod) *simNode {
 	n := &simNode{t: t, clk: testclock.NewFakeClock(t0), capacity: capacity, base: base, pods: pods}
 	for _, p := range pods {
 		p.started = t0
@@ -377,9 +385,23 @@ func (n *simNode) Pods() []*v1.Pod {
 	defer n.mu.Unlock()
 	var out []*v1.Pod
 	for _, p := range n.pods {
-		if !p.deleted {
-			out = append(out, n.apiPod(p))
+		if p.deleted {
+			continue
 		}
+		if !n.lister {
+			out = append(out, n.apiPod(p))
+			continue
+		}
+		// A pod's object changes here only when it is deleted (terminate).
+		o, ok := n.listed[p]
+		if !ok || o.DeletionTimestamp != p.deletionTS {
+			if n.listed == nil {
+				n.listed = map[*simPod]*v1.Pod{}
+			}
+			o = n.apiPod(p)
+			n.listed[p] = o
+		}
+		out = append(out, o)
 	}
 	return out
 }
@@ -504,7 +526,7 @@ func (w *simWaker) Kick(name string) {
 // runs are repeatable.
 func syncCall(f func()) { f() }
 
-func mustThresholds(t *testing.T, spec thresholds.Spec) []thresholds.Threshold {
+func mustThresholds(t testing.TB, spec thresholds.Spec) []thresholds.Threshold {
 	t.Helper()
 	ths, err := thresholds.Parse(spec)
 	if err != nil {
@@ -534,7 +556,7 @@ func testLoopConfig(ths []thresholds.Threshold) LoopConfig {
 }
 
 // run builds the loop on the node and runs it for the given simulated time.
-func (n *simNode) run(t *testing.T, cfg LoopConfig, d time.Duration) *simWaker {
+func (n *simNode) run(t testing.TB, cfg LoopConfig, d time.Duration) *simWaker {
 	t.Helper()
 	w := &simWaker{n: n}
 	log := n.log
@@ -551,6 +573,9 @@ func (n *simNode) run(t *testing.T, cfg LoopConfig, d time.Duration) *simWaker {
 	if n.trace != nil {
 		deps.Trace = n.trace
 	}
+	if n.passClock != nil {
+		deps.PassClock = n.passClock
+	}
 	l, err := NewLoop(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
@@ -560,7 +585,7 @@ func (n *simNode) run(t *testing.T, cfg LoopConfig, d time.Duration) *simWaker {
 	return w
 }
 
-func (n *simNode) runMore(t *testing.T, d time.Duration, w *simWaker) {
+func (n *simNode) runMore(t testing.TB, d time.Duration, w *simWaker) {
 	t.Helper()
 	end := n.clk.Now().Add(d)
 	ctx := context.Background()

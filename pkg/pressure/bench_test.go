@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/internal/benchcpu"
 )
 
 // benchTrees caches generated host trees across benchmark runs (-count N runs
@@ -75,7 +77,7 @@ func BenchmarkObserve(b *testing.B) {
 				o := benchObserver(b, benchTree(b, mode, n))
 				ctx := context.Background()
 				b.ReportAllocs()
-				cpu := startCPU(b)
+				cpu := benchcpu.Start(b)
 				for i := 0; i < b.N; i++ {
 					obs, err := o.Observe(ctx)
 					if err != nil {
@@ -85,7 +87,7 @@ func BenchmarkObserve(b *testing.B) {
 						b.Fatalf("%d pods; want %d", len(obs.Summary.Pods), n)
 					}
 				}
-				cpu.report(b)
+				cpu.Report(b)
 			})
 			b.Run(prefix+"/kind=floor", func(b *testing.B) {
 				benchFloor(b, benchTree(b, mode, n), true)
@@ -107,7 +109,7 @@ func BenchmarkObserveNoSwap(b *testing.B) {
 				o := benchObserver(b, benchTree(b, mode, n, true))
 				ctx := context.Background()
 				b.ReportAllocs()
-				cpu := startCPU(b)
+				cpu := benchcpu.Start(b)
 				for i := 0; i < b.N; i++ {
 					obs, err := o.Observe(ctx)
 					if err != nil {
@@ -117,7 +119,7 @@ func BenchmarkObserveNoSwap(b *testing.B) {
 						b.Fatalf("%d pods, node swap %v; want %d, none", len(obs.Summary.Pods), obs.Summary.Node.Swap, n)
 					}
 				}
-				cpu.report(b)
+				cpu.Report(b)
 			})
 		}
 	}
@@ -174,7 +176,7 @@ func benchFloor(b *testing.B, root string, keepOpen bool) {
 	noop := func([]byte, uint8) {}
 	var st unix.Statfs_t
 	b.ReportAllocs()
-	cpu := startCPU(b)
+	cpu := benchcpu.Start(b)
 	for i := 0; i < b.N; i++ {
 		for _, d := range dirs {
 			if err := listDirC(d, dbuf, noop); err != nil {
@@ -198,31 +200,7 @@ func benchFloor(b *testing.B, root string, keepOpen bool) {
 			}
 		}
 	}
-	cpu.report(b)
-}
-
-// cpuClock measures the process's CPU time (user + system) over a benchmark
-// loop. Reported as cpu-ns/op beside the wall-clock ns/op, it is what the
-// observation costs the node, and it barely moves when other processes
-// compete for the CPU, which wall-clock time does a lot on a 2-core machine.
-type cpuClock struct{ start time.Duration }
-
-func processCPU(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func startCPU(b *testing.B) cpuClock {
-	b.ResetTimer()
-	return cpuClock{processCPU(b)}
-}
-
-func (c cpuClock) report(b *testing.B) {
-	used := processCPU(b) - c.start
-	b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	cpu.Report(b)
 }
 
 // Parser micro-benchmarks: each must report 0 allocs/op.

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/evictd/evictd/internal/benchcpu"
 )
 
 // What re-reading the host's mount table costs (writableDirs reads it at
@@ -166,7 +168,7 @@ func BenchmarkParseRootfsMounts(b *testing.B) {
 				}
 				upper := map[string]string{}
 				b.ReportAllocs()
-				cpu := startCPU(b)
+				cpu := benchcpu.Start(b)
 				for i := 0; i < b.N; i++ {
 					c := content
 					if fromFile {
@@ -181,7 +183,7 @@ func BenchmarkParseRootfsMounts(b *testing.B) {
 						b.Fatalf("%d containers; want %d", len(upper), len(want))
 					}
 				}
-				cpu.report(b)
+				cpu.Report(b)
 				reportLines(b, content)
 			})
 		}
