@@ -3,7 +3,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -67,14 +66,7 @@ func TestReplayDecidesWithTheAgentsReadings(t *testing.T) {
 		n.clk.SetTime(t0.Add(time.Duration(i) * 100 * time.Millisecond))
 		l.Step(context.Background(), wakeup.Wakeup{Source: wakeup.SourcePSI, At: n.clk.Now()})
 	}
-	var buf bytes.Buffer
-	if _, err := rec.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trace.Read(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := readBack(t, rec)
 
 	// The trace is issue 48's: a rate-limited call, then the agent's next
 	// call in a pass that observed before the token came back and

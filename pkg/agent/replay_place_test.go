@@ -3,7 +3,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"slices"
@@ -83,14 +82,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 		n.clk.SetTime(t0.Add(time.Duration(i) * time.Second))
 		l.Step(context.Background(), wakeup.Wakeup{Source: wakeup.SourcePSI, At: n.clk.Now()})
 	}
-	var buf bytes.Buffer
-	if _, err := rec.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trace.Read(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := readBack(t, rec)
 	recorded := RecordedCalls(tr)
 	if len(recorded) == 0 || recorded[0].Pass != restartAt+1 {
 		t.Fatalf("the agent made the calls %v: want its first in pass %d, the first after the kubelet's restart", callKeys(recorded), restartAt+1)

@@ -58,6 +58,12 @@ func recordOn(t *testing.T, o *Options, n *simNode, wrap func(*trace.Recorder) T
 		t.Fatal(err)
 	}
 	n.run(t, loopConfig(o, configThresholds(o), rank), 40*time.Second)
+	return readBack(t, rec)
+}
+
+// readBack is the trace rec holds, as `evictd replay` reads it.
+func readBack(t *testing.T, rec *trace.Recorder) *trace.Trace {
+	t.Helper()
 	var buf bytes.Buffer
 	if _, err := rec.WriteTo(&buf); err != nil {
 		t.Fatal(err)
