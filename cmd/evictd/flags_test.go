@@ -131,33 +131,47 @@ func TestUnknownFlag(t *testing.T) {
 // the subcommand has, found by walking its flag set; run's names
 // --node-name and points to its help, whose sections list all the others.
 func TestUsageLinesNameEveryFlag(t *testing.T) {
-	_, observe := newObserveFlags()
-	_, rank := newRankFlags()
-	_, explain := newExplainFlags()
-	_, traceFS := newTraceFlags()
-	_, replay := newReplayFlags()
-	_, cleanupFS := newCleanupFlags()
-	for _, c := range []struct {
-		synopsis string
-		fs       *pflag.FlagSet
-	}{{observeSynopsis, observe}, {rankSynopsis, rank}, {explainSynopsis, explain}, {traceSynopsis, traceFS}, {replaySynopsis, replay}, {cleanupSynopsis, cleanupFS}} {
-		if !strings.Contains(usage, c.synopsis) {
+	for _, c := range commands {
+		if !strings.Contains(usage, "\n  "+c.synopsis+"\n") {
 			t.Errorf("top-level usage lacks %q", c.synopsis)
 		}
-		c.fs.VisitAll(func(fl *pflag.Flag) {
-			if fl.Name == flagHelp {
-				return
-			}
-			names := "--" + regexp.QuoteMeta(fl.Name)
-			if fl.Shorthand != "" {
-				names += "|-" + regexp.QuoteMeta(fl.Shorthand)
-			}
-			if !regexp.MustCompile(`[ \[](` + names + `)[ \]=]`).MatchString(c.synopsis + " ") {
-				t.Errorf("%q does not name --%s", c.synopsis, fl.Name)
-			}
-		})
+		if c.name == "run" || c.flags == nil {
+			continue
+		}
+		for _, s := range c.flags() {
+			s.fs.VisitAll(func(fl *pflag.Flag) {
+				if fl.Name == flagHelp {
+					return
+				}
+				names := "--" + regexp.QuoteMeta(fl.Name)
+				if fl.Shorthand != "" {
+					names += "|-" + regexp.QuoteMeta(fl.Shorthand)
+				}
+				if !regexp.MustCompile(`[ \[](` + names + `)[ \]=]`).MatchString(c.synopsis + " ") {
+					t.Errorf("%q does not name --%s", c.synopsis, fl.Name)
+				}
+			})
+		}
 	}
-	if !strings.Contains(usage, "evictd run --node-name NODE [flags]") || !strings.Contains(runUsage, "evictd run --node-name NODE [flags]") {
+	if runSynopsis != "evictd run --node-name NODE [flags]" || !strings.HasPrefix(runUsage, "Usage: "+runSynopsis+"\n") {
 		t.Errorf("run's usage line is missing")
+	}
+}
+
+// dispatch runs every command of the table by its name, and no other.
+func TestDispatchRunsEveryCommand(t *testing.T) {
+	for _, c := range commands {
+		args := []string{c.name, "--help"}
+		if c.name == "version" {
+			args = args[:1]
+		}
+		var out, errb bytes.Buffer
+		if code := dispatch(context.Background(), args, &out, &errb); code != exitOK || out.Len() == 0 || errb.Len() > 0 {
+			t.Errorf("evictd %s: exit %d, stdout %d bytes, stderr %q", strings.Join(args, " "), code, out.Len(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := dispatch(context.Background(), []string{"obsreve"}, &out, &errb); code != exitUsage || !strings.HasPrefix(errb.String(), "evictd: unknown command \"obsreve\"\n") {
+		t.Errorf("evictd obsreve: exit %d, stderr %q", code, errb.String())
 	}
 }

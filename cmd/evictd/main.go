@@ -28,8 +28,8 @@ const (
 	exitUsage   = 2
 )
 
-// usage names every flag of observe, rank and explain (their usage lines are short
-// enough) and points to run's help for its sections of flags.
+// usage gives every command's usage line: each names all its flags but run's,
+// whose help lists them in sections; docs/flags.md has them all.
 const usage = `evictd: a node-level eviction agent for Kubernetes
 
 Usage:
@@ -38,11 +38,12 @@ Usage:
   ` + explainSynopsis + `
   ` + traceSynopsis + `
   ` + replaySynopsis + `
-  evictd run --node-name NODE [flags]
+  ` + runSynopsis + `
   ` + cleanupSynopsis + `
-  evictd version | --version
+  ` + versionSynopsis + `
 
-Run "evictd COMMAND --help" for the flags of a command.
+Run "evictd COMMAND --help" for the flags of a command; docs/flags.md lists
+every command's.
 `
 
 // Flags every command has.
@@ -75,31 +76,21 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	switch args[0] {
-	case "observe":
-		return observeCmd(ctx, args[1:], stdout, stderr)
-	case "rank":
-		return rankCmd(ctx, args[1:], stdout, stderr)
-	case "explain":
-		return explainCmd(ctx, args[1:], stdout, stderr)
-	case "trace":
-		return traceCmd(ctx, args[1:], stdout, stderr)
-	case "replay":
-		return replayCmd(ctx, args[1:], stdout, stderr)
-	case "run":
-		return runCmd(ctx, args[1:], stdout, stderr)
-	case "cleanup":
-		return cleanupCmd(ctx, args[1:], stdout, stderr)
-	case "version", "--version":
-		fmt.Fprint(stdout, build())
-		return exitOK
+	name := args[0]
+	switch name {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
-	default:
-		fmt.Fprintf(stderr, "evictd: unknown command %q\n\n%s", args[0], usage)
-		return exitUsage
+	case "--version":
+		name = "version"
 	}
+	for _, c := range commands {
+		if c.name == name {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "evictd: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
 }
 
 // flagError reports a flag the command line got wrong on one line, with a

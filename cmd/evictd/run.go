@@ -15,11 +15,14 @@ import (
 	"github.com/evictd/evictd/pkg/logging"
 )
 
-const runUsage = `Usage: evictd run --node-name NODE [flags]
+const runSynopsis = "evictd run --node-name NODE [flags]"
+
+const runUsage = `Usage: ` + runSynopsis + `
 
 The agent: watches this node's pods, observes memory, disk and PID pressure,
 and evicts pods through the Eviction API when a threshold is met.
-See docs/run.md.
+See docs/run.md for how to run and configure it, and docs/flags.md for
+every flag.
 `
 
 // helpColumns is the width help text is wrapped at: 0, one line per flag,

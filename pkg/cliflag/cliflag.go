@@ -71,7 +71,7 @@ func (s *Sections) Write(w io.Writer, cols int) error {
 		if !fs.HasFlags() {
 			continue
 		}
-		if _, err := fmt.Fprintf(w, "\n%s flags:\n\n%s", title(name), fs.FlagUsagesWrapped(cols)); err != nil {
+		if _, err := fmt.Fprintf(w, "\n%s flags:\n\n%s", Title(name), fs.FlagUsagesWrapped(cols)); err != nil {
 			return err
 		}
 	}
@@ -89,7 +89,9 @@ func NewFlagSet(command string) *pflag.FlagSet {
 	return fs
 }
 
-func title(name string) string {
+// Title is a section's name as its help prints it, before " flags:"
+// ("generic" is "Generic").
+func Title(name string) string {
 	if name == "" {
 		return name
 	}
