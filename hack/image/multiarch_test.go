@@ -149,6 +149,25 @@ func TestPush(t *testing.T) {
 	if !strings.Contains(stdout, "digest:   "+d.String()) {
 		t.Errorf("pushed digest %s, output:\n%s", d, stdout)
 	}
+	// Both architectures are in the registry: what `skopeo copy --all`
+	// (docs/install.md) copies from the archive, and skopeo without --all
+	// would not.
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var platforms []string
+	for _, m := range im.Manifests {
+		if m.Platform != nil {
+			platforms = append(platforms, m.Platform.OS+"/"+m.Platform.Architecture)
+		}
+	}
+	slices.Sort(platforms)
+	want := []string{"linux/" + runtime.GOARCH, "linux/" + otherArch()}
+	slices.Sort(want)
+	if !slices.Equal(platforms, want) {
+		t.Errorf("the pushed index holds %v; want %v", platforms, want)
+	}
 }
 
 func TestRejectsMultiPlatformMistakes(t *testing.T) {

@@ -306,7 +306,7 @@ func TestChartValues(t *testing.T) {
 		}
 		l := o.GetLabels()
 		if l["team"] != "platform" || l["app.kubernetes.io/name"] != "evictd" || l["app.kubernetes.io/instance"] != "agents" ||
-			l["app.kubernetes.io/version"] != "v9.9.9" || l["app.kubernetes.io/managed-by"] != "Helm" || l["helm.sh/chart"] != "evictd-0.1.0" {
+			l["app.kubernetes.io/version"] != "v9.9.9" || l["app.kubernetes.io/managed-by"] != "Helm" || l["helm.sh/chart"] != "evictd-"+repoVersion(t) {
 			t.Errorf("%s has labels %v; want the standard ones and commonLabels", key(o), l)
 		}
 	}

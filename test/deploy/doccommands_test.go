@@ -162,14 +162,14 @@ const (
 	cmdCreateNS        = "kubectl create namespace evictd-system"
 	cmdLabelNS         = "kubectl label namespace evictd-system pod-security.kubernetes.io/enforce=privileged"
 	cmdGKEQuota        = "kubectl apply -f deploy/gke/critical-pods-quota.yaml"
-	cmdInstall         = "helm install evictd deploy/helm/evictd -n evictd-system --set image.repository=registry.example.com/evictd --set image.tag=0.1.0"
+	cmdInstall         = "helm install evictd deploy/helm/evictd -n evictd-system --set image.repository=registry.example.com/evictd --set image.tag=0.2.0-dev"
 	cmdNotesExplain    = "kubectl create clusterrolebinding alice-evictd-explain --clusterrole=evictd-evictd-system-explain-reader --user=alice"
-	cmdNotesUpgrade    = "helm upgrade evictd deploy/helm/evictd -n evictd-system --reuse-values --set image.repository=registry.example.com/evictd --set image.tag=0.1.0"
-	cmdUpgrade         = "helm upgrade evictd deploy/helm/evictd -n evictd-system --reuse-values --set image.tag=0.1.1"
+	cmdNotesUpgrade    = "helm upgrade evictd deploy/helm/evictd -n evictd-system --reset-then-reuse-values --set image.repository=registry.example.com/evictd --set image.tag=0.2.0-dev"
+	cmdUpgrade         = "helm upgrade evictd deploy/helm/evictd -n evictd-system --reset-then-reuse-values --set image.tag=0.2.0"
 	cmdRollback        = "helm rollback evictd -n evictd-system"
 	cmdUninstall       = "helm uninstall evictd -n evictd-system"
 	cmdDeleteNS        = "kubectl delete namespace evictd-system"
-	cmdInstallPreset   = "helm install evictd deploy/helm/evictd -n evictd-system -f deploy/helm/evictd/presets/k3s.yaml --set image.repository=registry.example.com/evictd --set image.tag=0.1.0"
+	cmdInstallPreset   = "helm install evictd deploy/helm/evictd -n evictd-system -f deploy/helm/evictd/presets/k3s.yaml --set image.repository=registry.example.com/evictd --set image.tag=0.2.0-dev"
 )
 
 // TestDocCommands runs every install, upgrade, rollback, uninstall, apply,
@@ -337,7 +337,7 @@ func TestDocCommands(t *testing.T) {
 	requireGone(ctx, t, c, manifest)
 
 	// Helm.
-	rendered, err := render(t, "image: {repository: registry.example.com/evictd, tag: 0.1.0}")
+	rendered, err := render(t, "image: {repository: registry.example.com/evictd, tag: 0.2.0-dev}")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,11 +404,11 @@ func TestDocCommands(t *testing.T) {
 		}
 	}
 	run(cmdNotesUpgrade)
-	wantImage("registry.example.com/evictd:0.1.0")
+	wantImage("registry.example.com/evictd:0.2.0-dev")
 	run(cmdUpgrade)
-	wantImage("registry.example.com/evictd:0.1.1")
+	wantImage("registry.example.com/evictd:0.2.0")
 	run(cmdRollback)
-	wantImage("registry.example.com/evictd:0.1.0")
+	wantImage("registry.example.com/evictd:0.2.0-dev")
 	run(cmdUninstall)
 	requireGone(ctx, t, c, rendered)
 	run(cmdDeleteNS)
@@ -419,7 +419,7 @@ func TestDocCommands(t *testing.T) {
 	run(cmdCreateNS)
 	run(cmdLabelNS)
 	run(cmdInstallPreset)
-	preset, err := render(t, "image: {repository: registry.example.com/evictd, tag: 0.1.0}\n"+readFile(t, "deploy/helm/evictd/presets/k3s.yaml"))
+	preset, err := render(t, "image: {repository: registry.example.com/evictd, tag: 0.2.0-dev}\n"+readFile(t, "deploy/helm/evictd/presets/k3s.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,11 @@ package deploy
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -38,8 +39,9 @@ func repoVersion(t *testing.T) string {
 	return v
 }
 
-// TestReleaseVersionsAgree: the chart's version and appVersion, its
-// Artifact Hub image, and the CHANGELOG's newest release are VERSION.
+// TestReleaseVersionsAgree: the chart's version and appVersion and its
+// Artifact Hub image are VERSION, and the CHANGELOG agrees with it
+// (checkChangelog).
 func TestReleaseVersionsAgree(t *testing.T) {
 	v := repoVersion(t)
 	raw, err := os.ReadFile(repoPath(t, "deploy", "helm", "evictd", "Chart.yaml"))
@@ -80,12 +82,67 @@ func TestReleaseVersionsAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	released := regexp.MustCompile(`(?m)^## \[([^\]]+)\] - \d{4}-\d{2}-\d{2}$`).FindSubmatch(changelog)
-	if released == nil || string(released[1]) != v {
-		t.Errorf("CHANGELOG.md's newest release is %q; want an entry \"## [%s] - YYYY-MM-DD\"", released, v)
+	if err := checkChangelog(v, string(changelog)); err != nil {
+		t.Error(err)
 	}
-	if !bytes.Contains(changelog, []byte("\n## [Unreleased]\n")) {
-		t.Error("CHANGELOG.md has no [Unreleased] section")
+}
+
+// checkChangelog holds VERSION to CHANGELOG.md. A release is VERSION
+// without a prerelease suffix, with a dated entry "## [VERSION] - DATE" as
+// the newest. Between releases VERSION is the next one's "-dev"
+// prerelease: above the newest release, with what it holds so far under
+// "## [Unreleased]".
+func checkChangelog(version, changelog string) error {
+	newest := regexp.MustCompile(`(?m)^## \[([^\]]+)\] - \d{4}-\d{2}-\d{2}$`).FindStringSubmatch(changelog)
+	unreleased := regexp.MustCompile(`(?ms)^## \[Unreleased\]\n(.*?)(^## |\z)`).FindStringSubmatch(changelog)
+	if unreleased == nil {
+		return fmt.Errorf("CHANGELOG.md has no \"## [Unreleased]\" section")
+	}
+	dev, isDev := strings.CutSuffix(version, "-dev")
+	if !isDev {
+		if newest == nil || newest[1] != version {
+			return fmt.Errorf("VERSION %s is a release, and CHANGELOG.md's newest release is %q: add \"## [%s] - YYYY-MM-DD\" (or make VERSION a -dev version)", version, newest, version)
+		}
+		return nil
+	}
+	if newest == nil {
+		return nil // nothing released yet
+	}
+	next, err := semver.StrictNewVersion(dev)
+	if err != nil {
+		return fmt.Errorf("VERSION %s: %v", version, err)
+	}
+	last, err := semver.StrictNewVersion(newest[1])
+	if err != nil {
+		return fmt.Errorf("CHANGELOG.md's newest release %q: %v", newest[1], err)
+	}
+	if !next.GreaterThan(last) {
+		return fmt.Errorf("VERSION %s is not above CHANGELOG.md's newest release %s: a -dev VERSION names the next release", version, last)
+	}
+	if !regexp.MustCompile(`(?m)^- `).MatchString(unreleased[1]) {
+		return fmt.Errorf("VERSION %s is unreleased and CHANGELOG.md's [Unreleased] section lists no change", version)
+	}
+	return nil
+}
+
+// TestChangelogRule: checkChangelog's rule on made-up changelogs, each
+// case one way a VERSION and a CHANGELOG disagree.
+func TestChangelogRule(t *testing.T) {
+	const released = "## [0.1.0] - 2026-11-25\n\n- first\n"
+	for _, c := range []struct {
+		version, changelog, err string
+	}{
+		{"0.2.0-dev", "## [Unreleased]\n\n- a change\n\n" + released, ""},
+		{"0.1.0", "## [Unreleased]\n\n" + released, ""},
+		{"0.1.0-dev", "## [Unreleased]\n\n- a change\n\n" + released, "not above"},
+		{"0.2.0-dev", "## [Unreleased]\n\n" + released, "lists no change"},
+		{"0.2.0", "## [Unreleased]\n\n- a change\n\n" + released, "is a release"},
+		{"0.2.0-dev", released, "no \"## [Unreleased]\""},
+	} {
+		err := checkChangelog(c.version, c.changelog)
+		if (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("VERSION %s with\n%s\ngave %v; want an error with %q", c.version, c.changelog, err, c.err)
+		}
 	}
 }
 
