@@ -235,7 +235,7 @@ func TestUninstallHelm(t *testing.T) {
 		run(strings.ReplaceAll(l, "evictd-system", ns))
 	}
 	for _, l := range docSection(t, "helm install evictd deploy/helm/evictd", "helm install evictd deploy/helm/evictd") {
-		run(strings.NewReplacer("evictd-system", ns, "registry.example.com/evictd", "evictd", "image.tag=0.1.0", "image.tag=e2e").Replace(l))
+		run(strings.NewReplacer("evictd-system", ns, "registry.example.com/evictd", "evictd", "image.tag=0.2.0-dev", "image.tag=e2e").Replace(l))
 	}
 	for _, l := range docSection(t, "helm uninstall evictd", "helm uninstall evictd") {
 		uninstall = strings.ReplaceAll(l, "evictd-system", ns)
