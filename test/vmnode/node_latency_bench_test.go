@@ -358,7 +358,7 @@ func nodeLatencyTrial(t *testing.T, ctx context.Context, n *Node, ns string, evi
 	// Deleted by the test only when evictd did not evict it, and then
 	// gracefully: a pod object force-deleted while its process still holds
 	// memory stops counting as evictd's reclaim at once, and evictd would
-	// evict more (docs/node.md).
+	// evict more.
 	if tr.Miss != "" {
 		_ = n.Cluster.Admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	}

@@ -34,7 +34,7 @@ func TestRoomAndCover(t *testing.T) {
 }
 
 func TestOutrun(t *testing.T) {
-	// The loaded CI run of docs/node.md: 300Mi, act-early on, 98 MiB/s, and
+	// A loaded run on the VM node: 300Mi, act-early on, 98 MiB/s, and
 	// evictions that took 5 s to give memory back.
 	loaded := Fall{Amount: 300 * mib, ActEarly: true, Available: 440 * mib, Rate: 98 * mib, Sustained: true, Lead: 5 * time.Second}
 	for _, tc := range []struct {
