@@ -49,6 +49,50 @@ func fencedCommands(md string) []string {
 	return out
 }
 
+// TestNewcomerReadsRunElsewhere: the README's other commands need what
+// this cluster has not, so each must be one another test runs as written:
+// a make target CI runs (make test, the gate itself; make demo, whose
+// program test/vmnode TestNodeDemoV2 runs), or a read of docs/runbook.md's, which
+// test/vmnode's TestNodeDocProxyReads runs against a running agent on
+// the real node (its POD line, its /readyz read, its kubectl get reads).
+func TestNewcomerReadsRunElsewhere(t *testing.T) {
+	runbook := commandsIn(readFile(t, "docs/runbook.md"))
+	n := 0
+	for _, c := range fencedCommands(readFile(t, newcomerDoc)) {
+		switch {
+		case lifecycleVerb(c) != "":
+			continue // TestNewcomerPath's
+		case c == "make test" || c == "make demo":
+		case strings.HasPrefix(c, "kubectl ") || strings.HasPrefix(c, "POD=$(kubectl "):
+			if !slices.Contains(runbook, c) {
+				t.Errorf("%s shows %q, which no test runs: show docs/runbook.md's form (the node suite runs those), or run it in a test", newcomerDoc, c)
+			}
+		default:
+			t.Errorf("%s shows %q, which no test runs", newcomerDoc, c)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Errorf("%s shows no command besides its install path; the test reads none", newcomerDoc)
+	}
+}
+
+// newcomerStep reports whether TestNewcomerPath knows how to check the
+// command of fields f and lifecycle verb: kubectl create, label and delete
+// of a namespace, kubectl apply -f FILE, helm install, upgrade and
+// uninstall.
+func newcomerStep(f []string, verb string) bool {
+	switch f[0] + " " + verb {
+	case "kubectl create", "kubectl label", "kubectl delete":
+		return f[2] == "namespace" && len(f) >= 4
+	case "kubectl apply":
+		return len(f) == 4 && f[2] == "-f"
+	case "helm install", "helm upgrade", "helm uninstall":
+		return true
+	}
+	return false
+}
+
 // helmValues is what a helm install or upgrade command line sets: its
 // release, namespace, whether it keeps the release's earlier values
 // (--reset-then-reuse-values, --reuse-values) and its --set pairs.
@@ -97,7 +141,7 @@ func parseHelm(cmd string) helmValues {
 // must begin in shadow mode and reach enforcement (no --shadow, no
 // --dry-run) before it uninstalls. A lifecycle command this test has no
 // check for fails it. The README's reads (check it works) need a running
-// agent; the node suite runs them (test/vmnode, node_4_explain, through
+// agent; the node suite runs them (test/vmnode TestNodeDocProxyReads, through
 // docs/runbook.md's copies).
 //
 // The cluster has one Linux Node and no kubelet: the DaemonSet wants a pod
@@ -174,13 +218,17 @@ func TestNewcomerPath(t *testing.T) {
 		}
 		f := strings.Fields(cmd)
 		verb := lifecycleVerb(cmd)
+		if !newcomerStep(f, verb) {
+			step("this test has no check for this command: add one, or show it outside the newcomer's path (docs/install.md)")
+			continue
+		}
 		sh(cmd)
-		switch {
-		case f[0] == "kubectl" && verb == "create" && f[2] == "namespace":
+		switch f[0] + " " + verb {
+		case "kubectl create":
 			if _, err := c.Admin.CoreV1().Namespaces().Get(ctx, f[3], metav1.GetOptions{}); err != nil {
 				step("%v", err)
 			}
-		case f[0] == "kubectl" && verb == "label" && f[2] == "namespace":
+		case "kubectl label":
 			ns, err := c.Admin.CoreV1().Namespaces().Get(ctx, f[3], metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -190,7 +238,7 @@ func TestNewcomerPath(t *testing.T) {
 					step("namespace %s has the labels %v; want %s", f[3], ns.Labels, kv)
 				}
 			}
-		case f[0] == "kubectl" && verb == "apply" && len(f) == 4 && f[2] == "-f":
+		case "kubectl apply":
 			objs, err := framework.ReadManifest(repoPath(t, f[3]))
 			if err != nil {
 				t.Fatal(err)
@@ -199,7 +247,7 @@ func TestNewcomerPath(t *testing.T) {
 			for _, o := range objs {
 				applied[o.GetNamespace()] = append(applied[o.GetNamespace()], o)
 			}
-		case f[0] == "helm" && (verb == "install" || verb == "upgrade"):
+		case "helm install", "helm upgrade":
 			h := parseHelm(cmd)
 			if verb == "install" || !h.keep {
 				values = map[string]string{}
@@ -224,7 +272,7 @@ func TestNewcomerPath(t *testing.T) {
 				step("the first install is not in shadow mode (shadow.enabled=true): the newcomer's path begins there")
 			}
 			modes = append(modes, shadow)
-		case f[0] == "helm" && verb == "uninstall":
+		case "helm uninstall":
 			if len(modes) == 0 {
 				t.Fatalf("%s uninstalls before any helm install", newcomerDoc)
 			}
@@ -233,15 +281,13 @@ func TestNewcomerPath(t *testing.T) {
 			}
 			requireGone(ctx, t, c, released)
 			released = nil
-		case f[0] == "kubectl" && verb == "delete" && f[2] == "namespace":
+		case "kubectl delete":
 			ns := &unstructured.Unstructured{}
 			ns.SetAPIVersion("v1")
 			ns.SetKind("Namespace")
 			ns.SetName(f[3])
 			requireGone(ctx, t, c, append(applied[f[3]], ns))
 			delete(applied, f[3])
-		default:
-			step("this test has no check for this command: add one, or show it outside the newcomer's path (docs/install.md)")
 		}
 	}
 	if released != nil {
