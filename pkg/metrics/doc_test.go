@@ -20,15 +20,10 @@ import (
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/metrics.md and the README's metrics table from the registry")
+var update = flag.Bool("update", false, "rewrite docs/metrics.md from the registry")
 
-const (
-	docPath    = "../../docs/metrics.md"
-	readmePath = "../../README.md"
-	// The README carries the same table between these markers.
-	readmeBegin = "<!-- metrics:begin -->\n"
-	readmeEnd   = "<!-- metrics:end -->\n"
-)
+// docPath is the metrics' one table; the README links to it.
+const docPath = "../../docs/metrics.md"
 
 // resultHelp explains each value of the result label in the doc.
 var resultHelp = map[string]string{
@@ -65,39 +60,6 @@ func TestMetricsDoc(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s is out of date with the registered metrics; regenerate it with:\n  go test ./pkg/metrics -run TestMetricsDoc -update\nwant:\n%s", docPath, want)
 	}
-}
-
-// TestReadmeListsEveryMetric keeps the README's metrics table equal to the
-// registry, so operators reading only the README see every metric and its help.
-func TestReadmeListsEveryMetric(t *testing.T) {
-	table := metricsTable(renderDoc(t))
-	readme, err := os.ReadFile(readmePath)
-	if err != nil {
-		t.Fatalf("read %s: %v", readmePath, err)
-	}
-	begin := bytes.Index(readme, []byte(readmeBegin))
-	end := bytes.Index(readme, []byte(readmeEnd))
-	if begin < 0 || end < begin {
-		t.Fatalf("%s lacks the %q ... %q markers around its metrics table", readmePath, readmeBegin, readmeEnd)
-	}
-	got := readme[begin+len(readmeBegin) : end]
-	if *update {
-		out := append(append(append([]byte{}, readme[:begin+len(readmeBegin)]...), table...), readme[end:]...)
-		if err := os.WriteFile(readmePath, out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if !bytes.Equal(got, table) {
-		t.Fatalf("the metrics table in %s is out of date; regenerate it with:\n  go test ./pkg/metrics -run 'TestMetricsDoc|TestReadmeListsEveryMetric' -update\nwant:\n%s", readmePath, table)
-	}
-}
-
-// metricsTable cuts the markdown table of metrics out of the rendered doc.
-func metricsTable(doc []byte) []byte {
-	start := bytes.Index(doc, []byte("| Metric |"))
-	end := bytes.Index(doc[start:], []byte("\n\n"))
-	return doc[start : start+end+1]
 }
 
 func TestResultHelpCoversEveryResult(t *testing.T) {
