@@ -34,7 +34,7 @@ import (
 // make test races evictd at the two ends only, the middle rate costing
 // two and a half minutes of the suite for little: under -cpu max the
 // guest faulted pages in at 70 to 100 MiB/s whatever was asked above that
-// (the table in README.md: 100 asked, 71 seen; 400 asked, 71 seen). The
+// (100 asked, 71 seen; 400 asked, 71 seen). The
 // benchmark (EVICTD_RACE_ALONE=1) races evictd at all three.
 var (
 	raceRates      = []float64{25, 400}
