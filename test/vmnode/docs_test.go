@@ -22,7 +22,22 @@ var (
 // docs/performance.md has.
 func nodeSuiteTests(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("*_test.go")
+	return testsIn(t, "*_test.go", func(build string) bool {
+		return strings.Contains(build, "vmnode") && !strings.Contains(build, "vmnodebench")
+	})
+}
+
+// benchTests are the node benchmarks' tests, which docs/node.md may name.
+func benchTests(t *testing.T) []string {
+	t.Helper()
+	return testsIn(t, "*_bench_test.go", func(string) bool { return true })
+}
+
+// testsIn lists the test functions of the files matching glob whose
+// //go:build line (empty when there is none) keep accepts.
+func testsIn(t *testing.T, glob string, keep func(build string) bool) []string {
+	t.Helper()
+	files, err := filepath.Glob(glob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,8 +47,11 @@ func nodeSuiteTests(t *testing.T) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := buildLineRE.FindSubmatch(b)
-		if m == nil || !strings.Contains(string(m[1]), "vmnode") || strings.Contains(string(m[1]), "vmnodebench") {
+		build := ""
+		if m := buildLineRE.FindSubmatch(b); m != nil {
+			build = string(m[1])
+		}
+		if !keep(build) {
 			continue
 		}
 		for _, f := range testFuncRE.FindAllSubmatch(b, -1) {
@@ -70,24 +88,4 @@ func TestNodeDocNamesEveryTest(t *testing.T) {
 			t.Errorf("docs/node.md names %s, which is no test of test/vmnode", name)
 		}
 	}
-}
-
-// benchTests are the node benchmarks' tests, which docs/node.md may name.
-func benchTests(t *testing.T) []string {
-	t.Helper()
-	files, err := filepath.Glob("*_bench_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tests []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range testFuncRE.FindAllSubmatch(b, -1) {
-			tests = append(tests, string(f[1]))
-		}
-	}
-	return tests
 }
