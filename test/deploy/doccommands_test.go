@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -192,11 +191,6 @@ const (
 // them.
 func TestDocCommands(t *testing.T) {
 	start := time.Now()
-	kubectl := framework.RequireBinary(t, "kubectl")
-	helm := repoPath(t, "_output", "tools", "helm")
-	if st, err := os.Stat(helm); err != nil || st.Mode()&0o111 == 0 {
-		framework.Require(t, errMissing("no executable "+helm+" (make _output/tools/helm)"))
-	}
 	// Every documented command must be in the scenario below, and every
 	// command of the scenario in the docs, so neither drifts from the other.
 	scenario := []string{cmdLiftBrake, cmdLiftCondition, cmdKustomizeApply, cmdOwnNodeApply, cmdKeepAwayApply, cmdStop, cmdUnstop, cmdKeepAwayDelete, cmdOwnNodeDelete, cmdCleanupApply, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
@@ -218,20 +212,8 @@ func TestDocCommands(t *testing.T) {
 		t.FailNow()
 	}
 
-	identity := filepath.Join(t.TempDir(), "identity.yaml")
-	// framework.Start sets up evictd's identity from a manifest; this test's
-	// commands create evictd-system themselves, so the identity lives apart.
-	if err := os.WriteFile(identity, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: doc-test-identity}\n---\n"+
-		"apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: identity, namespace: doc-test-identity}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c := framework.Start(t, func(cfg *framework.Config) {
-		cfg.Manifest = identity
-		cfg.RealNodes = true // the DaemonSet controller (and the scheduler)
-		// The uninstalls' cleanup Job (the chart's pre-delete hook, the
-		// kustomize step).
-		cfg.Controllers = []string{"job"}
-	})
+	d := startDocShell(t, "doc-test-identity")
+	c, env, root := d.c, d.env, d.root
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
@@ -250,26 +232,12 @@ func TestDocCommands(t *testing.T) {
 		}
 	}
 
-	home := t.TempDir()
-	env := append(os.Environ(), "PATH="+filepath.Dir(helm)+":"+filepath.Dir(kubectl)+":"+os.Getenv("PATH"),
-		"KUBECONFIG="+c.AdminKubeconfig, "HOME="+home, "XDG_CACHE_HOME="+home+"/cache",
-		"XDG_CONFIG_HOME="+home+"/config", "XDG_DATA_HOME="+home+"/data")
-	root := repoPath(t)
 	ran := map[string]bool{}
 	run := func(cmd string) string {
 		t.Helper()
-		cctx, ccancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer ccancel()
-		x := exec.CommandContext(cctx, "bash", "-c", strings.ReplaceAll(cmd, "NODE", "node-linux"))
-		x.Dir, x.Env = root, env
-		began := time.Now()
-		out, err := x.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", cmd, err, out)
-		}
+		out := d.run(ctx, t, strings.ReplaceAll(cmd, "NODE", "node-linux"), 2*time.Minute)
 		ran[cmd] = true
-		t.Logf("%s (%s)", cmd, time.Since(began).Round(time.Millisecond))
-		return string(out)
+		return out
 	}
 
 	// The runbook's lift, by hand, of a brake left on a node (with the

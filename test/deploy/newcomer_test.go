@@ -4,9 +4,6 @@ package deploy
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -150,11 +147,6 @@ func parseHelm(cmd string) helmValues {
 func TestNewcomerPath(t *testing.T) {
 	start := time.Now()
 	path := newcomerPath(t)
-	kubectl := framework.RequireBinary(t, "kubectl")
-	helm := repoPath(t, "_output", "tools", "helm")
-	if st, err := os.Stat(helm); err != nil || st.Mode()&0o111 == 0 {
-		framework.Require(t, errMissing("no executable "+helm+" (make _output/tools/helm)"))
-	}
 	if len(path) == 0 {
 		t.Fatalf("%s shows no install command in a fenced shell block", newcomerDoc)
 	}
@@ -164,18 +156,8 @@ func TestNewcomerPath(t *testing.T) {
 		}
 	}
 
-	identity := filepath.Join(t.TempDir(), "identity.yaml")
-	// The README's commands create evictd-system themselves, so the
-	// framework's identity lives apart.
-	if err := os.WriteFile(identity, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: newcomer-identity}\n---\n"+
-		"apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: identity, namespace: newcomer-identity}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c := framework.Start(t, func(cfg *framework.Config) {
-		cfg.Manifest = identity
-		cfg.RealNodes = true              // the DaemonSet controller
-		cfg.Controllers = []string{"job"} // the uninstall's cleanup Job
-	})
+	d := startDocShell(t, "newcomer-identity")
+	c := d.c
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-linux", Labels: map[string]string{"kubernetes.io/os": "linux"}}}
@@ -184,24 +166,9 @@ func TestNewcomerPath(t *testing.T) {
 	}
 	c.StandInKubelet(t, defaultNamespace, "app.kubernetes.io/name=evictd-cleanup", node.Name, framework.RequireBinary(t, "evictd"))
 
-	home := t.TempDir()
-	env := append(os.Environ(), "PATH="+filepath.Dir(helm)+":"+filepath.Dir(kubectl)+":"+os.Getenv("PATH"),
-		"KUBECONFIG="+c.AdminKubeconfig, "HOME="+home, "XDG_CACHE_HOME="+home+"/cache",
-		"XDG_CONFIG_HOME="+home+"/config", "XDG_DATA_HOME="+home+"/data")
-	root := repoPath(t)
 	sh := func(cmd string) string {
 		t.Helper()
-		cctx, ccancel := context.WithTimeout(ctx, 3*time.Minute)
-		defer ccancel()
-		x := exec.CommandContext(cctx, "bash", "-c", cmd)
-		x.Dir, x.Env = root, env
-		began := time.Now()
-		out, err := x.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", cmd, err, out)
-		}
-		t.Logf("%s (%s)", cmd, time.Since(began).Round(time.Millisecond))
-		return string(out)
+		return d.run(ctx, t, cmd, 3*time.Minute)
 	}
 
 	var (
