@@ -141,7 +141,7 @@ func placeWith(o *Options, res kubeletcfg.Result, start startView, log *zap.Logg
 	below := map[thresholds.Signal]bool{}
 	m.ResetKubeletThresholds()
 	for _, p := range ps {
-		if p.AtOrBelow {
+		if p.KubeletFirst {
 			below[p.Signal] = true
 		}
 		if p.Kubelet != "" {
@@ -150,7 +150,7 @@ func placeWith(o *Options, res kubeletcfg.Result, start startView, log *zap.Logg
 		if p.Note != "" {
 			st.Uncompared = append(st.Uncompared, fmt.Sprintf("%s<%s (kubelet %s)", p.Signal, p.Evictd, p.Kubelet))
 		}
-		if p.Operator && p.AtOrBelow {
+		if p.Operator && p.KubeletFirst {
 			st.Below = append(st.Below, fmt.Sprintf("%s<%s (kubelet %s)", p.Signal, p.Evictd, p.Kubelet))
 			log.Warn("a hard threshold set for evictd sits at or below the kubelet's: the kubelet evicts first, without PodDisruptionBudgets; raise it or leave it to the default",
 				zap.String("signal", string(p.Signal)), zap.String("evictd", p.Evictd), zap.String("kubelet", p.Kubelet))

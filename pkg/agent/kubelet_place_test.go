@@ -122,6 +122,29 @@ func TestPlaceAboveKubelet(t *testing.T) {
 			t.Errorf("events %q", got)
 		}
 	})
+	// The README's example values against the kubelet's defaults: the
+	// disk threshold at the kubelet's is in time (the kubelet deletes
+	// images first there), so nothing is flagged and
+	// EvictdThresholdBelowKubelet stays quiet; one below it is flagged.
+	t.Run("the README's example values are not flagged", func(t *testing.T) {
+		root := kubeletHost(t)
+		if err := os.WriteFile(filepath.Join(root, "var/lib/kubelet/config.yaml"), []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			hard   string
+			nodefs float64
+		}{{"memory.available<500Mi,nodefs.available<10%", 0}, {"memory.available<500Mi,nodefs.available<9%", 1}} {
+			o := placeOptions(t, root, "--eviction-hard="+c.hard)
+			m, _ := metrics.New(buildinfo.Info{})
+			st := placeAboveKubelet(o, startView{signals: caps}, zap.NewNop(), m)
+			if (st.Detail() == "") != (c.nodefs == 0) {
+				t.Errorf("%s: readiness detail %q", c.hard, st.Detail())
+			}
+			assertValue(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "memory.available"}, 0)
+			assertValue(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "nodefs.available"}, c.nodefs)
+		}
+	})
 	t.Run("unknown keeps the defaults", func(t *testing.T) {
 		root := kubeletHost(t)
 		if err := os.Remove(filepath.Join(root, "var/lib/kubelet/config.yaml")); err != nil {

@@ -100,6 +100,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	m.SetDryRun(o.Evict.DryRun)
 	signals := map[thresholds.Signal]bool{}
 	for _, th := range ths {
 		signals[th.Signal] = true

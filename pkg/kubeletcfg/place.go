@@ -3,6 +3,7 @@
 package kubeletcfg
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
@@ -40,9 +41,11 @@ type Placement struct {
 	Moved bool
 	// Operator: the operator set Evictd (flag or file); it is never moved.
 	Operator bool
-	// AtOrBelow: evictd's threshold is at or below the kubelet's, so the
-	// kubelet acts first (a warning when Operator).
-	AtOrBelow bool
+	// KubeletFirst: the kubelet evicts before evictd's threshold comes
+	// into play (a warning when Operator): evictd's threshold is below the
+	// kubelet's, or at it on a signal where the kubelet evicts at once
+	// (memory, PIDs; see kubeletFirst).
+	KubeletFirst bool
 	// Note says why a comparison could not be made (a capacity unknown).
 	Note string
 	// Capped: the kubelet's image collection bounded Placed, at the free
@@ -59,7 +62,7 @@ type Placement struct {
 // evictd's value: a kubelet percentage against a memory quantity is first
 // resolved with capacity, and a kubelet quantity against a percentage is
 // turned into a share of capacity; without the capacity the default stays
-// and Note says so. A value the operator set is kept; AtOrBelow says
+// and Note says so. A value the operator set is kept; KubeletFirst says
 // whether the kubelet acts first. allocatableMemory.available is left to
 // follow memory.available, as evictd derives it, unless the operator named
 // it. placed holds only the signals whose value changed.
@@ -101,7 +104,7 @@ func Place(evictd map[string]string, operator map[string]bool, kubelet map[thres
 		if err != nil {
 			// "none" or a value switched off: evictd has no threshold
 			// here, and the kubelet has.
-			p.AtOrBelow = true
+			p.KubeletFirst = true
 			out = append(out, p)
 			continue
 		}
@@ -115,8 +118,8 @@ func Place(evictd map[string]string, operator map[string]bool, kubelet map[thres
 			}
 		}
 		if p.Operator {
-			at, ok := atOrBelow(own, k, c, capOK)
-			p.AtOrBelow = at
+			first, ok := kubeletFirst(s, own, k, c, capOK)
+			p.KubeletFirst = first
 			if !ok {
 				p.Note = "capacity unknown: cannot compare a percentage with a quantity"
 			}
@@ -232,20 +235,34 @@ func raise(s thresholds.Signal, own, k thresholds.Value, c int64, capOK bool) (s
 	return strconv.FormatFloat(math.Ceil(kp*10000-1e-6)/100, 'f', -1, 64) + "%", ""
 }
 
-// atOrBelow compares own with k: true when own acts no earlier than k.
-func atOrBelow(own, k thresholds.Value, c int64, capOK bool) (bool, bool) {
-	if own.Quantity == nil && k.Quantity == nil {
-		return own.Percentage <= k.Percentage, true
+// kubeletFirst compares evictd's threshold own on s with the kubelet's k:
+// true when the kubelet evicts before own comes into play. Below the
+// kubelet's, always. At it, only where the kubelet evicts as soon as its
+// threshold is met (memory, PIDs): on a disk signal its eviction manager
+// first deletes unused images and dead containers and evicts only if
+// that falls short, which leaves evictd its turn at the same threshold;
+// evictd's own disk defaults sit there (boundByImageGC), and an
+// operator's value there, the kubelet's nodefs.available<10% say, is no
+// mistake. ok false when the two cannot be compared (capacity unknown).
+func kubeletFirst(s thresholds.Signal, own, k thresholds.Value, c int64, capOK bool) (first, ok bool) {
+	var order int
+	switch {
+	case own.Quantity == nil && k.Quantity == nil:
+		order = cmp.Compare(own.Percentage, k.Percentage)
+	case own.Quantity != nil && k.Quantity != nil:
+		order = own.Quantity.Cmp(*k.Quantity)
+	default:
+		a, ok1 := amount(own, c, capOK)
+		b, ok2 := amount(k, c, capOK)
+		if !ok1 || !ok2 {
+			return false, false
+		}
+		order = cmp.Compare(a, b)
 	}
-	if own.Quantity != nil && k.Quantity != nil {
-		return own.Quantity.Cmp(*k.Quantity) <= 0, true
+	if s.Filesystem() != "" {
+		return order < 0, true
 	}
-	a, ok1 := amount(own, c, capOK)
-	b, ok2 := amount(k, c, capOK)
-	if !ok1 || !ok2 {
-		return false, false
-	}
-	return a <= b, true
+	return order <= 0, true
 }
 
 func amount(v thresholds.Value, c int64, capOK bool) (int64, bool) {
@@ -285,7 +302,7 @@ func Summary(ps []Placement) []string {
 			s += fmt.Sprintf(" (placed: kubelet %s + margin; default %s)", p.Kubelet, p.Evictd)
 		case p.Kubelet == "":
 			s += " (kubelet: none)"
-		case p.Operator && p.AtOrBelow:
+		case p.Operator && p.KubeletFirst:
 			s += fmt.Sprintf(" (set by the operator, AT OR BELOW kubelet %s)", p.Kubelet)
 		case p.Operator:
 			s += fmt.Sprintf(" (set by the operator; kubelet %s)", p.Kubelet)

@@ -87,6 +87,22 @@ func TestPlace(t *testing.T) {
 		{name: "equal counts as at or below", kubelet: map[string]string{"memory.available": "750Mi"},
 			operator: map[string]bool{"memory.available": true}, evictd: map[string]string{"memory.available": "750Mi"},
 			placed: map[string]string{}, warn: []thresholds.Signal{thresholds.MemoryAvailable}},
+		// On disk the kubelet deletes images and dead containers at its
+		// threshold before it evicts: evictd's own there is in time. The
+		// README's example values against the kubelet's defaults warn of
+		// nothing; a disk threshold below the kubelet's still warns.
+		{name: "a disk value equal to the kubelet's does not warn", kubelet: DefaultHard(), known: true,
+			operator: map[string]bool{"memory.available": true, "nodefs.available": true, "imagefs.available": true},
+			evictd:   map[string]string{"memory.available": "500Mi", "nodefs.available": "10%", "imagefs.available": "15%"},
+			placed:   map[string]string{}},
+		{name: "a disk value below the kubelet's warns", kubelet: DefaultHard(), known: true,
+			operator: map[string]bool{"nodefs.available": true}, evictd: map[string]string{"nodefs.available": "9%"},
+			placed: map[string]string{}, warn: []thresholds.Signal{thresholds.NodeFsAvailable},
+			capped: []thresholds.Signal{thresholds.ImageFsAvailable}},
+		// 10Gi of 100Gi is the kubelet's 10%: at it, on disk, in mixed units too.
+		{name: "a disk quantity equal to the kubelet's percentage does not warn", kubelet: DefaultHard(), known: true,
+			operator: map[string]bool{"nodefs.available": true}, evictd: map[string]string{"nodefs.available": "10Gi"},
+			placed: map[string]string{}, capped: []thresholds.Signal{thresholds.ImageFsAvailable}},
 		// The kubelet's image collection bounds the disk space defaults:
 		// 85 % used is 15 % available, the kubelet's own imagefs
 		// threshold, which the margin would raise to 20 %.
@@ -142,7 +158,7 @@ func TestPlace(t *testing.T) {
 				if p.Signal == thresholds.AllocatableMemoryAvailable {
 					t.Errorf("allocatableMemory.available placed on its own: it follows memory.available")
 				}
-				if p.Operator && p.AtOrBelow {
+				if p.Operator && p.KubeletFirst {
 					warn = append(warn, p.Signal)
 				}
 				if p.Moved != (placed[string(p.Signal)] != "") {

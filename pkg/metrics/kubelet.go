@@ -38,7 +38,7 @@ func (m *Metrics) initKubelet() {
 		"The kubelet's hard eviction threshold, as last read, for signals that are a count (inodes, PIDs; a percentage resolved against the capacity observed when read).",
 		"signal")
 	k.belowKubelet = m.gaugeVec("threshold", "below_kubelet",
-		"1 when evictd's hard threshold for a signal sits at or below the kubelet's, so that the kubelet evicts first: a threshold the operator set (evictd moves only its defaults), else 0. Only signals the kubelet has a threshold on have a series; where evictd_kubelet_threshold_compared is 0 it says nothing.",
+		"1 when evictd's hard threshold for a signal lets the kubelet evict first: a threshold the operator set (evictd moves only its defaults) below the kubelet's, or at it on memory and PIDs (on disk the kubelet deletes unused images and dead containers at its threshold before it evicts, so evictd's at the same value is in time), else 0. Only signals the kubelet has a threshold on have a series; where evictd_kubelet_threshold_compared is 0 it says nothing.",
 		"signal")
 	k.compared = m.gaugeVec("kubelet", "threshold_compared",
 		"1 when evictd compared its hard threshold for a signal with the kubelet's, as last read; 0 when it could not: one is a percentage, the other a quantity, and the signal's capacity was not observed (/readyz's kubelet-thresholds check warns; evictd places again once a pass has observed it). Only signals both have a threshold on have a series.",
@@ -77,13 +77,13 @@ func (m *Metrics) ResetKubeletThresholds() {
 
 // SetKubeletThreshold records the kubelet's hard threshold for s as an
 // amount (bytes or a count, as IsCountSignal says; none when amount < 0,
-// a percentage whose capacity is not known), and whether evictd's own sits
-// at or below it.
-func (m *Metrics) SetKubeletThreshold(s thresholds.Signal, amount int64, evictdAtOrBelow bool) {
+// a percentage whose capacity is not known), and whether evictd's own lets
+// the kubelet evict first (kubeletcfg.Placement.KubeletFirst).
+func (m *Metrics) SetKubeletThreshold(s thresholds.Signal, amount int64, kubeletFirst bool) {
 	if m == nil {
 		return
 	}
-	m.kubelet.belowKubelet.WithLabelValues(string(s)).Set(boolValue(evictdAtOrBelow))
+	m.kubelet.belowKubelet.WithLabelValues(string(s)).Set(boolValue(kubeletFirst))
 	if amount < 0 {
 		return
 	}

@@ -124,6 +124,7 @@ type Metrics struct {
 	stuckVictims         prometheus.Gauge
 	memoryLocked         prometheus.Gauge
 	evictionRequest      prometheus.Gauge
+	dryRun               prometheus.Gauge
 	actuatorWritable     prometheus.Gauge
 	actuatorWrites       *prometheus.CounterVec
 	kubelet              kubeletMetrics   // kubelet.go
@@ -249,6 +250,11 @@ func New(build buildinfo.Info) (*Metrics, error) {
 		Help: "1 while --eviction-request asks for soft evictions with lifecycle.k8s.io/v1alpha1 EvictionRequests; 0 when the mode is off, or while the API server answers that it does not serve them (every eviction then uses the Eviction API; evictd asks again 5 minutes later, and the log says each step).",
 	})
 
+	m.dryRun = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "dry_run",
+		Help: "1 when evictd runs with --dry-run or --shadow (which implies it): it evicts nothing, and its evictd_evictions_total counts what it would have done (dry_run, and pdb_blocked or refused for the API server's dry-run verdicts); 0 when it enforces. The alerts on evictions leave a dry-run agent out.",
+	})
+
 	m.actuatorWritable = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: "actuator", Name: "writable",
 		Help: "1 while --actuator can write the pod cgroups' memory limits (its check at start and its last write succeeded); 0 when it is off, or refused (the log and /readyz say why: usually the chart's actuator.enabled not set, so the mount is read-only).",
@@ -273,7 +279,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 	m.initOutrun()
 	m.initPodReads()
 	m.initTrace()
-	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
+	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.dryRun, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 
 	all := append([]prometheus.Collector{
@@ -652,6 +658,14 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// SetDryRun records whether evictd runs in dry run (--dry-run, --shadow).
+func (m *Metrics) SetDryRun(on bool) {
+	if m == nil {
+		return
+	}
+	m.dryRun.Set(boolValue(on))
 }
 
 // SetEvictionRequestServed records whether evictions are asked for with

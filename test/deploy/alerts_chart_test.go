@@ -112,7 +112,7 @@ alerts:
 	}
 	assertYAMLEqual(t, "EvictdDown labels", ruleOf(t, pr, "EvictdDown")["labels"], `{severity: warning, pager: nodes, team: platform}`)
 	assertYAMLEqual(t, "EvictdAbsent labels", ruleOf(t, pr, "EvictdAbsent")["labels"], `{severity: warning, team: platform}`)
-	assertYAMLEqual(t, "EvictdNotObserving labels", ruleOf(t, pr, "EvictdNotObserving")["labels"], `{severity: critical, team: platform}`)
+	assertYAMLEqual(t, "EvictdNotObserving labels", ruleOf(t, pr, "EvictdNotObserving")["labels"], `{severity: warning, team: platform}`)
 
 	for _, tc := range []struct{ values, want string }{
 		{"{metrics: {prometheusRule: {enabled: true}}, alerts: {rules: {EvictdGone: {enabled: false}}}}", "alerts.rules.EvictdGone: no such alert"},

@@ -109,7 +109,8 @@ func TestPromtoolRules(t *testing.T) {
 // condition heartbeat hide a taint that cannot be written, and the node
 // brake's alerts with each of their parts broken (the bound, the `for:` on
 // evictd_node_brake_on the since gauge replaces, the lease, the acting
-// agent, the condition's status), so they can fail.
+// agent, the condition's status), EvictdDown without its Ready node, and the
+// eviction alerts without their dry-run exclusion, so they can fail.
 func TestPromtoolRulesCatchAWrongRule(t *testing.T) {
 	bin := promtool(t)
 	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "alerts.yaml"))
@@ -155,6 +156,13 @@ func TestPromtoolRulesCatchAWrongRule(t *testing.T) {
 `, "EvictdNodeBrakeLeftBehind"},
 		// Takes kube-state-metrics' series of a False condition for a True one.
 		{"left-status", `status="true"} == 1)`, `status="true"})`, "EvictdNodeBrakeLeftBehind"},
+		// Reports the agent of a NotReady or powered-off node.
+		{"down-notready", "\n          unless on (node) max by (node) (kube_node_status_condition{condition=\"Ready\", status=\"true\"}) == 0", "", "EvictdDown"},
+		// Takes a dry run's or a shadow's verdicts for refusals.
+		{"pdb-dryrun", "\n            unless on (namespace, pod) evictd_dry_run{job=\"evictd\"} == 1", "", "EvictdEvictionsRefusedByPDB"},
+		{"refused-dryrun", "\n            unless on (namespace, pod) max by (namespace, pod) (evictd_dry_run{job=\"evictd\"}) == 1", "", "EvictdEvictionsRefused"},
+		{"failing-dryrun", "result=\"error\"}[10m])) > 0\n          unless on (namespace, pod) max by (namespace, pod) (evictd_dry_run{job=\"evictd\"}) == 1", "result=\"error\"}[10m])) > 0", "EvictdEvictionsFailing"},
+		{"cap-dryrun", "(evictd_pressure_episode_cap_reached{job=\"evictd\"}) == 1\n          unless on (namespace, pod) max by (namespace, pod) (evictd_dry_run{job=\"evictd\"}) == 1", "(evictd_pressure_episode_cap_reached{job=\"evictd\"}) == 1", "EvictdEpisodeCapReached"},
 	} {
 		if !strings.Contains(string(raw), tc.old) {
 			t.Fatalf("%s: the rules no longer hold %q; update this test", tc.name, tc.old)

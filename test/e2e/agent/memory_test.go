@@ -317,6 +317,10 @@ func TestMemoryPressurePDB(t *testing.T) {
 		t.Errorf("the kernel OOM-killed %d processes on the node", n)
 	}
 	mt := e.scrape()
+	// The alerts tell an enforcing agent's refusals from a dry run's by it.
+	if got := mt.Value(t, "evictd_dry_run", nil); got != 0 {
+		t.Errorf("evictd_dry_run = %v enforcing, want 0", got)
+	}
 	if got := mt.Value(t, "evictd_evictions_total", map[string]string{"result": "pdb_blocked"}); got < 1 {
 		t.Errorf("evictd_evictions_total{result=pdb_blocked} = %v, want > 0", got)
 	}
@@ -385,6 +389,10 @@ func TestMemoryPressureDryRun(t *testing.T) {
 	}
 	untouched(t, m.c.Admin, m.node, m.mirror)
 	mt := e.scrape()
+	// Its pdb_blocked is a verdict, not a refusal: the alerts leave it out by this.
+	if got := mt.Value(t, "evictd_dry_run", nil); got != 1 {
+		t.Errorf("evictd_dry_run = %v in dry run, want 1", got)
+	}
 	for _, tt := range []struct {
 		result string
 		ok     func(float64) bool
