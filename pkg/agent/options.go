@@ -279,7 +279,7 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 	o.Evict.AddFlags(eviction)
 	o.Config.BindFlags(generic, thresholdFlags, eviction)
 	thresholdFlags.StringVar(&o.KubeletThresholds, FlagKubeletThresholds, o.KubeletThresholds,
-		"place: read the node's kubelet eviction thresholds at start (its process under --host-root's /proc, its config file and drop-ins, or kubeadm's files) and raise each of evictd's default hard thresholds to the kubelet's plus a margin (200Mi on memory, 5 points on the others), so that evictd acts first; thresholds set with flags or --config are kept, with a warning when at or below the kubelet's. ignore: evictd's defaults as they are.")
+		"place: read the node's kubelet eviction thresholds at start (its process under --host-root's /proc, its config file and drop-ins, or kubeadm's files) and raise each of evictd's default hard thresholds to the kubelet's plus a margin (200Mi on memory, 5 points on the others), so that evictd acts first; thresholds set with flags or --config are kept, with a warning when the kubelet would evict first (below its threshold, or at it on memory and PIDs). ignore: evictd's defaults as they are.")
 	thresholdFlags.StringVar(&o.KubeletConfig, FlagKubeletConfig, o.KubeletConfig,
 		"The kubelet's config file, a path on the host read under --host-root, when the one its --config names is not found there; empty finds it.")
 	generic.DurationVar(&o.InformerSyncTimeout, FlagInformerSyncTimeout, o.InformerSyncTimeout, "How long to wait for the initial list and watch of pods, PriorityClasses and namespaces before exiting (a 403 Forbidden exits at once).")

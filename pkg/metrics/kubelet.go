@@ -10,7 +10,7 @@ import (
 
 // kubeletMetrics are the kubelet's own thresholds as evictd last read them
 // (at start, and again after each kubelet restart), and whether evictd's
-// sit above them (docs/run.md, "Thresholds").
+// sit above them (docs/run.md, "Thresholds above the node's kubelet's").
 type kubeletMetrics struct {
 	known          prometheus.Gauge
 	restarts       prometheus.Counter
