@@ -4,17 +4,15 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
-)
 
-var update = flag.Bool("update", false, "rewrite docs/flags.md from the commands' flag sets")
+	"github.com/evictd/evictd/internal/golden"
+)
 
 var flagsDocPath = filepath.Join("..", "..", "docs", "flags.md")
 
@@ -34,21 +32,7 @@ var guides = map[string]string{
 // hold. Run `go test ./cmd/evictd -run TestFlagsDoc -update` after changing
 // a command or a flag.
 func TestFlagsDoc(t *testing.T) {
-	want := renderFlagsDoc(t)
-	if *update {
-		if err := os.WriteFile(flagsDocPath, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	got, err := os.ReadFile(flagsDocPath)
-	if err != nil {
-		t.Fatalf("read %s: %v (generate it with: go test ./cmd/evictd -run TestFlagsDoc -update)", flagsDocPath, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is out of date with the commands' flags (first difference: %s); regenerate it with:\n  go test ./cmd/evictd -run TestFlagsDoc -update",
-			flagsDocPath, firstDiff(got, want))
-	}
+	golden.Check(t, flagsDocPath, renderFlagsDoc(t), "go test ./cmd/evictd -run TestFlagsDoc -update")
 }
 
 func renderFlagsDoc(t *testing.T) []byte {
@@ -137,21 +121,3 @@ func flagColumns(t *testing.T, fl *pflag.Flag) (typ, def, help string) {
 // cell escapes text for a markdown table cell: "|" would end the cell, "<"
 // open an HTML tag (SIGNAL<none ... >), "*" and "~" start emphasis.
 var cell = strings.NewReplacer(`\`, `\\`, "|", `\|`, "<", `\<`, "*", `\*`, "~", `\~`, "`", "\\`").Replace
-
-// firstDiff names the first line where got and want differ.
-func firstDiff(got, want []byte) string {
-	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-	for i := range max(len(g), len(w)) {
-		var gl, wl string
-		if i < len(g) {
-			gl = g[i]
-		}
-		if i < len(w) {
-			wl = w[i]
-		}
-		if gl != wl {
-			return fmt.Sprintf("line %d is %q, the flags make it %q", i+1, gl, wl)
-		}
-	}
-	return "none"
-}

@@ -4,7 +4,6 @@ package config_test
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,13 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/evictd/evictd/internal/golden"
 	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
-
-var update = flag.Bool("update", false, "rewrite docs/config.md's generated tables from the config types and errors")
 
 var configDocPath = filepath.Join("..", "..", "docs", "config.md")
 
@@ -128,12 +126,12 @@ func TestConfigDoc(t *testing.T) {
 			t.Fatalf("%s lacks the %q ... %q markers", configDocPath, begin, end)
 		}
 		got := out[b+len(begin) : e]
-		if !*update && !bytes.Equal(got, part.text) {
+		if !golden.Update() && !bytes.Equal(got, part.text) {
 			t.Errorf("the %s table of %s is out of date; regenerate it with:\n  %s\nwant:\n%s", part.name, configDocPath, regenerate, part.text)
 		}
 		out = append(append(append([]byte{}, out[:b+len(begin)]...), part.text...), out[e:]...)
 	}
-	if *update {
+	if golden.Update() {
 		if err := os.WriteFile(configDocPath, out, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -4,10 +4,7 @@ package metrics
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -16,11 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/internal/golden"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
-
-var update = flag.Bool("update", false, "rewrite docs/metrics.md from the registry")
 
 // docPath is the metrics' one table; the README links to it.
 const docPath = "../../docs/metrics.md"
@@ -43,23 +39,7 @@ var resultHelp = map[string]string{
 // Run `go test ./pkg/metrics -run TestMetricsDoc -update` after changing a
 // metric.
 func TestMetricsDoc(t *testing.T) {
-	want := renderDoc(t)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(docPath), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(docPath, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	got, err := os.ReadFile(docPath)
-	if err != nil {
-		t.Fatalf("read %s: %v (generate it with: go test ./pkg/metrics -run TestMetricsDoc -update)", docPath, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is out of date with the registered metrics; regenerate it with:\n  go test ./pkg/metrics -run TestMetricsDoc -update\nwant:\n%s", docPath, want)
-	}
+	golden.Check(t, docPath, renderDoc(t), "go test ./pkg/metrics -run TestMetricsDoc -update")
 }
 
 func TestResultHelpCoversEveryResult(t *testing.T) {

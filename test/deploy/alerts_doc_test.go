@@ -3,9 +3,7 @@
 package deploy
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,9 +11,9 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/rulefmt"
-)
 
-var update = flag.Bool("update", false, "rewrite docs/alerts.md from deploy/monitoring/alerts.yaml")
+	"github.com/evictd/evictd/internal/golden"
+)
 
 // alertsDocCommand regenerates docs/alerts.md (from the repository root).
 const alertsDocCommand = "cd test/deploy && go test -run TestAlertsDoc -update ."
@@ -23,20 +21,7 @@ const alertsDocCommand = "cd test/deploy && go test -run TestAlertsDoc -update .
 // TestAlertsDoc holds docs/alerts.md equal to the reference generated from
 // deploy/monitoring/alerts.yaml; -update rewrites it.
 func TestAlertsDoc(t *testing.T) {
-	want := alertsDoc(loadRules(t))
-	path := repoPath(t, "docs", "alerts.md")
-	if *update {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read docs/alerts.md: %v (generate it with: %s)", err, alertsDocCommand)
-	}
-	if string(got) != want {
-		t.Fatalf("docs/alerts.md is out of date with deploy/monitoring/alerts.yaml; regenerate it with:\n  %s", alertsDocCommand)
-	}
+	golden.Check(t, repoPath(t, "docs", "alerts.md"), []byte(alertsDoc(loadRules(t))), alertsDocCommand)
 }
 
 // TestAlertsDocCatchesAChange: the reference changes with each field it
