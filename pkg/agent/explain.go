@@ -279,7 +279,7 @@ func hardness(hard bool) string {
 
 // amountOf prints v in s's unit, as Events and the log do.
 func amountOf(s thresholds.Signal, v int64) string {
-	return decide.AmountString(s, v)
+	return rank.Amount(s, v)
 }
 
 // thresholdStates is how long each threshold of st has been met.

@@ -461,7 +461,7 @@ func (l *Loop) podReads(decided *bool) pressure.PodReads {
 		*decided = true
 		r := podreads.Decide(podreads.Input{Now: node.Time, Last: last, Busy: busy,
 			Signals: thresholds.Observe(node.Summary), Thresholds: l.cfg.Thresholds})
-		l.deps.Metrics.PodReads(r)
+		l.deps.Metrics.PodReads(string(r))
 		return r != podreads.Reuse
 	}
 }
@@ -608,7 +608,7 @@ func (l *Loop) observe(ctx context.Context, acting bool) (*pressure.Observation,
 		decided := false
 		obs, err = po.ObserveWith(ctx, l.podReads(&decided))
 		if err == nil && !decided {
-			m.PodReads(podreads.Forced)
+			m.PodReads(string(podreads.Forced))
 		}
 	} else {
 		obs, err = l.deps.Observer.Observe(ctx)

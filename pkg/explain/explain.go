@@ -16,7 +16,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -268,7 +267,6 @@ func (s *Signal) need() {
 
 // explainPods fills the signal's pods and the evictions its need calls for.
 func explainPods(s *Signal, cands []rank.Candidate, held map[types.UID]string) {
-	target := decide.Target{Threshold: thresholds.Threshold{Signal: s.Signal}}
 	n := 0
 	for _, c := range cands {
 		p := Pod{Namespace: c.Namespace, Name: c.Name, Eligible: c.Eligible, Usage: c.Usage, Request: c.Request,
@@ -280,7 +278,7 @@ func explainPods(s *Signal, cands []rank.Candidate, held map[types.UID]string) {
 			p.Rank, p.Eligible, p.Held, p.Why = n, false, true, why
 		case c.Eligible:
 			n++
-			p.Rank, p.Why = n, decide.RankReason(target, c)
+			p.Rank, p.Why = n, rank.Why(s.Signal, c)
 		default:
 			p.Why = c.SkipReason
 		}

@@ -70,11 +70,9 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/evictd/evictd/pkg/agent/inflight"
@@ -653,55 +651,18 @@ func fitGrace(opts Options, in Input, d Decision) (*int64, string) {
 	return &s, g.Reason
 }
 
-// RankReason says why c is evicted for t, for logs and Events.
+// RankReason says why c is evicted for t, for logs and Events: its rank's
+// reason, and for an early target the crossing predicted.
 func RankReason(t Target, c rank.Candidate) string {
-	sig := t.Threshold.Signal
-	var b strings.Builder
-	if sig.Stall() {
-		fmt.Fprintf(&b, "own memory stall %.1f%% over the window; ", c.Stall*100)
-		sig = thresholds.MemoryAvailable // its usage is in bytes
-	}
-	switch {
-	case sig.MemoryHigh():
-		// Its "usage" is the one stuck pod it counts for; what it is
-		// stuck on says why.
-		b.WriteString(c.MemoryHigh)
-	case !c.HasUsage:
-		b.WriteString("no usage figure")
-	case sig == thresholds.PIDAvailable:
-		// Pods have no PID request: the kubelet orders them by priority,
-		// then by processes.
-		fmt.Fprintf(&b, "%s processes", amount(sig, c.Usage))
-	case c.ExceedsRequest:
-		fmt.Fprintf(&b, "usage %s exceeds request %s", amount(sig, c.Usage), amount(sig, c.Request))
-	default:
-		fmt.Fprintf(&b, "usage %s within request %s", amount(sig, c.Usage), amount(sig, c.Request))
-	}
-	if c.Swap > 0 {
-		fmt.Fprintf(&b, " (%s of it in swap)", amount(sig, c.Swap))
-	}
-	fmt.Fprintf(&b, ", priority %d", c.Priority)
-	switch {
-	case c.Group != "":
-		fmt.Fprintf(&b, " (effective %d, priority group %s)", c.EffectivePriority, c.Group)
-	case c.EffectivePriority != c.Priority:
-		fmt.Fprintf(&b, " (effective %d)", c.EffectivePriority)
-	}
+	why := rank.Why(t.Threshold.Signal, c)
 	if t.Early {
-		fmt.Fprintf(&b, "; %s predicted below %s in %s", sig, amount(sig, t.Amount), t.TimeLeft.Round(time.Millisecond))
+		sig := t.Threshold.Signal
+		if sig.Stall() {
+			sig = thresholds.MemoryAvailable
+		}
+		why += fmt.Sprintf("; %s predicted below %s in %s", sig, rank.Amount(sig, t.Amount), t.TimeLeft.Round(time.Millisecond))
 	}
-	return b.String()
-}
-
-// AmountString prints v in s's unit, as the reasons do.
-func AmountString(s thresholds.Signal, v int64) string { return amount(s, v) }
-
-func amount(s thresholds.Signal, v int64) string {
-	switch s {
-	case thresholds.NodeFsInodesFree, thresholds.ImageFsInodesFree, thresholds.PIDAvailable:
-		return resource.NewQuantity(v, resource.DecimalSI).String()
-	}
-	return resource.NewQuantity(v, resource.BinarySI).String()
+	return why
 }
 
 func isMemory(s thresholds.Signal) bool {

@@ -4,9 +4,11 @@ package podreads
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -90,5 +92,18 @@ func TestDecideExtremes(t *testing.T) {
 	in.Signals[thresholds.MemoryAvailable] = thresholds.Observation{Available: math.MinInt64, Capacity: 1}
 	if got := Decide(in); got != Near {
 		t.Errorf("available at the very bottom: %q, want near", got)
+	}
+}
+
+// TestReasonsAreTheMetricsLabels: pod_reads_total counts each reason from
+// 0, from the metrics' own list of label values; a reason added here and
+// not there would be counted without ever being exported at 0.
+func TestReasonsAreTheMetricsLabels(t *testing.T) {
+	var got []string
+	for _, r := range Reasons() {
+		got = append(got, string(r))
+	}
+	if !slices.Equal(got, metrics.PodReadReasons) {
+		t.Errorf("podreads.Reasons() %v; metrics.PodReadReasons %v: keep them equal", got, metrics.PodReadReasons)
 	}
 }
