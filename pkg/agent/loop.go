@@ -209,11 +209,10 @@ type Loop struct {
 	// refused are the pods whose eviction the API server refused for the
 	// pod itself (an admission policy or webhook, several PDBs), and when.
 	refused map[types.UID]time.Time
-	// imageGCSince is when each disk signal's unused images were first
-	// counted as the kubelet's reclaim while its threshold held, and
-	// imageGCGaveUp which signals have stopped counting them (nodeReclaim).
-	imageGCSince  map[thresholds.Signal]time.Time
-	imageGCGaveUp map[thresholds.Signal]bool
+	// imageGC is the kubelet's chance at each disk signal's unused
+	// images, counted as its reclaim while the threshold holds
+	// (nodeReclaim).
+	imageGC *imagegc.Chance
 	// imageAges is when each of the node's images was first listed (with
 	// ExpectImageGC): the kubelet keeps young ones.
 	imageAges imagegc.Ages
@@ -314,8 +313,7 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		refused:   map[types.UID]time.Time{},
 		actuation: act,
 
-		imageGCSince:  map[thresholds.Signal]time.Time{},
-		imageGCGaveUp: map[thresholds.Signal]bool{},
+		imageGC: imagegc.NewChance(),
 	}
 	for _, s := range []thresholds.Signal{thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable} {
 		e, err := predict.NewEstimator(predict.Options{})
@@ -421,7 +419,7 @@ func (l *Loop) Step(ctx context.Context, w wakeup.Wakeup) time.Duration {
 		return l.cfg.Housekeeping
 	}
 	v := l.assess(obs, w)
-	l.forgetImageGCWaits(v.status)
+	l.imageGC.Forget(v.status)
 	l.settleVictims(v)
 	l.forgetUnlisted(v)
 	// Before deciding: what a disk victim wrote in its grace period, in this
