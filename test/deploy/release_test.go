@@ -87,13 +87,16 @@ func TestReleaseVersionsAgree(t *testing.T) {
 	}
 }
 
+// releasedRE finds CHANGELOG.md's newest release entry, "## [VERSION] - DATE".
+var releasedRE = regexp.MustCompile(`(?m)^## \[([^\]]+)\] - \d{4}-\d{2}-\d{2}$`)
+
 // checkChangelog holds VERSION to CHANGELOG.md. A release is VERSION
 // without a prerelease suffix, with a dated entry "## [VERSION] - DATE" as
 // the newest. Between releases VERSION is the next one's "-dev"
 // prerelease: above the newest release, with what it holds so far under
 // "## [Unreleased]".
 func checkChangelog(version, changelog string) error {
-	newest := regexp.MustCompile(`(?m)^## \[([^\]]+)\] - \d{4}-\d{2}-\d{2}$`).FindStringSubmatch(changelog)
+	newest := releasedRE.FindStringSubmatch(changelog)
 	unreleased := regexp.MustCompile(`(?ms)^## \[Unreleased\]\n(.*?)(^## |\z)`).FindStringSubmatch(changelog)
 	if unreleased == nil {
 		return fmt.Errorf("CHANGELOG.md has no \"## [Unreleased]\" section")

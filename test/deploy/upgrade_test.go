@@ -17,31 +17,24 @@ import (
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
-// releasedChart extracts deploy/helm/evictd as CHANGELOG.md's newest release
-// shipped it, from the commit that dated that release's entry, into a
-// temporary directory, and returns the release and the chart's path.
+// releasedChart is the chart as CHANGELOG.md's newest release shipped it:
+// testdata/evictd-VERSION.tgz, what `make release` wrote for it (kept in
+// the tree, so that the test needs no git history), unpacked into a
+// temporary directory. A release without its package there fails the test.
 func releasedChart(t *testing.T) (version, chart string) {
 	t.Helper()
-	root := repoPath(t)
-	m := regexp.MustCompile(`(?m)^## \[([^\]]+)\] - \d{4}-\d{2}-\d{2}$`).FindStringSubmatch(readFile(t, "CHANGELOG.md"))
+	m := releasedRE.FindStringSubmatch(readFile(t, "CHANGELOG.md"))
 	if m == nil {
 		t.Fatal("CHANGELOG.md has no dated release")
 	}
-	heading := strings.TrimPrefix(m[0], "## ")
-	// The oldest commit that added the heading: the release.
-	out := strings.Fields(run(t, root, "git", "log", "--reverse", "--format=%H", "-S", heading, "--", "CHANGELOG.md"))
-	if len(out) == 0 {
-		t.Fatalf("no commit adds %q to CHANGELOG.md (a shallow clone? the test needs the history)", heading)
-	}
+	pkg := repoPath(t, "test", "deploy", "testdata", "evictd-"+m[1]+".tgz")
 	dir := t.TempDir()
-	archive := exec.Command("sh", "-c", "git archive "+out[0]+" deploy/helm/evictd | tar -x -C "+dir)
-	archive.Dir = root
-	if b, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("git archive %s deploy/helm/evictd: %v\n%s", out[0], err, b)
+	if b, err := exec.Command("tar", "-xzf", pkg, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("unpack %s (the chart release %s shipped, from make release): %v\n%s", pkg, m[1], err, b)
 	}
-	chart = filepath.Join(dir, "deploy", "helm", "evictd")
+	chart = filepath.Join(dir, "evictd")
 	if got := readChartVersion(t, chart); got != m[1] {
-		t.Fatalf("the chart of the commit that released %s says version %s", m[1], got)
+		t.Fatalf("%s holds the chart version %s, want %s", pkg, got, m[1])
 	}
 	return m[1], chart
 }
@@ -56,7 +49,7 @@ func readChartVersion(t *testing.T, chart string) string {
 }
 
 // TestUpgradeFromRelease installs the chart as the newest release shipped
-// it (from git history) with the real helm on the test API server, then
+// it (releasedChart) with the real helm on the test API server, then
 // upgrades it to this checkout's chart with docs/install.md's command as
 // written (cmdUpgrade, which TestDocCommands holds to the docs): it must
 // succeed and run the new chart. The form the docs gave before,
