@@ -18,6 +18,7 @@ import (
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/trace"
+	"github.com/evictd/evictd/pkg/trace/play"
 )
 
 // replaySynopsis names every flag of replay but --help.
@@ -115,7 +116,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(exitUsage, fmt.Errorf("--trace %s: %w", f.trace, err))
 	}
 	rep := replayReport{Trace: describeTrace(tr), Node: tr.Header.Node, Passes: len(tr.Passes), Dropped: tr.Header.Dropped}
-	base := runReport{Name: recordedAgent, Calls: agent.RecordedCalls(tr)}
+	base := runReport{Name: recordedAgent, Calls: play.RecordedCalls(tr)}
 	runs := f.configs
 	if len(runs) == 0 {
 		runs = []string{""}
@@ -160,8 +161,8 @@ type replayReport struct {
 	Passes  int    `json:"passes"`
 	Dropped uint64 `json:"dropped,omitempty"`
 	// Recorded are the calls the agent made, when compared with.
-	Recorded []agent.ReplayCall `json:"recorded,omitempty"`
-	Runs     []runReport        `json:"runs"`
+	Recorded []play.Call `json:"recorded,omitempty"`
+	Runs     []runReport `json:"runs"`
 	// Against names what the last run is compared with: the recorded
 	// calls, or the first configuration.
 	Against     string   `json:"against"`
@@ -175,9 +176,9 @@ type runReport struct {
 	// its own anew (the kubelet restarted with others).
 	Placed []agent.ReplayPlacement `json:"placed,omitempty"`
 	// Left are the thresholds the replay could not run, and why.
-	Left   []string           `json:"left,omitempty"`
-	DryRun bool               `json:"dryRun,omitempty"`
-	Calls  []agent.ReplayCall `json:"calls"`
+	Left   []string    `json:"left,omitempty"`
+	DryRun bool        `json:"dryRun,omitempty"`
+	Calls  []play.Call `json:"calls"`
 }
 
 // diffCalls lists, call by call, where b's decisions differ from a's;
@@ -197,7 +198,7 @@ func diffCalls(a, b runReport) []string {
 	return out
 }
 
-func describeCall(c agent.ReplayCall) string {
+func describeCall(c play.Call) string {
 	kind := "soft"
 	if c.Hard {
 		kind = "hard"

@@ -176,7 +176,7 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 	l.tr.calls++
 	c.seq, c.pass, c.launched = l.tr.calls, l.tr.pass, now
 	if l.deps.Trace != nil {
-		l.deps.Trace.Launched(trace.Call{Seq: c.seq, Decision: decisionOf(c.req, d.Action == decide.ForceDelete, c.pass, now)})
+		l.deps.Trace.Launched(trace.Call{Seq: c.seq, Decision: trace.DecisionOf(c.req, d.Action == decide.ForceDelete, c.pass, now)})
 	}
 	grace := l.cfg.Decide.Evict.GracePeriod(d.Candidate.Pod, t.Hard(), d.GraceOverride)
 	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: now,

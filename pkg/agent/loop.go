@@ -177,6 +177,22 @@ type Deps struct {
 	Shadow ShadowRecorder
 	// Trace, when not nil, records each pass for a replay (pkg/trace).
 	Trace Tracer
+	// Replay, when not nil, is a replay's player (pkg/trace/play): it
+	// numbers the passes and calls as the recorded agent's were, and
+	// delivers the recorded answers where the recorded pass took them.
+	Replay Replayer
+}
+
+// Replayer drives a loop through a recorded trace (*play.Player).
+type Replayer interface {
+	// FirstCall is the number of the last call made before the trace
+	// began: the loop's calls are numbered on from it.
+	FirstCall() uint64
+	// PassNumber is the number of the pass about to run.
+	PassNumber() uint64
+	// BeforeDrain delivers, before the loop's drain at point of the pass,
+	// the answers the recorded pass took there.
+	BeforeDrain(point int)
 }
 
 // ShadowRecorder follows a dry run's episodes and would-be evictions
@@ -314,6 +330,9 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		actuation: act,
 
 		imageGC: imagegc.NewChance(),
+	}
+	if deps.Replay != nil {
+		l.tr.calls = deps.Replay.FirstCall()
 	}
 	for _, s := range []thresholds.Signal{thresholds.MemoryAvailable, thresholds.AllocatableMemoryAvailable} {
 		e, err := predict.NewEstimator(predict.Options{})

@@ -4,17 +4,16 @@ package agent
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
-	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/trace"
+	"github.com/evictd/evictd/pkg/trace/play"
 )
 
 // slowPods is the scripted node whose pod list takes a while to read: the
@@ -71,7 +70,7 @@ func TestReplayDecidesWithTheAgentsReadings(t *testing.T) {
 	// The trace is issue 48's: a rate-limited call, then the agent's next
 	// call in a pass that observed before the token came back and
 	// launched after.
-	recorded := RecordedCalls(tr)
+	recorded := play.RecordedCalls(tr)
 	if len(recorded) < 2 || recorded[0].Result != string(evict.RateLimited) || recorded[1].Result != string(evict.Evicted) {
 		t.Fatalf("the agent made the calls %v (%+v), want a rate-limited call, then an accepted one", callKeys(recorded), recorded)
 	}
@@ -109,48 +108,5 @@ func TestReplayDecidesWithTheAgentsReadings(t *testing.T) {
 	}
 	if len(res.Diverged) != 0 {
 		t.Errorf("the replay of the agent's own trace took other readings than the agent in passes %v", res.Diverged)
-	}
-}
-
-// TestPlayedClock: a replayed pass's clock hands back the pass's readings
-// in order; past them it is the pass's own clock, never behind the last
-// time it gave, and the pass is reported as having diverged, as is one
-// that took fewer; a trace without readings (before format 4) is the
-// pass's clock throughout, and never diverges.
-func TestPlayedClock(t *testing.T) {
-	at := t0.Add(time.Second)
-	pass := &trace.Pass{N: 7, At: at, Readings: []int64{int64(5 * time.Millisecond), int64(40 * time.Millisecond)}}
-	own := testclock.NewFakeClock(at.Add(2 * time.Millisecond)) // the pass's observation, say
-	c := playedClock{pass: own}
-	stamp := func(ts ...time.Time) string {
-		var out []string
-		for _, x := range ts {
-			out = append(out, x.Sub(at).String())
-		}
-		return strings.Join(out, " ")
-	}
-
-	c.begin(pass, true)
-	if got, want := stamp(c.Now(), c.Now()), "5ms 45ms"; got != want || c.diverged() {
-		t.Fatalf("the recorded readings: %s (diverged %v), want %s", got, c.diverged(), want)
-	}
-	if got, want := stamp(c.Now()), "45ms"; got != want || !c.diverged() {
-		t.Errorf("a third reading of two recorded: %s (diverged %v), want the last one given, %s, and diverged", got, c.diverged(), want)
-	}
-	own.SetTime(at.Add(time.Second))
-	if got, want := stamp(c.Now()), "1s"; got != want {
-		t.Errorf("past the readings, with the pass's clock ahead: %s, want %s", got, want)
-	}
-
-	c.begin(pass, true)
-	c.Now()
-	if !c.diverged() {
-		t.Error("a pass that took one reading of two recorded did not diverge")
-	}
-
-	c.begin(pass, false)
-	own.SetTime(at.Add(3 * time.Millisecond))
-	if got, want := stamp(c.Now(), c.Now(), c.Now()), "3ms 3ms 3ms"; got != want || c.diverged() {
-		t.Errorf("a trace without readings: %s (diverged %v), want the pass's clock, %s", got, c.diverged(), want)
 	}
 }

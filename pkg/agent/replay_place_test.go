@@ -17,6 +17,7 @@ import (
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
+	"github.com/evictd/evictd/pkg/trace/play"
 )
 
 // TestReplayPlacesWhereTheAgentPlacedAnew: the kubelet restarts mid-run
@@ -83,7 +84,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 		l.Step(context.Background(), wakeup.Wakeup{Source: wakeup.SourcePSI, At: n.clk.Now()})
 	}
 	tr := readBack(t, rec)
-	recorded := RecordedCalls(tr)
+	recorded := play.RecordedCalls(tr)
 	if len(recorded) == 0 || recorded[0].Pass != restartAt+1 {
 		t.Fatalf("the agent made the calls %v: want its first in pass %d, the first after the kubelet's restart", callKeys(recorded), restartAt+1)
 	}
@@ -142,7 +143,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	cut := *tr
 	cut.Passes = tr.Passes[sealAt:]
 	cut.Header.Passes, cut.Header.Dropped = len(cut.Passes), sealAt
-	keptCalls := RecordedCalls(&cut)
+	keptCalls := play.RecordedCalls(&cut)
 	if len(keptCalls) == 0 {
 		t.Fatal("the agent made no call past the export: the cut trace tests nothing")
 	}

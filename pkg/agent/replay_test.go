@@ -19,6 +19,7 @@ import (
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
+	"github.com/evictd/evictd/pkg/trace/play"
 )
 
 // replayOptions are `evictd run`'s options for args, completed.
@@ -75,7 +76,7 @@ func readBack(t *testing.T, rec *trace.Recorder) *trace.Trace {
 	return tr
 }
 
-func callKeys(calls []ReplayCall) []string {
+func callKeys(calls []play.Call) []string {
 	var out []string
 	for _, c := range calls {
 		out = append(out, fmt.Sprintf("pass %d %s rank %d %s", c.Pass, c.Pod, c.Rank, c.Reason))
@@ -94,7 +95,7 @@ func TestReplayReproducesTheRecordedDecisions(t *testing.T) {
 	if !eq(n.victims(), []string{"a", "b"}) {
 		t.Fatalf("the recorded run evicted %v, want a then b", n.victims())
 	}
-	recorded := RecordedCalls(tr)
+	recorded := play.RecordedCalls(tr)
 	if len(recorded) != 2 || recorded[0].Pod != "ns/a" || recorded[1].Pod != "ns/b" || recorded[1].Pass <= recorded[0].Pass {
 		t.Fatalf("the trace holds the calls %v, want a then b in a later pass", callKeys(recorded))
 	}
@@ -155,7 +156,7 @@ func TestReplayLeavesTheMemoryHighFamilyOut(t *testing.T) {
 	if len(res.Left) != 1 || !strings.HasPrefix(res.Left[0], string(thresholds.MemoryHighStuck)+": ") {
 		t.Errorf("left out %q; want memory.highStuck, with why", res.Left)
 	}
-	if got, want := callKeys(res.Calls), callKeys(RecordedCalls(tr)); !eq(got, want) {
+	if got, want := callKeys(res.Calls), callKeys(play.RecordedCalls(tr)); !eq(got, want) {
 		t.Errorf("the replay made the calls\n%v\nwant the recorded\n%v", got, want)
 	}
 }
@@ -165,7 +166,7 @@ func TestReplayLeavesTheMemoryHighFamilyOut(t *testing.T) {
 func TestReplayOfACallUnderWay(t *testing.T) {
 	args := []string{"--eviction-hard=memory.available<300Mi", "--eviction-minimum-reclaim=memory.available=1200Mi"}
 	_, tr := recordSim(t, replayOptions(t, args...), threePods()...)
-	recorded := RecordedCalls(tr)
+	recorded := play.RecordedCalls(tr)
 	if len(recorded) != 2 {
 		t.Fatalf("recorded %v", callKeys(recorded))
 	}
@@ -177,7 +178,7 @@ func TestReplayOfACallUnderWay(t *testing.T) {
 			break
 		}
 	}
-	cut := RecordedCalls(tr)
+	cut := play.RecordedCalls(tr)
 	if len(cut) != 2 || cut[1].Result != "" || !cut[1].Same(recorded[1]) || cut[0].Result != "evicted" {
 		t.Fatalf("the cut trace's calls %+v, want the second under way", cut)
 	}
@@ -277,7 +278,7 @@ func TestReplayOfPrunedPodsMakesTheWholePodsCalls(t *testing.T) {
 		t.Fatal("the format 2 trace holds no whole pods: this test compares nothing")
 	}
 
-	recorded := callKeys(RecordedCalls(pruned))
+	recorded := callKeys(play.RecordedCalls(pruned))
 	for i, run := range [][]string{args, {"--eviction-hard=memory.available<300Mi"}, {"--eviction-soft=memory.available<400Mi", "--eviction-soft-grace-period=memory.available=5s"}} {
 		fromPruned, err := Replay(context.Background(), replayOptions(t, run...), pruned, zaptest.NewLogger(t))
 		if err != nil {

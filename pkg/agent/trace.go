@@ -65,14 +65,14 @@ type passTrace struct {
 	pass  uint64
 	calls uint64
 	point int
-	// beforeDrain, in a replay, delivers the answers the recorded pass
-	// took at this point (*player).
-	beforeDrain func(point int)
 }
 
 // traceBegin starts pass n's record.
 func (l *Loop) traceBegin(w wakeup.Wakeup, now time.Time) {
 	l.tr.pass++
+	if l.deps.Replay != nil {
+		l.tr.pass = l.deps.Replay.PassNumber()
+	}
 	l.tr.point = 0
 	if l.deps.Trace != nil {
 		l.deps.Trace.Begin(l.tr.pass, l.tr.calls, now, trace.Wakeup{Source: string(w.Source), Name: w.Name, At: w.At})
@@ -84,8 +84,8 @@ func (l *Loop) traceBegin(w wakeup.Wakeup, now time.Time) {
 func (l *Loop) drainCalls() []callResult {
 	point := l.tr.point
 	l.tr.point++
-	if l.tr.beforeDrain != nil {
-		l.tr.beforeDrain(point)
+	if l.deps.Replay != nil {
+		l.deps.Replay.BeforeDrain(point)
 	}
 	out := l.calls.drain()
 	if l.deps.Trace != nil && len(out) > 0 {
@@ -99,7 +99,7 @@ func (l *Loop) drainCalls() []callResult {
 }
 
 func traceCall(r callResult) trace.Call {
-	c := trace.Call{Seq: r.seq, Decision: decisionOf(r.req, r.d.Action == decide.ForceDelete, r.pass, r.launched),
+	c := trace.Call{Seq: r.seq, Decision: trace.DecisionOf(r.req, r.d.Action == decide.ForceDelete, r.pass, r.launched),
 		At: r.at, Result: string(r.out.Result), GracePeriodSeconds: r.out.GracePeriodSeconds, Accepted: r.out.Accepted,
 		RetryAfter: r.out.RetryAfter, Attempts: r.out.Attempts, Cached: r.out.Cached}
 	if r.err != nil {
@@ -112,13 +112,6 @@ func traceCall(r callResult) trace.Call {
 		}
 	}
 	return c
-}
-
-// decisionOf is what req asks for and why, as the trace keeps it.
-func decisionOf(req evict.Request, force bool, pass uint64, launched time.Time) trace.Decision {
-	return trace.Decision{Pass: pass, Launched: launched, Pod: req.Pod.Namespace + "/" + req.Pod.Name, UID: req.Pod.UID,
-		Signal: string(req.Signal), Hard: req.Hard, Force: force, Rank: req.Rank, Reason: req.Reason, RunnerUp: req.RunnerUp,
-		Threshold: req.Threshold, Available: req.Available, Usage: req.Usage, PredictedIn: req.PredictedIn}
 }
 
 // traceObserved records the observer's answer.

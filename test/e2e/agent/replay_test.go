@@ -18,19 +18,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/trace"
+	"github.com/evictd/evictd/pkg/trace/play"
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
 // replayOutput is what `evictd replay -o json` prints.
 type replayOutput struct {
-	Recorded []agent.ReplayCall `json:"recorded"`
+	Recorded []play.Call `json:"recorded"`
 	Runs     []struct {
-		Name       string             `json:"name"`
-		Thresholds []string           `json:"thresholds"`
-		Calls      []agent.ReplayCall `json:"calls"`
+		Name       string      `json:"name"`
+		Thresholds []string    `json:"thresholds"`
+		Calls      []play.Call `json:"calls"`
 	} `json:"runs"`
 	Differences []string `json:"differences"`
 }
@@ -115,7 +115,7 @@ func TestReplayOfAnE2ERun(t *testing.T) {
 	}
 	// Those the API server accepted are the agent's "evicted pod" lines
 	// (others were answered otherwise: the per-episode rate, say).
-	var accepted []agent.ReplayCall
+	var accepted []play.Call
 	for i, c := range calls {
 		if !c.Recorded || !c.Same(got.Recorded[i]) || c.Result != got.Recorded[i].Result {
 			t.Errorf("replayed call %d: %+v; recorded %+v", i, c, got.Recorded[i])

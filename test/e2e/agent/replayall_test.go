@@ -21,6 +21,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/trace"
+	"github.com/evictd/evictd/pkg/trace/play"
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
@@ -31,7 +32,7 @@ const replayRepeats = 20
 
 // replayOwnTrace: every scenario's agent leaves a trace, and a replay of it
 // with the agent's own configuration makes the agent's calls, call for
-// call (agent.ReplayCall.Same, with the answers the agent got), each of
+// call (play.Call.Same, with the answers the agent got), each of
 // replayRepeats times, and decides each pass with the clock readings the
 // agent decided with (issue 48), however the scenario's timing fell. The
 // trace is saved from the agent's secure port just before the test stops
@@ -75,7 +76,7 @@ func (e *evictd) replayOwnTrace(c *framework.Cluster) {
 			t.Errorf("the agent's trace dropped its %d oldest passes: the scenario outgrew --trace-size, and a replay begins mid-run", tr.Header.Dropped)
 			return
 		}
-		recorded := agent.RecordedCalls(tr)
+		recorded := play.RecordedCalls(tr)
 		o, err := agent.ReplayOptions(tr.Header, "")
 		if err != nil {
 			t.Errorf("the trace's options: %v", err)
@@ -99,7 +100,7 @@ func (e *evictd) replayOwnTrace(c *framework.Cluster) {
 // replayDiff says where a replay's calls and clock readings part from the
 // recorded agent's ("" when they do not). A call still under way when the
 // trace was saved has no recorded answer: the replay's is assumed.
-func replayDiff(recorded []agent.ReplayCall, res *agent.ReplayResult) string {
+func replayDiff(recorded []play.Call, res *agent.ReplayResult) string {
 	var b strings.Builder
 	for i := range max(len(recorded), len(res.Calls)) {
 		switch {
