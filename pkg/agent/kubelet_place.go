@@ -237,7 +237,7 @@ type kubeletPlacer struct {
 	// start's until a pass has published one).
 	view func() startView
 	// retune hands the loop the thresholds placed anew, with what they
-	// were placed against (Loop.placedAnew).
+	// were placed against (Loop.PlacedAnew).
 	retune func([]thresholds.Threshold, trace.Placement)
 	// emit writes the Node's Warning Event (nil in dry run).
 	emit PodEventer

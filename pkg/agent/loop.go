@@ -349,8 +349,19 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 	return l, nil
 }
 
-// DefaultMaxAttempts bounds the eviction calls of one pass.
-const DefaultMaxAttempts = 8
+const (
+	// DefaultMaxAttempts bounds the eviction calls of one pass.
+	DefaultMaxAttempts = 8
+	// DefaultLead is the eviction-to-memory-back time assumed before any
+	// eviction was measured: the Eviction API round trip, the kubelet's
+	// reaction and a quick SIGTERM exit.
+	DefaultLead = 2 * time.Second
+	// DefaultRefusedRecheck is how long the API server's refusal of one
+	// pod's eviction is trusted: an admission policy or webhook that denies
+	// it changes when a person changes it, not as pods become ready, so it
+	// is asked about less often than a PDB.
+	DefaultRefusedRecheck = 2 * time.Minute
+)
 
 // Run loops until ctx ends. The first observation is taken at once. On the
 // way out it waits for the eviction calls under way: SIGTERM must not leave

@@ -97,15 +97,6 @@ const (
 	DefaultHousekeeping   = time.Second
 	DefaultMetricsAddress = ":9731"
 	DefaultWakeupSources  = WakeupMemcg + "," + WakeupPSI + "," + WakeupMemoryEvents + "," + WakeupAdaptive
-	// DefaultLead is the eviction-to-memory-back time assumed before any
-	// eviction was measured: the Eviction API round trip, the kubelet's
-	// reaction and a quick SIGTERM exit.
-	DefaultLead = 2 * time.Second
-	// DefaultRefusedRecheck is how long the API server's refusal of one
-	// pod's eviction is trusted: an admission policy or webhook that denies
-	// it changes when a person changes it, not as pods become ready, so it
-	// is asked about less often than a PDB.
-	DefaultRefusedRecheck = 2 * time.Minute
 )
 
 // ErrUsage wraps errors that are the operator's to fix (flags, files,

@@ -61,10 +61,10 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.loop = l
-	placer.retune = l.placedAnew
+	placer.retune = l.PlacedAnew
 	placer.view = func() startView {
-		if v, ok := l.lastView(); ok {
-			return v
+		if signals, layout, ok := l.LastView(); ok {
+			return startView{signals: signals, diskLayout: layout}
 		}
 		return start
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 )
@@ -35,10 +36,10 @@ type thresholdSetter interface {
 // goroutine; a later call before that pass replaces an earlier one.
 func (l *Loop) SetThresholds(ths []thresholds.Threshold) { l.setThresholds(ths, nil) }
 
-// placedAnew hands the loop thresholds placed anew above the kubelet's
+// PlacedAnew hands the loop thresholds placed anew above the kubelet's
 // (kubeletPlacer), with what they were placed against: the pass that takes
 // them keeps that in its trace, so that a replay places at the same pass.
-func (l *Loop) placedAnew(ths []thresholds.Threshold, placed trace.Placement) {
+func (l *Loop) PlacedAnew(ths []thresholds.Threshold, placed trace.Placement) {
 	l.setThresholds(ths, &placed)
 }
 
@@ -75,12 +76,13 @@ func (l *Loop) takeThresholds() {
 	}
 }
 
-// lastView is what placement needs of the last pass's observation, for any
-// goroutine; false before a pass has published one.
-func (l *Loop) lastView() (startView, bool) {
+// LastView is what placement needs of the last pass's observation (each
+// signal's figures, and the disk layout), for any goroutine; false before
+// a pass has published one.
+func (l *Loop) LastView() (map[thresholds.Signal]thresholds.Observation, fslayout.Layout, bool) {
 	st := l.explained.Load()
 	if st == nil || st.obs == nil {
-		return startView{}, false
+		return nil, "", false
 	}
-	return startView{signals: thresholds.Observe(st.obs.Summary), diskLayout: st.obs.Node.DiskLayout}, true
+	return thresholds.Observe(st.obs.Summary), st.obs.Node.DiskLayout, true
 }

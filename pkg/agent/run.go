@@ -270,10 +270,10 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	loopRef.Lock()
 	loopRef.l = loop
 	loopRef.Unlock()
-	placer.retune = loop.placedAnew
+	placer.retune = loop.PlacedAnew
 	placer.view = func() startView {
-		if v, ok := loop.lastView(); ok {
-			return v
+		if signals, layout, ok := loop.LastView(); ok {
+			return startView{signals: signals, diskLayout: layout}
 		}
 		return start
 	}

@@ -5,7 +5,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,10 +12,8 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/evict"
-	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
-	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 )
 
@@ -126,62 +123,4 @@ func (l *Loop) tracePods(v *view) {
 	if l.deps.Trace != nil {
 		l.deps.Trace.PodState(v.pods, v.rank.PriorityClasses, v.rank.NamespaceLabels, l.deps.Pods.Node())
 	}
-}
-
-// newTrace is the agent's trace recorder (nil with --trace-size=0).
-func newTrace(o *Options, kubeletHard map[string]string, capacity map[thresholds.Signal]thresholds.Observation, version string, now time.Time) *trace.Recorder {
-	if o.TraceSize <= 0 {
-		return nil
-	}
-	h := trace.Header{Node: o.NodeName, Version: version, Started: now, Args: o.Args, KubeletHard: kubeletHard}
-	if path, data := o.Config.Source(); path != "" {
-		h.Config = string(data)
-	}
-	h.Capacity = traceCapacity(capacity)
-	return trace.NewRecorder(h, o.TraceSize)
-}
-
-// traceCapacity is each signal's capacity as a trace keeps it (nil for
-// none), placementView the other way: what placement resolves mixed units
-// with.
-func traceCapacity(signals map[thresholds.Signal]thresholds.Observation) map[string]int64 {
-	if len(signals) == 0 {
-		return nil
-	}
-	out := make(map[string]int64, len(signals))
-	for s, ob := range signals {
-		out[string(s)] = ob.Capacity
-	}
-	return out
-}
-
-// placementView is the view a trace's capacities and disk layout give
-// placement.
-func placementView(capacity map[string]int64, layout fslayout.Layout) startView {
-	signals := make(map[thresholds.Signal]thresholds.Observation, len(capacity))
-	for s, c := range capacity {
-		signals[thresholds.Signal(s)] = thresholds.Observation{Capacity: c}
-	}
-	return startView{signals: signals, diskLayout: layout}
-}
-
-// traceHandler serves the trace, gzipped JSON lines, as a download.
-func traceHandler(rec *trace.Recorder) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rec == nil {
-			http.Error(w, "no trace: evictd runs with --"+FlagTraceSize+"=0", http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "application/gzip")
-		w.Header().Set("Content-Disposition", `attachment; filename="evictd-trace.jsonl.gz"`)
-		_, _ = rec.WriteTo(w)
-	})
-}
-
-// tracerOrNil keeps a nil *trace.Recorder a nil Tracer.
-func tracerOrNil(r *trace.Recorder) Tracer {
-	if r == nil {
-		return nil
-	}
-	return r
 }
