@@ -128,7 +128,7 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 
 func (l *Loop) decideOptions() decide.Options {
 	opts := l.cfg.Decide
-	opts.Lead = l.lead.get()
+	opts.Lead = l.lead.Get()
 	return opts
 }
 

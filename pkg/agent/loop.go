@@ -19,6 +19,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/family"
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/agent/inflight"
+	"github.com/evictd/evictd/pkg/agent/leadtime"
 	"github.com/evictd/evictd/pkg/agent/outrun"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/memhigh"
@@ -247,7 +248,7 @@ type Loop struct {
 	tr        passTrace
 	gone      goneQueue
 	deleted   queue[trace.Deletion]
-	lead      leadTime
+	lead      *leadtime.Lead
 	outrun    outrun.Tracker
 	pace      pacing
 	health    health
@@ -325,7 +326,7 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		episodes:  episode.NewTracker(cfg.TransitionPeriod, deps.Evictor.NewBudget),
 		inflight:  inflight.New(cfg.InFlight),
 		estimates: map[thresholds.Signal]*predict.Estimator{},
-		lead:      leadTime{value: cfg.Decide.Lead},
+		lead:      leadtime.New(cfg.Decide.Lead),
 		refused:   map[types.UID]time.Time{},
 		actuation: act,
 

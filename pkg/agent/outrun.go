@@ -26,7 +26,7 @@ func (l *Loop) checkOutrun(v *view) {
 		}
 		f := outrun.Fall{
 			Amount: th.Value.Amount(o.Capacity), ActEarly: actEarly, Available: o.Available,
-			Rate: v.rates[th.Signal], Sustained: v.trends[th.Signal], Lead: l.lead.lastTook(),
+			Rate: v.rates[th.Signal], Sustained: v.trends[th.Signal], Lead: l.lead.LastTook(),
 		}
 		// Of two hard thresholds on one signal, the larger is where evictd
 		// acts first.

@@ -210,7 +210,7 @@ func (l *Loop) memoryBack(v *view, entries []inflight.Entry) {
 		if took <= 0 {
 			continue
 		}
-		lead := l.lead.sample(took)
+		lead := l.lead.Sample(took)
 		l.deps.Metrics.EvictionMemoryBack(e.Signal, took)
 		l.log.Debug("evicted pod's memory back", zap.String("pod", e.Pod), zap.Duration("took", took), zap.Duration("lead", lead))
 	}
