@@ -14,11 +14,11 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/agent/feature"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/rank"
-	"github.com/evictd/evictd/pkg/shadow"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 )
@@ -181,15 +181,13 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 	grace := l.cfg.Decide.Evict.GracePeriod(d.Candidate.Pod, t.Hard(), d.GraceOverride)
 	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: now,
 		Signal: t.Threshold.Signal, Hard: t.Hard(), ReclaimBy: now.Add(time.Duration(grace) * time.Second)}
-	braked, brakes := brakeResource(ep.Resource)
-	brakes = brakes && l.deps.Brake != nil
+	resource := string(ep.Resource)
 	l.calls.wg.Add(1)
 	l.deps.Go(func() {
 		defer l.calls.wg.Done()
-		if brakes {
-			// The victim's replacement must find the node's taint there.
-			l.deps.Brake.WaitOn(ctx, braked)
-		}
+		// The node brake: the victim's replacement must find the node's
+		// taint there.
+		l.features.BeforeCall(ctx, resource)
 		var r callResult
 		r.call = c
 		if d.Action == decide.ForceDelete {
@@ -219,6 +217,8 @@ func (l *Loop) answer(r callResult) bool {
 		return false
 	}
 	uid := d.Candidate.Pod.UID
+	l.features.Answered(feature.Answer{Resource: string(ep.Resource), Pod: d.Candidate.Namespace + "/" + d.Candidate.Name,
+		UID: string(uid), Signal: string(d.Target.Threshold.Signal), Result: string(out.Result), At: r.at})
 	add := func(origin inflight.Origin, at time.Time) { l.addInFlight(r, origin, at) }
 	switch out.Result {
 	case evict.Evicted, evict.ForcedDelete, evict.ResponderEvicted:
@@ -230,10 +230,6 @@ func (l *Loop) answer(r callResult) bool {
 		}
 	case evict.DryRun:
 		add(inflight.DryRun, r.at)
-		if l.deps.Shadow != nil {
-			l.deps.Shadow.WouldEvict(string(ep.Resource), shadow.Action{Pod: d.Candidate.Namespace + "/" + d.Candidate.Name,
-				UID: string(uid), At: r.at, Signal: string(d.Target.Threshold.Signal)})
-		}
 	case evict.PDBBlocked:
 		ep.PDBRefused(uid, r.at, l.cfg.PDBRecheck)
 		return true

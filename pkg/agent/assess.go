@@ -11,6 +11,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/agent/family"
+	"github.com/evictd/evictd/pkg/agent/feature"
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -108,7 +109,8 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	}
 	v.status = l.tracker.Update(v.signals)
 	l.thresholdMetrics(v.status, v.signals)
-	l.checkOutrun(v)
+	l.features.Assessed(feature.Assessment{Thresholds: l.cfg.Thresholds, Signals: v.signals, Rates: v.rates, Trends: v.trends,
+		ActEarly: l.cfg.Decide.ActEarly, LastLead: l.lead.LastTook()})
 	if l.deps.Arming != nil {
 		l.deps.Arming.Sync(obs, v.signals)
 	}

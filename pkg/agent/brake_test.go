@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/nodebrake"
 )
 
@@ -109,24 +108,5 @@ func TestLoopBrakeFollowsEpisode(t *testing.T) {
 	last := n.brake.syncs[len(n.brake.syncs)-1]
 	if len(last.want) != 0 {
 		t.Errorf("after the episode ended the loop still wants %v", last.want)
-	}
-}
-
-func TestBrakeResource(t *testing.T) {
-	for r, want := range map[episode.Resource]nodebrake.Resource{
-		episode.Memory: nodebrake.Memory, episode.Stall: nodebrake.Memory,
-		episode.NodeFs: nodebrake.Disk, episode.ImageFs: nodebrake.Disk, episode.PIDs: nodebrake.PIDs,
-	} {
-		if got, ok := brakeResource(r); !ok || got != want {
-			t.Errorf("brakeResource(%s) = %s, %v; want %s", r, got, ok, want)
-		}
-	}
-	if _, ok := brakeResource(episode.MemoryHigh); ok {
-		t.Error("memory.high's episodes throttle; they must keep no pod away")
-	}
-	for _, r := range episode.Resources() {
-		if _, ok := brakeResource(r); !ok && r != episode.MemoryHigh {
-			t.Errorf("episode resource %s has no brake", r)
-		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/evictd/evictd/pkg/agent/episode"
+	"github.com/evictd/evictd/pkg/agent/feature"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -43,12 +44,11 @@ func (l *Loop) trackEpisodes(v *view) {
 		pressure[episode.Of(t.Threshold.Signal)] = true
 	}
 	started, ended := l.episodes.Update(v.now, pressure)
+	told := feature.Episodes{Now: v.now}
 	for _, ep := range started {
 		ep.ObservedFrom = v.obs.Time
 		l.deps.Metrics.SetPressure(string(ep.Resource), true)
-		if l.deps.Shadow != nil {
-			l.deps.Shadow.EpisodeStarted(string(ep.Resource), ep.Start)
-		}
+		told.Started = append(told.Started, featureEpisode(ep))
 		l.episodeStarted(ep, v)
 	}
 	for _, ep := range ended {
@@ -67,9 +67,7 @@ func (l *Loop) trackEpisodes(v *view) {
 				w.EpisodeEnded(ctx, inEpisode)
 			})
 		}
-		if l.deps.Shadow != nil {
-			l.deps.Shadow.EpisodeEnded(string(ep.Resource), v.now)
-		}
+		told.Ended = append(told.Ended, featureEpisode(ep))
 		lasted := v.now.Sub(ep.Start)
 		l.log.Info("pressure episode ended", zap.String("resource", string(ep.Resource)),
 			zap.Duration("lasted", lasted), zap.Int("evictions", ep.Evictions), zap.Duration("transitionPeriod", l.cfg.TransitionPeriod))
@@ -78,8 +76,13 @@ func (l *Loop) trackEpisodes(v *view) {
 	}
 	for _, ep := range l.episodes.All() {
 		l.noteThresholds(ep, v)
+		told.Open = append(told.Open, featureEpisode(ep))
 	}
-	l.syncBrake()
+	l.features.Episodes(told)
+}
+
+func featureEpisode(ep *episode.Episode) feature.Episode {
+	return feature.Episode{Resource: string(ep.Resource), Start: ep.Start}
 }
 
 func (l *Loop) episodeStarted(ep *episode.Episode, v *view) {

@@ -17,6 +17,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/agent/family"
+	"github.com/evictd/evictd/pkg/agent/feature"
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/agent/leadtime"
@@ -28,7 +29,6 @@ import (
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/rank"
-	"github.com/evictd/evictd/pkg/shadow"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 )
@@ -170,12 +170,10 @@ type Deps struct {
 	// only observes: no eviction, no EvictionRequest, no actuator write, no
 	// Event.
 	Acting func() bool
-	// Brake, when not nil, is told the open episodes after every acting
-	// pass (the node brake: pkg/nodebrake).
-	Brake Braker
-	// Shadow, when not nil, is told each episode and each dry-run eviction
-	// (shadow mode: pkg/shadow).
-	Shadow ShadowRecorder
+	// Features are the optional parts that follow the pass (package
+	// feature): the node brake, shadow mode. The outrun warning is every
+	// agent's, and registered here (NewLoop).
+	Features []feature.Feature
 	// Trace, when not nil, records each pass for a replay (pkg/trace).
 	Trace Tracer
 	// Replay, when not nil, is a replay's player (pkg/trace/play): it
@@ -194,14 +192,6 @@ type Replayer interface {
 	// BeforeDrain delivers, before the loop's drain at point of the pass,
 	// the answers the recorded pass took there.
 	BeforeDrain(point int)
-}
-
-// ShadowRecorder follows a dry run's episodes and would-be evictions
-// (*shadow.Recorder).
-type ShadowRecorder interface {
-	EpisodeStarted(resource string, at time.Time)
-	WouldEvict(resource string, a shadow.Action)
-	EpisodeEnded(resource string, at time.Time)
 }
 
 // Loop is the agent: observe, decide, act, wait.
@@ -249,9 +239,10 @@ type Loop struct {
 	gone      goneQueue
 	deleted   queue[trace.Deletion]
 	lead      *leadtime.Lead
-	outrun    outrun.Tracker
-	pace      pacing
-	health    health
+	// features follow the pass: outrun first, then Deps.Features.
+	features feature.Set
+	pace     pacing
+	health   health
 	// actuation is the actuator's side of the loop; nil when it is off.
 	actuation *actuation
 	// explained is the last pass's explanation for /explain (publishExplanation).
@@ -329,6 +320,7 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 		lead:      leadtime.New(cfg.Decide.Lead),
 		refused:   map[types.UID]time.Time{},
 		actuation: act,
+		features:  append(feature.Set{outrun.NewFeature(deps.Metrics.ThresholdOutrun, deps.Log)}, deps.Features...),
 
 		imageGC: imagegc.NewChance(),
 	}

@@ -33,7 +33,6 @@ import (
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/memlock"
 	"github.com/evictd/evictd/pkg/metrics"
-	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/predict"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
@@ -262,7 +261,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		m.SetTrace(traceRec)
 	}
 	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: evictor, Arming: armingOrNil(arming),
-		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease), Brake: brakeOrNil(brake), Shadow: shadowOrNil(shadowRec),
+		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease), Features: optionalFeatures(brake, shadowRec),
 		Trace: tracerOrNil(traceRec)})
 	if err != nil {
 		return err
@@ -426,15 +425,6 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		return runErr
 	}
 	return serveErr
-}
-
-// brakeOrNil keeps a nil *nodebrake.Brake from becoming a non-nil
-// interface.
-func brakeOrNil(b *nodebrake.Brake) Braker {
-	if b == nil {
-		return nil
-	}
-	return b
 }
 
 // armingOrNil keeps a nil *fastpath.Manager from becoming a non-nil

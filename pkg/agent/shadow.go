@@ -27,13 +27,6 @@ func newShadow(o *Options, log *zap.Logger) *shadow.Recorder {
 	})
 }
 
-func shadowOrNil(r *shadow.Recorder) ShadowRecorder {
-	if r == nil {
-		return nil
-	}
-	return r
-}
-
 // shadowHandler serves the last reports as JSON, oldest first (GET /shadow).
 func shadowHandler(r *shadow.Recorder) http.Handler {
 	return jsonHandler("the reports", func() any { return map[string][]shadow.Report{"reports": r.Reports()} })

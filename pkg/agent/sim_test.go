@@ -21,6 +21,8 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/agent/feature/brake"
+	"github.com/evictd/evictd/pkg/agent/feature/shadowmode"
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/metrics"
@@ -87,7 +89,7 @@ type simNode struct {
 	t testing.TB
 	// brake, when set, receives the loop's brake syncs.
 	brake    *brakeRecorder
-	shadow   ShadowRecorder
+	shadow   shadowmode.Recorder
 	trace    Tracer
 	mu       sync.Mutex
 	clk      *testclock.FakeClock
@@ -565,10 +567,10 @@ func (n *simNode) run(t testing.TB, cfg LoopConfig, d time.Duration) *simWaker {
 	}
 	deps := Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Metrics: n.metrics, Log: log, Clock: n.clk, Go: syncCall}
 	if n.brake != nil {
-		deps.Brake = n.brake
+		deps.Features = append(deps.Features, brake.New(n.brake))
 	}
 	if n.shadow != nil {
-		deps.Shadow = n.shadow
+		deps.Features = append(deps.Features, shadowmode.New(n.shadow))
 	}
 	if n.trace != nil {
 		deps.Trace = n.trace

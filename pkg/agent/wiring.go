@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/evictd/evictd/pkg/agent/feature"
+	"github.com/evictd/evictd/pkg/agent/feature/brake"
+	"github.com/evictd/evictd/pkg/agent/feature/shadowmode"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/exitgrace"
 	"github.com/evictd/evictd/pkg/fslayout"
@@ -14,6 +17,7 @@ import (
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/nodelease"
+	"github.com/evictd/evictd/pkg/shadow"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 	"go.uber.org/zap"
@@ -129,4 +133,17 @@ func tracerOrNil(r *trace.Recorder) Tracer {
 		return nil
 	}
 	return r
+}
+
+// optionalFeatures are the features the options turned on (package
+// feature): the node brake's (nil: off) and shadow mode's (nil: off).
+func optionalFeatures(b *nodebrake.Brake, rec *shadow.Recorder) []feature.Feature {
+	var out []feature.Feature
+	if b != nil {
+		out = append(out, brake.New(b))
+	}
+	if rec != nil {
+		out = append(out, shadowmode.New(rec))
+	}
+	return out
 }
