@@ -48,7 +48,7 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 		}
 		l.noteEarly(ep, d, v, opts.Lead)
 		if reason := p.Deferred; reason != "" {
-			l.log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.String("pod", podKey(d.Candidate)), zap.String("reason", reason))
+			l.deps.Log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.String("pod", podKey(d.Candidate)), zap.String("reason", reason))
 			return
 		}
 		lane := l.launch(ctx, ep, d, v.cgroupOf(d.Candidate.UID))
@@ -68,7 +68,7 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 		// A PodDisruptionBudget or the API server refused it for this pod:
 		// the next candidate, at once.
 		in.Blocked = ep.FreshBlocked(l.clk.Now())
-		in.Refused = episode.Fresh(l.refused, l.clk.Now(), l.cfg.RefusedRecheck)
+		in.Refused = episode.Fresh(l.held.refused, l.clk.Now(), l.cfg.RefusedRecheck)
 		in.InFlight = l.inFlightView()
 	}
 }
@@ -79,7 +79,7 @@ func (l *Loop) noteEarly(ep *episode.Episode, d decide.Decision, v *view, lead t
 		return
 	}
 	ep.EarlyNoted[s] = true
-	l.log.Info("acting early: threshold crossing predicted", zap.String("signal", string(s)),
+	l.deps.Log.Info("acting early: threshold crossing predicted", zap.String("signal", string(s)),
 		zap.String("threshold", d.Target.Threshold.String()), zap.Duration("timeLeft", d.Target.TimeLeft),
 		zap.Float64("fillRateBytesPerSecond", v.rates[s]), zap.Duration("lead", lead))
 }
@@ -89,7 +89,7 @@ func (l *Loop) logNone(ep *episode.Episode, d decide.Decision) {
 	case decide.ReasonNoThreshold:
 		return
 	case decide.ReasonCovered:
-		l.log.Debug("no eviction", zap.String("resource", string(ep.Resource)), zap.String("signal", string(d.Target.Threshold.Signal)), zap.String("reason", d.Reason))
+		l.deps.Log.Debug("no eviction", zap.String("resource", string(ep.Resource)), zap.String("signal", string(d.Target.Threshold.Signal)), zap.String("reason", d.Reason))
 		return
 	}
 	if d.Reason == ep.LastNone {
@@ -100,12 +100,12 @@ func (l *Loop) logNone(ep *episode.Episode, d decide.Decision) {
 		// Not a problem: the kubelet deletes those images before it evicts
 		// anyone for this, and evictd only for what they cannot cover.
 		t := d.Target
-		l.log.Info("no eviction: the kubelet's image garbage collection frees enough", zap.String("resource", string(ep.Resource)),
+		l.deps.Log.Info("no eviction: the kubelet's image garbage collection frees enough", zap.String("resource", string(ep.Resource)),
 			zap.String("signal", string(t.Threshold.Signal)), zap.String("threshold", t.Threshold.String()),
 			zap.Int64("need", t.Need), zap.Int64("inFlight", t.InFlight), zap.Int64("unusedImageBytes", t.NodeReclaim))
 		return
 	}
-	l.log.Warn("no pod to evict", zap.String("resource", string(ep.Resource)), zap.String("signal", string(d.Target.Threshold.Signal)),
+	l.deps.Log.Warn("no pod to evict", zap.String("resource", string(ep.Resource)), zap.String("signal", string(d.Target.Threshold.Signal)),
 		zap.String("threshold", d.Target.Threshold.String()), zap.Int64("need", d.Target.Remaining()), zap.String("reason", d.Reason))
 }
 
@@ -146,7 +146,7 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 	reason := d.Reason
 	if d.GraceOverride != nil {
 		reason += "; " + d.GraceReason
-		l.log.Info("grace shortened", zap.String("pod", podKey(d.Candidate)), zap.String("signal", string(t.Threshold.Signal)),
+		l.deps.Log.Info("grace shortened", zap.String("pod", podKey(d.Candidate)), zap.String("signal", string(t.Threshold.Signal)),
 			zap.Int64("gracePeriodSeconds", *d.GraceOverride), zap.String("reason", d.GraceReason))
 	}
 	c := call{ep: ep, lane: episode.LaneOf(t.Hard()), d: d, req: evict.Request{
@@ -182,9 +182,9 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 	ep.Calls[c.lane] = &episode.Call{Pod: d.Candidate.Pod.UID, Key: podKey(d.Candidate), Start: now,
 		Signal: t.Threshold.Signal, Hard: t.Hard(), ReclaimBy: now.Add(time.Duration(grace) * time.Second)}
 	resource := string(ep.Resource)
-	l.calls.wg.Add(1)
+	l.inbox.calls.wg.Add(1)
 	l.deps.Go(func() {
-		defer l.calls.wg.Done()
+		defer l.inbox.calls.wg.Done()
 		// The node brake: the victim's replacement must find the node's
 		// taint there.
 		l.features.BeforeCall(ctx, resource)
@@ -201,7 +201,7 @@ func (l *Loop) launch(ctx context.Context, ep *episode.Episode, d decide.Decisio
 		if l.actuation != nil && containable(c.req, r.out) {
 			l.actuation.contain(c.req.Pod, cgroup)
 		}
-		l.calls.push(r)
+		l.inbox.calls.push(r)
 		l.deps.Waker.Kick(KickCallDone)
 	})
 	return c.lane
@@ -253,7 +253,7 @@ func (l *Loop) answer(r callResult) bool {
 			return false // shutting down: not a failure of the API
 		}
 		ep.Failed(r.at, l.cfg.FailureBackoff, l.cfg.MaxFailureBackoff)
-		l.log.Debug("pausing evictions after a failure", zap.String("resource", string(ep.Resource)),
+		l.deps.Log.Debug("pausing evictions after a failure", zap.String("resource", string(ep.Resource)),
 			zap.Duration("backoff", ep.FailBackoff), logging.Err(r.err))
 	}
 	return false
@@ -265,14 +265,14 @@ func (l *Loop) answer(r callResult) bool {
 // refusal is the pod's); what it says of the episode (its count, back-off,
 // cap, blocked pods) has no episode left to apply to.
 func (l *Loop) lateAnswer(r callResult) {
-	live := l.ended[:0]
-	for _, ep := range l.ended {
+	live := l.held.ended[:0]
+	for _, ep := range l.held.ended {
 		if ep.Busy(episode.Soft) || ep.Busy(episode.Hard) {
 			live = append(live, ep)
 		}
 	}
-	clear(l.ended[len(live):])
-	l.ended = live
+	clear(l.held.ended[len(live):])
+	l.held.ended = live
 	d, out := r.d, r.out
 	switch out.Result {
 	case evict.Evicted, evict.ForcedDelete, evict.ResponderEvicted:
@@ -282,7 +282,7 @@ func (l *Loop) lateAnswer(r callResult) {
 	case evict.Refused, evict.WebhookFailed:
 		l.noteRefused(r)
 	}
-	l.log.Info("eviction call answered after its pressure episode ended", zap.String("pod", podKey(d.Candidate)),
+	l.deps.Log.Info("eviction call answered after its pressure episode ended", zap.String("pod", podKey(d.Candidate)),
 		zap.String("resource", string(r.ep.Resource)), zap.String("result", string(out.Result)), logging.Err(r.err))
 }
 
@@ -299,7 +299,7 @@ func (l *Loop) noteRefused(r callResult) {
 	if r.out.Result == evict.WebhookFailed {
 		at = at.Add(min(l.cfg.MaxFailureBackoff, l.cfg.RefusedRecheck) - l.cfg.RefusedRecheck)
 	}
-	l.refused[r.d.Candidate.Pod.UID] = at
+	l.held.refused[r.d.Candidate.Pod.UID] = at
 }
 
 // addInFlight records the pod of r's call in flight, from at.
@@ -328,7 +328,7 @@ func acceptedAt(r callResult) time.Time {
 // counting both would count the pod twice.
 func (l *Loop) inFlightView() []inflight.Entry {
 	var pending []inflight.Entry
-	for _, ep := range append(l.episodes.All(), l.ended...) {
+	for _, ep := range append(l.episodes.All(), l.held.ended...) {
 		for _, c := range ep.Calls {
 			if c != nil {
 				pending = append(pending, inflight.Entry{UID: c.Pod, Pod: c.Key, Origin: inflight.Pending, Signal: c.Signal,

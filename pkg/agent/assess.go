@@ -98,9 +98,9 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	for s, o := range v.signals {
 		m.SetSignal(s, o.Available, o.Capacity)
 	}
-	v.rates = make(map[thresholds.Signal]float64, len(l.estimates))
-	v.trends = make(map[thresholds.Signal]bool, len(l.estimates))
-	for s, e := range l.estimates {
+	v.rates = make(map[thresholds.Signal]float64, len(l.learned.estimates))
+	v.trends = make(map[thresholds.Signal]bool, len(l.learned.estimates))
+	for s, e := range l.learned.estimates {
 		if o, ok := v.signals[s]; ok {
 			e.Push(o.Time, o.Available)
 		}
@@ -110,14 +110,14 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	v.status = l.tracker.Update(v.signals)
 	l.thresholdMetrics(v.status, v.signals)
 	l.features.Assessed(feature.Assessment{Thresholds: l.cfg.Thresholds, Signals: v.signals, Rates: v.rates, Trends: v.trends,
-		ActEarly: l.cfg.Decide.ActEarly, LastLead: l.lead.LastTook()})
+		ActEarly: l.cfg.Decide.ActEarly, LastLead: l.learned.lead.LastTook()})
 	if l.deps.Arming != nil {
 		l.deps.Arming.Sync(obs, v.signals)
 	}
 	v.pods = l.deps.Pods.Pods()
 	v.now = l.clk.Now()
 	if l.cfg.ExpectImageGC {
-		l.imageAges.Observe(l.deps.Pods.Node(), v.now)
+		l.learned.imageAges.Observe(l.deps.Pods.Node(), v.now)
 	}
 	v.rank = l.cfg.Rank
 	v.rank.PriorityClasses = l.deps.Pods.PriorityClasses()
@@ -130,7 +130,7 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 
 func (l *Loop) decideOptions() decide.Options {
 	opts := l.cfg.Decide
-	opts.Lead = l.lead.Get()
+	opts.Lead = l.learned.lead.Get()
 	return opts
 }
 
@@ -195,7 +195,7 @@ func (l *Loop) nodeReclaim(v *view, st thresholds.Status) map[thresholds.Signal]
 		}
 		if out == nil {
 			if v.unusedImages < 0 {
-				v.unusedImages, _ = imagegc.Unused(l.deps.Pods.Node(), v.pods, func(img v1.ContainerImage) bool { return l.imageAges.OldEnough(img, v.now) })
+				v.unusedImages, _ = imagegc.Unused(l.deps.Pods.Node(), v.pods, func(img v1.ContainerImage) bool { return l.learned.imageAges.OldEnough(img, v.now) })
 			}
 			out = map[thresholds.Signal]int64{}
 		}

@@ -39,8 +39,8 @@ func (l *Loop) staleDiskFigures(ep *episode.Episode, v *view) []string {
 
 // rewalkStale has the next pass, kicked at once, walk the stale pods first.
 func (l *Loop) rewalkStale(ep *episode.Episode, stale []string) {
-	l.rewalk = stale
-	l.log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.Int("stalePods", len(stale)),
+	l.held.rewalk = stale
+	l.deps.Log.Debug("eviction deferred", zap.String("resource", string(ep.Resource)), zap.Int("stalePods", len(stale)),
 		zap.String("reason", ReasonStaleDiskFigures))
 	l.deps.Waker.Kick(KickDiskFigures)
 }

@@ -57,7 +57,7 @@ func (l *Loop) trackEpisodes(v *view) {
 		inEpisode := func(s thresholds.Signal) bool { return episode.Of(s) == ep.Resource }
 		l.inflight.EndEpisode(inEpisode)
 		if ep.Busy(episode.Soft) || ep.Busy(episode.Hard) {
-			l.ended = append(l.ended, ep)
+			l.held.ended = append(l.held.ended, ep)
 		}
 		if w, ok := l.deps.Evictor.(Withdrawer); ok {
 			// Off the loop: a withdrawal is an API call or two per pod.
@@ -69,7 +69,7 @@ func (l *Loop) trackEpisodes(v *view) {
 		}
 		told.Ended = append(told.Ended, featureEpisode(ep))
 		lasted := v.now.Sub(ep.Start)
-		l.log.Info("pressure episode ended", zap.String("resource", string(ep.Resource)),
+		l.deps.Log.Info("pressure episode ended", zap.String("resource", string(ep.Resource)),
 			zap.Duration("lasted", lasted), zap.Int("evictions", ep.Evictions), zap.Duration("transitionPeriod", l.cfg.TransitionPeriod))
 		l.deps.Evictor.PressureEnded(fmt.Sprintf("%s pressure ended: no %s threshold met for %s (pressure transition period); %d pod(s) evicted in the episode, which lasted %s.",
 			ep.Resource, ep.Resource, l.cfg.TransitionPeriod, ep.Evictions, lasted.Round(1e9)))
@@ -94,7 +94,7 @@ func (l *Loop) episodeStarted(ep *episode.Episode, v *view) {
 			break
 		}
 	}
-	l.log.Info("pressure episode started", fields...)
+	l.deps.Log.Info("pressure episode started", fields...)
 }
 
 // noteThresholds leaves an Event on the Node the first time each threshold
@@ -111,7 +111,7 @@ func (l *Loop) noteThresholds(ep *episode.Episode, v *view) {
 		ep.ThresholdsNoted[k] = true
 		o := v.signals[th.Signal]
 		amount := th.Value.Amount(o.Capacity)
-		l.log.Info("threshold met", zap.String("resource", string(ep.Resource)), zap.String("signal", string(th.Signal)),
+		l.deps.Log.Info("threshold met", zap.String("resource", string(ep.Resource)), zap.String("signal", string(th.Signal)),
 			zap.String("threshold", th.String()), zap.Bool("hard", th.Hard()), zap.Int64("available", o.Available),
 			zap.Int64("thresholdAmount", amount), zap.String("wokenBy", wokenBy(v.woke)))
 		l.deps.Evictor.NodeThresholdMet(th.Signal, th.Hard(), noteAmount(th.Signal, amount, o.Capacity), noteAmount(th.Signal, o.Available, o.Capacity))

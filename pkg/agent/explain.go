@@ -74,7 +74,7 @@ func (l *Loop) publishExplanation(v *view) {
 			}
 		}
 	}
-	for uid, at := range l.refused {
+	for uid, at := range l.held.refused {
 		if v.now.Sub(at) < l.cfg.RefusedRecheck {
 			held[uid] = fmt.Sprintf("its eviction was refused by the API server at %s; asked again after %s",
 				at.UTC().Format(time.RFC3339), at.Add(l.cfg.RefusedRecheck).UTC().Format(time.RFC3339))
@@ -87,9 +87,9 @@ func (l *Loop) publishExplanation(v *view) {
 			v.rankFor(s)
 		}
 	}
-	l.explained.Store(&explainState{obs: v.obs, thresholds: l.cfg.Thresholds, signals: v.signals, pods: v.pods, rank: v.rank, ranked: maps.Clone(v.ranked),
+	l.published.explained.Store(&explainState{obs: v.obs, thresholds: l.cfg.Thresholds, signals: v.signals, pods: v.pods, rank: v.rank, ranked: maps.Clone(v.ranked),
 		held: held, decisions: decisions, states: thresholdStates(v.status, v.now)})
-	if l.log.Core().Enabled(zap.DebugLevel) {
+	if l.deps.Log.Core().Enabled(zap.DebugLevel) {
 		l.logExplained()
 	}
 }
@@ -120,11 +120,11 @@ func (l *Loop) logExplained() {
 	}
 	slices.Sort(held)
 	line := fmt.Sprint(next, waits, held)
-	if line == l.explainedLine {
+	if line == l.published.explainedLine {
 		return
 	}
-	l.explainedLine = line
-	l.log.Debug("explained", zap.Strings("next", next), zap.Strings("waits", waits), zap.Strings("held", held))
+	l.published.explainedLine = line
+	l.deps.Log.Debug("explained", zap.Strings("next", next), zap.Strings("waits", waits), zap.Strings("held", held))
 }
 
 // explainDecisions is, per signal with a threshold, what act would do
@@ -315,13 +315,13 @@ func heldInFlight(e inflight.Entry) string {
 // publishStandingBy keeps a standing-by agent's observation: its signals
 // are worth reading, its pods' ranks are not decisions.
 func (l *Loop) publishStandingBy(obs *pressure.Observation) {
-	l.explained.Store(&explainState{obs: obs, thresholds: l.cfg.Thresholds, signals: thresholds.Observe(obs.Summary), standby: true})
+	l.published.explained.Store(&explainState{obs: obs, thresholds: l.cfg.Thresholds, signals: thresholds.Observe(obs.Summary), standby: true})
 }
 
 // Explain builds the explanation of the last pass for node.
 func (l *Loop) Explain(node string, dryRun bool) Live {
 	out := Live{Node: node, DryRun: dryRun}
-	st := l.explained.Load()
+	st := l.published.explained.Load()
 	if st == nil || st.obs == nil {
 		return out
 	}

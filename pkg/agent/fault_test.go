@@ -180,7 +180,7 @@ func TestLoopLeadTimeIsEvictionToMemoryBack(t *testing.T) {
 	}
 	// One sample of ~1s folded into the 2s default: (7×2 + 3×1)/10 = 1.7s.
 	// Measured to the deletion it would be (7×2 + 3×21)/10 = 7.7s.
-	if lead := n.loop.lead.Get(); lead < 1500*time.Millisecond || lead > 2*time.Second {
+	if lead := n.loop.learned.lead.Get(); lead < 1500*time.Millisecond || lead > 2*time.Second {
 		t.Errorf("lead %v after a 1s exit and a 20s teardown, want ≈1.7s (eviction → memory back)", lead)
 	}
 }
@@ -254,7 +254,7 @@ func TestLoopLeadTimeIgnoresSoftVictims(t *testing.T) {
 	if got := n.evictedPods(); !eq(got, []string{"a"}) {
 		t.Fatalf("terminated %v, want a, gone within the minute", got)
 	}
-	if lead := n.loop.lead.Get(); lead != cfg.Decide.Lead {
+	if lead := n.loop.learned.lead.Get(); lead != cfg.Decide.Lead {
 		t.Errorf("lead %v after a soft victim's 30 s drain, want the default %v kept", lead, cfg.Decide.Lead)
 	}
 }

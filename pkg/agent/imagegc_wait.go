@@ -14,9 +14,9 @@ import (
 // until the kubelet has had imagegc.Patience to delete them, then nothing;
 // the log says when it stops.
 func (l *Loop) imageGCChance(s thresholds.Signal, unused int64, now time.Time) int64 {
-	count, ended, waited := l.imageGC.Count(s, unused, now)
+	count, ended, waited := l.learned.imageGC.Count(s, unused, now)
 	if ended {
-		l.log.Info("no longer deferring to the kubelet's image garbage collection: the unused images stayed",
+		l.deps.Log.Info("no longer deferring to the kubelet's image garbage collection: the unused images stayed",
 			zap.String("signal", string(s)), zap.Int64("unusedImageBytes", unused), zap.Duration("waited", waited.Round(time.Second)))
 	}
 	return count

@@ -144,15 +144,15 @@ func TestLoopForgetsPodsNoLongerListed(t *testing.T) {
 	}
 	w := n.run(t, testLoopConfig(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})), time.Second)
 	ep := n.loop.episodes.Get(episode.Memory)
-	if ep == nil || len(ep.Blocked) != 1 || len(n.loop.refused) != 1 {
-		t.Fatalf("after a pass: episode %v; want guarded's PDB refusal and refused's refusal recorded (refused %v)", ep, n.loop.refused)
+	if ep == nil || len(ep.Blocked) != 1 || len(n.loop.held.refused) != 1 {
+		t.Fatalf("after a pass: episode %v; want guarded's PDB refusal and refused's refusal recorded (refused %v)", ep, n.loop.held.refused)
 	}
 	n.mu.Lock()
 	n.pod("guarded").deleted = true // gone by other means; the pressure stays
 	n.pod("refused").deleted = true
 	n.mu.Unlock()
 	n.runMore(t, time.Second, w)
-	if ep := n.loop.episodes.Get(episode.Memory); ep == nil || len(ep.Blocked) != 0 || len(n.loop.refused) != 0 {
-		t.Errorf("pods gone, episode still on: blocked %v, refused %v; want both forgotten", ep.Blocked, n.loop.refused)
+	if ep := n.loop.episodes.Get(episode.Memory); ep == nil || len(ep.Blocked) != 0 || len(n.loop.held.refused) != 0 {
+		t.Errorf("pods gone, episode still on: blocked %v, refused %v; want both forgotten", ep.Blocked, n.loop.held.refused)
 	}
 }

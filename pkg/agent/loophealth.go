@@ -93,20 +93,22 @@ func (h *health) stuckUIDs() []types.UID {
 }
 
 // LastObservation is when the last observation succeeded (zero if none).
-func (l *Loop) LastObservation() time.Time { return unixNano(l.health.lastObservation.Load()) }
+func (l *Loop) LastObservation() time.Time {
+	return unixNano(l.published.health.lastObservation.Load())
+}
 
 // LastPass is when the loop last finished a pass (zero if none).
-func (l *Loop) LastPass() time.Time { return unixNano(l.health.lastPass.Load()) }
+func (l *Loop) LastPass() time.Time { return unixNano(l.published.health.lastPass.Load()) }
 
 // Problem is what keeps evictd from protecting the node as it should: the
 // last observation failed (no kubepods cgroup, say) or could not read a node
 // signal, or a pod evictd evicted is stuck terminating. Nil when all is well.
 func (l *Loop) Problem() error {
-	l.health.mu.Lock()
-	defer l.health.mu.Unlock()
-	errs := []error{l.health.problem, l.actuation.problem()}
-	descs := make([]string, 0, len(l.health.stuck))
-	for _, d := range l.health.stuck {
+	l.published.health.mu.Lock()
+	defer l.published.health.mu.Unlock()
+	errs := []error{l.published.health.problem, l.actuation.problem()}
+	descs := make([]string, 0, len(l.published.health.stuck))
+	for _, d := range l.published.health.stuck {
 		descs = append(descs, d)
 	}
 	slices.Sort(descs)

@@ -31,7 +31,7 @@ func (l *Loop) podReads(decided *bool) pressure.PodReads {
 	// counters, each pod's stall), and an episode or a victim in flight
 	// follows pods through their cgroups: a victim whose deletion the
 	// informer has just seen is settled by its cgroup in this pass too.
-	busy := len(l.families) > 0 || len(l.episodes.All()) > 0 || l.inflight.Len() > 0 || len(l.ended) > 0 || l.gone.len() > 0
+	busy := len(l.families) > 0 || len(l.episodes.All()) > 0 || l.inflight.Len() > 0 || len(l.held.ended) > 0 || l.inbox.gone.len() > 0
 	return func(node *pressure.Observation, last time.Time) bool {
 		*decided = true
 		r := podreads.Decide(podreads.Input{Now: node.Time, Last: last, Busy: busy,
@@ -57,8 +57,8 @@ func (l *Loop) rewalkDisk() {
 	if !ok {
 		return
 	}
-	uids := l.rewalk
-	l.rewalk = nil
+	uids := l.held.rewalk
+	l.held.rewalk = nil
 	for _, e := range l.inflight.Snapshot() {
 		if e.Signal != "" && e.Signal.Condition() == v1.NodeDiskPressure {
 			uids = append(uids, string(e.UID))
@@ -99,9 +99,9 @@ func (l *Loop) forgetUnlisted(v *view) {
 	if r, ok := l.deps.Evictor.(podRetainer); ok {
 		r.RetainPods(isListed)
 	}
-	for uid := range l.refused {
+	for uid := range l.held.refused {
 		if !isListed(uid) {
-			delete(l.refused, uid)
+			delete(l.held.refused, uid)
 		}
 	}
 }
@@ -127,9 +127,9 @@ func (l *Loop) observe(ctx context.Context, acting bool) (*pressure.Observation,
 	m.ObservationDone(start, end, err)
 	if err != nil {
 		if ctx.Err() == nil {
-			l.health.observed(end, err, nil)
-			if l.health.shouldWarn("observation", err.Error(), end, l.cfg.WarnEvery) {
-				l.log.Warn("observation failed; not acting until it succeeds", zap.Error(err))
+			l.published.health.observed(end, err, nil)
+			if l.published.health.shouldWarn("observation", err.Error(), end, l.cfg.WarnEvery) {
+				l.deps.Log.Warn("observation failed; not acting until it succeeds", zap.Error(err))
 			}
 		}
 		return nil, false
@@ -146,8 +146,8 @@ func (l *Loop) observe(ctx context.Context, acting bool) (*pressure.Observation,
 		}
 		why, lost := family.Lost(f.Name(), err)
 		obs.SignalErrors = append(obs.SignalErrors, lost...)
-		if l.health.shouldWarn(f.Name(), lost[0].Error(), end, l.cfg.WarnEvery) {
-			l.log.Warn(why, zap.Errors("signals", signalErrs(lost)))
+		if l.published.health.shouldWarn(f.Name(), lost[0].Error(), end, l.cfg.WarnEvery) {
+			l.deps.Log.Warn(why, zap.Errors("signals", signalErrs(lost)))
 		}
 	}
 	for _, se := range obs.SignalErrors {
@@ -155,6 +155,6 @@ func (l *Loop) observe(ctx context.Context, acting bool) (*pressure.Observation,
 	}
 	// The observer logs each unreadable signal itself (rate-limited);
 	// readiness reports it until it reads again.
-	l.health.observed(end, nil, obs.SignalErrors)
+	l.published.health.observed(end, nil, obs.SignalErrors)
 	return obs, true
 }

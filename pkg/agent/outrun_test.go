@@ -36,7 +36,7 @@ func TestLoopTellsWhenTheFallOutrunsTheThreshold(t *testing.T) {
 		if !eq(n.victims(), []string{"first"}) {
 			t.Fatalf("first fill: calls %v, want [first]", n.victims())
 		}
-		if took := n.loop.lead.LastTook(); took < 4*time.Second || took > 5*time.Second {
+		if took := n.loop.learned.lead.LastTook(); took < 4*time.Second || took > 5*time.Second {
 			t.Fatalf("first victim's memory back after %v, want the 4 s it took to stop", took)
 		}
 		assertValue(t, n.metrics, "evictd_eviction_memory_back_seconds", map[string]string{"signal": "memory.available"}, 1)

@@ -32,7 +32,7 @@ func (l *Loop) nextWait(sig map[thresholds.Signal]thresholds.Observation) time.D
 		if p.Max == 0 || p.Max > l.cfg.Housekeeping {
 			p.Max = l.cfg.Housekeeping
 		}
-		for s, e := range l.estimates {
+		for s, e := range l.learned.estimates {
 			o, ok := sig[s]
 			if !ok {
 				continue
@@ -54,16 +54,16 @@ func (l *Loop) nextWait(sig map[thresholds.Signal]thresholds.Observation) time.D
 			if !ok {
 				next = o.Available // below every threshold: poll fast
 			}
-			wait = min(wait, ps.Next(wakeup.PollInput{Available: o.Available, Threshold: next, FillRate: e.Rate(), Previous: l.pace.prev}))
+			wait = min(wait, ps.Next(wakeup.PollInput{Available: o.Available, Threshold: next, FillRate: e.Rate(), Previous: l.learned.pace.prev}))
 		}
-		if now.Before(l.pace.burstUntil) {
+		if now.Before(l.learned.pace.burstUntil) {
 			fast := p.Min
 			if fast == 0 {
 				fast = wakeup.DefaultPollMin
 			}
 			wait = min(wait, fast)
 		}
-		l.pace.prev = wait
+		l.learned.pace.prev = wait
 	}
 	for _, ep := range l.episodes.All() {
 		if ep.RetryAt.After(now) && !ep.CapReached {

@@ -154,7 +154,7 @@ func benchNode(b *testing.B, state string, noReadings bool) (*simNode, *simWaker
 // its pod in flight, and the explanation waits (waiting).
 func checkBenchState(b *testing.B, n *simNode, state string) {
 	b.Helper()
-	es := n.loop.explained.Load()
+	es := n.loop.published.explained.Load()
 	if es == nil {
 		b.Fatal("no explanation published")
 	}

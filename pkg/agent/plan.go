@@ -45,7 +45,7 @@ func (l *Loop) planInput(ep *episode.Episode, v *view) decide.Input {
 		return episode.Of(th.Signal) == ep.Resource && (!softBusy || th.Hard())
 	})
 	in.Blocked = ep.FreshBlocked(v.now)
-	in.Refused = episode.Fresh(l.refused, v.now, l.cfg.RefusedRecheck)
+	in.Refused = episode.Fresh(l.held.refused, v.now, l.cfg.RefusedRecheck)
 	for _, e := range in.InFlight {
 		if e.Origin == inflight.Pending {
 			in.Tried[e.UID] = true // under way, for this episode or another

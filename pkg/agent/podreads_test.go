@@ -111,7 +111,7 @@ func TestPodReadsWhileAVictimIsSettled(t *testing.T) {
 	if l.podReads(&decided)(node, obs.Time) || !decided {
 		t.Fatalf("far from the threshold, read a moment ago: reads the pods (asked %v); want reuse", decided)
 	}
-	l.gone.push(goneItem{at: obs.Time})
+	l.inbox.gone.push(goneItem{at: obs.Time})
 	if !l.podReads(&decided)(node, obs.Time) {
 		t.Error("a victim taken from the informer's deletions, to settle in this pass: the pods reused; want them read")
 	}

@@ -44,9 +44,9 @@ func (l *Loop) PlacedAnew(ths []thresholds.Threshold, placed trace.Placement) {
 }
 
 func (l *Loop) setThresholds(ths []thresholds.Threshold, placed *trace.Placement) {
-	l.swap.mu.Lock()
-	l.swap.pending, l.swap.placed, l.swap.has = slices.Clone(ths), placed, true
-	l.swap.mu.Unlock()
+	l.inbox.swap.mu.Lock()
+	l.inbox.swap.pending, l.inbox.swap.placed, l.inbox.swap.has = slices.Clone(ths), placed, true
+	l.inbox.swap.mu.Unlock()
 }
 
 // takeThresholds, at a pass's start, switches to the thresholds handed
@@ -55,10 +55,10 @@ func (l *Loop) setThresholds(ths []thresholds.Threshold, placed *trace.Placement
 // the new values at this pass's Sync, and the threshold metrics follow
 // from this pass on.
 func (l *Loop) takeThresholds() {
-	l.swap.mu.Lock()
-	ths, placed, has := l.swap.pending, l.swap.placed, l.swap.has
-	l.swap.pending, l.swap.placed, l.swap.has = nil, nil, false
-	l.swap.mu.Unlock()
+	l.inbox.swap.mu.Lock()
+	ths, placed, has := l.inbox.swap.pending, l.inbox.swap.placed, l.inbox.swap.has
+	l.inbox.swap.pending, l.inbox.swap.placed, l.inbox.swap.has = nil, nil, false
+	l.inbox.swap.mu.Unlock()
 	if !has {
 		return
 	}
@@ -80,7 +80,7 @@ func (l *Loop) takeThresholds() {
 // signal's figures, and the disk layout), for any goroutine; false before
 // a pass has published one.
 func (l *Loop) LastView() (map[thresholds.Signal]thresholds.Observation, fslayout.Layout, bool) {
-	st := l.explained.Load()
+	st := l.published.explained.Load()
 	if st == nil || st.obs == nil {
 		return nil, "", false
 	}

@@ -84,7 +84,7 @@ func (l *Loop) drainCalls() []callResult {
 	if l.deps.Replay != nil {
 		l.deps.Replay.BeforeDrain(point)
 	}
-	out := l.calls.drain()
+	out := l.inbox.calls.drain()
 	if l.deps.Trace != nil && len(out) > 0 {
 		calls := make([]trace.Call, len(out))
 		for i, r := range out {

@@ -68,7 +68,7 @@ func (l *Loop) settleVictims(v *view) {
 		}
 		left = append(left, e)
 	}
-	for _, g := range l.gone.drain() {
+	for _, g := range l.inbox.gone.drain() {
 		goneNow(g.e, g.at)
 	}
 	gone, expired := l.inflight.Sync(v.pods, v.now)
@@ -78,12 +78,12 @@ func (l *Loop) settleVictims(v *view) {
 	for _, e := range expired {
 		l.victimStuck(v, e)
 	}
-	for _, uid := range l.health.stuckUIDs() {
+	for _, uid := range l.published.health.stuckUIDs() {
 		if !l.inflight.Stuck(uid) {
-			l.health.setStuck(uid, "") // gone at last
+			l.published.health.setStuck(uid, "") // gone at last
 		}
 	}
-	l.deps.Metrics.SetStuckVictims(len(l.health.stuckUIDs()))
+	l.deps.Metrics.SetStuckVictims(len(l.published.health.stuckUIDs()))
 	l.inflight.NoteMemory(func(uid types.UID) (int64, bool) {
 		ps := v.podStats(uid)
 		if ps == nil || ps.Memory == nil || ps.Memory.WorkingSetBytes == nil {
@@ -120,11 +120,11 @@ func (l *Loop) victimGone(e inflight.Entry, at time.Time) {
 	l.released(e.UID, at)
 	took := at.Sub(e.Start)
 	if e.Origin != inflight.Evicted {
-		l.log.Debug("pod in flight gone", zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)), zap.Duration("took", took))
+		l.deps.Log.Debug("pod in flight gone", zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)), zap.Duration("took", took))
 		return
 	}
 	l.deps.Metrics.ObservePodGone(e.Signal, took)
-	l.log.Info("evicted pod gone", zap.String("pod", e.Pod), zap.String("signal", string(e.Signal)), zap.Duration("took", took))
+	l.deps.Log.Info("evicted pod gone", zap.String("pod", e.Pod), zap.String("signal", string(e.Signal)), zap.Duration("took", took))
 }
 
 // victimStuck is a pod in flight still there after its grace period and the
@@ -140,20 +140,20 @@ func (l *Loop) victimStuck(v *view, e inflight.Entry) {
 	now := v.now
 	l.released(e.UID, now)
 	if e.Origin != inflight.Evicted && e.Origin != inflight.Terminating {
-		l.log.Debug("pod in flight no longer counts", zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)))
+		l.deps.Log.Debug("pod in flight no longer counts", zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)))
 		return
 	}
 	res := episode.Of(e.Signal)
 	waited := now.Sub(e.Start).Round(time.Second)
 	if e.Origin != inflight.Evicted || !stillHolding(v, e) {
-		l.log.Info("pod in flight still terminating, holding nothing evictd waits for; its reclaim no longer counts",
+		l.deps.Log.Info("pod in flight still terminating, holding nothing evictd waits for; its reclaim no longer counts",
 			zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)), zap.Duration("waited", waited))
 		return
 	}
 	l.deps.Metrics.VictimStuck(string(res))
-	l.log.Warn("victim not gone in time; its reclaim no longer counts", zap.String("pod", e.Pod), zap.String("resource", string(res)),
+	l.deps.Log.Warn("victim not gone in time; its reclaim no longer counts", zap.String("pod", e.Pod), zap.String("resource", string(res)),
 		zap.String("origin", string(e.Origin)), zap.Time("reclaimBy", e.ReclaimBy), zap.Duration("waited", waited))
-	l.health.setStuck(e.UID, fmt.Sprintf("evicted pod %s still terminating %s after its eviction: the node cannot stop it", e.Pod, waited))
+	l.published.health.setStuck(e.UID, fmt.Sprintf("evicted pod %s still terminating %s after its eviction: the node cannot stop it", e.Pod, waited))
 	l.deps.Evictor.VictimStuck(e.Namespace, e.Name, e.UID, fmt.Sprintf(
 		"Pod still terminating %s after its eviction (grace period ended at %s): evictd no longer counts on what it frees and may evict the next candidate. Look for finalizers or a runtime that cannot stop it.",
 		waited, e.ReclaimBy.UTC().Format(time.RFC3339)))
@@ -210,8 +210,8 @@ func (l *Loop) memoryBack(v *view, entries []inflight.Entry) {
 		if took <= 0 {
 			continue
 		}
-		lead := l.lead.Sample(took)
+		lead := l.learned.lead.Sample(took)
 		l.deps.Metrics.EvictionMemoryBack(e.Signal, took)
-		l.log.Debug("evicted pod's memory back", zap.String("pod", e.Pod), zap.Duration("took", took), zap.Duration("lead", lead))
+		l.deps.Log.Debug("evicted pod's memory back", zap.String("pod", e.Pod), zap.Duration("took", took), zap.Duration("lead", lead))
 	}
 }
