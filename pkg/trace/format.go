@@ -3,10 +3,10 @@
 // Package trace is the agent's flight recorder: what each pass of the loop
 // observed (the node's figures, the pod list, the wake-up, the pods the
 // informer saw deleted), the eviction calls it made with their answers and
-// the clock readings its decisions took, kept within a byte budget and exported as gzipped JSON lines, so that a
-// replay (pkg/agent's Replay, `evictd replay`) can run the same decisions
-// again offline, on the trace's own clock, with the same or another
-// configuration.
+// the clock readings its decisions took, kept within a byte budget and
+// exported as gzipped JSON lines, so that a replay (`evictd replay`, whose
+// player is package play) can run the same decisions again offline, on the
+// trace's own clock, with the same or another configuration.
 package trace
 
 import (
