@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/evictd/evictd/pkg/agent"
+	"github.com/evictd/evictd/pkg/options"
 )
 
 // TestRunHelpReadsLikeAKubeComponent checks `evictd run --help` against the
@@ -25,8 +25,8 @@ func TestRunHelpReadsLikeAKubeComponent(t *testing.T) {
 	}
 	help := out.String()
 	f := newRunFlags()
-	wantOrder := []string{agent.SectionGeneric, agent.SectionThresholds, agent.SectionEviction, agent.SectionObservation,
-		agent.SectionServing, agent.SectionLogging, agent.SectionGlobal}
+	wantOrder := []string{options.SectionGeneric, options.SectionThresholds, options.SectionEviction, options.SectionObservation,
+		options.SectionServing, options.SectionLogging, options.SectionGlobal}
 	if got := f.sections.Names(); strings.Join(got, ",") != strings.Join(wantOrder, ",") {
 		t.Fatalf("sections %v, want %v", got, wantOrder)
 	}
@@ -91,7 +91,7 @@ func TestRunMaxPodGracePeriodIsOneFlag(t *testing.T) {
 	for _, name := range f.sections.Names() {
 		if fl := f.sections.Section(name).Lookup("eviction-max-pod-grace-period"); fl != nil {
 			owners++
-			if name != agent.SectionEviction || fl.DefValue != "0" || !strings.Contains(fl.Usage, "its own terminationGracePeriodSeconds") {
+			if name != options.SectionEviction || fl.DefValue != "0" || !strings.Contains(fl.Usage, "its own terminationGracePeriodSeconds") {
 				t.Errorf("in section %s, default %q, usage %q", name, fl.DefValue, fl.Usage)
 			}
 		}

@@ -17,12 +17,12 @@ import (
 	"go.uber.org/zap/zapcore"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/hostpaths"
 	"github.com/evictd/evictd/pkg/memhigh"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/pressure"
 )
 
@@ -61,7 +61,7 @@ func newObserveFlags() (*observeFlags, *pflag.FlagSet) {
 	fs := cliflag.NewFlagSet("observe")
 	fs.StringVar(&f.hostRoot, "host-root", pressure.DefaultHostRoot, "Directory under which every host path is read.")
 	fs.StringVar(&f.cgroupRoot, "cgroup-root", pressure.DefaultCgroupRoot, "Cgroup under which kubepods lives (the kubelet's --cgroup-root).")
-	fs.StringVar(&f.nodeCgroup, agent.FlagNodeCgroup, pressure.DefaultNodeCgroup, agent.NodeCgroupUsage)
+	fs.StringVar(&f.nodeCgroup, options.FlagNodeCgroup, pressure.DefaultNodeCgroup, options.NodeCgroupUsage)
 	fs.StringVar(&f.imageFs, "image-fs", pressure.DefaultImageFsPath, "The container runtime's image store (imagefs).")
 	fs.StringVar(&f.containerFs, "container-fs", "", "Where the runtime keeps the writable layers (containerfs), if not under --image-fs.")
 	fs.BoolVar(&f.hugepageAware, config.FlagHugepageAwareEviction, true, "Take the node's hugepage pool off memory.available, as the kubelet's HugepageAwareEviction gate (on by default from 1.37); false as with the gate off.")

@@ -17,6 +17,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/trace"
 	"github.com/evictd/evictd/pkg/trace/play"
 )
@@ -105,7 +106,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if err != nil {
 			return nil, fmt.Errorf("--trace %s: %w", f.trace, err)
 		}
-		o, err := agent.ReplayOptions(tr.Header, configPath)
+		o, err := options.FromTrace(tr.Header, configPath)
 		if err != nil {
 			return nil, err
 		}

@@ -10,9 +10,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/evictd/evictd/pkg/agent"
+	"github.com/evictd/evictd/cmd/evictd/app"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/logging"
+	"github.com/evictd/evictd/pkg/options"
 )
 
 const runSynopsis = "evictd run --node-name NODE [flags]"
@@ -42,14 +43,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer func() { _ = log.Sync() }()
-	// Never restored: client-go's goroutines outlive agent.Run (a list in
+	// Never restored: client-go's goroutines outlive app.Run (a list in
 	// flight when it returns fails with the cancelled context a moment
 	// later), and their lines must go through this logger, which drops
 	// cancelled contexts, not to klog's raw stderr as a second error line.
 	_ = logging.RouteKlog(log)
 
-	if err := agent.Run(ctx, opts, log, build()); err != nil {
-		if errors.Is(err, agent.ErrUsage) {
+	if err := app.Run(ctx, opts, log, build()); err != nil {
+		if errors.Is(err, options.ErrUsage) {
 			fmt.Fprintf(stderr, "evictd run: %s\n", usageMessage(err))
 			return exitUsage
 		}
@@ -62,16 +63,16 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // runFlags is every flag of `evictd run`, by help section.
 type runFlags struct {
 	sections              *cliflag.Sections
-	opts                  *agent.Options
+	opts                  *options.Options
 	logFormat, logLevel   string
 	showVersion, showHelp bool
 }
 
 func newRunFlags() *runFlags {
-	f := &runFlags{sections: &cliflag.Sections{}, opts: agent.NewOptions()}
+	f := &runFlags{sections: &cliflag.Sections{}, opts: options.NewOptions()}
 	f.opts.AddFlags(f.sections)
-	logging.AddFlags(f.sections.Section(agent.SectionLogging), &f.logFormat, &f.logLevel)
-	global := f.sections.Section(agent.SectionGlobal)
+	logging.AddFlags(f.sections.Section(options.SectionLogging), &f.logFormat, &f.logLevel)
+	global := f.sections.Section(options.SectionGlobal)
 	global.BoolVar(&f.showVersion, flagVersion, false, "Print the version and exit.")
 	global.BoolVarP(&f.showHelp, flagHelp, "h", false, "Print this help and exit.")
 	return f
@@ -86,7 +87,7 @@ func (f *runFlags) writeHelp(w io.Writer) {
 // parseRunFlags parses and validates every flag; ok is false when the
 // command must exit with code (help, version, or a bad flag reported on
 // stderr).
-func parseRunFlags(args []string, stdout, stderr io.Writer) (opts *agent.Options, logFormat, logLevel string, code int, ok bool) {
+func parseRunFlags(args []string, stdout, stderr io.Writer) (opts *options.Options, logFormat, logLevel string, code int, ok bool) {
 	f := newRunFlags()
 	fs := f.sections.FlagSet("run")
 	if err := fs.Parse(args); err != nil {
@@ -127,7 +128,7 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (opts *agent.Options
 
 // usageMessage drops the ErrUsage prefix and keeps the message on one line.
 func usageMessage(err error) string {
-	return oneLine(errors.New(strings.TrimPrefix(err.Error(), agent.ErrUsage.Error()+": ")))
+	return oneLine(errors.New(strings.TrimPrefix(err.Error(), options.ErrUsage.Error()+": ")))
 }
 
 // oneLine joins a multi-line error (errors.Join) into one line.

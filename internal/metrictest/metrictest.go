@@ -163,3 +163,23 @@ func seriesList(name string, ms []*dto.Metric) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// Count is how many observations the one series of histogram name whose
+// labels include labels holds. The test fails at once when the family is
+// not gathered or not a histogram, or when no series or more than one
+// matches.
+func Count(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) uint64 {
+	t.Helper()
+	mf, err := family(g, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mf.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("%s is a %s, not a histogram", name, strings.ToLower(mf.GetType().String()))
+	}
+	found := matching(mf, labels)
+	if len(found) != 1 {
+		t.Fatalf("%s: %d series with labels %s, want one: %s", name, len(found), Selector(labels), seriesList(name, mf.GetMetric()))
+	}
+	return found[0].GetHistogram().GetSampleCount()
+}

@@ -349,11 +349,11 @@ func (l *Loop) Explain(node string, dryRun bool) Live {
 
 // ExplainHandler serves the explanation as JSON (GET /explain).
 func ExplainHandler(l *Loop, node string, dryRun bool) http.Handler {
-	return jsonHandler("the explanation", func() any { return l.Explain(node, dryRun) })
+	return JSONHandler("the explanation", func() any { return l.Explain(node, dryRun) })
 }
 
-// jsonHandler serves what get returns as JSON, to GET and HEAD only.
-func jsonHandler(what string, get func() any) http.Handler {
+// JSONHandler serves what get returns as JSON, to GET and HEAD only.
+func JSONHandler(what string, get func() any) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet && req.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")

@@ -17,6 +17,7 @@ import (
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/memhigh"
 	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/rank"
@@ -45,10 +46,10 @@ func ExplainCapture(c Capture) (Live, error) {
 	if c.Observation == nil || c.Observation.Summary == nil {
 		return Live{}, errors.New("explain: the capture holds no observation")
 	}
-	o := NewOptions()
+	o := options.NewOptions()
 	o.Config = c.Config
-	ths := slices.DeleteFunc(configThresholds(o), func(th thresholds.Threshold) bool { return th.Signal == thresholds.MemoryHighStuck })
-	lc := loopConfig(o, ths, c.Rank)
+	ths := slices.DeleteFunc(o.Thresholds(), func(th thresholds.Threshold) bool { return th.Signal == thresholds.MemoryHighStuck })
+	lc := ConfigFor(o, ths, c.Rank)
 	lc.MemoryHigh = memhigh.Thresholds{}
 	m, err := metrics.New(buildinfo.Info{})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -481,7 +482,7 @@ func TestLoopRefusedRecheckDefault(t *testing.T) {
 	if got := l.cfg.RefusedRecheck; got != DefaultRefusedRecheck {
 		t.Errorf("RefusedRecheck %v when unset, want DefaultRefusedRecheck (%v), as evictd run uses", got, DefaultRefusedRecheck)
 	}
-	if got := loopConfig(NewOptions(), nil, rank.Options{}).RefusedRecheck; got != DefaultRefusedRecheck {
+	if got := ConfigFor(options.NewOptions(), nil, rank.Options{}).RefusedRecheck; got != DefaultRefusedRecheck {
 		t.Errorf("evictd run's RefusedRecheck %v, want DefaultRefusedRecheck (%v)", got, DefaultRefusedRecheck)
 	}
 }

@@ -11,8 +11,10 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/evictd/evictd/internal/kubelethost"
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/fslayout"
+	"github.com/evictd/evictd/pkg/kubeletplace"
 	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -158,13 +160,13 @@ func TestLoopDiskDefaultsWaitForTheImageCollection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o := placeOptions(t, root)
+	o := kubelethost.Options(t, root)
 	disk := thresholds.Observation{Capacity: 100 * gi}
-	placeAboveKubelet(o, startView{
-		signals:    map[thresholds.Signal]thresholds.Observation{thresholds.NodeFsAvailable: disk, thresholds.ImageFsAvailable: disk},
-		diskLayout: fslayout.OneFs,
+	kubeletplace.PlaceAbove(o, kubeletplace.View{
+		Signals:    map[thresholds.Signal]thresholds.Observation{thresholds.NodeFsAvailable: disk, thresholds.ImageFsAvailable: disk},
+		DiskLayout: fslayout.OneFs,
 	}, zap.NewNop(), nil)
-	ths := configThresholds(o)
+	ths := o.Thresholds()
 	for _, th := range ths {
 		if th.Signal == thresholds.ImageFsAvailable || th.Signal == thresholds.NodeFsAvailable {
 			t.Logf("default %s", th)

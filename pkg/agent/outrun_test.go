@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/internal/metrictest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -39,8 +40,12 @@ func TestLoopTellsWhenTheFallOutrunsTheThreshold(t *testing.T) {
 		if took := n.loop.learned.lead.LastTook(); took < 4*time.Second || took > 5*time.Second {
 			t.Fatalf("first victim's memory back after %v, want the 4 s it took to stop", took)
 		}
-		assertValue(t, n.metrics, "evictd_eviction_memory_back_seconds", map[string]string{"signal": "memory.available"}, 1)
-		assertValue(t, n.metrics, "evictd_threshold_outrun_total", map[string]string{"signal": "memory.available"}, 0)
+		if got := metrictest.Count(t, n.metrics.Registry(), "evictd_eviction_memory_back_seconds", map[string]string{"signal": "memory.available"}); got != 1 {
+			t.Errorf("evictd_eviction_memory_back_seconds counts %d, want 1", got)
+		}
+		if got := metrictest.Value(t, n.metrics.Registry(), "evictd_threshold_outrun_total", map[string]string{"signal": "memory.available"}); got != 0 {
+			t.Errorf("evictd_threshold_outrun_total = %g, want %v", got, 0)
+		}
 
 		n.mu.Lock()
 		n.pods = append(n.pods, &simPod{name: "second", usage: 100 * mi, growth: tc.growth, grace: 30, exitIn: 4 * time.Second, started: n.clk.Now()})
@@ -49,7 +54,9 @@ func TestLoopTellsWhenTheFallOutrunsTheThreshold(t *testing.T) {
 		if !eq(n.victims(), []string{"first", "second"}) {
 			t.Fatalf("%d Mi/s: calls %v, want [first second]: the second fill evicted as ever", int64(tc.growth/mi), n.victims())
 		}
-		assertValue(t, n.metrics, "evictd_threshold_outrun_total", map[string]string{"signal": "memory.available"}, tc.want)
+		if got := metrictest.Value(t, n.metrics.Registry(), "evictd_threshold_outrun_total", map[string]string{"signal": "memory.available"}); got != float64(tc.want) {
+			t.Errorf("evictd_threshold_outrun_total = %g, want %v", got, tc.want)
+		}
 		told := logs.FilterMessageSnippet("faster than the threshold covers").All()
 		if len(told) != int(tc.want) {
 			t.Errorf("%d Mi/s: %d warnings of the outrun, want %v: %v", int64(tc.growth/mi), len(told), tc.want, told)

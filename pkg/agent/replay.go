@@ -6,23 +6,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
-
-	"github.com/spf13/pflag"
 
 	"go.uber.org/zap"
 
 	"github.com/evictd/evictd/internal/buildinfo"
-	"github.com/evictd/evictd/pkg/cliflag"
-	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/kubeletcfg"
-	"github.com/evictd/evictd/pkg/logging"
+	"github.com/evictd/evictd/pkg/kubeletplace"
 	"github.com/evictd/evictd/pkg/memhigh"
 	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 	"github.com/evictd/evictd/pkg/trace/play"
@@ -57,7 +51,7 @@ type ReplayResult struct {
 // it. A call the recorded agent did not make gets an accepted
 // eviction. The node's figures stay those recorded: a pod the replay
 // evicts and the recorded agent did not keeps its usage in later passes.
-func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (*ReplayResult, error) {
+func Replay(ctx context.Context, o *options.Options, tr *trace.Trace, log *zap.Logger) (*ReplayResult, error) {
 	if len(tr.Passes) == 0 {
 		return nil, errors.New("replay: the trace holds no pass")
 	}
@@ -71,24 +65,24 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 	// The configuration before placement, which each placement the trace
 	// recorded while the agent ran places anew.
 	base := *o
-	base.Config = cloneConfig(o.Config)
+	base.Config = options.CloneConfig(o.Config)
 	h := tr.Header
 	// The header keeps no image collection thresholds: the kubelet's
 	// defaults, and the first pass's disk layout.
-	start := placementView(h.Capacity, "")
+	start := kubeletplace.ViewOf(h.Capacity, "")
 	if ob := tr.Passes[0].Observation; ob != nil {
-		start.diskLayout = ob.Node.DiskLayout
+		start.DiskLayout = ob.Node.DiskLayout
 	}
 	gc := kubeletcfg.ImageGC{High: kubeletcfg.DefaultImageGCHigh, Low: kubeletcfg.DefaultImageGCLow}
 	if err := replayPlace(o, h.KubeletHard, start, gc, log, m); err != nil {
 		return nil, fmt.Errorf("replay: the trace's kubelet thresholds: %w", err)
 	}
-	ths := configThresholds(o)
+	ths := o.Thresholds()
 	rankOpts, err := o.Config.RankOptions()
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	lc := loopConfig(o, ths, rankOpts)
+	lc := ConfigFor(o, ths, rankOpts)
 	var left []string
 	// The trace holds no container's memory.events: the family would read
 	// today's counters off this host against the trace's clock.
@@ -129,14 +123,14 @@ func Replay(ctx context.Context, o *Options, tr *trace.Trace, log *zap.Logger) (
 			// and the loop takes the result at the pass's start, as the
 			// agent's did.
 			again := base
-			again.Config = cloneConfig(base.Config)
+			again.Config = options.CloneConfig(base.Config)
 			gc := kubeletcfg.ImageGC{High: pl.ImageGCHigh, Low: pl.ImageGCLow}
-			if err := replayPlace(&again, pl.KubeletHard, placementView(pl.Capacity, fslayout.Layout(pl.DiskLayout)), gc, log, m); err != nil {
+			if err := replayPlace(&again, pl.KubeletHard, kubeletplace.ViewOf(pl.Capacity, fslayout.Layout(pl.DiskLayout)), gc, log, m); err != nil {
 				return nil, fmt.Errorf("replay: pass %d's kubelet thresholds: %w", pass.N, err)
 			}
 			// A placement carried to a part of the trace (or one that moves
 			// none of this configuration's thresholds) changes nothing.
-			placed := replayable(configThresholds(&again))
+			placed := replayable(again.Thresholds())
 			if s := thresholdStrings(placed); !slices.Equal(s, current) {
 				loop.SetThresholds(placed)
 				res.Placed = append(res.Placed, ReplayPlacement{Pass: pass.N, Thresholds: s})
@@ -164,15 +158,15 @@ type ReplayPlacement struct {
 // kubeletHard as a trace keeps them, with view and gc for the mixed units
 // and the disk thresholds' bound, as the agent placed its own (placeWith):
 // nothing with --kubelet-thresholds=ignore, or when they were not read.
-func replayPlace(o *Options, kubeletHard map[string]string, view startView, gc kubeletcfg.ImageGC, log *zap.Logger, m *metrics.Metrics) error {
-	if kubeletHard == nil || o.KubeletThresholds != KubeletPlace {
+func replayPlace(o *options.Options, kubeletHard map[string]string, view kubeletplace.View, gc kubeletcfg.ImageGC, log *zap.Logger, m *metrics.Metrics) error {
+	if kubeletHard == nil || o.KubeletThresholds != options.KubeletPlace {
 		return nil
 	}
 	hard, ignored, err := kubeletcfg.ParseHard(kubeletHard)
 	if err != nil {
 		return err
 	}
-	placeWith(o, kubeletcfg.Result{Hard: hard, Raw: kubeletHard, From: "the trace", Ignored: ignored, ImageGC: gc}, view, log, m)
+	kubeletplace.PlaceWith(o, kubeletcfg.Result{Hard: hard, Raw: kubeletHard, From: "the trace", Ignored: ignored, ImageGC: gc}, view, log, m)
 	return nil
 }
 
@@ -183,97 +177,4 @@ func thresholdStrings(ths []thresholds.Threshold) []string {
 		out = append(out, th.String())
 	}
 	return out
-}
-
-// ReplayOptions are the recorded agent's options, rebuilt from the
-// trace's header: its flags, with its config file (kept in the header) or
-// configPath in its place. With configPath, the recorded flags that set
-// what a config file sets are dropped: the file is the whole
-// configuration.
-func ReplayOptions(h trace.Header, configPath string) (*Options, error) {
-	drop := map[string]bool{"config": true}
-	if configPath != "" {
-		for _, name := range configFlagNames() {
-			drop[name] = true
-		}
-	}
-	args := withoutFlags(h.Args, drop)
-	switch {
-	case configPath != "":
-		args = append(args, "--config="+configPath)
-	case h.Config != "":
-		dir, err := os.MkdirTemp("", "evictd-replay-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "config.yaml")
-		if err := os.WriteFile(path, []byte(h.Config), 0o600); err != nil {
-			return nil, err
-		}
-		args = append(args, "--config="+path)
-	}
-	o, fs := runFlags()
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("the trace's flags %q: %w", strings.Join(h.Args, " "), err)
-	}
-	if o.NodeName == "" {
-		o.NodeName = h.Node
-	}
-	if err := o.Complete(); err != nil {
-		msg := strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
-		if configPath == "" {
-			return nil, fmt.Errorf("the trace's configuration: %s", msg)
-		}
-		return nil, errors.New(msg)
-	}
-	return o, nil
-}
-
-// runFlags are the flags a running agent was given (`evictd run`'s, but
-// for those that print and exit), parsing into new options.
-func runFlags() (*Options, *pflag.FlagSet) {
-	o := NewOptions()
-	s := &cliflag.Sections{}
-	o.AddFlags(s)
-	var format, level string
-	logging.AddFlags(s.Section(SectionLogging), &format, &level)
-	return o, s.FlagSet("run")
-}
-
-// configFlagNames are the flags of `evictd run` that set what a config
-// file sets.
-func configFlagNames() []string {
-	file, ths, eviction := pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError)
-	(&config.Config{}).BindFlags(file, ths, eviction)
-	var names []string
-	for _, fs := range []*pflag.FlagSet{file, ths, eviction} {
-		fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	}
-	return names
-}
-
-// withoutFlags drops the long flags named in drop from args, in either
-// form: --name=value, or --name value (a flag that takes one).
-func withoutFlags(args []string, drop map[string]bool) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, _, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if !strings.HasPrefix(a, "--") || !drop[name] {
-			out = append(out, a)
-			continue
-		}
-		if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && !isBoolFlag(name) {
-			i++ // its value
-		}
-	}
-	return out
-}
-
-// isBoolFlag: a run flag that takes no separate value.
-func isBoolFlag(name string) bool {
-	_, fs := runFlags()
-	f := fs.Lookup(name)
-	return f != nil && f.NoOptDefVal != ""
 }

@@ -50,12 +50,12 @@ func TestReplayDecidesWithTheAgentsReadings(t *testing.T) {
 		return evict.Outcome{Result: evict.RateLimited, RetryAfter: 90 * time.Millisecond, GracePeriodSeconds: 30},
 			&evict.PodError{Pod: req.Pod.Namespace + "/" + req.Pod.Name, Result: evict.RateLimited, Err: evict.ErrRateLimited}
 	}
-	rec := newTrace(o, nil, nil, "test", t0)
+	rec := NewTrace(o, nil, nil, "test", t0)
 	rank, err := o.Config.RankOptions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewLoop(loopConfig(o, configThresholds(o), rank), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: slowPods{n, 30 * time.Millisecond},
+	l, err := NewLoop(ConfigFor(o, o.Thresholds(), rank), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: slowPods{n, 30 * time.Millisecond},
 		Evictor: n, Log: zaptest.NewLogger(t), Clock: n.clk, Go: syncCall, Trace: rec})
 	if err != nil {
 		t.Fatal(err)

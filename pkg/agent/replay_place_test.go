@@ -12,7 +12,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/internal/kubelethost"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/kubeletplace"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -30,16 +32,16 @@ import (
 // whose passes up to after the restart were dropped still replays with the
 // thresholds placed anew: its first pass carries them.
 func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
-	root := kubeletHost(t)
-	setKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n")
-	o := placeOptions(t, root)
+	root := kubelethost.Root(t)
+	kubelethost.SetKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n")
+	o := kubelethost.Options(t, root)
 	m, err := metrics.New(buildinfo.Info{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := zaptest.NewLogger(t)
-	start := startView{signals: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4096 * mi}}}
-	placer := newKubeletPlacer(o, start, log, m)
+	start := kubeletplace.View{Signals: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4096 * mi}}}
+	placer := kubeletplace.NewPlacer(o, start, log, m)
 	if got := o.Config.EvictionHard["memory.available"]; got != "950Mi" {
 		t.Fatalf("at start: memory.available<%s, want 950Mi (the kubelet's 750Mi + 200Mi)", got)
 	}
@@ -50,21 +52,21 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 		return evict.Outcome{Result: evict.RateLimited, RetryAfter: 500 * time.Millisecond, GracePeriodSeconds: 30},
 			&evict.PodError{Pod: req.Pod.Namespace + "/" + req.Pod.Name, Result: evict.RateLimited, Err: evict.ErrRateLimited}
 	}
-	rec := newTrace(o, placer.Current().KubeletHard, start.signals, "test", t0)
+	rec := NewTrace(o, placer.Current().KubeletHard, start.Signals, "test", t0)
 	rank, err := o.Config.RankOptions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewLoop(loopConfig(o, configThresholds(o), rank), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: n,
+	l, err := NewLoop(ConfigFor(o, o.Thresholds(), rank), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: n,
 		Evictor: n, Log: log, Metrics: m, Clock: n.clk, Go: syncCall, Trace: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.loop = l
-	placer.retune = l.PlacedAnew
-	placer.view = func() startView {
+	placer.Retune = l.PlacedAnew
+	placer.View = func() kubeletplace.View {
 		if signals, layout, ok := l.LastView(); ok {
-			return startView{signals: signals, diskLayout: layout}
+			return kubeletplace.View{Signals: signals, DiskLayout: layout}
 		}
 		return start
 	}
@@ -72,8 +74,8 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	for i := range 30 {
 		switch i {
 		case restartAt:
-			setKubelet(t, root, 641, 2000, "  memory.available: 1Gi\n")
-			placer.place("the kubelet restarted")
+			kubelethost.SetKubelet(t, root, 641, 2000, "  memory.available: 1Gi\n")
+			placer.Place("the kubelet restarted")
 		case sealAt:
 			// An export seals the trace's part: the next pass begins one.
 			if _, err := rec.WriteTo(io.Discard); err != nil {
@@ -101,7 +103,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 
 	// The agent's own configuration, on a host with no kubelet to read:
 	// the replay places from the trace only.
-	res, err := Replay(context.Background(), placeOptions(t, t.TempDir()), tr, zaptest.NewLogger(t))
+	res, err := Replay(context.Background(), kubelethost.Options(t, t.TempDir()), tr, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +126,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	// not given the agent's placement: one that sets memory.available<1000Mi
 	// itself keeps it past the restart, as an agent running it would
 	// have, and evicts nobody at 1100Mi available.
-	other, err := Replay(context.Background(), placeOptions(t, t.TempDir(), "--eviction-hard=memory.available<1000Mi"), tr, zaptest.NewLogger(t))
+	other, err := Replay(context.Background(), kubelethost.Options(t, t.TempDir(), "--eviction-hard=memory.available<1000Mi"), tr, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	if len(keptCalls) == 0 {
 		t.Fatal("the agent made no call past the export: the cut trace tests nothing")
 	}
-	late, err := Replay(context.Background(), placeOptions(t, t.TempDir()), &cut, zaptest.NewLogger(t))
+	late, err := Replay(context.Background(), kubelethost.Options(t, t.TempDir()), &cut, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

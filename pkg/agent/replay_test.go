@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
@@ -23,9 +24,9 @@ import (
 )
 
 // replayOptions are `evictd run`'s options for args, completed.
-func replayOptions(t *testing.T, args ...string) *Options {
+func replayOptions(t *testing.T, args ...string) *options.Options {
 	t.Helper()
-	o := NewOptions()
+	o := options.NewOptions()
 	s := &cliflag.Sections{}
 	o.AddFlags(s)
 	if err := s.FlagSet("run").Parse(append([]string{"--node-name=sim", "--kubelet-thresholds=ignore"}, args...)); err != nil {
@@ -39,7 +40,7 @@ func replayOptions(t *testing.T, args ...string) *Options {
 
 // recordSim runs threePods on the scripted node under o, recording its
 // trace, and returns the trace read back.
-func recordSim(t *testing.T, o *Options, pods ...*simPod) (*simNode, *trace.Trace) {
+func recordSim(t *testing.T, o *options.Options, pods ...*simPod) (*simNode, *trace.Trace) {
 	t.Helper()
 	n := newSimNode(t, 4096*mi, base250, pods...)
 	return n, recordOn(t, o, n, nil)
@@ -47,9 +48,9 @@ func recordSim(t *testing.T, o *Options, pods ...*simPod) (*simNode, *trace.Trac
 
 // recordOn runs the scripted node n under o, recording its trace (through
 // wrap's tracer when wrap is set), and returns the trace read back.
-func recordOn(t *testing.T, o *Options, n *simNode, wrap func(*trace.Recorder) Tracer) *trace.Trace {
+func recordOn(t *testing.T, o *options.Options, n *simNode, wrap func(*trace.Recorder) Tracer) *trace.Trace {
 	t.Helper()
-	rec := newTrace(o, nil, nil, "test", t0)
+	rec := NewTrace(o, nil, nil, "test", t0)
 	n.trace = rec
 	if wrap != nil {
 		n.trace = wrap(rec)
@@ -58,7 +59,7 @@ func recordOn(t *testing.T, o *Options, n *simNode, wrap func(*trace.Recorder) T
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.run(t, loopConfig(o, configThresholds(o), rank), 40*time.Second)
+	n.run(t, ConfigFor(o, o.Thresholds(), rank), 40*time.Second)
 	return readBack(t, rec)
 }
 

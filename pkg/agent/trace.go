@@ -12,8 +12,11 @@ import (
 
 	"github.com/evictd/evictd/pkg/agent/decide"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/kubeletplace"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 )
 
@@ -123,4 +126,17 @@ func (l *Loop) tracePods(v *view) {
 	if l.deps.Trace != nil {
 		l.deps.Trace.PodState(v.pods, v.rank.PriorityClasses, v.rank.NamespaceLabels, l.deps.Pods.Node())
 	}
+}
+
+// NewTrace is the agent's trace recorder (nil with --trace-size=0).
+func NewTrace(o *options.Options, kubeletHard map[string]string, capacity map[thresholds.Signal]thresholds.Observation, version string, now time.Time) *trace.Recorder {
+	if o.TraceSize <= 0 {
+		return nil
+	}
+	h := trace.Header{Node: o.NodeName, Version: version, Started: now, Args: o.Args, KubeletHard: kubeletHard}
+	if path, data := o.Config.Source(); path != "" {
+		h.Config = string(data)
+	}
+	h.Capacity = kubeletplace.TraceCapacity(capacity)
+	return trace.NewRecorder(h, o.TraceSize)
 }

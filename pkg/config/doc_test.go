@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/internal/golden"
-	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -70,9 +70,9 @@ var fields = map[string]field{
 		help: "Groups of namespaces whose pods' priorities are offset, or fenced ([decide.md](decide.md), *Priority and priority groups*). For a namespace matched only by selectors, the first matching group wins; a namespace listed by name is in one group only."},
 	"excludedNamespaces": {
 		help: "Namespaces never evicted from."},
-	"includeDaemonSetPods": {def: "false", flag: agent.FlagIncludeDaemonSetPods,
+	"includeDaemonSetPods": {def: "false", flag: options.FlagIncludeDaemonSetPods,
 		help: "Make DaemonSet pods eligible; by default they are skipped, for their controller recreates them on the same node."},
-	"swapInRanking": {def: "true", flag: agent.FlagSwapInRanking,
+	"swapInRanking": {def: "true", flag: options.FlagSwapInRanking,
 		help: "Rank pods for the memory signals by working set + swap; `false` by working set alone, as the kubelet. Changes nothing on a node without swap."},
 	"hugepageAwareEviction": {def: "true", flag: config.FlagHugepageAwareEviction,
 		help: "Take the node's hugepage pool off `memory.available` and its capacity, as the kubelet's `HugepageAwareEviction` gate (on by default from 1.37); `false` for a kubelet with the gate off."},
@@ -141,7 +141,7 @@ func TestConfigDoc(t *testing.T) {
 // fieldTable is the table of every field, walked from the types.
 func fieldTable(t *testing.T) []byte {
 	runFlags := &cliflag.Sections{}
-	agent.NewOptions().AddFlags(runFlags)
+	options.NewOptions().AddFlags(runFlags)
 	all := runFlags.FlagSet("run")
 	var b bytes.Buffer
 	b.WriteString("| Field | Type | Default | Flag | Meaning |\n|---|---|---|---|---|\n")

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/evictd/evictd/pkg/agent"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/trace"
 	"github.com/evictd/evictd/pkg/trace/play"
 	"github.com/evictd/evictd/test/e2e/framework"
@@ -77,7 +78,7 @@ func (e *evictd) replayOwnTrace(c *framework.Cluster) {
 			return
 		}
 		recorded := play.RecordedCalls(tr)
-		o, err := agent.ReplayOptions(tr.Header, "")
+		o, err := options.FromTrace(tr.Header, "")
 		if err != nil {
 			t.Errorf("the trace's options: %v", err)
 			return

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package app
 
 import (
 	"context"
@@ -21,22 +21,21 @@ import (
 
 	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/actuator"
-	"github.com/evictd/evictd/pkg/agent/decide"
+	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/agent/fastpath"
-	"github.com/evictd/evictd/pkg/agent/inflight"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/evictreq"
 	"github.com/evictd/evictd/pkg/hostpaths"
 	"github.com/evictd/evictd/pkg/kube"
+	"github.com/evictd/evictd/pkg/kubeletplace"
 	"github.com/evictd/evictd/pkg/kubeletwatch"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/memlock"
 	"github.com/evictd/evictd/pkg/metrics"
-	"github.com/evictd/evictd/pkg/predict"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
-	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -44,17 +43,6 @@ import (
 const (
 	// eventFlushTimeout bounds how long shutdown waits for queued Events.
 	eventFlushTimeout = 5 * time.Second
-	// eventFillRate is the fill rate the adaptive poll must catch by itself
-	// for a signal whose hard threshold an event source already watches:
-	// the event catches a faster fill at the crossing.
-	eventFillRate = 100 << 20
-	// burst is how long the loop polls fast after an event wake-up.
-	burst = 2 * time.Second
-	// pdbRecheck is how long a PodDisruptionBudget refusal is trusted.
-	pdbRecheck = 30 * time.Second
-	// hardSlack is added to the hard grace cap to get the horizon within
-	// which reclaim in flight counts toward a hard threshold.
-	hardSlack = 2 * time.Second
 	// leftoverTimeout bounds the start-up search for the EvictionRequests
 	// an earlier evictd left open (--eviction-request).
 	leftoverTimeout = time.Minute
@@ -63,8 +51,8 @@ const (
 // Run builds everything from validated options and runs the agent until ctx
 // ends; then it stops cleanly: the eviction call under way finishes, queued
 // Events are flushed, the HTTP server shuts down gracefully. build labels
-// evictd_build_info. Errors that are the operator's to fix wrap ErrUsage.
-func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info) error {
+// evictd_build_info. Errors that are the operator's to fix wrap options.ErrUsage.
+func Run(ctx context.Context, o *options.Options, log *zap.Logger, build buildinfo.Info) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -83,16 +71,16 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 
 	restCfg, err := restConfig(o.Kubeconfig)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUsage, err)
+		return fmt.Errorf("%w: %w", options.ErrUsage, err)
 	}
 	restCfg.UserAgent = "evictd/" + build.Version
 	client, err := kube.NewForConfig(restCfg)
 	if err != nil {
-		return fmt.Errorf("%w: API client: %w", ErrUsage, err)
+		return fmt.Errorf("%w: API client: %w", options.ErrUsage, err)
 	}
 	// The signals to export; placement above the kubelet's (below) moves
 	// values, never which signals have thresholds.
-	ths := configThresholds(o)
+	ths := o.Thresholds()
 	rankOpts, _ := o.Config.RankOptions()
 
 	m, err := metrics.New(build)
@@ -113,12 +101,12 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	// Listen first, so a busy address fails before anything else starts.
 	ln, err := net.Listen("tcp", o.MetricsAddr)
 	if err != nil {
-		return fmt.Errorf("listen on --%s %q: %w", FlagMetricsAddress, o.MetricsAddr, err)
+		return fmt.Errorf("listen on --%s %q: %w", options.FlagMetricsAddress, o.MetricsAddr, err)
 	}
 	defer ln.Close()
 	secureLn, err := listenSecure(o, clk.Now())
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUsage, err)
+		return fmt.Errorf("%w: %w", options.ErrUsage, err)
 	}
 	if secureLn != nil {
 		defer secureLn.Close()
@@ -136,20 +124,20 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	}, log.Named("observe"))
 	if err != nil {
 		if errors.Is(err, pressure.ErrHostRoot) || errors.Is(err, pressure.ErrInvalidOptions) {
-			return fmt.Errorf("%w: %w", ErrUsage, err)
+			return fmt.Errorf("%w: %w", options.ErrUsage, err)
 		}
 		return err
 	}
 	defer obsv.Close()
 	// Before anything else reads the thresholds: placement may raise
 	// evictd's defaults above the kubelet's (kubelet_place.go).
-	start := startObservation(ctx, obsv, log)
+	start := kubeletplace.Observe(ctx, obsv, log)
 	// The kubelet process first: one that restarts during the read below
 	// is then seen as new, and read again.
 	kubeletProc, kubeletProcErr := kubeletwatch.Find(filepath.Join(o.HostRoot, "proc"))
-	placer := newKubeletPlacer(o, start, log, m)
+	placer := kubeletplace.NewPlacer(o, start, log, m)
 	kubeletPlaced := placer.Current()
-	ths = configThresholds(o)
+	ths = o.Thresholds()
 	layout := obsv.Layout()
 	// Only the wake-up sources this node can have are armed and exported.
 	sources := o.Sources.On(layout)
@@ -188,7 +176,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	}
 	var loopRef struct {
 		sync.Mutex
-		l *Loop
+		l *agent.Loop
 	}
 	shadowRec := newShadow(o, log.Named("shadow"))
 	var kubeletEvicted func(*v1.Event)
@@ -216,51 +204,51 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	evictAPI := answerNoter{PodAPI: client, note: watcher.Answered}
 	ev, err := evict.New(evict.Config{Options: o.Evict, Client: evictAPI, NodeName: o.NodeName, Events: events, Metrics: m, Logger: evictLog, Clock: clk})
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUsage, err)
+		return fmt.Errorf("%w: %w", options.ErrUsage, err)
 	}
 
-	var evictor Evictor = ev
+	var evictor agent.Evictor = ev
 	var requests *evictreq.Evictor
 	if o.EvictionRequest {
 		requests, err = evictreq.New(evictreq.Config{Imperative: ev, API: client, ResponderWait: o.EvictionRequestWait,
 			Served: m.SetEvictionRequestServed, Logger: evictLog.Named("request"), Clock: clk})
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrUsage, err)
+			return fmt.Errorf("%w: %w", options.ErrUsage, err)
 		}
 		evictor = requests
 		m.SetEvictionRequestServed(true)
 	}
 
-	var act Actuator
+	var act agent.Actuator
 	switch {
 	case o.Actuator && o.Evict.DryRun:
 		log.Info("the actuator writes nothing in dry run: --actuator is off")
 	case o.Actuator:
 		act = actuator.New(layout)
 	}
-	var podEvents PodEventer
+	var podEvents agent.PodEventer
 	if events != nil {
 		podEvents = events.Emit
 	}
-	kubeletPlaced.emitBelowKubelet(podEvents, o.NodeName)
-	placer.emit = podEvents
+	kubeletPlaced.EmitBelow(kubeletplace.Emitter(podEvents), o.NodeName)
+	placer.Emit = kubeletplace.Emitter(podEvents)
 
 	lease, err := newNodeLease(o, client, watcher, m, set.Kick, log, clk)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUsage, err)
+		return fmt.Errorf("%w: %w", options.ErrUsage, err)
 	}
 
 	brake, err := newNodeBrake(o, client, watcher, lease, m, log, clk)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUsage, err)
+		return fmt.Errorf("%w: %w", options.ErrUsage, err)
 	}
 
-	cfg := loopConfig(o, ths, rankOpts)
-	traceRec := newTrace(o, kubeletPlaced.KubeletHard, start.signals, build.Version, clk.Now())
+	cfg := agent.ConfigFor(o, ths, rankOpts)
+	traceRec := agent.NewTrace(o, kubeletPlaced.KubeletHard, start.Signals, build.Version, clk.Now())
 	if traceRec != nil {
 		m.SetTrace(traceRec)
 	}
-	loop, err := NewLoop(cfg, Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: evictor, Arming: armingOrNil(arming),
+	loop, err := agent.NewLoop(cfg, agent.Deps{Observer: obsv, Waker: set, Pods: watcher, Evictor: evictor, Arming: armingOrNil(arming),
 		Metrics: m, Log: log, Clock: clk, Actuator: act, PodEvents: podEvents, Acting: leaseActing(lease), Features: optionalFeatures(brake, shadowRec),
 		Trace: tracerOrNil(traceRec)})
 	if err != nil {
@@ -269,10 +257,10 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 	loopRef.Lock()
 	loopRef.l = loop
 	loopRef.Unlock()
-	placer.retune = loop.PlacedAnew
-	placer.view = func() startView {
+	placer.Retune = loop.PlacedAnew
+	placer.View = func() kubeletplace.View {
 		if signals, layout, ok := loop.LastView(); ok {
-			return startView{signals: signals, diskLayout: layout}
+			return kubeletplace.View{Signals: signals, DiskLayout: layout}
 		}
 		return start
 	}
@@ -351,7 +339,7 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 		if ctx.Err() == nil {
 			runErr = err
 			if errors.Is(err, podwatch.ErrSyncTimeout) {
-				runErr = fmt.Errorf("%w (--%s)", err, FlagInformerSyncTimeout)
+				runErr = fmt.Errorf("%w (--%s)", err, options.FlagInformerSyncTimeout)
 			}
 		}
 	} else {
@@ -394,11 +382,11 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 				brake.Run(ctx)
 			}()
 		}
-		if o.KubeletThresholds == KubeletPlace {
+		if o.KubeletThresholds == options.KubeletPlace {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				watchKubelet(ctx, kubeletProc, kubeletProcErr, o, placer, clk, log)
+				kubeletplace.Watch(ctx, kubeletProc, kubeletProcErr, o, placer, clk, log)
 			}()
 		}
 		runErr = loop.Run(ctx)
@@ -429,54 +417,24 @@ func Run(ctx context.Context, o *Options, log *zap.Logger, build buildinfo.Info)
 
 // armingOrNil keeps a nil *fastpath.Manager from becoming a non-nil
 // interface.
-func armingOrNil(m *fastpath.Manager) Arming {
+func armingOrNil(m *fastpath.Manager) agent.Arming {
 	if m == nil {
 		return nil
 	}
 	return m
 }
 
-func loopConfig(o *Options, ths []thresholds.Threshold, rankOpts rank.Options) LoopConfig {
-	grace := predict.DefaultGracePolicy()
-	grace.Margin = o.GraceMargin
-	return LoopConfig{
-		Thresholds:       ths,
-		TransitionPeriod: o.Config.TransitionPeriod(),
-		StallWindow:      o.Config.StallWindow(),
-		MemoryHigh:       o.Config.MemoryHighThresholds(),
-		Rank:             rankOpts,
-		Decide: decide.Options{
-			Evict:       o.Evict,
-			HardHorizon: time.Duration(o.Evict.HardGracePeriod)*time.Second + hardSlack,
-			ActEarly:    o.ActEarly,
-			Lead:        DefaultLead,
-			FitGrace:    o.FitGrace,
-			Grace:       grace,
-		},
-		Housekeeping:   o.Housekeeping,
-		Adaptive:       o.Adaptive,
-		Poll:           wakeup.PollPolicy{Min: o.PollMin, Max: o.Housekeeping},
-		EventFillRate:  eventFillRate,
-		Burst:          burst,
-		InFlight:       inflight.DefaultOptions(),
-		MaxAttempts:    DefaultMaxAttempts,
-		PDBRecheck:     pdbRecheck,
-		RefusedRecheck: DefaultRefusedRecheck,
-		ExpectImageGC:  o.ExpectImageGC,
-	}
-}
-
 func restConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
-			return nil, fmt.Errorf("--%s %q: %w", FlagKubeconfig, kubeconfig, err)
+			return nil, fmt.Errorf("--%s %q: %w", options.FlagKubeconfig, kubeconfig, err)
 		}
 		return c, nil
 	}
 	c, err := rest.InClusterConfig()
 	if err != nil {
-		return nil, fmt.Errorf("no --%s given and not running in a cluster: %w", FlagKubeconfig, err)
+		return nil, fmt.Errorf("no --%s given and not running in a cluster: %w", options.FlagKubeconfig, err)
 	}
 	return c, nil
 }
@@ -512,7 +470,7 @@ func (h Health) Informers() error {
 }
 
 // Observing fails while the loop cannot protect the node as it should
-// (Loop.Problem) or has not observed it within ReadyWindow.
+// (agent.Loop.Problem) or has not observed it within ReadyWindow.
 func (h Health) Observing() error {
 	if err := h.Loop.Problem(); err != nil {
 		return err

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package kubeletplace
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -17,52 +16,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/internal/kubelethost"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/healthz"
 	"github.com/evictd/evictd/pkg/kubeletwatch"
 	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 )
-
-// kubeletHost is a host root whose kubelet runs with a config file that
-// sets memory.available<750Mi (and nothing else: the kubelet's other
-// defaults are dropped, kubernetes#119985).
-func kubeletHost(t *testing.T) string {
-	t.Helper()
-	root := t.TempDir()
-	for name, data := range map[string]string{
-		"proc/1/cmdline":              "/sbin/init\x00",
-		"proc/640/cmdline":            "/usr/bin/kubelet\x00--config=/var/lib/kubelet/config.yaml\x00--v=2\x00",
-		"var/lib/kubelet/config.yaml": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.available: 750Mi\n  pid.available: 5%\n",
-	} {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
-
-func placeOptions(t *testing.T, hostRoot string, args ...string) *Options {
-	t.Helper()
-	o := NewOptions()
-	sections := &cliflag.Sections{}
-	o.AddFlags(sections)
-	if err := sections.FlagSet("t").Parse(append([]string{"--node-name=n1", "--host-root=" + hostRoot}, args...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return o
-}
 
 func TestPlaceAboveKubelet(t *testing.T) {
 	caps := map[thresholds.Signal]thresholds.Observation{
@@ -70,10 +32,10 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		thresholds.PIDAvailable:    {Capacity: 100000},
 	}
 	t.Run("defaults move", func(t *testing.T) {
-		o := placeOptions(t, kubeletHost(t))
+		o := kubelethost.Options(t, kubelethost.Root(t))
 		m, _ := metrics.New(buildinfo.Info{})
 		core, logs := observer.New(zap.InfoLevel)
-		st := placeAboveKubelet(o, startView{signals: caps}, zap.New(core), m)
+		st := PlaceAbove(o, View{Signals: caps}, zap.New(core), m)
 		if got := o.Config.EvictionHard; got["memory.available"] != "950Mi" || got["allocatableMemory.available"] != "950Mi" ||
 			got["pid.available"] != "10%" || got["nodefs.available"] != "15%" {
 			t.Errorf("thresholds %v: want memory and allocatable at 950Mi (750Mi + 200Mi), pid.available 10%% (over 5%% + 5), nodefs 15%%", got)
@@ -99,10 +61,10 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		}
 	})
 	t.Run("an operator's value at or below warns", func(t *testing.T) {
-		o := placeOptions(t, kubeletHost(t), "--eviction-hard=memory.available<600Mi")
+		o := kubelethost.Options(t, kubelethost.Root(t), "--eviction-hard=memory.available<600Mi")
 		m, _ := metrics.New(buildinfo.Info{})
 		core, logs := observer.New(zap.InfoLevel)
-		st := placeAboveKubelet(o, startView{signals: caps}, zap.New(core), m)
+		st := PlaceAbove(o, View{Signals: caps}, zap.New(core), m)
 		if o.Config.EvictionHard["memory.available"] != "600Mi" {
 			t.Errorf("the operator's memory.available moved to %s", o.Config.EvictionHard["memory.available"])
 		}
@@ -115,7 +77,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		assertValue(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "memory.available"}, 1)
 		assertValue(t, m, "evictd_threshold_below_kubelet", map[string]string{"signal": "allocatableMemory.available"}, 1)
 		var got []string
-		st.emitBelowKubelet(func(ref v1.ObjectReference, typ, reason, _, note string) {
+		st.EmitBelow(func(ref v1.ObjectReference, typ, reason, _, note string) {
 			got = append(got, ref.Kind+"/"+ref.Name+" "+typ+" "+reason+" "+note)
 		}, "n1")
 		if len(got) != 1 || !strings.HasPrefix(got[0], "Node/n1 Warning "+ReasonThresholdBelowKubelet) || !strings.Contains(got[0], "600Mi") {
@@ -127,7 +89,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 	// images first there), so nothing is flagged and
 	// EvictdThresholdBelowKubelet stays quiet; one below it is flagged.
 	t.Run("the README's example values are not flagged", func(t *testing.T) {
-		root := kubeletHost(t)
+		root := kubelethost.Root(t)
 		if err := os.WriteFile(filepath.Join(root, "var/lib/kubelet/config.yaml"), []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -135,9 +97,9 @@ func TestPlaceAboveKubelet(t *testing.T) {
 			hard   string
 			nodefs float64
 		}{{"memory.available<500Mi,nodefs.available<10%", 0}, {"memory.available<500Mi,nodefs.available<9%", 1}} {
-			o := placeOptions(t, root, "--eviction-hard="+c.hard)
+			o := kubelethost.Options(t, root, "--eviction-hard="+c.hard)
 			m, _ := metrics.New(buildinfo.Info{})
-			st := placeAboveKubelet(o, startView{signals: caps}, zap.NewNop(), m)
+			st := PlaceAbove(o, View{Signals: caps}, zap.NewNop(), m)
 			if (st.Detail() == "") != (c.nodefs == 0) {
 				t.Errorf("%s: readiness detail %q", c.hard, st.Detail())
 			}
@@ -146,14 +108,14 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		}
 	})
 	t.Run("unknown keeps the defaults", func(t *testing.T) {
-		root := kubeletHost(t)
+		root := kubelethost.Root(t)
 		if err := os.Remove(filepath.Join(root, "var/lib/kubelet/config.yaml")); err != nil {
 			t.Fatal(err)
 		}
-		o := placeOptions(t, root)
+		o := kubelethost.Options(t, root)
 		m, _ := metrics.New(buildinfo.Info{})
 		core, logs := observer.New(zap.InfoLevel)
-		st := placeAboveKubelet(o, startView{signals: caps}, zap.New(core), m)
+		st := PlaceAbove(o, View{Signals: caps}, zap.New(core), m)
 		if o.Config.EvictionHard["memory.available"] != "300Mi" || st.Known {
 			t.Errorf("memory.available %s, known %v", o.Config.EvictionHard["memory.available"], st.Known)
 		}
@@ -167,9 +129,9 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		assertValue(t, m, "evictd_kubelet_thresholds_known", nil, 0)
 	})
 	t.Run("ignore", func(t *testing.T) {
-		o := placeOptions(t, kubeletHost(t), "--kubelet-thresholds=ignore")
+		o := kubelethost.Options(t, kubelethost.Root(t), "--kubelet-thresholds=ignore")
 		m, _ := metrics.New(buildinfo.Info{})
-		st := placeAboveKubelet(o, startView{signals: caps}, zap.NewNop(), m)
+		st := PlaceAbove(o, View{Signals: caps}, zap.NewNop(), m)
 		if o.Config.EvictionHard["memory.available"] != "300Mi" || st.Known || st.Detail() != "" {
 			t.Errorf("ignore: memory.available %s, state %+v", o.Config.EvictionHard["memory.available"], st)
 		}
@@ -181,7 +143,7 @@ func TestKubeletFlagsValidate(t *testing.T) {
 		{"--kubelet-thresholds=above", `invalid --kubelet-thresholds "above": want place or ignore`},
 		{"--kubelet-config=etc/kubelet.yaml", `invalid --kubelet-config "etc/kubelet.yaml": want an absolute path`},
 	} {
-		o := NewOptions()
+		o := options.NewOptions()
 		sections := &cliflag.Sections{}
 		o.AddFlags(sections)
 		if err := sections.FlagSet("t").Parse([]string{"--node-name=n1", c.arg}); err != nil {
@@ -238,61 +200,21 @@ func metricValue(t *testing.T, m *metrics.Metrics, name string, labels map[strin
 	return 0, false
 }
 
-// setKubelet makes root's kubelet process pid, started at tick start, with
-// --config naming the config file, which holds hard: a restarted kubelet
-// (the stat is this test process's own, the PID and start time set).
-func setKubelet(t *testing.T, root string, pid int, start uint64, hard string) {
-	t.Helper()
-	procs, _ := filepath.Glob(filepath.Join(root, "proc", "[0-9]*"))
-	for _, p := range procs {
-		if filepath.Base(p) != "1" {
-			if err := os.RemoveAll(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	self, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(self)
-	end := strings.LastIndexByte(s, ')')
-	fields := strings.Fields(s[end+1:])
-	fields[22-3] = strconv.FormatUint(start, 10)
-	stat := strconv.Itoa(pid) + " (kubelet) " + strings.Join(fields, " ") + "\n"
-	files := map[string]string{
-		"proc/" + strconv.Itoa(pid) + "/cmdline": "/usr/bin/kubelet\x00--config=/var/lib/kubelet/config.yaml\x00",
-		"proc/" + strconv.Itoa(pid) + "/stat":    stat,
-	}
-	if hard != "" {
-		files["var/lib/kubelet/config.yaml"] = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n" + hard
-	}
-	for name, data := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestKubeletPlacerRestart: each kubelet restart is read again and
 // evictd's defaults placed from scratch above it (up, then down again), the
 // loop handed the new thresholds and the change logged; a restart whose
 // read fails keeps what was placed and warns in readiness and the metric.
 func TestKubeletPlacerRestart(t *testing.T) {
-	root := kubeletHost(t)
-	setKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n  pid.available: 5%\n")
-	o := placeOptions(t, root)
+	root := kubelethost.Root(t)
+	kubelethost.SetKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n  pid.available: 5%\n")
+	o := kubelethost.Options(t, root)
 	m, _ := metrics.New(buildinfo.Info{})
 	core, logs := observer.New(zap.InfoLevel)
 	caps := map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4 << 30}, thresholds.PIDAvailable: {Capacity: 100000}}
-	p := newKubeletPlacer(o, startView{signals: caps}, zap.New(core), m)
+	p := NewPlacer(o, View{Signals: caps}, zap.New(core), m)
 	var handed [][]thresholds.Threshold
-	p.retune = func(ths []thresholds.Threshold, _ trace.Placement) { handed = append(handed, ths) }
-	p.view = func() startView { return startView{signals: caps} }
+	p.Retune = func(ths []thresholds.Threshold, _ trace.Placement) { handed = append(handed, ths) }
+	p.View = func() View { return View{Signals: caps} }
 	if o.Config.EvictionHard["memory.available"] != "950Mi" {
 		t.Fatalf("at start: memory.available<%s, want 950Mi", o.Config.EvictionHard["memory.available"])
 	}
@@ -300,7 +222,7 @@ func TestKubeletPlacerRestart(t *testing.T) {
 	w := kubeletwatch.New(filepath.Join(root, "proc"), proc)
 	restart := func(pid int, start uint64, hard string) {
 		t.Helper()
-		setKubelet(t, root, pid, start, hard)
+		kubelethost.SetKubelet(t, root, pid, start, hard)
 		prev := w.Last()
 		changed, now, err := w.Check()
 		if err != nil || !changed {
@@ -359,15 +281,15 @@ func TestKubeletPlacerRestart(t *testing.T) {
 // warns and the metric says 0; once a pass has observed the capacity, the
 // next check places, and the warning goes.
 func TestKubeletPlacerCapacityUnknown(t *testing.T) {
-	root := kubeletHost(t)
-	setKubelet(t, root, 640, 1000, "  memory.available: 20%\n")
-	o := placeOptions(t, root)
+	root := kubelethost.Root(t)
+	kubelethost.SetKubelet(t, root, 640, 1000, "  memory.available: 20%\n")
+	o := kubelethost.Options(t, root)
 	m, _ := metrics.New(buildinfo.Info{})
-	p := newKubeletPlacer(o, startView{}, zap.NewNop(), m)
+	p := NewPlacer(o, View{}, zap.NewNop(), m)
 	var handed [][]thresholds.Threshold
-	p.retune = func(ths []thresholds.Threshold, _ trace.Placement) { handed = append(handed, ths) }
-	view := startView{}
-	p.view = func() startView { return view }
+	p.Retune = func(ths []thresholds.Threshold, _ trace.Placement) { handed = append(handed, ths) }
+	view := View{}
+	p.View = func() View { return view }
 	if d := p.Detail(); !strings.Contains(d, "not compared with the kubelet's, the capacity unknown") || !strings.Contains(d, "memory.available<300Mi (kubelet 20%)") {
 		t.Errorf("readiness detail %q", d)
 	}
@@ -375,7 +297,7 @@ func TestKubeletPlacerCapacityUnknown(t *testing.T) {
 	// A warning, not a failure: evictd protects the node at its own
 	// thresholds meanwhile.
 	ready := healthz.New("readyz")
-	ready.AddWarning(CheckKubeletThresholds, p.Detail)
+	ready.AddWarning(Check, p.Detail)
 	rec := httptest.NewRecorder()
 	ready.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz?verbose", nil))
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "[+]kubelet-thresholds ok: not compared with the kubelet's") {
@@ -386,7 +308,7 @@ func TestKubeletPlacerCapacityUnknown(t *testing.T) {
 	if len(handed) != 0 {
 		t.Errorf("placed again with the capacity still unknown: %v", handed)
 	}
-	view = startView{signals: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4 << 30}}}
+	view = View{Signals: map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4 << 30}}}
 	p.checked(proc, proc, false)
 	if len(handed) != 1 || handed[0][0].Value.String() != "1020Mi" {
 		t.Errorf("with 4Gi observed: handed %v, want memory.available<1020Mi (20%% of 4Gi + 200Mi, rounded up)", handed)

@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+// Package kubeletplace keeps evictd's hard thresholds above the node's
+// kubelet's (--kubelet-thresholds=place): at start, and again whenever the
+// kubelet process changes, since the kubelet reads its configuration only
+// when it starts. evictd evicting first, with PodDisruptionBudgets, is the
+// point; a threshold the operator set at or below the kubelet's is warned
+// about, never moved.
+package kubeletplace
 
 import (
 	"context"
@@ -18,31 +24,30 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/evictd/evictd/pkg/agent/family"
-	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/kubeletcfg"
 	"github.com/evictd/evictd/pkg/kubeletwatch"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 )
 
-// Values of --kubelet-thresholds.
-const (
-	KubeletPlace  = "place"
-	KubeletIgnore = "ignore"
-)
+// Check names the /readyz warning of the placement (Placer.Detail). It
+// warns, and never fails: evictd protects the node at its own thresholds
+// whatever the kubelet's are; what the warning tells is that the kubelet
+// may evict first, without PodDisruptionBudgets.
+const Check = "kubelet-thresholds"
 
 // ReasonThresholdBelowKubelet is the Event reason on the Node when a hard
 // threshold the operator set sits at or below the kubelet's.
 const ReasonThresholdBelowKubelet = "EvictdThresholdBelowKubelet"
 
-// KubeletPlacement is what evictd made of the kubelet's thresholds at
+// Placement is what evictd made of the kubelet's thresholds at
 // start; its Detail is the readiness check's warning.
-type KubeletPlacement struct {
+type Placement struct {
 	// Known: the kubelet's thresholds were read.
 	Known bool
 	// Err says why they were not (nil when ignored on purpose).
@@ -69,7 +74,7 @@ type KubeletPlacement struct {
 // Detail is the /readyz warning: empty when there is nothing to say.
 // Readiness stays OK either way: evictd still protects the node, only later
 // than the kubelet for these signals.
-func (k *KubeletPlacement) Detail() string {
+func (k *Placement) Detail() string {
 	if k == nil {
 		return ""
 	}
@@ -89,16 +94,16 @@ func (k *KubeletPlacement) Detail() string {
 	return strings.Join(parts, "; ")
 }
 
-// placeAboveKubelet reads the node's kubelet thresholds and, with
+// PlaceAbove reads the node's kubelet thresholds and, with
 // --kubelet-thresholds=place, moves evictd's default hard thresholds a margin
 // above them (kubeletcfg.Place), before the thresholds are handed to the
 // loop. It never fails the start: without the kubelet's thresholds evictd
 // keeps its defaults and says so. start is one observation's signals, for
 // the mixed units, and disk layout, for the image collection's bound; empty
 // when none could be made.
-func placeAboveKubelet(o *Options, start startView, log *zap.Logger, m *metrics.Metrics) *KubeletPlacement {
-	st := &KubeletPlacement{}
-	if o.KubeletThresholds == KubeletIgnore {
+func PlaceAbove(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics) *Placement {
+	st := &Placement{}
+	if o.KubeletThresholds == options.KubeletIgnore {
 		m.SetKubeletThresholdsKnown(false)
 		log.Info("the kubelet's thresholds are not read (--kubelet-thresholds=ignore): evictd's own as configured")
 		return st
@@ -107,30 +112,30 @@ func placeAboveKubelet(o *Options, start startView, log *zap.Logger, m *metrics.
 	if err != nil {
 		st.Err = err
 		m.SetKubeletThresholdsKnown(false)
-		fix := "give --" + FlagKubeletConfig + "=PATH (the kubelet's config file on the host), or --" + FlagKubeletThresholds + "=ignore to stop looking"
+		fix := "give --" + options.FlagKubeletConfig + "=PATH (the kubelet's config file on the host), or --" + options.FlagKubeletThresholds + "=ignore to stop looking"
 		var nv *kubeletcfg.NotVisibleError
 		if errors.As(err, &nv) {
-			fix = "mount " + nv.Path + "'s directory read-only under --" + FlagHostRoot + " (chart: kubeletConfig.hostPath), or give --" + FlagKubeletConfig
+			fix = "mount " + nv.Path + "'s directory read-only under --" + options.FlagHostRoot + " (chart: kubeletConfig.hostPath), or give --" + options.FlagKubeletConfig
 		}
 		log.Warn("the kubelet's eviction thresholds are unknown: evictd keeps its own defaults, which may sit below the kubelet's",
 			logging.Err(err), zap.String("fix", fix))
 		return st
 	}
-	return placeWith(o, *res, start, log, m)
+	return PlaceWith(o, *res, start, log, m)
 }
 
-// placeWith moves evictd's defaults above the kubelet's thresholds res,
+// PlaceWith moves evictd's defaults above the kubelet's thresholds res,
 // read at start or, in a replay, from the trace, within its image
 // collection's bound.
-func placeWith(o *Options, res kubeletcfg.Result, start startView, log *zap.Logger, m *metrics.Metrics) *KubeletPlacement {
-	capacity := start.signals
-	st := &KubeletPlacement{Known: true, KubeletHard: res.Raw, ImageGC: res.ImageGC}
+func PlaceWith(o *options.Options, res kubeletcfg.Result, start View, log *zap.Logger, m *metrics.Metrics) *Placement {
+	capacity := start.Signals
+	st := &Placement{Known: true, KubeletHard: res.Raw, ImageGC: res.ImageGC}
 	m.SetKubeletThresholdsKnown(true)
 	capOf := func(s thresholds.Signal) (int64, bool) {
 		ob, ok := capacity[s]
 		return ob.Capacity, ok && ob.Capacity > 0
 	}
-	imagesOn := func(s thresholds.Signal) bool { return fslayout.ImagesOn(start.diskLayout, s.Filesystem()) }
+	imagesOn := func(s thresholds.Signal) bool { return fslayout.ImagesOn(start.DiskLayout, s.Filesystem()) }
 	ps, placed := kubeletcfg.Place(maps.Clone(o.Config.EvictionHard), o.Config.OperatorHard(), res.Hard, capOf, res.ImageGC, imagesOn)
 	if len(placed) > 0 {
 		if err := o.Config.PlaceHard(placed); err != nil {
@@ -173,9 +178,9 @@ func placeWith(o *Options, res kubeletcfg.Result, start startView, log *zap.Logg
 	return st
 }
 
-// emitBelowKubelet writes one Warning Event on the Node for the thresholds
+// EmitBelow writes one Warning Event on the Node for the thresholds
 // at or below the kubelet's.
-func (k *KubeletPlacement) emitBelowKubelet(emit PodEventer, node string) {
+func (k *Placement) EmitBelow(emit Emitter, node string) {
 	if k == nil || len(k.Below) == 0 || emit == nil {
 		return
 	}
@@ -190,36 +195,26 @@ func sortedCopy(s []string) []string {
 	return out
 }
 
-// startView is what placement needs of one observation at start: the
+// View is what placement needs of one observation at start: the
 // signals, for the mixed units, and the disk layout, for whether nodefs
 // holds the images. Zero when the observation failed: placement then
 // leaves the mixed units alone and bounds imagefs only.
-type startView struct {
-	signals    map[thresholds.Signal]thresholds.Observation
-	diskLayout fslayout.Layout
+type View struct {
+	Signals    map[thresholds.Signal]thresholds.Observation
+	DiskLayout fslayout.Layout
 }
 
-// startObservation takes one observation for placement.
-func startObservation(ctx context.Context, obsv *pressure.Observer, log *zap.Logger) startView {
+// Observe takes one observation for placement.
+func Observe(ctx context.Context, obsv *pressure.Observer, log *zap.Logger) View {
 	obs, err := obsv.Observe(ctx)
 	if err != nil {
 		log.Info("no observation at start for the kubelet's thresholds: a percentage against a quantity is not compared", logging.Err(err))
-		return startView{}
+		return View{}
 	}
-	return startView{signals: thresholds.Observe(obs.Summary), diskLayout: obs.Node.DiskLayout}
+	return View{Signals: thresholds.Observe(obs.Summary), DiskLayout: obs.Node.DiskLayout}
 }
 
-// configThresholds is the configuration's thresholds, the memory.high
-// family's included; validated before, so no error.
-func configThresholds(o *Options) []thresholds.Threshold {
-	ths, _ := o.Config.Thresholds()
-	if mh := o.Config.MemoryHighThresholds(); mh.Enabled() {
-		ths = append(ths, family.MemHighThreshold(mh))
-	}
-	return ths
-}
-
-// kubeletPlacer keeps evictd's hard thresholds placed above the kubelet's
+// Placer keeps evictd's hard thresholds placed above the kubelet's
 // while the agent runs. The kubelet reads its configuration only when it
 // starts, so evictd reads it again when the kubelet process changes
 // (package kubeletwatch), and places again from its own configuration as
@@ -227,80 +222,72 @@ func configThresholds(o *Options) []thresholds.Threshold {
 // thresholds lowers evictd's defaults too. It also places again when the
 // last placement could not compare a signal for want of its capacity and a
 // pass has observed it since.
-type kubeletPlacer struct {
+type Placer struct {
 	// o is the agent's options with Config before placement (never
 	// placed: each placement works on a copy).
-	o   Options
+	o   options.Options
 	log *zap.Logger
 	m   *metrics.Metrics
-	// view is the last pass's observation's signals and disk layout (the
+	// View is the last pass's observation's signals and disk layout (the
 	// start's until a pass has published one).
-	view func() startView
-	// retune hands the loop the thresholds placed anew, with what they
+	View func() View
+	// Retune hands the loop the thresholds placed anew, with what they
 	// were placed against (Loop.PlacedAnew).
-	retune func([]thresholds.Threshold, trace.Placement)
-	// emit writes the Node's Warning Event (nil in dry run).
-	emit PodEventer
+	Retune func([]thresholds.Threshold, trace.Placement)
+	// Emit writes the Node's Warning Event (nil in dry run).
+	Emit Emitter
 
 	mu  sync.Mutex
-	cur *KubeletPlacement
+	cur *Placement
 	ths []thresholds.Threshold
 }
 
-// newKubeletPlacer places at start, as placeAboveKubelet does on o (which
+// NewPlacer places at start, as PlaceAbove does on o (which
 // it changes: the caller reads the placed thresholds from it), and keeps
 // a copy of o's configuration from before, for the next placements.
-func newKubeletPlacer(o *Options, start startView, log *zap.Logger, m *metrics.Metrics) *kubeletPlacer {
-	p := &kubeletPlacer{o: *o, log: log, m: m}
-	p.o.Config = cloneConfig(o.Config)
-	p.cur = placeAboveKubelet(o, start, log, m)
-	p.ths = configThresholds(o)
+func NewPlacer(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics) *Placer {
+	p := &Placer{o: *o, log: log, m: m}
+	p.o.Config = options.CloneConfig(o.Config)
+	p.cur = PlaceAbove(o, start, log, m)
+	p.ths = o.Thresholds()
 	return p
 }
 
-// cloneConfig is a copy of c whose threshold maps placement may change.
-func cloneConfig(c *config.Config) *config.Config {
-	cp := *c
-	cp.EvictionHard = maps.Clone(c.EvictionHard)
-	cp.EvictionMinimumReclaim = maps.Clone(c.EvictionMinimumReclaim)
-	return &cp
-}
-
 // Current is the last placement.
-func (p *kubeletPlacer) Current() *KubeletPlacement {
+func (p *Placer) Current() *Placement {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cur
 }
 
 // Detail is the last placement's /readyz warning.
-func (p *kubeletPlacer) Detail() string { return p.Current().Detail() }
+func (p *Placer) Detail() string { return p.Current().Detail() }
 
 // checked is kubeletwatch's report after each check: a new kubelet is read
 // and placed against; a kubelet gone changes nothing (the next one will
 // be read); a placement that wanted a capacity is tried again once the
 // last pass observed it.
-func (p *kubeletPlacer) checked(prev, now kubeletwatch.Process, changed bool) {
+func (p *Placer) checked(prev, now kubeletwatch.Process, changed bool) {
 	switch {
 	case changed && now.IsZero():
 		p.log.Info("the kubelet process is gone: evictd keeps its thresholds until a kubelet starts again, and then reads that one's",
 			zap.Stringer("was", prev))
 	case changed:
 		p.m.KubeletRestarted()
-		p.place(fmt.Sprintf("the kubelet restarted (%s, was %s)", now, prev))
+		p.Place(fmt.Sprintf("the kubelet restarted (%s, was %s)", now, prev))
 	case p.wantsCapacity():
-		p.place("the capacity is known now")
+		p.Place("the capacity is known now")
 	}
 }
 
 // wantsCapacity: the last placement left signals uncompared for want of
 // their capacity, and the last pass observed every one of them.
-func (p *kubeletPlacer) wantsCapacity() bool {
+func (p *Placer) wantsCapacity() bool {
 	cur := p.Current()
-	if len(cur.Uncompared) == 0 || p.view == nil {
+	if len(cur.Uncompared) == 0 || p.View == nil {
 		return false
 	}
-	sig := p.view().signals
+	sig := p.View().Signals
 	for _, u := range cur.Uncompared {
 		name, _, _ := strings.Cut(u, "<")
 		if ob, ok := sig[thresholds.Signal(name)]; !ok || ob.Capacity <= 0 {
@@ -310,19 +297,19 @@ func (p *kubeletPlacer) wantsCapacity() bool {
 	return true
 }
 
-// place reads the kubelet's thresholds again and places evictd's above
+// Place reads the kubelet's thresholds again and places evictd's above
 // them, from the configuration before placement; the loop gets the new
 // thresholds when they differ. A failed read keeps the thresholds in
 // force, placed above the kubelet's last reading, and says so.
-func (p *kubeletPlacer) place(why string) {
+func (p *Placer) Place(why string) {
 	o := p.o
-	o.Config = cloneConfig(p.o.Config)
-	view := startView{}
-	if p.view != nil {
-		view = p.view()
+	o.Config = options.CloneConfig(p.o.Config)
+	view := View{}
+	if p.View != nil {
+		view = p.View()
 	}
-	st := placeAboveKubelet(&o, view, p.log, p.m)
-	ths := configThresholds(&o)
+	st := PlaceAbove(&o, view, p.log, p.m)
+	ths := o.Thresholds()
 	p.mu.Lock()
 	prev, prevThs := p.cur, p.ths
 	if st.Err != nil && (prev.Known || prev.Kept) {
@@ -337,12 +324,12 @@ func (p *kubeletPlacer) place(why string) {
 	changed := thresholdChanges(prevThs, ths)
 	p.log.Info("evictd read the kubelet's thresholds again", zap.String("why", why), zap.Bool("known", st.Known),
 		zap.Strings("changed", changed), zap.Stringers("thresholds", ths))
-	if len(changed) > 0 && p.retune != nil {
-		p.retune(ths, trace.Placement{KubeletHard: st.KubeletHard, Capacity: traceCapacity(view.signals),
-			DiskLayout: string(view.diskLayout), ImageGCHigh: st.ImageGC.High, ImageGCLow: st.ImageGC.Low})
+	if len(changed) > 0 && p.Retune != nil {
+		p.Retune(ths, trace.Placement{KubeletHard: st.KubeletHard, Capacity: TraceCapacity(view.Signals),
+			DiskLayout: string(view.DiskLayout), ImageGCHigh: st.ImageGC.High, ImageGCLow: st.ImageGC.Low})
 	}
 	if !slices.Equal(prev.Below, st.Below) {
-		st.emitBelowKubelet(p.emit, p.o.NodeName)
+		st.EmitBelow(p.Emit, p.o.NodeName)
 	}
 }
 
@@ -377,11 +364,11 @@ func thresholdChanges(before, after []thresholds.Threshold) []string {
 	return out
 }
 
-// watchKubelet reads the kubelet's thresholds again whenever its process
+// Watch reads the kubelet's thresholds again whenever its process
 // changes, checking on the housekeeping cadence (one stat file a check
 // while the kubelet lives), until ctx ends. first is the kubelet found
 // before the start's read (findErr why none could be looked for).
-func watchKubelet(ctx context.Context, first kubeletwatch.Process, findErr error, o *Options, p *kubeletPlacer, clk clock.WithTicker, log *zap.Logger) {
+func Watch(ctx context.Context, first kubeletwatch.Process, findErr error, o *options.Options, p *Placer, clk clock.WithTicker, log *zap.Logger) {
 	if findErr != nil {
 		log.Info("the kubelet process could not be looked for at start: evictd reads the kubelet's thresholds again when one is found", logging.Err(findErr))
 	}
@@ -397,4 +384,29 @@ func watchKubelet(ctx context.Context, first kubeletwatch.Process, findErr error
 		}
 		failing = true
 	})
+}
+
+// Emitter writes an Event (evict.EventWriter's Emit).
+type Emitter func(ref v1.ObjectReference, eventType, reason, action, note string)
+
+// TraceCapacity is each signal's capacity as a trace keeps it (nil for
+// none); ViewOf the other way: what placement resolves mixed units with.
+func TraceCapacity(signals map[thresholds.Signal]thresholds.Observation) map[string]int64 {
+	if len(signals) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(signals))
+	for s, ob := range signals {
+		out[string(s)] = ob.Capacity
+	}
+	return out
+}
+
+// ViewOf is the view a trace's capacities and disk layout give placement.
+func ViewOf(capacity map[string]int64, layout fslayout.Layout) View {
+	signals := make(map[thresholds.Signal]thresholds.Observation, len(capacity))
+	for s, c := range capacity {
+		signals[thresholds.Signal(s)] = thresholds.Observation{Capacity: c}
+	}
+	return View{Signals: signals, DiskLayout: layout}
 }

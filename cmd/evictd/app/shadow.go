@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package app
 
 import (
 	"net/http"
@@ -8,13 +8,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/evictd/evictd/pkg/agent"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/shadow"
 )
 
 // newShadow builds shadow mode's recorder (--shadow); nil when off. Each
 // episode's report is a log line: the kubelet's evictions beside what
 // evictd would have done, what an operator reads before enforcing.
-func newShadow(o *Options, log *zap.Logger) *shadow.Recorder {
+func newShadow(o *options.Options, log *zap.Logger) *shadow.Recorder {
 	if !o.Shadow {
 		return nil
 	}
@@ -29,5 +31,5 @@ func newShadow(o *Options, log *zap.Logger) *shadow.Recorder {
 
 // shadowHandler serves the last reports as JSON, oldest first (GET /shadow).
 func shadowHandler(r *shadow.Recorder) http.Handler {
-	return jsonHandler("the reports", func() any { return map[string][]shadow.Report{"reports": r.Reports()} })
+	return agent.JSONHandler("the reports", func() any { return map[string][]shadow.Report{"reports": r.Reports()} })
 }

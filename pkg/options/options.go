@@ -1,19 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package agent is `evictd run`: the loop that observes the node, decides
-// with kubelet-compatible thresholds which pod to evict, evicts it through
-// the Eviction API and waits for its resources to come back, plus the wiring
-// that builds it from one validated Options (informers, observer, wake-up
-// sources, evictor, metrics server).
-//
-// The decision itself is pure and lives in pkg/agent/decide; the pods in
-// flight in pkg/agent/inflight; the informers in pkg/agent/podwatch; the
-// arming of event-driven wake-ups in pkg/agent/fastpath.
-package agent
+// Package options is everything `evictd run` is configured with: its
+// flags, the EvictdConfiguration file under them (pkg/config), defaults
+// and validation, and the options a trace's header (pkg/trace) rebuilds
+// for a replay. The loop (pkg/agent) and the wiring (cmd/evictd/app) are
+// built from one validated Options.
+package options
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"strconv"
@@ -23,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/evictd/evictd/pkg/agent/family"
 	"github.com/evictd/evictd/pkg/agent/fastpath"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/cliflag"
@@ -32,6 +30,7 @@ import (
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 )
 
@@ -82,6 +81,12 @@ const (
 // NodeCgroupUsage is the help of --node-cgroup, shared by `evictd run` and
 // `evictd observe`.
 const NodeCgroupUsage = "Cgroup whose working set is the node's, for memory.available: the root \"/\", as the kubelet's, whatever --cgroup-root is. Name another only to make a cgroup stand for a node (tests); its memory limit then caps the node's capacity."
+
+// Values of --kubelet-thresholds.
+const (
+	KubeletPlace  = "place"
+	KubeletIgnore = "ignore"
+)
 
 // Wake-up source names of --wakeup-sources.
 const (
@@ -523,4 +528,22 @@ func validateAddress(flag, addr string) error {
 func validEffect(s string) bool {
 	_, err := nodebrake.ParseEffect(s)
 	return err == nil
+}
+
+// Thresholds is the configuration's thresholds, the memory.high family's
+// included; validated before, so no error.
+func (o *Options) Thresholds() []thresholds.Threshold {
+	ths, _ := o.Config.Thresholds()
+	if mh := o.Config.MemoryHighThresholds(); mh.Enabled() {
+		ths = append(ths, family.MemHighThreshold(mh))
+	}
+	return ths
+}
+
+// CloneConfig is a copy of c whose threshold maps placement may change.
+func CloneConfig(c *config.Config) *config.Config {
+	cp := *c
+	cp.EvictionHard = maps.Clone(c.EvictionHard)
+	cp.EvictionMinimumReclaim = maps.Clone(c.EvictionMinimumReclaim)
+	return &cp
 }

@@ -1,24 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package app
 
 import (
 	"context"
 	"net/http"
-	"time"
 
+	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/agent/feature"
 	"github.com/evictd/evictd/pkg/agent/feature/brake"
 	"github.com/evictd/evictd/pkg/agent/feature/shadowmode"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/exitgrace"
-	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/nodelease"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/shadow"
-	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -35,11 +34,11 @@ import (
 // off, would otherwise keep pods off the node for good. Before lifting, it
 // reads the node lease fresh (Options.Owns): a hand-over may have given
 // the node to another agent, whose brake it must leave on.
-func newNodeBrake(o *Options, client *kube.Client, watcher *podwatch.Watcher, lease *nodelease.Runner, m *metrics.Metrics, log *zap.Logger, clk clock.WithTicker) (*nodebrake.Brake, error) {
+func newNodeBrake(o *options.Options, client *kube.Client, watcher *podwatch.Watcher, lease *nodelease.Runner, m *metrics.Metrics, log *zap.Logger, clk clock.WithTicker) (*nodebrake.Brake, error) {
 	liftOnly := true
 	switch {
 	case !o.NodeBrake:
-		log.Info("--" + FlagNodeBrake + "=false: no condition or taint on the node during pressure; the scheduler may place new pods here while evictd evicts (a brake an earlier evictd left here is still lifted)")
+		log.Info("--" + options.FlagNodeBrake + "=false: no condition or taint on the node during pressure; the scheduler may place new pods here while evictd evicts (a brake an earlier evictd left here is still lifted)")
 	case o.Evict.DryRun:
 		log.Info("dry run: the node brake puts nothing on (no condition, no taint); a brake an earlier evictd left here is still lifted")
 	default:
@@ -77,48 +76,11 @@ func newNodeBrake(o *Options, client *kube.Client, watcher *podwatch.Watcher, le
 	})
 }
 
-// newTrace is the agent's trace recorder (nil with --trace-size=0).
-func newTrace(o *Options, kubeletHard map[string]string, capacity map[thresholds.Signal]thresholds.Observation, version string, now time.Time) *trace.Recorder {
-	if o.TraceSize <= 0 {
-		return nil
-	}
-	h := trace.Header{Node: o.NodeName, Version: version, Started: now, Args: o.Args, KubeletHard: kubeletHard}
-	if path, data := o.Config.Source(); path != "" {
-		h.Config = string(data)
-	}
-	h.Capacity = traceCapacity(capacity)
-	return trace.NewRecorder(h, o.TraceSize)
-}
-
-// traceCapacity is each signal's capacity as a trace keeps it (nil for
-// none), placementView the other way: what placement resolves mixed units
-// with.
-func traceCapacity(signals map[thresholds.Signal]thresholds.Observation) map[string]int64 {
-	if len(signals) == 0 {
-		return nil
-	}
-	out := make(map[string]int64, len(signals))
-	for s, ob := range signals {
-		out[string(s)] = ob.Capacity
-	}
-	return out
-}
-
-// placementView is the view a trace's capacities and disk layout give
-// placement.
-func placementView(capacity map[string]int64, layout fslayout.Layout) startView {
-	signals := make(map[thresholds.Signal]thresholds.Observation, len(capacity))
-	for s, c := range capacity {
-		signals[thresholds.Signal(s)] = thresholds.Observation{Capacity: c}
-	}
-	return startView{signals: signals, diskLayout: layout}
-}
-
 // traceHandler serves the trace, gzipped JSON lines, as a download.
 func traceHandler(rec *trace.Recorder) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rec == nil {
-			http.Error(w, "no trace: evictd runs with --"+FlagTraceSize+"=0", http.StatusNotFound)
+			http.Error(w, "no trace: evictd runs with --"+options.FlagTraceSize+"=0", http.StatusNotFound)
 			return
 		}
 		w.Header().Set("Content-Type", "application/gzip")
@@ -127,8 +89,8 @@ func traceHandler(rec *trace.Recorder) http.Handler {
 	})
 }
 
-// tracerOrNil keeps a nil *trace.Recorder a nil Tracer.
-func tracerOrNil(r *trace.Recorder) Tracer {
+// tracerOrNil keeps a nil *trace.Recorder a nil agent.Tracer.
+func tracerOrNil(r *trace.Recorder) agent.Tracer {
 	if r == nil {
 		return nil
 	}

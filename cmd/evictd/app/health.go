@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package app
 
-import "github.com/evictd/evictd/pkg/healthz"
+import (
+	"github.com/evictd/evictd/pkg/healthz"
+	"github.com/evictd/evictd/pkg/kubeletplace"
+)
 
 // Check names under /healthz and /readyz: operators exclude or query them
 // by name (/readyz/informers, ?exclude=observing), so they are stable.
@@ -10,11 +13,10 @@ const (
 	CheckLoop      = "loop"
 	CheckInformers = "informers"
 	CheckObserving = "observing"
-	// CheckKubeletThresholds warns, and never fails: evictd protects the
-	// node at its own thresholds whatever the kubelet's are; what the
-	// warning tells is that the kubelet may evict first, without
-	// PodDisruptionBudgets (kubelet_place.go).
-	CheckKubeletThresholds = "kubelet-thresholds"
+	// CheckNodeBrake warns while the node brake cannot be written.
+	CheckNodeBrake = "node-brake"
+	// CheckKubeletThresholds warns, and never fails (kubeletplace.Check).
+	CheckKubeletThresholds = kubeletplace.Check
 )
 
 // Sets returns the named checks served at /healthz (live) and /readyz

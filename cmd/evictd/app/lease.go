@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package app
 
 import (
 	"sync/atomic"
@@ -13,6 +13,7 @@ import (
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/nodelease"
+	"github.com/evictd/evictd/pkg/options"
 )
 
 // CheckNodeLease names the /readyz check that fails while another evictd
@@ -26,10 +27,10 @@ const KickNodeLease = "node_lease"
 // newNodeLease returns the node lease's runner, or nil when this agent
 // takes none: --node-lease=false, or dry run, where it evicts nothing and
 // must not hold the lease from the agent that does.
-func newNodeLease(o *Options, client *kube.Client, watcher *podwatch.Watcher, m *metrics.Metrics, kick func(string), log *zap.Logger, clk clock.WithTicker) (*nodelease.Runner, error) {
+func newNodeLease(o *options.Options, client *kube.Client, watcher *podwatch.Watcher, m *metrics.Metrics, kick func(string), log *zap.Logger, clk clock.WithTicker) (*nodelease.Runner, error) {
 	switch {
 	case !o.NodeLease:
-		log.Warn("--" + FlagNodeLease + "=false: acting without the node lease; a second evictd on this node would act too")
+		log.Warn("--" + options.FlagNodeLease + "=false: acting without the node lease; a second evictd on this node would act too")
 		return nil, nil
 	case o.Evict.DryRun:
 		log.Info("dry run: no node lease taken; this agent evicts nothing, and leaves the lease to the one that does")
@@ -59,7 +60,7 @@ func newNodeLease(o *Options, client *kube.Client, watcher *podwatch.Watcher, m 
 	})
 }
 
-// leaseActing is the loop's gate (Deps.Acting): nil, always acting, when no
+// leaseActing is the loop's gate (agent.Deps.Acting): nil, always acting, when no
 // lease is taken.
 func leaseActing(r *nodelease.Runner) func() bool {
 	if r == nil {
