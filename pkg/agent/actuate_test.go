@@ -253,7 +253,7 @@ func TestLoopMemoryHighRelaxesFirst(t *testing.T) {
 					r.mu.Unlock()
 				}
 			}
-			cfg := testLoopConfig([]thresholds.Threshold{family.MemHighThreshold(th)})
+			cfg := testLoopConfig([]thresholds.Threshold{th.Threshold()})
 			cfg.MemoryHigh = th
 			relax := newActuation(act, ev.emit, n.metrics, zaptest.NewLogger(t)).relaxer()
 			mh := family.NewMemHigh(th, r.read, n.Pods, n.metrics, relax).Protect(func(p *v1.Pod) string { return rank.SkipReason(p, cfg.Rank) })

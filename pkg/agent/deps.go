@@ -90,7 +90,7 @@ type LoopConfig struct {
 	// config.DefaultStallWindow), for the stall family.
 	StallWindow time.Duration
 	// MemoryHigh are the memory.high family's thresholds (off when none;
-	// Thresholds then holds family.MemHighThreshold of them).
+	// Thresholds then holds their Threshold).
 	MemoryHigh memhigh.Thresholds
 	// Rank holds the configured part of the ranking options; the loop adds
 	// PriorityClasses and NamespaceLabels from the PodSource on each pass.

@@ -293,7 +293,7 @@ func TestExplainMemoryHighFamily(t *testing.T) {
 	mh := &memHighNode{n: n, highPerSec: map[string]uint64{"jvm": 200}}
 	th := memhigh.Thresholds{HighRate: 10, MaxRate: 1, Some: 0.1, Window: 10 * time.Second, Grace: 30 * time.Second}
 	cfg := testLoopConfig(append(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}}),
-		family.MemHighThreshold(th)))
+		th.Threshold()))
 	cfg.MemoryHigh = th
 	// The family's threshold is met in the pass that evicts (its grace is
 	// the family's own): no pass before it names the pod.

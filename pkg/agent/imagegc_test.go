@@ -11,10 +11,10 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/evictd/evictd/internal/kubelethost"
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/kubeletplace"
+	"github.com/evictd/evictd/pkg/kubeletplace/kubelettest"
 	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -160,7 +160,7 @@ func TestLoopDiskDefaultsWaitForTheImageCollection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o := kubelethost.Options(t, root)
+	o := kubelettest.Options(t, root)
 	disk := thresholds.Observation{Capacity: 100 * gi}
 	kubeletplace.PlaceAbove(o, kubeletplace.View{
 		Signals:    map[thresholds.Signal]thresholds.Observation{thresholds.NodeFsAvailable: disk, thresholds.ImageFsAvailable: disk},

@@ -47,7 +47,7 @@ func TestLoopMemoryHighEvictsAfterGrace(t *testing.T) {
 	mh := &memHighNode{n: n, highPerSec: map[string]uint64{"jvm": 200, "nohigh": 200}, noHigh: map[string]bool{"nohigh": true}}
 	th := memhigh.Thresholds{HighRate: 10, MaxRate: 1, Some: 0.1, Window: 10 * time.Second, Grace: 30 * time.Second}
 	cfg := testLoopConfig(append(mustThresholds(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}}),
-		family.MemHighThreshold(th)))
+		th.Threshold()))
 	cfg.MemoryHigh = th
 	n.runWithFamilies(t, cfg, 90*time.Second, family.NewMemHigh(th, mh.read, n.Pods, n.metrics, nil))
 
@@ -87,7 +87,7 @@ func TestLoopMemoryHighWithoutV2(t *testing.T) {
 	n := newSimNode(t, 4096*mi, 250*mi,
 		&simPod{name: "jvm", usage: 300 * mi, request: 256 * mi, grace: 20})
 	th := memhigh.Thresholds{HighRate: 10, Window: 10 * time.Second, Grace: 30 * time.Second}
-	cfg := testLoopConfig([]thresholds.Threshold{family.MemHighThreshold(th)})
+	cfg := testLoopConfig([]thresholds.Threshold{th.Threshold()})
 	cfg.MemoryHigh = th
 	n.run(t, cfg, 60*time.Second)
 	if v := n.victims(); len(v) != 0 {

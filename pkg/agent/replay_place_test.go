@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/evictd/evictd/internal/buildinfo"
-	"github.com/evictd/evictd/internal/kubelethost"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/kubeletplace"
+	"github.com/evictd/evictd/pkg/kubeletplace/kubelettest"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -32,9 +32,9 @@ import (
 // whose passes up to after the restart were dropped still replays with the
 // thresholds placed anew: its first pass carries them.
 func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
-	root := kubelethost.Root(t)
-	kubelethost.SetKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n")
-	o := kubelethost.Options(t, root)
+	root := kubelettest.Root(t)
+	kubelettest.SetKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n")
+	o := kubelettest.Options(t, root)
 	m, err := metrics.New(buildinfo.Info{})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	for i := range 30 {
 		switch i {
 		case restartAt:
-			kubelethost.SetKubelet(t, root, 641, 2000, "  memory.available: 1Gi\n")
+			kubelettest.SetKubelet(t, root, 641, 2000, "  memory.available: 1Gi\n")
 			placer.Place("the kubelet restarted")
 		case sealAt:
 			// An export seals the trace's part: the next pass begins one.
@@ -103,7 +103,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 
 	// The agent's own configuration, on a host with no kubelet to read:
 	// the replay places from the trace only.
-	res, err := Replay(context.Background(), kubelethost.Options(t, t.TempDir()), tr, zaptest.NewLogger(t))
+	res, err := Replay(context.Background(), kubelettest.Options(t, t.TempDir()), tr, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	// not given the agent's placement: one that sets memory.available<1000Mi
 	// itself keeps it past the restart, as an agent running it would
 	// have, and evicts nobody at 1100Mi available.
-	other, err := Replay(context.Background(), kubelethost.Options(t, t.TempDir(), "--eviction-hard=memory.available<1000Mi"), tr, zaptest.NewLogger(t))
+	other, err := Replay(context.Background(), kubelettest.Options(t, t.TempDir(), "--eviction-hard=memory.available<1000Mi"), tr, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	if len(keptCalls) == 0 {
 		t.Fatal("the agent made no call past the export: the cut trace tests nothing")
 	}
-	late, err := Replay(context.Background(), kubelethost.Options(t, t.TempDir()), &cut, zaptest.NewLogger(t))
+	late, err := Replay(context.Background(), kubelettest.Options(t, t.TempDir()), &cut, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,10 @@ package kube
 import (
 	"context"
 	"fmt"
+	"time"
+
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -395,3 +396,10 @@ func (c *Client) ReadNode(ctx context.Context, name string) (*corev1.Node, error
 	}
 	return &out.Items[0], nil
 }
+
+// DefaultSyncTimeout is how long a caller waits by default for its
+// informers' first list (podwatch's WaitForSync, --informer-sync-timeout):
+// long enough for a loaded API server, short enough that a missing grant
+// or an unreachable server shows as an error, not as an agent unready for
+// ever.
+const DefaultSyncTimeout = 2 * time.Minute

@@ -16,9 +16,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/internal/buildinfo"
-	"github.com/evictd/evictd/internal/kubelethost"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/healthz"
+	"github.com/evictd/evictd/pkg/kubeletplace/kubelettest"
 	"github.com/evictd/evictd/pkg/kubeletwatch"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/options"
@@ -32,7 +32,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		thresholds.PIDAvailable:    {Capacity: 100000},
 	}
 	t.Run("defaults move", func(t *testing.T) {
-		o := kubelethost.Options(t, kubelethost.Root(t))
+		o := kubelettest.Options(t, kubelettest.Root(t))
 		m, _ := metrics.New(buildinfo.Info{})
 		core, logs := observer.New(zap.InfoLevel)
 		st := PlaceAbove(o, View{Signals: caps}, zap.New(core), m)
@@ -61,7 +61,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		}
 	})
 	t.Run("an operator's value at or below warns", func(t *testing.T) {
-		o := kubelethost.Options(t, kubelethost.Root(t), "--eviction-hard=memory.available<600Mi")
+		o := kubelettest.Options(t, kubelettest.Root(t), "--eviction-hard=memory.available<600Mi")
 		m, _ := metrics.New(buildinfo.Info{})
 		core, logs := observer.New(zap.InfoLevel)
 		st := PlaceAbove(o, View{Signals: caps}, zap.New(core), m)
@@ -89,7 +89,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 	// images first there), so nothing is flagged and
 	// EvictdThresholdBelowKubelet stays quiet; one below it is flagged.
 	t.Run("the README's example values are not flagged", func(t *testing.T) {
-		root := kubelethost.Root(t)
+		root := kubelettest.Root(t)
 		if err := os.WriteFile(filepath.Join(root, "var/lib/kubelet/config.yaml"), []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 			hard   string
 			nodefs float64
 		}{{"memory.available<500Mi,nodefs.available<10%", 0}, {"memory.available<500Mi,nodefs.available<9%", 1}} {
-			o := kubelethost.Options(t, root, "--eviction-hard="+c.hard)
+			o := kubelettest.Options(t, root, "--eviction-hard="+c.hard)
 			m, _ := metrics.New(buildinfo.Info{})
 			st := PlaceAbove(o, View{Signals: caps}, zap.NewNop(), m)
 			if (st.Detail() == "") != (c.nodefs == 0) {
@@ -108,11 +108,11 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		}
 	})
 	t.Run("unknown keeps the defaults", func(t *testing.T) {
-		root := kubelethost.Root(t)
+		root := kubelettest.Root(t)
 		if err := os.Remove(filepath.Join(root, "var/lib/kubelet/config.yaml")); err != nil {
 			t.Fatal(err)
 		}
-		o := kubelethost.Options(t, root)
+		o := kubelettest.Options(t, root)
 		m, _ := metrics.New(buildinfo.Info{})
 		core, logs := observer.New(zap.InfoLevel)
 		st := PlaceAbove(o, View{Signals: caps}, zap.New(core), m)
@@ -129,7 +129,7 @@ func TestPlaceAboveKubelet(t *testing.T) {
 		assertValue(t, m, "evictd_kubelet_thresholds_known", nil, 0)
 	})
 	t.Run("ignore", func(t *testing.T) {
-		o := kubelethost.Options(t, kubelethost.Root(t), "--kubelet-thresholds=ignore")
+		o := kubelettest.Options(t, kubelettest.Root(t), "--kubelet-thresholds=ignore")
 		m, _ := metrics.New(buildinfo.Info{})
 		st := PlaceAbove(o, View{Signals: caps}, zap.NewNop(), m)
 		if o.Config.EvictionHard["memory.available"] != "300Mi" || st.Known || st.Detail() != "" {
@@ -205,9 +205,9 @@ func metricValue(t *testing.T, m *metrics.Metrics, name string, labels map[strin
 // loop handed the new thresholds and the change logged; a restart whose
 // read fails keeps what was placed and warns in readiness and the metric.
 func TestKubeletPlacerRestart(t *testing.T) {
-	root := kubelethost.Root(t)
-	kubelethost.SetKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n  pid.available: 5%\n")
-	o := kubelethost.Options(t, root)
+	root := kubelettest.Root(t)
+	kubelettest.SetKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n  pid.available: 5%\n")
+	o := kubelettest.Options(t, root)
 	m, _ := metrics.New(buildinfo.Info{})
 	core, logs := observer.New(zap.InfoLevel)
 	caps := map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4 << 30}, thresholds.PIDAvailable: {Capacity: 100000}}
@@ -222,7 +222,7 @@ func TestKubeletPlacerRestart(t *testing.T) {
 	w := kubeletwatch.New(filepath.Join(root, "proc"), proc)
 	restart := func(pid int, start uint64, hard string) {
 		t.Helper()
-		kubelethost.SetKubelet(t, root, pid, start, hard)
+		kubelettest.SetKubelet(t, root, pid, start, hard)
 		prev := w.Last()
 		changed, now, err := w.Check()
 		if err != nil || !changed {
@@ -281,9 +281,9 @@ func TestKubeletPlacerRestart(t *testing.T) {
 // warns and the metric says 0; once a pass has observed the capacity, the
 // next check places, and the warning goes.
 func TestKubeletPlacerCapacityUnknown(t *testing.T) {
-	root := kubelethost.Root(t)
-	kubelethost.SetKubelet(t, root, 640, 1000, "  memory.available: 20%\n")
-	o := kubelethost.Options(t, root)
+	root := kubelettest.Root(t)
+	kubelettest.SetKubelet(t, root, 640, 1000, "  memory.available: 20%\n")
+	o := kubelettest.Options(t, root)
 	m, _ := metrics.New(buildinfo.Info{})
 	p := NewPlacer(o, View{}, zap.NewNop(), m)
 	var handed [][]thresholds.Threshold

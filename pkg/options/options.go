@@ -15,11 +15,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/evictd/evictd/pkg/agent/family"
-	"github.com/evictd/evictd/pkg/agent/fastpath"
-	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
@@ -130,7 +128,7 @@ type Options struct {
 	// WakeupSources is the --wakeup-sources list as given; Complete parses
 	// it into Sources and Adaptive.
 	WakeupSources string
-	Sources       fastpath.Sources
+	Sources       wakeup.Sources
 	Adaptive      bool
 	// PollMin is the fastest adaptive poll.
 	PollMin time.Duration
@@ -224,7 +222,7 @@ func NewOptions() *Options {
 		Config:              &config.Config{},
 		Evict:               evict.Defaults(),
 
-		InformerSyncTimeout: podwatch.DefaultSyncTimeout,
+		InformerSyncTimeout: kube.DefaultSyncTimeout,
 
 		NodeLease:          true,
 		NodeLeaseNamespace: nodelease.DefaultNamespace,
@@ -242,7 +240,7 @@ func NewOptions() *Options {
 func (o *Options) Thresholds() []thresholds.Threshold {
 	ths, _ := o.Config.Thresholds()
 	if mh := o.Config.MemoryHighThresholds(); mh.Enabled() {
-		ths = append(ths, family.MemHighThreshold(mh))
+		ths = append(ths, mh.Threshold())
 	}
 	return ths
 }

@@ -9,25 +9,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evictd/evictd/pkg/agent/fastpath"
 	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
 )
 
 func TestParseWakeupSources(t *testing.T) {
 	tests := []struct {
 		in       string
-		src      fastpath.Sources
+		src      wakeup.Sources
 		adaptive bool
 		err      string
 	}{
-		{DefaultWakeupSources, fastpath.Sources{Memcg: true, PSI: true, MemoryEvents: true}, true, ""},
-		{"none", fastpath.Sources{}, false, ""},
-		{"adaptive", fastpath.Sources{}, true, ""},
-		{"psi, memcg", fastpath.Sources{Memcg: true, PSI: true}, false, ""},
-		{"psi,psi", fastpath.Sources{}, false, "given twice"},
-		{"none,adaptive", fastpath.Sources{}, false, "cannot be combined"},
-		{"", fastpath.Sources{}, false, `unknown source ""`},
-		{"inotify", fastpath.Sources{}, false, `unknown source "inotify"`},
+		{DefaultWakeupSources, wakeup.Sources{Memcg: true, PSI: true, MemoryEvents: true}, true, ""},
+		{"none", wakeup.Sources{}, false, ""},
+		{"adaptive", wakeup.Sources{}, true, ""},
+		{"psi, memcg", wakeup.Sources{Memcg: true, PSI: true}, false, ""},
+		{"psi,psi", wakeup.Sources{}, false, "given twice"},
+		{"none,adaptive", wakeup.Sources{}, false, "cannot be combined"},
+		{"", wakeup.Sources{}, false, `unknown source ""`},
+		{"inotify", wakeup.Sources{}, false, `unknown source "inotify"`},
 	}
 	for _, tc := range tests {
 		src, adaptive, err := ParseWakeupSources(tc.in)

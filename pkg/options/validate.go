@@ -11,12 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/evictd/evictd/pkg/agent/fastpath"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/trace"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -59,8 +59,8 @@ func (o *Options) Complete() error {
 }
 
 // ParseWakeupSources parses --wakeup-sources.
-func ParseWakeupSources(s string) (fastpath.Sources, bool, error) {
-	var src fastpath.Sources
+func ParseWakeupSources(s string) (wakeup.Sources, bool, error) {
+	var src wakeup.Sources
 	adaptive := false
 	items := strings.Split(s, ",")
 	seen := map[string]bool{}

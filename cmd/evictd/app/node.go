@@ -92,7 +92,7 @@ func newNodeSide(ctx context.Context, o *options.Options, m *metrics.Metrics, cl
 		obsv.Close()
 		return nil, err
 	}
-	if sources != (fastpath.Sources{}) {
+	if sources != (wakeup.Sources{}) {
 		n.arming = fastpath.New(n.set, fastpath.Config{Sources: sources, Thresholds: n.ths}, log.Named("wakeup"), clk, m)
 	} else {
 		for _, s := range sources.List() {

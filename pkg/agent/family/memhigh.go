@@ -9,7 +9,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/evictd/evictd/pkg/agent/decide"
@@ -68,16 +67,6 @@ type MemHigh struct {
 	// DaemonSet's, excluded, opted out); stage 1 leaves those alone: an
 	// operator who protected a pod from evictd did not hand it its limits.
 	protected func(*v1.Pod) string
-}
-
-// MemHighThreshold is the loop's threshold on the memory.highStuck signal
-// for th: soft, with th's grace period, so that a victim gets its own
-// termination grace (capped by the maximum pod grace period): a container
-// at memory.high slows down, it does not take the node with it. Met when
-// one pod has a container over a threshold (the signal's observation is
-// the negated count of such pods).
-func MemHighThreshold(th memhigh.Thresholds) thresholds.Threshold {
-	return thresholds.Threshold{Signal: thresholds.MemoryHighStuck, Value: thresholds.Value{Quantity: resource.NewQuantity(0, resource.DecimalSI)}, GracePeriod: max(th.Grace, time.Nanosecond)}
 }
 
 // NewMemHigh returns the memory.high family of th, or nil when th has no

@@ -129,7 +129,7 @@ func TestMemHighOffByDefault(t *testing.T) {
 	if len(got) != 1 || got[0].Name() != "memory-high" {
 		t.Errorf("with memory.high thresholds: %v, want the memory-high family", got)
 	}
-	th := MemHighThreshold(mhThresholds)
+	th := mhThresholds.Threshold()
 	if th.Hard() || th.GracePeriod != 30*time.Second || th.Signal != thresholds.MemoryHighStuck || th.Value.Amount(5) != 0 {
 		t.Errorf("threshold %v, want memory.highStuck<0, soft with the 30s grace", th)
 	}

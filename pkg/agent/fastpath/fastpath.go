@@ -31,41 +31,6 @@ import (
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
-// Sources says which event-driven sources to use.
-type Sources struct {
-	Memcg        bool
-	PSI          bool
-	MemoryEvents bool
-}
-
-// On keeps the sources this node can have: memcg thresholds need a v1
-// memory controller (v1 or hybrid), memory.events a v2 one, PSI a kernel
-// with /proc/pressure. A source it cannot have is not armed and not
-// exported, so that evictd_wakeup_source_active is 0 only for a source that
-// should work and does not; memcg thresholds that a read-only cgroup mount
-// refuses are dropped from the export once Sync meets the EROFS.
-func (s Sources) On(l pressure.Layout) Sources {
-	return Sources{
-		Memcg:        s.Memcg && l.Mode != pressure.ModeV2,
-		MemoryEvents: s.MemoryEvents && l.Mode == pressure.ModeV2,
-		PSI:          s.PSI && l.ProcPressureDir != "",
-	}
-}
-
-// List names the sources that are on, with poll and kick, which always are.
-func (s Sources) List() []wakeup.Source {
-	var out []wakeup.Source
-	for _, src := range []struct {
-		on  bool
-		src wakeup.Source
-	}{{s.Memcg, wakeup.SourceMemcgThreshold}, {s.PSI, wakeup.SourcePSI}, {s.MemoryEvents, wakeup.SourceMemoryEvents}} {
-		if src.on {
-			out = append(out, src.src)
-		}
-	}
-	return append(out, wakeup.SourcePoll, wakeup.SourceKick)
-}
-
 // DefaultPSITrigger wakes the agent when tasks stalled on memory for 100 ms
 // within a second: rare on a healthy node, and the first sign of reclaim
 // trouble. Without CAP_SYS_RESOURCE the wake-up set falls back to 200 ms in
@@ -78,7 +43,7 @@ const DefaultRetry = 30 * time.Second
 
 // Config configures a Manager.
 type Config struct {
-	Sources Sources
+	Sources wakeup.Sources
 	// Thresholds: the hard memory.available and allocatableMemory.available
 	// ones are armed as memcg thresholds.
 	Thresholds     []thresholds.Threshold

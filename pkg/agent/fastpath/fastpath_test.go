@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -95,7 +94,7 @@ func TestSyncArmsRearmsAndWakesOnARealCrossing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(set, Config{Sources: Sources{Memcg: true}, Thresholds: ths}, log, clock.RealClock{}, nil)
+	m := New(set, Config{Sources: wakeup.Sources{Memcg: true}, Thresholds: ths}, log, clock.RealClock{}, nil)
 
 	// Capacity chosen so that the threshold is crossed 32Mi above the
 	// cgroup's current usage.
@@ -150,11 +149,11 @@ func TestSyncLeavesOtherModesAndDisabledSourcesAlone(t *testing.T) {
 	ths, _ := thresholds.Parse(thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})
 	tests := []struct {
 		name string
-		src  Sources
+		src  wakeup.Sources
 		mode pressure.Mode
 	}{
-		{"memcg on cgroup v2: no memcg thresholds there", Sources{Memcg: true}, pressure.ModeV2},
-		{"memcg switched off", Sources{PSI: false}, pressure.ModeV1},
+		{"memcg on cgroup v2: no memcg thresholds there", wakeup.Sources{Memcg: true}, pressure.ModeV2},
+		{"memcg switched off", wakeup.Sources{PSI: false}, pressure.ModeV1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,7 +173,7 @@ func TestSyncArmsPSIOnce(t *testing.T) {
 	cgrouptest.Need(t, err == nil, "PSI (/proc/pressure/memory)")
 	log := zaptest.NewLogger(t)
 	set := newSet(t, log, wakeup.Options{SystemPressureDirs: []string{"/proc/pressure"}})
-	m := New(set, Config{Sources: Sources{PSI: true}}, log, clock.RealClock{}, nil)
+	m := New(set, Config{Sources: wakeup.Sources{PSI: true}}, log, clock.RealClock{}, nil)
 	obs, sig := observation("", 0, 0, 1024*mi)
 	obs.Layout.ProcPressureDir = "/proc/pressure"
 	for range 3 {
@@ -201,7 +200,7 @@ func TestSyncFallsBackToOwnProcPressure(t *testing.T) {
 	cgrouptest.Need(t, err == nil, "PSI (/proc/pressure/memory)")
 	log := zaptest.NewLogger(t)
 	set := newSet(t, log, wakeup.Options{SystemPressureDirs: []string{"/proc/pressure"}})
-	m := New(set, Config{Sources: Sources{PSI: true}}, log, clock.RealClock{}, nil)
+	m := New(set, Config{Sources: wakeup.Sources{PSI: true}}, log, clock.RealClock{}, nil)
 	obs, sig := observation("", 0, 0, 1024*mi)
 	unusable := filepath.Join(t.TempDir(), "proc", "pressure") // no such directory: arming fails
 	obs.Layout.ProcPressureDir = unusable
@@ -291,7 +290,7 @@ func TestSyncRearmsMemoryEventsAfterKubepodsIsRecreated(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	log := zap.New(core)
 	set := newSet(t, log, wakeup.Options{MemoryEventsInterval: -1}) // no rate limit: re-arming is under test
-	m := New(set, Config{Sources: Sources{MemoryEvents: true}}, log, clock.RealClock{}, nil)
+	m := New(set, Config{Sources: wakeup.Sources{MemoryEvents: true}}, log, clock.RealClock{}, nil)
 	kubepods := filepath.Join(t.TempDir(), "kubepods")
 	makeKubepods(t, kubepods)
 	obs := &pressure.Observation{Layout: pressure.Layout{Mode: pressure.ModeV2, KubepodsMemoryDir: kubepods}}
@@ -353,7 +352,7 @@ func TestSyncRearmsMemoryEventsAfterKubepodsIsRecreated(t *testing.T) {
 func TestSyncMovesMemoryEventsWatchWithKubepods(t *testing.T) {
 	log := zaptest.NewLogger(t)
 	set := newSet(t, log, wakeup.Options{})
-	m := New(set, Config{Sources: Sources{MemoryEvents: true}}, log, clock.RealClock{}, nil)
+	m := New(set, Config{Sources: wakeup.Sources{MemoryEvents: true}}, log, clock.RealClock{}, nil)
 	root := t.TempDir()
 	cgroupfs, systemd := filepath.Join(root, "kubepods"), filepath.Join(root, "kubepods.slice")
 	makeKubepods(t, cgroupfs)
@@ -420,7 +419,7 @@ func TestSyncRearmsKubepodsPSITriggerAfterKubepodsIsRecreated(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	log := zap.New(core)
 	set := newSet(t, log, wakeup.Options{})
-	m := New(set, Config{Sources: Sources{PSI: true}}, log, clock.RealClock{}, nil)
+	m := New(set, Config{Sources: wakeup.Sources{PSI: true}}, log, clock.RealClock{}, nil)
 	obs := &pressure.Observation{Layout: pressure.Layout{Mode: pressure.ModeV2, KubepodsPressureDir: group.Dir()}}
 	m.Sync(obs, nil)
 	if st := psiStatus(t, set, "kubepods"); !st.Active || st.Path != group.Path("memory.pressure") {
@@ -481,32 +480,6 @@ func TestSyncRearmsKubepodsPSITriggerAfterKubepodsIsRecreated(t *testing.T) {
 	}
 }
 
-func TestSourcesOn(t *testing.T) {
-	all := Sources{Memcg: true, PSI: true, MemoryEvents: true}
-	for _, tt := range []struct {
-		name   string
-		layout pressure.Layout
-		want   []wakeup.Source
-	}{
-		{"v1 with PSI", pressure.Layout{Mode: pressure.ModeV1, ProcPressureDir: "/proc/pressure"},
-			[]wakeup.Source{wakeup.SourceMemcgThreshold, wakeup.SourcePSI, wakeup.SourcePoll, wakeup.SourceKick}},
-		{"hybrid, memory on v1", pressure.Layout{Mode: pressure.ModeHybrid, ProcPressureDir: "/proc/pressure"},
-			[]wakeup.Source{wakeup.SourceMemcgThreshold, wakeup.SourcePSI, wakeup.SourcePoll, wakeup.SourceKick}},
-		{"v2 with PSI", pressure.Layout{Mode: pressure.ModeV2, ProcPressureDir: "/proc/pressure"},
-			[]wakeup.Source{wakeup.SourcePSI, wakeup.SourceMemoryEvents, wakeup.SourcePoll, wakeup.SourceKick}},
-		{"v2 without PSI", pressure.Layout{Mode: pressure.ModeV2},
-			[]wakeup.Source{wakeup.SourceMemoryEvents, wakeup.SourcePoll, wakeup.SourceKick}},
-	} {
-		if got := all.On(tt.layout).List(); !slices.Equal(got, tt.want) {
-			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
-		}
-	}
-	if got := (Sources{PSI: true}).On(pressure.Layout{Mode: pressure.ModeV2, ProcPressureDir: "/proc/pressure"}).List(); !slices.Equal(got,
-		[]wakeup.Source{wakeup.SourcePSI, wakeup.SourcePoll, wakeup.SourceKick}) {
-		t.Errorf("--wakeup-sources=psi on v2: %v, want psi, poll and kick only", got)
-	}
-}
-
 // TestSetThresholdsRearms: thresholds given anew (placement after a
 // kubelet restart) re-arm the memcg threshold at the new value on the next
 // Sync, in a real cgroup.
@@ -521,7 +494,7 @@ func TestSetThresholdsRearms(t *testing.T) {
 		}
 		return ths
 	}
-	m := New(set, Config{Sources: Sources{Memcg: true}, Thresholds: parse("300Mi")}, log, clock.RealClock{}, nil)
+	m := New(set, Config{Sources: wakeup.Sources{Memcg: true}, Thresholds: parse("300Mi")}, log, clock.RealClock{}, nil)
 	usage, err := cg.MemoryUsage()
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func TestSyncLeavesAReadOnlyMemcgUnexported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := Sources{Memcg: true}
+	src := wakeup.Sources{Memcg: true}
 	var names []string
 	for _, s := range src.List() {
 		names = append(names, string(s))

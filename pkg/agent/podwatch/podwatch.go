@@ -47,10 +47,6 @@ import (
 	"github.com/evictd/evictd/pkg/logging"
 )
 
-// DefaultSyncTimeout is how long WaitForSync waits when Options.SyncTimeout
-// is 0.
-const DefaultSyncTimeout = 2 * time.Minute
-
 // ErrSyncTimeout is wrapped by WaitForSync's error when the informers have
 // not synced within the timeout.
 var ErrSyncTimeout = errors.New("informers did not sync in time")
@@ -79,7 +75,7 @@ type Options struct {
 	// without blocking) for every Evicted Event the kubelet of this node
 	// wrote, those listed at start included: shadow mode (pkg/shadow).
 	KubeletEvicted func(*v1.Event)
-	// SyncTimeout bounds WaitForSync; 0 means DefaultSyncTimeout.
+	// SyncTimeout bounds WaitForSync; 0 means kube.DefaultSyncTimeout.
 	SyncTimeout time.Duration
 	// RetryMin and RetryMax bound the back-off between tries of a failing
 	// list or watch (see retry.go); 0 means DefaultRetryMin, DefaultRetryMax.
@@ -144,7 +140,7 @@ func New(o Options) (*Watcher, error) {
 	w := &Watcher{log: log, syncTimeout: o.SyncTimeout, failed: make(chan struct{}), nodeName: o.NodeName,
 		retryMin: o.RetryMin, retryMax: o.RetryMax, retryNow: make(chan struct{})}
 	if w.syncTimeout == 0 {
-		w.syncTimeout = DefaultSyncTimeout
+		w.syncTimeout = kube.DefaultSyncTimeout
 	}
 	if w.retryMin == 0 {
 		w.retryMin = DefaultRetryMin

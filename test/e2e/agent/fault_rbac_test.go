@@ -126,7 +126,7 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 		// a test timeout. "At once, not after retrying" is told by what
 		// evictd logs (one error line naming the forbidden verb, below): an
 		// evictd that kept retrying the forbidden list would hang until
-		// its sync deadline (podwatch.DefaultSyncTimeout, 2m, well past
+		// its sync deadline (kube.DefaultSyncTimeout, 2m, well past
 		// this) and then fail with that deadline's error instead.
 		const patience = 60 * time.Second
 		for !p.Exited() && time.Since(start) < patience {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package kubelethost lays out, for tests, a host root whose kubelet
+// Package kubelettest lays out, for tests, a host root whose kubelet
 // process and config file evictd reads (/proc/PID/cmdline and stat, the
 // KubeletConfiguration), and restarts that kubelet with other thresholds.
-package kubelethost
+package kubelettest
 
 import (
 	"os"
