@@ -24,7 +24,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Builders of the agent's optional parts from the options (run.go).
+// The optional parts of the agent, built from the options: the node
+// brake, the trace, and the features they plug into the loop.
 
 // newNodeBrake returns the node brake. With the brake on it puts the brake
 // on during episodes; with --node-brake=false, in dry run and in shadow
