@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evictd/evictd/internal/metrictest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/evictd/evictd/internal/metrictest"
 )
 
 // A node whose pods take 4 s to stop (a loaded host, a slow runtime). The

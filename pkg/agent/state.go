@@ -8,13 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/agent/imagegc"
 	"github.com/evictd/evictd/pkg/agent/leadtime"
 	"github.com/evictd/evictd/pkg/predict"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // learned is what the loop has learned of the node across passes.

@@ -9,11 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/trace"
-	"github.com/spf13/pflag"
 )
 
 // FromTrace are the recorded agent's options, rebuilt from the

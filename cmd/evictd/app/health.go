@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/evictd/evictd/pkg/healthz"
 	"github.com/evictd/evictd/pkg/kubeletplace"
-	"k8s.io/utils/clock"
 )
 
 // Check names under /healthz and /readyz: operators exclude or query them

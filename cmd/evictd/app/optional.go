@@ -6,6 +6,10 @@ import (
 	"context"
 	"net/http"
 
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
 	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/agent/feature"
 	"github.com/evictd/evictd/pkg/agent/feature/brake"
@@ -19,9 +23,6 @@ import (
 	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/shadow"
 	"github.com/evictd/evictd/pkg/trace"
-	"go.uber.org/zap"
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 )
 
 // The optional parts of the agent, built from the options: the node
