@@ -81,7 +81,7 @@ const (
 	KickDiskFigures = "disk_figures"
 )
 
-// LoopConfig is the loop's settings, already validated (Options.loopConfig).
+// LoopConfig is the loop's settings, already validated (ConfigFor).
 type LoopConfig struct {
 	Thresholds []thresholds.Threshold
 	// TransitionPeriod is how long a resource's pressure episode lasts after

@@ -12,7 +12,7 @@ import (
 )
 
 // thresholdSwap carries thresholds placed anew while the agent runs (the
-// kubelet restarted with other thresholds: kubelet_place.go) into the loop.
+// kubelet restarted with other thresholds: pkg/kubeletplace) into the loop.
 // The loop takes them between passes only: a pass decides on one set, and
 // its state (the tracker, the wake-up sources' arming) is the loop
 // goroutine's alone.
@@ -37,7 +37,7 @@ type thresholdSetter interface {
 func (l *Loop) SetThresholds(ths []thresholds.Threshold) { l.setThresholds(ths, nil) }
 
 // PlacedAnew hands the loop thresholds placed anew above the kubelet's
-// (kubeletPlacer), with what they were placed against: the pass that takes
+// (kubeletplace.Placer), with what they were placed against: the pass that takes
 // them keeps that in its trace, so that a replay places at the same pass.
 func (l *Loop) PlacedAnew(ths []thresholds.Threshold, placed trace.Placement) {
 	l.setThresholds(ths, &placed)

@@ -64,7 +64,7 @@ const (
 	// The node brake (docs/run.md, "The node brake").
 	FlagNodeBrake            = "node-brake"
 	FlagNodeBrakeTaintEffect = "node-brake-taint-effect"
-	// Placement above the kubelet's thresholds (kubelet_place.go).
+	// Placement above the kubelet's thresholds (pkg/kubeletplace).
 	FlagKubeletThresholds = "kubelet-thresholds"
 	FlagKubeletConfig     = "kubelet-config"
 )
