@@ -36,7 +36,7 @@ func softMemSpec() thresholds.Spec {
 }
 
 // requestAgent is the loop on the scripted node with --eviction-request:
-// its Evictor is an *evictreq.Evictor, as run.go builds it, whose API is a
+// its Evictor is an *evictreq.Evictor, as cmd/evictd/app builds it, whose API is a
 // clientset fake holding the node's pods (the wiring between the loop and
 // the request path is what is tested; evictreq's own tests cover the API).
 type requestAgent struct {
