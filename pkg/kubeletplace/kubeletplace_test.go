@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/internal/metrictest"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/healthz"
 	"github.com/evictd/evictd/pkg/kubeletplace/kubelettest"
@@ -158,46 +159,12 @@ func TestKubeletFlagsValidate(t *testing.T) {
 	}
 }
 
-// assertValue checks a gauge's or a counter's value, or a histogram's count.
+// assertValue checks a gauge's or a counter's value (metrictest.Value).
 func assertValue(t *testing.T, m *metrics.Metrics, name string, labels map[string]string, want float64) {
 	t.Helper()
-	if got, ok := metricValue(t, m, name, labels); !ok {
-		t.Errorf("%s%v: no such series", name, labels)
-	} else if got != want {
-		t.Errorf("%s%v = %g, want %g", name, labels, got, want)
+	if got := metrictest.Value(t, m.Registry(), name, labels); got != want {
+		t.Errorf("%s%s = %g, want %g", name, metrictest.Selector(labels), got, want)
 	}
-}
-
-// metricValue is a gauge's or a counter's value, or a histogram's count;
-// false when there is no such series.
-func metricValue(t *testing.T, m *metrics.Metrics, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, s := range mf.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					continue series
-				}
-			}
-			got := s.GetGauge().GetValue()
-			if s.Counter != nil {
-				got = s.GetCounter().GetValue()
-			}
-			if s.Histogram != nil {
-				got = float64(s.GetHistogram().GetSampleCount())
-			}
-			return got, true
-		}
-	}
-	return 0, false
 }
 
 // TestKubeletPlacerRestart: each kubelet restart is read again and
@@ -256,9 +223,9 @@ func TestKubeletPlacerRestart(t *testing.T) {
 	if len(handed) != 2 || memory(handed[1]) != "300Mi" {
 		t.Errorf("after a restart with 50Mi: handed %v, want evictd's default memory.available<300Mi back", handed)
 	}
-	if _, ok := metricValue(t, m, "evictd_kubelet_threshold_available", map[string]string{"signal": "pid.available"}); ok {
-		t.Error("the first kubelet's pid.available is still exported after a kubelet without it")
-	}
+	// The first kubelet's pid.available is no longer exported after a
+	// kubelet without it.
+	metrictest.Absent(t, m.Registry(), "evictd_kubelet_threshold_available", map[string]string{"signal": "pid.available"})
 
 	// A read that fails: the thresholds stay, readiness and the metric say so.
 	restart(642, 4000, "  memory.available: 1Gi\n")
