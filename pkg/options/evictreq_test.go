@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/evictd/evictd/pkg/cliflag"
 )
 
 // TestOptionsEvictionRequestFromConfig: --eviction-request and its wait are
@@ -50,14 +48,7 @@ func TestOptionsEvictionRequestFromConfig(t *testing.T) {
 				}
 				args = append([]string{"--config=" + path}, args...)
 			}
-			o := NewOptions()
-			o.NodeName = "n1"
-			sections := &cliflag.Sections{}
-			o.AddFlags(sections)
-			if err := sections.FlagSet("t").Parse(args); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Complete()
+			o, err := parsedOptions(t, args)
 			if err == nil {
 				err = o.Validate()
 			}

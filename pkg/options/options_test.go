@@ -152,6 +152,17 @@ func TestOptionsValidateWindows(t *testing.T) {
 // completed.
 func completedOptions(t *testing.T, args []string) *Options {
 	t.Helper()
+	o, err := parsedOptions(t, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// parsedOptions are the options of node n1 with args parsed, and what
+// completing them said.
+func parsedOptions(t *testing.T, args []string) (*Options, error) {
+	t.Helper()
 	o := NewOptions()
 	o.NodeName = "n1"
 	sections := &cliflag.Sections{}
@@ -159,10 +170,7 @@ func completedOptions(t *testing.T, args []string) *Options {
 	if err := sections.FlagSet("t").Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	return o
+	return o, o.Complete()
 }
 
 // TestNodeBrakeTaintEffectDefault: the brake's taint is PreferNoSchedule
