@@ -22,13 +22,21 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Defaults. The renewal interval is the kubelet's own node lease's (10 s),
-// so that evictd adds no more writes per node than the kubelet makes; a
-// holder that cannot renew stops acting one interval before anyone may take
-// over (Elector.Acting).
+// Defaults. The lease has two paces. Near pressure (a signal in its band, an
+// episode open) it lasts DefaultDuration and is renewed every 10 s, the
+// kubelet's own heartbeat, so that a crashed holder is taken over within
+// 30 s when it matters. At idle it lasts DefaultIdleDuration and is renewed
+// every 2 minutes or a little sooner (jitter): under 0.01 writes a second
+// per node, a tenth of the kubelet's heartbeat, on a node with nothing to
+// do. A holder that cannot renew stops acting one interval before anyone may
+// take over (Elector.Acting).
 const (
-	DefaultNamespace = "kube-node-lease"
-	DefaultDuration  = 30 * time.Second
+	DefaultNamespace    = "kube-node-lease"
+	DefaultDuration     = 30 * time.Second
+	DefaultIdleDuration = 6 * time.Minute
+	// MaxIdleDuration bounds how long a frozen holder, one whose pod and
+	// process still exist, can keep an idle node's lease from another agent.
+	MaxIdleDuration = time.Hour
 	// MinDuration keeps the renewal interval (a third of it) at 1 s or more.
 	MinDuration = 3 * time.Second
 	// AnnotationHandover on the Lease names the identity of a newer pod of
@@ -42,8 +50,15 @@ const (
 // Name is the Lease's name for node.
 func Name(node string) string { return NamePrefix + node }
 
-// RenewInterval is how often a holder renews a lease of duration d.
+// RenewInterval is how often a holder renews a lease of duration d, at the
+// latest: each renewal comes up to a tenth of it sooner (renewJitter), so
+// that agents whose renewals once fell together (an API server's restart)
+// drift apart.
 func RenewInterval(d time.Duration) time.Duration { return d / 3 }
+
+// renewJitter is the largest share of a renewal interval a renewal comes
+// early by.
+const renewJitter = 0.1
 
 // Peer is what the pod informer knows of an agent's pod: its controller
 // (a DaemonSet) and when it was created. Known is false outside a pod or
@@ -52,6 +67,13 @@ type Peer struct {
 	Known      bool
 	Controller types.UID
 	Created    time.Time
+	// Gone: what only the node and the API server can say shows the agent
+	// no longer runs (its pod is not on the node any more, or has ended;
+	// its process, outside a pod, is not there). A gone holder's lease is
+	// taken over as if it lasted the short, active duration from its last
+	// renewal: no slower than a crashed holder was before the lease had an
+	// idle pace.
+	Gone bool
 }
 
 // replaces reports whether p is a newer pod of old's own controller: the
@@ -94,16 +116,37 @@ type Plan struct {
 	HandOver string
 }
 
+// Paces are the lease's two durations.
+type Paces struct {
+	// Active is the lease's duration near pressure: what a crashed
+	// holder's successor waits at most, and the duration under which an
+	// eviction call goes out.
+	Active time.Duration
+	// Idle is its duration with no pressure near; equal to Active, one
+	// pace only.
+	Idle time.Duration
+}
+
 // Elector decides for one agent. It is not safe for concurrent use: the
 // Runner calls it from one goroutine and publishes its state.
 type Elector struct {
 	namespace, node, self string
-	duration              time.Duration
+	// duration is the active pace's, idle the idle pace's.
+	duration, idle time.Duration
+	// jitter returns a number in [0, 1) (math/rand/v2's Float64).
+	jitter func() float64
+
+	// near: pressure is near (Runner.SetNear), so the lease is held at the
+	// active pace.
+	near bool
 
 	// held: this agent holds the lease as last written; renewed is the
-	// renewTime it wrote last.
+	// renewTime it wrote last, wrote the duration it wrote then, and due
+	// when it renews next.
 	held    bool
 	renewed time.Time
+	wrote   time.Duration
+	due     time.Time
 	// handedTo is the identity this agent handed the lease to.
 	handedTo string
 	// holder and until describe the other agent that holds the lease.
@@ -122,15 +165,48 @@ func NewElector(namespace, node, self string, duration time.Duration) (*Elector,
 	case duration < MinDuration:
 		return nil, fmt.Errorf("nodelease: lease duration %v is below %v", duration, MinDuration)
 	}
-	return &Elector{namespace: namespace, node: node, self: self, duration: duration}, nil
+	return &Elector{namespace: namespace, node: node, self: self, duration: duration, idle: duration, jitter: func() float64 { return 0 }}, nil
 }
+
+// SetIdle sets the idle pace's duration (at least the active one's) and
+// the jitter's source.
+func (e *Elector) SetIdle(idle time.Duration, jitter func() float64) error {
+	if idle < e.duration || idle > MaxIdleDuration {
+		return fmt.Errorf("nodelease: idle lease duration %v must be within the lease duration %v and %v", idle, e.duration, MaxIdleDuration)
+	}
+	e.idle = idle
+	if jitter != nil {
+		e.jitter = jitter
+	}
+	return nil
+}
+
+// SetNear sets whether pressure is near: the next plan renews at the
+// active pace at once, or, once pressure is gone, returns to the idle pace
+// at the next renewal.
+func (e *Elector) SetNear(near bool) { e.near = near }
 
 // Acting reports whether the agent may act at now: it holds the lease and
 // its last renewal is recent enough that no other agent can have taken it
 // over, with one renewal interval to spare (a write under way, a clock
 // read late).
 func (e *Elector) Acting(now time.Time) bool {
-	return e.held && now.Before(e.renewed.Add(e.duration-RenewInterval(e.duration)))
+	return e.held && now.Before(e.renewed.Add(e.wrote-RenewInterval(e.wrote)))
+}
+
+// Active reports whether the agent acts under a lease of the active pace:
+// what an eviction call waits for, so that whoever takes over a crashed
+// holder's lease after the active duration never meets a call of its.
+func (e *Elector) Active(now time.Time) bool {
+	return e.Acting(now) && e.wrote <= e.duration
+}
+
+// pace is the duration the next renewal writes.
+func (e *Elector) pace() time.Duration {
+	if e.near {
+		return e.duration
+	}
+	return e.idle
 }
 
 // Plan decides the next write from in. It changes the Elector's state only
@@ -171,21 +247,38 @@ func (e *Elector) Plan(in Input) Plan {
 				delete(l.Annotations, AnnotationHandover)
 			}
 		}
-		// Ours: renewed (or, a restarted container of the same pod, or the
-		// pod a holder handed over to, taken at once).
-		return Plan{Write: Update, Lease: e.fill(l, in, false), Wait: renew}
+		// Ours: renewed when due, or at once when pressure comes near on
+		// an idle lease, a request was dropped, or this agent has not
+		// written it yet (a restarted container of the same pod, or the
+		// pod a holder handed over to, takes it at once). Otherwise
+		// nothing: the watch's echo of this agent's own renewal is no
+		// reason to write again.
+		dropped := len(l.Annotations) != len(cur.Annotations)
+		if e.held && !dropped && in.Now.Before(e.due) && !(e.near && e.wrote > e.duration) {
+			return Plan{Write: None, Wait: e.due.Sub(in.Now)}
+		}
+		return Plan{Write: Update, Lease: e.fill(l, in, false), Wait: RenewInterval(e.pace())}
 	}
 	e.held = false
 	expiry := expiresAt(cur)
+	if holder != "" && in.Peer(holder).Gone && cur.Spec.RenewTime != nil {
+		expiry = minTime(expiry, cur.Spec.RenewTime.Add(e.duration))
+	}
 	if holder == "" || !in.Now.Before(expiry) {
 		l := e.fill(cur.DeepCopy(), in, true)
 		delete(l.Annotations, AnnotationHandover)
 		return Plan{Write: Update, Lease: l, Wait: renew}
 	}
 	e.holder, e.until = holder, expiry
-	// Waiting: until it expires, or a watch event. The poll is only a
-	// fallback for a broken watch, hence as long as the lease.
+	// Waiting: until it expires, or a watch event. The poll is a fallback
+	// for a broken watch, and looks again, every active duration from the
+	// holder's last renewal on, whether the holder is gone.
 	wait := min(expiry.Sub(in.Now)+time.Millisecond, e.duration)
+	if cur.Spec.RenewTime != nil {
+		if gone := cur.Spec.RenewTime.Add(e.duration); gone.After(in.Now) {
+			wait = min(wait, gone.Sub(in.Now)+time.Millisecond)
+		}
+	}
 	if e.handedTo == "" && want != e.self && in.Peer(e.self).replaces(in.Peer(holder)) {
 		l := cur.DeepCopy()
 		if l.Annotations == nil {
@@ -215,6 +308,12 @@ func (e *Elector) Wrote(p Plan, got *coordinationv1.Lease, err error) {
 		if got.Spec.RenewTime != nil {
 			e.renewed = got.Spec.RenewTime.Time
 		}
+		e.wrote = e.duration
+		if got.Spec.LeaseDurationSeconds != nil {
+			e.wrote = time.Duration(*got.Spec.LeaseDurationSeconds) * time.Second
+		}
+		interval := RenewInterval(e.wrote)
+		e.due = e.renewed.Add(interval - time.Duration(renewJitter*e.jitter()*float64(interval)))
 	case p.HandOver != "":
 		e.held, e.handedTo, e.holder, e.until = false, p.HandOver, holder, expiresAt(got)
 	default:
@@ -252,7 +351,7 @@ func (e *Elector) fill(l *coordinationv1.Lease, in Input, acquire bool) *coordin
 	l.Namespace, l.Name = e.namespace, Name(e.node)
 	self := e.self
 	l.Spec.HolderIdentity = &self
-	l.Spec.LeaseDurationSeconds = ptr(int32(e.duration / time.Second))
+	l.Spec.LeaseDurationSeconds = ptr(int32(e.pace() / time.Second))
 	l.Spec.RenewTime = micro(in.Now)
 	if acquire || l.Spec.AcquireTime == nil {
 		l.Spec.AcquireTime = micro(in.Now)
@@ -290,6 +389,13 @@ func expiresAt(l *coordinationv1.Lease) time.Time {
 		return time.Time{}
 	}
 	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func transitions(l *coordinationv1.Lease) int32 {

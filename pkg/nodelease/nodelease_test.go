@@ -41,6 +41,17 @@ type store struct {
 	// lost, when set, is returned by a create that was stored: the
 	// answer lost, as when the caller's context ends in flight.
 	lost error
+	// watches, when echo is set, get every write as an API server's watch
+	// sends it; without echo a watch never fires (rounds driven by hand).
+	echo    bool
+	watches []*watch.FakeWatcher
+}
+
+// sent tells the watches of a write (s.mu held).
+func (s *store) sent(t watch.EventType, l *coordinationv1.Lease) {
+	for _, w := range s.watches {
+		w.Action(t, l.DeepCopy())
+	}
 }
 
 var leaseGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
@@ -72,6 +83,7 @@ func (s *store) CreateLease(_ context.Context, l *coordinationv1.Lease) (*coordi
 	s.lease = l.DeepCopy()
 	s.lease.ResourceVersion = strconv.Itoa(s.rv)
 	s.lease.UID = types.UID("uid-" + strconv.Itoa(s.rv))
+	s.sent(watch.Added, s.lease)
 	if s.lost != nil {
 		return nil, s.lost
 	}
@@ -96,6 +108,7 @@ func (s *store) UpdateLease(_ context.Context, l *coordinationv1.Lease) (*coordi
 	s.lease = l.DeepCopy()
 	s.lease.UID = uid
 	s.lease.ResourceVersion = strconv.Itoa(s.rv)
+	s.sent(watch.Modified, s.lease)
 	return s.lease.DeepCopy(), nil
 }
 
@@ -111,12 +124,38 @@ func (s *store) DeleteLease(_ context.Context, _, name string, opts metav1.Delet
 	if p := opts.Preconditions; p != nil && (p.ResourceVersion != nil && *p.ResourceVersion != s.lease.ResourceVersion || p.UID != nil && *p.UID != s.lease.UID) {
 		return apierrors.NewConflict(leaseGR, name, nil)
 	}
+	s.sent(watch.Deleted, s.lease)
 	s.lease = nil
 	return nil
 }
 
-func (s *store) WatchLeases(context.Context, string, metav1.ListOptions) (watch.Interface, error) {
-	return watch.NewFake(), nil // rounds are driven by hand here
+func (s *store) WatchLeases(ctx context.Context, _ string, _ metav1.ListOptions) (watch.Interface, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.echo {
+		return watch.NewFake(), nil // rounds are driven by hand here
+	}
+	// Buffered, as the API server's watch is: a writer never waits for
+	// the agent to read its echo.
+	w := watch.NewFakeWithChanSize(1<<16, false)
+	s.watches = append(s.watches, w)
+	if s.lease != nil {
+		w.Action(watch.Added, s.lease.DeepCopy())
+	}
+	// As the API client's watch: it ends with its context.
+	go func() {
+		<-ctx.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, x := range s.watches {
+			if x == w {
+				s.watches = append(s.watches[:i], s.watches[i+1:]...)
+				break
+			}
+		}
+		w.Stop()
+	}()
+	return w, nil
 }
 
 func (s *store) holder() string {
@@ -134,6 +173,11 @@ type harness struct {
 	api   *store
 	pods  []*v1.Pod
 	nodeU types.UID
+	// idle is the runners' idle duration (0: one pace); synced, whether
+	// the pod list is complete; jitter, the runners' jitter.
+	idle   time.Duration
+	synced bool
+	jitter func() float64
 }
 
 func newHarness(t *testing.T) *harness {
@@ -142,8 +186,9 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) runner(identity string) *Runner {
 	h.t.Helper()
-	r, err := NewRunner(Options{API: h.api, Namespace: ns, Node: node, Identity: identity, Duration: dur, Clock: h.clk,
-		Pods: func() []*v1.Pod { return h.pods }, NodeUID: func() types.UID { return h.nodeU }})
+	r, err := NewRunner(Options{API: h.api, Namespace: ns, Node: node, Identity: identity, Duration: dur, IdleDuration: h.idle, Clock: h.clk,
+		Pods: func() []*v1.Pod { return h.pods }, NodeUID: func() types.UID { return h.nodeU }, Synced: func() bool { return h.synced },
+		Jitter: h.jitter})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -160,7 +205,19 @@ func (h *harness) pod(identity string, controller types.UID, created time.Time) 
 	h.pods = append(h.pods, p)
 }
 
+// round runs one round of r, its cached lease first brought up to date as
+// its watch does between rounds (an API server's watch echoes every write,
+// the agent's own included).
 func (h *harness) round(r *Runner) {
+	h.api.mu.Lock()
+	var l *coordinationv1.Lease
+	if h.api.lease != nil {
+		l = h.api.lease.DeepCopy()
+	}
+	h.api.mu.Unlock()
+	r.mu.Lock()
+	r.cached = l
+	r.mu.Unlock()
 	r.round(context.Background())
 }
 

@@ -6,9 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -40,7 +43,17 @@ type Options struct {
 	Node      string
 	// Identity is this agent's holder identity (Identity()).
 	Identity string
-	Duration time.Duration
+	// Duration is the lease's duration near pressure, IdleDuration its
+	// duration at idle (0: Duration, one pace).
+	Duration     time.Duration
+	IdleDuration time.Duration
+	// Jitter returns a number in [0, 1) for the renewals' and retries'
+	// jitter (nil: math/rand/v2's Float64).
+	Jitter func() float64
+	// Synced reports whether Pods lists every pod of the node: only then
+	// does a holder's pod missing from it show the holder gone (nil: never
+	// synced, no holder is seen gone by its pod).
+	Synced func() bool
 	// Pods lists the node's pods (the pod informer), to find the pods of
 	// the agents involved in a handover; nil: no handovers.
 	Pods func() []*v1.Pod
@@ -77,6 +90,15 @@ type Runner struct {
 	// (the context ended, the connection dropped), so it may have been
 	// stored: the agent may hold the lease without knowing it.
 	unsure bool
+	// failures counts the rounds failed in a row, for the back-off;
+	// rounds, every round (tests wait on it).
+	failures int
+	rounds   int
+	// rounded is closed when a round ends, and replaced (WaitActive).
+	rounded chan struct{}
+	// processGone reports whether a process of this host is gone
+	// (processExited; replaced in tests).
+	processGone func(pid int) bool
 }
 
 // Identity is the holder identity: the pod's "namespace/name" from the
@@ -116,7 +138,65 @@ func NewRunner(o Options) (*Runner, error) {
 	if o.Failed == nil {
 		o.Failed = func() {}
 	}
-	return &Runner{o: o, name: Name(o.Node), el: el, kick: make(chan struct{}, 1), acquired: make(chan struct{})}, nil
+	if o.Jitter == nil {
+		o.Jitter = rand.Float64
+	}
+	if o.Synced == nil {
+		o.Synced = func() bool { return false }
+	}
+	if o.IdleDuration == 0 {
+		o.IdleDuration = o.Duration
+	}
+	if err := el.SetIdle(o.IdleDuration, o.Jitter); err != nil {
+		return nil, err
+	}
+	return &Runner{o: o, name: Name(o.Node), el: el, kick: make(chan struct{}, 1), acquired: make(chan struct{}),
+		rounded: make(chan struct{}), processGone: processExited}, nil
+}
+
+// SetNear tells the runner whether pressure is near on the node (a signal
+// in its band, an episode open): near, the lease is renewed at once at the
+// active pace; once pressure is gone, it returns to the idle pace at its
+// next renewal. Safe for concurrent use.
+func (r *Runner) SetNear(near bool) {
+	r.mu.Lock()
+	was := r.el.near
+	r.el.SetNear(near)
+	r.mu.Unlock()
+	if near && !was {
+		r.Kick()
+	}
+}
+
+// Kick asks for a round now: a change the watch cannot show, such as a
+// pod deleted from the node, may let a waiting agent take over.
+func (r *Runner) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// WaitActive waits until the agent acts under a lease of the active pace
+// (Elector.Active), at most until ctx ends, and reports whether it does.
+// An eviction call waits here: pressure near, the lease's renewal at the
+// active pace is one write, made as the pressure came.
+func (r *Runner) WaitActive(ctx context.Context) bool {
+	r.SetNear(true)
+	for {
+		r.mu.Lock()
+		active := r.el.Active(r.o.Clock.Now())
+		rounded := r.rounded
+		r.mu.Unlock()
+		if active {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-rounded:
+		}
+	}
 }
 
 // Acting reports whether the agent holds the lease and may act now.
@@ -191,6 +271,32 @@ func (r *Runner) Run(ctx context.Context) {
 // maxRetries bounds the immediate re-reads of one round after conflicts.
 const maxRetries = 4
 
+// The back-off of failed rounds: from retryMin, doubled each time, with up
+// to half again of jitter, to retryMax (the kubelet's own lease backs off
+// to 7 s), or to refusedMax when the API server refused the write itself
+// (403, 422): asking again every few seconds would not change its answer.
+// Never past the renewal interval of the active pace, so that a holder
+// still renews in time.
+const (
+	retryMin   = time.Second
+	retryMax   = 8 * time.Second
+	refusedMax = 5 * time.Minute
+)
+
+// retryWait is the wait after the n-th failed round in a row.
+func retryWait(n int, err error, renew time.Duration, jitter float64) time.Duration {
+	limit := min(retryMax, renew)
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		limit = refusedMax
+	}
+	d := retryMin
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return d + time.Duration(jitter*float64(d)/2)
+}
+
 // round reads the lease when it must, plans, writes, and returns how long
 // to wait for the next round.
 func (r *Runner) round(ctx context.Context) time.Duration {
@@ -205,7 +311,12 @@ func (r *Runner) round(ctx context.Context) time.Duration {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer func() {
+		close(r.rounded)
+		r.rounded = make(chan struct{})
+	}()
 	r.tried = true
+	r.rounds++
 	r.err = err
 	now := r.o.Clock.Now()
 	acting := r.el.Acting(now)
@@ -219,9 +330,10 @@ func (r *Runner) round(ctx context.Context) time.Duration {
 	}
 	r.sayLocked(now, acting)
 	if err != nil {
-		// Sooner than a renewal: a holder must renew before it stops acting.
-		wait = min(wait, time.Second)
+		r.failures++
+		return retryWait(r.failures, err, RenewInterval(r.o.Duration), r.o.Jitter())
 	}
+	r.failures = 0
 	return wait
 }
 
@@ -326,9 +438,39 @@ func (r *Runner) sayLocked(now time.Time, acting bool) {
 	}
 }
 
-// peer finds an agent's pod in the informer by its identity.
+// peer finds an agent's pod in the informer by its identity, and whether
+// the agent is gone: its pod, once the informer lists the node's pods, is
+// not there or has ended; or, an agent outside a pod on this host like this
+// one, its process has exited.
 func (r *Runner) peer(identity string) Peer {
-	return PodPeer(r.o.Pods(), identity)
+	p := PodPeer(r.o.Pods(), identity)
+	if host, pid, ok := hostIdentity(identity); ok {
+		self, _, selfOK := hostIdentity(r.o.Identity)
+		p.Gone = selfOK && host == self && r.processGone(pid)
+	} else if !p.Known && strings.Contains(identity, "/") {
+		p.Gone = r.o.Synced()
+	}
+	return p
+}
+
+// hostIdentity splits an identity of an agent outside a pod ("host_pid").
+func hostIdentity(identity string) (host string, pid int, ok bool) {
+	i := strings.LastIndexByte(identity, '_')
+	if i <= 0 || strings.Contains(identity, "/") {
+		return "", 0, false
+	}
+	pid, err := strconv.Atoi(identity[i+1:])
+	if err != nil || pid <= 0 {
+		return "", 0, false
+	}
+	return identity[:i], pid, true
+}
+
+// processExited reports whether process pid is gone from this host's PID
+// namespace: signal 0 checks it exists and sends nothing. A process that
+// exists but may not be signalled (EPERM) is there.
+func processExited(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
 // PodPeer is identity's pod ("namespace/name") among pods.
@@ -337,7 +479,8 @@ func PodPeer(pods []*v1.Pod, identity string) Peer {
 		if p.Namespace+"/"+p.Name != identity {
 			continue
 		}
-		peer := Peer{Known: true, Created: p.CreationTimestamp.Time}
+		ended := p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+		peer := Peer{Known: true, Created: p.CreationTimestamp.Time, Gone: ended}
 		if c := metav1.GetControllerOf(p); c != nil {
 			peer.Controller = c.UID
 		}
@@ -388,10 +531,7 @@ func (r *Runner) watch(ctx context.Context) {
 				r.cached = l
 			}
 			r.mu.Unlock()
-			select {
-			case r.kick <- struct{}{}:
-			default:
-			}
+			r.Kick()
 		}
 		w.Stop()
 	}

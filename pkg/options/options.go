@@ -61,6 +61,7 @@ const (
 	FlagNodeLease          = "node-lease"
 	FlagNodeLeaseNamespace = "node-lease-namespace"
 	FlagNodeLeaseDuration  = "node-lease-duration"
+	FlagNodeLeaseIdle      = "node-lease-idle-duration"
 	// The node brake (docs/run.md, "The node brake").
 	FlagNodeBrake            = "node-brake"
 	FlagNodeBrakeTaintEffect = "node-brake-taint-effect"
@@ -166,6 +167,9 @@ type Options struct {
 	NodeLease          bool
 	NodeLeaseNamespace string
 	NodeLeaseDuration  time.Duration
+	// NodeLeaseIdle is the Lease's duration with no pressure near: the
+	// idle pace, renewed every third of it.
+	NodeLeaseIdle time.Duration
 	// NodeBrake sets evictd's condition and taint on its Node during each
 	// pressure episode (pkg/nodebrake); NodeBrakeTaintEffect is the
 	// taint's effect, or nodebrake.EffectNone for the condition only.
@@ -227,6 +231,7 @@ func NewOptions() *Options {
 		NodeLease:          true,
 		NodeLeaseNamespace: nodelease.DefaultNamespace,
 		NodeLeaseDuration:  nodelease.DefaultDuration,
+		NodeLeaseIdle:      nodelease.DefaultIdleDuration,
 
 		NodeBrake:            true,
 		NodeBrakeTaintEffect: string(v1.TaintEffectPreferNoSchedule),

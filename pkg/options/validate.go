@@ -119,6 +119,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid --%s %q: %s", FlagNodeLeaseNamespace, o.NodeLeaseNamespace, strings.Join(validation.IsDNS1123Label(o.NodeLeaseNamespace), "; "))
 	case o.NodeLease && (o.NodeLeaseDuration < nodelease.MinDuration || o.NodeLeaseDuration > 10*time.Minute || o.NodeLeaseDuration%time.Second != 0):
 		return fmt.Errorf("invalid --%s %v: must be whole seconds within %v..10m", FlagNodeLeaseDuration, o.NodeLeaseDuration, nodelease.MinDuration)
+	case o.NodeLease && (o.NodeLeaseIdle < o.NodeLeaseDuration || o.NodeLeaseIdle > nodelease.MaxIdleDuration || o.NodeLeaseIdle%time.Second != 0):
+		return fmt.Errorf("invalid --%s %v: must be whole seconds within --%s (%v) and %v", FlagNodeLeaseIdle, o.NodeLeaseIdle, FlagNodeLeaseDuration, o.NodeLeaseDuration, nodelease.MaxIdleDuration)
 	case o.HostRoot == "":
 		return fmt.Errorf("invalid --%s %q: must name a directory", FlagHostRoot, o.HostRoot)
 	case !validEffect(o.NodeBrakeTaintEffect):

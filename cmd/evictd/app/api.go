@@ -58,7 +58,14 @@ func newAPISide(o *options.Options, client *kube.Client, node *nodeSide, m *metr
 	var err error
 	a.watcher, err = podwatch.New(podwatch.Options{
 		Client: client, NodeName: o.NodeName, Namespaces: o.Config.HasSelectors(), Log: log.Named("podwatch"),
-		SyncTimeout: o.InformerSyncTimeout, KubeletEvicted: kubeletEvicted, OnDelete: onDelete,
+		SyncTimeout: o.InformerSyncTimeout, KubeletEvicted: kubeletEvicted, OnDelete: func(p *v1.Pod) {
+			onDelete(p)
+			if a.lease != nil {
+				// The pod of the lease's holder may be the one gone
+				// (nodelease.Peer.Gone). Set before the informers start.
+				a.lease.Kick()
+			}
+		},
 	})
 	if err != nil {
 		return nil, err

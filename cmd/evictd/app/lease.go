@@ -4,11 +4,14 @@ package app
 
 import (
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/pkg/agent/feature"
+	"github.com/evictd/evictd/pkg/agent/feature/leasepace"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/metrics"
@@ -39,7 +42,7 @@ func newNodeLease(o *options.Options, client *kube.Client, watcher *podwatch.Wat
 	var acting atomic.Bool
 	return nodelease.NewRunner(nodelease.Options{
 		API: client, Namespace: o.NodeLeaseNamespace, Node: o.NodeName, Identity: nodelease.Identity(),
-		Duration: o.NodeLeaseDuration, Pods: watcher.Pods, Clock: clk, Log: log.Named("lease"),
+		Duration: o.NodeLeaseDuration, IdleDuration: o.NodeLeaseIdle, Pods: watcher.Pods, Synced: watcher.Synced, Clock: clk, Log: log.Named("lease"),
 		NodeUID: func() types.UID {
 			if n := watcher.Node(); n != nil {
 				return n.UID
@@ -58,6 +61,20 @@ func newNodeLease(o *options.Options, client *kube.Client, watcher *podwatch.Wat
 		},
 		Failed: m.NodeLeaseError,
 	})
+}
+
+// leasePaceWait bounds an eviction call's wait for the lease's renewal at
+// the active pace (leasepace.Feature.BeforeCall): one lease write, made as
+// soon as pressure came near.
+const leasePaceWait = 2 * time.Second
+
+// leasePace is the lease's feature (nil without a lease): the active pace
+// near pressure, the idle pace otherwise.
+func leasePace(o *options.Options, r *nodelease.Runner) feature.Feature {
+	if r == nil {
+		return nil
+	}
+	return leasepace.New(r, o.NodeLeaseDuration, leasePaceWait)
 }
 
 // leaseActing is the loop's gate (agent.Deps.Acting): nil, always acting, when no

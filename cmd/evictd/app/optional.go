@@ -100,9 +100,13 @@ func tracerOrNil(r *trace.Recorder) agent.Tracer {
 }
 
 // optionalFeatures are the features the options turned on (package
-// feature): the node brake's (nil: off) and shadow mode's (nil: off).
-func optionalFeatures(b *nodebrake.Brake, rec *shadow.Recorder) []feature.Feature {
+// feature): the node lease's pace (nil: no lease), the node brake's (nil:
+// off) and shadow mode's (nil: off).
+func optionalFeatures(lease feature.Feature, b *nodebrake.Brake, rec *shadow.Recorder) []feature.Feature {
 	var out []feature.Feature
+	if lease != nil {
+		out = append(out, lease)
+	}
 	if b != nil {
 		out = append(out, brake.New(b))
 	}

@@ -112,7 +112,7 @@ func Run(ctx context.Context, o *options.Options, log *zap.Logger, build buildin
 	}
 	loop, err := agent.NewLoop(agent.ConfigFor(o, node.ths, rankOpts), agent.Deps{Observer: node.obsv, Waker: node.set, Pods: api.watcher,
 		Evictor: api.evictor, Arming: armingOrNil(node.arming), Metrics: m, Log: log, Clock: clk, Actuator: api.act, PodEvents: api.podEvents,
-		Acting: leaseActing(api.lease), Features: optionalFeatures(api.brake, api.shadow), Trace: tracerOrNil(traceRec)})
+		Acting: leaseActing(api.lease), Features: optionalFeatures(leasePace(o, api.lease), api.brake, api.shadow), Trace: tracerOrNil(traceRec)})
 	if err != nil {
 		return err
 	}

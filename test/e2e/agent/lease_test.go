@@ -32,13 +32,20 @@ const leaseDuration = 15 * time.Second
 // is). Its cleanup stops it if it still runs; the test checks each exit.
 func startLeaseAgent(t *testing.T, m *memoryNode, name string) *evictd {
 	t.Helper()
+	return startLeaseAgentWith(t, m, name, memoryFlags)
+}
+
+// startLeaseAgentWith is startLeaseAgent with flags of its own for
+// memoryFlags (thresholds, lease durations: a flag given again wins).
+func startLeaseAgentWith(t *testing.T, m *memoryNode, name string, flags []string) *evictd {
+	t.Helper()
 	bin := framework.RequireBinary(t, "evictd")
 	args := append([]string{
 		"--kubeconfig=" + m.c.EvictdKubeconfig, "--node-name=" + m.node.Name,
 		"--host-root=" + m.node.HostRoot, "--cgroup-root=" + m.node.CgroupRoot, "--node-cgroup=" + m.node.CgroupRoot,
 		"--eviction-pressure-transition-period=2s", "--node-lease-duration=" + leaseDuration.String(),
 		"--node-brake=false", // the unbound test token may not write the Node
-	}, memoryFlags...)
+	}, flags...)
 	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), name+".log")})
 	if err != nil {
 		t.Fatal(err)
@@ -72,9 +79,10 @@ func waitingFor(holder string) func(int, string) bool {
 // TestNodeLeaseOneAgentActs: two, then three evictd on one node. One acts,
 // the others wait not ready, naming the holder in /readyz, their log and
 // evictd_node_lease_held. A SIGTERMed holder releases the lease and the
-// next agent takes over at once; a SIGKILLed one is taken over once its
-// lease expires. Under pressure only the holder evicts: the waiting agent
-// neither evicts nor starts an episode (whose Events it would write).
+// next agent takes over at once; a SIGKILLed one is taken over a lease
+// duration after its last renewal. Under pressure only the holder evicts:
+// the waiting agent neither evicts nor starts an episode (whose Events it
+// would write).
 func TestNodeLeaseOneAgentActs(t *testing.T) {
 	m := newMemoryNode(t, "lease")
 	ctx := context.Background()
@@ -127,7 +135,8 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 		t.Errorf("b acted %s after a released the lease, want sooner than the %s a held lease could still have run: b waited for expiry, not the release", took, expiry)
 	}
 
-	// SIGKILL: b leaves its lease behind; c takes over once it expires.
+	// SIGKILL: b leaves its lease behind; c takes over one lease duration
+	// after b's last renewal, once it sees b's process gone.
 	c := startLeaseAgent(t, m, "c")
 	c.waitReadyz(60*time.Second, "said it waits for b's lease", waitingFor(bID))
 	if err := syscall.Kill(b.p.Pid(), syscall.SIGKILL); err != nil {
@@ -135,8 +144,9 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 	}
 	killedAt := time.Now()
 	// b's last renewal, as the API server holds it once b is dead: what c
-	// owes it. b renews every RenewInterval, so c cannot have taken the
-	// lease over yet (it owes b at least the lease less that interval).
+	// owes it. b's process is gone, which c sees on this host, so c owes
+	// it the active lease duration from that renewal (--node-lease-duration,
+	// whatever pace b renewed at), and cannot have taken the lease over yet.
 	l, err = m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +155,7 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 		t.Fatalf("lease just after b's SIGKILL: holder %v, renewed %v, duration %v; want b's (%s): the lease was taken from b while it lived", l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds, bID)
 	}
 	renewed := l.Spec.RenewTime.Time
-	expiry := renewed.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+	expiry := renewed.Add(min(leaseDuration, time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second))
 	ready, _, _ := c.waitReadyz(leaseDuration+60*time.Second, "became ready after b's lease expired", isReady)
 	cActs := c.waitLog(30*time.Second, "acting on this node: holding its lease", nil)
 	t.Logf("c ready %s, acting %s after b was killed (SIGKILL, lease %s renewed every %s; b's last renewal %s before the kill, so %s owed after it)",
