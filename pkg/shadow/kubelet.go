@@ -24,9 +24,12 @@ const (
 	// AtCondition is the DisruptionTarget condition (reason
 	// TerminationByKubelet, Kubernetes 1.26 and later): the kubelet stamps
 	// it when it writes the pod Failed, once the pod's containers are
-	// killed. For a hard threshold that is within about a second of its
-	// decision (it kills with no grace); for a soft one, up to the pod's
-	// grace period after it.
+	// killed (its status manager holds the terminal status back until
+	// then). For a hard threshold that is at most about 2 s after its
+	// decision (the runtime's least grace); for a soft one, up to the
+	// pod's grace period after it. The Event it also writes carries the
+	// decision itself, but only a watch of every Event in the cluster
+	// could read it.
 	AtCondition = "condition"
 	// AtContainerExit is the last container's exit (state.terminated
 	// finishedAt), for a kubelet that writes no condition: the kill.
