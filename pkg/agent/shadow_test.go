@@ -26,8 +26,9 @@ func TestLoopShadowReportsTheEpisode(t *testing.T) {
 	n.shadow = rec
 	w := n.run(t, testLoopConfig(mustThresholds(t, memSpec("300Mi", "1200Mi"))), 10*time.Second)
 	// The kubelet evicts b 4 s in; then the pressure ends.
-	rec.KubeletEvicted(&v1.Event{InvolvedObject: v1.ObjectReference{Namespace: "ns", Name: "b", UID: "uid-b"}, Reason: "Evicted",
-		FirstTimestamp: metav1.NewTime(n.clk.Now().Add(-6 * time.Second))})
+	rec.KubeletEvicted(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "uid-b"},
+		Status: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget,
+			Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, LastTransitionTime: metav1.NewTime(n.clk.Now().Add(-6 * time.Second))}}}})
 	n.mu.Lock()
 	n.base -= 2000 * mi
 	n.mu.Unlock()

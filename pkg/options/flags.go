@@ -63,7 +63,7 @@ func (o *Options) AddFlags(s *cliflag.Sections) {
 
 	// --eviction-request and its wait are the config's (BindFlags above).
 	eviction.BoolVar(&o.Shadow, FlagShadow, o.Shadow,
-		"Shadow mode (docs/shadow.md): a dry run (it implies --dry-run) that reports each pressure episode, what evictd would have evicted and when, against the kubelet's evictions (its Evicted Events) and the kernel's OOM kills: in the log and at /shadow on the secure port. Needs list and watch of events (the chart's shadow.enabled).")
+		"Shadow mode (docs/shadow.md): a dry run (it implies --dry-run) that reports each pressure episode, what evictd would have evicted and when, against the kubelet's evictions (the node's pods it left Failed with reason Evicted, read from the informer on the node's pods) and the kernel's OOM kills: in the log and at /shadow on the secure port. Needs no grant beyond the agent's own.")
 	eviction.BoolVar(&o.Actuator, FlagActuator, o.Actuator, "Let evictd write the pod cgroups' memory limits (docs/actuator.md): stop a hard memory victim's growth once its eviction is accepted, and relax the memory.high of a container stuck at it before evicting (with --memory-high-eviction). Needs the pod cgroups mounted writable (the chart's actuator.enabled); nothing is written in dry run.")
 
 	observation.StringVar(&o.HostRoot, FlagHostRoot, o.HostRoot, "Directory under which every host path (/proc, /sys/fs/cgroup, /var/lib/kubelet, /var/log/pods) is read.")

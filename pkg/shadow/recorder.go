@@ -26,10 +26,11 @@ const (
 
 // Recorder gathers, while a dry-run agent runs, each episode and the
 // kubelet's evictions, and reports each episode as it ends. Safe for use
-// from several goroutines (the loop, the Event informer, the server).
+// from several goroutines (the loop, the pod informer, the server).
 type Recorder struct {
 	readOOM func() (int64, error)
 	emit    func(Report)
+	now     func() time.Time // when a kubelet eviction was seen (AtSeen)
 
 	mu      sync.Mutex
 	open    map[string]*openEpisode
@@ -45,36 +46,29 @@ type openEpisode struct {
 // NewRecorder reports through emit (the log line); readOOM counts the
 // node's OOM kills so far (OOMKills).
 func NewRecorder(readOOM func() (int64, error), emit func(Report)) *Recorder {
-	return &Recorder{readOOM: readOOM, emit: emit, open: map[string]*openEpisode{}}
+	return &Recorder{readOOM: readOOM, emit: emit, now: time.Now, open: map[string]*openEpisode{}}
 }
 
-// KubeletEvicted records an Evicted Event of this node's kubelet.
-func (r *Recorder) KubeletEvicted(ev *v1.Event) {
-	a := Action{Pod: ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name, UID: string(ev.InvolvedObject.UID),
-		At: eventTime(ev), Why: ev.Message}
+// KubeletEvicted records the kubelet's eviction of p, a pod of this node,
+// if p says it was evicted (KubeletEviction); other pods are ignored. The
+// informer passes the same pod more than once (turned Failed, deleted,
+// listed again): the first sight is kept.
+func (r *Recorder) KubeletEvicted(p *v1.Pod) {
+	a, ok := KubeletEviction(p, r.now())
+	if !ok {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, k := range r.kubelet {
 		if k.UID == a.UID && k.Pod == a.Pod {
-			return // the same eviction, its Event listed again after a re-list
+			return
 		}
 	}
 	if len(r.kubelet) >= MaxKubelet {
 		r.kubelet = r.kubelet[1:]
 	}
 	r.kubelet = append(r.kubelet, a)
-}
-
-func eventTime(ev *v1.Event) time.Time {
-	switch {
-	case !ev.EventTime.IsZero():
-		return ev.EventTime.Time
-	case !ev.FirstTimestamp.IsZero():
-		return ev.FirstTimestamp.Time
-	case !ev.LastTimestamp.IsZero():
-		return ev.LastTimestamp.Time
-	}
-	return ev.CreationTimestamp.Time
 }
 
 // EpisodeStarted opens resource's episode at at.

@@ -15,10 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-func kubeletEvent(ns, name, uid string, at time.Time) *v1.Event {
-	return &v1.Event{InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: name, UID: types.UID("uid-" + uid)},
-		Reason: "Evicted", Message: "The node was low on resource: memory.", Source: v1.EventSource{Component: "kubelet", Host: "n1"},
-		FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at)}
+// evictedPod is a pod of node n1 as its kubelet leaves one it evicted at
+// at (the DisruptionTarget condition's time).
+func evictedPod(ns, name, uid string, at time.Time) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + uid)},
+		Spec: v1.PodSpec{NodeName: "n1"},
+		Status: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory. ",
+			Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet,
+				LastTransitionTime: metav1.NewTime(at)}}}}
 }
 
 func TestRecorderReportsEachEpisode(t *testing.T) {
@@ -28,8 +32,8 @@ func TestRecorderReportsEachEpisode(t *testing.T) {
 	r.EpisodeStarted("memory", at(0))
 	r.WouldEvict("memory", Action{Pod: "shop/a", UID: "uid-a", At: at(1), Signal: "memory.available"})
 	r.WouldEvict("disk", Action{Pod: "shop/z", UID: "uid-z", At: at(1)}) // no disk episode open
-	r.KubeletEvicted(kubeletEvent("shop", "a", "a", at(9)))
-	r.KubeletEvicted(kubeletEvent("shop", "a", "a", at(9))) // listed again
+	r.KubeletEvicted(evictedPod("shop", "a", "a", at(9)))
+	r.KubeletEvicted(evictedPod("shop", "a", "a", at(9))) // deleted, or listed again
 	oom = 8
 	r.EpisodeEnded("memory", at(40))
 	r.EpisodeEnded("memory", at(41)) // none open: nothing
@@ -63,7 +67,7 @@ func TestRecorderBounds(t *testing.T) {
 		}
 	})
 	for i := range MaxKubelet + 10 {
-		r.KubeletEvicted(kubeletEvent("ns", "p", string(rune(i)), at(float64(i))))
+		r.KubeletEvicted(evictedPod("ns", "p", string(rune(i)), at(float64(i))))
 	}
 	r.EpisodeStarted("memory", at(0))
 	for range MaxWouldEvict + 10 {

@@ -5,8 +5,9 @@
 // kernel's OOM killer killed: the report an operator reads before letting
 // evictd enforce (docs/shadow.md).
 //
-// The package is pure: the agent gathers the episode, the kubelet's
-// Evicted Events and the OOM-kill count; Compare only lines them up.
+// Compare is pure: the agent gathers the episode, the kubelet's evictions
+// (read from the pods of its node, KubeletEviction) and the OOM-kill
+// count; Compare only lines them up.
 package shadow
 
 import (
@@ -22,8 +23,11 @@ type Action struct {
 	Pod string    `json:"pod"`
 	UID string    `json:"uid,omitempty"`
 	At  time.Time `json:"at"`
-	// Signal is what evictd acted for; the kubelet's Event message says
-	// its own in words (Why).
+	// AtFrom says, for a kubelet eviction, where At was read: AtCondition,
+	// AtContainerExit or AtSeen.
+	AtFrom string `json:"atFrom,omitempty"`
+	// Signal is what evictd acted for; the kubelet's message (the pod's
+	// status.message) says its own in words (Why).
 	Signal string `json:"signal,omitempty"`
 	Why    string `json:"why,omitempty"`
 }
@@ -70,9 +74,10 @@ func Compare(ep Episode, kubelet []Action, oomKills int64) Report {
 	for _, k := range kubelet {
 		start := ep.Start
 		if k.At.Nanosecond() == 0 {
-			// The kubelet's Events carry whole seconds (firstTimestamp),
-			// truncated: an eviction in the episode's first second reads
-			// as before its start.
+			// The times a pod carries (a condition's lastTransitionTime,
+			// a container's finishedAt) are whole seconds, truncated: an
+			// eviction in the episode's first second reads as before its
+			// start.
 			start = start.Truncate(time.Second)
 		}
 		if !k.At.Before(start) && !k.At.After(ep.End) {

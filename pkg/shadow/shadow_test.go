@@ -58,19 +58,20 @@ func TestCompare(t *testing.T) {
 	}
 }
 
-// The kubelet's Event says the second of its eviction, truncated: one in
-// the episode's first second reads as before its start and still counts.
-func TestCompareWholeSecondEvents(t *testing.T) {
+// The pod says the second of the kubelet's eviction, truncated (its
+// condition's lastTransitionTime): one in the episode's first second reads
+// as before its start and still counts.
+func TestCompareWholeSecondTimes(t *testing.T) {
 	ep := Episode{Resource: "memory", Start: t0.Add(400 * time.Millisecond), End: at(60)}
 	r := Compare(ep, []Action{{Pod: "ns/b", UID: "u", At: t0}}, 0)
 	if !slices.Equal(r.KubeletOnly, []string{"ns/b"}) || len(r.KubeletEvicted) != 1 {
 		t.Errorf("kubelet evicted %v, only the kubelet %v; want ns/b", r.KubeletEvicted, r.KubeletOnly)
 	}
-	// A sub-second time (an Event's EventTime) is exact.
+	// A sub-second time (when evictd saw the pod evicted) is exact.
 	if r := Compare(ep, []Action{{Pod: "ns/b", UID: "u", At: at(0.3)}}, 0); len(r.KubeletEvicted) != 0 {
 		t.Errorf("kubelet evicted %v, want none: ns/b went before the episode began", r.KubeletEvicted)
 	}
-	// The end is not widened: an Event of the second after it is after it.
+	// The end is not widened: an eviction of the second after it is after it.
 	ep.End = at(59.6)
 	if r := Compare(ep, []Action{{Pod: "ns/c", UID: "v", At: at(60)}}, 0); len(r.KubeletEvicted) != 0 {
 		t.Errorf("kubelet evicted %v, want none: ns/c went after the episode ended", r.KubeletEvicted)

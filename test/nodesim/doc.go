@@ -55,6 +55,11 @@
 //
 // # Faults on demand
 //
+//   - Evict plays the kubelet's eviction manager on a pod (a hard
+//     threshold's eviction): its processes killed, its cgroups removed, and
+//     the pod left in the API as the kubelet leaves one it evicted, written
+//     through pods/status: phase Failed, reason Evicted, the message and a
+//     DisruptionTarget condition with reason TerminationByKubelet.
 //   - A pod annotated HangTerminationAnnotation="true" hangs on deletion:
 //     SIGTERM, then nothing (no SIGKILL, no status, no final delete), as
 //     with a hung runtime; it stays Terminating with phase Running.

@@ -316,6 +316,35 @@ func terminalPhase(p corev1.PodPhase) bool {
 	return p == corev1.PodSucceeded || p == corev1.PodFailed
 }
 
+// Evict evicts the running pod with uid as the kubelet's eviction manager
+// does for a hard threshold, and returns once its status is written: its
+// processes are killed and its cgroups removed, and the pod is left in the
+// API with phase Failed, reason Evicted, message and a DisruptionTarget
+// condition (reason TerminationByKubelet), written through pods/status.
+// It fails for a pod this node does not run, or no longer runs.
+func (n *Node) Evict(ctx context.Context, uid types.UID, message string) error {
+	n.mu.Lock()
+	r := n.runners[uid]
+	n.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("nodesim: node %s runs no pod %s", n.Name, uid)
+	}
+	c := evictCall{message: message, done: make(chan error, 1)}
+	select {
+	case r.evicts <- c:
+	case <-r.done:
+		return fmt.Errorf("nodesim: pod %s is gone from node %s", uid, n.Name)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-c.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Record returns the timeline of a pod this node has run.
 func (n *Node) Record(uid types.UID) (Timeline, bool) {
 	n.mu.Lock()

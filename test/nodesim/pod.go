@@ -82,6 +82,7 @@ type podRunner struct {
 	gone     chan struct{}
 	goneOnce sync.Once
 	exits    chan int
+	evicts   chan evictCall
 	done     chan struct{}
 
 	pod         *corev1.Pod
@@ -93,6 +94,8 @@ type podRunner struct {
 	podReason   string
 	podMessage  string
 	podOOMSeen  uint64
+	// disruption is the DisruptionTarget condition of an eviction (Evict).
+	disruption *corev1.PodCondition
 
 	mu         sync.Mutex // guards containers against pids()
 	containers []*container
@@ -107,6 +110,7 @@ func newPodRunner(n *Node, pod *corev1.Pod, podIP string) *podRunner {
 		updates: make(chan *corev1.Pod, 1),
 		gone:    make(chan struct{}),
 		exits:   make(chan int),
+		evicts:  make(chan evictCall),
 		done:    make(chan struct{}),
 	}
 }
@@ -177,6 +181,8 @@ func (r *podRunner) run() {
 			r.pod = p
 		case i := <-r.exits:
 			r.containerExited(ctx, i)
+		case c := <-r.evicts:
+			c.done <- r.evict(ctx, c.message)
 		case <-tick.C():
 			if !r.terminal {
 				r.checkOOM(ctx)
@@ -456,6 +462,34 @@ func (r *podRunner) finish(ctx context.Context, phase corev1.PodPhase, reason, m
 	}
 }
 
+// evictCall asks the runner to evict its pod (Node.Evict).
+type evictCall struct {
+	message string
+	done    chan error
+}
+
+// evict is the kubelet's eviction manager's eviction of the pod for a hard
+// threshold: its containers are killed, its cgroups removed, and the
+// status written as the kubelet's status manager writes it once the
+// containers are gone: phase Failed, reason Evicted, the message, and the
+// DisruptionTarget condition (reason TerminationByKubelet) stamped then.
+// The pod stays in the API, Failed, as the kubelet leaves it.
+func (r *podRunner) evict(ctx context.Context, message string) error {
+	if r.terminal {
+		return fmt.Errorf("nodesim: pod %s is over already (%s)", r.pod.Name, r.podReason)
+	}
+	r.stopAll(syscall.SIGKILL)
+	r.countOOM()
+	r.terminal, r.podReason, r.podMessage = true, "Evicted", message
+	r.removeCgroups()
+	at := r.now()
+	r.disruption = &corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		Reason: corev1.PodReasonTerminationByKubelet, Message: message, LastTransitionTime: metav1.NewTime(at)}
+	r.record(func(t *Timeline) { t.Evicted = at })
+	r.log.Info("pod evicted", zap.String("message", message))
+	return r.patchTerminal(ctx, corev1.PodFailed)
+}
+
 // stopAll sends sig to every running container's group and, for SIGKILL,
 // waits until each has exited.
 func (r *podRunner) stopAll(sig syscall.Signal) {
@@ -710,17 +744,21 @@ func (r *podRunner) status(phase corev1.PodPhase) corev1.PodStatus {
 		}
 		return corev1.PodCondition{Type: t, Status: s, LastTransitionTime: metav1.NewTime(r.now())}
 	}
+	conditions := []corev1.PodCondition{
+		cond(corev1.PodReadyToStartContainers, phase == corev1.PodRunning),
+		cond(corev1.PodInitialized, len(r.initDone) == len(r.pod.Spec.InitContainers)),
+		cond(corev1.ContainersReady, ready),
+		cond(corev1.PodReady, ready),
+		cond(corev1.PodScheduled, true),
+	}
+	if r.disruption != nil {
+		conditions = append([]corev1.PodCondition{*r.disruption}, conditions...)
+	}
 	return corev1.PodStatus{
-		Phase:   phase,
-		Reason:  r.podReason,
-		Message: r.podMessage,
-		Conditions: []corev1.PodCondition{
-			cond(corev1.PodReadyToStartContainers, phase == corev1.PodRunning),
-			cond(corev1.PodInitialized, len(r.initDone) == len(r.pod.Spec.InitContainers)),
-			cond(corev1.ContainersReady, ready),
-			cond(corev1.PodReady, ready),
-			cond(corev1.PodScheduled, true),
-		},
+		Phase:                 phase,
+		Reason:                r.podReason,
+		Message:               r.podMessage,
+		Conditions:            conditions,
 		HostIP:                hostIP,
 		HostIPs:               []corev1.HostIP{{IP: hostIP}},
 		PodIP:                 r.podIP,

@@ -33,6 +33,9 @@ type Timeline struct {
 	CgroupRemoved time.Time
 	// APIDeleted: the pod was deleted from the API with grace 0.
 	APIDeleted time.Time
+	// Evicted: Node.Evict killed the pod, as the kubelet's eviction
+	// manager does (the DisruptionTarget condition's time).
+	Evicted time.Time
 
 	// OOMKilled: the kernel OOM killer was first seen killing in the pod;
 	// OOMKills counts the kills.

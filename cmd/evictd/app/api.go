@@ -51,14 +51,16 @@ func newAPISide(o *options.Options, client *kube.Client, node *nodeSide, m *metr
 		a.podEvents = a.events.Emit
 	}
 	a.shadow = newShadow(o, log.Named("shadow"))
-	var kubeletEvicted func(*v1.Event)
+	// Shadow mode reads the kubelet's evictions from the pods of the node,
+	// which the informer watches anyway: no watch of its own.
+	var kubeletEvicted func(*v1.Pod)
 	if a.shadow != nil {
 		kubeletEvicted = a.shadow.KubeletEvicted
 	}
 	var err error
 	a.watcher, err = podwatch.New(podwatch.Options{
 		Client: client, NodeName: o.NodeName, Namespaces: o.Config.HasSelectors(), Log: log.Named("podwatch"),
-		SyncTimeout: o.InformerSyncTimeout, KubeletEvicted: kubeletEvicted, OnDelete: func(p *v1.Pod) {
+		SyncTimeout: o.InformerSyncTimeout, Evicted: kubeletEvicted, OnDelete: func(p *v1.Pod) {
 			onDelete(p)
 			if a.lease != nil {
 				// The pod of the lease's holder may be the one gone

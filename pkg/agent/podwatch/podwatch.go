@@ -71,10 +71,16 @@ type Options struct {
 	// OnDelete is called, from an informer goroutine, for every pod of the
 	// node deleted from the API server. It must not block.
 	OnDelete func(*v1.Pod)
-	// KubeletEvicted, when set, is called (from an informer goroutine,
-	// without blocking) for every Evicted Event the kubelet of this node
-	// wrote, those listed at start included: shadow mode (pkg/shadow).
-	KubeletEvicted func(*v1.Event)
+	// Evicted, when set, is called (from an informer goroutine, without
+	// blocking) for every pod of the node whose status reads as the
+	// kubelet's eviction manager leaves a pod it evicted: phase Failed,
+	// reason Evicted. It comes from the informer on the node's pods, so
+	// it costs the API server nothing more: as the pod turns so, as it is
+	// listed so (at start, or again after a watch broke), and as it is
+	// deleted (its last known state, a tombstone's included, in case the
+	// update that made it so was missed). One pod may come several times.
+	// Shadow mode (pkg/shadow) reads the kubelet's evictions from it.
+	Evicted func(*v1.Pod)
 	// SyncTimeout bounds WaitForSync; 0 means kube.DefaultSyncTimeout.
 	SyncTimeout time.Duration
 	// RetryMin and RetryMax bound the back-off between tries of a failing
@@ -154,10 +160,18 @@ func New(o Options) (*Watcher, error) {
 	pods := w.add(o.Client, kube.Pods, onNode, "for the informer on this node's pods", &v1.Pod{},
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	w.pods = corelisters.NewPodLister(pods.GetIndexer())
-	if o.OnDelete != nil {
+	if o.OnDelete != nil || o.Evicted != nil {
+		evicted := func(obj any) {
+			if p := podOf(obj); o.Evicted != nil && p != nil && kubeletEvicted(p) {
+				o.Evicted(p)
+			}
+		}
 		_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { evicted(obj) },
+			UpdateFunc: func(_, obj any) { evicted(obj) },
 			DeleteFunc: func(obj any) {
-				if p := podOf(obj); p != nil {
+				evicted(obj)
+				if p := podOf(obj); o.OnDelete != nil && p != nil {
 					o.OnDelete(p)
 				}
 			},
@@ -181,30 +195,6 @@ func New(o Options) (*Watcher, error) {
 	if o.Namespaces {
 		nss := w.add(o.Client, kube.Namespaces, "", "used by priority groups with a namespaceSelector", &v1.Namespace{}, cache.Indexers{})
 		w.namespaces = corelisters.NewNamespaceLister(nss.GetIndexer())
-	}
-	if o.KubeletEvicted != nil {
-		// Every node's Evicted Events (a field selector cannot name the
-		// source's host); this node's kubelet's are passed on. The API
-		// server keeps Events an hour: so does the informer, no longer.
-		evs := w.add(o.Client, kube.Events, fields.OneTermEqualSelector("reason", "Evicted").String(),
-			"for shadow mode, which compares evictd's would-be evictions with the kubelet's", &v1.Event{}, cache.Indexers{})
-		// Other nodes' Events are kept as stubs: in a cluster-wide crisis
-		// there may be thousands, and an agent keeps none of their text.
-		_ = evs.SetTransform(func(obj any) (any, error) {
-			if ev, ok := obj.(*v1.Event); ok && !kubeletOf(ev, o.NodeName) {
-				return &v1.Event{ObjectMeta: metav1.ObjectMeta{Name: ev.Name, Namespace: ev.Namespace, UID: ev.UID,
-					ResourceVersion: ev.ResourceVersion}}, nil
-			}
-			return trim(obj)
-		})
-		_, err := evs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
-			if ev, ok := obj.(*v1.Event); ok && kubeletOf(ev, o.NodeName) {
-				o.KubeletEvicted(ev)
-			}
-		}})
-		if err != nil {
-			return nil, fmt.Errorf("podwatch: event handler: %w", err)
-		}
 	}
 	log.Debug("informers set up", zap.String("node", o.NodeName), zap.Bool("namespaces", o.Namespaces),
 		zap.Duration("syncTimeout", w.syncTimeout))
@@ -343,11 +333,10 @@ func trim(obj any) (any, error) {
 	return obj, nil
 }
 
-// kubeletOf reports whether ev was written by node's kubelet, through the
-// core/v1 recorder (source) or events.k8s.io (reporting controller).
-func kubeletOf(ev *v1.Event, node string) bool {
-	return (ev.Source.Component == "kubelet" && ev.Source.Host == node) ||
-		(ev.ReportingController == "kubelet" && ev.ReportingInstance == node)
+// kubeletEvicted reports whether p's status is the one the kubelet's
+// eviction manager writes on a pod it evicts (pkg/shadow reads the rest).
+func kubeletEvicted(p *v1.Pod) bool {
+	return p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted"
 }
 
 func podOf(obj any) *v1.Pod {

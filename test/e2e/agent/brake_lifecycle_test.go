@@ -174,7 +174,6 @@ func TestNodeBrakeOffLiftsLeftover(t *testing.T) {
 	c := framework.Start(t)
 	node := c.StartNode(t, nodesim.Options{Name: "leftover", MemoryBytes: nodeMemory})
 	_, kubeconfig := c.EvictdNodeToken(t, node.Name)
-	grantShadowEvents(t, c) // what the chart's shadow.enabled adds; granted long before the shadow run
 	for _, mode := range []struct {
 		name  string
 		flags []string

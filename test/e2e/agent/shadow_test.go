@@ -5,59 +5,80 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/pkg/shadow"
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
-// TestShadowReport: evictd in shadow mode beside a "kubelet" (the test, on
-// the stand-in node: it writes the kubelet's Evicted Event and deletes the
-// pod, as the kubelet's eviction manager does) during a leak. evictd evicts
-// nothing; at the episode's end its report lines up what it would have
-// evicted, and when, with the kubelet's eviction: in the log and at /shadow.
+// TestShadowReport: evictd in shadow mode beside a "kubelet" (the node
+// stand-in, which evicts the hog as the kubelet's eviction manager does:
+// kills it and leaves the pod Failed, reason Evicted, with a
+// DisruptionTarget condition, written through pods/status) during a leak.
+// evictd evicts nothing; at the episode's end its report lines up what it
+// would have evicted, and when, with the kubelet's eviction, read from the
+// pods of its node: in the log and at /shadow. Through the whole run the
+// API server's audit log shows evictd watching its node's pods and never
+// listing or watching an Event.
 func TestShadowReport(t *testing.T) {
-	m := newMemoryNode(t, "shadow")
-	grantShadowEvents(t, m.c)
+	audit := auditListWatches(t)
+	m := newMemoryNode(t, "shadow", audit.option)
 	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--shadow", "--secure-bind-address=127.0.0.1:0")...)
 	if start := e.waitLog(30*time.Second, "evictd starting", nil); start.Fields["dryRun"] != true || start.Fields["shadow"] != true {
 		t.Fatalf("evictd starting with dryRun %v shadow %v, want both on", start.Fields["dryRun"], start.Fields["shadow"])
 	}
+	// Every informer has listed and opened its watch by then.
+	e.waitLog(60*time.Second, "informers synced", nil)
+	audit.check(t, m.c, m.node.Name)
+
 	_, hog := m.startHog(t, hogSpec(50, 600))
 	first := e.waitLog(60*time.Second, "would evict pod", nil)
 
-	// The "kubelet" acts a second later, on the hog, as an oom_score-blind
-	// manager ranking by usage alone might.
-	time.Sleep(time.Second)
+	// Another node's kubelet evicts a pod of its own: not this node's
+	// eviction, and not in this agent's view.
 	ctx := context.Background()
-	kubeletAt := time.Now()
-	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: hog.Name + ".", Namespace: hog.Namespace},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: hog.Namespace, Name: hog.Name, UID: hog.UID, APIVersion: "v1"},
-		Reason:         "Evicted", Message: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi.",
-		Type: corev1.EventTypeWarning, Source: corev1.EventSource{Component: "kubelet", Host: m.node.Name},
-		FirstTimestamp: metav1.NewTime(kubeletAt), LastTimestamp: metav1.NewTime(kubeletAt), Count: 1,
+	msg := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi. "
+	elsewhere := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Namespace: m.ns},
+		Spec: corev1.PodSpec{NodeName: "another-node", Containers: []corev1.Container{{Name: "c", Image: "example.invalid/none"}}}}
+	elsewhere, err := m.c.Admin.CoreV1().Pods(m.ns).Create(ctx, elsewhere, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Another node's kubelet's Evicted Event (on a pod of this node, as a
-	// stale object would say): not this node's eviction.
-	other := ev.DeepCopy()
-	other.InvolvedObject = corev1.ObjectReference{Kind: "Pod", Namespace: hog.Namespace, Name: "web", UID: m.pods["web"].UID}
-	other.Source.Host = "another-node"
-	for _, e := range []*corev1.Event{other, ev} {
-		if _, err := m.c.Admin.CoreV1().Events(hog.Namespace).Create(ctx, e, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+	elsewhere.Status = corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: msg, Conditions: []corev1.PodCondition{{
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonTerminationByKubelet, Message: msg,
+		LastTransitionTime: metav1.Now()}}}
+	if _, err := m.c.Admin.CoreV1().Pods(m.ns).UpdateStatus(ctx, elsewhere, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// This node's "kubelet" acts a second after evictd would have, on the
+	// hog, as an oom_score-blind manager ranking by usage alone might.
+	time.Sleep(time.Second)
+	why := msg + "Container hog was using 600Mi, request is 128Mi, has larger consumption of memory. "
+	if err := m.node.Evict(ctx, hog.UID, why); err != nil {
+		t.Fatal(err)
+	}
+	evicted, err := m.c.Admin.CoreV1().Pods(hog.Namespace).Get(ctx, hog.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kubeletAt time.Time
+	for _, c := range evicted.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			kubeletAt = c.LastTransitionTime.Time
 		}
 	}
-	if err := m.c.Admin.CoreV1().Pods(hog.Namespace).Delete(ctx, hog.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-		t.Fatal(err)
+	if evicted.Status.Phase != corev1.PodFailed || evicted.Status.Reason != "Evicted" || kubeletAt.IsZero() {
+		t.Fatalf("the hog after the kubelet's eviction: phase %s reason %q conditions %+v; want Failed, Evicted, a DisruptionTarget",
+			evicted.Status.Phase, evicted.Status.Reason, evicted.Status.Conditions)
 	}
 
 	line := e.waitLog(90*time.Second, "shadow report", nil)
@@ -69,6 +90,8 @@ func TestShadowReport(t *testing.T) {
 	}
 	if len(kubelet) != 1 || kubelet[0].Pod != podKey(hog) || kubelet[0].UID != string(hog.UID) {
 		t.Errorf("kubelet evicted %+v, want the hog alone (not another node's eviction)", kubelet)
+	} else if !kubelet[0].At.Equal(kubeletAt) || kubelet[0].AtFrom != shadow.AtCondition || kubelet[0].Why != why {
+		t.Errorf("the kubelet's eviction %+v; want it at %v, from its DisruptionTarget condition, with the pod's message", kubelet[0], kubeletAt)
 	}
 	if lead, err := time.ParseDuration(line.Str("lead")); err != nil || line.Fields["hasLead"] != true || lead <= 0 {
 		t.Errorf("lead %v (hasLead %v), want evictd ahead of the kubelet", line.Fields["lead"], line.Fields["hasLead"])
@@ -96,24 +119,90 @@ func TestShadowReport(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &got); err != nil || code != 200 || len(got.Reports) != 1 || got.Reports[0].Summary != summary {
 		t.Errorf("/shadow answered %d (%v): %s; want the one report", code, err, firstLines(body, 5))
 	}
+	// Through the episode and the report, still no Event list or watch.
+	audit.check(t, m.c, m.node.Name)
 }
 
-// grantShadowEvents gives evictd's ServiceAccount what the chart's
-// shadow.enabled adds: list and watch of Events.
-func grantShadowEvents(t *testing.T, c *framework.Cluster) {
+// auditedListWatches is the API server's audit log of lists and watches of
+// pods and Events (auditListWatches).
+type auditedListWatches struct {
+	option framework.Option
+	path   string
+}
+
+// listWatchAuditPolicy logs every list and watch of pods and of Events
+// (core and events.k8s.io), once each, as the API server receives it:
+// before authorization, so a forbidden one is in it too.
+const listWatchAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["ResponseStarted", "ResponseComplete", "Panic"]
+rules:
+- level: Metadata
+  verbs: ["list", "watch"]
+  resources:
+  - group: ""
+    resources: ["pods", "events"]
+  - group: "events.k8s.io"
+    resources: ["events"]
+- level: None
+`
+
+// auditListWatches writes the policy and returns the option that starts
+// the API server with it, each event written before the request goes on
+// (blocking mode).
+func auditListWatches(t *testing.T) auditedListWatches {
 	t.Helper()
-	ctx := context.Background()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "evictd-shadow"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list", "watch"}}}}
-	if _, err := c.Admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	dir := t.TempDir()
+	policy, path := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte(listWatchAuditPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sa := c.EvictdServiceAccount
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "evictd-shadow"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}}}
-	if _, err := c.Admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+	return auditedListWatches{path: path, option: framework.WithAPIServerArgs("--audit-policy-file="+policy, "--audit-log-path="+path,
+		"--audit-log-mode=blocking", "--audit-log-format=json", "--audit-log-maxbackup=1")}
+}
+
+// check reads the audit log: evictd's identity has watched the pods of
+// node (the proof that the log sees its requests) and never listed or
+// watched an Event, in any namespace or group.
+func (a auditedListWatches) check(t *testing.T, c *framework.Cluster, node string) {
+	t.Helper()
+	data, err := os.ReadFile(a.path)
+	if err != nil {
 		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + c.EvictdServiceAccount.Namespace + ":" + c.EvictdServiceAccount.Name
+	var podWatch bool
+	var eventCalls []string
+	for n, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var ev struct {
+			Verb       string `json:"verb"`
+			RequestURI string `json:"requestURI"`
+			User       struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef *struct {
+				Resource string `json:"resource"`
+			} `json:"objectRef"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("audit log line %d: %v: %q", n+1, err, line)
+		}
+		if ev.User.Username != user || ev.ObjectRef == nil {
+			continue
+		}
+		switch ev.ObjectRef.Resource {
+		case "pods":
+			podWatch = podWatch || ev.Verb == "watch" && strings.Contains(ev.RequestURI, "fieldSelector=spec.nodeName%3D"+node)
+		case "events":
+			eventCalls = append(eventCalls, ev.Verb+" "+ev.RequestURI)
+		}
+	}
+	if !podWatch {
+		t.Errorf("the audit log has no watch of %s's pods by %s: it does not see the agent's requests", node, user)
+	}
+	if len(eventCalls) > 0 {
+		t.Errorf("%s listed or watched Events (%d calls): %q; want none, shadow mode reads the kubelet's evictions from the node's pods",
+			user, len(eventCalls), eventCalls)
 	}
 }
 
