@@ -206,8 +206,9 @@ func (e *Episode) PDBRefused(uid types.UID, at time.Time, recheck time.Duration)
 	}
 	e.PDBStreak = 0
 	e.PDBPause = min(max(2*e.PDBPause, PDBPauseFirst), PDBPauseMax)
-	// Spread by the pod refused last: its UID is the node's own, so the
-	// nodes of a zone under pressure together do not come back together.
+	// Spread by the pod refused last, whose UID no other node's pods
+	// share: the nodes of a zone that came under pressure together do not
+	// ask again together.
 	e.PDBPauseUntil = at.Add(time.Duration(float64(e.PDBPause) * spread(uid, b.Refusals)))
 }
 
