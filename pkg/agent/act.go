@@ -66,7 +66,8 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 			return
 		}
 		// A PodDisruptionBudget or the API server refused it for this pod:
-		// the next candidate, at once.
+		// the next candidate, at once (the plan holds it back when the
+		// refusals in a row call for a pause).
 		in.Blocked = ep.FreshBlocked(l.clk.Now())
 		in.Refused = episode.Fresh(l.held.refused, l.clk.Now(), l.cfg.RefusedRecheck)
 		in.InFlight = l.inFlightView()
@@ -224,14 +225,18 @@ func (l *Loop) answer(r callResult) bool {
 	case evict.Evicted, evict.ForcedDelete, evict.ResponderEvicted:
 		add(inflight.Evicted, acceptedAt(r))
 		ep.FailBackoff = 0
+		ep.Accepted()
 		ep.Evictions++
 		if !d.Candidate.HasUsage {
 			ep.UnknownReclaim, ep.UnknownReclaimHard = uid, r.req.Hard
 		}
 	case evict.DryRun:
 		add(inflight.DryRun, r.at)
+		ep.Accepted() // it would have been: its budget allows it
 	case evict.PDBBlocked:
 		ep.PDBRefused(uid, r.at, l.cfg.PDBRecheck)
+		// The next candidate at once, unless this refusal ended a streak
+		// of them: then the episode pauses (plan, episode.PDBPaused).
 		return true
 	case evict.Refused, evict.WebhookFailed:
 		// This pod's answer, not the API server's state: no back-off for

@@ -111,11 +111,14 @@ type LoopConfig struct {
 	Burst    time.Duration
 	InFlight inflight.Options
 	// MaxAttempts bounds the eviction calls of one pass for one resource
-	// (429s move on to the next candidate).
+	// (a refusal moves on to the next candidate); PodDisruptionBudget
+	// refusals are bounded further, episode.PDBProbes in a row before a
+	// pause (episode.PDBRefused).
 	MaxAttempts int
 	// PDBRecheck is how long a PodDisruptionBudget refusal is trusted before
 	// the pod is asked about again the first time; it doubles with each
-	// refusal in an episode, up to 8× (episode.PDBRefused).
+	// refusal in an episode, up to 8× (episode.PDBRefused), and the pod
+	// waits for the other candidates to be asked first (episode.NextSweep).
 	PDBRecheck time.Duration
 	// RefusedRecheck is how long the API server's refusal of a pod's
 	// eviction (an admission policy or webhook) is trusted; zero means

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
 	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,7 +100,16 @@ func newRequestAgentWith(t *testing.T, spec thresholds.Spec) *requestAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := evictreq.New(evictreq.Config{Imperative: imperative, API: client, ResponderWait: time.Hour,
+	// The pod informer is the clientset's pods, where the responder below
+	// marks a pod terminating.
+	informer := func(ns, name string) *v1.Pod {
+		p, err := a.cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return p
+	}
+	ev, err := evictreq.New(evictreq.Config{Imperative: imperative, API: client, Pods: informer, ResponderWait: time.Hour,
 		Poll: 5 * time.Millisecond, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -68,9 +68,16 @@ func (l *Loop) publishExplanation(v *view) {
 	}
 	for _, ep := range l.episodes.All() {
 		for uid, b := range ep.Blocked {
-			if v.now.Before(b.Until) {
+			switch {
+			case v.now.Before(b.Until) && b.Sweep == ep.Sweep:
+				held[uid] = fmt.Sprintf("blocked by a PodDisruptionBudget (%d refusals in this episode); asked again after %s, once the other candidates were asked",
+					b.Refusals, b.Until.UTC().Format(time.RFC3339))
+			case v.now.Before(b.Until):
 				held[uid] = fmt.Sprintf("blocked by a PodDisruptionBudget (%d refusals in this episode); asked again after %s",
 					b.Refusals, b.Until.UTC().Format(time.RFC3339))
+			case b.Sweep == ep.Sweep:
+				held[uid] = fmt.Sprintf("blocked by a PodDisruptionBudget (%d refusals in this episode); asked again once the other candidates were asked",
+					b.Refusals)
 			}
 		}
 	}

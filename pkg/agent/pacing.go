@@ -69,6 +69,11 @@ func (l *Loop) nextWait(sig map[thresholds.Signal]thresholds.Observation) time.D
 		if ep.RetryAt.After(now) && !ep.CapReached {
 			wait = min(wait, max(ep.RetryAt.Sub(now), 10*time.Millisecond))
 		}
+		// The next pod asked after a pause for PodDisruptionBudget
+		// refusals, when the pause ends rather than a housekeeping later.
+		if ep.PDBPauseUntil.After(now) && !ep.CapReached {
+			wait = min(wait, max(ep.PDBPauseUntil.Sub(now), 10*time.Millisecond))
+		}
 	}
 	return wait
 }

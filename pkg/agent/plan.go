@@ -57,6 +57,13 @@ func (l *Loop) planInput(ep *episode.Episode, v *view) decide.Input {
 // plan decides for ep on in at now: what act does with the decision.
 func (l *Loop) plan(ep *episode.Episode, v *view, in decide.Input, opts decide.Options, now time.Time) plan {
 	p := plan{Decision: decide.Decide(opts, in), SoftBusy: ep.Calls[episode.Soft]}
+	if heldEverywhere(p.Decision) && ep.NextSweep(now) {
+		// Every pod was asked in this sweep, and one of them may be asked
+		// again: a new sweep, ranked from the first (a forced delete, too,
+		// comes only after the pods past their recheck were asked again).
+		in.Blocked = ep.FreshBlocked(now)
+		p.Decision = decide.Decide(opts, in)
+	}
 	if p.Action == decide.None {
 		return p
 	}
@@ -64,7 +71,27 @@ func (l *Loop) plan(ep *episode.Episode, v *view, in decide.Input, opts decide.O
 		return p
 	}
 	p.Deferred = ep.Deferred(now, v.obs.Time, l.inflight.Contains, p.Target.Hard())
+	if p.Deferred == "" && mayBeRefusedByPDB(opts, p.Decision) {
+		p.Deferred = ep.PDBPaused(now)
+	}
 	return p
+}
+
+// heldEverywhere reports whether d found every candidate held (by a
+// PodDisruptionBudget, or the API server's refusal), or forces past them.
+func heldEverywhere(d decide.Decision) bool {
+	return d.Action == decide.ForceDelete ||
+		d.Action == decide.None && (d.Reason == decide.ReasonAllBlocked || d.Reason == decide.ReasonAllRefused)
+}
+
+// mayBeRefusedByPDB reports whether d's call is one the episode's pause
+// after PodDisruptionBudget refusals holds back: an eviction of a pod not
+// yet terminating (the API server checks no budget for one that is), and
+// not for a target --pdb-policy=best-effort may force, whose pods are all
+// asked at once so that the forced delete, if it comes to that, is not
+// held back by the pauses.
+func mayBeRefusedByPDB(opts decide.Options, d decide.Decision) bool {
+	return d.Action == decide.Evict && d.Candidate.Pod != nil && d.Candidate.Pod.DeletionTimestamp == nil && !decide.MayForce(opts, d.Target)
 }
 
 // planNow is what act would do first for ep at the end of the pass that

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/evict"
@@ -39,6 +41,10 @@ const DefaultRequester = "evictd.io/node-agent"
 // server answered that it does not serve EvictionRequests, before evictd
 // asks again (a feature gate turned on, an API server upgraded).
 const DefaultReprobe = 5 * time.Minute
+
+// DefaultStatusReadMax caps the back-off between two reads of an open
+// request's status (Config.StatusReadMax).
+const DefaultStatusReadMax = 30 * time.Second
 
 // Condition types of an EvictionRequest's status (types.go of
 // k8s.io/api/lifecycle/v1alpha1 names them; no constant is exported for the
@@ -76,9 +82,19 @@ type Config struct {
 	// ResponderWait is how long a request may go without the pod
 	// terminating before evictd falls back to the Eviction API. Required.
 	ResponderWait time.Duration
-	// Poll is how often the request and its pod are read while waiting;
-	// zero means one second.
+	// Pods is the agent's pod informer: the pod of that namespace and name
+	// as its cache holds it, nil when it holds none (deleted). While a
+	// request is open the pod's state is read from it, at no cost to the
+	// API server. Required.
+	Pods func(namespace, name string) *v1.Pod
+	// Poll is how often the pod is looked up in Pods while waiting, and
+	// the first wait before the request's status is read; zero means one
+	// second.
 	Poll time.Duration
+	// StatusReadMax caps the wait between two reads of the request's
+	// status, which doubles from Poll (spread by up to 20 %); zero means
+	// DefaultStatusReadMax.
+	StatusReadMax time.Duration
 	// CallTimeout bounds each API call of the request path; zero means the
 	// imperative evictor's (--eviction-api-timeout).
 	CallTimeout time.Duration
@@ -98,9 +114,11 @@ type Config struct {
 type Evictor struct {
 	*evict.Evictor
 	api         API
+	pods        func(namespace, name string) *v1.Pod
 	requester   string
 	wait        time.Duration
 	poll        time.Duration
+	statusMax   time.Duration
 	callTimeout time.Duration
 	reprobe     time.Duration
 	served      func(bool)
@@ -149,10 +167,13 @@ func New(cfg Config) (*Evictor, error) {
 		return nil, errors.New("evictreq: no imperative evictor")
 	case cfg.API == nil:
 		return nil, errors.New("evictreq: no API client")
+	case cfg.Pods == nil:
+		return nil, errors.New("evictreq: no pod informer")
 	case cfg.ResponderWait <= 0:
 		return nil, fmt.Errorf("evictreq: responder wait must be positive, got %s", cfg.ResponderWait)
 	}
-	e := &Evictor{Evictor: cfg.Imperative, api: cfg.API, requester: cfg.Requester, wait: cfg.ResponderWait, poll: cfg.Poll,
+	e := &Evictor{Evictor: cfg.Imperative, api: cfg.API, pods: cfg.Pods, requester: cfg.Requester, wait: cfg.ResponderWait, poll: cfg.Poll,
+		statusMax:   cfg.StatusReadMax,
 		callTimeout: cfg.CallTimeout, reprobe: cfg.Reprobe, served: cfg.Served, log: cfg.Logger, clock: cfg.Clock,
 		open: map[types.UID]*open{}, waitedOut: map[types.UID]thresholds.Signal{},
 		touched: map[types.UID]bool{}, claims: map[types.UID]chan struct{}{}}
@@ -162,6 +183,10 @@ func New(cfg Config) (*Evictor, error) {
 	if e.poll <= 0 {
 		e.poll = time.Second
 	}
+	if e.statusMax <= 0 {
+		e.statusMax = DefaultStatusReadMax
+	}
+	e.statusMax = max(e.statusMax, e.poll)
 	if e.callTimeout <= 0 {
 		e.callTimeout = cfg.Imperative.Options().CallTimeout
 	}
@@ -346,9 +371,27 @@ func (e *Evictor) Evict(ctx context.Context, req evict.Request) (evict.Outcome, 
 		return evict.Outcome{Result: evict.Failed, GracePeriodSeconds: grace}, &evict.PodError{Pod: key, Result: evict.Failed, Err: ErrWithdrawn}
 	default:
 	}
+	// The pod's end, the way a wait usually ends, is in the informer's
+	// cache: looked up every poll, it costs the API server nothing. The
+	// request's status is the API server's, and tells only what the pod
+	// does not: Failed (no responder left; in Kubernetes 1.37 no
+	// controller writes it at all) or TargetEvicted. It is read on a
+	// back-off from the poll to StatusReadMax (30 s), spread so that the
+	// requests of a zone's nodes do not come in step: about a dozen GETs
+	// in a five-minute wait, and a Failed noticed within 36 s. A watch
+	// field-selected to the one request would notice it at once, but
+	// holds a connection (an etcd watch where the alpha type has no watch
+	// cache) per open request, to be opened again at each timeout, for a
+	// condition that may never come: the reads are simpler and cheaper.
+	status := wait.Backoff{Duration: e.poll, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: e.statusMax}
+	statusAt := start.Add(status.Step())
 	for {
-		live, er := e.read(ctx, pod, o)
-		p := Assess(er, live, pod.UID)
+		var er *lifecyclev1alpha1.EvictionRequest
+		if !e.clock.Now().Before(statusAt) {
+			er = e.readRequest(ctx, o)
+			statusAt = e.clock.Now().Add(status.Step())
+		}
+		p := Assess(er, e.pods(pod.Namespace, pod.Name), pod.UID)
 		if p == Gone {
 			res.Settle(true)
 			log.Info("evicted pod through its EvictionRequest", zap.String("evictionRequest", o.key()), zap.Duration("took", e.clock.Since(start)))
@@ -367,7 +410,7 @@ func (e *Evictor) Evict(ctx context.Context, req evict.Request) (evict.Outcome, 
 				zap.String("evictionRequest", o.key()), zap.Duration("responderWait", e.wait))
 			return e.fallBack(ctx, req, res, o)
 		}
-		t := e.clock.NewTimer(min(e.poll, left))
+		t := e.clock.NewTimer(max(min(e.poll, left, statusAt.Sub(e.clock.Now())), time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -402,23 +445,16 @@ func (e *Evictor) fallBack(ctx context.Context, req evict.Request, res *evict.Re
 	return out, err
 }
 
-// read is the pod (nil when gone; the pod as known when it cannot be read)
-// and its request (nil when it cannot be read), each call bounded.
-func (e *Evictor) read(ctx context.Context, pod *v1.Pod, o *open) (*v1.Pod, *lifecyclev1alpha1.EvictionRequest) {
-	live, err := e.getPod(ctx, pod)
-	switch {
-	case apierrors.IsNotFound(err):
-		live = nil
-	case err != nil:
-		live = pod // unknown: assume still there
-	}
+// readRequest is o's request as the API server has it, nil when it
+// cannot be read; the call bounded.
+func (e *Evictor) readRequest(ctx context.Context, o *open) *lifecyclev1alpha1.EvictionRequest {
 	cctx, cancel := context.WithTimeout(ctx, e.callTimeout)
 	defer cancel()
 	er, err := e.api.GetEvictionRequest(cctx, o.namespace, o.name)
 	if err != nil {
-		return live, nil
+		return nil
 	}
-	return live, er
+	return er
 }
 
 func (e *Evictor) getPod(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {

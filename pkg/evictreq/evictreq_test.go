@@ -50,15 +50,16 @@ type memAPI struct {
 	ers     map[string]*lifecyclev1alpha1.EvictionRequest
 	rv      int
 	created chan struct{}
-	// onPoll runs on every GetPod: a responder at work.
+	// onPoll runs on every GetPod and every look in the informer: a
+	// responder at work.
 	onPoll func(p *v1.Pod)
 	// beforeCreate runs as a create arrives, before it is made.
 	beforeCreate func()
 	// writes are the writes made, in order: "create NAME", "update NAME
 	// intent=INTENT", "delete NAME".
 	writes []string
-	// gets counts the EvictionRequest reads.
-	gets int
+	// gets counts the EvictionRequest reads, podGets the pod's.
+	gets, podGets int
 }
 
 func newMemAPI() *memAPI {
@@ -73,6 +74,7 @@ func (a *memAPI) nextRV() string {
 func (a *memAPI) GetPod(_ context.Context, ns, name string) (*v1.Pod, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.podGets++
 	if a.pod == nil || a.pod.Namespace != ns || a.pod.Name != name {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
 	}
@@ -80,6 +82,33 @@ func (a *memAPI) GetPod(_ context.Context, ns, name string) (*v1.Pod, error) {
 		a.onPoll(a.pod)
 	}
 	return a.pod.DeepCopy(), nil
+}
+
+// informer is the agent's pod informer over this API (Config.Pods): the
+// pod as the API server holds it, as its watch would have delivered it,
+// read at no cost to the server.
+func (a *memAPI) informer(ns, name string) *v1.Pod {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pod == nil || a.pod.Namespace != ns || a.pod.Name != name {
+		return nil
+	}
+	if a.onPoll != nil {
+		a.onPoll(a.pod)
+	}
+	return a.pod.DeepCopy()
+}
+
+// clientsetInformer is the agent's pod informer over a clientset fake
+// (Config.Pods).
+func clientsetInformer(cs *fake.Clientset) func(ns, name string) *v1.Pod {
+	return func(ns, name string) *v1.Pod {
+		p, err := cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return p
+	}
 }
 
 func (a *memAPI) CreateEvictionRequest(_ context.Context, er *lifecyclev1alpha1.EvictionRequest) (*lifecyclev1alpha1.EvictionRequest, error) {
@@ -253,7 +282,7 @@ func newHarness(t *testing.T, wait time.Duration) *harness {
 	h := &harness{api: newMemAPI(), pods: &podAPI{}}
 	core, logs := observer.New(zapcore.DebugLevel)
 	h.logs = logs
-	ev, err := New(Config{Imperative: imperative(t, h.pods), API: h.api, ResponderWait: wait, Poll: 2 * time.Millisecond, Logger: zap.New(core)})
+	ev, err := New(Config{Imperative: imperative(t, h.pods), API: h.api, Pods: h.api.informer, ResponderWait: wait, Poll: 2 * time.Millisecond, Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,7 +570,8 @@ func TestNotServedFallsBackOnce(t *testing.T) {
 	client := fromclientset.Wrap(cs)
 	core, logs := observer.New(zapcore.DebugLevel)
 	var said []bool
-	ev, err := New(Config{Imperative: imperative(t, client), API: client, ResponderWait: time.Hour, Logger: zap.New(core), Served: func(on bool) { said = append(said, on) }})
+	ev, err := New(Config{Imperative: imperative(t, client), API: client, Pods: clientsetInformer(cs), ResponderWait: time.Hour, Logger: zap.New(core),
+		Served: func(on bool) { said = append(said, on) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -606,11 +636,15 @@ func TestAssess(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	pods := &podAPI{}
-	if _, err := New(Config{Imperative: imperative(t, pods), API: newMemAPI()}); err == nil {
+	api := newMemAPI()
+	if _, err := New(Config{Imperative: imperative(t, pods), API: api, Pods: api.informer}); err == nil {
 		t.Error("New accepted a zero responder wait")
 	}
-	if _, err := New(Config{API: newMemAPI(), ResponderWait: time.Second}); err == nil {
+	if _, err := New(Config{API: api, Pods: api.informer, ResponderWait: time.Second}); err == nil {
 		t.Error("New accepted no imperative evictor")
+	}
+	if _, err := New(Config{Imperative: imperative(t, pods), API: api, ResponderWait: time.Second}); err == nil {
+		t.Error("New accepted no pod informer")
 	}
 }
 

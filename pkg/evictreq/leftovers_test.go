@@ -113,7 +113,7 @@ func TestWithdrawLeftoversNotServed(t *testing.T) {
 	})
 	client := fromclientset.Wrap(cs)
 	var said []bool
-	ev, err := New(Config{Imperative: imperative(t, client), API: client, ResponderWait: time.Minute, Logger: zap.NewNop(),
+	ev, err := New(Config{Imperative: imperative(t, client), API: client, Pods: clientsetInformer(cs), ResponderWait: time.Minute, Logger: zap.NewNop(),
 		Served: func(on bool) { said = append(said, on) }})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestWithdrawLeftoversDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := New(Config{Imperative: imp, API: api, ResponderWait: time.Minute})
+	ev, err := New(Config{Imperative: imp, API: api, Pods: api.informer, ResponderWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

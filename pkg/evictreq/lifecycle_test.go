@@ -163,7 +163,7 @@ func budgetHarness(t *testing.T, rate float64, burst, maxPerEpisode int) *harnes
 	}
 	core, logs := observer.New(zapcore.DebugLevel)
 	h.logs = logs
-	h.ev, err = New(Config{Imperative: imp, API: h.api, ResponderWait: time.Minute, Poll: 2 * time.Millisecond, Logger: zap.New(core)})
+	h.ev, err = New(Config{Imperative: imp, API: h.api, Pods: h.api.informer, ResponderWait: time.Minute, Poll: 2 * time.Millisecond, Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestNotServedProbesAgain(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	core, logs := observer.New(zapcore.DebugLevel)
 	var said []bool
-	ev, err := New(Config{Imperative: imperative(t, client), API: client, ResponderWait: time.Hour, Logger: zap.New(core), Clock: clk,
+	ev, err := New(Config{Imperative: imperative(t, client), API: client, Pods: clientsetInformer(cs), ResponderWait: time.Hour, Logger: zap.New(core), Clock: clk,
 		Served: func(on bool) { said = append(said, on) }})
 	if err != nil {
 		t.Fatal(err)
@@ -408,7 +408,7 @@ func TestHungAPIServerBounded(t *testing.T) {
 				api.hang["create"].Store(true)
 			}
 			pods := &podAPI{}
-			ev, err := New(Config{Imperative: imperative(t, pods), API: api, ResponderWait: wait, Poll: 5 * time.Millisecond,
+			ev, err := New(Config{Imperative: imperative(t, pods), API: api, Pods: api.informer, ResponderWait: wait, Poll: 5 * time.Millisecond,
 				CallTimeout: callTimeout, Logger: zap.NewNop()})
 			if err != nil {
 				t.Fatal(err)

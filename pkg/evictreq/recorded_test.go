@@ -44,7 +44,7 @@ func newRecorder(t *testing.T, wait time.Duration) *recorder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.ev, err = New(Config{Imperative: imp, API: r.api, ResponderWait: wait, Poll: 2 * time.Millisecond, Logger: zap.NewNop()})
+	r.ev, err = New(Config{Imperative: imp, API: r.api, Pods: r.api.informer, ResponderWait: wait, Poll: 2 * time.Millisecond, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func newAPISide(o *options.Options, client *kube.Client, node *nodeSide, m *metr
 	}
 	a.evictor = ev
 	if o.EvictionRequest {
-		a.requests, err = evictreq.New(evictreq.Config{Imperative: ev, API: client, ResponderWait: o.EvictionRequestWait,
+		a.requests, err = evictreq.New(evictreq.Config{Imperative: ev, API: client, Pods: podByName(a.watcher), ResponderWait: o.EvictionRequestWait,
 			Served: m.SetEvictionRequestServed, Logger: evictLog.Named("request"), Clock: clk})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", options.ErrUsage, err)
@@ -107,6 +107,19 @@ func newAPISide(o *options.Options, client *kube.Client, node *nodeSide, m *metr
 		return nil, fmt.Errorf("%w: %w", options.ErrUsage, err)
 	}
 	return a, nil
+}
+
+// podByName looks a pod of the node up in the informer's cache: an open
+// EvictionRequest waits on its pod's state there, not on GETs.
+func podByName(w *podwatch.Watcher) func(namespace, name string) *v1.Pod {
+	return func(namespace, name string) *v1.Pod {
+		for _, p := range w.Pods() {
+			if p.Namespace == namespace && p.Name == name {
+				return p
+			}
+		}
+		return nil
+	}
 }
 
 // flushEvents writes the Events still queued, within eventFlushTimeout.

@@ -302,7 +302,7 @@ func Decide(opts Options, in Input) Decision {
 			break
 		}
 		blocked := allBlocked(cands, inFlight, in.Blocked, in.Refused)
-		if blocked && canForce(opts, *t) {
+		if blocked && MayForce(opts, *t) {
 			if pick, ok := firstBlocked(cands, inFlight, in.Refused, in.Tried); ok {
 				d = Decision{Action: ForceDelete, Target: *t, Candidate: cands[pick], Rank: pick + 1,
 					Reason: ReasonAllBlocked + "; " + RankReason(*t, cands[pick])}
@@ -495,7 +495,10 @@ func anyRefused(cands []rank.Candidate, inFlight, refused map[types.UID]bool) bo
 // the crossing.
 func EarlyMargin(amount int64) int64 { return amount / 2 }
 
-func canForce(opts Options, t Target) bool {
+// MayForce reports whether, every eligible pod of t blocked by a
+// PodDisruptionBudget, the first one is deleted anyway: under
+// --pdb-policy=best-effort, for a hard threshold met now.
+func MayForce(opts Options, t Target) bool {
 	return opts.Evict.PDBPolicy == evict.PDBBestEffort && t.Hard() && !t.Early && !t.HeldByMinReclaim
 }
 

@@ -16,6 +16,7 @@
 package episode
 
 import (
+	"fmt"
 	"hash/fnv"
 	"time"
 
@@ -112,8 +113,20 @@ type Episode struct {
 	// Calls holds the call under way in each lane, if any.
 	Calls [2]*Call
 	// Blocked are pods a PodDisruptionBudget protected in this episode:
-	// when each may be asked again, and how often it was refused.
+	// when each may be asked again, how often it was refused, and in which
+	// sweep.
 	Blocked map[types.UID]Block
+	// Sweep numbers the episode's passes over its candidates: a pod refused
+	// in the current sweep is asked again only once every other candidate
+	// has been asked (NextSweep), so a bounded number of calls reaches
+	// every pod in turn, whatever their number.
+	Sweep int
+	// PDBStreak counts the PodDisruptionBudget refusals since the last
+	// pause (or accepted eviction); PDBPause is the last pause and
+	// PDBPauseUntil its end (PDBRefused).
+	PDBStreak     int
+	PDBPause      time.Duration
+	PDBPauseUntil time.Time
 	// CapReached: Budget's cap refused a call; no more evictions until the
 	// episode ends.
 	CapReached bool
@@ -150,19 +163,84 @@ func (e *Episode) Busy(l Lane) bool { return e.Calls[l] != nil }
 type Block struct {
 	Until    time.Time
 	Refusals int
+	// Sweep is the episode's sweep it was last refused in.
+	Sweep int
 }
+
+// The pacing of PodDisruptionBudget refusals in an episode. A refusal
+// frees nothing, and the next candidate is asked at once; but a node whose
+// every pod a budget holds (single-replica workloads with minAvailable: 1
+// are common) would otherwise ask each of its pods in turn, back to back,
+// and a zone of such nodes under pressure multiplies that by every node.
+// So after PDBProbes refusals in a row the episode pauses: PDBPauseFirst,
+// doubling with each pause up to PDBPauseMax, spread by ±20 %. A node
+// whose every pod is held then costs at most PDBProbes calls per pause:
+// 12 in the first minute and 6 a minute after that, whatever the number of
+// pods, while the first pod that may go among the first PDBProbes asked
+// still goes at once.
+const (
+	PDBProbes     = 3
+	PDBPauseFirst = 5 * time.Second
+	PDBPauseMax   = time.Minute
+)
 
 // PDBRefused records a PodDisruptionBudget refusal of uid at at: the pod is
 // asked again after recheck, doubled with each refusal in the episode up to
-// 8×, and spread by ±20% per pod and refusal. Asked again all at once, N
-// blocked pods were re-asked back to back every recheck, each answer
-// starting a pass of its own.
+// 8×, and spread by ±20% per pod and refusal, and not before every other
+// candidate has been asked in this sweep (NextSweep). Asked again all at
+// once, N blocked pods were re-asked back to back every recheck, each
+// answer starting a pass of its own.
+//
+// Every PDBProbes refusals in a row, the episode pauses (PDBPauseUntil);
+// an accepted eviction ends the streak (Accepted).
 func (e *Episode) PDBRefused(uid types.UID, at time.Time, recheck time.Duration) {
 	b := e.Blocked[uid]
 	b.Refusals++
+	b.Sweep = e.Sweep
 	d := recheck << min(b.Refusals-1, 3)
 	b.Until = at.Add(time.Duration(float64(d) * spread(uid, b.Refusals)))
 	e.Blocked[uid] = b
+	e.PDBStreak++
+	if e.PDBStreak < PDBProbes {
+		return
+	}
+	e.PDBStreak = 0
+	e.PDBPause = min(max(2*e.PDBPause, PDBPauseFirst), PDBPauseMax)
+	// Spread by the pod refused last, whose UID no other node's pods
+	// share: the nodes of a zone that came under pressure together do not
+	// ask again together.
+	e.PDBPauseUntil = at.Add(time.Duration(float64(e.PDBPause) * spread(uid, b.Refusals)))
+}
+
+// Accepted records an eviction accepted for the episode: the pods'
+// budgets let one go, so the next refusals start a fresh streak.
+func (e *Episode) Accepted() {
+	e.PDBStreak, e.PDBPause, e.PDBPauseUntil = 0, 0, time.Time{}
+}
+
+// PDBPaused says, while the episode pauses after PDBProbes refusals in a
+// row, why no other pod is asked yet; "" otherwise.
+func (e *Episode) PDBPaused(now time.Time) string {
+	if !now.Before(e.PDBPauseUntil) {
+		return ""
+	}
+	return fmt.Sprintf("the last %d pods asked were refused by PodDisruptionBudgets: the next is asked at %s",
+		PDBProbes, e.PDBPauseUntil.UTC().Format(time.RFC3339))
+}
+
+// NextSweep starts a new sweep when a pod refused in the current one is
+// past its recheck: called once every candidate is held, so that each pod
+// is asked again only after all the others were asked (a pod ranked first
+// and held for good would otherwise take every call the pauses allow).
+// It reports whether it started one.
+func (e *Episode) NextSweep(now time.Time) bool {
+	for _, b := range e.Blocked {
+		if b.Sweep == e.Sweep && !now.Before(b.Until) {
+			e.Sweep++
+			return true
+		}
+	}
+	return false
 }
 
 // spread is a factor in [0.8, 1.2) fixed by the pod and the refusal count:
@@ -185,11 +263,12 @@ func (e *Episode) RetainBlocked(listed func(types.UID) bool) {
 	}
 }
 
-// FreshBlocked returns the pods not to be asked again yet at now.
+// FreshBlocked returns the pods not to be asked again yet at now: within
+// their recheck, or refused in the current sweep.
 func (e *Episode) FreshBlocked(now time.Time) map[types.UID]bool {
 	out := make(map[types.UID]bool, len(e.Blocked))
 	for uid, b := range e.Blocked {
-		if now.Before(b.Until) {
+		if now.Before(b.Until) || b.Sweep == e.Sweep {
 			out[uid] = true
 		}
 	}

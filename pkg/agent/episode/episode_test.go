@@ -3,6 +3,7 @@
 package episode
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -102,3 +103,58 @@ func TestDeferred(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// PDBProbes refusals in a row pause the episode, each pause twice the last
+// up to PDBPauseMax (±20 %); an accepted eviction ends the streak.
+func TestPDBRefusalsPause(t *testing.T) {
+	e := &Episode{Blocked: map[types.UID]Block{}}
+	at := t0
+	var pauses []time.Duration
+	for i := range 6 * PDBProbes {
+		e.PDBRefused(types.UID(fmt.Sprintf("pod-%d", i)), at, 30*time.Second)
+		if (i+1)%PDBProbes != 0 {
+			if why := e.PDBPaused(at); why != "" {
+				t.Fatalf("paused after %d refusals: %q", i+1, why)
+			}
+			continue
+		}
+		if e.PDBPaused(at) == "" {
+			t.Fatalf("no pause after %d refusals in a row", i+1)
+		}
+		pauses = append(pauses, e.PDBPauseUntil.Sub(at))
+		at = e.PDBPauseUntil
+	}
+	want := []time.Duration{PDBPauseFirst, 2 * PDBPauseFirst, 4 * PDBPauseFirst, 8 * PDBPauseFirst, PDBPauseMax, PDBPauseMax}
+	for i, p := range pauses {
+		if lo, hi := time.Duration(0.8*float64(want[i])), time.Duration(1.2*float64(want[i])); p < lo || p >= hi {
+			t.Errorf("pause %d: %v, want %v ±20%%", i+1, p, want[i])
+		}
+	}
+	e.PDBRefused("a", at, 30*time.Second)
+	e.Accepted()
+	e.PDBRefused("b", at, 30*time.Second)
+	e.PDBRefused("c", at, 30*time.Second)
+	if why := e.PDBPaused(at); why != "" {
+		t.Errorf("paused after an accepted eviction and 2 refusals: %q", why)
+	}
+}
+
+// A pod refused in the current sweep is held past its recheck until a new
+// sweep starts, which NextSweep does only once one of them is past it.
+func TestNextSweep(t *testing.T) {
+	e := &Episode{Blocked: map[types.UID]Block{}}
+	e.PDBRefused("a", t0, 10*time.Second)
+	later := t0.Add(time.Hour)
+	if !e.FreshBlocked(later)["a"] {
+		t.Fatal("a asked again within its sweep")
+	}
+	if e.NextSweep(t0) {
+		t.Error("a new sweep while a is within its recheck")
+	}
+	if !e.NextSweep(later) || e.FreshBlocked(later)["a"] {
+		t.Errorf("a still held after its recheck and a new sweep (sweep %d)", e.Sweep)
+	}
+	if e.NextSweep(later) {
+		t.Error("a second new sweep with nobody refused in the first")
+	}
+}

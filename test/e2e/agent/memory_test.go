@@ -331,6 +331,65 @@ func TestMemoryPressurePDB(t *testing.T) {
 	checkExplainedNext(t, e)
 }
 
+// TestMemoryPressurePDBPaced: every pod of the node is under a
+// PodDisruptionBudget that allows no disruption (the real disruption
+// controller keeps it), under a memory pressure that nothing evictd may
+// evict can end. What the node asks of the API server is paced: three
+// eviction calls refused back to back, then a pause (5 s ±20 %) before the
+// fourth eligible pod is asked, not every pod at once (docs/run.md).
+func TestMemoryPressurePDBPaced(t *testing.T) {
+	m := newMemoryNode(t, "mem-pdb-paced")
+	ctx := context.Background()
+	m.startHog(t, hogSpec(80, 300))
+	pods, err := m.c.Admin.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createPDB(t, m.c, m.ns, "all", int32(len(pods.Items)), nil, 0)
+	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--log-level=debug")...)
+
+	// batch, web, hog and db are eligible: the fourth refusal comes after
+	// the pause.
+	const refusedMsg = "eviction blocked by PodDisruptionBudget"
+	var refused []logEntry
+	e.waitLog(evictionTimeout+30*time.Second, refusedMsg, func(logEntry) bool {
+		refused = e.find(refusedMsg)
+		return len(refused) >= 4
+	})
+	if gap := refused[3].TS.Sub(refused[2].TS); gap < 4*time.Second {
+		t.Errorf("the fourth pod, %s, asked %v after the third refusal, want after the pause (5 s ±20 %%)", refused[3].Pod, gap)
+	}
+	// The pause is said (at debug) before the fourth call.
+	var paused []logEntry
+	for _, l := range e.find("eviction deferred") {
+		if strings.Contains(l.Str("reason"), "refused by PodDisruptionBudgets") {
+			paused = append(paused, l)
+		}
+	}
+	if len(paused) == 0 {
+		t.Errorf("no %q line for the PodDisruptionBudget pause", "eviction deferred")
+	} else {
+		before := 0
+		for _, r := range refused {
+			if !r.TS.After(paused[0].TS) {
+				before++
+			}
+		}
+		if before != 3 {
+			t.Errorf("%d refusals before the pause at %s, want 3: %v", before, stamp(paused[0].TS), podsOf(refused))
+		}
+	}
+	if first := podsOf(refused[:4]); len(slices.Compact(slices.Sorted(slices.Values(first)))) != 4 {
+		t.Errorf("the first four refusals are for %v, want four pods, each once", first)
+	}
+	if evs := evicted(e); len(evs) != 0 {
+		t.Errorf("evictd evicted %v past their PodDisruptionBudgets", podsOf(evs))
+	}
+	if got := e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "pdb_blocked"}); got < 4 {
+		t.Errorf("evictd_evictions_total{result=pdb_blocked} = %v, want every refusal counted (4 at least)", got)
+	}
+}
+
 // TestMemoryPressureDryRun: the same pressure with --dry-run evicts nothing;
 // the log and metrics name the would-be victims with the API server's PDB
 // verdicts, each once per episode, and evictd writes nothing to the cluster.
