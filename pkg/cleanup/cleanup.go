@@ -27,10 +27,12 @@ import (
 	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/pkg/backoff"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/nodebrake"
@@ -61,11 +63,14 @@ type Options struct {
 	// DaemonSet, "namespace/name", is deleted first and waited for; "" for
 	// none.
 	DaemonSet string
-	// Attempts bounds the rounds over the Nodes: a write that conflicts
-	// with another writer's (the kubelet's status, a scheduler's taint) is
-	// read again and retried.
+	// Attempts bounds the tries of the Nodes' list and of each Node's
+	// writes: a write that conflicts with another writer's (the kubelet's
+	// status, a scheduler's taint) is read again and retried, and so is
+	// one the API server could not serve (5xx, 429, no answer), each time
+	// after a longer back-off; a refused one (403, 422) is not.
 	Attempts int
-	// Poll is how often the DaemonSet's deletion is checked.
+	// Poll is how often the DaemonSet's deletion is checked while the API
+	// server answers; a failed check backs off from it.
 	Poll  time.Duration
 	Clock clock.Clock
 	Log   *zap.Logger
@@ -89,6 +94,15 @@ type Result struct {
 const (
 	DefaultAttempts = 5
 	DefaultPoll     = time.Second
+)
+
+// The back-off between tries (package backoff: doubling, with jitter):
+// from about retryInitial to retryMax, so that a cleanup meeting an API
+// server in trouble asks again every few seconds at first and twice a
+// minute at the most; DefaultAttempts' tries span 15 s at the most.
+const (
+	retryInitial = time.Second
+	retryMax     = 30 * time.Second
 )
 
 // ParseDaemonSet checks a "namespace/name" DaemonSet reference.
@@ -155,7 +169,9 @@ func deleteDaemonSet(ctx context.Context, o Options) error {
 		return err
 	}
 	fg := metav1.DeletePropagationForeground
-	err = o.API.DeleteDaemonSet(ctx, ns, name, metav1.DeleteOptions{PropagationPolicy: &fg})
+	err = try(ctx, o, func() error {
+		return o.API.DeleteDaemonSet(ctx, ns, name, metav1.DeleteOptions{PropagationPolicy: &fg})
+	})
 	switch {
 	case apierrors.IsNotFound(err):
 		o.Log.Info("the DaemonSet is gone already", zap.String("daemonSet", o.DaemonSet))
@@ -164,25 +180,67 @@ func deleteDaemonSet(ctx context.Context, o Options) error {
 		return fmt.Errorf("delete DaemonSet %s: %w", o.DaemonSet, err)
 	}
 	o.Log.Info("deleting the DaemonSet; waiting for its pods to be gone", zap.String("daemonSet", o.DaemonSet))
+	failing := backoff.Backoff{Initial: o.Poll, Max: retryMax}
 	for {
 		exists, err := o.API.DaemonSetExists(ctx, ns, name)
+		wait := o.Poll
 		switch {
 		case err == nil && !exists:
 			o.Log.Info("the DaemonSet and its pods are gone", zap.String("daemonSet", o.DaemonSet))
 			return nil
-		case err != nil && ctx.Err() == nil:
-			o.Log.Warn("cannot read the DaemonSet; trying again", zap.String("daemonSet", o.DaemonSet), logging.Err(err))
+		case err == nil:
+			failing.Reset()
+		case ctx.Err() == nil:
+			wait = failing.Next()
+			o.Log.Warn("cannot read the DaemonSet; trying again", zap.String("daemonSet", o.DaemonSet),
+				zap.Duration("retryIn", wait.Round(time.Millisecond)), logging.Err(err))
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, o.Clock, wait) {
 			return fmt.Errorf("DaemonSet %s still has pods: %w", o.DaemonSet, ctx.Err())
-		case <-o.Clock.After(o.Poll):
 		}
 	}
 }
 
-func listNodes(ctx context.Context, api API) ([]v1.Node, error) {
-	obj, err := api.List(ctx, kube.Nodes, metav1.ListOptions{})
+// try makes call until it succeeds, fails for good (not retryable),
+// Attempts tries, or ctx ends, backing off between the tries, and returns
+// its last error.
+func try(ctx context.Context, o Options, call func() error) error {
+	wait := backoff.Backoff{Initial: retryInitial, Max: retryMax}
+	for attempt := 1; ; attempt++ {
+		err := call()
+		if err == nil || !retryable(err) || attempt >= o.Attempts || !sleep(ctx, o.Clock, wait.Next()) {
+			return err
+		}
+	}
+}
+
+// sleep waits d on clk, and reports false if ctx ends first.
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-clk.After(d):
+		return true
+	}
+}
+
+// retryable reports whether err may pass if the same request is made
+// again: a conflict (once the object is read again), the API server away
+// or shedding load (5xx, 429), no answer. An answer that refuses the
+// request (403, 422 and the like) will be the same again.
+func retryable(err error) bool {
+	if apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Code >= 500 || status.Status().Code == 0
+	}
+	return true
+}
+
+func listNodes(ctx context.Context, api API, opts metav1.ListOptions) ([]v1.Node, error) {
+	obj, err := api.List(ctx, kube.Nodes, opts)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -191,28 +249,62 @@ func listNodes(ctx context.Context, api API) ([]v1.Node, error) {
 
 // nodes lifts the brake on every Node with nodebrake's own final patches
 // (a clean exit's): evictd's taints dropped, its conditions deleted. A
-// conflict (someone wrote the Node in between) is read again.
+// Node whose writes can pass when tried again (a conflict: someone wrote
+// it in between; the API server in trouble) is read again alone and
+// tried again after the back-off, up to Attempts times; the Nodes are
+// listed once.
 func nodes(ctx context.Context, o Options, res *Result) error {
-	var err error
-	for attempt := 0; attempt < o.Attempts; attempt++ {
-		var list []v1.Node
-		if list, err = listNodes(ctx, o.API); err != nil {
-			continue
-		}
+	var list []v1.Node
+	if err := try(ctx, o, func() (err error) {
+		list, err = listNodes(ctx, o.API, metav1.ListOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	wait := backoff.Backoff{Initial: retryInitial, Max: retryMax}
+	// final holds the errors no try can change; errs, below, those of the
+	// last try of the Nodes tried again.
+	var final []error
+	pending := list
+	for attempt := 1; ; attempt++ {
+		var again []v1.Node
 		var errs []error
-		for i := range list {
-			if e := node(ctx, o, &list[i], res); e != nil {
-				errs = append(errs, e)
+		for i := range pending {
+			if err := node(ctx, o, &pending[i], res); err != nil {
+				if retryable(err) {
+					again = append(again, pending[i])
+					errs = append(errs, err)
+				} else {
+					final = append(final, err)
+				}
 			}
 		}
-		if err = errors.Join(errs...); err == nil {
-			return nil
+		if len(again) == 0 || attempt >= o.Attempts || !sleep(ctx, o.Clock, wait.Next()) {
+			return errors.Join(append(final, errs...)...)
 		}
-		if ctx.Err() != nil {
-			break
+		pending = pending[:0]
+		for _, n := range again {
+			fresh, err := readNode(ctx, o.API, n.Name)
+			switch {
+			case err != nil:
+				// Tried again as read before: the conditions' patch needs
+				// no version, and the taints' meets a conflict again.
+				pending = append(pending, n)
+			case fresh != nil:
+				pending = append(pending, *fresh)
+			}
 		}
 	}
-	return err
+}
+
+// readNode reads one Node with a list selected on its name (evictd
+// cleanup may list Nodes, not get them); nil when it is gone.
+func readNode(ctx context.Context, api API, name string) (*v1.Node, error) {
+	items, err := listNodes(ctx, api, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil || len(items) == 0 {
+		return nil, err
+	}
+	return &items[0], nil
 }
 
 func node(ctx context.Context, o Options, n *v1.Node, res *Result) error {
@@ -334,7 +426,7 @@ func listEvictionRequests(ctx context.Context, o Options) (found []lifecyclev1al
 func Left(ctx context.Context, o Options) ([]string, error) {
 	var left []string
 	var errs []error
-	list, err := listNodes(ctx, o.API)
+	list, err := listNodes(ctx, o.API, metav1.ListOptions{})
 	errs = append(errs, err)
 	for _, n := range list {
 		for _, t := range n.Spec.Taints {

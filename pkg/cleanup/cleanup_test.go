@@ -8,15 +8,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/pkg/kube"
@@ -34,12 +37,32 @@ type fakeAPI struct {
 	conflicts    int
 	forbidStatus bool
 	deleted      []string
+	// listFails answers the next Node lists, one error each; dsFails the
+	// next DaemonSet reads.
+	listFails []error
+	dsFails   []error
+	// lists records each Node list's field selector ("" for all);
+	// statusPatches counts the condition patches.
+	lists         []string
+	statusPatches int
 }
 
-func (f *fakeAPI) List(_ context.Context, r kube.Resource, _ metav1.ListOptions) (runtime.Object, error) {
+func (f *fakeAPI) List(_ context.Context, r kube.Resource, opts metav1.ListOptions) (runtime.Object, error) {
+	f.lists = append(f.lists, opts.FieldSelector)
+	if len(f.listFails) > 0 {
+		err := f.listFails[0]
+		f.listFails = f.listFails[1:]
+		return nil, err
+	}
+	sel, err := fields.ParseSelector(opts.FieldSelector)
+	if err != nil {
+		return nil, err
+	}
 	l := &v1.NodeList{}
 	for _, n := range f.nodes {
-		l.Items = append(l.Items, *n.DeepCopy())
+		if sel.Matches(fields.Set{"metadata.name": n.Name}) {
+			l.Items = append(l.Items, *n.DeepCopy())
+		}
 	}
 	slices.SortFunc(l.Items, func(a, b v1.Node) int { return strings.Compare(a.Name, b.Name) })
 	return l, nil
@@ -63,6 +86,7 @@ func (f *fakeAPI) PatchNode(_ context.Context, name string, _ types.PatchType, d
 }
 
 func (f *fakeAPI) PatchNodeStatus(_ context.Context, name string, _ types.PatchType, data []byte) (*v1.Node, error) {
+	f.statusPatches++
 	if f.forbidStatus {
 		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes/status"}, name, nil)
 	}
@@ -111,7 +135,47 @@ func (f *fakeAPI) DeleteDaemonSet(context.Context, string, string, metav1.Delete
 	return nil
 }
 
-func (f *fakeAPI) DaemonSetExists(context.Context, string, string) (bool, error) { return false, nil }
+func (f *fakeAPI) DaemonSetExists(context.Context, string, string) (bool, error) {
+	if len(f.dsFails) > 0 {
+		err := f.dsFails[0]
+		f.dsFails = f.dsFails[1:]
+		return true, err
+	}
+	return false, nil
+}
+
+// waitClock is a fake clock whose waits end at once, moving it on by each;
+// it keeps them, so that a test reads the back-off (Run makes its calls
+// on the test's goroutine).
+type waitClock struct {
+	*clocktesting.FakeClock
+	waits []time.Duration
+}
+
+func (c *waitClock) After(d time.Duration) <-chan time.Time {
+	c.waits = append(c.waits, d)
+	c.Step(d)
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch
+}
+
+func newWaitClock() *waitClock {
+	return &waitClock{FakeClock: clocktesting.NewFakeClock(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))}
+}
+
+// backedOff reports whether waits double from about 1 s, each drawn from
+// the upper half of its step ([step/2, step]), as package backoff draws.
+func backedOff(waits []time.Duration) bool {
+	step := time.Second
+	for _, w := range waits {
+		if w < step/2 || w > step {
+			return false
+		}
+		step = min(2*step, 30*time.Second)
+	}
+	return true
+}
 
 func braked(name string) *v1.Node {
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -133,9 +197,15 @@ func TestRun(t *testing.T) {
 	f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a"), "b": braked("b")}, conflicts: 1,
 		leases: []coordinationv1.Lease{lease("evictd-a", "evictd-system/evictd-x1"), lease("evictd-b", "host_42"),
 			lease("evictd-kubelet", "evictd-kubelet"), lease("a", "a")}}
-	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent"})
+	clk := newWaitClock()
+	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent", Clock: clk})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	// One list of every Node, the conflicted one read again alone after a
+	// back-off, and the last step's list.
+	if want := []string{"", "metadata.name=a", ""}; !slices.Equal(f.lists, want) || len(clk.waits) != 1 || !backedOff(clk.waits) {
+		t.Errorf("Node lists %q with waits %v; want %q, one wait of 0.5 to 1 s before the conflicted Node is read again", f.lists, clk.waits, want)
 	}
 	if res.TaintsRemoved != 2 || res.ConditionsRemoved != 2 || res.LeasesDeleted != 2 || res.EvictionRequestsServed || len(res.Left) != 0 {
 		t.Errorf("Run: %+v; want 2 taints, 2 conditions, 2 leases, EvictionRequests not served, nothing left", res)
@@ -151,10 +221,14 @@ func TestRun(t *testing.T) {
 }
 
 // TestRunLeft: a write refused for good fails Run, which names what is
-// left.
+// left; it is made once, not once per attempt.
 func TestRunLeft(t *testing.T) {
 	f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, forbidStatus: true}
-	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent", Attempts: 2})
+	clk := newWaitClock()
+	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent", Attempts: 3, Clock: clk})
+	if f.statusPatches != 1 || len(clk.waits) != 0 {
+		t.Errorf("the refused condition patch was made %d times, with waits %v; want once: the same patch meets the same refusal", f.statusPatches, clk.waits)
+	}
 	if err == nil || !strings.Contains(err.Error(), "condition EvictdMemoryPressure=True on node a") || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("Run: %v; want it to fail naming the condition left on node a and the refusal", err)
 	}
@@ -172,4 +246,43 @@ func TestParseDaemonSet(t *testing.T) {
 	if ns, n, err := ParseDaemonSet("evictd-system/evictd"); err != nil || ns != "evictd-system" || n != "evictd" {
 		t.Errorf("ParseDaemonSet(evictd-system/evictd) = %q, %q, %v", ns, n, err)
 	}
+}
+
+// TestRunBacksOff: while the API server cannot serve (503, 429, no
+// answer), the Nodes' list and the DaemonSet's read are tried again after
+// a back-off that doubles from about 1 s, jittered, never at once nor at a
+// fixed pace; a cleanup stops trying after Attempts.
+func TestRunBacksOff(t *testing.T) {
+	unavailable := apierrors.NewServiceUnavailable("etcd leader changed")
+	shed := apierrors.NewTooManyRequests("Too many requests, please try again later.", 1)
+	t.Run("the Nodes' list", func(t *testing.T) {
+		f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, listFails: []error{unavailable, shed, unavailable, shed}}
+		clk := newWaitClock()
+		res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent", Clock: clk})
+		if err != nil || res.TaintsRemoved != 1 {
+			t.Fatalf("Run: %+v, %v; want the taint removed once the list passed", res, err)
+		}
+		if len(clk.waits) != 4 || !backedOff(clk.waits) {
+			t.Errorf("4 failed lists were followed by waits %v; want 4, doubling from 1 s, each in the upper half of its step", clk.waits)
+		}
+	})
+	t.Run("given up after Attempts", func(t *testing.T) {
+		f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, listFails: slices.Repeat([]error{unavailable}, 10)}
+		clk := newWaitClock()
+		_, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent", Attempts: 3, Clock: clk})
+		if !apierrors.IsServiceUnavailable(err) || len(clk.waits) != 2 || !backedOff(clk.waits) {
+			t.Errorf("Run = %v after waits %v; want the 503 after 3 tries and 2 waits of the back-off", err, clk.waits)
+		}
+	})
+	t.Run("the DaemonSet's read", func(t *testing.T) {
+		f := &fakeAPI{nodes: map[string]*v1.Node{}, dsFails: []error{unavailable, shed, unavailable}}
+		clk := newWaitClock()
+		if _, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent",
+			DaemonSet: "evictd-system/evictd", Clock: clk}); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if len(clk.waits) != 3 || !backedOff(clk.waits) {
+			t.Errorf("3 failed reads of the DaemonSet were followed by waits %v; want 3, doubling from 1 s, each in the upper half of its step", clk.waits)
+		}
+	})
 }

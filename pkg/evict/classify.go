@@ -22,7 +22,7 @@ func classify(err error) (Result, bool) {
 	case apierrors.IsNotFound(err):
 		return NotFound, false
 	case apierrors.IsTooManyRequests(err):
-		if isPDBRefusal(err) {
+		if IsPDBRefusal(err) {
 			return PDBBlocked, false
 		}
 		if isAdmissionDenial(err) {
@@ -90,10 +90,11 @@ func classify(err error) (Result, bool) {
 	return Failed, true
 }
 
-// isPDBRefusal tells a PodDisruptionBudget's 429 from any other: the
-// eviction subresource adds a DisruptionBudget cause (and says so in the
-// message, which older servers without causes also did).
-func isPDBRefusal(err error) bool {
+// IsPDBRefusal tells a PodDisruptionBudget's 429 from any other (API
+// Priority and Fairness shedding load answers 429 too): the eviction
+// subresource adds a DisruptionBudget cause (and says so in the message,
+// which older servers without causes also did).
+func IsPDBRefusal(err error) bool {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		return false

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/pkg/backoff"
 	"github.com/evictd/evictd/pkg/logging"
 )
 
@@ -81,6 +82,23 @@ const eventQueueSize = 256
 // eventWriteTimeout bounds one create call.
 const eventWriteTimeout = 5 * time.Second
 
+// The writer's back-off (package backoff: doubling, with jitter), kept
+// across Events: a failed call makes the writer's next call wait, whichever
+// Event it carries, so that a queue of Events meeting an API server that is
+// away costs it a call per back-off, not three a second. While the server
+// is away or sheds load (5xx, 429, no answer) the wait grows from
+// eventRetryInitial to eventRetryMax, and an Event is given up after
+// eventTries calls; while it refuses the writes (403, 422: a missing grant,
+// an admission policy) each refused Event is dropped at once and the wait
+// grows to eventRefusedRetryMax, the same refusal being likely for the
+// next. A written Event starts both again.
+const (
+	eventRetryInitial    = time.Second
+	eventRetryMax        = 30 * time.Second
+	eventRefusedRetryMax = 5 * time.Minute
+	eventTries           = 3
+)
+
 // EventWriter writes events.k8s.io/v1 Events from one goroutine, so that
 // Shutdown can wait until the last ones are written before the process
 // exits; client-go's broadcaster writes each event from a goroutine of its
@@ -107,6 +125,12 @@ type EventWriter struct {
 	// stop cancels the call in flight when Shutdown runs out of time.
 	stop context.CancelFunc
 	ctx  context.Context
+
+	// The writer goroutine's own: the back-offs, the wait before its next
+	// call, and whether a run of refusals has been logged.
+	busy, refused backoff.Backoff
+	pause         time.Duration
+	refusing      bool
 }
 
 // EventAPI creates events.k8s.io/v1 Events; *kube.Client satisfies it.
@@ -137,6 +161,8 @@ func NewEventWriter(client EventAPI, instance string, log *zap.Logger, clk clock
 		done:     make(chan struct{}),
 		ctx:      ctx,
 		stop:     stop,
+		busy:     backoff.Backoff{Initial: eventRetryInitial, Max: eventRetryMax},
+		refused:  backoff.Backoff{Initial: eventRetryInitial, Max: eventRefusedRetryMax},
 	}
 	go w.run()
 	return w
@@ -192,33 +218,77 @@ func (w *EventWriter) run() {
 	}
 }
 
-// write creates ev, retrying a few times while the server is unreachable;
-// an answer that rejects the event is final.
+// write creates ev, after the back-off the last failure left: tried again
+// up to eventTries times while the server is away or busy, dropped at once
+// when the server refuses it or answers about the Event itself (another
+// 4xx).
 func (w *EventWriter) write(ev *eventsv1.Event) {
-	delay := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
+		w.wait()
 		ctx, cancel := context.WithTimeout(w.ctx, eventWriteTimeout)
 		err := w.client.CreateEvent(ctx, ev)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil:
+			if w.refusing {
+				w.log.Info("events are written again", zap.String("reason", ev.Reason), zap.String("object", objectName(ev.Regarding)))
+			}
+			w.busy.Reset()
+			w.refused.Reset()
+			w.refusing = false
+			return
+		case refusedEvent(err):
+			w.pause = w.refused.Next()
+			// Once per run of refusals: the same refusal is likely for
+			// every Event until someone changes the grant or the policy.
+			level := zap.DebugLevel
+			if !w.refusing {
+				w.refusing, level = true, zap.WarnLevel
+			}
+			w.log.Log(level, "could not write event", zap.String("reason", ev.Reason), zap.String("object", objectName(ev.Regarding)),
+				zap.Bool("refused", true), zap.Duration("backoffMax", eventRefusedRetryMax), logging.Err(err))
 			return
 		}
-		final := attempt >= 3 || w.ctx.Err() != nil
-		var status apierrors.APIStatus
-		if errors.As(err, &status) && status.Status().Code < 500 && !apierrors.IsTooManyRequests(err) {
-			final = true
+		transient := transientEventError(err)
+		if transient {
+			w.pause = w.busy.Next()
 		}
-		if final {
+		if !transient || attempt >= eventTries || w.ctx.Err() != nil {
 			w.log.Warn("could not write event", zap.String("reason", ev.Reason),
 				zap.String("object", objectName(ev.Regarding)), zap.Int("attempts", attempt), logging.Err(err))
 			return
 		}
-		select {
-		case <-w.ctx.Done():
-		case <-w.clock.After(delay):
-		}
-		delay *= 2
 	}
+}
+
+// wait sleeps the back-off the last failure left, if any, or until
+// Shutdown gives up on the queue.
+func (w *EventWriter) wait() {
+	if w.pause <= 0 {
+		return
+	}
+	select {
+	case <-w.ctx.Done():
+	case <-w.clock.After(w.pause):
+	}
+	w.pause = 0
+}
+
+// refusedEvent is an answer that refuses the write itself (403, 422),
+// which the next Event is likely to meet too.
+func refusedEvent(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+}
+
+// transientEventError is a failure that trying again may pass: no answer,
+// a 5xx, or a 429 (the server shedding load).
+func transientEventError(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	code := status.Status().Code
+	return code >= 500 || apierrors.IsTooManyRequests(err)
 }
 
 // Shutdown stops accepting events and waits until the queued ones are

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/pkg/backoff"
 	"github.com/evictd/evictd/pkg/logging"
 )
 
@@ -37,23 +38,43 @@ const (
 
 // DefaultHeartbeat is how often a condition that is on has its
 // lastHeartbeatTime renewed, so that a stale one (an agent gone without
-// lifting it) shows.
-const DefaultHeartbeat = time.Minute
+// lifting it) shows: every 5 minutes, as the kubelet renews its own node
+// conditions (nodeStatusReportFrequency) and node-problem-detector its
+// own. Each renewal is a write of the Node, which every agent in a
+// zone-wide episode makes.
+const DefaultHeartbeat = 5 * time.Minute
+
+// recheck is how often Run compares the Node, as the informer last saw
+// it, with the brake wanted, between the Syncs that change it: so that a
+// heartbeat falls due on time and a brake someone lifted by hand is back
+// within it. A recheck reads the informer's cache only; it writes only
+// what differs.
+const recheck = 30 * time.Second
 
 // DefaultExitLimit bounds the lifting at exit when Options.ExitLimit is 0;
 // the agent derives its own from the pod's termination grace.
 const DefaultExitLimit = 10 * time.Second
 
-// retry bounds: a conflict is retried soon (the informer catches up within
-// a round trip), other failures back off up to maxRetry; at exit up to
-// maxExitRetry, so that the last tries still fit in the exit's bound, and
-// each try's calls end after exitAttempt, so that one call hung on a dead
-// connection cannot use the whole bound.
+// Retry bounds (package backoff: doubling, with jitter). A failed write is
+// tried again after about retryInitial, then twice as long each time: up
+// to maxRetry while the API server is away or busy (5xx, 429, no answer, a
+// conflict, which the informer's catching up soon ends), up to
+// maxRefusedRetry while it refuses the write (403, 422: the admission
+// policy, a missing grant), which the same write will meet again until
+// someone changes the policy, the grant or the token. A 403 right after an
+// API server's restart (its authorization still loading) is retried within
+// seconds all the same: the refusals' back-off takes minutes to reach its
+// cap. At exit the lift backs off from minRetry to maxExitRetry, so that
+// the last tries still fit in the exit's bound, and each try's calls end
+// after exitAttempt, so that one call hung on a dead connection cannot use
+// the whole bound.
 const (
-	minRetry     = 500 * time.Millisecond
-	maxRetry     = 30 * time.Second
-	maxExitRetry = 4 * time.Second
-	exitAttempt  = 10 * time.Second
+	retryInitial    = time.Second
+	maxRetry        = 30 * time.Second
+	maxRefusedRetry = 5 * time.Minute
+	minRetry        = 500 * time.Millisecond
+	maxExitRetry    = 4 * time.Second
+	exitAttempt     = 10 * time.Second
 )
 
 // Options configure a Brake.
@@ -108,6 +129,9 @@ type Brake struct {
 	// brake this agent's to lift at exit.
 	acted bool
 	err   error
+	// failing is the run of failed writes under way (zero while writes
+	// succeed): it is logged once, and once more when it ends.
+	failing failureRun
 	// last is the Node our last write returned: newer than the informer's
 	// copy for a moment, and a patch on the older one would conflict.
 	last *v1.Node
@@ -115,12 +139,22 @@ type Brake struct {
 	// round, to wake WaitOn.
 	rounds chan struct{}
 
-	// Tests' hooks, nil in the agent: roundDone is called after each of
-	// Run's rounds, waiting each time WaitOn is about to block for the
-	// taint. A test waits for these events instead of sleeping and hoping
-	// the brake's goroutine has run meanwhile.
-	roundDone func()
-	waiting   func()
+	// Tests' hooks, nil in the agent: woke is called after each of Run's
+	// wake-ups is done with (a round, or a recheck skipped while a retry
+	// waits), waiting each time WaitOn is about to block for the taint. A
+	// test waits for these events instead of sleeping and hoping the
+	// brake's goroutine has run meanwhile.
+	woke    func()
+	waiting func()
+}
+
+// failureRun is a run of failed writes: when it began, how many, and
+// whether (and as what) it has been logged.
+type failureRun struct {
+	since   time.Time
+	tries   int
+	said    bool
+	refused bool
 }
 
 // New checks o and returns a Brake; Run starts it.
@@ -226,9 +260,9 @@ func (b *Brake) Sync(want map[Resource]Want) {
 func (b *Brake) Warning() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	// A conflict (another writer moved the Node on) is retried at once and
-	// is no failure: reported, it showed between the retry's write and its
-	// answer (TestBrakeConflictRetried saw it once in CI).
+	// A conflict (another writer moved the Node on) is retried within a
+	// second and is no failure: reported, it showed between the retry's
+	// write and its answer (TestBrakeConflictRetried saw it once in CI).
 	if b.err == nil || isConflict(b.err) {
 		return ""
 	}
@@ -236,37 +270,61 @@ func (b *Brake) Warning() string {
 }
 
 // Run keeps the brake until ctx ends, then lifts it, if this agent acts.
+// While writes fail, the next try waits for its back-off: the rechecks do
+// not cut it short, and only a Sync that changes the brake wanted (an
+// episode's start or end, a new reason to write) is tried at once.
 func (b *Brake) Run(ctx context.Context) {
-	tick := b.o.Clock.NewTicker(b.o.Heartbeat / 2)
+	tick := b.o.Clock.NewTicker(min(recheck, b.o.Heartbeat/2))
 	defer tick.Stop()
-	var retry <-chan time.Time
-	backoff := minRetry
+	busy := backoff.Backoff{Initial: retryInitial, Max: maxRetry}
+	refused := backoff.Backoff{Initial: retryInitial, Max: maxRefusedRetry}
+	// retry is the next try's timer while writes fail, nil while they do
+	// not.
+	var retry clock.Timer
 	for {
+		var retryC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C()
+		}
 		select {
 		case <-ctx.Done():
+			if retry != nil {
+				retry.Stop()
+			}
 			b.lift()
 			return
 		case <-b.kick:
 		case <-tick.C():
-		case <-retry:
+			if retry != nil {
+				b.wokeUp()
+				continue
+			}
+		case <-retryC:
 		}
-		retry = nil
+		if retry != nil {
+			retry.Stop()
+			retry = nil
+		}
 		err := b.round(ctx, false)
 		b.mu.Lock()
 		b.signalLocked()
 		b.mu.Unlock()
-		if b.roundDone != nil {
-			b.roundDone()
-		}
 		switch {
 		case err == nil:
-			backoff = minRetry
-		case isConflict(err):
-			retry = b.o.Clock.After(minRetry)
+			busy.Reset()
+			refused.Reset()
+		case permanent(err):
+			retry = b.o.Clock.NewTimer(refused.Next())
 		default:
-			retry = b.o.Clock.After(backoff)
-			backoff = min(2*backoff, maxRetry)
+			retry = b.o.Clock.NewTimer(busy.Next())
 		}
+		b.wokeUp()
+	}
+}
+
+func (b *Brake) wokeUp() {
+	if b.woke != nil {
+		b.woke()
 	}
 }
 
@@ -293,7 +351,8 @@ func (b *Brake) lift() {
 		return
 	}
 	deadline := b.o.Clock.Now().Add(b.o.ExitLimit)
-	backoff := minRetry
+	// Every agent of an uninstall lifts at once: jittered, they spread.
+	wait := backoff.Backoff{Initial: minRetry, Max: maxExitRetry}
 	for tries := 1; ; tries++ {
 		err := b.liftOnce(deadline, tries > 1)
 		if err == nil {
@@ -304,17 +363,14 @@ func (b *Brake) lift() {
 				zap.String("node", b.o.Node))
 			return
 		}
-		wait := minRetry
-		if !isConflict(err) {
-			wait, backoff = backoff, min(2*backoff, maxExitRetry)
-		}
-		if permanent(err) || !b.o.Clock.Now().Add(wait).Before(deadline) {
+		next := wait.Next()
+		if permanent(err) || !b.o.Clock.Now().Add(next).Before(deadline) {
 			b.o.Log.Error("the node brake could not be lifted at exit: lift it by hand (docs/run.md, \"The node brake\")",
 				zap.String("node", b.o.Node), zap.Int("tries", tries), zap.Bool("permanent", permanent(err)),
 				zap.Duration("limit", b.o.ExitLimit), logging.Err(err))
 			return
 		}
-		<-b.o.Clock.After(wait)
+		<-b.o.Clock.After(next)
 	}
 }
 
@@ -438,14 +494,31 @@ func (b *Brake) round(ctx context.Context, final bool) error {
 	return nil
 }
 
+// failed records a failed round. A run of failures is logged once, when
+// its first failure other than a conflict comes, and once more if it turns
+// from the server away into a refusal or back (its back-off changes with
+// it): a write refused every few minutes for days says so once, not each
+// time.
 func (b *Brake) failed(err error) error {
+	refused := permanent(err)
 	b.mu.Lock()
-	said := b.err != nil && b.err.Error() == err.Error()
+	if b.err == nil {
+		b.failing = failureRun{since: b.o.Clock.Now()}
+	}
+	b.failing.tries++
+	say := !isConflict(err) && (!b.failing.said || b.failing.refused != refused)
+	if say {
+		b.failing.said, b.failing.refused = true, refused
+	}
 	b.err = err
 	b.mu.Unlock()
-	if !said && !isConflict(err) {
+	if say {
+		backoffMax := maxRetry
+		if refused {
+			backoffMax = maxRefusedRetry
+		}
 		b.o.Log.Error("cannot write the node brake (evictd's condition and taint on its Node); evictions go on, but the scheduler may place new pods here",
-			zap.String("node", b.o.Node), logging.Err(err))
+			zap.String("node", b.o.Node), zap.Bool("refused", refused), zap.Duration("backoffMax", backoffMax), logging.Err(err))
 	}
 	return err
 }
@@ -454,8 +527,9 @@ func (b *Brake) failed(err error) error {
 // before it, which a dead agent may have left.
 func (b *Brake) succeeded(want map[Resource]Want, had map[Resource]bool, final bool) {
 	b.mu.Lock()
-	recovered := b.err != nil
-	b.err = nil
+	run := b.failing
+	recovered := b.err != nil && run.said
+	b.err, b.failing = nil, failureRun{}
 	b.mu.Unlock()
 	var changed []Resource
 	for _, r := range Resources() {
@@ -464,7 +538,8 @@ func (b *Brake) succeeded(want map[Resource]Want, had map[Resource]bool, final b
 		}
 	}
 	if recovered {
-		b.o.Log.Info("the node brake is written again", zap.String("node", b.o.Node))
+		b.o.Log.Info("the node brake is written again", zap.String("node", b.o.Node),
+			zap.Int("failedTries", run.tries), zap.Duration("after", b.o.Clock.Since(run.since)))
 	}
 	for _, r := range Resources() {
 		b.o.Applied(r, want[r].On && !final)
@@ -519,4 +594,18 @@ func (b *Brake) remember(n *v1.Node) {
 	b.mu.Unlock()
 }
 
-func isConflict(err error) bool { return apierrors.IsConflict(err) }
+// isConflict reports whether err is a conflict and nothing else: of a
+// round's failures (errors.Join), every one. A round whose taint conflicts
+// and whose condition is refused is a refusal.
+func isConflict(err error) bool {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := joined.Unwrap()
+		for _, e := range errs {
+			if !isConflict(e) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	}
+	return apierrors.IsConflict(err)
+}

@@ -17,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -144,10 +147,21 @@ type harness struct {
 	errs   int
 	cancel context.CancelFunc
 	done   chan struct{}
-	// rounds counts Run's finished rounds; waits has a value each time
-	// WaitOn blocks for the taint (the Brake's test hooks).
+	// rounds counts Run's finished wake-ups (a round, or a recheck skipped
+	// while a retry waits); waits has a value each time WaitOn blocks for
+	// the taint (the Brake's test hooks).
 	rounds atomic.Int64
 	waits  chan struct{}
+	// written is every write, as Options.Wrote hears it, with the time on
+	// the brake's clock.
+	written []write
+}
+
+// write is one write of the brake's: its object, when, and its answer.
+type write struct {
+	object string
+	at     time.Time
+	err    error
 }
 
 func start(t *testing.T, acting bool) *harness { return startWith(t, acting, nil, nil) }
@@ -163,11 +177,12 @@ func startWith(t *testing.T, acting bool, n *v1.Node, set func(*Options)) *harne
 	o := Options{API: h.api, Node: "a", Current: h.api.get, Effect: v1.TaintEffectNoSchedule, Clock: h.clk,
 		Acting: func() bool { return h.acting },
 		Log:    zaptest.NewLogger(t),
-		Wrote: func(_ string, err error) {
+		Wrote: func(object string, err error) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.written = append(h.written, write{object: object, at: h.clk.Now(), err: err})
 			if err != nil {
-				h.mu.Lock()
 				h.errs++
-				h.mu.Unlock()
 			}
 		}}
 	if set != nil {
@@ -177,7 +192,7 @@ func startWith(t *testing.T, acting bool, n *v1.Node, set func(*Options)) *harne
 	if h.b, err = New(o); err != nil {
 		t.Fatal(err)
 	}
-	h.b.roundDone = func() { h.rounds.Add(1) }
+	h.b.woke = func() { h.rounds.Add(1) }
 	h.b.waiting = func() {
 		select {
 		case h.waits <- struct{}{}:
@@ -219,6 +234,42 @@ func (h *harness) tick(t *testing.T) {
 	n := h.rounds.Load()
 	h.clk.Step(DefaultHeartbeat)
 	h.waitRounds(t, n+1)
+}
+
+// step moves the brake's clock on by one recheck, which fires its ticker,
+// and waits until Run is done with that wake-up; while writes fail, until
+// the next try's timer is set as well (the ticker and it: two waiters),
+// so that the try the step was due for has been made.
+func (h *harness) step(t *testing.T, failing bool) {
+	t.Helper()
+	n := h.rounds.Load()
+	h.clk.Step(recheck)
+	eventually(t, "Run done with the recheck", func() bool {
+		return h.rounds.Load() > n && (!failing || h.clk.Waiters() >= 2)
+	})
+}
+
+// mark is where the writes made from now on begin (writes' since).
+func (h *harness) mark() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.written)
+}
+
+// writes returns the writes of object made since mark, by their time on
+// the brake's clock after from.
+func (h *harness) writes(object string, since int, from time.Time) (at []time.Duration, failed int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range h.written[since:] {
+		if w.object == object {
+			at = append(at, w.at.Sub(from))
+			if w.err != nil {
+				failed++
+			}
+		}
+	}
+	return at, failed
 }
 
 // sync is Sync, and waits for the round it starts.
@@ -609,5 +660,99 @@ func TestBrakeExitNothingToLift(t *testing.T) {
 	}
 	if w := h.api.wrote(); len(w) != 0 || asked.Load() != 0 {
 		t.Errorf("the exit with nothing to lift made calls %v and asked the lease %d times; want none", w, asked.Load())
+	}
+}
+
+// TestBrakeWritesPerHeartbeat counts the brake's writes over half an hour
+// of its own clock, stepped one recheck at a time, the fake API echoing
+// each write back into the Node the brake reads (Current, the informer's
+// copy, as the real API server's watch does): the episode's start writes
+// the taint and the condition once, then only the condition's heartbeat,
+// once per DefaultHeartbeat (5 minutes, as the kubelet's own conditions):
+// 1 + 6 writes in 30 minutes, not one a minute. Its end writes each once
+// more, and then nothing at all.
+func TestBrakeWritesPerHeartbeat(t *testing.T) {
+	h := start(t, true)
+	from := h.clk.Now()
+	h.sync(t, map[Resource]Want{Memory: {On: true, Message: "m"}})
+	mark := 0
+	for h.clk.Since(from) < 30*time.Minute {
+		h.step(t, false)
+	}
+	var want []time.Duration
+	for beat := time.Duration(0); beat <= 30*time.Minute; beat += 5 * time.Minute {
+		want = append(want, beat)
+	}
+	if got, _ := h.writes(ObjectCondition, mark, from); !slices.Equal(got, want) {
+		t.Errorf("over 30 minutes of an episode the condition was written %d times, at %v; want once per 5-minute heartbeat, %d times, at %v",
+			len(got), got, len(want), want)
+	}
+	if got, _ := h.writes(ObjectTaint, mark, from); len(got) != 1 {
+		t.Errorf("the taint was written %d times in the episode, at %v; want once, at its start", len(got), got)
+	}
+	end, mark := h.clk.Now(), h.mark()
+	h.sync(t, nil)
+	for h.clk.Since(end) < 30*time.Minute {
+		h.step(t, false)
+	}
+	cond, _ := h.writes(ObjectCondition, mark, end)
+	taint, _ := h.writes(ObjectTaint, mark, end)
+	if len(cond) != 1 || len(taint) != 1 {
+		t.Errorf("after the episode the condition was written at %v and the taint at %v; want each once, when it ended, and nothing after", cond, taint)
+	}
+	if n := h.api.get(); braked(n) || len(n.Spec.Taints) != 0 {
+		t.Errorf("the brake is still on after the episode: taints %v, conditions %v", n.Spec.Taints, n.Status.Conditions)
+	}
+}
+
+// TestBrakeRefusedWriteBacksOffToMinutes: a Node write the admission
+// policy refuses (403) is tried again with a back-off that doubles to 5
+// minutes (maxRefusedRetry), which the rechecks do not cut short: over an
+// hour of the brake's clock at most one try per 2½ minutes after the
+// ramp, not two a minute, yet at least one in every 10 minutes, so that
+// EvictdNodeBrakeFailing (errors within 10 minutes) and the /readyz
+// warning still show it. It is logged once, and its end once.
+func TestBrakeRefusedWriteBacksOffToMinutes(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	h := startWith(t, true, nil, func(o *Options) { o.Log = zap.New(core) })
+	h.api.mu.Lock()
+	h.api.fail = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "a", errors.New(
+		"ValidatingAdmissionPolicy 'evictd-node-writes' with binding 'evictd-node-writes' denied request: evictd writes only its own node's brake"))
+	h.api.mu.Unlock()
+	from := h.clk.Now()
+	h.sync(t, map[Resource]Want{Memory: {On: true, Message: "m"}})
+	for h.clk.Since(from) < time.Hour {
+		h.step(t, true)
+	}
+	tries, failed := h.writes(ObjectTaint, 0, from)
+	// The first try, nine while the back-off doubles from 1 s to 5
+	// minutes (4¼ minutes at the least), then one per 2½ minutes at most.
+	most := 1 + 9 + int(time.Hour/(maxRefusedRetry/2))
+	t.Logf("%d tries of the refused taint in an hour, at %v", len(tries), tries)
+	if len(tries) > most || failed != len(tries) {
+		t.Errorf("the refused taint was tried %d times (%d refused) in an hour of the brake's clock; want at most %d", len(tries), failed, most)
+	}
+	for window := time.Duration(0); window < time.Hour; window += 10 * time.Minute {
+		if !slices.ContainsFunc(tries, func(at time.Duration) bool { return at >= window && at < window+10*time.Minute }) {
+			t.Errorf("no try in the 10 minutes from %v: the failure would not show in EvictdNodeBrakeFailing's window", window)
+		}
+	}
+	if w := h.b.Warning(); !strings.Contains(w, "denied request") {
+		t.Errorf("Warning after an hour of refusals = %q; want the refusal", w)
+	}
+	if n := logs.FilterMessageSnippet("cannot write the node brake").Len(); n != 1 {
+		t.Errorf("%d 'cannot write the node brake' logs in an hour of refusals; want 1", n)
+	}
+	h.api.mu.Lock()
+	h.api.fail = nil
+	h.api.mu.Unlock()
+	for !braked(h.api.get()) {
+		if h.clk.Since(from) > time.Hour+maxRefusedRetry {
+			t.Fatalf("the brake is not on %v after the refusals ended", h.clk.Since(from)-time.Hour)
+		}
+		h.step(t, false)
+	}
+	if n := logs.FilterMessage("the node brake is written again").Len(); n != 1 {
+		t.Errorf("%d 'the node brake is written again' logs; want 1", n)
 	}
 }

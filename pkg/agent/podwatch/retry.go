@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http"
 	"time"
 
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/logging"
 )
 
@@ -24,7 +26,9 @@ import (
 // way, for the same reason (every node's agent retries at once against an
 // API server that is coming back), but Retry ends it: an answer to any other
 // call of evictd's (an eviction, another informer's watch) shows the server
-// is back, and a node under pressure makes such calls at once.
+// is back, and a node under pressure makes such calls at once. A 429 that
+// API Priority and Fairness answers when it sheds load is no such answer
+// (ServerAnswered), and a Retry-After the server sends is waited out.
 
 // Back-off between tries of a failing list or watch, as client-go's reflector.
 const (
@@ -55,9 +59,11 @@ func retryable(err error, synced bool) bool {
 
 // ServerAnswered reports whether err, the result of an API call, shows an
 // API server that is serving: a success, or an answer about the request
-// itself (404, 409, 422, 429: a PodDisruptionBudget's refusal). A 401 or
-// 403 does not: a restarted API server answers them before its
-// authorization has loaded.
+// itself (404, 409, 422, a PodDisruptionBudget's 429). Any other 429 does
+// not, Retry-After or not: it is API Priority and Fairness shedding load,
+// and a server that sheds load is no server back for every informer to
+// list again at once. A 401 or 403 does not either: a restarted API server
+// answers them before its authorization has loaded.
 func ServerAnswered(err error) bool {
 	if err == nil {
 		return true
@@ -67,7 +73,10 @@ func ServerAnswered(err error) bool {
 		return false
 	}
 	code := st.Status().Code
-	return code >= 400 && code < 500 && code != 401 && code != 403
+	if code == http.StatusTooManyRequests {
+		return evict.IsPDBRefusal(err)
+	}
+	return code >= 400 && code < 500 && code != http.StatusUnauthorized && code != http.StatusForbidden
 }
 
 // Retry ends the back-off of every list and watch waiting to be tried
@@ -115,8 +124,12 @@ func (w *Watcher) withRetry(ctx context.Context, in *informer, verb string, call
 			failing = time.Now()
 		}
 		// Jitter as the reflector's (up to the delay again), so that the
-		// nodes' agents spread out.
+		// nodes' agents spread out; never sooner than the server asked
+		// (a 429's Retry-After, when it sheds load).
 		wait := delay + rand.N(delay+1)
+		if s, ok := apierrors.SuggestsClientDelay(err); ok {
+			wait = max(wait, time.Duration(s)*time.Second)
+		}
 		if !apierrors.IsForbidden(err) { // answered has logged it, with what to grant
 			w.log.Warn("list or watch failed; trying again", zap.String("resource", in.resource), zap.String("verb", verb),
 				logging.Err(err), zap.Duration("retryIn", wait.Round(time.Millisecond)), zap.Int("tries", tries))

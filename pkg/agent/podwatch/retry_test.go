@@ -5,6 +5,7 @@ package podwatch
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -58,6 +61,11 @@ func TestServerAnswered(t *testing.T) {
 		{nil, true},
 		{apierrors.NewNotFound(pods, "gone"), true},
 		{apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0), true},
+		{pdbRefusal(0), true},
+		{pdbRefusal(10), true},
+		{loadShed(), false},
+		{apierrors.NewTooManyRequests("slow down", 5), false},
+		{apierrors.NewTooManyRequests("slow down", 0), false},
 		{apierrors.NewConflict(pods, "p", errors.New("changed")), true},
 		{apierrors.NewForbidden(pods, "p", errors.New("RBAC not loaded")), false},
 		{apierrors.NewUnauthorized("token"), false},
@@ -68,6 +76,58 @@ func TestServerAnswered(t *testing.T) {
 	} {
 		if got := ServerAnswered(tt.err); got != tt.want {
 			t.Errorf("ServerAnswered(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+// pdbRefusal is the eviction subresource's 429 for a pod its
+// PodDisruptionBudget holds, as the API server words it: a DisruptionBudget
+// cause, and a Retry-After of 10 s while the budget is still being
+// processed (0: none).
+func pdbRefusal(retryAfter int) error {
+	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", retryAfter)
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes,
+		metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget web needs 2 healthy pods and has 2 currently"})
+	return err
+}
+
+// loadShed is API Priority and Fairness's 429 as client-go hands it on:
+// the server answers plain text with a Retry-After header, which the
+// client turns into a generic TooManyRequests status.
+func loadShed() error {
+	return apierrors.NewGenericServerResponse(http.StatusTooManyRequests, "POST",
+		schema.GroupResource{Resource: "pods"}, "p", "Too many requests, please try again later.", 1, true)
+}
+
+// An answered call ends the informers' back-off only when it shows a
+// serving API server: a PodDisruptionBudget's 429 does (the eviction was
+// weighed against the budget), a 429 of a server shedding load does not,
+// with a Retry-After or without.
+func TestAnsweredLoadSheddingKeepsTheBackOff(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+		ends bool
+	}{
+		{"API Priority and Fairness's 429, Retry-After 1 s", loadShed(), false},
+		{"a 429 with Retry-After 5 s", apierrors.NewTooManyRequests("slow down", 5), false},
+		{"a 429 without Retry-After", apierrors.NewTooManyRequests("slow down", 0), false},
+		{"a PodDisruptionBudget's 429", pdbRefusal(0), true},
+		{"a PodDisruptionBudget's 429 with Retry-After 10 s", pdbRefusal(10), true},
+	} {
+		w := &Watcher{log: zaptest.NewLogger(t), retryNow: make(chan struct{})}
+		// The channel a waiting list or watch selects on: closed, its
+		// back-off ends.
+		waiting := w.retryChan()
+		w.Answered(tt.err)
+		ended := false
+		select {
+		case <-waiting:
+			ended = true
+		default:
+		}
+		if ended != tt.ends {
+			t.Errorf("%s: Answered ended the back-off: %v, want %v", tt.name, ended, tt.ends)
 		}
 	}
 }
@@ -111,7 +171,7 @@ func TestAnsweredEndsTheBackOff(t *testing.T) {
 		t.Fatalf("a 503 elsewhere ended the back-off: %d lists", n)
 	}
 	start := time.Now()
-	w.Answered(apierrors.NewTooManyRequests("the PodDisruptionBudget", 0))
+	w.Answered(pdbRefusal(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := w.WaitForSync(ctx); err != nil {
@@ -153,6 +213,27 @@ func TestRetryBacksOff(t *testing.T) {
 	}
 	if w.Synced() {
 		t.Error("synced while every list failed")
+	}
+}
+
+// A list or watch the server sheds (429) is tried again no sooner than its
+// Retry-After, however short the back-off.
+func TestRetryWaitsOutRetryAfter(t *testing.T) {
+	w := &Watcher{log: zaptest.NewLogger(t), retryMin: time.Millisecond, retryMax: time.Millisecond,
+		retryNow: make(chan struct{}), failed: make(chan struct{})}
+	var at []time.Time
+	err := w.withRetry(context.Background(), &informer{resource: "pods"}, "list", func() error {
+		at = append(at, time.Now())
+		if len(at) == 1 {
+			return loadShed() // Retry-After: 1 s
+		}
+		return nil
+	})
+	if err != nil || len(at) != 2 {
+		t.Fatalf("withRetry = %v after %d calls, want success after two", err, len(at))
+	}
+	if gap := at[1].Sub(at[0]); gap < time.Second {
+		t.Errorf("tried again %v after a 429 with Retry-After 1 s, want at least 1 s", gap)
 	}
 }
 
