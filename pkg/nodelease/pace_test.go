@@ -253,42 +253,41 @@ func TestGoneHolderIsTakenOverAfterTheActiveDuration(t *testing.T) {
 }
 
 // TestRetriesBackOffWithJitter: failed rounds wait longer each time, with
-// jitter, up to the cap: a few seconds for an API server in trouble (never
-// past a renewal at the active pace), minutes for a refused write.
+// jitter (package backoff: within the upper half of each step), up to the
+// cap: a few seconds for an API server in trouble (never past a renewal at
+// the active pace), minutes for a refused write; a success starts again.
 func TestRetriesBackOffWithJitter(t *testing.T) {
 	unavailable := apierrors.NewServiceUnavailable("etcd down")
 	refused := apierrors.NewForbidden(leaseGR, "evictd-node-a", errors.New("denied by admission"))
 	for _, tc := range []struct {
-		err    error
-		jitter float64
-		want   []time.Duration
+		err   error
+		steps []time.Duration
 	}{
-		{unavailable, 0, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second}},
-		{unavailable, 1, []time.Duration{1500 * time.Millisecond, 3 * time.Second, 6 * time.Second, 12 * time.Second, 12 * time.Second}},
-		{refused, 0, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second,
+		{unavailable, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second}},
+		{refused, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second,
 			64 * time.Second, 128 * time.Second, 256 * time.Second, 5 * time.Minute, 5 * time.Minute}},
 	} {
-		for i, want := range tc.want {
-			if got := retryWait(i+1, tc.err, RenewInterval(dur), tc.jitter); got != want {
-				t.Errorf("retryWait(%d, %v, jitter %v) = %v, want %v", i+1, tc.err, tc.jitter, got, want)
+		for _, j := range []float64{0, 0.999} {
+			h := newHarness(t)
+			h.jitter = func() float64 { return j }
+			a := h.runner("evictd/a")
+			h.api.fail = tc.err
+			for i, step := range tc.steps {
+				got := a.round(context.Background())
+				if got < step/2 || got > step {
+					t.Errorf("%v, jitter %v: failed round %d waits %v, want within [%v, %v]", tc.err, j, i+1, got, step/2, step)
+				}
+			}
+			h.api.fail = nil
+			if got := a.round(context.Background()); got != RenewInterval(dur) {
+				t.Errorf("after a success the round waits %v, want the renewal interval %v", got, RenewInterval(dur))
+			}
+			h.api.fail = tc.err
+			h.clk.Step(RenewInterval(dur)) // the next renewal is due
+			if got := a.round(context.Background()); got > time.Second {
+				t.Errorf("the first failure after a success waits %v, want at most 1s: the back-off starts again", got)
 			}
 		}
-	}
-	// The runner's own rounds back off.
-	h := newHarness(t)
-	h.jitter = func() float64 { return 0 }
-	a := h.runner("evictd/a")
-	h.api.fail = unavailable
-	var waits []time.Duration
-	for range 4 {
-		waits = append(waits, a.round(context.Background()))
-	}
-	if want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}; !equalDurations(waits, want) {
-		t.Errorf("failed rounds waited %v, want %v", waits, want)
-	}
-	h.api.fail = nil
-	if got := a.round(context.Background()); got != RenewInterval(dur) {
-		t.Errorf("after a success the round waits %v, want the renewal interval %v", got, RenewInterval(dur))
 	}
 }
 

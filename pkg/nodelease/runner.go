@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/pkg/backoff"
 	"github.com/evictd/evictd/pkg/exitgrace"
 	"github.com/evictd/evictd/pkg/logging"
 )
@@ -90,10 +91,10 @@ type Runner struct {
 	// (the context ended, the connection dropped), so it may have been
 	// stored: the agent may hold the lease without knowing it.
 	unsure bool
-	// failures counts the rounds failed in a row, for the back-off;
-	// rounds, every round (tests wait on it).
-	failures int
-	rounds   int
+	// retry spaces the rounds that fail in a row; rounds counts every
+	// round (tests wait on it).
+	retry  backoff.Backoff
+	rounds int
 	// rounded is closed when a round ends, and replaced (WaitActive).
 	rounded chan struct{}
 	// processGone reports whether a process of this host is gone
@@ -150,8 +151,10 @@ func NewRunner(o Options) (*Runner, error) {
 	if err := el.SetIdle(o.IdleDuration, o.Jitter); err != nil {
 		return nil, err
 	}
+	jitter := o.Jitter
+	retry := backoff.Backoff{Initial: retryMin, Rand: func(n int64) int64 { return int64(jitter() * float64(n)) }}
 	return &Runner{o: o, name: Name(o.Node), el: el, kick: make(chan struct{}, 1), acquired: make(chan struct{}),
-		rounded: make(chan struct{}), processGone: processExited}, nil
+		rounded: make(chan struct{}), processGone: processExited, retry: retry}, nil
 }
 
 // SetNear tells the runner whether pressure is near on the node (a signal
@@ -271,30 +274,24 @@ func (r *Runner) Run(ctx context.Context) {
 // maxRetries bounds the immediate re-reads of one round after conflicts.
 const maxRetries = 4
 
-// The back-off of failed rounds: from retryMin, doubled each time, with up
-// to half again of jitter, to retryMax (the kubelet's own lease backs off
-// to 7 s), or to refusedMax when the API server refused the write itself
-// (403, 422): asking again every few seconds would not change its answer.
-// Never past the renewal interval of the active pace, so that a holder
-// still renews in time.
+// The back-off of failed rounds (package backoff: doubling, with jitter):
+// from retryMin to retryMax (the kubelet's own lease backs off to 7 s), or
+// to refusedMax when the API server refused the write itself (403, 422):
+// asking again every few seconds would not change its answer. Never past
+// the renewal interval of the active pace, so that a holder still renews
+// in time.
 const (
 	retryMin   = time.Second
 	retryMax   = 8 * time.Second
 	refusedMax = 5 * time.Minute
 )
 
-// retryWait is the wait after the n-th failed round in a row.
-func retryWait(n int, err error, renew time.Duration, jitter float64) time.Duration {
-	limit := min(retryMax, renew)
+// retryLimit is the longest wait after a round that failed with err.
+func retryLimit(err error, renew time.Duration) time.Duration {
 	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-		limit = refusedMax
+		return refusedMax
 	}
-	d := retryMin
-	for i := 1; i < n && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return d + time.Duration(jitter*float64(d)/2)
+	return min(retryMax, renew)
 }
 
 // round reads the lease when it must, plans, writes, and returns how long
@@ -330,10 +327,10 @@ func (r *Runner) round(ctx context.Context) time.Duration {
 	}
 	r.sayLocked(now, acting)
 	if err != nil {
-		r.failures++
-		return retryWait(r.failures, err, RenewInterval(r.o.Duration), r.o.Jitter())
+		r.retry.Max = retryLimit(err, RenewInterval(r.o.Duration))
+		return r.retry.Next()
 	}
-	r.failures = 0
+	r.retry.Reset()
 	return wait
 }
 
