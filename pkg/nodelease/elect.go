@@ -116,17 +116,6 @@ type Plan struct {
 	HandOver string
 }
 
-// Paces are the lease's two durations.
-type Paces struct {
-	// Active is the lease's duration near pressure: what a crashed
-	// holder's successor waits at most, and the duration under which an
-	// eviction call goes out.
-	Active time.Duration
-	// Idle is its duration with no pressure near; equal to Active, one
-	// pace only.
-	Idle time.Duration
-}
-
 // Elector decides for one agent. It is not safe for concurrent use: the
 // Runner calls it from one goroutine and publishes its state.
 type Elector struct {
