@@ -237,6 +237,10 @@ func TestRequestDurationCoversTheBody(t *testing.T) {
 		fmt.Fprint(w, `"metadata":{"resourceVersion":"7"},"items":[]}`)
 	}))
 	defer srv.Close()
+	// Before the server's Close (defers run last first), which waits for
+	// the handler: a test that fails early must not leave it blocked.
+	var unblock sync.Once
+	defer unblock.Do(func() { close(release) })
 	rec := newRecorder()
 	clk := testingclock.NewFakePassiveClock(time.Unix(1700000000, 0))
 	c, err := NewForConfig(&rest.Config{Host: srv.URL}, WithRequestMetrics(rec), func(o *clientOptions) { o.clock = clk })
@@ -257,7 +261,7 @@ func TestRequestDurationCoversTheBody(t *testing.T) {
 		}
 	}
 	clk.SetTime(clk.Now().Add(5 * time.Second))
-	close(release)
+	unblock.Do(func() { close(release) })
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

@@ -151,5 +151,5 @@ func TestFlowSchemaPrecedence(t *testing.T) {
 	if !slices.Contains(before, "service-accounts") || !slices.Contains(before, "global-default") || !slices.Contains(after, "system-nodes") {
 		t.Errorf("built-in schemas before evictd's %v, after it %v; want service-accounts and global-default before, system-nodes after", before, after)
 	}
-	t.Logf("evictd's FlowSchema (%d) comes after %v and before %v", ours, after, before)
+	t.Logf("evictd's FlowSchema (%d) must come after %v and before %v", ours, after, before)
 }
