@@ -10,6 +10,10 @@
 // floor"). The calls below are the ones the ClusterRole in
 // deploy/daemonset.yaml grants, plus DeletePod, which only
 // --pdb-policy=best-effort uses and the operator must grant.
+//
+// With WithRequestMetrics, the one HTTP transport under all the REST
+// clients counts every request by verb, resource and answer
+// (requestmetrics.go): evictd_api_requests_total.
 package kube
 
 import (
