@@ -10,11 +10,16 @@
 // floor"). The calls below are the ones the ClusterRole in
 // deploy/daemonset.yaml grants, plus DeletePod, which only
 // --pdb-policy=best-effort uses and the operator must grant.
+//
+// With WithRequestMetrics, the one HTTP transport under all the REST
+// clients counts every request by verb, resource and answer
+// (requestmetrics.go): evictd_api_requests_total.
 package kube
 
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -33,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 )
 
 // Resource is a kind of object the informers list and watch.
@@ -109,10 +115,21 @@ type Client struct {
 }
 
 // NewForConfig builds a Client on cfg. The REST clients share one
-// HTTP client, hence one connection pool, as a clientset's do.
-func NewForConfig(cfg *rest.Config) (*Client, error) {
+// HTTP client, hence one connection pool, as a clientset's do; with
+// WithRequestMetrics, its transport counts every request they send.
+func NewForConfig(cfg *rest.Config, opts ...Option) (*Client, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("kube: no REST config")
+	}
+	o := clientOptions{clock: clock.RealClock{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.metrics != nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return &countingTransport{next: rt, metrics: o.metrics, clock: o.clock}
+		})
 	}
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {

@@ -127,10 +127,11 @@ type Metrics struct {
 	dryRun               prometheus.Gauge
 	actuatorWritable     prometheus.Gauge
 	actuatorWrites       *prometheus.CounterVec
-	kubelet              kubeletMetrics   // kubelet.go
-	nodeLease            nodeLeaseMetrics // nodelease.go
-	nodeBrake            nodeBrakeMetrics // nodebrake.go
-	outrun               outrunMetrics    // outrun.go
+	kubelet              kubeletMetrics    // kubelet.go
+	nodeLease            nodeLeaseMetrics  // nodelease.go
+	nodeBrake            nodeBrakeMetrics  // nodebrake.go
+	outrun               outrunMetrics     // outrun.go
+	apiRequests          apiRequestMetrics // apirequests.go
 }
 
 // New builds the metrics on a fresh private registry, with the Go and
@@ -279,6 +280,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 	m.initOutrun()
 	m.initPodReads()
 	m.initTrace()
+	m.initAPIRequests()
 	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.dryRun, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 

@@ -48,6 +48,8 @@ func populated(t *testing.T) *Metrics {
 	m.EvictionMemoryBack(thresholds.MemoryAvailable, 1500*time.Millisecond)
 	start := time.Unix(1700000000, 0)
 	m.ObservationDone(start, start.Add(3*time.Millisecond), nil)
+	m.APIRequest("list", "pods", "200")
+	m.APIRequestDuration("list", "pods", 20*time.Millisecond)
 	return m
 }
 

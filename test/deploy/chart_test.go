@@ -194,6 +194,18 @@ func withoutReleaseIdentity(t *testing.T, o *unstructured.Unstructured) {
 				}
 			}
 		}
+	case "FlowSchema", "PriorityLevelConfiguration":
+		// Named clusterName, evictd in the manifest; the FlowSchema's
+		// priority level follows.
+		if o.GetName() != clusterName {
+			t.Errorf("%s: want the name %s, release name and namespace", key(o), clusterName)
+		}
+		o.SetName("evictd")
+		if o.GetKind() == "FlowSchema" {
+			if err := unstructured.SetNestedField(o.Object, "evictd", "spec", "priorityLevelConfiguration", "name"); err != nil {
+				t.Fatal(err)
+			}
+		}
 	case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding":
 		suffix, ok := strings.CutPrefix(o.GetName(), clusterName+"-")
 		if !ok {
@@ -213,6 +225,7 @@ var clusterScoped = map[string]bool{
 	"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
 	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 	"MutatingAdmissionPolicy": true, "MutatingAdmissionPolicyBinding": true,
+	"FlowSchema": true, "PriorityLevelConfiguration": true,
 }
 
 // fullValues sets every value the chart has to something other than its
@@ -272,6 +285,8 @@ probes:
 extraVolumes: [{name: ca, configMap: {name: ca-bundle}}]
 extraVolumeMounts: [{name: ca, mountPath: /etc/ssl/extra, readOnly: true}]
 serviceAccount: {create: true, name: evictd-agent, annotations: {example.com/role: agent}}
+flowControl: {enabled: true, matchingPrecedence: 2000, nominalConcurrencyShares: 10, lendablePercent: 20, borrowingLimitPercent: 100,
+  queuing: {queues: 32, handSize: 4, queueLengthLimit: 20}}
 secure: {port: 9801, tlsSecret: agents-tls}
 metrics:
   port: 9800
@@ -324,6 +339,17 @@ func TestChartValues(t *testing.T) {
 	assertYAMLEqual(t, "auth-delegator subjects", delegator.Object["subjects"], `[{kind: ServiceAccount, name: evictd-agent, namespace: evictd-chart}]`)
 	find(t, objs, "ClusterRole", "agents-evictd-evictd-chart-explain-reader")
 	find(t, objs, "ClusterRole", "agents-evictd-evictd-chart-metrics-reader")
+	// API Priority and Fairness: the level as tuned, the schema naming it
+	// and this release's two ServiceAccounts.
+	plc := find(t, objs, "PriorityLevelConfiguration", "agents-evictd-evictd-chart")
+	assertYAMLEqual(t, "PriorityLevelConfiguration spec", plc.Object["spec"], `{type: Limited, limited: {nominalConcurrencyShares: 10,
+		lendablePercent: 20, borrowingLimitPercent: 100, limitResponse: {type: Queue, queuing: {queues: 32, handSize: 4, queueLengthLimit: 20}}}}`)
+	fs := find(t, objs, "FlowSchema", "agents-evictd-evictd-chart")
+	assertYAMLEqual(t, "FlowSchema priority level", nested[map[string]any](t, fs, "spec", "priorityLevelConfiguration"), `{name: agents-evictd-evictd-chart}`)
+	assertYAMLEqual(t, "FlowSchema matchingPrecedence", nested[map[string]any](t, fs, "spec")["matchingPrecedence"], `2000`)
+	assertYAMLEqual(t, "FlowSchema subjects", nested[[]any](t, fs, "spec", "rules")[0].(map[string]any)["subjects"],
+		`[{kind: ServiceAccount, serviceAccount: {name: evictd-agent, namespace: evictd-chart}},
+		  {kind: ServiceAccount, serviceAccount: {name: agents-evictd-cleanup, namespace: evictd-chart}}]`)
 	if !grants(t, cr, "", "pods", "delete") {
 		t.Error("pdbPolicy best-effort: the ClusterRole does not grant delete pods")
 	}
@@ -684,6 +710,14 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{`nodeBrake: {enable: false}`, "enable"},
 		{`evictionPolicy: {ownNodeOnly: "true"}`, "ownNodeOnly"},
 		{`evictionPolicy: {ownNode: true}`, "ownNode"},
+		{`flowControl: {matchingPrecedence: 9000}`, "matchingPrecedence"},
+		{`flowControl: {matchingPrecedence: 900}`, "matchingPrecedence"},
+		{`flowControl: {nominalConcurrencyShares: 0}`, "nominalConcurrencyShares"},
+		{`flowControl: {lendablePercent: 101}`, "lendablePercent"},
+		{`flowControl: {borrowingLimitPercent: -1}`, "borrowingLimitPercent"},
+		{`flowControl: {queuing: {queues: 0}}`, "queues"},
+		{`flowControl: {queuing: {queues: 4, handSize: 6}}`, "handSize"},
+		{`flowControl: {enabled: "false"}`, "enabled"},
 	} {
 		_, err := render(t, tc.values)
 		if err == nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -201,4 +202,61 @@ func TestKustomizeNamespaceComponent(t *testing.T) {
 	if err := c.EvictdClient.PolicyV1().Evictions("default").Evict(ctx, ev); !refusedBy("evictd-evictions", err) {
 		t.Errorf("an eviction by other/evictd with an unbound token: %v; want evictd-evictions' refusal", err)
 	}
+}
+
+// TestKustomizeWithoutFlowControl builds docs/install.md's kustomization
+// that leaves out the FlowSchema and PriorityLevelConfiguration (for an
+// installer who may not create them) over deploy/, with the real kubectl:
+// it renders every object of deploy/ but those two.
+func TestKustomizeWithoutFlowControl(t *testing.T) {
+	kustomization := strings.ReplaceAll(docYAMLBlock(t, "docs/install.md", `"kind": "FlowSchema"`),
+		"github.com/evictd/evictd//deploy?ref=<version>", "../deploy")
+	out, err := kustomize(t, overlayDir(t, map[string]string{"kustomization.yaml": kustomization}))
+	if err != nil {
+		t.Fatalf("kubectl kustomize of docs/install.md's kustomization: %v\n%s", err, out)
+	}
+	without, err := framework.ParseManifest(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := kustomize(t, repoPath(t, "deploy"))
+	if err != nil {
+		t.Fatalf("kubectl kustomize deploy: %v\n%s", err, base)
+	}
+	all, err := framework.ParseManifest(strings.NewReader(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for k := range byKey(t, all) {
+		if !strings.HasPrefix(k, "FlowSchema ") && !strings.HasPrefix(k, "PriorityLevelConfiguration ") {
+			want = append(want, k)
+		}
+	}
+	slices.Sort(want)
+	if got := keys(byKey(t, without)); !slices.Equal(got, want) || len(want) != len(all)-2 {
+		t.Errorf("docs/install.md's kustomization renders %v; want deploy/'s objects but its FlowSchema and PriorityLevelConfiguration, %v", got, want)
+	}
+}
+
+// docYAMLBlock is the first yaml block of the doc at rel that holds what.
+func docYAMLBlock(t *testing.T, rel, what string) string {
+	t.Helper()
+	var block []string
+	in := false
+	for _, l := range strings.Split(readFile(t, rel), "\n") {
+		switch {
+		case l == "```yaml":
+			in, block = true, nil
+		case l == "```" && in:
+			in = false
+			if b := strings.Join(block, "\n"); strings.Contains(b, what) {
+				return b
+			}
+		case in:
+			block = append(block, l)
+		}
+	}
+	t.Fatalf("%s has no yaml block with %s", rel, what)
+	return ""
 }

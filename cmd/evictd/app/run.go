@@ -68,15 +68,17 @@ func Run(ctx context.Context, o *options.Options, log *zap.Logger, build buildin
 		return fmt.Errorf("%w: %w", options.ErrUsage, err)
 	}
 	restCfg.UserAgent = "evictd/" + build.Version
-	client, err := kube.NewForConfig(restCfg)
-	if err != nil {
-		return fmt.Errorf("%w: API client: %w", options.ErrUsage, err)
-	}
-	rankOpts, _ := o.Config.RankOptions()
 	m, err := newMetrics(o, build)
 	if err != nil {
 		return err
 	}
+	// Every request the agent sends, its informers' watches included, is
+	// counted in evictd_api_requests_total.
+	client, err := kube.NewForConfig(restCfg, kube.WithRequestMetrics(m))
+	if err != nil {
+		return fmt.Errorf("%w: API client: %w", options.ErrUsage, err)
+	}
+	rankOpts, _ := o.Config.RankOptions()
 	// Listen first, so a busy address fails before anything else starts.
 	srv, err := listen(o, clk.Now())
 	if err != nil {

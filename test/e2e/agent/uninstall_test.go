@@ -217,6 +217,21 @@ func checkNothingLeft(t *testing.T, m *memoryNode, what string, runs []framework
 	}
 }
 
+// checkFlowControlGone fails the test when the FlowSchema or the
+// PriorityLevelConfiguration name, cluster-scoped objects an install adds,
+// outlived the uninstall.
+func checkFlowControlGone(t *testing.T, m *memoryNode, name string) {
+	t.Helper()
+	ctx := context.Background()
+	fc := m.c.Admin.FlowcontrolV1()
+	if _, err := fc.FlowSchemas().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the FlowSchema %s after the uninstall: %v; want it deleted", name, err)
+	}
+	if _, err := fc.PriorityLevelConfigurations().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the PriorityLevelConfiguration %s after the uninstall: %v; want it deleted", name, err)
+	}
+}
+
 // TestUninstallHelm: `helm uninstall` (the real helm CLI) during a pressure
 // episode's leftovers takes back all of evictd's writes through the
 // chart's pre-delete hook: no evictd.io/ taint, no Evictd… condition at
@@ -224,7 +239,8 @@ func checkNothingLeft(t *testing.T, m *memoryNode, what string, runs []framework
 // named evictd-… and another requester's EvictionRequest stay. The chart
 // is installed by docs/install.md's commands but for the namespace
 // (evictd-helm: the test cluster's evictd-system holds the manifest's
-// identity, whose objects Helm would refuse to adopt) and the image.
+// identity, whose objects Helm would refuse to adopt) and the image; its
+// cluster-scoped FlowSchema and priority level go with it.
 func TestUninstallHelm(t *testing.T) {
 	m := leftBehind(t, "uninstall-helm")
 	run := docRunner(t, m.c)
@@ -237,11 +253,16 @@ func TestUninstallHelm(t *testing.T) {
 	for _, l := range docSection(t, "helm install evictd deploy/helm/evictd", "helm install evictd deploy/helm/evictd") {
 		run(strings.NewReplacer("evictd-system", ns, "registry.example.com/evictd", "evictd", "image.tag=0.2.0-dev", "image.tag=e2e").Replace(l))
 	}
+	// The release's own, apart from the manifest's the test cluster has.
+	if _, err := m.c.Admin.FlowcontrolV1().FlowSchemas().Get(context.Background(), "evictd-"+ns, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the release's FlowSchema evictd-%s after the install: %v", ns, err)
+	}
 	for _, l := range docSection(t, "helm uninstall evictd", "helm uninstall evictd") {
 		uninstall = strings.ReplaceAll(l, "evictd-system", ns)
 		run(uninstall)
 	}
 	checkNothingLeft(t, m, uninstall, stop())
+	checkFlowControlGone(t, m, "evictd-"+ns)
 	if _, err := m.c.Admin.BatchV1().Jobs(ns).Get(context.Background(), "evictd-cleanup", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the cleanup Job after a successful uninstall: %v; want it deleted (hook-succeeded)", err)
 	}
@@ -249,7 +270,8 @@ func TestUninstallHelm(t *testing.T) {
 
 // TestUninstallKustomize: docs/install.md's kustomize uninstall, its
 // commands run as written with the real kubectl, during a pressure
-// episode's leftovers: nothing of evictd's is left, as with Helm.
+// episode's leftovers: nothing of evictd's is left, as with Helm, the
+// FlowSchema and its priority level included.
 func TestUninstallKustomize(t *testing.T) {
 	m := leftBehind(t, "uninstall-kustomize")
 	run := docRunner(t, m.c)
@@ -260,4 +282,5 @@ func TestUninstallKustomize(t *testing.T) {
 		run(l)
 	}
 	checkNothingLeft(t, m, strings.Join(steps[1:], "; "), stop())
+	checkFlowControlGone(t, m, "evictd")
 }

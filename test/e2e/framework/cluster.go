@@ -68,6 +68,13 @@ type Config struct {
 	// Controllers are run by the controller manager besides its own
 	// (e.g. "job", for a test of a Helm hook Job).
 	Controllers []string
+	// PriorityAndFairness turns API Priority and Fairness on, as on a real
+	// cluster: the API server classifies each request by the FlowSchemas
+	// (the manifest's among them) and says which in its response headers.
+	// Off otherwise: a test cluster's few clients never load its API
+	// server, and the classification and its configuration controller
+	// would be more work on a shared test machine for nothing.
+	PriorityAndFairness bool
 }
 
 // Cluster is a running control plane. Its fields are set by StartCluster and
@@ -247,7 +254,7 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--enable-priority-and-fairness=false",
+		"--enable-priority-and-fairness=" + strconv.FormatBool(cfg.PriorityAndFairness),
 		"--profiling=false",
 	}, append(append(apiserverSchedulerArgs(cfg), nodeArgs...), cfg.APIServerArgs...)...)...,
 	); err != nil {

@@ -147,11 +147,13 @@ func TestDeployManifestIdentity(t *testing.T) {
 	}
 	// The agent's own; the secure port's reviews (system:auth-delegator)
 	// and its readers' roles, bound to no one; evictd cleanup's, for an
-	// uninstall.
+	// uninstall; the FlowSchema and its priority level.
 	for k, want := range map[string][]string{
 		"Namespace": {"evictd-system"}, "ServiceAccount": {"evictd", "evictd-cleanup"},
 		"ClusterRole":        {"evictd", "evictd-explain-reader", "evictd-metrics-reader", "evictd-cleanup"},
 		"ClusterRoleBinding": {"evictd", "evictd-auth-delegator", "evictd-cleanup"},
+		// evictd's requests under API Priority and Fairness.
+		"PriorityLevelConfiguration": {"evictd"}, "FlowSchema": {"evictd"},
 	} {
 		if got := identity[k]; !slices.Equal(got, want) {
 			t.Errorf("%s: %v in %s, want %v", k, got, p, want)

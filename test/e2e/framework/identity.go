@@ -44,6 +44,13 @@ var identityKinds = map[schema.GroupKind]bool{
 	// installed from the manifest would.
 	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        true,
 	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: true,
+	// evictd's priority level under API Priority and Fairness and the
+	// FlowSchema that classifies its ServiceAccounts' requests into it: in
+	// force wherever a test turns API Priority and Fairness on
+	// (WithPriorityAndFairness), as on a cluster installed from the
+	// manifest.
+	{Group: "flowcontrol.apiserver.k8s.io", Kind: "PriorityLevelConfiguration"}: true,
+	{Group: "flowcontrol.apiserver.k8s.io", Kind: "FlowSchema"}:                 true,
 }
 
 // EvictionPolicy names the manifest's admission policy, and its binding,
@@ -64,7 +71,8 @@ var onRequestPolicies = []string{EvictionPolicy, LeasePolicy}
 
 // IsIdentityObject reports whether StartCluster applied obj (a Namespace,
 // ServiceAccount, RBAC object or ValidatingAdmissionPolicy of the manifest,
-// or a binding of such a policy), which it does for all of them but
+// or a binding of such a policy, the FlowSchema or its
+// PriorityLevelConfiguration), which it does for all of them but
 // onRequestPolicies'.
 func IsIdentityObject(obj *unstructured.Unstructured) bool {
 	return identityKinds[obj.GroupVersionKind().GroupKind()] &&

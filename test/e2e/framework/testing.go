@@ -60,6 +60,10 @@ func WithAPIServerArgs(args ...string) Option {
 	return func(c *Config) { c.APIServerArgs = append(c.APIServerArgs, args...) }
 }
 
+// WithPriorityAndFairness turns API Priority and Fairness on
+// (Config.PriorityAndFairness).
+func WithPriorityAndFairness() Option { return func(c *Config) { c.PriorityAndFairness = true } }
+
 // WithControllers runs these controllers of the controller manager too.
 func WithControllers(names ...string) Option {
 	return func(c *Config) { c.Controllers = append(c.Controllers, names...) }
