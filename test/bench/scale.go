@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -59,6 +60,10 @@ type AuditRequest struct {
 	// (leases.coordination.k8s.io, nodes/status); a non-resource request
 	// has its path (/readyz).
 	Resource string
+	// Scope is what a list, watch or deletecollection covers: "in NS" for
+	// one namespace, and its field and label selectors, the sender's own
+	// node named NODE; "" for the whole cluster, and for other verbs.
+	Scope    string
 	Code     int
 	Received time.Time
 	// Ended is when the answer completed; zero when the log has no end for
@@ -90,6 +95,7 @@ type requestEvent struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		APIGroup    string `json:"apiGroup"`
+		Namespace   string `json:"namespace"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
 		Code int `json:"code"`
@@ -176,7 +182,33 @@ func newAuditRequest(ev requestEvent) (AuditRequest, error) {
 	default:
 		req.Resource, _, _ = strings.Cut(ev.RequestURI, "?")
 	}
+	if ev.ObjectRef != nil && (req.Verb == "list" || req.Verb == "watch" || req.Verb == "deletecollection") {
+		req.Scope = scopeOf(ev.ObjectRef.Namespace, ev.RequestURI, req.Node)
+	}
 	return req, nil
+}
+
+// scopeOf is a collection request's Scope: its namespace, and the field
+// and label selectors of its URI with node written NODE, so that every
+// agent's requests for its own node group together.
+func scopeOf(namespace, uri, node string) string {
+	var parts []string
+	if namespace != "" {
+		parts = append(parts, "in "+namespace)
+	}
+	if _, query, ok := strings.Cut(uri, "?"); ok {
+		if q, err := url.ParseQuery(query); err == nil {
+			for _, key := range []string{"fieldSelector", "labelSelector"} {
+				if v := q.Get(key); v != "" {
+					if node != "" {
+						v = strings.ReplaceAll(v, node, "NODE")
+					}
+					parts = append(parts, key+" "+v)
+				}
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Senders tells the scale benchmark's senders apart by user name.
@@ -208,18 +240,23 @@ func (w Window) Seconds() float64 { return w.End.Sub(w.Start).Seconds() }
 // Contains reports whether t is in the window.
 func (w Window) Contains(t time.Time) bool { return !t.Before(w.Start) && t.Before(w.End) }
 
-// RequestKey groups requests by sender, verb and resource.
+// RequestKey groups requests by sender, verb, resource and scope.
 type RequestKey struct {
-	Sender, Verb, Resource string
+	Sender, Verb, Resource, Scope string
 }
 
-// CountRequests counts the requests received in w by sender, verb and
-// resource (a watch counts once, when it is made).
+// keyOf is r's RequestKey.
+func (s Senders) keyOf(r AuditRequest) RequestKey {
+	return RequestKey{Sender: s.Of(r), Verb: r.Verb, Resource: r.Resource, Scope: r.Scope}
+}
+
+// CountRequests counts the requests received in w by sender, verb,
+// resource and scope (a watch counts once, when it is made).
 func CountRequests(reqs []AuditRequest, w Window, s Senders) map[RequestKey]int {
 	out := map[RequestKey]int{}
 	for _, r := range reqs {
 		if w.Contains(r.Received) {
-			out[RequestKey{Sender: s.Of(r), Verb: r.Verb, Resource: r.Resource}]++
+			out[s.keyOf(r)]++
 		}
 	}
 	return out
@@ -260,7 +297,8 @@ func NodeRates(reqs []AuditRequest, w Window, s Senders, sender string, nodes []
 // WriteRequest matches the requests that write (IsWrite).
 func WriteRequest(r AuditRequest) bool { return IsWrite(r.Verb) }
 
-// OpenWatches counts the watches open at time at, by sender and resource.
+// OpenWatches counts the watches open at time at, by sender, resource and
+// scope.
 // A watch the log never saw end ended at the first of cuts (the API
 // server's exits) after it was made, if any: its server took it along.
 func OpenWatches(reqs []AuditRequest, at time.Time, cuts []time.Time, s Senders) map[RequestKey]int {
@@ -278,7 +316,7 @@ func OpenWatches(reqs []AuditRequest, at time.Time, cuts []time.Time, s Senders)
 			}
 		}
 		if end.IsZero() || end.After(at) {
-			out[RequestKey{Sender: s.Of(r), Verb: r.Verb, Resource: r.Resource}]++
+			out[s.keyOf(r)]++
 		}
 	}
 	return out
@@ -508,6 +546,8 @@ func (d Distribution) String() string {
 // Rate formats a rate (or any small figure) with the precision its size
 // needs: three significant digits, and none below 0.001 but 0.
 func Rate(x float64) string {
+	// 0.1 × 1000 is 100.00000000000001: not a figure anyone measured.
+	x = math.Round(x*1e9) / 1e9
 	switch ax := math.Abs(x); {
 	case ax == 0:
 		return "0"
@@ -572,8 +612,11 @@ type Fleet struct {
 	// Watches is evictd's open watches per agent at idle.
 	Watches float64
 	// EpisodeRequests and EpisodeWrites are evictd's requests and writes
-	// per node from the episode's start until its brake was lifted.
-	EpisodeRequests, EpisodeWrites float64
+	// per node from the episode's start until its brake was lifted;
+	// EpisodeExtraRequests and EpisodeExtraWrites what is beyond its idle
+	// rates over that time (what the episode itself asks).
+	EpisodeRequests, EpisodeWrites           float64
+	EpisodeExtraRequests, EpisodeExtraWrites float64
 	// RestartFirst10s is evictd's and the heartbeat's requests per node in
 	// the first 10 s after an API server restart.
 	RestartFirst10s, HeartbeatRestartFirst10s float64
@@ -616,7 +659,9 @@ func ProjectionTable(f Fleet, sizes []int) *Table {
 	row(fmt.Sprintf("evictd open watches (%s per agent)", Rate(f.Watches)), f.Watches)
 	row(fmt.Sprintf("kube-proxy open watches (%d per node, %d of them cluster-wide)", kubeProxyWatches, kubeProxyClusterWideWatches), kubeProxyWatches)
 	row(fmt.Sprintf("evictd requests in a zone-wide episode (%s per node)", Rate(f.EpisodeRequests)), f.EpisodeRequests)
+	row(fmt.Sprintf("  of them beyond its idle rate (%s per node)", Rate(f.EpisodeExtraRequests)), f.EpisodeExtraRequests)
 	row(fmt.Sprintf("evictd writes in a zone-wide episode (%s per node)", Rate(f.EpisodeWrites)), f.EpisodeWrites)
+	row(fmt.Sprintf("  of them beyond its idle rate (%s per node)", Rate(f.EpisodeExtraWrites)), f.EpisodeExtraWrites)
 	row(fmt.Sprintf("evictd requests in the first 10 s after an API server restart (%s per node)", Rate(f.RestartFirst10s)), f.RestartFirst10s)
 	row(fmt.Sprintf("kubelet heartbeat requests in the same 10 s (%s per node)", Rate(f.HeartbeatRestartFirst10s)), f.HeartbeatRestartFirst10s)
 	return tab
@@ -678,15 +723,15 @@ func ParseScalePhases(s string, def ScalePhaseSpec) (ScalePhaseSpec, error) {
 	return out, nil
 }
 
-// CountCodes counts the answers to the requests received in w, by sender,
-// verb and resource, then by HTTP status (0: none logged).
+// CountCodes counts the answers to the requests received in w, by
+// RequestKey, then by HTTP status (0: none logged).
 func CountCodes(reqs []AuditRequest, w Window, s Senders) map[RequestKey]map[int]int {
 	out := map[RequestKey]map[int]int{}
 	for _, r := range reqs {
 		if !w.Contains(r.Received) {
 			continue
 		}
-		k := RequestKey{Sender: s.Of(r), Verb: r.Verb, Resource: r.Resource}
+		k := s.keyOf(r)
 		if out[k] == nil {
 			out[k] = map[int]int{}
 		}
@@ -761,8 +806,8 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 
 	byPhase := &Table{
 		Title: r.Title,
-		Header: []string{"phase", "s", "evictd req/s", "evictd writes/s", "writes/s per agent: median (min–max)", "evictd watches per agent",
-			"kubelet req/s", "kubelet writes/s per node", "other req/s", "what happened"},
+		Header: []string{"phase", "s", "evictd req/s", "evictd writes/s", "writes/s per agent: median (min–max)", "evictd req per agent in all",
+			"evictd watches per agent", "kubelet req/s", "kubelet writes/s per node", "other req/s", "what happened"},
 	}
 	for _, p := range r.Phases {
 		all, writes := SenderTotals(CountRequests(r.Requests, p.Requests, r.Senders))
@@ -777,7 +822,7 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 		}
 		byPhase.Row(p.Name, fmt.Sprintf("%.0f", p.Requests.Seconds()),
 			Rate(PerSecond(float64(all[SenderEvictd]), p.Requests)), Rate(PerSecond(float64(writes[SenderEvictd]), p.Requests)),
-			perAgent, Rate(float64(evictdWatches)/n),
+			perAgent, Rate(float64(all[SenderEvictd])/n), Rate(float64(evictdWatches)/n),
 			Rate(PerSecond(float64(all[SenderKubelet]), p.Requests)), Rate(perKubelet.Median),
 			Rate(PerSecond(float64(all[SenderOther]), p.Requests)), orDash(p.Note))
 	}
@@ -788,7 +833,7 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 	cost := &Table{
 		Title: "the control plane's cost per phase (CPU % of one core; above baseline: this phase's figure less the baseline phase's, per agent)",
 		Header: []string{"phase", "etcd requests/s by operation (API server's etcd_requests_total)", "etcd puts+deletes/s (etcd)",
-			"watchers (registered / WATCH in flight)", "API server CPU %", "above baseline per agent", "API server RSS MiB",
+			"watches open", "watch events sent/s", "API server CPU %", "above baseline per agent", "API server RSS MiB",
 			"above baseline per agent KiB", "etcd CPU %", "etcd RSS MiB", "evictd CPU % per agent: median (min–max)"},
 	}
 	base, haveBase := r.phase(r.Baseline)
@@ -803,12 +848,12 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 		if get(err1) && get(err2) {
 			mvcc = Rate(PerSecond(puts[""]+dels[""], p.Requests))
 		}
-		watchers, inFlight := "?", "?"
-		if v, err := p.APIAfter.Sum("apiserver_registered_watchers", nil); get(err) {
-			watchers = fmt.Sprintf("%.0f", v)
-		}
+		inFlight, events := "?", "?"
 		if v, err := p.APIAfter.Sum("apiserver_longrunning_requests", map[string]string{"verb": "WATCH"}); get(err) {
 			inFlight = fmt.Sprintf("%.0f", v)
+		}
+		if sent, err := CounterDelta(p.APIBefore, p.APIAfter, "apiserver_watch_events_total", nil, ""); get(err) {
+			events = Rate(PerSecond(sent[""], p.Requests))
 		}
 		apiCPU := cpuPct(p.APIServerCPU, p.CPU)
 		cpuAbove, rssAbove := "-", "-"
@@ -824,16 +869,17 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 			}
 			agentCPU = Distribute(pcts).String()
 		}
-		cost.Row(p.Name, etcdOps, mvcc, watchers+" / "+inFlight, Rate(apiCPU), cpuAbove, mibs(p.APIServerRSS), rssAbove,
+		cost.Row(p.Name, etcdOps, mvcc, inFlight, events, Rate(apiCPU), cpuAbove, mibs(p.APIServerRSS), rssAbove,
 			Rate(cpuPct(p.EtcdCPU, p.Requests)), mibs(p.EtcdRSS), agentCPU)
 	}
 	cost.Notes = append(cost.Notes,
 		"CPU = utime + stime of /proc/PID/stat over the phase; RSS = VmRSS at its end; etcd puts+deletes from etcd's etcd_mvcc_put_total and _delete_total",
-		"watchers: apiserver_registered_watchers and apiserver_longrunning_requests{verb=\"WATCH\"} at the phase's end (everyone's, the harness's and the simulated nodes' included)")
+		"watches open: apiserver_longrunning_requests{verb=\"WATCH\"} at the phase's end; watch events sent: apiserver_watch_events_total "+
+			"(everyone's, the harness's and the simulated nodes' included)")
 
 	verbs := &Table{
 		Title:  "evictd's and the kubelet heartbeat's requests by verb and resource (per second: all senders; per node: per agent or heartbeat)",
-		Header: []string{"phase", "sender", "verb", "resource", "req/s", "per node /s", "answers"},
+		Header: []string{"phase", "sender", "verb", "resource", "scope", "req/s", "per node /s", "answers"},
 	}
 	for _, p := range r.Phases {
 		codes := CountCodes(r.Requests, p.Requests, r.Senders)
@@ -851,7 +897,10 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 			if a.Resource != b.Resource {
 				return a.Resource < b.Resource
 			}
-			return a.Verb < b.Verb
+			if a.Verb != b.Verb {
+				return a.Verb < b.Verb
+			}
+			return a.Scope < b.Scope
 		})
 		for _, k := range keys {
 			total := 0
@@ -866,13 +915,21 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 				answers = append(answers, fmt.Sprintf("%d ×%d", c, codes[k][c]))
 			}
 			rate := PerSecond(float64(total), p.Requests)
-			verbs.Row(p.Name, k.Sender, k.Verb, k.Resource, Rate(rate), Rate(rate/n), strings.Join(answers, ", "))
+			scope := k.Scope
+			if scope == "" && (k.Verb == "list" || k.Verb == "watch") {
+				scope = "whole cluster"
+			}
+			verbs.Row(p.Name, k.Sender, k.Verb, k.Resource, orDash(scope), Rate(rate), Rate(rate/n), strings.Join(answers, ", "))
 		}
 	}
 
 	tabs := []*Table{byPhase, cost, verbs}
+	verbs.Notes = append(verbs.Notes, "scope: a list's or watch's namespace and selectors, the agent's own node named NODE")
 	fleet := Fleet{}
+	var idleReqs, idleWrites float64 // evictd's per agent per second
 	if idle, ok := r.phase(r.Idle); ok {
+		all, writes := SenderTotals(CountRequests(r.Requests, idle.Requests, r.Senders))
+		idleReqs, idleWrites = PerSecond(float64(all[SenderEvictd]), idle.Requests)/n, PerSecond(float64(writes[SenderEvictd]), idle.Requests)/n
 		fleet.IdleWrites = Distribute(NodeRates(r.Requests, idle.Requests, r.Senders, SenderEvictd, r.Nodes, WriteRequest)).Median
 		fleet.HeartbeatWrites = Distribute(NodeRates(r.Requests, idle.Requests, r.Senders, SenderKubelet, r.Nodes, WriteRequest)).Median
 		for k, c := range OpenWatches(r.Requests, idle.Requests.End, r.Cuts, r.Senders) {
@@ -886,6 +943,8 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 			all, writes := SenderTotals(CountRequests(r.Requests, p.Requests, r.Senders))
 			fleet.EpisodeRequests += float64(all[SenderEvictd]) / n
 			fleet.EpisodeWrites += float64(writes[SenderEvictd]) / n
+			fleet.EpisodeExtraRequests += float64(all[SenderEvictd])/n - idleReqs*p.Requests.Seconds()
+			fleet.EpisodeExtraWrites += float64(writes[SenderEvictd])/n - idleWrites*p.Requests.Seconds()
 		}
 	}
 	if r.Herd != nil {

@@ -5,6 +5,7 @@ package bench
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +20,9 @@ func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Seco
 // auditLine is one audit event as the API server writes it, with the
 // fields ParseAuditRequests reads (and a few it does not).
 type auditLine struct {
-	id, stage, verb, user, node, resource, subresource, group, uri string
-	code                                                           int
-	received, stage_                                               float64
+	id, stage, verb, user, node, resource, subresource, group, ns, uri string
+	code                                                               int
+	received, ended                                                    float64
 }
 
 func (l auditLine) String() string {
@@ -30,7 +31,7 @@ func (l auditLine) String() string {
 		"auditID": l.id, "stage": l.stage, "verb": l.verb, "requestURI": l.uri,
 		"userAgent":                "evictd/v0.2.0",
 		"requestReceivedTimestamp": at(l.received).Format(time.RFC3339Nano),
-		"stageTimestamp":           at(l.stage_).Format(time.RFC3339Nano),
+		"stageTimestamp":           at(l.ended).Format(time.RFC3339Nano),
 	}
 	user := map[string]any{"username": l.user, "groups": []string{"system:authenticated"}}
 	if l.node != "" {
@@ -43,7 +44,7 @@ func (l auditLine) String() string {
 	ev["user"] = user
 	if l.resource != "" {
 		ev["objectRef"] = map[string]any{"resource": l.resource, "subresource": l.subresource, "apiGroup": l.group,
-			"namespace": "kube-node-lease", "name": "x", "apiVersion": "v1"}
+			"namespace": l.ns, "apiVersion": "v1"}
 	}
 	if l.code != 0 {
 		ev["responseStatus"] = map[string]any{"metadata": map[string]any{}, "code": l.code}
@@ -65,20 +66,23 @@ func joinLines(ls ...auditLine) string {
 
 func TestParseAuditRequests(t *testing.T) {
 	lease := auditLine{id: "a1", stage: "ResponseComplete", verb: "update", user: evictdUser, node: "n1",
-		resource: "leases", group: "coordination.k8s.io", code: 200, received: 1, stage_: 1.01}
+		resource: "leases", group: "coordination.k8s.io", ns: "kube-node-lease", code: 200, received: 1, ended: 1.01,
+		uri: "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/evictd-n1"}
 	received := lease
 	received.stage, received.id = "RequestReceived", "a0"
 	watchStart := auditLine{id: "w1", stage: "ResponseStarted", verb: "watch", user: "system:node:n2",
-		resource: "pods", code: 200, received: 2, stage_: 2.01}
+		resource: "pods", code: 200, received: 2, ended: 2.01, uri: "/api/v1/pods?fieldSelector=spec.nodeName%3Dn2&watch=true"}
 	watchEnd := watchStart
-	watchEnd.stage, watchEnd.stage_ = "ResponseComplete", 30
+	watchEnd.stage, watchEnd.ended = "ResponseComplete", 30
 	open := auditLine{id: "w2", stage: "ResponseStarted", verb: "watch", user: evictdUser, node: "n1",
-		resource: "nodes", code: 200, received: 3, stage_: 3}
+		resource: "leases", group: "coordination.k8s.io", ns: "kube-node-lease", code: 200, received: 3, ended: 3,
+		uri: "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases?fieldSelector=metadata.name%3Devictd-n1&timeoutSeconds=300&watch=true"}
 	status := auditLine{id: "s1", stage: "ResponseComplete", verb: "patch", user: evictdUser, node: "n1",
-		resource: "nodes", subresource: "status", code: 403, received: 4, stage_: 4.1}
+		resource: "nodes", subresource: "status", code: 403, received: 4, ended: 4.1}
 	readyz := auditLine{id: "r1", stage: "ResponseComplete", verb: "get", user: "admin", uri: "/readyz?verbose",
-		code: 200, received: 5, stage_: 5}
-	panicked := auditLine{id: "p1", stage: "Panic", verb: "list", user: "admin", resource: "pods", received: 6, stage_: 6.5}
+		code: 200, received: 5, ended: 5}
+	panicked := auditLine{id: "p1", stage: "Panic", verb: "list", user: "admin", resource: "pods", ns: "default", received: 6, ended: 6.5,
+		uri: "/api/v1/namespaces/default/pods?labelSelector=app%3Dweb%2Ctier+in+%28a%2Cb%29"}
 
 	got, err := ParseAuditRequests(strings.NewReader(joinLines(received, lease, watchStart, open, status, watchEnd, readyz, panicked) + "\n"))
 	if err != nil {
@@ -86,11 +90,14 @@ func TestParseAuditRequests(t *testing.T) {
 	}
 	want := []AuditRequest{
 		{ID: "a1", User: evictdUser, Node: "n1", Verb: "update", Resource: "leases.coordination.k8s.io", Code: 200, Received: at(1), Ended: at(1.01)},
-		{ID: "w1", User: "system:node:n2", Node: "n2", Verb: "watch", Resource: "pods", Code: 200, Received: at(2), Ended: at(30)},
-		{ID: "w2", User: evictdUser, Node: "n1", Verb: "watch", Resource: "nodes", Code: 200, Received: at(3)},
+		{ID: "w1", User: "system:node:n2", Node: "n2", Verb: "watch", Resource: "pods", Scope: "fieldSelector spec.nodeName=NODE",
+			Code: 200, Received: at(2), Ended: at(30)},
+		{ID: "w2", User: evictdUser, Node: "n1", Verb: "watch", Resource: "leases.coordination.k8s.io",
+			Scope: "in kube-node-lease, fieldSelector metadata.name=evictd-NODE", Code: 200, Received: at(3)},
 		{ID: "s1", User: evictdUser, Node: "n1", Verb: "patch", Resource: "nodes/status", Code: 403, Received: at(4), Ended: at(4.1)},
 		{ID: "r1", User: "admin", Verb: "get", Resource: "/readyz", Code: 200, Received: at(5), Ended: at(5)},
-		{ID: "p1", User: "admin", Verb: "list", Resource: "pods", Code: 500, Received: at(6), Ended: at(6.5)},
+		{ID: "p1", User: "admin", Verb: "list", Resource: "pods", Scope: "in default, labelSelector app=web,tier in (a,b)",
+			Code: 500, Received: at(6), Ended: at(6.5)},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d requests, want %d: %+v", len(got), len(want), got)
@@ -112,6 +119,52 @@ func TestParseAuditRequests(t *testing.T) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// Lines of a real scale run's audit log: an agent's Lease renewal, its pod
+// watch (cut off by the API server's stop: no end logged), a kubelet
+// heartbeat and an agent's eviction of its node's hog.
+func TestParseAuditRequestsReal(t *testing.T) {
+	f, err := os.Open("testdata/audit-requests.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := ParseAuditRequests(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	want := []AuditRequest{
+		{ID: "d153a3d6-9fae-4a4a-99f7-55373e2f77b0", User: evictdUser, Node: "scale-002", Verb: "update",
+			Resource: "leases.coordination.k8s.io", Code: 200,
+			Received: ts("2026-11-28T12:18:44.912200Z"), Ended: ts("2026-11-28T12:18:44.917980Z")},
+		{ID: "313b4a19-1267-42f6-b589-4be5022e1a4e", User: evictdUser, Node: "scale-001", Verb: "watch", Resource: "pods",
+			Scope: "fieldSelector spec.nodeName=NODE", Code: 200, Received: ts("2026-11-28T12:18:44.771533Z")},
+		{ID: "7b6ff8e0-9b83-48a0-834b-055b1594bc0c", User: "system:node:scale-000", Node: "scale-000", Verb: "update",
+			Resource: "leases.coordination.k8s.io", Code: 200,
+			Received: ts("2026-11-28T12:18:36.168031Z"), Ended: ts("2026-11-28T12:18:36.171457Z")},
+		{ID: "1b38c770-838c-4e53-ba16-a3c07b804b86", User: evictdUser, Node: "scale-001", Verb: "create", Resource: "pods/eviction",
+			Code: 201, Received: ts("2026-11-28T12:19:07.495686Z"), Ended: ts("2026-11-28T12:19:07.591339Z")},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d requests, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d:\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+	s := Senders{Evictd: evictdUser}
+	if s.Of(got[0]) != SenderEvictd || s.Of(got[2]) != SenderKubelet {
+		t.Errorf("senders: %s, %s; want evictd, kubelet", s.Of(got[0]), s.Of(got[2]))
 	}
 }
 
@@ -158,11 +211,11 @@ func TestCountRequestsAndRates(t *testing.T) {
 	w := Window{Start: at(10), End: at(20)}
 	counts := CountRequests(reqs, w, s)
 	want := map[RequestKey]int{
-		{SenderEvictd, "update", "leases"}:  2,
-		{SenderEvictd, "get", "leases"}:     1,
-		{SenderEvictd, "watch", "pods"}:     1,
-		{SenderKubelet, "update", "leases"}: 1,
-		{SenderOther, "create", "pods"}:     1,
+		{SenderEvictd, "update", "leases", ""}:  2,
+		{SenderEvictd, "get", "leases", ""}:     1,
+		{SenderEvictd, "watch", "pods", ""}:     1,
+		{SenderKubelet, "update", "leases", ""}: 1,
+		{SenderOther, "create", "pods", ""}:     1,
 	}
 	if len(counts) != len(want) {
 		t.Errorf("counts = %v, want %v", counts, want)
@@ -184,7 +237,7 @@ func TestCountRequestsAndRates(t *testing.T) {
 		t.Errorf("n2's request rate = %v, want 0.2", rates)
 	}
 	codes := CountCodes(reqs, w, s)
-	if c := codes[RequestKey{SenderEvictd, "update", "leases"}]; c[200] != 1 || c[409] != 1 || len(c) != 2 {
+	if c := codes[RequestKey{SenderEvictd, "update", "leases", ""}]; c[200] != 1 || c[409] != 1 || len(c) != 2 {
 		t.Errorf("lease update answers = %v, want 200 ×1, 409 ×1", c)
 	}
 	if PerSecond(5, Window{}) != 0 {
@@ -218,10 +271,10 @@ func TestOpenWatches(t *testing.T) {
 		at   float64
 		want map[RequestKey]int
 	}{
-		{10, map[RequestKey]int{{SenderEvictd, "watch", "pods"}: 1, {SenderEvictd, "watch", "nodes"}: 1, {SenderKubelet, "watch", "pods"}: 1}},
-		{30, map[RequestKey]int{{SenderEvictd, "watch", "pods"}: 1, {SenderKubelet, "watch", "pods"}: 1}},
-		{55, map[RequestKey]int{{SenderKubelet, "watch", "pods"}: 1}},
-		{70, map[RequestKey]int{{SenderEvictd, "watch", "leases"}: 1, {SenderKubelet, "watch", "pods"}: 1}},
+		{10, map[RequestKey]int{{SenderEvictd, "watch", "pods", ""}: 1, {SenderEvictd, "watch", "nodes", ""}: 1, {SenderKubelet, "watch", "pods", ""}: 1}},
+		{30, map[RequestKey]int{{SenderEvictd, "watch", "pods", ""}: 1, {SenderKubelet, "watch", "pods", ""}: 1}},
+		{55, map[RequestKey]int{{SenderKubelet, "watch", "pods", ""}: 1}},
+		{70, map[RequestKey]int{{SenderEvictd, "watch", "leases", ""}: 1, {SenderKubelet, "watch", "pods", ""}: 1}},
 	} {
 		got := OpenWatches(reqs, at(tc.at), cuts, s)
 		if len(got) != len(tc.want) {
@@ -285,6 +338,9 @@ apiserver_registered_watchers{group="",kind="Node",version="v1"} 3
 apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="cluster",subresource="",verb="WATCH",version="v1"} 11
 apiserver_longrunning_requests{component="apiserver",group="",resource="nodes",scope="cluster",subresource="",verb="WATCH",version="v1"} 3
 apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="namespace",subresource="exec",verb="CONNECT",version="v1"} 1
+# HELP apiserver_watch_events_total [ALPHA] Number of events sent in watch clients
+# TYPE apiserver_watch_events_total counter
+apiserver_watch_events_total{group="",kind="Pod",version="v1"} 50
 `
 
 func mustScrape(t *testing.T, text string) Scrape {
@@ -419,6 +475,14 @@ func TestScaleRunTables(t *testing.T) {
 			reqs = append(reqs, req("system:node:"+node, node, "update", "leases", 200, float64(10*i), float64(10*i)))
 		}
 	}
+	// The episode, 100–110 s: each agent renews 3 times a second and
+	// evicts twice.
+	for _, node := range nodes {
+		for i := range 30 {
+			reqs = append(reqs, req(evictdUser, node, "update", "leases", 200, 100+float64(i)/3, 100+float64(i)/3))
+		}
+		reqs = append(reqs, req(evictdUser, node, "create", "pods/eviction", 201, 101, 101), req(evictdUser, node, "create", "pods/eviction", 429, 102, 102))
+	}
 	// After the restart at 200 s: each agent lists pods again.
 	reqs = append(reqs, req(evictdUser, "n1", "list", "pods", 200, 201, 201), req(evictdUser, "n2", "list", "pods", 200, 203, 203))
 	api := mustScrape(t, apiMetrics)
@@ -428,14 +492,18 @@ func TestScaleRunTables(t *testing.T) {
 	herd := Window{Start: at(200), End: at(260)}
 	run := ScaleRun{
 		Title: "test run", Nodes: nodes, Senders: s, Requests: reqs, Cuts: []time.Time{at(150)}, Herd: &herd,
-		Baseline: "baseline", Idle: "idle",
+		Baseline: "baseline", Idle: "idle", Episode: []string{"episode"},
 		Phases: []ScalePhase{
 			{Name: "baseline", Requests: Window{Start: at(-100), End: at(0)}, CPU: Window{Start: at(-100), End: at(0)},
 				APIBefore: api, APIAfter: api, EtcdBefore: etcd, EtcdAfter: etcd, APIServerCPU: 10 * time.Second, APIServerRSS: 300 * mib},
 			{Name: "idle", Requests: idle, CPU: idle, APIBefore: api, APIAfter: api, EtcdBefore: etcd, EtcdAfter: etcdAfter,
 				APIServerCPU: 30 * time.Second, APIServerRSS: 302 * mib, AgentCPU: []time.Duration{time.Second, 3 * time.Second}, Note: "quiet"},
-			// A restarted API server whose scrape lacks etcd_requests_total.
-			{Name: "restart", Requests: herd, CPU: herd, APIAfter: mustScrape(t, "# TYPE apiserver_registered_watchers gauge\napiserver_registered_watchers 4\n"),
+			{Name: "episode", Requests: Window{Start: at(100), End: at(110)}, CPU: Window{Start: at(100), End: at(110)},
+				APIBefore: api, APIAfter: api, EtcdBefore: etcdAfter, EtcdAfter: etcdAfter},
+			// A restarted API server whose scrape lacks etcd_requests_total
+			// and apiserver_longrunning_requests.
+			{Name: "restart", Requests: herd, CPU: herd,
+				APIAfter:   mustScrape(t, "# TYPE apiserver_watch_events_total counter\napiserver_watch_events_total{kind=\"Pod\"} 30\n"),
 				EtcdBefore: etcdAfter, EtcdAfter: etcdAfter},
 		},
 	}
@@ -455,19 +523,27 @@ func TestScaleRunTables(t *testing.T) {
 		line  string
 	}{
 		// 600 writes and 4 watches in 100 s; n1 5/s, n2 1/s: median 3; 4 watches for 2 agents; 20 heartbeats.
-		{0, "idle 100 6.04 6.00 3.00 (1.00–5.00) 2.00 0.200 0.100 0 quiet"},
-		{0, "baseline 100 0 0 0 (0–0) 2.00 0 0 0 -"},
+		{0, "idle 100 6.04 6.00 3.00 (1.00–5.00) 302 2.00 0.200 0.100 0 quiet"},
+		{0, "baseline 100 0 0 0 (0–0) 0 2.00 0 0 0 -"},
 		// After the cut at 150 the watches are gone.
-		{0, "restart 60 0.033 0 0 (0–0) 0 0 0 0 -"},
+		{0, "restart 60 0.033 0 0 (0–0) 1.00 0 0 0 0 -"},
 		// 600 puts + 10 deletes in 100 s; API server 30 % against the baseline's 10 %: 10 points per agent; 2 MiB more: 1024 KiB per agent.
-		{1, "idle - 6.10 15 / 14 30.00 10.00 302.0 1024 0 0.0 2.00 (1.00–3.00)"},
-		{1, "restart ? 0 4 / ? 0 -5.00 0.0 -153600 0 0.0 -"},
+		{1, "idle - 6.10 14 0 30.00 10.00 302.0 1024 0 0.0 2.00 (1.00–3.00)"},
+		// From zero: 30 watch events in 60 s.
+		{1, "restart ? 0 ? 0.500 0 -5.00 0.0 -153600 0 0.0 -"},
 		{1, "?: apiserver_longrunning_requests: no such metric family; etcd_requests_total: no such metric family"},
-		{2, "idle evictd update leases 6.00 3.00 200 ×600"},
-		{2, "idle kubelet update leases 0.200 0.100 200 ×20"},
+		{2, "idle evictd update leases - 6.00 3.00 200 ×600"},
+		{2, "idle evictd watch pods whole cluster 0.020 0.010 200 ×2"},
+		{2, "idle kubelet update leases - 0.200 0.100 200 ×20"},
+		{2, "episode evictd create pods/eviction - 0.400 0.200 201 ×2, 429 ×2"},
 		{3, "evictd 0.033 2 1 (1 s) 2/2: 1.0 s, 1.0 s, 3.0 s 0/2"},
 		{4, "evictd idle writes/s (3.00 per agent) 3000 15000 45000"},
 		{4, "evictd open watches (2.00 per agent) 2000 10000 30000"},
+		// 32 requests per node in 10 s, against 3.02/s idle: 1.8 more;
+		// 32 writes against 3.00/s: 2 more.
+		{4, "evictd requests in a zone-wide episode (32.00 per node) 32000 160000 480000"},
+		{4, "of them beyond its idle rate (1.80 per node) 1800 9000 27000"},
+		{4, "of them beyond its idle rate (2.00 per node) 2000 10000 30000"},
 	} {
 		if !strings.Contains(all[want.table], squeeze(want.line)) {
 			t.Errorf("check %d: table %d has no line %q:\n%s", i, want.table, want.line, tabs[want.table])
