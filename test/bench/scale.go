@@ -604,17 +604,45 @@ func Grouped(counts map[string]float64, w Window) string {
 	return strings.Join(parts, ", ")
 }
 
+// Excess is what sender asked in a span of secs beyond its rates in a
+// base span of baseSecs, kind (RequestKey) by kind, never below zero for a
+// kind: requests, and writes among them. A kind the base span has none of
+// counts whole; one it sent more of counts nothing. No base span (baseSecs
+// 0) counts everything.
+func Excess(counts, base map[RequestKey]int, baseSecs, secs float64, sender string) (requests, writes float64) {
+	for k, c := range counts {
+		if k.Sender != sender {
+			continue
+		}
+		expected := 0.0
+		if baseSecs > 0 {
+			expected = float64(base[k]) / baseSecs * secs
+		}
+		if extra := float64(c) - expected; extra > 0 {
+			requests += extra
+			if IsWrite(k.Verb) {
+				writes += extra
+			}
+		}
+	}
+	return requests, writes
+}
+
 // Fleet figures the projection reads from a run, each per node.
 type Fleet struct {
 	// IdleWrites is evictd's writes per second per agent at idle (the
 	// median over agents); HeartbeatWrites the kubelet heartbeat's.
 	IdleWrites, HeartbeatWrites float64
+	// IdleRequests is evictd's requests per second per agent at idle (all
+	// agents' over their number).
+	IdleRequests float64
 	// Watches is evictd's open watches per agent at idle.
 	Watches float64
 	// EpisodeRequests and EpisodeWrites are evictd's requests and writes
 	// per node from the episode's start until its brake was lifted;
 	// EpisodeExtraRequests and EpisodeExtraWrites what is beyond its idle
-	// rates over that time (what the episode itself asks).
+	// rates over that time, kind by kind (Excess): what the episode itself
+	// asks.
 	EpisodeRequests, EpisodeWrites           float64
 	EpisodeExtraRequests, EpisodeExtraWrites float64
 	// RestartFirst10s is evictd's and the heartbeat's requests per node in
@@ -652,6 +680,7 @@ func ProjectionTable(f Fleet, sizes []int) *Table {
 		}
 		tab.Row(cells...)
 	}
+	row(fmt.Sprintf("evictd idle requests/s (%s per agent)", Rate(f.IdleRequests)), f.IdleRequests)
 	row(fmt.Sprintf("evictd idle writes/s (%s per agent)", Rate(f.IdleWrites)), f.IdleWrites)
 	row(fmt.Sprintf("kubelet node Lease writes/s (measured %s per node)", Rate(f.HeartbeatWrites)), f.HeartbeatWrites)
 	row(fmt.Sprintf("kubelet node Lease writes/s (one per node per %s)", kubeletLeaseRenewal), 1/kubeletLeaseRenewal.Seconds())
@@ -832,14 +861,17 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 
 	cost := &Table{
 		Title: "the control plane's cost per phase (CPU % of one core; above baseline: this phase's figure less the baseline phase's, per agent)",
-		Header: []string{"phase", "etcd requests/s by operation (API server's etcd_requests_total)", "etcd puts+deletes/s (etcd)",
+		Header: []string{"phase", "API requests/s by verb (apiserver_request_total)", "etcd requests/s by operation (API server's etcd_requests_total)", "etcd puts+deletes/s (etcd)",
 			"watches open", "watch events sent/s", "API server CPU %", "above baseline per agent", "API server RSS MiB",
 			"above baseline per agent KiB", "etcd CPU %", "etcd RSS MiB", "evictd CPU % per agent: median (min–max)"},
 	}
 	base, haveBase := r.phase(r.Baseline)
 	cpuPct := func(d time.Duration, w Window) float64 { return 100 * PerSecond(d.Seconds(), w) }
 	for _, p := range r.Phases {
-		etcdOps, mvcc := "?", "?"
+		apiReqs, etcdOps, mvcc := "?", "?", "?"
+		if byVerb, err := CounterDelta(p.APIBefore, p.APIAfter, "apiserver_request_total", nil, "verb"); get(err) {
+			apiReqs = Grouped(byVerb, p.Requests)
+		}
 		if ops, err := CounterDelta(p.APIBefore, p.APIAfter, "etcd_requests_total", nil, "operation"); get(err) {
 			etcdOps = Grouped(ops, p.Requests)
 		}
@@ -869,13 +901,13 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 			}
 			agentCPU = Distribute(pcts).String()
 		}
-		cost.Row(p.Name, etcdOps, mvcc, inFlight, events, Rate(apiCPU), cpuAbove, mibs(p.APIServerRSS), rssAbove,
+		cost.Row(p.Name, apiReqs, etcdOps, mvcc, inFlight, events, Rate(apiCPU), cpuAbove, mibs(p.APIServerRSS), rssAbove,
 			Rate(cpuPct(p.EtcdCPU, p.Requests)), mibs(p.EtcdRSS), agentCPU)
 	}
 	cost.Notes = append(cost.Notes,
 		"CPU = utime + stime of /proc/PID/stat over the phase; RSS = VmRSS at its end; etcd puts+deletes from etcd's etcd_mvcc_put_total and _delete_total",
-		"watches open: apiserver_longrunning_requests{verb=\"WATCH\"} at the phase's end; watch events sent: apiserver_watch_events_total "+
-			"(everyone's, the harness's and the simulated nodes' included)")
+		"API requests, watches open (apiserver_longrunning_requests{verb=\"WATCH\"} at the phase's end) and watch events sent "+
+			"(apiserver_watch_events_total) are everyone's: the harness's and the simulated nodes' included")
 
 	verbs := &Table{
 		Title:  "evictd's and the kubelet heartbeat's requests by verb and resource (per second: all senders; per node: per agent or heartbeat)",
@@ -926,10 +958,12 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 	tabs := []*Table{byPhase, cost, verbs}
 	verbs.Notes = append(verbs.Notes, "scope: a list's or watch's namespace and selectors, the agent's own node named NODE")
 	fleet := Fleet{}
-	var idleReqs, idleWrites float64 // evictd's per agent per second
-	if idle, ok := r.phase(r.Idle); ok {
-		all, writes := SenderTotals(CountRequests(r.Requests, idle.Requests, r.Senders))
-		idleReqs, idleWrites = PerSecond(float64(all[SenderEvictd]), idle.Requests)/n, PerSecond(float64(writes[SenderEvictd]), idle.Requests)/n
+	idle, haveIdle := r.phase(r.Idle)
+	var idleCounts map[RequestKey]int
+	if haveIdle {
+		idleCounts = CountRequests(r.Requests, idle.Requests, r.Senders)
+		all, _ := SenderTotals(idleCounts)
+		fleet.IdleRequests = PerSecond(float64(all[SenderEvictd]), idle.Requests) / n
 		fleet.IdleWrites = Distribute(NodeRates(r.Requests, idle.Requests, r.Senders, SenderEvictd, r.Nodes, WriteRequest)).Median
 		fleet.HeartbeatWrites = Distribute(NodeRates(r.Requests, idle.Requests, r.Senders, SenderKubelet, r.Nodes, WriteRequest)).Median
 		for k, c := range OpenWatches(r.Requests, idle.Requests.End, r.Cuts, r.Senders) {
@@ -940,11 +974,13 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 	}
 	for _, name := range r.Episode {
 		if p, ok := r.phase(name); ok {
-			all, writes := SenderTotals(CountRequests(r.Requests, p.Requests, r.Senders))
+			counts := CountRequests(r.Requests, p.Requests, r.Senders)
+			all, writes := SenderTotals(counts)
 			fleet.EpisodeRequests += float64(all[SenderEvictd]) / n
 			fleet.EpisodeWrites += float64(writes[SenderEvictd]) / n
-			fleet.EpisodeExtraRequests += float64(all[SenderEvictd])/n - idleReqs*p.Requests.Seconds()
-			fleet.EpisodeExtraWrites += float64(writes[SenderEvictd])/n - idleWrites*p.Requests.Seconds()
+			extra, extraWrites := Excess(counts, idleCounts, idle.Requests.Seconds(), p.Requests.Seconds(), SenderEvictd)
+			fleet.EpisodeExtraRequests += extra / n
+			fleet.EpisodeExtraWrites += extraWrites / n
 		}
 	}
 	if r.Herd != nil {

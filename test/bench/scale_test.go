@@ -324,7 +324,12 @@ func TestHerdAfter(t *testing.T) {
 	}
 }
 
-const apiMetrics = `# HELP etcd_requests_total [ALPHA] Etcd request counts for each operation and object type.
+const apiMetrics = `# HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 1000
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 4
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="cluster",subresource="",verb="WATCH",version="v1"} 20
+# HELP etcd_requests_total [ALPHA] Etcd request counts for each operation and object type.
 # TYPE etcd_requests_total counter
 etcd_requests_total{group="coordination.k8s.io",operation="update",resource="leases"} 100
 etcd_requests_total{group="",operation="get",resource="pods"} 7
@@ -498,8 +503,9 @@ func TestScaleRunTables(t *testing.T) {
 				APIBefore: api, APIAfter: api, EtcdBefore: etcd, EtcdAfter: etcd, APIServerCPU: 10 * time.Second, APIServerRSS: 300 * mib},
 			{Name: "idle", Requests: idle, CPU: idle, APIBefore: api, APIAfter: api, EtcdBefore: etcd, EtcdAfter: etcdAfter,
 				APIServerCPU: 30 * time.Second, APIServerRSS: 302 * mib, AgentCPU: []time.Duration{time.Second, 3 * time.Second}, Note: "quiet"},
+			// An episode whose API server counters start from zero.
 			{Name: "episode", Requests: Window{Start: at(100), End: at(110)}, CPU: Window{Start: at(100), End: at(110)},
-				APIBefore: api, APIAfter: api, EtcdBefore: etcdAfter, EtcdAfter: etcdAfter},
+				APIAfter: api, EtcdBefore: etcdAfter, EtcdAfter: etcdAfter},
 			// A restarted API server whose scrape lacks etcd_requests_total
 			// and apiserver_longrunning_requests.
 			{Name: "restart", Requests: herd, CPU: herd,
@@ -528,10 +534,13 @@ func TestScaleRunTables(t *testing.T) {
 		// After the cut at 150 the watches are gone.
 		{0, "restart 60 0.033 0 0 (0–0) 1.00 0 0 0 0 -"},
 		// 600 puts + 10 deletes in 100 s; API server 30 % against the baseline's 10 %: 10 points per agent; 2 MiB more: 1024 KiB per agent.
-		{1, "idle - 6.10 14 0 30.00 10.00 302.0 1024 0 0.0 2.00 (1.00–3.00)"},
+		{1, "idle - - 6.10 14 0 30.00 10.00 302.0 1024 0 0.0 2.00 (1.00–3.00)"},
 		// From zero: 30 watch events in 60 s.
-		{1, "restart ? 0 ? 0.500 0 -5.00 0.0 -153600 0 0.0 -"},
-		{1, "?: apiserver_longrunning_requests: no such metric family; etcd_requests_total: no such metric family"},
+		{1, "restart ? ? 0 ? 0.500 0 -5.00 0.0 -153600 0 0.0 -"},
+		// From zero, in 10 s: 1004 PUTs and 20 WATCHes; 103 etcd updates
+		// and 7 gets; 50 watch events.
+		{1, "episode PUT 100, WATCH 2.00 update 10.30, get 0.700 0 14 5.00 0 -5.00 0.0 -153600 0 0.0 -"},
+		{1, "?: apiserver_longrunning_requests: no such metric family; apiserver_request_total: no such metric family; etcd_requests_total: no such metric family"},
 		{2, "idle evictd update leases - 6.00 3.00 200 ×600"},
 		{2, "idle evictd watch pods whole cluster 0.020 0.010 200 ×2"},
 		{2, "idle kubelet update leases - 0.200 0.100 200 ×20"},
@@ -539,11 +548,12 @@ func TestScaleRunTables(t *testing.T) {
 		{3, "evictd 0.033 2 1 (1 s) 2/2: 1.0 s, 1.0 s, 3.0 s 0/2"},
 		{4, "evictd idle writes/s (3.00 per agent) 3000 15000 45000"},
 		{4, "evictd open watches (2.00 per agent) 2000 10000 30000"},
-		// 32 requests per node in 10 s, against 3.02/s idle: 1.8 more;
-		// 32 writes against 3.00/s: 2 more.
+		{4, "evictd idle requests/s (3.02 per agent) 3020 15100 45300"},
+		// 32 requests per node in 10 s: 30 Lease renewals, at the idle
+		// rate (3/s for each of them), and 2 evictions beyond it.
 		{4, "evictd requests in a zone-wide episode (32.00 per node) 32000 160000 480000"},
-		{4, "of them beyond its idle rate (1.80 per node) 1800 9000 27000"},
 		{4, "of them beyond its idle rate (2.00 per node) 2000 10000 30000"},
+		{4, "evictd writes in a zone-wide episode (32.00 per node) 32000 160000 480000"},
 	} {
 		if !strings.Contains(all[want.table], squeeze(want.line)) {
 			t.Errorf("check %d: table %d has no line %q:\n%s", i, want.table, want.line, tabs[want.table])
@@ -551,6 +561,28 @@ func TestScaleRunTables(t *testing.T) {
 	}
 	if _, err := (ScaleRun{}).Tables(); err == nil {
 		t.Error("a run with no nodes made tables")
+	}
+}
+
+func TestExcess(t *testing.T) {
+	lease := RequestKey{SenderEvictd, "update", "leases", ""}
+	watch := RequestKey{SenderEvictd, "watch", "pods", "fieldSelector spec.nodeName=NODE"}
+	evict := RequestKey{SenderEvictd, "create", "pods/eviction", ""}
+	beat := RequestKey{SenderKubelet, "update", "leases", ""}
+	base := map[RequestKey]int{lease: 500, watch: 10, beat: 10} // in 100 s
+	// In 10 s: renewals above their idle rate by 5, fewer watches than
+	// idle (nothing), 3 evictions (all), and heartbeats (another sender).
+	counts := map[RequestKey]int{lease: 55, watch: 0, evict: 3, beat: 100}
+	reqs, writes := Excess(counts, base, 100, 10, SenderEvictd)
+	if reqs != 8 || writes != 8 {
+		t.Errorf("Excess = %v requests, %v writes; want 8 and 8", reqs, writes)
+	}
+	counts[watch] = 3 // 2 more than the 1 idle would give
+	if reqs, writes := Excess(counts, base, 100, 10, SenderEvictd); reqs != 10 || writes != 8 {
+		t.Errorf("with watches: Excess = %v, %v; want 10 requests, 8 writes", reqs, writes)
+	}
+	if reqs, _ := Excess(counts, nil, 0, 10, SenderEvictd); reqs != 61 {
+		t.Errorf("without a base span: %v requests, want all 61", reqs)
 	}
 }
 
