@@ -546,8 +546,12 @@ func (d Distribution) String() string {
 // Rate formats a rate (or any small figure) with the precision its size
 // needs: three significant digits, and none below 0.001 but 0.
 func Rate(x float64) string {
-	// 0.1 × 1000 is 100.00000000000001: not a figure anyone measured.
-	x = math.Round(x*1e9) / 1e9
+	// Rounded to its three significant digits first, so that a measured
+	// 0.09999 a second times 1,000 reads 100, not 99.99.
+	if ax := math.Abs(x); ax >= 0.001 && ax < 100 {
+		scale := math.Pow(10, 2-math.Floor(math.Log10(ax)))
+		x = math.Round(x*scale) / scale
+	}
 	switch ax := math.Abs(x); {
 	case ax == 0:
 		return "0"
@@ -901,8 +905,8 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 			}
 			agentCPU = Distribute(pcts).String()
 		}
-		cost.Row(p.Name, apiReqs, etcdOps, mvcc, inFlight, events, Rate(apiCPU), cpuAbove, mibs(p.APIServerRSS), rssAbove,
-			Rate(cpuPct(p.EtcdCPU, p.Requests)), mibs(p.EtcdRSS), agentCPU)
+		cost.Row(p.Name, apiReqs, etcdOps, mvcc, inFlight, events, Rate(apiCPU), cpuAbove, mebibytes(p.APIServerRSS), rssAbove,
+			Rate(cpuPct(p.EtcdCPU, p.Requests)), mebibytes(p.EtcdRSS), agentCPU)
 	}
 	cost.Notes = append(cost.Notes,
 		"CPU = utime + stime of /proc/PID/stat over the phase; RSS = VmRSS at its end; etcd puts+deletes from etcd's etcd_mvcc_put_total and _delete_total",
@@ -1012,6 +1016,9 @@ func (r ScaleRun) Tables() ([]*Table, error) {
 	}
 	return tabs, nil
 }
+
+// mebibytes formats bytes in MiB with one decimal.
+func mebibytes(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
 
 func orDash(s string) string {
 	if s == "" {

@@ -401,7 +401,8 @@ func TestDistributeRateGrouped(t *testing.T) {
 	if got := Distribute([]float64{5, 4.9, 5.1}).String(); got != "5.00 (4.90–5.10)" {
 		t.Errorf("String = %q", got)
 	}
-	for x, want := range map[float64]string{0: "0", 0.0001: "1.0e-04", 0.005: "0.0050", 0.1: "0.100", 5: "5.00", 250.4: "250", -2: "-2.00"} {
+	for x, want := range map[float64]string{0: "0", 0.0001: "1.0e-04", 0.005: "0.0050", 0.1: "0.100", 5: "5.00", 250.4: "250", -2: "-2.00",
+		99.999: "100", 0.099996: "0.100", 4.958: "4.96", 4958.4: "4958"} {
 		if got := Rate(x); got != want {
 			t.Errorf("Rate(%v) = %q, want %q", x, got, want)
 		}
