@@ -25,7 +25,7 @@ BENCH_COUNT ?= 6
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build observe test test-node unit e2e bench bench-latency bench-oom bench-overhead verify fmt vet lint spdx \
+.PHONY: all build observe test test-node unit e2e bench bench-latency bench-oom bench-overhead bench-scale verify fmt vet lint spdx \
         fuzz cluster-bins node-bins demo dashboard-picture test-dashboard image image-push image-workload test-image test-deploy clean FORCE
 
 all: build
@@ -97,6 +97,12 @@ bench-oom: build cluster-bins
 
 bench-overhead: build cluster-bins
 	hack/bench-overhead.sh
+
+## bench-scale: what SCALE_AGENTS evictd agents (default 50, each on its own simulated node) cost the
+## control plane, phase by phase, beside the kubelet's heartbeat (hack/bench-scale.sh, about 15 minutes;
+## SCALE_PHASES changes the phases' lengths). Not part of test. Table in _output/bench/scale.txt.
+bench-scale: build cluster-bins
+	hack/bench-scale.sh
 
 ## fuzz: every fuzz target for FUZZTIME (default 60s) each.
 fuzz:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-# Shared by hack/bench-latency.sh, hack/bench-oom.sh and hack/bench-overhead.sh
-# (sourced, not run): runs one benchmark test of ./test/bench and prints its
+# Shared by hack/bench-latency.sh, hack/bench-oom.sh, hack/bench-overhead.sh and
+# hack/bench-scale.sh (sourced, not run): runs one benchmark test of ./test/bench and prints its
 # result table.
 #
 #   run_bench NAME TEST
@@ -14,7 +14,8 @@
 #
 # Knobs, passed through to the test (see `go doc ./test/bench`):
 # EVICTD_BENCH_TRIALS, EVICTD_BENCH_CONFIGS, EVICTD_BENCH_RATES,
-# EVICTD_BENCH_PHASE; EVICTD_BENCH_OUT changes the output directory.
+# EVICTD_BENCH_PHASE, EVICTD_BENCH_AGENTS, EVICTD_BENCH_SCALE_PHASES;
+# EVICTD_BENCH_OUT changes the output directory.
 
 run_bench() {
 	local name="$1" test="$2"

@@ -127,6 +127,17 @@ func ReadAuditEvictions(path string) ([]AuditedEviction, error) {
 	return ParseAuditEvictions(f)
 }
 
+// requestAuditPolicy logs every request at Metadata level (sender with its
+// user-info extras, verb, resource, answer, timestamps; no bodies), once when
+// it completes and, for a watch, once more when it starts, so that the scale
+// benchmark can count each sender's requests and its open watches.
+const requestAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+`
+
 // AuditBinDir makes dir a binary directory for framework.Config.BinDir in
 // which kube-apiserver writes the eviction audit log to logPath: the other
 // binaries of binDir are linked in, and kube-apiserver is a script that
@@ -135,6 +146,16 @@ func ReadAuditEvictions(path string) ([]AuditedEviction, error) {
 // needing one. exec keeps the PID, so the framework still stops the real
 // server by its process group.
 func AuditBinDir(dir, binDir, logPath string) error {
+	return auditBinDir(dir, binDir, logPath, evictionAuditPolicy)
+}
+
+// RequestAuditBinDir is AuditBinDir with every request in the audit log
+// (requestAuditPolicy), for ParseAuditRequests.
+func RequestAuditBinDir(dir, binDir, logPath string) error {
+	return auditBinDir(dir, binDir, logPath, requestAuditPolicy)
+}
+
+func auditBinDir(dir, binDir, logPath, auditPolicy string) error {
 	entries, err := os.ReadDir(binDir)
 	if err != nil {
 		return err
@@ -152,7 +173,7 @@ func AuditBinDir(dir, binDir, logPath string) error {
 		return err
 	}
 	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(evictionAuditPolicy), 0o600); err != nil {
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
 		return err
 	}
 	script := "#!/bin/sh\nexec " + shellQuote(real) + ` "$@"` +
@@ -160,7 +181,10 @@ func AuditBinDir(dir, binDir, logPath string) error {
 		" --audit-log-path=" + shellQuote(logPath) +
 		// Blocking: the event is written before the response, so it is in
 		// the file by the time the client (and the test) sees the answer.
-		" --audit-log-mode=blocking --audit-log-format=json --audit-log-maxbackup=1\n"
+		" --audit-log-mode=blocking --audit-log-format=json --audit-log-maxbackup=1" +
+		// One file for the whole run: without a size the API server rotates
+		// at 100 MB, and a busy scale run writes more.
+		" --audit-log-maxsize=100000\n"
 	return os.WriteFile(filepath.Join(dir, "kube-apiserver"), []byte(script), 0o755)
 }
 

@@ -128,7 +128,7 @@ func TestAuditBinDir(t *testing.T) {
 	want := []string{"--secure-port=1", "a b",
 		"--audit-policy-file=" + filepath.Join(dir, "audit-policy.yaml"),
 		"--audit-log-path=" + logPath,
-		"--audit-log-mode=blocking", "--audit-log-format=json", "--audit-log-maxbackup=1"}
+		"--audit-log-mode=blocking", "--audit-log-format=json", "--audit-log-maxbackup=1", "--audit-log-maxsize=100000"}
 	if got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("wrapper ran the server with\n%q\nwant\n%q", got, want)
 	}
@@ -138,5 +138,15 @@ func TestAuditBinDir(t *testing.T) {
 	}
 	if err := AuditBinDir(t.TempDir(), t.TempDir(), logPath); err == nil {
 		t.Error("a binary directory without kube-apiserver must be an error")
+	}
+
+	// The scale benchmark's: every request, at Metadata level.
+	all := t.TempDir()
+	if err := RequestAuditBinDir(all, real, logPath); err != nil {
+		t.Fatal(err)
+	}
+	policy, err = os.ReadFile(filepath.Join(all, "audit-policy.yaml"))
+	if err != nil || !strings.Contains(string(policy), "- level: Metadata\n") || strings.Contains(string(policy), "resources:") {
+		t.Errorf("request policy = %q, %v; want one rule logging everything at Metadata", policy, err)
 	}
 }

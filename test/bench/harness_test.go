@@ -41,7 +41,7 @@ const (
 	ratesEnv      = "EVICTD_BENCH_RATES"
 	phaseEnv      = "EVICTD_BENCH_PHASE"
 	restEnv       = "EVICTD_BENCH_REST"
-	benchDisabled = "benchmark: takes minutes; run it with EVICTD_BENCH=1 (make bench-latency, make bench-oom, hack/bench-overhead.sh)"
+	benchDisabled = "benchmark: takes minutes; run it with EVICTD_BENCH=1 (make bench-latency, make bench-oom, make bench-overhead, make bench-scale)"
 )
 
 // requireBench skips unless the benchmarks were asked for. It is a choice,

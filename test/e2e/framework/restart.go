@@ -87,3 +87,17 @@ func (c *Cluster) component(name string) (*component, int, error) {
 	}
 	return nil, 0, fmt.Errorf("the cluster has no %s", name)
 }
+
+// PID is the process id of the control-plane component name ("etcd",
+// "kube-apiserver", ...), for a benchmark that reads its CPU time and memory
+// from /proc. After StartAPIServer it is the new API server's.
+func (c *Cluster) PID(name string) (int, error) {
+	comp, _, err := c.component(name)
+	if err != nil {
+		return 0, err
+	}
+	if comp.p.Exited() {
+		return 0, fmt.Errorf("%s is not running", name)
+	}
+	return comp.p.Pid(), nil
+}
