@@ -50,9 +50,6 @@ const (
 	Nodes
 	Namespaces
 	PriorityClasses
-	// Events are core/v1 Events (shadow mode reads the kubelet's Evicted
-	// ones; evictd writes its own through events.k8s.io).
-	Events
 )
 
 // String is the resource's name in the API (and in RBAC rules).
@@ -66,8 +63,6 @@ func (r Resource) String() string {
 		return "namespaces"
 	case PriorityClasses:
 		return "priorityclasses"
-	case Events:
-		return "events"
 	}
 	return fmt.Sprintf("Resource(%d)", int(r))
 }
@@ -91,8 +86,6 @@ func (r Resource) newList() (runtime.Object, error) {
 		return &corev1.NamespaceList{}, nil
 	case PriorityClasses:
 		return &schedulingv1.PriorityClassList{}, nil
-	case Events:
-		return &corev1.EventList{}, nil
 	}
 	return nil, fmt.Errorf("kube: unknown resource %v", r)
 }

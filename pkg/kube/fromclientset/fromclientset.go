@@ -54,8 +54,6 @@ func (c *Client) List(ctx context.Context, r kube.Resource, opts metav1.ListOpti
 		return c.cs.CoreV1().Namespaces().List(ctx, opts)
 	case kube.PriorityClasses:
 		return c.cs.SchedulingV1().PriorityClasses().List(ctx, opts)
-	case kube.Events:
-		return c.cs.CoreV1().Events(metav1.NamespaceAll).List(ctx, opts)
 	}
 	return nil, fmt.Errorf("fromclientset: unknown resource %v", r)
 }
@@ -71,8 +69,6 @@ func (c *Client) Watch(ctx context.Context, r kube.Resource, opts metav1.ListOpt
 		return c.cs.CoreV1().Namespaces().Watch(ctx, opts)
 	case kube.PriorityClasses:
 		return c.cs.SchedulingV1().PriorityClasses().Watch(ctx, opts)
-	case kube.Events:
-		return c.cs.CoreV1().Events(metav1.NamespaceAll).Watch(ctx, opts)
 	}
 	return nil, fmt.Errorf("fromclientset: unknown resource %v", r)
 }
