@@ -291,18 +291,6 @@ func TestRetriesBackOffWithJitter(t *testing.T) {
 	}
 }
 
-func equalDurations(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestRenewalsCarryJitter: a renewal comes up to a tenth of its interval
 // early, as the jitter says, never late.
 func TestRenewalsCarryJitter(t *testing.T) {

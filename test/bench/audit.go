@@ -45,17 +45,21 @@ type AuditedEviction struct {
 	DryRun bool
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event that is read here.
+// auditEvent is the part of an audit.k8s.io/v1 Event that is read here
+// (ParseAuditEvictions, ParseAuditRequests).
 type auditEvent struct {
+	AuditID    string `json:"auditID"`
 	Stage      string `json:"stage"`
 	Verb       string `json:"verb"`
 	RequestURI string `json:"requestURI"`
 	User       struct {
-		Username string `json:"username"`
+		Username string              `json:"username"`
+		Extra    map[string][]string `json:"extra"`
 	} `json:"user"`
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
+		APIGroup    string `json:"apiGroup"`
 		Namespace   string `json:"namespace"`
 		Name        string `json:"name"`
 	} `json:"objectRef"`

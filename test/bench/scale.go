@@ -80,30 +80,6 @@ func IsWrite(verb string) bool {
 	return false
 }
 
-// requestEvent is the part of an audit.k8s.io/v1 Event that
-// ParseAuditRequests reads.
-type requestEvent struct {
-	AuditID    string `json:"auditID"`
-	Stage      string `json:"stage"`
-	Verb       string `json:"verb"`
-	RequestURI string `json:"requestURI"`
-	User       struct {
-		Username string              `json:"username"`
-		Extra    map[string][]string `json:"extra"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		APIGroup    string `json:"apiGroup"`
-		Namespace   string `json:"namespace"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	RequestReceivedTimestamp string `json:"requestReceivedTimestamp"`
-	StageTimestamp           string `json:"stageTimestamp"`
-}
-
 // ParseAuditRequests reads a JSON-lines audit log written with
 // requestAuditPolicy and returns one AuditRequest per audit ID, in the
 // order of their first event: a watch's ResponseStarted opens it, and
@@ -119,7 +95,7 @@ func ParseAuditRequests(r io.Reader) ([]AuditRequest, error) {
 		if len(strings.TrimSpace(string(line))) == 0 {
 			continue
 		}
-		var ev requestEvent
+		var ev auditEvent
 		if err := json.Unmarshal(line, &ev); err != nil {
 			return nil, fmt.Errorf("audit log line %d: %w", n, err)
 		}
@@ -159,7 +135,7 @@ func ParseAuditRequests(r io.Reader) ([]AuditRequest, error) {
 	return out, nil
 }
 
-func newAuditRequest(ev requestEvent) (AuditRequest, error) {
+func newAuditRequest(ev auditEvent) (AuditRequest, error) {
 	received, err := time.Parse(time.RFC3339Nano, ev.RequestReceivedTimestamp)
 	if err != nil {
 		return AuditRequest{}, fmt.Errorf("requestReceivedTimestamp %q: %w", ev.RequestReceivedTimestamp, err)
