@@ -44,13 +44,15 @@ const (
 	scalePhasesEnv = "EVICTD_BENCH_SCALE_PHASES"
 )
 
-// A scale node: 336 MiB, so that with the benchmarks' memory.available<300Mi
-// an idle node (its agent's pod, a few MiB) rests about 30 MiB above the
-// threshold and a hog of 80 MiB puts it about 50 MiB below. Small, so that
-// fifty episodes at once hold 4 GiB in all.
+// A scale node: 200 MiB, with memory.available<80Mi (scaleHard): an idle
+// node (its agent's pod, a few MiB) rests about 190 MiB free, more than
+// twice the threshold, so no pressure is near and the agent's node Lease is
+// at its idle pace, as on a node with room to spare; a hog of 150 MiB puts
+// it about 35 MiB below the threshold. Small, so that fifty episodes at
+// once hold 7.5 GiB in all.
 const (
-	scaleNodeBytes = 336 << 20
-	scaleHogMiB    = 80
+	scaleNodeBytes = 200 << 20
+	scaleHogMiB    = 150
 )
 
 // The kubelet's node heartbeat, as kubelet 1.37 configures its lease
@@ -331,9 +333,10 @@ type scaleAgent struct {
 	ready   time.Time
 }
 
-// scaleHard is --eviction-hard for the scale run: the benchmarks'
-// memory.available<300Mi with the disk and PID signals off (memoryHard).
-const scaleHard = memoryHard
+// scaleHard is --eviction-hard for the scale run: memory.available<80Mi,
+// with the disk and PID signals off as in the other benchmarks' memoryHard.
+const scaleHard = "--eviction-hard=memory.available<80Mi,nodefs.available<none,nodefs.inodesFree<none," +
+	"imagefs.available<none,imagefs.inodesFree<none,pid.available<none"
 
 // startAgents starts every agent at once, as a DaemonSet's rollout on a
 // running cluster does, and ends the start-up phase when the last is ready
