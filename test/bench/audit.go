@@ -75,28 +75,18 @@ type auditEvent struct {
 // line that is not an audit event is an error naming its line number.
 func ParseAuditEvictions(r io.Reader) ([]AuditedEviction, error) {
 	var out []AuditedEviction
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Bytes()
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
-		var ev auditEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, fmt.Errorf("audit log line %d: %w", n, err)
-		}
+	err := eachAuditEvent(r, func(n int, ev auditEvent) error {
 		if ev.Stage != "ResponseComplete" || ev.Verb != "create" || ev.ObjectRef == nil ||
 			ev.ObjectRef.Resource != "pods" || ev.ObjectRef.Subresource != "eviction" {
-			continue
+			return nil
 		}
 		received, err := time.Parse(time.RFC3339Nano, ev.RequestReceivedTimestamp)
 		if err != nil {
-			return nil, fmt.Errorf("audit log line %d: requestReceivedTimestamp %q: %w", n, ev.RequestReceivedTimestamp, err)
+			return fmt.Errorf("audit log line %d: requestReceivedTimestamp %q: %w", n, ev.RequestReceivedTimestamp, err)
 		}
 		completed, err := time.Parse(time.RFC3339Nano, ev.StageTimestamp)
 		if err != nil {
-			return nil, fmt.Errorf("audit log line %d: stageTimestamp %q: %w", n, ev.StageTimestamp, err)
+			return fmt.Errorf("audit log line %d: stageTimestamp %q: %w", n, ev.StageTimestamp, err)
 		}
 		e := AuditedEviction{
 			Namespace: ev.ObjectRef.Namespace,
@@ -110,11 +100,37 @@ func ParseAuditEvictions(r io.Reader) ([]AuditedEviction, error) {
 			e.Code = ev.ResponseStatus.Code
 		}
 		out = append(out, e)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read audit log: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// eachAuditEvent calls fn with each event of a JSON-lines audit log and
+// its line number, skipping blank lines; a line that is not JSON, or an
+// error of fn, ends it.
+func eachAuditEvent(r io.Reader, fn func(n int, ev auditEvent) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		var ev auditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return fmt.Errorf("audit log line %d: %w", n, err)
+		}
+		if err := fn(n, ev); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read audit log: %w", err)
+	}
+	return nil
 }
 
 // ReadAuditEvictions parses the audit log file at path (see

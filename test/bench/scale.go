@@ -3,8 +3,6 @@
 package bench
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -88,28 +86,18 @@ func IsWrite(verb string) bool {
 func ParseAuditRequests(r io.Reader) ([]AuditRequest, error) {
 	var out []AuditRequest
 	index := map[string]int{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Bytes()
-		if len(strings.TrimSpace(string(line))) == 0 {
-			continue
-		}
-		var ev auditEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, fmt.Errorf("audit log line %d: %w", n, err)
-		}
+	err := eachAuditEvent(r, func(n int, ev auditEvent) error {
 		if ev.AuditID == "" || ev.Stage == "" {
-			return nil, fmt.Errorf("audit log line %d: not an audit event (no auditID or stage)", n)
+			return fmt.Errorf("audit log line %d: not an audit event (no auditID or stage)", n)
 		}
 		if ev.Stage == "RequestReceived" {
-			continue
+			return nil
 		}
 		i, seen := index[ev.AuditID]
 		if !seen {
 			req, err := newAuditRequest(ev)
 			if err != nil {
-				return nil, fmt.Errorf("audit log line %d: %w", n, err)
+				return fmt.Errorf("audit log line %d: %w", n, err)
 			}
 			i = len(out)
 			index[ev.AuditID] = i
@@ -121,16 +109,17 @@ func ParseAuditRequests(r io.Reader) ([]AuditRequest, error) {
 		if ev.Stage == "ResponseComplete" || ev.Stage == "Panic" {
 			ended, err := time.Parse(time.RFC3339Nano, ev.StageTimestamp)
 			if err != nil {
-				return nil, fmt.Errorf("audit log line %d: stageTimestamp %q: %w", n, ev.StageTimestamp, err)
+				return fmt.Errorf("audit log line %d: stageTimestamp %q: %w", n, ev.StageTimestamp, err)
 			}
 			out[i].Ended = ended
 			if ev.Stage == "Panic" && out[i].Code == 0 {
 				out[i].Code = 500
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read audit log: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
