@@ -17,12 +17,29 @@
 #                  defaults: baseline=60s, idle=120s, episode=30s (at least;
 #                  it lasts until every hog is gone), outage=20s, restart=90s
 #
+#   SCALE_MODE=own-node  instead, what the opt-in own-node eviction policy
+#                  (deploy/own-node-evictions.yaml) costs the API server: its
+#                  memory and an eviction's round trip with the policy on and
+#                  off, at OWNNODE_PODS pods (default 1000,5000,20000) spread
+#                  over namespaces of 50 and as many in one namespace
+#                  (TestOwnNodeCost; EVICTD_BENCH_TRIALS rounds, default 3;
+#                  table in _output/bench/ownnode.txt; about 15 minutes)
+#
 # Prints the result tables (also in _output/bench/scale.txt; the audit log
 # is _output/bench/scale-audit.log, each agent's log scale-NODE-evictd.log);
 # exits non-zero only when the benchmark could not run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/bench-common.sh
+
+if [ "${SCALE_MODE:-}" = own-node ]; then
+	export EVICTD_BENCH_OWNNODE_PODS="${OWNNODE_PODS:-}"
+	run_bench ownnode TestOwnNodeCost
+	exit
+elif [ -n "${SCALE_MODE:-}" ]; then
+	echo "bench-scale: SCALE_MODE=$SCALE_MODE: want own-node, or unset for the fleet" >&2
+	exit 2
+fi
 
 export EVICTD_BENCH_AGENTS="${SCALE_AGENTS:-50}"
 export EVICTD_BENCH_SCALE_PHASES="${SCALE_PHASES:-}"
