@@ -3,7 +3,8 @@
 // Package bench holds evictd's fast-path benchmarks: detection
 // latency, the OOM race against a growing pod, and the agent's own CPU and
 // memory overhead; and the scale benchmark, what many agents cost the
-// control plane (TestScale). They run evictd as a real process against the
+// control plane (TestScale), and what the opt-in own-node eviction policy
+// costs the API server (TestOwnNodeCost). They run evictd as a real process against the
 // real test control plane (test/e2e/framework) and simulated nodes on real
 // cgroup v1 (test/nodesim), so they need root and the built binaries, and
 // each takes minutes.
@@ -30,6 +31,8 @@
 //	EVICTD_BENCH_AGENTS=N    scale: agents, one per simulated node (default 50)
 //	EVICTD_BENCH_SCALE_PHASES=idle=3m,restart=60s
 //	                         scale: phase lengths (ParseScalePhases)
+//	EVICTD_BENCH_OWNNODE_PODS=1000,5000,20000
+//	                         own-node policy cost (TestOwnNodeCost): pod counts
 //
 // The pure parts (statistics, /proc parsing, audit log parsing, evictd log
 // parsing, metric deltas, request rates, tables) are in the non-test files and have their own unit tests,
