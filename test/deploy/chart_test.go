@@ -614,13 +614,10 @@ func TestChartOptionalObjects(t *testing.T) {
 	if objs := mustRender(t, "rbac: {create: false}"); has(objs, "ClusterRole") || has(objs, "ClusterRoleBinding") {
 		t.Error("rbac.create: false still renders RBAC objects")
 	}
-	// The node brake's Node patches are granted with the brake off too: the
-	// agent still lifts a brake an earlier one left on its node. Its
-	// admission policies are on unless turned off, brake or not.
+	// The node brake's Node patches come only with the brake
+	// (TestChartValuesGrants). Its admission policies are on unless turned
+	// off, brake or not.
 	objs = mustRender(t, "nodeBrake: {enabled: false}")
-	if cr := find(t, objs, "ClusterRole", "evictd-evictd-system"); !grants(t, cr, "", "nodes", "patch") || !grants(t, cr, "", "nodes/status", "patch") {
-		t.Error("nodeBrake.enabled: false drops patch on nodes or nodes/status: a leftover brake could not be lifted")
-	}
 	if args := nested[[]any](t, find(t, objs, "DaemonSet", "evictd"), "spec", "template", "spec", "containers")[0].(map[string]any)["args"].([]any); !slices.Contains(args, any("--node-brake=false")) {
 		t.Errorf("nodeBrake.enabled: false: args %v; want --node-brake=false", args)
 	}
