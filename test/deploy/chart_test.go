@@ -121,12 +121,12 @@ func TestChartOwnNodeEvictions(t *testing.T) {
 	objs := mustRender(t, "evictionPolicy: {ownNodeOnly: true}\nnodeBrake: {admissionPolicy: false}\nnodeLease: {admissionPolicy: false}")
 	var policies []string
 	for _, o := range objs {
-		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && !isPodDeletes(o) {
 			policies = append(policies, key(o))
 		}
 	}
 	if len(policies) != 2 || !slices.ContainsFunc(objs, isOwnNode) {
-		t.Errorf("ownNodeOnly with nodeBrake.admissionPolicy false renders the policies %v; want %s and its binding alone", policies, name)
+		t.Errorf("ownNodeOnly with nodeBrake.admissionPolicy false renders the policies %v; want %s and its binding alone (beside the pod deletes' policy, always rendered)", policies, name)
 	}
 }
 
@@ -358,7 +358,7 @@ func TestChartValues(t *testing.T) {
 	}
 	// The policies are named after the release and its namespace, as the
 	// ClusterRole, and hold this release's ServiceAccount to them.
-	for _, policy := range []string{"node-writes", "evictions", "own-node-evictions", "leases"} {
+	for _, policy := range []string{"node-writes", "evictions", "own-node-evictions", "leases", "pod-deletes"} {
 		name := "agents-evictd-evictd-chart-" + policy
 		vap := find(t, objs, "ValidatingAdmissionPolicy", name)
 		assertYAMLEqual(t, name+" matchConditions", nested[[]any](t, vap, "spec", "matchConditions"),
@@ -614,13 +614,10 @@ func TestChartOptionalObjects(t *testing.T) {
 	if objs := mustRender(t, "rbac: {create: false}"); has(objs, "ClusterRole") || has(objs, "ClusterRoleBinding") {
 		t.Error("rbac.create: false still renders RBAC objects")
 	}
-	// The node brake's Node patches are granted with the brake off too: the
-	// agent still lifts a brake an earlier one left on its node. Its
-	// admission policies are on unless turned off, brake or not.
+	// The node brake's Node patches come only with the brake
+	// (TestChartValuesGrants). Its admission policies are on unless turned
+	// off, brake or not.
 	objs = mustRender(t, "nodeBrake: {enabled: false}")
-	if cr := find(t, objs, "ClusterRole", "evictd-evictd-system"); !grants(t, cr, "", "nodes", "patch") || !grants(t, cr, "", "nodes/status", "patch") {
-		t.Error("nodeBrake.enabled: false drops patch on nodes or nodes/status: a leftover brake could not be lifted")
-	}
 	if args := nested[[]any](t, find(t, objs, "DaemonSet", "evictd"), "spec", "template", "spec", "containers")[0].(map[string]any)["args"].([]any); !slices.Contains(args, any("--node-brake=false")) {
 		t.Errorf("nodeBrake.enabled: false: args %v; want --node-brake=false", args)
 	}
@@ -630,10 +627,16 @@ func TestChartOptionalObjects(t *testing.T) {
 	// nodeBrake.admissionPolicy governs the Node writes' and evictions'
 	// policies; nodeLease.admissionPolicy the lease policy, which comes
 	// with the lease (its Role) only.
+	// The policies a render has besides the pod deletes' (whose policy and
+	// binding every render has: TestChartPodDeletesPolicy).
 	policies := func(values string) []string {
 		var names []string
-		for _, o := range mustRender(t, values) {
-			if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+		objs := mustRender(t, values)
+		if n := len(slices.DeleteFunc(slices.Clone(objs), func(o *unstructured.Unstructured) bool { return !isPodDeletes(o) })); n != 2 {
+			t.Errorf("values %q render %d objects of the pod deletes' policy; want the policy and its binding", values, n)
+		}
+		for _, o := range objs {
+			if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && !isPodDeletes(o) {
 				names = append(names, key(o))
 			}
 		}
