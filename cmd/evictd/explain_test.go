@@ -41,19 +41,27 @@ func TestExplainCommand(t *testing.T) {
 	for _, sig := range rep.Signals {
 		by[string(sig.Signal)] = sig
 	}
+	// payments-0 is annotated evictd.io/evict=false, and by default no
+	// namespace may opt out: 772Mi over its request, it goes first.
 	mem := by["memory.available"]
-	if mem.Need != 50<<20 || len(mem.Next) != 1 || mem.Next[0].Name != "web-1" || mem.Next[0].Frees != 600<<20 {
-		t.Errorf("memory.available: need %d, next %+v; want 50Mi to free, web-1 freeing 600Mi", mem.Need, mem.Next)
+	if mem.Need != 50<<20 || len(mem.Next) != 1 || mem.Next[0].Name != "payments-0" || mem.Next[0].Frees != 900<<20 {
+		t.Errorf("memory.available: need %d, next %+v; want 50Mi to free, payments-0 freeing 900Mi", mem.Need, mem.Next)
 	}
 	// The agent's own decision, from one pass of its loop over the capture.
-	if d := mem.Decision; d == nil || d.Action != explain.ActionEvict || d.Pod != "shop/web-1" || d.Threshold != "memory.available<300Mi" {
-		t.Errorf("memory.available: decision %+v; want the agent to evict shop/web-1 for memory.available<300Mi", d)
+	if d := mem.Decision; d == nil || d.Action != explain.ActionEvict || d.Pod != "shop/payments-0" || d.Threshold != "memory.available<300Mi" {
+		t.Errorf("memory.available: decision %+v; want the agent to evict shop/payments-0 for memory.available<300Mi", d)
+	}
+	for _, pod := range mem.Pods {
+		if pod.Name == "payments-0" && !strings.HasSuffix(pod.Why,
+			"; annotation evictd.io/evict=false not honoured: namespace shop may not opt out (optOut in the configuration)") {
+			t.Errorf("payments-0's why %q does not say its opt-out was not honoured", pod.Why)
+		}
 	}
 	if d := by["pid.available"].Decision; d == nil || d.Action != explain.ActionNone {
 		t.Errorf("pid.available: decision %+v; want none", d)
 	}
 	for _, pod := range mem.Pods {
-		if pod.Name == "etcd-node-1" && (pod.Eligible || pod.Rank != 0 || !strings.Contains(pod.Why, "static")) {
+		if pod.Name == "etcd-node-1" && (pod.Eligible || pod.Rank != 0 || !strings.Contains(pod.Why, "mirror of a static pod")) {
 			t.Errorf("the static pod %+v, want it never eligible, with why", pod)
 		}
 	}

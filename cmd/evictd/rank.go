@@ -171,7 +171,7 @@ func loadCapture(command string, f captureFiles, stderr io.Writer) (capture, err
 			return c, err
 		}
 	} else if c.cfg.HasSelectors() {
-		fmt.Fprintf(stderr, "evictd %s: warning: priority groups with a namespaceSelector match nothing without --namespaces\n", command)
+		fmt.Fprintf(stderr, "evictd %s: warning: namespaceSelectors (priority groups, optOut) match nothing without --namespaces\n", command)
 	}
 	if lost := c.summary.lostSignals; len(lost) > 0 {
 		// Still worth reading: a lost signal is a node-level figure, and

@@ -40,6 +40,7 @@ type rankJSON struct {
 		UID               string `json:"uid"`
 		Eligible          bool   `json:"eligible"`
 		SkipReason        string `json:"skipReason"`
+		NotTaken          string `json:"notTaken"`
 		Priority          int32  `json:"priority"`
 		EffectivePriority int32  `json:"effectivePriority"`
 		ExceedsRequest    bool   `json:"exceedsRequest"`
@@ -62,21 +63,24 @@ func TestRankCommandJSON(t *testing.T) {
 		requests map[string]int64
 	}{
 		{
-			// Over their requests by 344Mi, 100Mi and 44Mi at priority 0;
-			// then db-0 under its request; then cart-5 without stats. The
-			// ineligible ones follow in the order they would have had.
+			// Over their requests by 772Mi, 344Mi, 100Mi and 44Mi at
+			// priority 0 (payments-0's opt-out is not honoured: no
+			// namespace may opt out by default); then db-0 under its
+			// request; then cart-5 without stats. The ineligible ones
+			// follow in the order they would have had.
 			name:       "memory, default config",
 			args:       []string{"-o", "json"},
 			wantSignal: "memory.available",
 			want: []string{
-				"shop/web-1", "batch/report-7f9", "shop/web-2", "shop/db-0", "shop/cart-5",
-				"shop/payments-0", "monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
+				"shop/payments-0", "shop/web-1", "batch/report-7f9", "shop/web-2", "shop/db-0", "shop/cart-5",
+				"monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
 			},
-			eligible: 5,
+			eligible: 6,
 		},
 		{
 			// The batch group's offset puts the report first; DaemonSet
-			// pods become eligible (50Mi over, so before web-2's 44Mi).
+			// pods become eligible (50Mi over, so before web-2's 44Mi);
+			// shop may opt out, so payments-0 is spared.
 			name:       "memory, with a config",
 			args:       []string{"-o", "json", "--config", td("config.yaml")},
 			wantSignal: "memory.available",
@@ -92,10 +96,10 @@ func TestRankCommandJSON(t *testing.T) {
 			args:       []string{"-o", "json", "--signal", "pid.available"},
 			wantSignal: "pid.available",
 			want: []string{
-				"shop/web-1", "shop/web-2", "batch/report-7f9", "shop/db-0", "shop/cart-5",
-				"shop/payments-0", "monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
+				"shop/payments-0", "shop/web-1", "shop/web-2", "batch/report-7f9", "shop/db-0", "shop/cart-5",
+				"monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
 			},
-			eligible: 5,
+			eligible: 6,
 		},
 		{
 			// The report writes 3Gi with no ephemeral-storage request; the
@@ -104,10 +108,10 @@ func TestRankCommandJSON(t *testing.T) {
 			args:       []string{"-o", "json", "--signal", "nodefs.available"},
 			wantSignal: "nodefs.available",
 			want: []string{
-				"batch/report-7f9", "shop/web-1", "shop/web-2", "shop/db-0", "shop/cart-5",
-				"shop/payments-0", "monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
+				"batch/report-7f9", "shop/payments-0", "shop/web-1", "shop/web-2", "shop/db-0", "shop/cart-5",
+				"monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
 			},
-			eligible: 5,
+			eligible: 6,
 		},
 		{
 			// web-1's spec was raised to 1Gi and the resize deferred: the
@@ -119,10 +123,10 @@ func TestRankCommandJSON(t *testing.T) {
 			args:       []string{"-o", "json"},
 			wantSignal: "memory.available",
 			want: []string{
-				"shop/web-1", "batch/report-7f9", "shop/web-2", "shop/db-0", "shop/cart-5",
-				"shop/payments-0", "monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
+				"shop/payments-0", "shop/web-1", "batch/report-7f9", "shop/web-2", "shop/db-0", "shop/cart-5",
+				"monitoring/node-exporter-xyz", "kube-system/etcd-node-1", "shop/migrate-1",
 			},
-			eligible: 5,
+			eligible: 6,
 			requests: map[string]int64{"shop/web-1": 256 << 20, "shop/web-2": 256 << 20},
 		},
 	}
@@ -186,11 +190,12 @@ func TestRankCommandFields(t *testing.T) {
 	}
 	etcd := res.Candidates[byName["etcd-node-1"]]
 	if etcd.Eligible || etcd.Priority != 2000001000 ||
-		etcd.SkipReason != "static: config source file; mirror: mirror of a static pod; critical: priority 2000001000" {
+		etcd.SkipReason != "mirror: mirror of a static pod, controlled by Node node-1; critical: priority 2000001000" {
 		t.Errorf("etcd = %+v", etcd)
 	}
-	if c := res.Candidates[byName["payments-0"]]; c.Eligible || !strings.HasPrefix(c.SkipReason, "opt-out:") {
-		t.Errorf("payments-0 = %+v", c)
+	if c := res.Candidates[byName["payments-0"]]; !c.Eligible ||
+		c.NotTaken != "annotation evictd.io/evict=false not honoured: namespace shop may not opt out (optOut in the configuration)" {
+		t.Errorf("payments-0, whose namespace may not opt out = %+v", c)
 	}
 	if c := res.Candidates[byName["cart-5"]]; !c.Eligible || c.Usage != 0 || c.ExceedsRequest {
 		t.Errorf("cart-5 (no stats) = %+v", c)
@@ -212,9 +217,9 @@ func TestRankCommandTable(t *testing.T) {
 		}
 	}
 	wantRows := map[int][]string{
-		1: {"1", "shop/web-1", "0", "0", "600Mi", "256Mi", "yes"},
-		5: {"5", "shop/cart-5", "0", "0", "-", "128Mi", "no"},
-		8: {"-", "kube-system/etcd-node-1", "2000001000", "2000001000", "400Mi", "100Mi", "yes", "static:"},
+		1: {"1", "shop/payments-0", "0", "0", "900Mi", "128Mi", "yes"},
+		6: {"6", "shop/cart-5", "0", "0", "-", "128Mi", "no"},
+		8: {"-", "kube-system/etcd-node-1", "2000001000", "2000001000", "400Mi", "100Mi", "yes", "mirror:"},
 	}
 	for i, want := range wantRows {
 		if got := strings.Fields(lines[i]); len(got) < len(want) || !reflect.DeepEqual(got[:len(want)], want) {
@@ -252,7 +257,7 @@ func TestRankCommandNamespaceSelector(t *testing.T) {
 
 	// Without --namespaces the selector has nothing to match: a warning.
 	code, _, errOut = runRank(t, base...)
-	if code != exitOK || !strings.Contains(errOut, "warning: priority groups with a namespaceSelector") {
+	if code != exitOK || !strings.Contains(errOut, "warning: namespaceSelectors (priority groups, optOut) match nothing") {
 		t.Errorf("exit %d, stderr %q; want 0 and a warning", code, errOut)
 	}
 }

@@ -122,6 +122,7 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	v.rank = l.cfg.Rank
 	v.rank.PriorityClasses = l.deps.Pods.PriorityClasses()
 	v.rank.NamespaceLabels = l.deps.Pods.NamespaceLabels()
+	v.rank.Node = rankNode(v.rank.Node, l.deps.Pods.Node())
 	l.tracePods(v)
 	v.targets = decide.Targets(l.decideOptions(), l.decideInput(v, nil))
 	l.trackEpisodes(v)
@@ -225,4 +226,14 @@ func (l *Loop) thresholdMetrics(st thresholds.Status, signals map[thresholds.Sig
 		}
 		l.deps.Metrics.SetThreshold(th.Signal, th.Hard(), met[k], amount)
 	}
+}
+
+// rankNode is the node a mirror pod's owner must be: the Node the informer
+// holds, by name and UID; without it, the configured name alone (the
+// kubelet cannot write a mirror without its Node either).
+func rankNode(configured rank.NodeRef, n *v1.Node) rank.NodeRef {
+	if n == nil {
+		return configured
+	}
+	return rank.NodeRef{Name: n.Name, UID: n.UID}
 }

@@ -34,6 +34,11 @@ const (
 func ConfigFor(o *options.Options, ths []thresholds.Threshold, rankOpts rank.Options) LoopConfig {
 	grace := predict.DefaultGracePolicy()
 	grace.Margin = o.GraceMargin
+	if rankOpts.Node.Name == "" {
+		// A mirror pod's owner must be this node; its UID comes from the
+		// Node the informer holds, on each pass (rankNode).
+		rankOpts.Node.Name = o.NodeName
+	}
 	return LoopConfig{
 		Thresholds:       ths,
 		TransitionPeriod: o.Config.TransitionPeriod(),

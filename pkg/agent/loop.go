@@ -112,6 +112,8 @@ func NewLoop(cfg LoopConfig, deps Deps) (*Loop, error) {
 			Protected: func(p *v1.Pod) string {
 				opts := cfg.Rank
 				opts.PriorityClasses = deps.Pods.PriorityClasses()
+				opts.NamespaceLabels = deps.Pods.NamespaceLabels()
+				opts.Node = rankNode(opts.Node, deps.Pods.Node())
 				return rank.SkipReason(p, opts)
 			}})
 	}

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -220,7 +222,13 @@ func (w *wholePods) PodState(pods []*v1.Pod, classes map[string]int32, nsLabels 
 // to: the recorded ones, and under another configuration the same as each
 // other.
 func TestReplayOfPrunedPodsMakesTheWholePodsCalls(t *testing.T) {
-	args := []string{"--eviction-hard=memory.available<300Mi", "--eviction-minimum-reclaim=memory.available=1200Mi"}
+	// The sim's namespace may opt out: a's annotation is honoured.
+	optOut := filepath.Join(t.TempDir(), "evictd.yaml")
+	if err := os.WriteFile(optOut, []byte("apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\noptOut: {namespaces: [ns]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "--config=" + optOut
+	args := []string{cfg, "--eviction-hard=memory.available<300Mi", "--eviction-minimum-reclaim=memory.available=1200Mi"}
 	n := newSimNode(t, 4096*mi, base250, threePods()...)
 	always := v1.ContainerRestartPolicyAlways
 	n.dress = func(p *v1.Pod) {
@@ -280,7 +288,7 @@ func TestReplayOfPrunedPodsMakesTheWholePodsCalls(t *testing.T) {
 	}
 
 	recorded := callKeys(play.RecordedCalls(pruned))
-	for i, run := range [][]string{args, {"--eviction-hard=memory.available<300Mi"}, {"--eviction-soft=memory.available<400Mi", "--eviction-soft-grace-period=memory.available=5s"}} {
+	for i, run := range [][]string{args, {cfg, "--eviction-hard=memory.available<300Mi"}, {cfg, "--eviction-soft=memory.available<400Mi", "--eviction-soft-grace-period=memory.available=5s"}} {
 		fromPruned, err := Replay(context.Background(), replayOptions(t, run...), pruned, zaptest.NewLogger(t))
 		if err != nil {
 			t.Fatal(err)

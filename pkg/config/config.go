@@ -152,6 +152,11 @@ type Config struct {
 	// ExcludedNamespaces are never evicted from.
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
 
+	// OptOut names the namespaces whose pods may keep evictd away with
+	// the evictd.io/evict: "false" annotation. A pod's author writes the
+	// annotation; the operator decides whose is honoured. Nil: nobody's.
+	OptOut *OptOut `json:"optOut,omitempty"`
+
 	// IncludeDaemonSetPods makes DaemonSet pods eligible; by default they
 	// are skipped because their controller recreates them on the same node.
 	IncludeDaemonSetPods bool `json:"includeDaemonSetPods,omitempty"`
@@ -230,6 +235,14 @@ type PriorityGroup struct {
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 	Offset            int32                 `json:"offset,omitempty"`
 	Fence             bool                  `json:"fence,omitempty"`
+}
+
+// OptOut is who may opt out of eviction: the namespaces listed, and those
+// whose labels the selector matches (an empty selector matches every
+// namespace).
+type OptOut struct {
+	Namespaces        []string              `json:"namespaces,omitempty"`
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 }
 
 // Default returns a valid configuration with every default set.
@@ -398,7 +411,36 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("excludedNamespaces[%d]: %w", i, err)
 		}
 	}
+	if err := c.validateOptOut(); err != nil {
+		return err
+	}
 	return c.validateGroups()
+}
+
+func (c *Config) validateOptOut() error {
+	o := c.OptOut
+	if o == nil {
+		return nil
+	}
+	if len(o.Namespaces) == 0 && o.NamespaceSelector == nil {
+		return errors.New("optOut: needs namespaces or a namespaceSelector (leave optOut out to let no pod opt out)")
+	}
+	seen := map[string]bool{}
+	for i, ns := range o.Namespaces {
+		if err := checkNamespace(ns); err != nil {
+			return fmt.Errorf("optOut.namespaces[%d]: %w", i, err)
+		}
+		if seen[ns] {
+			return fmt.Errorf("optOut.namespaces[%d]: namespace %q is listed twice", i, ns)
+		}
+		seen[ns] = true
+	}
+	if o.NamespaceSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(o.NamespaceSelector); err != nil {
+			return fmt.Errorf("optOut.namespaceSelector: %w", oneLine(err))
+		}
+	}
+	return nil
 }
 
 func (c *Config) validateGroups() error {
@@ -490,6 +532,16 @@ func (c *Config) RankOptions() (rank.Options, error) {
 		IncludeDaemonSetPods: c.IncludeDaemonSetPods,
 		WorkingSetOnly:       c.SwapInRanking != nil && !*c.SwapInRanking,
 	}
+	if o := c.OptOut; o != nil {
+		opts.OptOut.Namespaces = append([]string(nil), o.Namespaces...)
+		if o.NamespaceSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(o.NamespaceSelector)
+			if err != nil {
+				return rank.Options{}, fmt.Errorf("optOut.namespaceSelector: %w", oneLine(err))
+			}
+			opts.OptOut.Selector = sel
+		}
+	}
 	for _, g := range c.PriorityGroups {
 		rg := rank.PriorityGroup{
 			Name:       g.Name,
@@ -514,8 +566,12 @@ func (c *Config) HugepageAware() bool {
 	return c.HugepageAwareEviction == nil || *c.HugepageAwareEviction
 }
 
-// HasSelectors reports whether any group needs namespace labels.
+// HasSelectors reports whether any group, or the opt-out, needs namespace
+// labels.
 func (c *Config) HasSelectors() bool {
+	if c.OptOut != nil && c.OptOut.NamespaceSelector != nil {
+		return true
+	}
 	for _, g := range c.PriorityGroups {
 		if g.NamespaceSelector != nil {
 			return true

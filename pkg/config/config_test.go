@@ -224,6 +224,16 @@ func TestDecode(t *testing.T) {
 		{name: "negative transition", yaml: head + "evictionPressureTransitionPeriod: -1s\n", wantErr: "evictionPressureTransitionPeriod -1s"},
 		{name: "bad transition", yaml: head + "evictionPressureTransitionPeriod: soon\n", wantErr: "soon"},
 		{name: "bad excluded namespace", yaml: head + "excludedNamespaces: [Kube_System]\n", wantErr: `excludedNamespaces[0]: namespace "Kube_System"`},
+		{name: "empty optOut", yaml: head + "optOut: {}\n", wantErr: "optOut: needs namespaces or a namespaceSelector"},
+		{name: "bad optOut namespace", yaml: head + "optOut: {namespaces: [Team_A]}\n", wantErr: `optOut.namespaces[0]: namespace "Team_A"`},
+		{name: "optOut namespace twice", yaml: head + "optOut: {namespaces: [a, b, a]}\n", wantErr: `optOut.namespaces[2]: namespace "a" is listed twice`},
+		{
+			name:    "bad optOut selector",
+			yaml:    head + "optOut:\n  namespaceSelector:\n    matchExpressions:\n    - {key: tier, operator: Near, values: [x]}\n",
+			wantErr: "optOut.namespaceSelector:",
+		},
+		{name: "unknown field in optOut", yaml: head + "optOut: {namespace: [a]}\n", wantErr: `unknown field "optOut.namespace"`},
+		{name: "optOut namespaces as a string", yaml: head + "optOut: {namespaces: team-a}\n", wantErr: "optOut.namespaces"},
 		{name: "group without name", yaml: head + "priorityGroups:\n- namespaces: [a]\n", wantErr: "priorityGroups[0]: name is empty"},
 		{name: "group without members", yaml: head + "priorityGroups:\n- name: g\n  offset: 3\n", wantErr: `priorityGroups[0] ("g"): needs namespaces or a namespaceSelector`},
 		{name: "duplicate group name", yaml: head + "priorityGroups:\n- name: g\n  namespaces: [a]\n- name: g\n  namespaces: [b]\n", wantErr: `priorityGroups[1] ("g"): name is used by another group`},
@@ -441,5 +451,50 @@ func TestAllocatableFollowsMemoryAvailable(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("hard %v: allocatable %q, want %q", tc.hard, got, tc.want)
 		}
+	}
+}
+
+// Nobody may opt out unless the configuration says who: the rank options
+// carry the namespaces and selector it names, and nothing by default.
+func TestOptOutRankOptions(t *testing.T) {
+	head := "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+	for _, tc := range []struct {
+		name, yaml    string
+		wantNames     []string
+		wantSelector  string // "" none
+		wantSelectors bool
+	}{
+		{name: "default", yaml: head},
+		{name: "by name", yaml: head + "optOut: {namespaces: [platform, ops]}\n", wantNames: []string{"platform", "ops"}},
+		{name: "by label", yaml: head + "optOut:\n  namespaceSelector:\n    matchLabels: {evictd.io/opt-out: allowed}\n",
+			wantSelector: "evictd.io/opt-out=allowed", wantSelectors: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts, err := c.RankOptions()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(opts.OptOut.Namespaces, tc.wantNames) {
+				t.Errorf("opt-out namespaces %v, want %v", opts.OptOut.Namespaces, tc.wantNames)
+			}
+			got := ""
+			if opts.OptOut.Selector != nil {
+				got = opts.OptOut.Selector.String()
+			}
+			if got != tc.wantSelector {
+				t.Errorf("opt-out selector %q, want %q", got, tc.wantSelector)
+			}
+			if c.HasSelectors() != tc.wantSelectors {
+				t.Errorf("HasSelectors() = %v, want %v: the namespace informer runs only for it", c.HasSelectors(), tc.wantSelectors)
+			}
+		})
 	}
 }

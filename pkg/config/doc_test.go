@@ -70,6 +70,10 @@ var fields = map[string]field{
 		help: "Groups of namespaces whose pods' priorities are offset, or fenced ([decide.md](decide.md), *Priority and priority groups*). For a namespace matched only by selectors, the first matching group wins; a namespace listed by name is in one group only."},
 	"excludedNamespaces": {
 		help: "Namespaces never evicted from."},
+	"optOut":            {help: "Who may keep their pods from evictd with the `evictd.io/evict: \"false\"` annotation; nobody by default, and an annotated pod elsewhere is evicted like any other ([decide.md](decide.md), *The opt-out annotation*). Needs `namespaces` or a `namespaceSelector`."},
+	"optOut.namespaces": {help: "Namespaces whose pods may opt out, by name."},
+	"optOut.namespaceSelector": {
+		help: "Namespaces whose pods may opt out, by their labels (`evictd rank` and `explain` need `--namespaces` for it); `{}` matches every namespace. Only who may label namespaces should be able to grant it."},
 	"includeDaemonSetPods": {def: "false", flag: options.FlagIncludeDaemonSetPods,
 		help: "Make DaemonSet pods eligible; by default they are skipped, for their controller recreates them on the same node."},
 	"swapInRanking": {def: "true", flag: options.FlagSwapInRanking,
@@ -101,6 +105,8 @@ var badFiles = []string{
 	"memoryHighWindow: 1m",
 	"evictionRequestResponderWait: 2h",
 	"excludedNamespaces: [Kube_System]",
+	"optOut: {}",
+	"optOut: {namespaces: [team-a, team-a]}",
 	"priorityGroups: [{name: batch}]",
 	"priorityGroups: [{name: batch, namespaces: [batch], offset: 99999999999}]",
 	"priorityGroups: [{name: batch, namespaces: [batch, no]}]",
@@ -176,6 +182,9 @@ func fieldTable(t *testing.T) []byte {
 			if sf.Type == reflect.TypeOf([]config.PriorityGroup{}) {
 				walk(key+"[].", sf.Type.Elem())
 			}
+			if sf.Type == reflect.TypeOf(&config.OptOut{}) {
+				walk(key+".", sf.Type.Elem())
+			}
 		}
 	}
 	walk("", reflect.TypeOf(config.Config{}))
@@ -198,6 +207,8 @@ func typeName(t *testing.T, typ reflect.Type) string {
 		return "label selector"
 	case reflect.TypeOf([]config.PriorityGroup{}):
 		return "list of groups"
+	case reflect.TypeOf(&config.OptOut{}):
+		return "object"
 	case reflect.TypeOf([]string{}):
 		return "list of strings"
 	}
@@ -264,6 +275,11 @@ func TestExampleInDocsMatchesTestdata(t *testing.T) {
 	var named map[string]any
 	if err := yaml.Unmarshal(example, &named); err != nil {
 		t.Fatal(err)
+	}
+	if o, ok := named["optOut"].(map[string]any); ok {
+		for k := range o {
+			named["optOut."+k] = true
+		}
 	}
 	groups, _ := named["priorityGroups"].([]any)
 	for _, g := range groups {

@@ -163,7 +163,10 @@ type Pod struct {
 	// Why is, for an eligible pod, why it ranks where it does (over or
 	// within its request, by how much, its effective priority); for any
 	// other, why it cannot be chosen.
-	Why               string `json:"why"`
+	Why string `json:"why"`
+	// NotTaken lists the claims to be spared the pod's author made and
+	// evictd did not take (rank.Candidate.NotTaken); Why ends with it.
+	NotTaken          string `json:"notTaken,omitempty"`
 	Usage             int64  `json:"usage"`
 	Request           int64  `json:"request"`
 	HasUsage          bool   `json:"hasUsage"`
@@ -281,6 +284,10 @@ func explainPods(s *Signal, cands []rank.Candidate, held map[types.UID]string) {
 			p.Rank, p.Why = n, rank.Why(s.Signal, c)
 		default:
 			p.Why = c.SkipReason
+		}
+		if c.NotTaken != "" {
+			p.NotTaken = c.NotTaken
+			p.Why += "; " + c.NotTaken
 		}
 		s.Pods = append(s.Pods, p)
 	}

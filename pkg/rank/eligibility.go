@@ -8,24 +8,50 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Annotations read by the eligibility checks.
 const (
 	// OptOutAnnotation set to "false" (or any value strconv.ParseBool reads
-	// as false) keeps evictd from evicting the pod. Any other value, or none,
+	// as false) keeps evictd from evicting the pod, in a namespace the
+	// configuration lets opt out (Options.OptOut). Any other value, or none,
 	// leaves the pod eligible.
 	OptOutAnnotation = "evictd.io/evict"
-	// ConfigSourceAnnotation and ConfigMirrorAnnotation are set by the
-	// kubelet on pods it did not get from the API server (static pods) and
-	// on their API mirrors.
-	ConfigSourceAnnotation = "kubernetes.io/config.source"
+	// ConfigMirrorAnnotation is on the API's copy of a static pod, the
+	// mirror the kubelet creates with its Node as the controller owner.
+	// Any pod's author can write it too: only the owner proves it.
 	ConfigMirrorAnnotation = "kubernetes.io/config.mirror"
+	// ConfigSourceAnnotation is the source the kubelet read a pod from.
+	// The kubelet sets it on its own copy of each pod; on a pod from the
+	// API server it is whatever the author wrote, so evictd does not read
+	// it, only says that it did not.
+	ConfigSourceAnnotation = "kubernetes.io/config.source"
 )
+
+// NodeRef names the node whose pods are ranked.
+type NodeRef struct {
+	Name string
+	// UID is the Node object's; "" when it is not known (evictd rank on
+	// captured files without the Node, or an agent whose informer does
+	// not hold its Node), and then a mirror's owner is matched by name.
+	UID types.UID
+}
+
+// OptOut says whose pods may keep evictd away with OptOutAnnotation: the
+// namespaces listed, and those whose labels Selector matches. The zero
+// value lets no pod opt out.
+type OptOut struct {
+	Namespaces []string
+	// Selector, when not nil, matches namespace labels
+	// (Options.NamespaceLabels).
+	Selector labels.Selector
+}
 
 // Check names, as they appear at the start of a skip reason.
 const (
-	CheckStatic            = "static"
 	CheckMirror            = "mirror"
 	CheckCritical          = "critical"
 	CheckDaemonSet         = "daemonset"
@@ -51,6 +77,81 @@ type checkEnv struct {
 	own                  int32
 	excluded             map[string]bool
 	includeDaemonSetPods bool
+	node                 NodeRef
+	optOut               optOutIndex
+}
+
+// newCheckEnv is the checks' view of opts, but for the pod's own priority.
+func newCheckEnv(opts *Options) checkEnv {
+	env := checkEnv{includeDaemonSetPods: opts.IncludeDaemonSetPods, node: opts.Node,
+		optOut: optOutIndex{selector: opts.OptOut.Selector, nsLabels: opts.NamespaceLabels}}
+	if len(opts.ExcludedNamespaces) > 0 {
+		env.excluded = make(map[string]bool, len(opts.ExcludedNamespaces))
+		for _, ns := range opts.ExcludedNamespaces {
+			env.excluded[ns] = true
+		}
+	}
+	if len(opts.OptOut.Namespaces) > 0 {
+		env.optOut.named = make(map[string]bool, len(opts.OptOut.Namespaces))
+		for _, ns := range opts.OptOut.Namespaces {
+			env.optOut.named[ns] = true
+		}
+	}
+	return env
+}
+
+// optOutIndex answers whether a namespace may opt out.
+type optOutIndex struct {
+	named    map[string]bool
+	selector labels.Selector
+	nsLabels map[string]map[string]string
+}
+
+func (o *optOutIndex) allows(ns string) bool {
+	if o.named[ns] {
+		return true
+	}
+	if o.selector == nil {
+		return false
+	}
+	l, known := o.nsLabels[ns]
+	return known && o.selector.Matches(labels.Set(l))
+}
+
+// mirroredHere reports whether p is a static pod's mirror on this node as
+// the kubelet writes one (pkg/kubelet/pod/mirror_client.go): the
+// config.mirror annotation and one controller owner reference to this Node
+// (apiVersion v1, its name and UID). The API server lets any pod author
+// write the annotation; the NodeRestriction admission plugin makes a
+// kubelet write the owner, and the Node's UID is not a tenant's to read.
+func mirroredHere(p *v1.Pod, node NodeRef) bool {
+	if _, ok := p.Annotations[ConfigMirrorAnnotation]; !ok {
+		return false
+	}
+	o := controllerOf(p)
+	return o != nil && o.APIVersion == "v1" && o.Kind == "Node" && o.Name != "" &&
+		(o.Name == node.Name || node.Name == "" && o.Name == p.Spec.NodeName) &&
+		(node.UID == "" || o.UID == node.UID)
+}
+
+func controllerOf(p *v1.Pod) *metav1.OwnerReference {
+	for i := range p.OwnerReferences {
+		if o := &p.OwnerReferences[i]; o.Controller != nil && *o.Controller {
+			return o
+		}
+	}
+	return nil
+}
+
+// optedOut reports whether p's author asked not to be evicted, and the
+// annotation's value.
+func optedOut(p *v1.Pod) (string, bool) {
+	v, ok := p.Annotations[OptOutAnnotation]
+	if !ok {
+		return "", false
+	}
+	b, err := strconv.ParseBool(v)
+	return v, err == nil && !b
 }
 
 // check returns a non-empty detail when the pod must not be evicted.
@@ -61,15 +162,11 @@ type check struct {
 
 // checks run in this order; every failing one is reported.
 var checks = []check{
-	{CheckStatic, func(p *v1.Pod, _ *checkEnv) string {
-		if src, ok := p.Annotations[ConfigSourceAnnotation]; ok && src != "api" {
-			return "config source " + src
-		}
-		return ""
-	}},
-	{CheckMirror, func(p *v1.Pod, _ *checkEnv) string {
-		if _, ok := p.Annotations[ConfigMirrorAnnotation]; ok {
-			return "mirror of a static pod"
+	// A static pod is in the API server only as its mirror; evicting the
+	// mirror deletes the copy, not the pod the kubelet runs from its file.
+	{CheckMirror, func(p *v1.Pod, env *checkEnv) string {
+		if mirroredHere(p, env.node) {
+			return "mirror of a static pod, controlled by Node " + controllerOf(p).Name
 		}
 		return ""
 	}},
@@ -113,14 +210,54 @@ var checks = []check{
 		}
 		return ""
 	}},
-	{CheckOptOut, func(p *v1.Pod, _ *checkEnv) string {
-		if v, ok := p.Annotations[OptOutAnnotation]; ok {
-			if b, err := strconv.ParseBool(v); err == nil && !b {
-				return fmt.Sprintf("annotation %s=%s", OptOutAnnotation, v)
-			}
+	{CheckOptOut, func(p *v1.Pod, env *checkEnv) string {
+		if v, ok := optedOut(p); ok && env.optOut.allows(p.Namespace) {
+			return fmt.Sprintf("annotation %s=%s", OptOutAnnotation, v)
 		}
 		return ""
 	}},
+}
+
+// claims are what a pod's author may write to be spared that evictd does
+// not take from that author; each returns a non-empty detail for a claim
+// made and not taken.
+var claims = []func(p *v1.Pod, env *checkEnv) string{
+	func(p *v1.Pod, env *checkEnv) string {
+		if _, ok := p.Annotations[ConfigMirrorAnnotation]; ok && !mirroredHere(p, env.node) {
+			return "annotation " + ConfigMirrorAnnotation + " without this Node as its controller: not taken"
+		}
+		return ""
+	},
+	// The kubelet sets config.source on its own copy of a pod; on the
+	// API's copy it is the author's word (a real static pod's mirror has
+	// it, and is known by its owner instead).
+	func(p *v1.Pod, env *checkEnv) string {
+		if src, ok := p.Annotations[ConfigSourceAnnotation]; ok && src != "api" && !mirroredHere(p, env.node) {
+			return fmt.Sprintf("annotation %s=%s on a pod from the API server: not taken", ConfigSourceAnnotation, src)
+		}
+		return ""
+	},
+	func(p *v1.Pod, env *checkEnv) string {
+		if v, ok := optedOut(p); ok && !env.optOut.allows(p.Namespace) {
+			return fmt.Sprintf("annotation %s=%s not honoured: namespace %s may not opt out (optOut in the configuration)", OptOutAnnotation, v, p.Namespace)
+		}
+		return ""
+	},
+}
+
+// claimsNotTaken is every claim p makes that env does not take, joined
+// with "; "; "" for none.
+func claimsNotTaken(p *v1.Pod, env *checkEnv) string {
+	if len(p.Annotations) == 0 {
+		return ""
+	}
+	var out []string
+	for _, c := range claims {
+		if d := c(p, env); d != "" {
+			out = append(out, d)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // OnlyTerminating reports whether the one check that makes c ineligible is
@@ -148,13 +285,8 @@ func CheckNames() []string {
 // reason Rank gives it, for a caller that acts on pods outside a ranking
 // (the memory.high family's stage 1 writes only to pods evictd may evict).
 func SkipReason(p *v1.Pod, opts Options) string {
-	env := checkEnv{own: ownPriority(p, opts.PriorityClasses), includeDaemonSetPods: opts.IncludeDaemonSetPods}
-	if len(opts.ExcludedNamespaces) > 0 {
-		env.excluded = make(map[string]bool, len(opts.ExcludedNamespaces))
-		for _, ns := range opts.ExcludedNamespaces {
-			env.excluded[ns] = true
-		}
-	}
+	env := newCheckEnv(&opts)
+	env.own = ownPriority(p, opts.PriorityClasses)
 	return skipReason(p, &env)
 }
 

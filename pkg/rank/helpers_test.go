@@ -111,3 +111,16 @@ func names(r Result) []string {
 }
 
 func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }
+
+// mirrorOwner makes the Node the pod's controller, as the kubelet writes a
+// mirror pod's owner.
+func mirrorOwner(node string, uid types.UID) podOpt {
+	return func(p *v1.Pod) {
+		p.Spec.NodeName = node
+		p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node, UID: uid, Controller: ptrTrue()})
+	}
+}
+
+func ptrTrue() *bool { t := true; return &t }
+
+func typesUID(s string) types.UID { return types.UID(s) }

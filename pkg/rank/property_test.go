@@ -39,7 +39,8 @@ func randomNode(r *rand.Rand, n int) ([]*v1.Pod, *statsapi.Summary) {
 		}
 		switch r.IntN(12) {
 		case 0:
-			annotation(ConfigSourceAnnotation, "file")(p)
+			annotation(ConfigMirrorAnnotation, "h")(p)
+			mirrorOwner("n1", "u1")(p)
 		case 1:
 			ownedBy("DaemonSet", "ds", true)(p)
 		case 2:

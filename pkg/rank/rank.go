@@ -27,6 +27,12 @@ type Options struct {
 	NamespaceLabels map[string]map[string]string
 	// ExcludedNamespaces are never evicted from.
 	ExcludedNamespaces []string
+	// OptOut is who may keep their pods from evictd with OptOutAnnotation;
+	// the zero value: nobody.
+	OptOut OptOut
+	// Node is the node the pods run on: a pod is a static pod's mirror only
+	// with this Node as its controller.
+	Node NodeRef
 	// IncludeDaemonSetPods makes DaemonSet-owned pods eligible.
 	IncludeDaemonSetPods bool
 	// WorkingSetOnly ranks the memory signals by working set alone, as the
@@ -86,6 +92,10 @@ type Candidate struct {
 	// then says which ("check: detail", joined with "; ").
 	Eligible   bool   `json:"eligible"`
 	SkipReason string `json:"skipReason"`
+	// NotTaken lists the claims to be spared that the pod's author made
+	// and evictd did not take (a forged mirror annotation, an opt-out from
+	// a namespace that may not opt out), joined with "; ".
+	NotTaken string `json:"notTaken,omitempty"`
 	// Priority is the pod's own; EffectivePriority after its group.
 	Priority          int32 `json:"priority"`
 	EffectivePriority int32 `json:"effectivePriority"`
@@ -139,13 +149,7 @@ func Rank(signal thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, o
 	m := measureFor(signal, disk)
 	stats := indexStats(summary)
 	groups := newGroupIndex(opts.PriorityGroups, opts.NamespaceLabels)
-	env := checkEnv{includeDaemonSetPods: opts.IncludeDaemonSetPods}
-	if len(opts.ExcludedNamespaces) > 0 {
-		env.excluded = make(map[string]bool, len(opts.ExcludedNamespaces))
-		for _, ns := range opts.ExcludedNamespaces {
-			env.excluded[ns] = true
-		}
-	}
+	env := newCheckEnv(&opts)
 
 	cands := make([]Candidate, 0, len(pods))
 	for _, p := range pods {
@@ -162,6 +166,7 @@ func Rank(signal thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, o
 		env.own = c.Priority
 		c.SkipReason = skipReason(p, &env)
 		c.Eligible = c.SkipReason == ""
+		c.NotTaken = claimsNotTaken(p, &env)
 		if m.request != "" {
 			c.Request = podRequest(p, m.request)
 		}

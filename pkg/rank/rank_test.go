@@ -290,6 +290,7 @@ func TestCandidateJSONKeys(t *testing.T) {
 }
 
 func TestEligibility(t *testing.T) {
+	mayOptOut := Options{OptOut: OptOut{Namespaces: []string{"ns"}}}
 	tests := []struct {
 		name string
 		pod  *v1.Pod
@@ -299,11 +300,11 @@ func TestEligibility(t *testing.T) {
 	}{
 		{name: "plain pod", pod: newPod("ns", "p"), want: ""},
 		{name: "api config source", pod: newPod("ns", "p", annotation(ConfigSourceAnnotation, "api")), want: ""},
-		{name: "static", pod: newPod("ns", "p", annotation(ConfigSourceAnnotation, "file")), want: "static: config source file"},
 		{
 			name: "mirror of a static pod, as the API server shows it",
-			pod:  newPod("kube-system", "etcd-node1", annotation(ConfigSourceAnnotation, "file"), annotation(ConfigMirrorAnnotation, "abc"), priority(2000001000)),
-			want: "static: config source file; mirror: mirror of a static pod; critical: priority 2000001000",
+			pod:  newPod("kube-system", "etcd-node1", annotation(ConfigSourceAnnotation, "file"), annotation(ConfigMirrorAnnotation, "abc"), mirrorOwner("node1", "node1-uid"), priority(2000001000)),
+			opts: Options{Node: NodeRef{Name: "node1", UID: "node1-uid"}},
+			want: "mirror: mirror of a static pod, controlled by Node node1; critical: priority 2000001000",
 		},
 		{name: "system-cluster-critical", pod: newPod("ns", "p", priority(2_000_000_000)), want: "critical: priority 2000000000"},
 		{name: "just below critical", pod: newPod("ns", "p", priority(1_999_999_999)), want: ""},
@@ -335,15 +336,15 @@ func TestEligibility(t *testing.T) {
 		{name: "failed", pod: newPod("ns", "p", phase(v1.PodFailed)), want: "finished: phase Failed"},
 		{name: "pending is eligible", pod: newPod("ns", "p", phase(v1.PodPending)), want: ""},
 		{name: "excluded namespace", pod: newPod("infra", "p"), opts: Options{ExcludedNamespaces: []string{"a", "infra"}}, want: "excluded-namespace: namespace infra"},
-		{name: "opt-out false", pod: newPod("ns", "p", annotation(OptOutAnnotation, "false")), want: "opt-out: annotation evictd.io/evict=false"},
-		{name: "opt-out False", pod: newPod("ns", "p", annotation(OptOutAnnotation, "False")), want: "opt-out: annotation evictd.io/evict=False"},
-		{name: "opt-out 0", pod: newPod("ns", "p", annotation(OptOutAnnotation, "0")), want: "opt-out: annotation evictd.io/evict=0"},
-		{name: "opt-in true", pod: newPod("ns", "p", annotation(OptOutAnnotation, "true")), want: ""},
-		{name: "unreadable value is not an opt-out", pod: newPod("ns", "p", annotation(OptOutAnnotation, "never")), want: ""},
+		{name: "opt-out false", pod: newPod("ns", "p", annotation(OptOutAnnotation, "false")), opts: mayOptOut, want: "opt-out: annotation evictd.io/evict=false"},
+		{name: "opt-out False", pod: newPod("ns", "p", annotation(OptOutAnnotation, "False")), opts: mayOptOut, want: "opt-out: annotation evictd.io/evict=False"},
+		{name: "opt-out 0", pod: newPod("ns", "p", annotation(OptOutAnnotation, "0")), opts: mayOptOut, want: "opt-out: annotation evictd.io/evict=0"},
+		{name: "opt-in true", pod: newPod("ns", "p", annotation(OptOutAnnotation, "true")), opts: mayOptOut, want: ""},
+		{name: "unreadable value is not an opt-out", pod: newPod("ns", "p", annotation(OptOutAnnotation, "never")), opts: mayOptOut, want: ""},
 		{
 			name: "every failing check is reported",
 			pod:  newPod("infra", "p", terminating(), phase(v1.PodFailed), annotation(OptOutAnnotation, "false")),
-			opts: Options{ExcludedNamespaces: []string{"infra"}},
+			opts: Options{ExcludedNamespaces: []string{"infra"}, OptOut: OptOut{Namespaces: []string{"infra"}}},
 			want: "terminating: deletion requested; finished: phase Failed; excluded-namespace: namespace infra; opt-out: annotation evictd.io/evict=false",
 		},
 	}
@@ -359,7 +360,7 @@ func TestEligibility(t *testing.T) {
 			}
 		})
 	}
-	if got := CheckNames(); len(got) != 8 || got[0] != CheckStatic || got[7] != CheckOptOut {
+	if got := CheckNames(); len(got) != 7 || got[0] != CheckMirror || got[6] != CheckOptOut {
 		t.Errorf("CheckNames() = %v", got)
 	}
 }
@@ -367,11 +368,11 @@ func TestEligibility(t *testing.T) {
 func TestIneligibleAfterEligible(t *testing.T) {
 	// The static pod uses the most memory, but is listed after every
 	// eligible pod, itself in the order it would have had.
-	static := newPod("kube-system", "static", annotation(ConfigSourceAnnotation, "file"))
+	static := newPod("kube-system", "static", annotation(ConfigMirrorAnnotation, "h"), mirrorOwner("n1", "u1"))
 	ds := newPod("kube-system", "ds", ownedBy("DaemonSet", "x", true))
 	a, b := newPod("ns", "a"), newPod("ns", "b")
 	s := summaryOf(podStats(static, workingSet("8Gi")), podStats(ds, workingSet("1Mi")), podStats(a, workingSet("1Gi")), podStats(b, workingSet("2Gi")))
-	res := Rank(thresholds.MemoryAvailable, s, []*v1.Pod{static, ds, a, b}, Options{})
+	res := Rank(thresholds.MemoryAvailable, s, []*v1.Pod{static, ds, a, b}, Options{Node: NodeRef{Name: "n1", UID: "u1"}})
 	want := []string{"ns/b", "ns/a", "kube-system/static", "kube-system/ds"}
 	if got := names(res); !reflect.DeepEqual(got, want) {
 		t.Errorf("order = %v, want %v", got, want)
@@ -595,9 +596,10 @@ func TestRankDoesNotChangeInput(t *testing.T) {
 }
 
 func TestSkipReasonsHaveCheckNames(t *testing.T) {
-	p := newPod("ns", "p", annotation(ConfigSourceAnnotation, "http"), annotation(ConfigMirrorAnnotation, "x"), priority(2e9),
+	p := newPod("ns", "p", annotation(ConfigMirrorAnnotation, "x"), mirrorOwner("n1", "u1"), priority(2e9),
 		ownedBy("DaemonSet", "d", true), terminating(), phase(v1.PodSucceeded), annotation(OptOutAnnotation, "false"))
-	res := Rank(thresholds.MemoryAvailable, nil, []*v1.Pod{p}, Options{ExcludedNamespaces: []string{"ns"}})
+	res := Rank(thresholds.MemoryAvailable, nil, []*v1.Pod{p}, Options{ExcludedNamespaces: []string{"ns"}, OptOut: OptOut{Namespaces: []string{"ns"}},
+		Node: NodeRef{Name: "n1", UID: "u1"}})
 	parts := strings.Split(res.Candidates[0].SkipReason, "; ")
 	if len(parts) != len(CheckNames()) {
 		t.Fatalf("reasons %q, want one per check %v", parts, CheckNames())

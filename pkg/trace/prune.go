@@ -10,7 +10,8 @@ import (
 )
 
 // readAnnotations are the pod annotations a decision reads (pkg/rank's
-// eligibility checks: static, mirror, opt-out): the only ones a trace keeps.
+// eligibility checks, mirror and opt-out, and the claims it says it did not
+// take): the only ones a trace keeps.
 var readAnnotations = []string{rank.ConfigSourceAnnotation, rank.ConfigMirrorAnnotation, rank.OptOutAnnotation}
 
 // PrunePod is p as a trace keeps it: the fields the loop's decisions read
@@ -27,8 +28,8 @@ var readAnnotations = []string{rank.ConfigSourceAnnotation, rank.ConfigMirrorAnn
 //     resourceVersion: the recorder's test of an unchanged pod list;
 //   - deletionTimestamp, deletionGracePeriodSeconds, status.phase: the
 //     terminating and finished checks, pods in flight (pkg/agent/inflight);
-//   - the read annotations and the owner references: the static, mirror,
-//     opt-out and DaemonSet checks;
+//   - the read annotations, the owner references and spec.nodeName: the
+//     mirror, opt-out and DaemonSet checks, and the claims not taken;
 //   - spec.priority, spec.priorityClassName: priority and the critical check;
 //   - containers' and init containers' names, requests, limits and
 //     restartPolicy, spec.resources, spec.overhead, and the allocated
@@ -58,6 +59,7 @@ func PrunePod(p *v1.Pod) *v1.Pod {
 		out.OwnerReferences = append(out.OwnerReferences, metav1.OwnerReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID, Controller: o.Controller})
 	}
 	s := &out.Spec
+	s.NodeName = p.Spec.NodeName
 	s.Priority, s.PriorityClassName = p.Spec.Priority, p.Spec.PriorityClassName
 	s.TerminationGracePeriodSeconds = p.Spec.TerminationGracePeriodSeconds
 	s.Overhead = p.Spec.Overhead

@@ -106,6 +106,7 @@ func wholePod(i int) *v1.Pod {
 		p.Annotations[rank.ConfigSourceAnnotation] = "file"
 	case 2:
 		p.Annotations[rank.ConfigMirrorAnnotation] = "abc"
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "node-a", UID: "node-a-uid", Controller: ptr(true)}}
 	case 3:
 		p.OwnerReferences[0].Kind, p.OwnerReferences[0].Name = "DaemonSet", "agent"
 	case 4:
@@ -222,13 +223,15 @@ func TestPrunedPodsDecideAsWhole(t *testing.T) {
 	groups := []rank.PriorityGroup{{Name: "tenants", Namespaces: []string{"tenant-b"}, Offset: -100},
 		{Name: "system", Selector: labels.SelectorFromSet(labels.Set{"tier": "system"}), Offset: 500, Fence: true}}
 	optsList := map[string]rank.Options{
-		"defaults":     {PriorityClasses: map[string]int32{"standard": 1000, "high": 1_000_000}},
-		"daemonsets":   {IncludeDaemonSetPods: true},
-		"groups":       {PriorityGroups: groups, NamespaceLabels: map[string]map[string]string{"kube-system": {"tier": "system"}}},
-		"excluded":     {ExcludedNamespaces: []string{"tenant-a"}},
-		"working set":  {WorkingSetOnly: true},
-		"stall, high":  {PodStall: map[string]rank.PodStall{podUID(3): {Some: 0.5, Full: 0.3}}, MemoryHigh: map[string]rank.PodMemoryHigh{podUID(0): {Container: "app", Stuck: true}}},
-		"known layout": {DiskParts: map[string]rank.DiskParts{podUID(1): {WritableLayer: rank.DiskUse{Bytes: 1 << 20}}}},
+		"defaults": {PriorityClasses: map[string]int32{"standard": 1000, "high": 1_000_000}, Node: rank.NodeRef{Name: "node-a", UID: "node-a-uid"},
+			OptOut: rank.OptOut{Namespaces: []string{"tenant-a", "tenant-b", "kube-system"}}},
+		"no opt-out, no node": {},
+		"daemonsets":          {IncludeDaemonSetPods: true},
+		"groups":              {PriorityGroups: groups, NamespaceLabels: map[string]map[string]string{"kube-system": {"tier": "system"}}},
+		"excluded":            {ExcludedNamespaces: []string{"tenant-a"}},
+		"working set":         {WorkingSetOnly: true},
+		"stall, high":         {PodStall: map[string]rank.PodStall{podUID(3): {Some: 0.5, Full: 0.3}}, MemoryHigh: map[string]rank.PodMemoryHigh{podUID(0): {Container: "app", Stuck: true}}},
+		"known layout":        {DiskParts: map[string]rank.DiskParts{podUID(1): {WritableLayer: rank.DiskUse{Bytes: 1 << 20}}}},
 	}
 	strip := func(cs []rank.Candidate) []rank.Candidate {
 		for i := range cs {
@@ -259,7 +262,7 @@ func TestPrunedPodsDecideAsWhole(t *testing.T) {
 			reasons = append(reasons, strings.SplitN(c.SkipReason, ":", 2)[0])
 		}
 	}
-	for _, want := range []string{rank.CheckStatic, rank.CheckMirror, rank.CheckCritical, rank.CheckDaemonSet, rank.CheckTerminating, rank.CheckFinished, rank.CheckOptOut} {
+	for _, want := range []string{rank.CheckMirror, rank.CheckCritical, rank.CheckDaemonSet, rank.CheckTerminating, rank.CheckFinished, rank.CheckOptOut} {
 		if !strings.Contains(strings.Join(reasons, " "), want) {
 			t.Errorf("no pod skipped for %s (skipped: %v): the pods do not exercise it", want, reasons)
 		}

@@ -258,6 +258,7 @@ priorityGroups:
     offset: 100
     fence: true
 excludedNamespaces: [kube-system]
+optOut: {namespaces: [platform], namespaceSelector: {matchLabels: {evictd.io/opt-out: allowed}}}
 includeDaemonSetPods: true
 dryRun: true
 pdbPolicy: best-effort
@@ -488,6 +489,10 @@ func TestChartValues(t *testing.T) {
 	if !slices.Equal(cfg.ExcludedNamespaces, []string{"kube-system"}) || !cfg.IncludeDaemonSetPods {
 		t.Errorf("excluded %v, include DaemonSet pods %v", cfg.ExcludedNamespaces, cfg.IncludeDaemonSetPods)
 	}
+	if o := cfg.OptOut; o == nil || !slices.Equal(o.Namespaces, []string{"platform"}) || o.NamespaceSelector == nil ||
+		o.NamespaceSelector.MatchLabels["evictd.io/opt-out"] != "allowed" {
+		t.Errorf("optOut %+v, want namespaces [platform] and the selector evictd.io/opt-out=allowed", o)
+	}
 	if nested[string](t, ds, "spec", "template", "metadata", "annotations", "checksum/config") == "" {
 		t.Error("no checksum/config annotation: a changed configuration would not roll the pods")
 	}
@@ -700,6 +705,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{`extraArgs: [dry-run]`, "extraArgs"},
 		{`priorityGroups: [{namespaces: [batch]}]`, "name"},
 		{`priorityGroups: [{name: batch, ofset: 10}]`, "ofset"},
+		{`optOut: {namespace: [platform]}`, "namespace"},
 		{`nameOverride: Evictd_System`, "nameOverride"},
 		{`hostPaths: {imageStore: var/lib/containerd}`, "imageStore"},
 		{`hostPaths: {kubeletRoot: /var/lib/kubelet/}`, "kubeletRoot"},

@@ -193,7 +193,7 @@ func New(o Options) (*Watcher, error) {
 	w.classes = schedlisters.NewPriorityClassLister(classes.GetIndexer())
 
 	if o.Namespaces {
-		nss := w.add(o.Client, kube.Namespaces, "", "used by priority groups with a namespaceSelector", &v1.Namespace{}, cache.Indexers{})
+		nss := w.add(o.Client, kube.Namespaces, "", "used by the namespaceSelectors of priority groups and optOut", &v1.Namespace{}, cache.Indexers{})
 		w.namespaces = corelisters.NewNamespaceLister(nss.GetIndexer())
 	}
 	log.Debug("informers set up", zap.String("node", o.NodeName), zap.Bool("namespaces", o.Namespaces),

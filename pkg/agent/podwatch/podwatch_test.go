@@ -141,7 +141,7 @@ func TestWaitForSyncFailsAtOnceWhenForbidden(t *testing.T) {
 			namespaces: true,
 			client:     injected("list", "namespaces", forbidden("list", "", "namespaces", "")),
 			want: []string{"podwatch: cannot list namespaces: forbidden for " + saUser,
-				"the ClusterRole needs list and watch on namespaces, used by priority groups with a namespaceSelector"},
+				"the ClusterRole needs list and watch on namespaces, used by the namespaceSelectors of priority groups and optOut"},
 			verb: "list", res: "namespaces",
 		},
 		{

@@ -128,6 +128,7 @@ file evictd runs on its defaults, as deploy/daemonset.yaml does.
 {{- with $t.stallWindow }}{{ $_ := set $c "evictionStallWindow" . }}{{ end -}}
 {{- with .Values.priorityGroups }}{{ $_ := set $c "priorityGroups" . }}{{ end -}}
 {{- with .Values.excludedNamespaces }}{{ $_ := set $c "excludedNamespaces" . }}{{ end -}}
+{{- with .Values.optOut }}{{ $_ := set $c "optOut" . }}{{ end -}}
 {{- if .Values.includeDaemonSetPods }}{{ $_ := set $c "includeDaemonSetPods" true }}{{ end -}}
 {{- /* memory.high's tunings only with its switch: evictd refuses them without it. A rate of 0 is a value (the signal left out), so each is tested for presence, not truth. */ -}}
 {{- $m := .Values.memoryHigh -}}
