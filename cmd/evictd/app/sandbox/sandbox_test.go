@@ -4,9 +4,12 @@ package sandbox
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/evictd/evictd/pkg/options"
 )
 
 func TestParseKind(t *testing.T) {
@@ -60,5 +63,16 @@ func TestEnterNone(t *testing.T) {
 	}
 	if _, err := Enter("landlock"); err == nil || !strings.Contains(err.Error(), `"landlock"`) {
 		t.Errorf("Enter(landlock): %v, want an error naming it", err)
+	}
+}
+
+// TestKindsAreTheFlagsValues: pkg/options validates --sandbox with its own
+// constants (it cannot import this room); they must be these kinds.
+func TestKindsAreTheFlagsValues(t *testing.T) {
+	if got, want := []Kind{Seccomp, None}, []Kind{options.SandboxSeccomp, options.SandboxNone}; !slices.Equal(got, want) || !slices.Equal(Kinds, want) {
+		t.Errorf("kinds %v, --sandbox's values %v", Kinds, want)
+	}
+	if options.NewOptions().Sandbox != string(Kinds[0]) {
+		t.Errorf("--sandbox defaults to %q, want %q", options.NewOptions().Sandbox, Kinds[0])
 	}
 }
