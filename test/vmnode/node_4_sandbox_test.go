@@ -35,25 +35,35 @@ func TestNodeFileHandleAttack(t *testing.T) {
 		t.Fatalf("evictd's log lacks %q:\n%s", sandboxLine, log)
 	}
 
-	// A key on the node, beside /var/lib/kubelet on its filesystem, in a
-	// directory of its own that no mount of the pod shows.
+	// A key on the node in a directory of its own that no mount of the pod
+	// shows, on the ext4 filesystem of one of the pod's host directories
+	// that is not that filesystem's root (the attack forges the handle of
+	// the filesystem's root directory, ext4's inode 2).
 	ctx := context.Background()
-	const dir = "/var/lib/evictd-handle-test"
+	out, err := n.Sh(ctx, `for d in /var/log/pods /var/lib/kubelet /var/lib/containerd; do
+  m=$(stat -c %m "$d"); [ "$m" != "$d" ] && [ "$(stat -f -c %T "$d")" = ext2/ext3 ] && { echo "$d $m"; exit 0; }
+done; echo "none of the pod's host directories lies inside an ext4 filesystem" >&2; exit 1`)
+	if err != nil {
+		t.Fatalf("a host directory of the pod inside an ext4 filesystem: %v: %s", err, out)
+	}
+	hostDir, fsRoot, _ := strings.Cut(strings.TrimSpace(out), " ")
+	dir := strings.TrimSuffix(fsRoot, "/") + "/evictd-handle-test"
+	rel := strings.TrimPrefix(strings.TrimPrefix(dir, fsRoot), "/") + "/key"
 	secret := fmt.Sprintf("node private key %d", time.Now().UnixNano())
-	if out, err := n.Sh(ctx, fmt.Sprintf(`set -e; rm -rf %[1]s; mkdir -m 0700 %[1]s; (umask 077; printf %%s '%[2]s' > %[1]s/key)
-[ "$(stat -c %%d %[1]s)" = "$(stat -c %%d /var/lib/kubelet)" ] || { echo "%[1]s is not on /var/lib/kubelet's filesystem"; exit 1; }`, dir, secret)); err != nil {
+	if out, err := n.Sh(ctx, fmt.Sprintf(`set -e; rm -rf %[1]s; mkdir -m 0700 %[1]s; (umask 077; printf %%s '%[2]s' > %[1]s/key)`, dir, secret)); err != nil {
 		t.Fatalf("the node's key: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _, _ = n.Sh(context.Background(), "rm -rf "+dir) })
+	t.Logf("the node's key: %s (0600, in a 0700 directory), on the filesystem mounted at %s; the attack goes through the pod's mount of %s", dir+"/key", fsRoot, hostDir)
 
 	t.Run("without the sandbox", func(t *testing.T) {
-		o := runHandleAttack(t, n, ev, "none", strings.TrimPrefix(dir, "/")+"/key")
+		o := runHandleAttack(t, n, ev, "none", "/host"+hostDir, rel)
 		if o.NameToHandle != "" || o.OpenByHandle != "" || o.Secret != secret {
 			t.Fatalf("the shipped pod spec does not let the attack read the key (%+v): the test proves nothing on this node", o)
 		}
 	})
 	t.Run("in the sandbox", func(t *testing.T) {
-		o := runHandleAttack(t, n, ev, "seccomp", strings.TrimPrefix(dir, "/")+"/key")
+		o := runHandleAttack(t, n, ev, "seccomp", "/host"+hostDir, rel)
 		if o.EnterErr != "" {
 			t.Fatalf("the sandbox: %s", o.EnterErr)
 		}
@@ -80,9 +90,8 @@ type handleAttackOutcome struct {
 
 // runHandleAttack runs the workload's file-handle attack in a pod with the
 // evictd pod's securityContexts, volumes and mounts (its service account
-// token aside), through its /host/var/lib/kubelet mount, and returns what
-// it reports.
-func runHandleAttack(t *testing.T, n *Node, ev *corev1.Pod, kind, secret string) handleAttackOutcome {
+// token aside), through its mount at mount, and returns what it reports.
+func runHandleAttack(t *testing.T, n *Node, ev *corev1.Pod, kind, mount, secret string) handleAttackOutcome {
 	t.Helper()
 	ctx := context.Background()
 	var evictd *corev1.Container
@@ -102,18 +111,16 @@ func runHandleAttack(t *testing.T, n *Node, ev *corev1.Pod, kind, secret string)
 		}
 	}
 	var mounts []corev1.VolumeMount
-	mount := ""
+	mounted := false
 	for _, m := range evictd.VolumeMounts {
 		if strings.HasPrefix(m.Name, token) {
 			continue
 		}
 		mounts = append(mounts, m)
-		if m.MountPath == "/host/var/lib/kubelet" {
-			mount = m.MountPath
-		}
+		mounted = mounted || m.MountPath == mount
 	}
-	if mount == "" {
-		t.Fatalf("evictd's pod mounts no /host/var/lib/kubelet: %+v", evictd.VolumeMounts)
+	if !mounted {
+		t.Fatalf("evictd's pod mounts nothing at %s: %+v", mount, evictd.VolumeMounts)
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "handle-attack-" + kind, Namespace: ev.Namespace},
