@@ -41,20 +41,28 @@ func TestNodeFileHandleAttack(t *testing.T) {
 	// the filesystem's root directory, ext4's inode 2).
 	ctx := context.Background()
 	out, err := n.Sh(ctx, `for d in /var/log/pods /var/lib/kubelet /var/lib/containerd; do
-  m=$(stat -c %m "$d"); [ "$m" != "$d" ] && [ "$(stat -f -c %T "$d")" = ext2/ext3 ] && { echo "$d $m"; exit 0; }
+  m=$(stat -c %m "$d"); [ "$m" != "$d" ] && [ "$(stat -f -c %T "$d")" = ext2/ext3 ] &&
+    { echo "$d $m $(awk -v m="$m" '$5 == m { r = $4 } END { print r }' /proc/self/mountinfo)"; exit 0; }
 done; echo "none of the pod's host directories lies inside an ext4 filesystem" >&2; exit 1`)
 	if err != nil {
 		t.Fatalf("a host directory of the pod inside an ext4 filesystem: %v: %s", err, out)
 	}
-	hostDir, fsRoot, _ := strings.Cut(strings.TrimSpace(out), " ")
-	dir := strings.TrimSuffix(fsRoot, "/") + "/evictd-handle-test"
-	rel := strings.TrimPrefix(strings.TrimPrefix(dir, fsRoot), "/") + "/key"
+	// The mount point, and the directory of its filesystem it shows (a
+	// bind mount shows one below the filesystem's root): the key's path
+	// from the root directory the attack opens is that directory's.
+	f := strings.Fields(out)
+	if len(f) != 3 {
+		t.Fatalf("the pod's host directory, its mount point and the mount's root: %q", out)
+	}
+	hostDir, mountPoint, mountRoot := f[0], f[1], f[2]
+	dir := strings.TrimSuffix(mountPoint, "/") + "/evictd-handle-test"
+	rel := strings.TrimPrefix(strings.TrimSuffix(mountRoot, "/")+"/evictd-handle-test/key", "/")
 	secret := fmt.Sprintf("node private key %d", time.Now().UnixNano())
 	if out, err := n.Sh(ctx, fmt.Sprintf(`set -e; rm -rf %[1]s; mkdir -m 0700 %[1]s; (umask 077; printf %%s '%[2]s' > %[1]s/key)`, dir, secret)); err != nil {
 		t.Fatalf("the node's key: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _, _ = n.Sh(context.Background(), "rm -rf "+dir) })
-	t.Logf("the node's key: %s (0600, in a 0700 directory), on the filesystem mounted at %s; the attack goes through the pod's mount of %s", dir+"/key", fsRoot, hostDir)
+	t.Logf("the node's key: %s (0600, in a 0700 directory; %s from its filesystem's root), on the filesystem mounted at %s; the attack goes through the pod's mount of %s", dir+"/key", rel, mountPoint, hostDir)
 
 	t.Run("without the sandbox", func(t *testing.T) {
 		o := runHandleAttack(t, n, ev, "none", "/host"+hostDir, rel)
