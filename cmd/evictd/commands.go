@@ -31,6 +31,13 @@ type flagSection struct {
 }
 
 // commands is every subcommand, in the order the usage lists them.
+//
+// run and observe read the host with the container's capabilities, so
+// both enter the sandbox (cmd/evictd/app/sandbox) before their first host
+// read. The others do not: rank, trace and replay read only the files
+// they are named, explain and cleanup only talk to the API server, and
+// version reads nothing; none of them opens a path the capabilities
+// would widen, so refusing file handles would take nothing from them.
 var commands = []command{
 	{"observe", observeSynopsis, observeCmd, oneSection(newObserveFlags)},
 	{"rank", rankSynopsis, rankCmd, oneSection(newRankFlags)},

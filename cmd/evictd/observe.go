@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/cmd/evictd/app/sandbox"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/fslayout"
@@ -28,7 +29,7 @@ import (
 
 // observeSynopsis names every flag of observe but --help; a test walks the
 // flag set to keep it so.
-const observeSynopsis = "evictd observe [--host-root DIR] [--cgroup-root PATH] [--node-cgroup PATH] [--image-fs PATH] [--container-fs PATH] [--hugepage-aware-eviction=false] [-o json|table|observation] [-v]"
+const observeSynopsis = "evictd observe [--host-root DIR] [--cgroup-root PATH] [--node-cgroup PATH] [--image-fs PATH] [--container-fs PATH] [--hugepage-aware-eviction=false] [--sandbox seccomp|none] [-o json|table|observation] [-v]"
 
 const observeUsage = `Usage: ` + observeSynopsis + `
 
@@ -51,7 +52,7 @@ Flags:
 type observeFlags struct {
 	hostRoot, cgroupRoot, nodeCgroup string
 	imageFs, containerFs             string
-	output                           string
+	output, sandbox                  string
 	verbose, help                    bool
 	hugepageAware                    bool
 }
@@ -65,6 +66,7 @@ func newObserveFlags() (*observeFlags, *pflag.FlagSet) {
 	fs.StringVar(&f.imageFs, "image-fs", pressure.DefaultImageFsPath, "The container runtime's image store (imagefs).")
 	fs.StringVar(&f.containerFs, "container-fs", "", "Where the runtime keeps the writable layers (containerfs), if not under --image-fs.")
 	fs.BoolVar(&f.hugepageAware, config.FlagHugepageAwareEviction, true, "Take the node's hugepage pool off memory.available, as the kubelet's HugepageAwareEviction gate (on by default from 1.37); false as with the gate off.")
+	fs.StringVar(&f.sandbox, options.FlagSandbox, options.SandboxSeccomp, "The sandbox observe puts its own process in before it reads the host, as evictd run's --sandbox: seccomp (open_by_handle_at and name_to_handle_at refused; observe fails when it cannot install it) or none.")
 	fs.StringVarP(&f.output, "output", "o", "json", "Output format: json (a kubelet Summary), table or observation.")
 	fs.BoolVarP(&f.verbose, "v", "v", false, "Log debug messages.")
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
@@ -89,6 +91,19 @@ func observeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if f.output != "json" && f.output != "table" && f.output != "observation" {
 		fmt.Fprintf(stderr, "evictd observe: invalid --output (-o) %q: want json, table or observation\n", f.output)
 		return exitUsage
+	}
+
+	// observe reads the host as evictd run does, and is run in evictd's
+	// container (kubectl exec) with its capabilities: the same sandbox,
+	// before the first host read.
+	kind, err := sandbox.ParseKind(f.sandbox)
+	if err != nil {
+		fmt.Fprintf(stderr, "evictd observe: invalid --%s: %v\n", options.FlagSandbox, err)
+		return exitUsage
+	}
+	if _, err := sandbox.Enter(kind); err != nil {
+		fmt.Fprintf(stderr, "evictd observe: --%s=%s: %v (--%s=%s turns it off)\n", options.FlagSandbox, kind, err, options.FlagSandbox, options.SandboxNone)
+		return exitFailure
 	}
 
 	log := cliLogger(stderr, f.verbose)

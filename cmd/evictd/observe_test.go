@@ -282,6 +282,7 @@ func TestObserveBadInput(t *testing.T) {
 		{"relative node cgroup", []string{"--host-root", v1, "--node-cgroup", "kubelet"}, `node cgroup "kubelet" must be an absolute path`},
 		{"dotdot node cgroup", []string{"--host-root", v1, "--node-cgroup", "/kubelet/../.."}, `node cgroup "/kubelet/../.."`},
 		{"missing node cgroup", []string{"--host-root", v1, "--node-cgroup", "/node-z"}, `node cgroup "/node-z" not found`},
+		{"unknown sandbox", []string{"--host-root", v1, "--sandbox", "landlock"}, `invalid --sandbox: sandbox "landlock": want seccomp or none`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,6 +57,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"node lease too short", []string{"--node-name=n1", "--node-lease-duration=2s"}, "--node-lease-duration 2s"},
 		{"bad node lease namespace", []string{"--node-name=n1", "--node-lease-namespace=Kube_Leases"}, `"Kube_Leases"`},
 		{"bad node brake taint effect", []string{"--node-name=n1", "--node-brake-taint-effect=NoExecute"}, `node brake taint effect "NoExecute": want NoSchedule, PreferNoSchedule or None`},
+		{"unknown sandbox", []string{"--node-name=n1", "--sandbox=landlock"}, `invalid --sandbox "landlock": want seccomp or none`},
 		{"bad log level", []string{"--node-name=n1", "--log-level=loud"}, `"loud"`},
 		{"bad log format", []string{"--node-name=n1", "--log-format=xml"}, `"xml"`},
 		{"bad boolean", []string{"--node-name=n1", "--include-daemonset-pods=perhaps"}, `"perhaps"`},

@@ -123,6 +123,7 @@ type Metrics struct {
 	victimsStuck         *prometheus.CounterVec
 	stuckVictims         prometheus.Gauge
 	memoryLocked         prometheus.Gauge
+	sandboxActive        *prometheus.GaugeVec
 	evictionRequest      prometheus.Gauge
 	dryRun               prometheus.Gauge
 	actuatorWritable     prometheus.Gauge
@@ -246,6 +247,11 @@ func New(build buildinfo.Info) (*Metrics, error) {
 		Help: "1 when evictd's own memory is locked in RAM (--lock-memory: mlockall, pages locked as they are touched), so the node's pressure cannot page it out; 0 when turned off or refused (the log says why: usually a container without CAP_IPC_LOCK).",
 	})
 
+	m.sandboxActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "sandbox", Name: "active",
+		Help: "1 while the sandbox of the kind is in force on evictd's own process, verified at start (kind=\"seccomp\": a seccomp filter on every thread refusing open_by_handle_at and name_to_handle_at, with which CAP_DAC_READ_SEARCH would open any file of a mounted host filesystem by its handle); 0 when turned off (--sandbox=none; the log warns). evictd exits rather than run without the sandbox it was asked for.",
+	}, []string{"kind"})
+
 	m.evictionRequest = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: "eviction_request", Name: "served",
 		Help: "1 while --eviction-request asks for soft evictions with lifecycle.k8s.io/v1alpha1 EvictionRequests; 0 when the mode is off, or while the API server answers that it does not serve them (every eviction then uses the Eviction API; evictd asks again 5 minutes later, and the log says each step).",
@@ -281,7 +287,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 	m.initPodReads()
 	m.initTrace()
 	m.initAPIRequests()
-	m.own = append(m.own, ready, m.memoryLocked, m.evictionRequest, m.dryRun, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
+	m.own = append(m.own, ready, m.memoryLocked, m.sandboxActive, m.evictionRequest, m.dryRun, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 
 	all := append([]prometheus.Collector{
@@ -652,6 +658,15 @@ func (m *Metrics) SetMemoryLocked(locked bool) {
 		return
 	}
 	m.memoryLocked.Set(boolValue(locked))
+}
+
+// SetSandboxActive records whether the sandbox of the kind is in force on
+// evictd's own process.
+func (m *Metrics) SetSandboxActive(kind string, active bool) {
+	if m == nil {
+		return
+	}
+	m.sandboxActive.WithLabelValues(kind).Set(boolValue(active))
 }
 
 // boolValue is a gauge's value for a yes/no state.

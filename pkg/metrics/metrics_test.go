@@ -39,6 +39,7 @@ func populated(t *testing.T) *Metrics {
 	m.SetKubeletThresholdCompared(thresholds.MemoryAvailable, true)
 	m.KubeletRestarted()
 	m.SetNodeLeaseHeld(true)
+	m.SetSandboxActive("seccomp", true)
 	m.SetNodeBrake("memory", true, time.Unix(1700000000, 0))
 	m.NodeBrakeWrite("taint", nil)
 	m.SetSignal(thresholds.MemoryPressureSome, 6_000_000, 10_000_000)

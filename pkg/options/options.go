@@ -55,6 +55,7 @@ const (
 	FlagGraceMargin         = "grace-margin"
 	FlagInformerSyncTimeout = "informer-sync-timeout"
 	FlagLockMemory          = "lock-memory"
+	FlagSandbox             = "sandbox"
 	// --actuator (docs/actuator.md).
 	FlagActuator = "actuator"
 	// The node lease (docs/run.md, "One agent per node").
@@ -78,6 +79,13 @@ const NodeCgroupUsage = "Cgroup whose working set is the node's, for memory.avai
 const (
 	KubeletPlace  = "place"
 	KubeletIgnore = "ignore"
+)
+
+// Values of --sandbox: cmd/evictd/app/sandbox's kinds (its tests hold the
+// two lists equal; options cannot import a room of the process's tier).
+const (
+	SandboxSeccomp = "seccomp"
+	SandboxNone    = "none"
 )
 
 // Wake-up source names of --wakeup-sources.
@@ -155,6 +163,9 @@ type Options struct {
 	// LockMemory locks evictd's pages in RAM as they are touched, so the
 	// node's thrash cannot page it out (pkg/memlock).
 	LockMemory bool
+	// Sandbox is the sandbox evictd puts its own process in at start
+	// (SandboxSeccomp: the file-handle calls refused) or SandboxNone.
+	Sandbox string
 	// Actuator lets evictd write the pod cgroups' memory limits: contain a
 	// hard memory victim once its eviction is accepted, relax a container
 	// stuck at memory.high (pkg/actuator). Off by default.
@@ -221,6 +232,7 @@ func NewOptions() *Options {
 		// default it is (config.DefaultEvictionRequestResponderWait).
 		EvictionRequestWait: config.DefaultEvictionRequestResponderWait,
 		LockMemory:          true,
+		Sandbox:             SandboxSeccomp,
 		KubeletThresholds:   KubeletPlace,
 		GraceMargin:         2 * time.Second,
 		Config:              &config.Config{},

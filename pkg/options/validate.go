@@ -126,6 +126,8 @@ func (o *Options) validate() error {
 	case !validEffect(o.NodeBrakeTaintEffect):
 		_, err := nodebrake.ParseEffect(o.NodeBrakeTaintEffect)
 		return fmt.Errorf("invalid --%s: %w", FlagNodeBrakeTaintEffect, err)
+	case o.Sandbox != SandboxSeccomp && o.Sandbox != SandboxNone:
+		return fmt.Errorf("invalid --%s %q: want %s or %s", FlagSandbox, o.Sandbox, SandboxSeccomp, SandboxNone)
 	case o.KubeletThresholds != KubeletPlace && o.KubeletThresholds != KubeletIgnore:
 		return fmt.Errorf("invalid --%s %q: want %s or %s", FlagKubeletThresholds, o.KubeletThresholds, KubeletPlace, KubeletIgnore)
 	case o.KubeletConfig != "" && !strings.HasPrefix(o.KubeletConfig, "/"):

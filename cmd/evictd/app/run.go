@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/cmd/evictd/app/sandbox"
 	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/agent/podwatch"
@@ -57,6 +58,13 @@ func Run(ctx context.Context, o *options.Options, log *zap.Logger, build buildin
 		// The lock lasts as long as the agent: a caller in the same
 		// process (a test) gets its memory back unlocked.
 		defer func() { _ = memlock.UnlockAll() }()
+	}
+	// Before anything reads the host or starts a goroutine that does: from
+	// here on no thread of the process can open a file by its handle.
+	box, err := sandbox.Enter(sandbox.Kind(o.Sandbox))
+	if err != nil {
+		return fmt.Errorf("--%s=%s: %w (evictd does not run without the sandbox it was asked for; --%s=%s turns it off)",
+			options.FlagSandbox, o.Sandbox, err, options.FlagSandbox, options.SandboxNone)
 	}
 	clk := clock.RealClock{}
 	// pkg/evict names the node in its own lines; everything else gets it here.
@@ -154,6 +162,7 @@ func Run(ctx context.Context, o *options.Options, log *zap.Logger, build buildin
 	// Reported only now: a bad flag or host root must stay one line on
 	// stderr.
 	lock.Report(log, m)
+	box.Report(log, m)
 	logStart(log, o, build, srv, node, api, lock.Locked)
 	warnHostPaths(log, o.HostRoot, o.ImageFs, o.ContainerFs)
 	if off := thresholds.SwitchedOffEntries(o.Config.ThresholdSpec()); len(off) > 0 {

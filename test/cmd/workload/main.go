@@ -51,6 +51,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == handleAttackCommand {
+		return runHandleAttack(args[1:], stdout, stderr)
+	}
 	// Catch SIGTERM before anything else, so that --term-delay holds even for
 	// a signal that arrives while the process is still starting.
 	terms := make(chan os.Signal, 1)
