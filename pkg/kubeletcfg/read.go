@@ -10,10 +10,10 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/evictd/evictd/pkg/hostpaths/hostfile"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -49,6 +49,9 @@ type Options struct {
 	// ConfigPath, when set, is the kubelet's config file (a host path,
 	// read under HostRoot) in place of the one its --config names.
 	ConfigPath string
+	// Refused hears of each process named kubelet that FindProcess passes
+	// over (nil: none is told).
+	Refused func(Refused)
 }
 
 // NotVisibleError is a file or directory the kubelet reads that does not
@@ -78,7 +81,8 @@ func Read(o Options) (*Result, error) {
 		from []string
 		err  error
 	)
-	pid, argv, scanErr := FindProcess(filepath.Join(o.HostRoot, "proc"))
+	proc, scanErr := FindProcess(filepath.Join(o.HostRoot, "proc"), o.Refused)
+	pid, argv := proc.PID, proc.Argv
 	cwd := "/"
 	configVia := ""
 	switch {
@@ -86,7 +90,7 @@ func Read(o Options) (*Result, error) {
 		if args, err = ParseArgs(argv[1:]); err != nil {
 			return nil, fmt.Errorf("kubelet pid %d command line: %w", pid, err)
 		}
-		from = append(from, fmt.Sprintf("kubelet pid %d", pid))
+		from = append(from, proc.Describe())
 		configVia = fmt.Sprintf("--config of kubelet pid %d", pid)
 		// The kubelet reads a relative path from its working directory.
 		if d, err := os.Readlink(filepath.Join(o.HostRoot, "proc", strconv.Itoa(pid), "cwd")); err == nil && path.IsAbs(d) {
@@ -94,7 +98,7 @@ func Read(o Options) (*Result, error) {
 		}
 	default:
 		env := filepath.Join(o.HostRoot, KubeadmFlagsEnv)
-		data, rerr := os.ReadFile(env)
+		data, rerr := hostfile.Read(env, hostfile.ConfigLimit)
 		switch {
 		case rerr == nil:
 			fl, perr := ParseKubeadmEnv(data)
@@ -264,13 +268,14 @@ func readDropins(hostRoot, dir string, pid int) ([]Dropin, error) {
 }
 
 // readHost reads the host's file p under hostRoot, following symbolic
-// links as the host would: an absolute target from the host's /.
+// links as the host would: an absolute target from the host's /. It must be
+// a regular file of at most hostfile.ConfigLimit bytes.
 func readHost(hostRoot, p string) ([]byte, error) {
 	r, err := resolveHost(hostRoot, p)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(filepath.Join(hostRoot, r))
+	return hostfile.Read(filepath.Join(hostRoot, r), hostfile.ConfigLimit)
 }
 
 // resolveHost resolves the symbolic links of the host path p, component by
@@ -311,33 +316,4 @@ func resolveHost(hostRoot, p string) (string, error) {
 		todo = append(strings.Split(target, "/"), todo...)
 	}
 	return done, nil
-}
-
-// FindProcess returns the lowest PID under procDir whose command line is a
-// kubelet's, and that command line; argv is nil when there is none. err
-// says why procDir could not be listed (a missing mount).
-func FindProcess(procDir string) (pid int, argv []string, err error) {
-	entries, err := os.ReadDir(procDir)
-	if err != nil {
-		return 0, nil, fmt.Errorf("list %s: %w", procDir, err)
-	}
-	pids := make([]int, 0, len(entries))
-	for _, e := range entries {
-		if n, err := strconv.Atoi(e.Name()); err == nil && n > 0 {
-			pids = append(pids, n)
-		}
-	}
-	sort.Ints(pids)
-	for _, p := range pids {
-		// A process that exits meanwhile, or a kernel thread's empty
-		// cmdline, is no kubelet: skipped.
-		data, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(p), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if a := SplitCmdline(data); IsKubelet(a) {
-			return p, a, nil
-		}
-	}
-	return 0, nil, nil
 }
