@@ -3,6 +3,7 @@
 package kubeletcfg
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,50 @@ func TestParseCgroup(t *testing.T) {
 		if err != nil || got.Path != c.path || got.InPods != c.inPods || got.Unit != c.unit {
 			t.Errorf("ParseCgroup(%q) = %+v, %v; want path %s, in pods %v, unit %v", c.in, got, err, c.path, c.inPods, c.unit)
 		}
+	}
+}
+
+// TestReadEmbeddedKubelet: on k3s and MicroK8s the kubelet has no process
+// of its own. A process named kubelet in a pod is passed over there too,
+// and evictd says the thresholds are unknown, naming the distribution's
+// process (outside the pods' tree) and where it keeps the kubelet's
+// arguments; a k3s process inside a pod is no k3s.
+func TestReadEmbeddedKubelet(t *testing.T) {
+	impostor := "kubelet\x00--eviction-hard=memory.available<1Ti\x00"
+	podCgroup := "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-a.scope\n"
+	for _, c := range []struct {
+		name  string
+		procs map[string][2]string // pid: cmdline, cgroup
+		want  string
+	}{
+		{"k3s", map[string][2]string{
+			"212": {impostor, podCgroup},
+			"512": {"/usr/local/bin/k3s\x00server\x00--kubelet-arg=eviction-hard=memory.available<500Mi\x00", "0::/system.slice/k3s.service\n"},
+		}, "the kubelet is embedded in k3s (k3s pid 512, cgroup /system.slice/k3s.service), which keeps its arguments in its --kubelet-arg flags"},
+		// k3s rewrites its title into argv[0].
+		{"k3s-agent-title", map[string][2]string{
+			"600": {"/usr/local/bin/k3s agent\x00\x00\x00", "0::/system.slice/k3s-agent.service\n"},
+		}, "the kubelet is embedded in k3s (k3s pid 600"},
+		{"microk8s", map[string][2]string{
+			"212": {impostor, podCgroup},
+			"700": {"/snap/microk8s/7394/kubelite\x00--kubelet-args-file=/var/snap/microk8s/7394/args/kubelet\x00", "0::/system.slice/snap.microk8s.daemon-kubelite.service\n"},
+		}, "the kubelet is embedded in MicroK8s (kubelite pid 700, cgroup /system.slice/snap.microk8s.daemon-kubelite.service), which keeps its arguments in /var/snap/microk8s/current/args/kubelet"},
+		{"k3s-in-a-pod", map[string][2]string{
+			"212": {"/usr/local/bin/k3s\x00server\x00", podCgroup},
+		}, "no kubelet found under host root"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			for pid, f := range c.procs {
+				dir := filepath.Join(root, "proc", pid)
+				must(t, os.MkdirAll(dir, 0o755))
+				must(t, os.WriteFile(filepath.Join(dir, "cmdline"), []byte(f[0]), 0o644))
+				must(t, os.WriteFile(filepath.Join(dir, "cgroup"), []byte(f[1]), 0o644))
+			}
+			_, err := Read(Options{HostRoot: root})
+			if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Read: %v\nwant ErrNotFound saying %q", err, c.want)
+			}
+		})
 	}
 }

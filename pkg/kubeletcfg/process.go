@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -52,6 +53,12 @@ type Refused struct {
 // err says why procDir could not be listed (a missing mount). Each file is
 // read as a regular file of bounded size (hostfile).
 func FindProcess(procDir string, refused func(Refused)) (Process, error) {
+	return findProcess(procDir, IsKubelet, refused)
+}
+
+// findProcess is FindProcess for the processes whose command line is
+// match's.
+func findProcess(procDir string, match func([]string) bool, refused func(Refused)) (Process, error) {
 	entries, err := os.ReadDir(procDir)
 	if err != nil {
 		return Process{}, fmt.Errorf("list %s: %w", procDir, err)
@@ -72,7 +79,7 @@ func FindProcess(procDir string, refused func(Refused)) (Process, error) {
 			continue
 		}
 		argv := SplitCmdline(data)
-		if !IsKubelet(argv) {
+		if !match(argv) {
 			continue
 		}
 		place, why := cgroupOf(dir)
@@ -111,4 +118,61 @@ func cgroupOf(dir string) (CgroupPlace, string) {
 		return CgroupPlace{}, "its cgroup cannot be told from a pod's: " + path.Join(dir, "cgroup") + ": " + err.Error()
 	}
 	return place, ""
+}
+
+// Embedded is a distribution whose kubelet runs inside another process,
+// with no process of its own: its thresholds are kept where that
+// distribution keeps them, which evictd does not read.
+type Embedded struct {
+	// Distribution is "k3s" or "MicroK8s"; Process the process found
+	// outside the pods' tree; Keeps where the distribution keeps the
+	// kubelet's arguments.
+	Distribution, Keeps string
+	Process             Process
+}
+
+// embeddedIn names the distribution whose process argv is, "" for none:
+// k3s's `k3s server` or `k3s agent` (which may rewrite its title into
+// argv[0]), MicroK8s's kubelite.
+func embeddedIn(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	first := strings.Fields(argv[0])
+	if len(first) == 0 {
+		return ""
+	}
+	switch path.Base(first[0]) {
+	case "k3s":
+		sub := ""
+		if len(first) > 1 {
+			sub = first[1]
+		} else if len(argv) > 1 {
+			sub = argv[1]
+		}
+		if sub == "server" || sub == "agent" {
+			return "k3s"
+		}
+	case "kubelite":
+		return "MicroK8s"
+	}
+	return ""
+}
+
+// FindEmbedded looks under procDir for a k3s or MicroK8s process, outside
+// the pods' cgroup tree as FindProcess requires of the kubelet; nil when
+// there is none.
+func FindEmbedded(procDir string, refused func(Refused)) (*Embedded, error) {
+	p, err := findProcess(procDir, func(argv []string) bool { return embeddedIn(argv) != "" }, refused)
+	if err != nil || p.Argv == nil {
+		return nil, err
+	}
+	e := &Embedded{Distribution: embeddedIn(p.Argv), Process: p}
+	switch e.Distribution {
+	case "k3s":
+		e.Keeps = "its --kubelet-arg flags and the kubelet-arg entries of /etc/rancher/k3s/config.yaml and config.yaml.d"
+	default:
+		e.Keeps = "/var/snap/microk8s/current/args/kubelet"
+	}
+	return e, nil
 }

@@ -96,6 +96,16 @@ func Read(o Options) (*Result, error) {
 		if d, err := os.Readlink(filepath.Join(o.HostRoot, "proc", strconv.Itoa(pid), "cwd")); err == nil && path.IsAbs(d) {
 			cwd = d
 		}
+	case o.ConfigPath == "":
+		// k3s and MicroK8s run the kubelet inside a process of their
+		// own and keep its arguments elsewhere: kubeadm's paths would
+		// be stale or missing there.
+		emb, err := FindEmbedded(filepath.Join(o.HostRoot, "proc"), o.Refused)
+		if err == nil && emb != nil {
+			return nil, fmt.Errorf("%w: the kubelet is embedded in %s (%s pid %d, cgroup %s), which keeps its arguments in %s; evictd does not read them: give --kubelet-config=PATH, a KubeletConfiguration with the node's thresholds, or --kubelet-thresholds=ignore",
+				ErrNotFound, emb.Distribution, path.Base(strings.Fields(emb.Process.Argv[0])[0]), emb.Process.PID, emb.Process.Cgroup, emb.Keeps)
+		}
+		fallthrough
 	default:
 		env := filepath.Join(o.HostRoot, KubeadmFlagsEnv)
 		data, rerr := hostfile.Read(env, hostfile.ConfigLimit)
