@@ -74,19 +74,23 @@ func Read(path string, limit int64) ([]byte, error) {
 	// one); the fstat after the open is what counts, for the path may
 	// change in between.
 	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
+	if err := retry(func() error { return unix.Stat(path, &st) }); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if err := regular(path, st.Mode); err != nil {
 		return nil, err
 	}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	var fd int
+	err := retry(func() (err error) {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		return err
+	})
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := retry(func() error { return unix.Fstat(fd, &st) }); err != nil {
 		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	if err := regular(path, st.Mode); err != nil {
@@ -103,6 +107,17 @@ func Read(path string, limit int64) ([]byte, error) {
 		return nil, &TooLargeError{Path: path, Size: limit, Limit: limit, AtLeast: true}
 	}
 	return data, nil
+}
+
+// retry runs call again while it is interrupted by a signal (EINTR), as
+// package os does for its own calls: the runtime's signals can interrupt a
+// system call on a file system that does not restart it.
+func retry(call func() error) error {
+	for {
+		if err := call(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // regular is nil for a regular file's mode, else the error naming its type.
