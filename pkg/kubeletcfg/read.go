@@ -71,10 +71,13 @@ func (e *NotVisibleError) Error() string {
 var ErrNotFound = errors.New("no kubelet found")
 
 // Read finds the kubelet's eviction settings under o.HostRoot: the kubelet
-// process's flags (its cmdline in HOST/proc), else kubeadm's flags file,
+// process's flags (its cmdline in HOST/proc; a process outside the pods'
+// cgroups, FindProcess), else, on k3s or MicroK8s, an ErrNotFound naming
+// where they keep them (FindEmbedded), else kubeadm's flags file,
 // and the config file --config names (or o.ConfigPath), else kubeadm's
-// /var/lib/kubelet/config.yaml, with the --config-dir drop-ins. Every error
-// names the file and the value.
+// /var/lib/kubelet/config.yaml, with the --config-dir drop-ins. Every file
+// is read as a regular file of bounded size (hostfile). Every error names
+// the file and the value.
 func Read(o Options) (*Result, error) {
 	var (
 		args Args
