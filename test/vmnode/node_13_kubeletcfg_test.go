@@ -399,7 +399,7 @@ func TestNodeKubeletImpostor(t *testing.T) {
 	hard := `evictd_threshold_available_bytes{kind="hard",signal="memory.available"}`
 	check := func(what string, restarts int) {
 		t.Helper()
-		var placed bench.LogLine
+		var placed, reread bench.LogLine
 		err := n.poll(ctx, 3*time.Minute, "evictd's reading of the kubelet "+what, func(context.Context) error {
 			var all, again []bench.LogLine
 			for _, l := range CRILogLines(evictdLog(t, n, ev)) {
@@ -414,10 +414,20 @@ func TestNodeKubeletImpostor(t *testing.T) {
 				return fmt.Errorf("%d placements, %d re-reads after a kubelet restart, want %d", len(all), len(again), restarts)
 			}
 			placed = all[len(all)-1]
+			if restarts > 0 {
+				reread = again[len(again)-1]
+			}
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The re-read's own line says what the loop is handed, which the
+		// metric below shows only from the loop's next pass on.
+		if restarts > 0 {
+			if changed, ths := fmt.Sprint(reread.Fields["changed"]), fmt.Sprint(reread.Fields["thresholds"]); changed != "[]" && changed != "<nil>" || !strings.Contains(ths, "memory.available<300Mi") {
+				t.Errorf("%s: evictd's re-read changed %s, thresholds %s: want nothing changed, memory.available<300Mi", what, changed, ths)
+			}
 		}
 		from := placed.Str("kubeletFrom")
 		t.Logf("%s: evictd read %q from %q", what, placed.Str("kubelet"), from)
