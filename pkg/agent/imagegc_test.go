@@ -150,6 +150,7 @@ func TestLoopDiskDefaultsWaitForTheImageCollection(t *testing.T) {
 	root := t.TempDir()
 	for name, data := range map[string]string{
 		"proc/640/cmdline":            "/usr/bin/kubelet\x00--config=/var/lib/kubelet/config.yaml\x00",
+		"proc/640/cgroup":             "0::/system.slice/kubelet.service\n",
 		"var/lib/kubelet/config.yaml": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
 	} {
 		p := filepath.Join(root, name)

@@ -191,6 +191,7 @@ func (c kubeletCase) host(t *testing.T) (root string, argv []string) {
 	must(t, os.MkdirAll(filepath.Join(root, "proc", "7"), 0o755))
 	cmdline := strings.Join(append([]string{"/usr/bin/kubelet"}, hostArgs...), "\x00") + "\x00"
 	must(t, os.WriteFile(filepath.Join(root, "proc", "7", "cmdline"), []byte(cmdline), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "proc", "7", "cgroup"), []byte(kubeletCgroup), 0o644))
 	return root, realArgs
 }
 

@@ -7,8 +7,11 @@
 // them, and where they came from; Place then puts evictd's default
 // thresholds a stated margin above them.
 //
-// Parsing (this file) and the kubelet's loading steps (load.go) are pure;
-// reading the host is in read.go.
+// The kubelet is the process named kubelet that runs outside the pods'
+// cgroup tree (cgroup.go, process.go): a pod can start a process with any
+// name. Parsing (this file, cgroup.go), the kubelet's loading steps
+// (load.go) and the bound on what placement adopts (bound.go) are pure;
+// reading the host is in read.go and process.go.
 package kubeletcfg
 
 import (

@@ -10,10 +10,10 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/evictd/evictd/pkg/hostpaths/hostfile"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -49,6 +49,9 @@ type Options struct {
 	// ConfigPath, when set, is the kubelet's config file (a host path,
 	// read under HostRoot) in place of the one its --config names.
 	ConfigPath string
+	// Refused hears of each process named kubelet that FindProcess passes
+	// over (nil: none is told).
+	Refused func(Refused)
 }
 
 // NotVisibleError is a file or directory the kubelet reads that does not
@@ -68,17 +71,21 @@ func (e *NotVisibleError) Error() string {
 var ErrNotFound = errors.New("no kubelet found")
 
 // Read finds the kubelet's eviction settings under o.HostRoot: the kubelet
-// process's flags (its cmdline in HOST/proc), else kubeadm's flags file,
+// process's flags (its cmdline in HOST/proc; a process outside the pods'
+// cgroups, FindProcess), else, on k3s or MicroK8s, an ErrNotFound naming
+// where they keep them (FindEmbedded), else kubeadm's flags file,
 // and the config file --config names (or o.ConfigPath), else kubeadm's
-// /var/lib/kubelet/config.yaml, with the --config-dir drop-ins. Every error
-// names the file and the value.
+// /var/lib/kubelet/config.yaml, with the --config-dir drop-ins. Every file
+// is read as a regular file of bounded size (hostfile). Every error names
+// the file and the value.
 func Read(o Options) (*Result, error) {
 	var (
 		args Args
 		from []string
 		err  error
 	)
-	pid, argv, scanErr := FindProcess(filepath.Join(o.HostRoot, "proc"))
+	proc, scanErr := FindProcess(filepath.Join(o.HostRoot, "proc"), o.Refused)
+	pid, argv := proc.PID, proc.Argv
 	cwd := "/"
 	configVia := ""
 	switch {
@@ -86,15 +93,25 @@ func Read(o Options) (*Result, error) {
 		if args, err = ParseArgs(argv[1:]); err != nil {
 			return nil, fmt.Errorf("kubelet pid %d command line: %w", pid, err)
 		}
-		from = append(from, fmt.Sprintf("kubelet pid %d", pid))
+		from = append(from, proc.Describe())
 		configVia = fmt.Sprintf("--config of kubelet pid %d", pid)
 		// The kubelet reads a relative path from its working directory.
 		if d, err := os.Readlink(filepath.Join(o.HostRoot, "proc", strconv.Itoa(pid), "cwd")); err == nil && path.IsAbs(d) {
 			cwd = d
 		}
+	case o.ConfigPath == "":
+		// k3s and MicroK8s run the kubelet inside a process of their
+		// own and keep its arguments elsewhere: kubeadm's paths would
+		// be stale or missing there.
+		emb, err := FindEmbedded(filepath.Join(o.HostRoot, "proc"), o.Refused)
+		if err == nil && emb != nil {
+			return nil, fmt.Errorf("%w: the kubelet is embedded in %s (%s pid %d, cgroup %s), which keeps its arguments in %s; evictd does not read them: give --kubelet-config=PATH, a KubeletConfiguration with the node's thresholds, or --kubelet-thresholds=ignore",
+				ErrNotFound, emb.Distribution, path.Base(strings.Fields(emb.Process.Argv[0])[0]), emb.Process.PID, emb.Process.Cgroup, emb.Keeps)
+		}
+		fallthrough
 	default:
 		env := filepath.Join(o.HostRoot, KubeadmFlagsEnv)
-		data, rerr := os.ReadFile(env)
+		data, rerr := hostfile.Read(env, hostfile.ConfigLimit)
 		switch {
 		case rerr == nil:
 			fl, perr := ParseKubeadmEnv(data)
@@ -264,13 +281,14 @@ func readDropins(hostRoot, dir string, pid int) ([]Dropin, error) {
 }
 
 // readHost reads the host's file p under hostRoot, following symbolic
-// links as the host would: an absolute target from the host's /.
+// links as the host would: an absolute target from the host's /. It must be
+// a regular file of at most hostfile.ConfigLimit bytes.
 func readHost(hostRoot, p string) ([]byte, error) {
 	r, err := resolveHost(hostRoot, p)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(filepath.Join(hostRoot, r))
+	return hostfile.Read(filepath.Join(hostRoot, r), hostfile.ConfigLimit)
 }
 
 // resolveHost resolves the symbolic links of the host path p, component by
@@ -311,33 +329,4 @@ func resolveHost(hostRoot, p string) (string, error) {
 		todo = append(strings.Split(target, "/"), todo...)
 	}
 	return done, nil
-}
-
-// FindProcess returns the lowest PID under procDir whose command line is a
-// kubelet's, and that command line; argv is nil when there is none. err
-// says why procDir could not be listed (a missing mount).
-func FindProcess(procDir string) (pid int, argv []string, err error) {
-	entries, err := os.ReadDir(procDir)
-	if err != nil {
-		return 0, nil, fmt.Errorf("list %s: %w", procDir, err)
-	}
-	pids := make([]int, 0, len(entries))
-	for _, e := range entries {
-		if n, err := strconv.Atoi(e.Name()); err == nil && n > 0 {
-			pids = append(pids, n)
-		}
-	}
-	sort.Ints(pids)
-	for _, p := range pids {
-		// A process that exits meanwhile, or a kernel thread's empty
-		// cmdline, is no kubelet: skipped.
-		data, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(p), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if a := SplitCmdline(data); IsKubelet(a) {
-			return p, a, nil
-		}
-	}
-	return 0, nil, nil
 }

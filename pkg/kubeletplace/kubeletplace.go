@@ -102,13 +102,17 @@ func (k *Placement) Detail() string {
 // the mixed units, and disk layout, for the image collection's bound; empty
 // when none could be made.
 func PlaceAbove(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics) *Placement {
+	return placeAbove(o, start, log, m, NewImpostorLog(log))
+}
+
+func placeAbove(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics, imp *ImpostorLog) *Placement {
 	st := &Placement{}
 	if o.KubeletThresholds == options.KubeletIgnore {
 		m.SetKubeletThresholdsKnown(false)
 		log.Info("the kubelet's thresholds are not read (--kubelet-thresholds=ignore): evictd's own as configured")
 		return st
 	}
-	res, err := kubeletcfg.Read(kubeletcfg.Options{HostRoot: o.HostRoot, ConfigPath: o.KubeletConfig})
+	res, err := kubeletcfg.Read(kubeletcfg.Options{HostRoot: o.HostRoot, ConfigPath: o.KubeletConfig, Refused: imp.Refused})
 	if err != nil {
 		st.Err = err
 		m.SetKubeletThresholdsKnown(false)
@@ -126,7 +130,9 @@ func PlaceAbove(o *options.Options, start View, log *zap.Logger, m *metrics.Metr
 
 // PlaceWith moves evictd's defaults above the kubelet's thresholds res,
 // read at start or, in a replay, from the trace, within its image
-// collection's bound.
+// collection's bound. A kubelet threshold beyond kubeletcfg.MaxKubeletShare
+// of its capacity is not adopted: the kubelet's default for that signal is
+// placed against instead, with a warning.
 func PlaceWith(o *options.Options, res kubeletcfg.Result, start View, log *zap.Logger, m *metrics.Metrics) *Placement {
 	capacity := start.Signals
 	st := &Placement{Known: true, KubeletHard: res.Raw, ImageGC: res.ImageGC}
@@ -135,6 +141,13 @@ func PlaceWith(o *options.Options, res kubeletcfg.Result, start View, log *zap.L
 		ob, ok := capacity[s]
 		return ob.Capacity, ok && ob.Capacity > 0
 	}
+	bounded, refused := kubeletcfg.BoundKubelet(res.Hard, capOf)
+	for _, r := range refused {
+		log.Warn("a kubelet hard threshold beyond the share of capacity evictd adopts is refused: placement takes the kubelet's default for the signal instead",
+			zap.String("signal", string(r.Signal)), zap.String("kubelet", r.Value), zap.String("bound", r.Bound),
+			zap.String("kept", r.Kept), zap.String("kubeletFrom", res.From))
+	}
+	res.Hard = bounded
 	imagesOn := func(s thresholds.Signal) bool { return fslayout.ImagesOn(start.DiskLayout, s.Filesystem()) }
 	ps, placed := kubeletcfg.Place(maps.Clone(o.Config.EvictionHard), o.Config.OperatorHard(), res.Hard, capOf, res.ImageGC, imagesOn)
 	if len(placed) > 0 {
@@ -228,6 +241,9 @@ type Placer struct {
 	o   options.Options
 	log *zap.Logger
 	m   *metrics.Metrics
+	// Impostors logs the processes named kubelet that are passed over,
+	// once each, for the reads and the watcher alike.
+	Impostors *ImpostorLog
 	// View is the last pass's observation's signals and disk layout (the
 	// start's until a pass has published one).
 	View func() View
@@ -246,9 +262,15 @@ type Placer struct {
 // it changes: the caller reads the placed thresholds from it), and keeps
 // a copy of o's configuration from before, for the next placements.
 func NewPlacer(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics) *Placer {
-	p := &Placer{o: *o, log: log, m: m}
+	return NewPlacerLogging(o, start, log, m, NewImpostorLog(log))
+}
+
+// NewPlacerLogging is NewPlacer with the impostor log that the start's
+// kubeletwatch.Find already told.
+func NewPlacerLogging(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics, imp *ImpostorLog) *Placer {
+	p := &Placer{o: *o, log: log, m: m, Impostors: imp}
 	p.o.Config = options.CloneConfig(o.Config)
-	p.cur = PlaceAbove(o, start, log, m)
+	p.cur = placeAbove(o, start, log, m, imp)
 	p.ths = o.Thresholds()
 	return p
 }
@@ -308,7 +330,7 @@ func (p *Placer) Place(why string) {
 	if p.View != nil {
 		view = p.View()
 	}
-	st := PlaceAbove(&o, view, p.log, p.m)
+	st := placeAbove(&o, view, p.log, p.m, p.Impostors)
 	ths := o.Thresholds()
 	p.mu.Lock()
 	prev, prevThs := p.cur, p.ths
@@ -374,6 +396,7 @@ func Watch(ctx context.Context, first kubeletwatch.Process, findErr error, o *op
 	}
 	failing := false
 	w := kubeletwatch.New(filepath.Join(o.HostRoot, "proc"), first)
+	w.Refused = p.Impostors.Refused
 	w.Run(ctx, clk, o.Housekeeping, func(prev, now kubeletwatch.Process, changed bool) {
 		failing = false
 		p.checked(prev, now, changed)
@@ -384,6 +407,32 @@ func Watch(ctx context.Context, first kubeletwatch.Process, findErr error, o *op
 		}
 		failing = true
 	})
+}
+
+// ImpostorLog warns of each process named kubelet that is not taken for
+// the kubelet (kubeletcfg.Refused), once: the reads at start and at each
+// kubelet restart, and the watcher's scans, see the same processes again.
+type ImpostorLog struct {
+	log  *zap.Logger
+	mu   sync.Mutex
+	seen map[kubeletcfg.Refused]bool
+}
+
+// NewImpostorLog returns an ImpostorLog writing to log.
+func NewImpostorLog(log *zap.Logger) *ImpostorLog {
+	return &ImpostorLog{log: log, seen: map[kubeletcfg.Refused]bool{}}
+}
+
+// Refused warns of r unless it was told already.
+func (l *ImpostorLog) Refused(r kubeletcfg.Refused) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[r] {
+		return
+	}
+	l.seen[r] = true
+	l.log.Warn("a process named kubelet is not taken for the kubelet: its thresholds are not read",
+		zap.Int("pid", r.PID), zap.String("name", r.Name), zap.String("cgroup", r.Cgroup), zap.String("why", r.Why))
 }
 
 // Emitter writes an Event (evict.EventWriter's Emit).

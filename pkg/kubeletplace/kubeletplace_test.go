@@ -185,7 +185,7 @@ func TestKubeletPlacerRestart(t *testing.T) {
 	if o.Config.EvictionHard["memory.available"] != "950Mi" {
 		t.Fatalf("at start: memory.available<%s, want 950Mi", o.Config.EvictionHard["memory.available"])
 	}
-	proc, _ := kubeletwatch.Find(filepath.Join(root, "proc"))
+	proc, _ := kubeletwatch.Find(filepath.Join(root, "proc"), nil)
 	w := kubeletwatch.New(filepath.Join(root, "proc"), proc)
 	restart := func(pid int, start uint64, hard string) {
 		t.Helper()

@@ -16,13 +16,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/pkg/hostpaths/hostfile"
 	"github.com/evictd/evictd/pkg/kubeletcfg"
 )
 
@@ -44,14 +44,17 @@ func (p Process) String() string {
 }
 
 // Find returns the kubelet process under procDir (the lowest PID whose
-// command line is a kubelet's, as kubeletcfg.Read takes it); the zero
-// Process when there is none. A kubelet that exits between the listing
-// and the read of its stat is none.
-func Find(procDir string) (Process, error) {
-	pid, argv, err := kubeletcfg.FindProcess(procDir)
-	if err != nil || argv == nil {
+// command line is a kubelet's and which runs outside the pods' cgroups, as
+// kubeletcfg.Read takes it); the zero Process when there is none. A
+// kubelet that exits between the listing and the read of its stat is
+// none. refused hears of each process named kubelet passed over (nil:
+// none is told).
+func Find(procDir string, refused func(kubeletcfg.Refused)) (Process, error) {
+	found, err := kubeletcfg.FindProcess(procDir, refused)
+	if err != nil || found.Argv == nil {
 		return Process{}, err
 	}
+	pid := found.PID
 	start, err := startTime(procDir, pid)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Process{}, nil
@@ -65,7 +68,7 @@ func Find(procDir string) (Process, error) {
 // startTime reads PID's start time from procDir/PID/stat.
 func startTime(procDir string, pid int) (uint64, error) {
 	p := filepath.Join(procDir, strconv.Itoa(pid), "stat")
-	data, err := os.ReadFile(p)
+	data, err := hostfile.Read(p, hostfile.ProcLimit)
 	if err != nil {
 		return 0, err
 	}
@@ -110,6 +113,9 @@ func firstBytes(b []byte) string {
 type Watcher struct {
 	procDir string
 	last    Process
+	// Refused hears of each process named kubelet that a scan passes over
+	// (kubeletcfg.FindProcess); nil: none is told.
+	Refused func(kubeletcfg.Refused)
 }
 
 // New returns a Watcher under procDir that takes last as the kubelet
@@ -134,7 +140,7 @@ func (w *Watcher) Check() (changed bool, now Process, err error) {
 			return false, w.last, nil
 		}
 	}
-	now, err = Find(w.procDir)
+	now, err = Find(w.procDir, w.Refused)
 	if err != nil {
 		return false, w.last, err
 	}

@@ -71,7 +71,7 @@ func TestWatcherRealProcesses(t *testing.T) {
 	first, stopFirst := startProc(t, "kubelet")
 	proc := procOf(t, filepath.Join(t.TempDir(), "proc"), other, first)
 
-	p, err := Find(proc)
+	p, err := Find(proc, nil)
 	if err != nil || p.PID != first || p.Start == 0 {
 		t.Fatalf("Find = %v, %v; want pid %d with its start time", p, err, first)
 	}
@@ -130,7 +130,8 @@ func TestWatcherSamePIDAnotherStart(t *testing.T) {
 	}
 	write("cmdline", cmdline)
 	write("stat", stat)
-	p, err := Find(proc)
+	write("cgroup", []byte("0::/system.slice/kubelet.service\n"))
+	p, err := Find(proc, nil)
 	if err != nil || p.PID != pid {
 		t.Fatalf("Find = %v, %v", p, err)
 	}
@@ -195,7 +196,7 @@ func TestParseStartTime(t *testing.T) {
 func TestWatcherRun(t *testing.T) {
 	first, stopFirst := startProc(t, "kubelet")
 	proc := procOf(t, filepath.Join(t.TempDir(), "proc"), first)
-	p, err := Find(proc)
+	p, err := Find(proc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -354,3 +354,116 @@ func seriesValues(page string, want map[string]float64) map[string]float64 {
 	}
 	return out
 }
+
+// TestNodeKubeletImpostor: a pod's author runs, in an ordinary pod, a
+// process that calls itself the kubelet (the workload image's --exec-as,
+// bash's `exec -a kubelet`) with
+// --eviction-hard=memory.available<1Ti,nodefs.available<99%,pid.available<99%.
+// evictd, deployed with the shipped pod spec (and the kubelet-config mount
+// of TestNodeKubeletThresholds), reads the real kubelet's thresholds (its
+// defaults here: evictd's memory.available stays 300Mi) from the process in
+// kubelet.service, warns once of the impostor naming its PID and its pod
+// cgroup, and after a restart of the real kubelet reads the new kubelet
+// process, never the impostor: its memory threshold does not move.
+func TestNodeKubeletImpostor(t *testing.T) {
+	n := sharedNode(t)
+	if n.CgroupDriver != Systemd {
+		t.Fatalf("the test restarts the kubelet, which needs the systemd node; this one runs %s", n.CgroupDriver)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() {
+		evictdOnce.Lock()
+		evictdOnce.pod = nil // the next test deploys evictd as it wants it
+		evictdOnce.Unlock()
+	})
+	ns := newNamespace(t, n, "impostor")
+	createRunning(t, ctx, n, workloadPod(ns, "impostor", 0, 0, "--exec-as", "kubelet",
+		"--eviction-hard=memory.available<1Ti,nodefs.available<99%,pid.available<99%"))
+	res, err := n.Sh(ctx, `for p in /proc/[0-9]*; do if [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null | cut -d' ' -f1)" = kubelet ]; then echo "${p#/proc/} $(grep '^0::' $p/cgroup)"; fi; done`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var impostor string
+	for _, line := range strings.Split(strings.TrimSpace(res), "\n") {
+		if pid, cg, ok := strings.Cut(line, " "); ok && strings.Contains(cg, "kubepods") {
+			impostor = pid
+		}
+	}
+	if impostor == "" {
+		t.Fatalf("no process named kubelet in a pod's cgroup on the node: %q", res)
+	}
+	t.Logf("the node's processes named kubelet: %q; the impostor is pid %s", res, impostor)
+
+	ev := deployEvictdWith(t, ctx, n, func(obj *unstructured.Unstructured) { mountKubeletConfig(t, obj, n.OutDir) },
+		"--kubelet-thresholds=place")
+	hard := `evictd_threshold_available_bytes{kind="hard",signal="memory.available"}`
+	check := func(what string, restarts int) {
+		t.Helper()
+		var placed, reread bench.LogLine
+		err := n.poll(ctx, 3*time.Minute, "evictd's reading of the kubelet "+what, func(context.Context) error {
+			var all, again []bench.LogLine
+			for _, l := range CRILogLines(evictdLog(t, n, ev)) {
+				switch {
+				case l.Msg == "evictd's hard thresholds placed above the kubelet's":
+					all = append(all, l)
+				case l.Msg == "evictd read the kubelet's thresholds again" && strings.Contains(l.Str("why"), "the kubelet restarted"):
+					again = append(again, l)
+				}
+			}
+			if len(all) == 0 || len(again) < restarts {
+				return fmt.Errorf("%d placements, %d re-reads after a kubelet restart, want %d", len(all), len(again), restarts)
+			}
+			placed = all[len(all)-1]
+			if restarts > 0 {
+				reread = again[len(again)-1]
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The re-read's own line says what the loop is handed, which the
+		// metric below shows only from the loop's next pass on.
+		if restarts > 0 {
+			if changed, ths := fmt.Sprint(reread.Fields["changed"]), fmt.Sprint(reread.Fields["thresholds"]); changed != "[]" && changed != "<nil>" || !strings.Contains(ths, "memory.available<300Mi") {
+				t.Errorf("%s: evictd's re-read changed %s, thresholds %s: want nothing changed, memory.available<300Mi", what, changed, ths)
+			}
+		}
+		from := placed.Str("kubeletFrom")
+		t.Logf("%s: evictd read %q from %q", what, placed.Str("kubelet"), from)
+		if strings.Contains(from, "kubelet pid "+impostor+" ") || !strings.Contains(from, "kubelet.service") || strings.Contains(placed.Str("kubelet"), "1Ti") {
+			t.Errorf("%s: evictd read %q from %q: want the kubelet in kubelet.service, not the impostor pid %s", what, placed.Str("kubelet"), from, impostor)
+		}
+		err = n.poll(ctx, time.Minute, "evictd's memory threshold "+what, func(ctx context.Context) error {
+			r, err := n.Exec(ctx, []string{"curl", "-s", "--max-time", "10", "http://" + ev.Status.PodIP + ":9731/metrics"}, WithTimeout(time.Minute))
+			if err == nil {
+				err = r.Err()
+			}
+			if err != nil {
+				return err
+			}
+			if got := seriesValues(r.Stdout, map[string]float64{hard: 0})[hard]; got != 300<<20 {
+				return fmt.Errorf("%s = %v, want 300Mi (the kubelet's defaults, 100Mi + 200Mi)", hard, got)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	check("at evictd's start", 0)
+	if err := restartKubelet(t, n, "beside the impostor"); err != nil {
+		t.Fatal(err)
+	}
+	check("after the kubelet's restart", 1)
+
+	var warned []bench.LogLine
+	for _, l := range CRILogLines(evictdLog(t, n, ev)) {
+		if l.Msg == "a process named kubelet is not taken for the kubelet: its thresholds are not read" && fmt.Sprint(l.Fields["pid"]) == impostor {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0].Str("cgroup"), "kubepods") {
+		t.Errorf("%d warnings of the impostor pid %s, want 1 naming its pod cgroup: %v", len(warned), impostor, warned)
+	}
+}

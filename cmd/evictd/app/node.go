@@ -65,8 +65,11 @@ func newNodeSide(ctx context.Context, o *options.Options, m *metrics.Metrics, cl
 	n.start = kubeletplace.Observe(ctx, obsv, log)
 	// The kubelet process first: one that restarts during the read below
 	// is then seen as new, and read again.
-	n.kubeletProc, n.kubeletProcErr = kubeletwatch.Find(filepath.Join(o.HostRoot, "proc"))
-	n.placer = kubeletplace.NewPlacer(o, n.start, log, m)
+	// A process named kubelet in a pod's cgroup is passed over, and
+	// warned of once.
+	impostors := kubeletplace.NewImpostorLog(log)
+	n.kubeletProc, n.kubeletProcErr = kubeletwatch.Find(filepath.Join(o.HostRoot, "proc"), impostors.Refused)
+	n.placer = kubeletplace.NewPlacerLogging(o, n.start, log, m, impostors)
 	n.placed = n.placer.Current()
 	n.ths = o.Thresholds()
 	n.layout = obsv.Layout()

@@ -16,6 +16,10 @@ import (
 	"github.com/evictd/evictd/pkg/options"
 )
 
+// KubeletCgroup is the kubelet's /proc/PID/cgroup on a cgroup v2 node that
+// runs it as a systemd unit: outside the pods' tree, as evictd requires.
+const KubeletCgroup = "0::/system.slice/kubelet.service\n"
+
 // Root is a host root whose kubelet runs with a config file that
 // sets memory.available<750Mi (and nothing else: the kubelet's other
 // defaults are dropped, kubernetes#119985).
@@ -25,6 +29,7 @@ func Root(t testing.TB) string {
 	for name, data := range map[string]string{
 		"proc/1/cmdline":              "/sbin/init\x00",
 		"proc/640/cmdline":            "/usr/bin/kubelet\x00--config=/var/lib/kubelet/config.yaml\x00--v=2\x00",
+		"proc/640/cgroup":             KubeletCgroup,
 		"var/lib/kubelet/config.yaml": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.available: 750Mi\n  pid.available: 5%\n",
 	} {
 		p := filepath.Join(root, name)
@@ -82,6 +87,7 @@ func SetKubelet(t testing.TB, root string, pid int, start uint64, hard string) {
 	files := map[string]string{
 		"proc/" + strconv.Itoa(pid) + "/cmdline": "/usr/bin/kubelet\x00--config=/var/lib/kubelet/config.yaml\x00",
 		"proc/" + strconv.Itoa(pid) + "/stat":    stat,
+		"proc/" + strconv.Itoa(pid) + "/cgroup":  KubeletCgroup,
 	}
 	if hard != "" {
 		files["var/lib/kubelet/config.yaml"] = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n" + hard

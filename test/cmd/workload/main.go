@@ -28,6 +28,11 @@
 // children in the same process group, so a
 // signal to the group reaches them and they count in the pod's pids cgroup.
 //
+// As `workload --exec-as NAME ARGS...` it replaces itself with a copy of
+// itself whose argv is NAME ARGS... (bash's `exec -a NAME`), which only
+// waits for a signal: a process that calls itself, say, the kubelet, with
+// the kubelet's flags on its command line, as a pod's author can start one.
+//
 // On SIGTERM it waits --term-delay and exits 0; a long delay makes the caller
 // fall back to SIGKILL, which is how tests check that grace periods end.
 // With --ignore-term it says so and goes on (growing, churning, holding)
@@ -47,7 +52,27 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "--exec-as" {
+		// The exec'd copy sees its own name, not ours: it knows itself
+		// by the variable.
+		env := append(os.Environ(), posingEnv+"=1")
+		err := syscall.Exec("/proc/self/exe", os.Args[2:], env)
+		fmt.Fprintf(os.Stderr, "workload: exec as %s: %v\n", os.Args[2], err)
+		os.Exit(1)
+	}
+	if os.Getenv(posingEnv) == "1" {
+		os.Exit(runChild(termSignals()))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// posingEnv marks the copy --exec-as started: it ignores its arguments.
+const posingEnv = "WORKLOAD_POSING"
+
+func termSignals() <-chan os.Signal {
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	return terms
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -33,7 +33,7 @@ import (
 // stays 200.
 func TestKubeletThresholdBelowWarns(t *testing.T) {
 	c := framework.Start(t)
-	node := c.StartNode(t, nodesim.Options{Name: "kubeletcfg", MemoryBytes: nodeMemory})
+	node := c.StartNode(t, nodesim.Options{Name: "kubeletcfg", MemoryBytes: kubeletNodeMemory})
 	cfg := filepath.Join(node.HostRoot, "var", "lib", "kubelet", "config.yaml")
 	if err := os.WriteFile(cfg, []byte(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

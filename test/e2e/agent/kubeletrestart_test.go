@@ -29,7 +29,7 @@ import (
 // evictd_kubelet_thresholds_known that the kubelet's are unknown.
 func TestKubeletRestartReadAgain(t *testing.T) {
 	c := framework.Start(t)
-	node := c.StartNode(t, nodesim.Options{Name: "kubeletrestart", MemoryBytes: nodeMemory})
+	node := c.StartNode(t, nodesim.Options{Name: "kubeletrestart", MemoryBytes: kubeletNodeMemory})
 	cfg := filepath.Join(node.HostRoot, "var", "lib", "kubelet", "config.yaml")
 	writeConfig := func(memory string) {
 		t.Helper()
