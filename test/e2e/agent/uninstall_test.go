@@ -68,7 +68,7 @@ func leftBehind(t *testing.T, name string) *memoryNode {
 			t.Fatal(err)
 		}
 	}
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: kubeletLease, Namespace: nodelease.FallbackNamespace},
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: kubeletLease, Namespace: "kube-node-lease"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(kubeletLease), LeaseDurationSeconds: ptr.To[int32](40)}}
 	if _, err := m.c.Admin.CoordinationV1().Leases(lease.Namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
