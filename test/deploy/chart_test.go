@@ -668,6 +668,11 @@ func TestChartOptionalObjects(t *testing.T) {
 	if got := policies("nodeLease: {admissionPolicy: false}"); !slices.Equal(got, noLease) {
 		t.Errorf("nodeLease.admissionPolicy: false renders the policies %v; want %v: node-writes', EvictionRequests', evictions' and the cleanup's node writes' with their bindings, no lease or cleanup deletes' policy", got, noLease)
 	}
+	// The kubelets' heartbeats live in kube-node-lease, each named after its
+	// node: a node x's evictd-x there is node evictd-x's.
+	if _, err := render(t, "nodeLease: {namespace: kube-node-lease}"); err == nil || !strings.Contains(err.Error(), "the kubelets' heartbeat Leases live there") {
+		t.Errorf("nodeLease.namespace kube-node-lease: %v; want the chart to refuse it", err)
+	}
 	if _, err := render(t, "extraArgs: [--node-brake-taint-effect=None]"); err == nil || !strings.Contains(err.Error(), "set nodeBrake.enabled and nodeBrake.taintEffect") {
 		t.Errorf("extraArgs --node-brake-taint-effect: %v; want the error naming nodeBrake", err)
 	}

@@ -116,16 +116,6 @@ func TestLeaseNeverAKubeletsHeartbeat(t *testing.T) {
 	}
 	own := nodelease.FallbackNamespace
 	waitLeasePolicy(t, asX, own, nodelease.Name("someone-else"))
-	// In evictd's own namespace: a Lease under an agent's name held by a
-	// node's name (as a kubelet would hold it), and an agent's.
-	squatted, err := c.Admin.CoordinationV1().Leases(own).Create(ctx, heartbeat(own, nodelease.Name("squat")), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanup := cleanupClient(t, c)
-	waitRefused(t, cleanupDeletesPolicy, func(ctx context.Context) error {
-		return cleanup.CoordinationV1().Leases(own).Delete(ctx, squatted.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-	})
 
 	leases := asX.CoordinationV1().Leases(kubeNodeLease)
 	for _, tc := range []struct {
@@ -164,11 +154,21 @@ func TestLeaseNeverAKubeletsHeartbeat(t *testing.T) {
 			}
 		})
 	}
+	cleanup := cleanupClient(t, c)
 	t.Run("cleanup: delete a kubelet's heartbeat", func(t *testing.T) {
 		err := cleanup.CoordinationV1().Leases(kubeNodeLease).Delete(ctx, other, metav1.DeleteOptions{})
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("evictd cleanup's delete of %s/%s: %v; want it forbidden", kubeNodeLease, other, err)
 		}
+	})
+	// In evictd's own namespace: a Lease under an agent's name held by a
+	// node's name (as a kubelet would hold it), and an agent's.
+	squatted, err := c.Admin.CoordinationV1().Leases(own).Create(ctx, heartbeat(own, nodelease.Name("squat")), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRefused(t, cleanupDeletesPolicy, func(ctx context.Context) error {
+		return cleanup.CoordinationV1().Leases(own).Delete(ctx, squatted.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 	})
 	agents := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodelease.Name("gone"), Namespace: own},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(own + "/evictd-gone1"), LeaseDurationSeconds: ptr.To[int32](40)}}
