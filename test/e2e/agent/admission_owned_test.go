@@ -115,7 +115,6 @@ func TestLeaseNeverAKubeletsHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := nodelease.FallbackNamespace
-	waitLeasePolicy(t, asX, own, nodelease.Name("someone-else"))
 
 	leases := asX.CoordinationV1().Leases(kubeNodeLease)
 	for _, tc := range []struct {
@@ -154,6 +153,10 @@ func TestLeaseNeverAKubeletsHeartbeat(t *testing.T) {
 			}
 		})
 	}
+	// As its kubelet keeps it, whatever the agent's token did to it.
+	if _, err := c.Admin.CoordinationV1().Leases(kubeNodeLease).Create(ctx, heartbeat(kubeNodeLease, other), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	cleanup := cleanupClient(t, c)
 	t.Run("cleanup: delete a kubelet's heartbeat", func(t *testing.T) {
 		err := cleanup.CoordinationV1().Leases(kubeNodeLease).Delete(ctx, other, metav1.DeleteOptions{})
@@ -161,6 +164,10 @@ func TestLeaseNeverAKubeletsHeartbeat(t *testing.T) {
 			t.Errorf("evictd cleanup's delete of %s/%s: %v; want it forbidden", kubeNodeLease, other, err)
 		}
 	})
+	// The rest needs the policies in force: they reach admission through
+	// an informer, a moment after their create.
+	waitLeasePolicy(t, asX, own, nodelease.Name("someone-else"))
+
 	// In evictd's own namespace: a Lease under an agent's name held by a
 	// node's name (as a kubelet would hold it), and an agent's.
 	squatted, err := c.Admin.CoordinationV1().Leases(own).Create(ctx, heartbeat(own, nodelease.Name("squat")), metav1.CreateOptions{})
