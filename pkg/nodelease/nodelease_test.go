@@ -21,7 +21,7 @@ import (
 )
 
 const (
-	ns   = "kube-node-lease"
+	ns   = "evictd-system"
 	node = "node-a"
 	dur  = 30 * time.Second
 )
@@ -265,7 +265,7 @@ func TestAcquireRenewAndWait(t *testing.T) {
 
 	h.round(b)
 	wantActing(t, b, false)
-	wantReason(t, b, "another evictd (evictd/a) acts on this node; waiting for its lease kube-node-lease/evictd-node-a, held until 2026-05-01T12:00:30Z")
+	wantReason(t, b, "another evictd (evictd/a) acts on this node; waiting for its lease evictd-system/evictd-node-a, held until 2026-05-01T12:00:30Z")
 
 	// The holder renews from the lease it wrote; the other keeps waiting
 	// while renewals go on.
@@ -414,7 +414,7 @@ func TestHandoverToANewerPodOfTheSameDaemonSet(t *testing.T) {
 	wantReason(t, surge, "another evictd (evictd/old)", "asked it to hand over")
 	h.round(old)
 	wantActing(t, old, false)
-	wantReason(t, old, "handed the node lease kube-node-lease/evictd-node-a over to evictd/new")
+	wantReason(t, old, "handed the node lease evictd-system/evictd-node-a over to evictd/new")
 	if h.api.holder() != "evictd/new" {
 		t.Fatalf("holder %q after the handover, want evictd/new", h.api.holder())
 	}
@@ -490,7 +490,7 @@ func TestAPIErrorsShowAndTheHolderStopsInTime(t *testing.T) {
 	h.api.fail = apierrors.NewForbidden(leaseGR, "evictd-node-a", nil)
 	h.round(a)
 	wantActing(t, a, false)
-	wantReason(t, a, "forbidden", "Role in namespace kube-node-lease must grant leases")
+	wantReason(t, a, "forbidden", "Role in namespace evictd-system must grant leases")
 
 	h.api.fail = nil
 	h.round(a)
