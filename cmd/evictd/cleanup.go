@@ -50,7 +50,7 @@ func newCleanupFlags() (*cleanupFlags, *pflag.FlagSet) {
 	fs := cliflag.NewFlagSet("cleanup")
 	fs.StringVar(&f.daemonSet, "delete-daemonset", "", "Delete this DaemonSet (NAMESPACE/NAME) first and wait until its pods are gone.")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, else the pod's ServiceAccount).")
-	fs.StringVar(&f.leaseNamespace, "node-lease-namespace", nodelease.DefaultNamespace, "Namespace of the agents' node leases (their --node-lease-namespace).")
+	fs.StringVar(&f.leaseNamespace, "node-lease-namespace", nodelease.DefaultNamespace(), "Namespace of the agents' node leases (their --node-lease-namespace): the Job's own pod's (POD_NAMESPACE), outside a pod evictd-system, unless set.")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "How long the whole cleanup may take, the wait for the DaemonSet's pods included.")
 	logging.AddFlags(fs, &f.logFormat, &f.logLevel)
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")

@@ -186,7 +186,7 @@ func braked(name string) *v1.Node {
 }
 
 func lease(name, holder string) coordinationv1.Lease {
-	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease"},
+	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "evictd-system"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)}}
 }
 
@@ -198,7 +198,7 @@ func TestRun(t *testing.T) {
 		leases: []coordinationv1.Lease{lease("evictd-a", "evictd-system/evictd-x1"), lease("evictd-b", "host_42"),
 			lease("evictd-kubelet", "evictd-kubelet"), lease("a", "a")}}
 	clk := newWaitClock()
-	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent", Clock: clk})
+	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -225,7 +225,7 @@ func TestRun(t *testing.T) {
 func TestRunLeft(t *testing.T) {
 	f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, forbidStatus: true}
 	clk := newWaitClock()
-	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent", Attempts: 3, Clock: clk})
+	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Attempts: 3, Clock: clk})
 	if f.statusPatches != 1 || len(clk.waits) != 0 {
 		t.Errorf("the refused condition patch was made %d times, with waits %v; want once: the same patch meets the same refusal", f.statusPatches, clk.waits)
 	}
@@ -258,7 +258,7 @@ func TestRunBacksOff(t *testing.T) {
 	t.Run("the Nodes' list", func(t *testing.T) {
 		f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, listFails: []error{unavailable, shed, unavailable, shed}}
 		clk := newWaitClock()
-		res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent", Clock: clk})
+		res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
 		if err != nil || res.TaintsRemoved != 1 {
 			t.Fatalf("Run: %+v, %v; want the taint removed once the list passed", res, err)
 		}
@@ -269,7 +269,7 @@ func TestRunBacksOff(t *testing.T) {
 	t.Run("given up after Attempts", func(t *testing.T) {
 		f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, listFails: slices.Repeat([]error{unavailable}, 10)}
 		clk := newWaitClock()
-		_, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent", Attempts: 3, Clock: clk})
+		_, err := Run(context.Background(), Options{API: f, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Attempts: 3, Clock: clk})
 		if !apierrors.IsServiceUnavailable(err) || len(clk.waits) != 2 || !backedOff(clk.waits) {
 			t.Errorf("Run = %v after waits %v; want the 503 after 3 tries and 2 waits of the back-off", err, clk.waits)
 		}
@@ -277,7 +277,7 @@ func TestRunBacksOff(t *testing.T) {
 	t.Run("the DaemonSet's read", func(t *testing.T) {
 		f := &fakeAPI{nodes: map[string]*v1.Node{}, dsFails: []error{unavailable, shed, unavailable}}
 		clk := newWaitClock()
-		if _, err := Run(context.Background(), Options{API: f, LeaseNamespace: "kube-node-lease", Requester: "evictd.io/node-agent",
+		if _, err := Run(context.Background(), Options{API: f, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent",
 			DaemonSet: "evictd-system/evictd", Clock: clk}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}

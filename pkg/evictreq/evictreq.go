@@ -217,11 +217,19 @@ func Routed(req evict.Request) bool {
 	return !req.Hard && req.Pod != nil && req.Pod.DeletionTimestamp == nil
 }
 
+// NodeLabel on each EvictionRequest evictd makes names the node of the
+// agent that made it (its pod's node): the admission policy
+// evictd-eviction-requests lets an agent's token write only requests
+// labelled with its own node, and update or delete only those stored so.
+const NodeLabel = "evictd.io/node"
+
 // Build is the EvictionRequest evictd creates for pod: owned by the pod,
-// so that the garbage collector removes it with the pod if evictd does not.
+// so that the garbage collector removes it with the pod if evictd does not,
+// and labelled with the pod's node (NodeLabel), the agent's own.
 func Build(pod *v1.Pod, requester string) *lifecyclev1alpha1.EvictionRequest {
 	return &lifecyclev1alpha1.EvictionRequest{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: Name(pod.UID), OwnerReferences: []metav1.OwnerReference{ownerRef(pod)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: Name(pod.UID), OwnerReferences: []metav1.OwnerReference{ownerRef(pod)},
+			Labels: map[string]string{NodeLabel: pod.Spec.NodeName}},
 		Spec: lifecyclev1alpha1.EvictionRequestSpec{
 			Target:    lifecyclev1alpha1.EvictionRequestTarget{Pod: &lifecyclev1alpha1.EvictionRequestPodReference{Name: pod.Name, UID: pod.UID}},
 			Requester: requester,

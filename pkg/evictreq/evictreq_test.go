@@ -656,3 +656,14 @@ func TestRetainPodsForgetsWaits(t *testing.T) {
 		t.Errorf("waits after RetainPods: %v; want only the listed pod's", e.waitedOut)
 	}
 }
+
+// TestBuildLabelsTheNode: every request evictd makes carries its pod's
+// node (the agent's own) in NodeLabel, which evictd-eviction-requests
+// holds to the token's node-name claim.
+func TestBuildLabelsTheNode(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"}, Spec: v1.PodSpec{NodeName: "node-a"}}
+	er := Build(pod, DefaultRequester)
+	if got := er.Labels[NodeLabel]; got != "node-a" {
+		t.Errorf("label %s = %q, want the pod's node node-a (labels %v)", NodeLabel, got, er.Labels)
+	}
+}

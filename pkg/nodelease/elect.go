@@ -31,7 +31,6 @@ import (
 // do. A holder that cannot renew stops acting one interval before anyone may
 // take over (Elector.Acting).
 const (
-	DefaultNamespace    = "kube-node-lease"
 	DefaultDuration     = 30 * time.Second
 	DefaultIdleDuration = 6 * time.Minute
 	// MaxIdleDuration bounds how long a frozen holder, one whose pod and
@@ -42,8 +41,12 @@ const (
 	// AnnotationHandover on the Lease names the identity of a newer pod of
 	// the holder's own DaemonSet that asks for it (a maxSurge rollout).
 	AnnotationHandover = "evictd.io/handover-to"
-	// NamePrefix: the kubelet's own leases in kube-node-lease are named
-	// after their node, so evictd's carry a prefix.
+	// NamePrefix: evictd's Lease is named after its node, with a prefix
+	// that tells it apart from the kubelet's heartbeat Lease of the same
+	// node where both share a namespace (--node-lease-namespace
+	// kube-node-lease). Only a namespace of evictd's own keeps it apart
+	// from every kubelet's: node names are DNS subdomains, so a node x's
+	// evictd-x is node evictd-x's heartbeat there.
 	NamePrefix = "evictd-"
 )
 
@@ -143,6 +146,11 @@ type Elector struct {
 	until  time.Time
 	// asked: this agent asked the holder to hand over.
 	asked bool
+	// foreign: the Lease under this agent's name was written by no agent
+	// (its holder, foreignHolder, is not an agent's identity), so it is
+	// left alone.
+	foreign       bool
+	foreignHolder string
 }
 
 // NewElector returns an Elector for identity self on node. duration must be
@@ -151,6 +159,8 @@ func NewElector(namespace, node, self string, duration time.Duration) (*Elector,
 	switch {
 	case namespace == "" || node == "" || self == "":
 		return nil, fmt.Errorf("nodelease: namespace %q, node %q and identity %q must all be set", namespace, node, self)
+	case !IsAgentIdentity(self):
+		return nil, fmt.Errorf("nodelease: identity %q is not an agent's (namespace/pod, or host_pid outside a pod)", self)
 	case duration < MinDuration:
 		return nil, fmt.Errorf("nodelease: lease duration %v is below %v", duration, MinDuration)
 	}
@@ -205,7 +215,7 @@ func (e *Elector) Plan(in Input) Plan {
 	renew := RenewInterval(e.duration)
 	cur := in.Current
 	if cur == nil {
-		e.asked = false
+		e.asked, e.foreign = false, false
 		return Plan{Write: Create, Lease: e.fill(&coordinationv1.Lease{}, in, true), Wait: renew}
 	}
 	holder := ""
@@ -214,6 +224,7 @@ func (e *Elector) Plan(in Input) Plan {
 	}
 	want := cur.Annotations[AnnotationHandover]
 	if holder == e.self {
+		e.foreign = false
 		l := cur.DeepCopy()
 		if want != "" && want != e.self {
 			them, us := in.Peer(want), in.Peer(e.self)
@@ -249,11 +260,19 @@ func (e *Elector) Plan(in Input) Plan {
 		return Plan{Write: Update, Lease: e.fill(l, in, false), Wait: RenewInterval(e.pace())}
 	}
 	e.held = false
+	if !IsAgentIdentity(holder) {
+		// Not an agent's Lease (a kubelet's heartbeat, whose holder is its
+		// node's name, or anyone's): never taken over, however stale, and
+		// this agent does not act. Looked at again every active duration.
+		e.foreign, e.foreignHolder, e.holder, e.until, e.asked = true, holder, "", time.Time{}, false
+		return Plan{Write: None, Wait: e.duration}
+	}
+	e.foreign = false
 	expiry := expiresAt(cur)
 	if holder != "" && in.Peer(holder).Gone && cur.Spec.RenewTime != nil {
 		expiry = minTime(expiry, cur.Spec.RenewTime.Add(e.duration))
 	}
-	if holder == "" || !in.Now.Before(expiry) {
+	if !in.Now.Before(expiry) {
 		l := e.fill(cur.DeepCopy(), in, true)
 		delete(l.Annotations, AnnotationHandover)
 		return Plan{Write: Update, Lease: l, Wait: renew}
@@ -327,11 +346,15 @@ type State struct {
 	HandedTo string
 	// Asked: this agent asked the holder for a handover.
 	Asked bool
+	// Foreign: the Lease under the agent's name is held by ForeignHolder,
+	// not an agent's identity (IsAgentIdentity): not evictd's, left alone.
+	Foreign       bool
+	ForeignHolder string
 }
 
 // State returns the elector's state at now.
 func (e *Elector) State(now time.Time) State {
-	return State{Acting: e.Acting(now), Holder: e.holder, Until: e.until, HandedTo: e.handedTo, Asked: e.asked}
+	return State{Acting: e.Acting(now), Holder: e.holder, Until: e.until, HandedTo: e.handedTo, Asked: e.asked, Foreign: e.foreign, ForeignHolder: e.foreignHolder}
 }
 
 // fill makes l this agent's lease at in.Now: holder, duration, renewal,

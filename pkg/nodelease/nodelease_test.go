@@ -21,7 +21,7 @@ import (
 )
 
 const (
-	ns   = "kube-node-lease"
+	ns   = "evictd-system"
 	node = "node-a"
 	dur  = 30 * time.Second
 )
@@ -265,7 +265,7 @@ func TestAcquireRenewAndWait(t *testing.T) {
 
 	h.round(b)
 	wantActing(t, b, false)
-	wantReason(t, b, "another evictd (evictd/a) acts on this node; waiting for its lease kube-node-lease/evictd-node-a, held until 2026-05-01T12:00:30Z")
+	wantReason(t, b, "another evictd (evictd/a) acts on this node; waiting for its lease evictd-system/evictd-node-a, held until 2026-05-01T12:00:30Z")
 
 	// The holder renews from the lease it wrote; the other keeps waiting
 	// while renewals go on.
@@ -414,7 +414,7 @@ func TestHandoverToANewerPodOfTheSameDaemonSet(t *testing.T) {
 	wantReason(t, surge, "another evictd (evictd/old)", "asked it to hand over")
 	h.round(old)
 	wantActing(t, old, false)
-	wantReason(t, old, "handed the node lease kube-node-lease/evictd-node-a over to evictd/new")
+	wantReason(t, old, "handed the node lease evictd-system/evictd-node-a over to evictd/new")
 	if h.api.holder() != "evictd/new" {
 		t.Fatalf("holder %q after the handover, want evictd/new", h.api.holder())
 	}
@@ -490,7 +490,7 @@ func TestAPIErrorsShowAndTheHolderStopsInTime(t *testing.T) {
 	h.api.fail = apierrors.NewForbidden(leaseGR, "evictd-node-a", nil)
 	h.round(a)
 	wantActing(t, a, false)
-	wantReason(t, a, "forbidden", "Role in namespace kube-node-lease must grant leases")
+	wantReason(t, a, "forbidden", "Role in namespace evictd-system must grant leases")
 
 	h.api.fail = nil
 	h.round(a)
@@ -515,9 +515,54 @@ func TestElectorRejectsBadSettings(t *testing.T) {
 	}{
 		{"", dur, `identity ""`},
 		{"a/b", time.Second, "lease duration 1s is below 3s"},
+		{"node-x", dur, `identity "node-x" is not an agent`},
 	} {
 		if _, err := NewElector(ns, node, tc.self, tc.d); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewElector(%q, %v) = %v, want an error with %q", tc.self, tc.d, err, tc.want)
+		}
+	}
+}
+
+// TestForeignLeaseLeftAlone: a Lease under the agent's name whose holder
+// is not an agent's identity (the kubelet's heartbeat of a node named
+// evictd-<node>, held by that node's name; or one with no holder) is never
+// taken over, renewed or deleted, however long it has gone unrenewed: the
+// agent does not act, and says why.
+func TestForeignLeaseLeftAlone(t *testing.T) {
+	for _, holder := range []*string{ptr("evictd-" + node), nil, ptr("")} {
+		h := newHarness(t)
+		h.api.lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: Name(node), ResourceVersion: "1", UID: "kubelet-lease"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: holder, LeaseDurationSeconds: ptr(int32(40)),
+				RenewTime: micro(t0.Add(-time.Hour))},
+		}
+		a := h.runner("evictd/a")
+		for range 3 {
+			h.round(a)
+			h.clk.Step(dur)
+		}
+		wantActing(t, a, false)
+		wantReason(t, a, "not an evictd agent", "left alone")
+		if h.api.writes != 0 || h.api.lease.ResourceVersion != "1" {
+			t.Errorf("holder %v: %d writes, lease now held by %q: want the Lease left as it was", holder, h.api.writes, h.api.holder())
+		}
+		a.mu.Lock()
+		a.el.held = true // as if it once held it: Release must still leave it
+		a.mu.Unlock()
+		a.Release()
+		if h.api.lease == nil {
+			t.Errorf("holder %v: Release deleted a Lease no agent wrote", holder)
+		}
+	}
+}
+
+func TestIsAgentIdentity(t *testing.T) {
+	for holder, want := range map[string]bool{
+		"evictd-system/evictd-x7k2p": true, "node-a_4242": true,
+		"node-a": false, "evictd-node-a": false, "": false, "a/b/c": false, "/x": false, "ns/": false, "Bad_NS/x": false, "host_0": false,
+	} {
+		if got := IsAgentIdentity(holder); got != want {
+			t.Errorf("IsAgentIdentity(%q) = %v, want %v", holder, got, want)
 		}
 	}
 }

@@ -236,6 +236,9 @@ func (r *Runner) reasonLocked(now time.Time) string {
 			msg += fmt.Sprintf("; evictd's Role in namespace %s must grant leases get, create, update, delete and watch (docs/install.md)", r.o.Namespace)
 		}
 		return msg
+	case st.Foreign:
+		return fmt.Sprintf("the Lease %s is held by %q, not an evictd agent (a pod's namespace/name): not evictd's, left alone; not acting "+
+			"(a kubelet's heartbeat Lease? --node-lease-namespace must name a namespace of evictd's own)", lease, st.ForeignHolder)
 	case st.HandedTo != "":
 		return fmt.Sprintf("handed the node lease %s over to %s, a newer pod of this DaemonSet: not acting", lease, st.HandedTo)
 	case st.Holder != "":
@@ -407,6 +410,8 @@ func (r *Runner) sayLocked(now time.Time, acting bool) {
 		key = "acting"
 	case r.err != nil:
 		key = "error " + r.err.Error()
+	case st.Foreign:
+		key = "foreign " + st.ForeignHolder
 	case st.HandedTo != "":
 		key = "handed " + st.HandedTo
 	case st.Holder != "":
@@ -425,6 +430,9 @@ func (r *Runner) sayLocked(now time.Time, acting bool) {
 	case r.err != nil:
 		r.o.Log.Error("the node lease cannot be read or written: not acting", lease, logging.Err(r.err),
 			zap.String("reason", r.reasonLocked(now)))
+	case st.Foreign:
+		r.o.Log.Error("the node lease's name is taken by a Lease no agent wrote: not acting", lease,
+			zap.String("holder", st.ForeignHolder), zap.String("reason", r.reasonLocked(now)))
 	case st.HandedTo != "":
 		// Logged by try, where the handover is made.
 	case st.Holder != "":

@@ -241,7 +241,7 @@ func NewOptions() *Options {
 		InformerSyncTimeout: kube.DefaultSyncTimeout,
 
 		NodeLease:          true,
-		NodeLeaseNamespace: nodelease.DefaultNamespace,
+		NodeLeaseNamespace: nodelease.DefaultNamespace(),
 		NodeLeaseDuration:  nodelease.DefaultDuration,
 		NodeLeaseIdle:      nodelease.DefaultIdleDuration,
 

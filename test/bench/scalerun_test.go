@@ -239,7 +239,7 @@ func (h *scaleHarness) waitPolicies(t *testing.T) {
 	victim := "evictd-" + h.nodes[0].Name
 	checks := map[string]func(ctx context.Context) error{
 		framework.LeasePolicy: func(ctx context.Context) error {
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodelease.Name(h.nodes[0].Name), Namespace: nodelease.DefaultNamespace}}
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodelease.Name(h.nodes[0].Name), Namespace: nodelease.FallbackNamespace}}
 			_, err := h.c.EvictdClient.CoordinationV1().Leases(l.Namespace).Create(ctx, l, metav1.CreateOptions{DryRun: dry})
 			return err
 		},

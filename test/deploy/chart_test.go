@@ -118,7 +118,7 @@ func TestChartOwnNodeEvictions(t *testing.T) {
 	equalsChart(t, append(slices.Clone(manifest), ownNode...), "evictionPolicy: {ownNodeOnly: true}",
 		"deploy/daemonset.yaml with deploy/own-node-evictions.yaml")
 
-	objs := mustRender(t, "evictionPolicy: {ownNodeOnly: true}\nnodeBrake: {admissionPolicy: false}\nnodeLease: {admissionPolicy: false}")
+	objs := mustRender(t, "evictionPolicy: {ownNodeOnly: true}\nnodeBrake: {admissionPolicy: false}\nnodeLease: {admissionPolicy: false}\nevictionRequest: {admissionPolicy: false}")
 	var policies []string
 	for _, o := range objs {
 		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && !isPodDeletes(o) {
@@ -376,9 +376,9 @@ func TestChartValues(t *testing.T) {
 	leases := find(t, objs, "ValidatingAdmissionPolicy", "agents-evictd-evictd-chart-leases")
 	if vars := nested[[]any](t, leases, "spec", "variables"); !slices.ContainsFunc(vars, func(v any) bool {
 		m, _ := v.(map[string]any)
-		return m["name"] == "ownLease" && strings.Contains(fmt.Sprint(m["expression"]), "'kube-public/evictd-'")
+		return m["name"] == "ownNamespace" && fmt.Sprint(m["expression"]) == "'kube-public'"
 	}) {
-		t.Errorf("%s: no variable ownLease naming kube-public/evictd-<node>: %v", key(leases), vars)
+		t.Errorf("%s: no variable ownNamespace naming kube-public: %v", key(leases), vars)
 	}
 
 	ds := find(t, objs, "DaemonSet", "agents-evictd")
@@ -631,7 +631,9 @@ func TestChartOptionalObjects(t *testing.T) {
 	}
 	// nodeBrake.admissionPolicy governs the Node writes' and evictions'
 	// policies; nodeLease.admissionPolicy the lease policy, which comes
-	// with the lease (its Role) only.
+	// with the lease (its Role) only, and the cleanup's deletes' policy;
+	// evictionRequest.admissionPolicy the agents' EvictionRequest policy,
+	// installed with the mode off too (as the manifest's).
 	// The policies a render has besides the pod deletes' (whose policy and
 	// binding every render has: TestChartPodDeletesPolicy).
 	policies := func(values string) []string {
@@ -649,13 +651,17 @@ func TestChartOptionalObjects(t *testing.T) {
 		return names
 	}
 	const leasePolicy, leaseBinding = "ValidatingAdmissionPolicy /evictd-evictd-system-leases", "ValidatingAdmissionPolicyBinding /evictd-evictd-system-leases"
+	const deletesPolicy, deletesBinding = "ValidatingAdmissionPolicy /evictd-evictd-system-cleanup-deletes", "ValidatingAdmissionPolicyBinding /evictd-evictd-system-cleanup-deletes"
+	const requestsPolicy, requestsBinding = "ValidatingAdmissionPolicy /evictd-evictd-system-eviction-requests", "ValidatingAdmissionPolicyBinding /evictd-evictd-system-eviction-requests"
+	const noRequests = "\nevictionRequest: {admissionPolicy: false}"
 	for _, tc := range []struct {
 		values string
 		want   []string
 	}{
-		{"nodeBrake: {admissionPolicy: false}", []string{leasePolicy, leaseBinding}},
-		{"nodeBrake: {admissionPolicy: false}\nnodeLease: {admissionPolicy: false}", nil},
-		{"nodeBrake: {admissionPolicy: false}\nnodeLease: {enabled: false}", nil},
+		{"nodeBrake: {admissionPolicy: false}", []string{deletesPolicy, requestsPolicy, leasePolicy, deletesBinding, requestsBinding, leaseBinding}},
+		{"nodeBrake: {admissionPolicy: false}" + noRequests, []string{deletesPolicy, leasePolicy, deletesBinding, leaseBinding}},
+		{"nodeBrake: {admissionPolicy: false}\nnodeLease: {admissionPolicy: false}" + noRequests, nil},
+		{"nodeBrake: {admissionPolicy: false}\nnodeLease: {enabled: false}" + noRequests, []string{deletesPolicy, deletesBinding}},
 	} {
 		if got := policies(tc.values); !slices.Equal(got, tc.want) {
 			t.Errorf("values %q render the policies %v; want %v", tc.values, got, tc.want)
@@ -663,12 +669,17 @@ func TestChartOptionalObjects(t *testing.T) {
 	}
 	var noLease []string
 	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-		for _, name := range []string{"cleanup-node-writes", "evictions", "node-writes"} {
+		for _, name := range []string{"cleanup-node-writes", "eviction-requests", "evictions", "node-writes"} {
 			noLease = append(noLease, kind+" /evictd-evictd-system-"+name)
 		}
 	}
 	if got := policies("nodeLease: {admissionPolicy: false}"); !slices.Equal(got, noLease) {
-		t.Errorf("nodeLease.admissionPolicy: false renders the policies %v; want %v: node-writes', evictions' and the cleanup's with their bindings, no lease policy", got, noLease)
+		t.Errorf("nodeLease.admissionPolicy: false renders the policies %v; want %v: node-writes', EvictionRequests', evictions' and the cleanup's node writes' with their bindings, no lease or cleanup deletes' policy", got, noLease)
+	}
+	// The kubelets' heartbeats live in kube-node-lease, each named after its
+	// node: a node x's evictd-x there is node evictd-x's.
+	if _, err := render(t, "nodeLease: {namespace: kube-node-lease}"); err == nil || !strings.Contains(err.Error(), "the kubelets' heartbeat Leases live there") {
+		t.Errorf("nodeLease.namespace kube-node-lease: %v; want the chart to refuse it", err)
 	}
 	if _, err := render(t, "extraArgs: [--node-brake-taint-effect=None]"); err == nil || !strings.Contains(err.Error(), "set nodeBrake.enabled and nodeBrake.taintEffect") {
 		t.Errorf("extraArgs --node-brake-taint-effect: %v; want the error naming nodeBrake", err)

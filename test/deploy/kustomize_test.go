@@ -116,8 +116,8 @@ func TestKustomizeNamespaceOverlay(t *testing.T) {
 // docs/install.md shows, with the real kubectl, applies the first to the
 // test API server with `kubectl apply -k`, and proves the agent's identity
 // there, other/evictd, is what the manifest's is in evictd-system: as a
-// token bound to its pod on node-a it writes its Lease
-// kube-node-lease/evictd-node-a, and the admission policies match it (the
+// token bound to its pod on node-a it writes its Lease other/evictd-node-a,
+// in its own namespace, and the admission policies match it (the
 // Lease of another node, a label on its Node and an eviction with an unbound
 // token are refused, each by its policy).
 func TestKustomizeNamespaceComponent(t *testing.T) {
@@ -175,19 +175,25 @@ func TestKustomizeNamespaceComponent(t *testing.T) {
 		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), fmt.Sprintf("ValidatingAdmissionPolicy '%s'", policy))
 	}
 	lease := func(name string) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease"}}
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "other"}}
 	}
 	// The policies are loaded through an informer: wait for the Lease
 	// policy's refusal of another node's Lease, then every answer is final.
 	var last error
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, last = asA.CoordinationV1().Leases("kube-node-lease").Create(ctx, lease("evictd-node-b"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, last = asA.CoordinationV1().Leases("other").Create(ctx, lease("evictd-node-b"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return refusedBy("evictd-leases", last), nil
 	}); err != nil {
-		t.Fatalf("node-a's agent in other creates kube-node-lease/evictd-node-b: %v; want evictd-leases' refusal", last)
+		t.Fatalf("node-a's agent in other creates other/evictd-node-b: %v; want evictd-leases' refusal", last)
 	}
-	if _, err := asA.CoordinationV1().Leases("kube-node-lease").Create(ctx, lease("evictd-node-a"), metav1.CreateOptions{}); err != nil {
-		t.Errorf("node-a's agent in other creates its Lease kube-node-lease/evictd-node-a: %v; want it allowed", err)
+	if _, err := asA.CoordinationV1().Leases("other").Create(ctx, lease("evictd-node-a"), metav1.CreateOptions{}); err != nil {
+		t.Errorf("node-a's agent in other creates its Lease other/evictd-node-a: %v; want it allowed", err)
+	}
+	// Never in kube-node-lease, where node evictd-node-a's kubelet would
+	// keep its heartbeat under that very name.
+	heartbeat := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "evictd-node-a", Namespace: "kube-node-lease"}}
+	if _, err := asA.CoordinationV1().Leases("kube-node-lease").Create(ctx, heartbeat, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("node-a's agent in other creates kube-node-lease/evictd-node-a: %v; want it forbidden", err)
 	}
 	patch := []byte(`{"metadata":{"labels":{"evictd.test/label":"x"}}}`)
 	if _, err := asA.CoreV1().Nodes().Patch(ctx, "node-a", types.MergePatchType, patch, metav1.PatchOptions{}); !refusedBy("evictd-node-writes", err) {

@@ -23,9 +23,9 @@ const leasesPolicy = framework.LeasePolicy
 
 // TestAdmissionLeases: on one cluster with simulated nodes A and B and the
 // shipped evictd-leases policy, evictd's ServiceAccount with a token bound
-// to its pod on A may create, update and delete the Lease evictd-A in
-// kube-node-lease, and no other: creating, updating or deleting B's agent's
-// Lease evictd-B, or the kubelets' heartbeat Leases A and B, is refused,
+// to its pod on A may create, update and delete the Lease evictd-A in its
+// own namespace, and no other: creating, updating or deleting B's agent's
+// Lease evictd-B, or Leases named A and B beside them, is refused,
 // each refusal naming the Lease and the token's node; a token not bound to
 // a pod writes no Lease. The refused writes leave those Leases as they
 // were. Last, evictd itself with A's token takes its Lease on A (it is
@@ -37,7 +37,7 @@ func TestAdmissionLeases(t *testing.T) {
 	a, b := nodeA.Name, nodeB.Name
 	unbound := c.EvictdClient
 	ctx := context.Background()
-	ns := nodelease.DefaultNamespace
+	ns := nodelease.FallbackNamespace
 	own, othersAgent := nodelease.Name(a), nodelease.Name(b)
 
 	if err := c.EnforcePolicy(ctx, leasesPolicy); err != nil {

@@ -36,7 +36,7 @@ func TestNodeLeaseIdleWrites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// Watched before the agent starts: every write is an event.
-	w, err := m.c.Admin.CoordinationV1().Leases(nodelease.DefaultNamespace).Watch(ctx, metav1.ListOptions{
+	w, err := m.c.Admin.CoordinationV1().Leases(nodelease.FallbackNamespace).Watch(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", nodelease.Name(m.node.Name)).String(),
 	})
 	if err != nil {

@@ -101,7 +101,7 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 	if got := leaseHeld(t, b); got != 0 {
 		t.Errorf("b: evictd_node_lease_held = %v, want 0", got)
 	}
-	l, err := m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{})
+	l, err := m.c.Admin.CoordinationV1().Leases(nodelease.FallbackNamespace).Get(ctx, lease, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 	// owes it. b's process is gone, which c sees on this host, so c owes
 	// it the active lease duration from that renewal (--node-lease-duration,
 	// whatever pace b renewed at), and cannot have taken the lease over yet.
-	l, err = m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{})
+	l, err = m.c.Admin.CoordinationV1().Leases(nodelease.FallbackNamespace).Get(ctx, lease, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 	if cActs.TS.Before(expiry) {
 		t.Errorf("c acted at %s, %s before b's lease (renewed %s) expired at %s", stamp(cActs.TS), expiry.Sub(cActs.TS), stamp(renewed), stamp(expiry))
 	}
-	l, err = m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{})
+	l, err = m.c.Admin.CoordinationV1().Leases(nodelease.FallbackNamespace).Get(ctx, lease, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,17 +215,19 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 		}
 	}
 	// Nothing left behind once the last agent has gone.
-	if _, err := m.c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, lease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := m.c.Admin.CoordinationV1().Leases(nodelease.FallbackNamespace).Get(ctx, lease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("lease %s after every agent stopped: %v, want NotFound", lease, err)
 	}
 }
 
 // TestNodeLeaseRBAC: the shipped manifest's Role lets evictd's
-// ServiceAccount do exactly what pkg/nodelease does with leases in
-// kube-node-lease, and nothing with leases anywhere else.
+// ServiceAccount do exactly what pkg/nodelease does with leases in its own
+// namespace (evictd-system), and nothing with leases anywhere else:
+// kube-node-lease, where the kubelets' heartbeats are, least of all.
 func TestNodeLeaseRBAC(t *testing.T) {
 	c := framework.Start(t)
 	other := c.Namespace(t, "lease-rbac")
+	own := nodelease.FallbackNamespace
 	review := func(ns, verb string) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -240,18 +242,18 @@ func TestNodeLeaseRBAC(t *testing.T) {
 		return r.Status.Allowed
 	}
 	for _, verb := range []string{"get", "create", "update", "delete", "watch"} {
-		if !review("kube-node-lease", verb) {
-			t.Errorf("%s leases in kube-node-lease is denied; pkg/nodelease needs it", verb)
+		if !review(own, verb) {
+			t.Errorf("%s leases in %s is denied; pkg/nodelease needs it", verb, own)
 		}
-		for _, ns := range []string{other, metav1.NamespaceAll} {
+		for _, ns := range []string{"kube-node-lease", other, metav1.NamespaceAll} {
 			if review(ns, verb) {
-				t.Errorf("%s leases in %q is allowed; only kube-node-lease's are evictd's", verb, ns)
+				t.Errorf("%s leases in %q is allowed; only %s's are evictd's", verb, ns, own)
 			}
 		}
 	}
 	for _, verb := range []string{"list", "patch", "deletecollection"} {
-		if review("kube-node-lease", verb) {
-			t.Errorf("%s leases in kube-node-lease is allowed; no code uses it", verb)
+		if review(own, verb) {
+			t.Errorf("%s leases in %s is allowed; no code uses it", verb, own)
 		}
 	}
 }

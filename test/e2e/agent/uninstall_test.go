@@ -68,7 +68,7 @@ func leftBehind(t *testing.T, name string) *memoryNode {
 			t.Fatal(err)
 		}
 	}
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: kubeletLease, Namespace: nodelease.DefaultNamespace},
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: kubeletLease, Namespace: "kube-node-lease"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(kubeletLease), LeaseDurationSeconds: ptr.To[int32](40)}}
 	if _, err := m.c.Admin.CoordinationV1().Leases(lease.Namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -117,7 +117,8 @@ func evictdLeft(t *testing.T, m *memoryNode) []string {
 			}
 		}
 	}
-	leases, err := m.c.Admin.CoordinationV1().Leases(nodelease.DefaultNamespace).List(ctx, metav1.ListOptions{})
+	// Every namespace's: an agent's Lease is in its install's namespace.
+	leases, err := m.c.Admin.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func evictdLeft(t *testing.T, m *memoryNode) []string {
 		case l.Name == kubeletLease:
 			kubelets++
 		case strings.HasPrefix(l.Name, nodelease.NamePrefix):
-			left = append(left, "lease "+l.Name)
+			left = append(left, "lease "+l.Namespace+"/"+l.Name)
 		}
 	}
 	if kubelets != 1 {
@@ -250,6 +251,10 @@ func TestUninstallHelm(t *testing.T) {
 	for _, l := range docSection(t, "kubectl create namespace evictd-system", "kubectl label namespace evictd-system") {
 		run(strings.ReplaceAll(l, "evictd-system", ns))
 	}
+	// The agent ran as the manifest's identity, whose Lease is in
+	// evictd-system; the release's agent's would be in the release's
+	// namespace, the only one its cleanup identity may delete in.
+	moveAgentLease(t, m, ns)
 	for _, l := range docSection(t, "helm install evictd deploy/helm/evictd", "helm install evictd deploy/helm/evictd") {
 		run(strings.NewReplacer("evictd-system", ns, "registry.example.com/evictd", "evictd", "image.tag=0.2.0-dev", "image.tag=e2e").Replace(l))
 	}
@@ -283,4 +288,24 @@ func TestUninstallKustomize(t *testing.T) {
 	}
 	checkNothingLeft(t, m, strings.Join(steps[1:], "; "), stop())
 	checkFlowControlGone(t, m, "evictd")
+}
+
+// moveAgentLease moves the agent's node lease that leftBehind left in
+// evictd-system to ns, as the admin: what an agent of an install in ns
+// would have left.
+func moveAgentLease(t *testing.T, m *memoryNode, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	leases := m.c.Admin.CoordinationV1().Leases(nodelease.FallbackNamespace)
+	l, err := leases.Get(ctx, nodelease.Name(m.node.Name), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the agent's lease left behind: %v", err)
+	}
+	moved := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: ns, OwnerReferences: l.OwnerReferences}, Spec: l.Spec}
+	if _, err := m.c.Admin.CoordinationV1().Leases(ns).Create(ctx, moved, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

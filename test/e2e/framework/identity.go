@@ -64,10 +64,13 @@ var identityKinds = map[schema.GroupKind]bool{
 const (
 	EvictionPolicy = "evictd-evictions"
 	LeasePolicy    = "evictd-leases"
+	// EvictionRequestPolicy lets that ServiceAccount write only the
+	// EvictionRequests labelled with its token's node.
+	EvictionRequestPolicy = "evictd-eviction-requests"
 )
 
 // onRequestPolicies are the policies StartCluster does not apply.
-var onRequestPolicies = []string{EvictionPolicy, LeasePolicy}
+var onRequestPolicies = []string{EvictionPolicy, LeasePolicy, EvictionRequestPolicy}
 
 // IsIdentityObject reports whether StartCluster applied obj (a Namespace,
 // ServiceAccount, RBAC object or ValidatingAdmissionPolicy of the manifest,

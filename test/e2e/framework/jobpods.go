@@ -115,7 +115,11 @@ func (c *Cluster) runPod(ctx context.Context, p *corev1.Pod, node, entrypoint st
 	}
 	started := metav1.Now()
 	cmd := exec.CommandContext(ctx, entrypoint, run.Args...)
-	cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "PATH=/usr/bin:/bin"}
+	env, err := containerEnv(p)
+	if err != nil {
+		return run, err
+	}
+	cmd.Env = append([]string{"KUBECONFIG=" + kubeconfig, "PATH=/usr/bin:/bin"}, env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
@@ -144,4 +148,25 @@ func (c *Cluster) runPod(ctx context.Context, p *corev1.Pod, node, entrypoint st
 		return run, fmt.Errorf("report phase %s: %w", phase, err)
 	}
 	return run, nil
+}
+
+// containerEnv is the pod's one container's env as the kubelet sets it:
+// plain values, and the downward API's pod name and namespace. Anything
+// else (a Secret, a resource field) is refused, so that a test never runs
+// a pod with env it silently lacks.
+func containerEnv(p *corev1.Pod) ([]string, error) {
+	var env []string
+	for _, e := range p.Spec.Containers[0].Env {
+		switch {
+		case e.ValueFrom == nil:
+			env = append(env, e.Name+"="+e.Value)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			env = append(env, e.Name+"="+p.Namespace)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			env = append(env, e.Name+"="+p.Name)
+		default:
+			return nil, fmt.Errorf("env %s: the stand-in kubelet sets only plain values, metadata.namespace and metadata.name", e.Name)
+		}
+	}
+	return env, nil
 }

@@ -89,7 +89,7 @@ var notGranted = []access{
 	{verb: "list", resource: "configmaps", why: "the config is a file"},
 	{verb: "list", group: "policy", resource: "poddisruptionbudgets", why: "the Eviction API checks PDBs server-side"},
 	{verb: "create", resource: "serviceaccounts", subresource: "token", why: "never"},
-	{verb: "get", group: "coordination.k8s.io", resource: "leases", why: "the node lease is granted by a Role in kube-node-lease only (test/e2e/agent TestNodeLeaseRBAC)"},
+	{verb: "get", group: "coordination.k8s.io", resource: "leases", why: "the node lease is granted by a Role in evictd's own namespace only (test/e2e/agent TestNodeLeaseRBAC)"},
 }
 
 // clusterRoleAccess expands the manifest's ClusterRole evictd, the agent's

@@ -25,6 +25,9 @@ DaemonSet) are created. test/deploy holds the bounds equal to evictd's own
 {{- fail "memoryHigh.eventRate, memoryHigh.maxEventRate and memoryHigh.pressureSome are all 0, which leaves memoryHigh.enabled with no signal to act on (evictd refuses it at start); set one of them, or memoryHigh.enabled: false" -}}
 {{- end -}}
 {{- end -}}
+{{- if eq (toString .Values.nodeLease.namespace) "kube-node-lease" -}}
+{{- fail "nodeLease.namespace kube-node-lease: the kubelets' heartbeat Leases live there, each named after its node, and a node x's evictd-x is node evictd-x's; leave nodeLease.namespace empty (the release's namespace, where the Lease now lives; docs/run.md, One agent per node)" -}}
+{{- end -}}
 {{- if .Values.evictionRequest.enabled -}}
 {{- include "evictd.checkRange" (dict "name" "evictionRequest.responderWait" "value" .Values.evictionRequest.responderWait "min" "1s" "max" "1h") -}}
 {{- end -}}

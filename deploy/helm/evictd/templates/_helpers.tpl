@@ -29,6 +29,11 @@ in two namespaces would otherwise share one ClusterRole.
 {{- printf "%s-%s" (include "evictd.fullname" .) .Release.Namespace | trunc 253 | trimSuffix "-" -}}
 {{- end }}
 
+{{/* The node leases' namespace: nodeLease.namespace, else the release's. */}}
+{{- define "evictd.leaseNamespace" -}}
+{{- default .Release.Namespace .Values.nodeLease.namespace -}}
+{{- end }}
+
 {{- define "evictd.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "evictd.fullname" .) .Values.serviceAccount.name -}}
