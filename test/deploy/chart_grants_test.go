@@ -33,10 +33,7 @@ func grantSet(t *testing.T, objs []*unstructured.Unstructured) map[string]bool {
 			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
 			for _, x := range rules {
 				rule := x.(map[string]any)
-				var targets []string
-				for _, u := range strs(rule["nonResourceURLs"]) {
-					targets = append(targets, u)
-				}
+				targets := strs(rule["nonResourceURLs"])
 				for _, g := range strs(rule["apiGroups"]) {
 					if g == "" {
 						g = "core"

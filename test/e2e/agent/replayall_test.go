@@ -73,6 +73,13 @@ func (e *evictd) replayOwnTrace(c *framework.Cluster) {
 			t.Errorf("the agent's trace: %v", err)
 			return
 		}
+		if len(tr.Passes) == 0 {
+			// A test that ends as soon as the agent serves (its informers'
+			// requests, its secure port) can stop it before its first pass:
+			// there is nothing to replay, and nothing replayed to compare.
+			t.Logf("no trace replayed: the agent made no pass before the test ended")
+			return
+		}
 		if tr.Header.Dropped > 0 {
 			t.Errorf("the agent's trace dropped its %d oldest passes: the scenario outgrew --trace-size, and a replay begins mid-run", tr.Header.Dropped)
 			return
