@@ -36,9 +36,10 @@ decision is the agent's own: its decision code, not a restatement of it.
 With --node, from the running agent on that node: its last pass, with what
 only it knows (pods in flight, refused, blocked by a PodDisruptionBudget
 until when, how long each threshold has been met). It is asked on its secure port
-(--secure-bind-address) with your bearer token; you need get on the
-non-resource URL /explain (the ClusterRole evictd-explain-reader of
-deploy/daemonset.yaml; the chart's is named in its install notes).
+(--secure-bind-address) with your bearer token; you need get on
+nodes/explain in the API group evictd.io (the ClusterRole
+evictd-explain-reader of deploy/daemonset.yaml; the chart's is named in
+its install notes).
 The agent is reached at its pod's IP, or at --address (the local end of
 kubectl port-forward).
 
@@ -65,7 +66,7 @@ func newExplainFlags() (*explainFlags, *pflag.FlagSet) {
 	f := &explainFlags{}
 	fs := cliflag.NewFlagSet("explain")
 	f.captureFiles.bind(fs, "EvictdConfiguration file (thresholds, priority groups, exclusions).")
-	f.live.bind(fs, "Explain the running agent on this node (its secure port, as the caller: needs get on the non-resource URL /explain).")
+	f.live.bind(fs, "Explain the running agent on this node (its secure port, as the caller: needs get on nodes/explain in the API group evictd.io).")
 	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
 	return f, fs

@@ -27,8 +27,9 @@ eviction calls it made with their answers, as gzipped JSON lines, for
 evictd replay. It holds each pod as far as the decisions read it: no env,
 args, commands, labels, or annotations but the three evictd reads. The
 agent keeps --trace-size bytes of it (4 MiB by default). It is asked on
-its secure port as evictd explain --node asks it; you need get on the
-non-resource URL /trace (the ClusterRole evictd-explain-reader).
+its secure port as evictd explain --node asks it; you need get on
+nodes/trace in the API group evictd.io (the ClusterRole
+evictd-explain-reader).
 
 Flags:
 `
@@ -45,7 +46,7 @@ type traceFlags struct {
 func newTraceFlags() (*traceFlags, *pflag.FlagSet) {
 	f := &traceFlags{}
 	fs := cliflag.NewFlagSet("trace")
-	f.live.bind(fs, "Save the trace of the running agent on this node (its secure port, as the caller: needs get on the non-resource URL /trace).")
+	f.live.bind(fs, "Save the trace of the running agent on this node (its secure port, as the caller: needs get on nodes/trace in the API group evictd.io).")
 	fs.StringVarP(&f.out, "output", "o", "", "File to write the trace to (gzipped JSON lines); - for standard output.")
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
 	return f, fs

@@ -13,8 +13,10 @@
 //   - Relax raises a container's memory.high to its memory.max, stage 1 of
 //     a container stuck at memory.high (docs/memhigh.md).
 //
-// Every write names the file and the value in its error. The package reads
-// and writes files only; what to write is in value.go.
+// Every write names the file and the value in its error, and goes through
+// one function (beneath.go) that writes memory limit files only, below
+// kubepods, never through a symbolic link. The package reads and writes
+// files only; what to write is in value.go.
 package actuator
 
 import (
@@ -23,8 +25,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/evictd/evictd/pkg/pressure"
@@ -38,11 +38,29 @@ type Actuator struct {
 	memoryMount string
 	// kubepods is kubepods' memory cgroup directory, "" while none.
 	kubepods string
+	// layout, when set, is the node's layout now: a kubepods cgroup made
+	// after the start is the actuator's too.
+	layout func() pressure.Layout
 }
 
 // New returns the actuator of a node's cgroup layout.
 func New(layout pressure.Layout) *Actuator {
 	return &Actuator{mode: layout.Mode, memoryMount: layout.MemoryMount, kubepods: layout.KubepodsMemoryDir}
+}
+
+// Following makes the actuator take kubepods from layout at each write
+// (the observer's Layout), rather than from the layout it was made with.
+func (a *Actuator) Following(layout func() pressure.Layout) *Actuator {
+	a.layout = layout
+	return a
+}
+
+// kubepodsDir is kubepods' memory cgroup directory now, "" while none.
+func (a *Actuator) kubepodsDir() string {
+	if a.layout != nil {
+		return a.layout().KubepodsMemoryDir
+	}
+	return a.kubepods
 }
 
 // ErrNoKubepods is Check's answer while the node has no kubepods cgroup:
@@ -54,11 +72,11 @@ var ErrNoKubepods = errors.New("the node has no kubepods cgroup yet")
 // or without the right to write must say so at start, not at its first
 // victim.
 func (a *Actuator) Check() error {
-	if a.kubepods == "" {
+	kubepods := a.kubepodsDir()
+	if kubepods == "" {
 		return ErrNoKubepods
 	}
-	path := filepath.Join(a.kubepods, a.limitFile())
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, _, err := a.openFile(kubepods, "", a.limitFile(), os.O_WRONLY)
 	if err != nil {
 		return fmt.Errorf("the actuator cannot write the pod cgroups: %w%s", err, hint(err))
 	}
@@ -101,31 +119,31 @@ const containRetries = 3
 // Contain stops the growth of the pod cgroup podCgroup (relative to the
 // memory hierarchy's root, as pressure.PodExtras.Cgroup).
 func (a *Actuator) Contain(podCgroup string) (Contained, error) {
-	dir, err := a.dir(podCgroup)
+	kubepods, rel, err := a.podDir(podCgroup)
 	if err != nil {
 		return Contained{}, err
 	}
+	dir := filepath.Join(kubepods, rel)
 	if a.mode == pressure.ModeV2 {
 		usage, err := readBytes(filepath.Join(dir, "memory.current"))
 		if err != nil {
 			return Contained{}, err
 		}
 		c := Contained{File: filepath.Join(dir, "memory.high"), Limit: CapAbove(usage), Usage: usage}
-		return c, write(c.File, fmt.Sprint(c.Limit))
+		return c, a.writeFile(kubepods, rel, "memory.high", fmt.Sprint(c.Limit))
 	}
 	// The OOM killer off first: a victim that reaches its new limit then
 	// waits there for its SIGKILL instead of being killed before its
 	// SIGTERM is handled.
-	oom := filepath.Join(dir, "memory.oom_control")
-	if err := write(oom, "1"); err != nil {
+	if err := a.writeFile(kubepods, rel, "memory.oom_control", "1"); err != nil {
 		return Contained{}, err
 	}
-	c, err := a.limitV1(dir)
+	c, err := a.limitV1(kubepods, rel)
 	if err != nil {
 		// Without its limit, a victim left with the OOM killer off would
 		// hang at its old limit, or the node's, instead of being killed:
 		// the OOM killer goes back on.
-		if rerr := write(oom, "0"); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		if rerr := a.writeFile(kubepods, rel, "memory.oom_control", "0"); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = fmt.Errorf("%w; and the OOM killer could not be turned back on: %w", err, rerr)
 		}
 	}
@@ -133,7 +151,8 @@ func (a *Actuator) Contain(podCgroup string) (Contained, error) {
 }
 
 // limitV1 sets a v1 cgroup's limit just above its usage.
-func (a *Actuator) limitV1(dir string) (Contained, error) {
+func (a *Actuator) limitV1(kubepods, rel string) (Contained, error) {
+	dir := filepath.Join(kubepods, rel)
 	var c Contained
 	for range containRetries {
 		usage, err := readBytes(filepath.Join(dir, "memory.usage_in_bytes"))
@@ -141,7 +160,7 @@ func (a *Actuator) limitV1(dir string) (Contained, error) {
 			return Contained{}, err
 		}
 		c = Contained{File: filepath.Join(dir, "memory.limit_in_bytes"), Limit: CapAbove(usage), Usage: usage}
-		if err = write(c.File, fmt.Sprint(c.Limit)); !errors.Is(err, syscall.EBUSY) {
+		if err = a.writeFile(kubepods, rel, "memory.limit_in_bytes", fmt.Sprint(c.Limit)); !errors.Is(err, syscall.EBUSY) {
 			return c, err
 		}
 	}
@@ -170,10 +189,11 @@ func (a *Actuator) Relax(containerCgroup string) (Relaxed, error) {
 	if a.mode != pressure.ModeV2 {
 		return Relaxed{}, fmt.Errorf("relaxing memory.high needs cgroup v2; this node's memory controller is %s", a.mode)
 	}
-	dir, err := a.dir(containerCgroup)
+	kubepods, rel, err := a.podDir(containerCgroup)
 	if err != nil {
 		return Relaxed{}, err
 	}
+	dir := filepath.Join(kubepods, rel)
 	r := Relaxed{File: filepath.Join(dir, "memory.high")}
 	if r.From, err = readLimit(r.File); err != nil {
 		return Relaxed{}, err
@@ -181,17 +201,7 @@ func (a *Actuator) Relax(containerCgroup string) (Relaxed, error) {
 	if r.To, err = readLimit(filepath.Join(dir, "memory.max")); err != nil {
 		return Relaxed{}, err
 	}
-	return r, write(r.File, r.To)
-}
-
-// dir is a cgroup's directory, refusing names that would leave the
-// hierarchy: the actuator writes pod cgroups, nothing else.
-func (a *Actuator) dir(cgroup string) (string, error) {
-	clean := filepath.Clean("/" + cgroup)
-	if clean == "/" || slices.Contains(strings.Split(cgroup, "/"), "..") {
-		return "", fmt.Errorf("cgroup %q is not a pod's or a container's cgroup", cgroup)
-	}
-	return filepath.Join(a.memoryMount, clean), nil
+	return r, a.writeFile(kubepods, rel, "memory.high", r.To)
 }
 
 func readBytes(path string) (uint64, error) {
@@ -217,19 +227,4 @@ func readLimit(path string) (string, error) {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	return v, nil
-}
-
-func write(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return fmt.Errorf("writing %s to %s: %w%s", value, path, err, hint(err))
-	}
-	_, err = f.WriteString(value)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s to %s: %w", value, path, err)
-	}
-	return nil
 }

@@ -179,7 +179,8 @@ func TestContainV1StopsARealGrower(t *testing.T) {
 	if _, err := child.Touch(64); err != nil {
 		t.Fatal(err)
 	}
-	a := New(pressure.Layout{Mode: pressure.ModeV1, MemoryMount: cgrouptest.MemoryRoot})
+	// The test's cgroup stands for a pod's: kubepods is its parent.
+	a := New(pressure.Layout{Mode: pressure.ModeV1, MemoryMount: cgrouptest.MemoryRoot, KubepodsMemoryDir: filepath.Dir(cg.Dir())})
 	rel := strings.TrimPrefix(cg.Dir(), cgrouptest.MemoryRoot)
 	c, err := a.Contain(rel)
 	if err != nil {
@@ -233,7 +234,7 @@ func TestContainV1RestoresTheOOMKiller(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := New(pressure.Layout{Mode: pressure.ModeV1, MemoryMount: root}).Contain(pod)
+	_, err := New(pressure.Layout{Mode: pressure.ModeV1, MemoryMount: root, KubepodsMemoryDir: filepath.Join(root, "kubepods")}).Contain(pod)
 	if err == nil || !strings.Contains(err.Error(), "memory.limit_in_bytes") {
 		t.Fatalf("Contain = %v; want the limit write's error", err)
 	}

@@ -5,6 +5,7 @@ package authdelegate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,7 +21,7 @@ import (
 // real answers are in test/e2e/agent (TestExplainEndpoint).
 type reviewer struct {
 	users    map[string]authnv1.UserInfo // token → user
-	allowed  map[string]bool             // user + " " + verb + " " + path
+	allowed  map[string]bool             // user + " " + verb + " " + subresource
 	fail     error
 	tokens   int
 	accesses int
@@ -42,7 +43,11 @@ func (r *reviewer) SubjectAccessReview(_ context.Context, spec authzv1.SubjectAc
 	if r.fail != nil {
 		return authzv1.SubjectAccessReviewStatus{}, r.fail
 	}
-	return authzv1.SubjectAccessReviewStatus{Allowed: r.allowed[spec.User+" "+spec.NonResourceAttributes.Verb+" "+spec.NonResourceAttributes.Path]}, nil
+	ra := spec.ResourceAttributes
+	if ra == nil || ra.Group != Group || ra.Resource != Resource || ra.Name != "node-a" {
+		return authzv1.SubjectAccessReviewStatus{}, nil
+	}
+	return authzv1.SubjectAccessReviewStatus{Allowed: r.allowed[spec.User+" "+ra.Verb+" "+ra.Subresource]}, nil
 }
 
 func newReviewer() *reviewer {
@@ -51,39 +56,46 @@ func newReviewer() *reviewer {
 			"reader-token": {Username: "reader", Groups: []string{"ops"}, Extra: map[string]authnv1.ExtraValue{"scope": {"a"}}},
 			"other-token":  {Username: "other"},
 		},
-		allowed: map[string]bool{"reader get /explain": true},
+		allowed: map[string]bool{"reader get explain": true},
 	}
 }
 
-func serve(g *Guard, method, path, auth string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, path, nil)
+// serve asks g for subresource, at the path of the same name.
+func serve(g *Guard, method, subresource, auth string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, "/"+subresource, nil)
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
 	w := httptest.NewRecorder()
-	g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })).ServeHTTP(w, req)
+	g.Wrap(subresource, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })).ServeHTTP(w, req)
 	return w
+}
+
+func newGuard(r Reviewer, opts Options) *Guard {
+	opts.Node = "node-a"
+	return New(r, opts)
 }
 
 func TestGuardDecides(t *testing.T) {
 	for _, tc := range []struct {
-		name, method, path, auth string
-		want                     int
-		body                     string
+		name, method, sub, auth string
+		want                    int
+		body                    string
 	}{
-		{"no header", "GET", "/explain", "", http.StatusUnauthorized, "no bearer token"},
-		{"basic auth", "GET", "/explain", "Basic cmVhZGVyOng=", http.StatusUnauthorized, "no bearer token"},
-		{"empty bearer", "GET", "/explain", "Bearer  ", http.StatusUnauthorized, "no bearer token"},
-		{"unknown token", "GET", "/explain", "Bearer nope", http.StatusUnauthorized, "does not accept this token"},
-		{"allowed", "GET", "/explain", "Bearer reader-token", http.StatusTeapot, ""},
-		{"scheme in any case", "GET", "/explain", "bearer reader-token", http.StatusTeapot, ""},
-		{"HEAD is get", "HEAD", "/explain", "Bearer reader-token", http.StatusTeapot, ""},
-		{"another path", "GET", "/metrics", "Bearer reader-token", http.StatusForbidden, `user "reader" cannot get path "/metrics"`},
-		{"another verb", "POST", "/explain", "Bearer reader-token", http.StatusForbidden, `cannot post path "/explain"`},
-		{"another user", "GET", "/explain", "Bearer other-token", http.StatusForbidden, `user "other" cannot get`},
+		{"no header", "GET", "explain", "", http.StatusUnauthorized, "no bearer token"},
+		{"basic auth", "GET", "explain", "Basic cmVhZGVyOng=", http.StatusUnauthorized, "no bearer token"},
+		{"empty bearer", "GET", "explain", "Bearer  ", http.StatusUnauthorized, "no bearer token"},
+		{"unknown token", "GET", "explain", "Bearer nope", http.StatusUnauthorized, "does not accept this token"},
+		{"allowed", "GET", "explain", "Bearer reader-token", http.StatusTeapot, ""},
+		{"scheme in any case", "GET", "explain", "bearer reader-token", http.StatusTeapot, ""},
+		{"HEAD is get", "HEAD", "explain", "Bearer reader-token", http.StatusTeapot, ""},
+		{"another subresource", "GET", "metrics", "Bearer reader-token", http.StatusForbidden,
+			`user "reader" cannot get nodes/metrics in the API group evictd.io (node "node-a"): bind it to a ClusterRole granting get on nodes/metrics in the API group evictd.io`},
+		{"another method", "POST", "explain", "Bearer reader-token", http.StatusMethodNotAllowed, "Method Not Allowed: POST"},
+		{"another user", "GET", "explain", "Bearer other-token", http.StatusForbidden, `user "other" cannot get nodes/explain`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := serve(New(newReviewer(), Options{}), tc.method, tc.path, tc.auth)
+			w := serve(newGuard(newReviewer(), Options{}), tc.method, tc.sub, tc.auth)
 			if w.Code != tc.want {
 				t.Fatalf("status %d, want %d (%s)", w.Code, tc.want, w.Body)
 			}
@@ -97,43 +109,90 @@ func TestGuardDecides(t *testing.T) {
 	}
 }
 
-func TestGuardAsksForTheCallersIdentity(t *testing.T) {
+// TestGuardAsksAboutTheNodesSubresource: the review is of the caller, for
+// a resource only evictd serves (get nodes/explain of evictd.io, named for
+// the node), never a non-resource URL, which every server delegating
+// authorization honours (the API server's own /metrics).
+func TestGuardAsksAboutTheNodesSubresource(t *testing.T) {
 	r := newReviewer()
-	serve(New(r, Options{}), "GET", "/explain", "Bearer reader-token")
+	serve(newGuard(r, Options{}), "GET", "explain", "Bearer reader-token")
 	got := r.last
-	if got.User != "reader" || len(got.Groups) != 1 || got.Groups[0] != "ops" || got.Extra["scope"][0] != "a" ||
-		got.NonResourceAttributes == nil || got.ResourceAttributes != nil {
-		t.Errorf("SubjectAccessReview spec %+v: want reader's user, groups and extra on a non-resource path", got)
+	if got.User != "reader" || len(got.Groups) != 1 || got.Groups[0] != "ops" || got.Extra["scope"][0] != "a" {
+		t.Errorf("SubjectAccessReview spec %+v: want reader's user, groups and extra", got)
+	}
+	want := authzv1.ResourceAttributes{Group: "evictd.io", Resource: "nodes", Subresource: "explain", Name: "node-a", Verb: "get"}
+	if got.NonResourceAttributes != nil || got.ResourceAttributes == nil || *got.ResourceAttributes != want {
+		t.Errorf("SubjectAccessReview asks about %+v and %+v; want only %+v", got.NonResourceAttributes, got.ResourceAttributes, want)
+	}
+}
+
+// TestGuardBoundsTokenReviews: requests with fresh bogus tokens cost at
+// most the bucket's TokenReviews (its burst at once, then its rate); the
+// others answer 429 without a review, each counted, while a token already
+// answered is still served from the cache.
+func TestGuardBoundsTokenReviews(t *testing.T) {
+	r := newReviewer()
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	var refused int
+	g := newGuard(r, Options{Clock: clk, ReviewRate: 1, ReviewBurst: 5, OnRefused: func(reason string) {
+		if reason == ReasonReviewRate {
+			refused++
+		}
+	}})
+	if w := serve(g, "GET", "explain", "Bearer reader-token"); w.Code != http.StatusTeapot {
+		t.Fatalf("the reader: status %d", w.Code)
+	}
+	codes := map[int]int{}
+	for i := range 200 {
+		w := serve(g, "GET", "explain", fmt.Sprintf("Bearer bogus-%d", i))
+		codes[w.Code]++
+		if w.Code == http.StatusTooManyRequests && (w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "too many new tokens")) {
+			t.Errorf("429 without Retry-After or its reason: %q %q", w.Header(), w.Body)
+		}
+	}
+	if r.tokens != 5 || codes[http.StatusUnauthorized] != 4 || codes[http.StatusTooManyRequests] != 196 || refused != 196 {
+		t.Errorf("200 fresh tokens after the reader's: %d TokenReviews, answers %v, %d counted refused; want 5 reviews (the reader's and 4), 4 401s and 196 429s counted",
+			r.tokens, codes, refused)
+	}
+	if w := serve(g, "GET", "explain", "Bearer reader-token"); w.Code != http.StatusTeapot {
+		t.Errorf("the reader with the bucket empty: status %d, want its cached answer served", w.Code)
+	}
+	clk.SetTime(clk.Now().Add(2 * time.Second))
+	for i := range 3 {
+		serve(g, "GET", "explain", fmt.Sprintf("Bearer later-%d", i))
+	}
+	if r.tokens != 7 {
+		t.Errorf("%d TokenReviews after 2 s more and 3 fresh tokens, want 7 (2 refilled)", r.tokens)
 	}
 }
 
 func TestGuardCachesAnswersForTheirTTL(t *testing.T) {
 	r := newReviewer()
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
-	g := New(r, Options{AllowTTL: time.Minute, DenyTTL: 10 * time.Second, Clock: clk})
+	g := newGuard(r, Options{AllowTTL: time.Minute, DenyTTL: 10 * time.Second, Clock: clk})
 	for range 3 {
-		serve(g, "GET", "/explain", "Bearer reader-token")
-		serve(g, "GET", "/explain", "Bearer other-token")
+		serve(g, "GET", "explain", "Bearer reader-token")
+		serve(g, "GET", "explain", "Bearer other-token")
 	}
 	if r.tokens != 2 || r.accesses != 2 {
 		t.Fatalf("%d token and %d access reviews for 3 requests by 2 callers, want 2 and 2", r.tokens, r.accesses)
 	}
 	// The denial expires first: a grant made meanwhile takes effect.
-	r.allowed["other get /explain"] = true
+	r.allowed["other get explain"] = true
 	clk.SetTime(clk.Now().Add(11 * time.Second))
-	if w := serve(g, "GET", "/explain", "Bearer other-token"); w.Code != http.StatusTeapot {
+	if w := serve(g, "GET", "explain", "Bearer other-token"); w.Code != http.StatusTeapot {
 		t.Errorf("after the deny TTL and a grant: status %d, want it served", w.Code)
 	}
 	if r.accesses != 3 || r.tokens != 2 {
 		t.Errorf("%d access and %d token reviews, want 3 and 2 (the user still cached)", r.accesses, r.tokens)
 	}
 	// The allowance lasts until its own TTL: a revocation takes that long.
-	delete(r.allowed, "reader get /explain")
-	if w := serve(g, "GET", "/explain", "Bearer reader-token"); w.Code != http.StatusTeapot {
+	delete(r.allowed, "reader get explain")
+	if w := serve(g, "GET", "explain", "Bearer reader-token"); w.Code != http.StatusTeapot {
 		t.Errorf("within the allow TTL: status %d, want the cached allowance", w.Code)
 	}
 	clk.SetTime(clk.Now().Add(time.Minute))
-	if w := serve(g, "GET", "/explain", "Bearer reader-token"); w.Code != http.StatusForbidden {
+	if w := serve(g, "GET", "explain", "Bearer reader-token"); w.Code != http.StatusForbidden {
 		t.Errorf("after the allow TTL and a revocation: status %d, want 403", w.Code)
 	}
 }
@@ -142,8 +201,8 @@ func TestGuardFailedReviewIsUnavailableAndNotCached(t *testing.T) {
 	r := newReviewer()
 	r.fail = errors.New("connection refused")
 	var failures []string
-	g := New(r, Options{OnError: func(review string, err error) { failures = append(failures, review+": "+err.Error()) }})
-	w := serve(g, "GET", "/explain", "Bearer reader-token")
+	g := newGuard(r, Options{OnError: func(review string, err error) { failures = append(failures, review+": "+err.Error()) }})
+	w := serve(g, "GET", "explain", "Bearer reader-token")
 	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "connection refused") {
 		t.Fatalf("status %d body %q, want 503 naming the cause", w.Code, w.Body)
 	}
@@ -151,7 +210,7 @@ func TestGuardFailedReviewIsUnavailableAndNotCached(t *testing.T) {
 		t.Errorf("failures reported %q, want the TokenReview's", failures)
 	}
 	r.fail = nil
-	if w := serve(g, "GET", "/explain", "Bearer reader-token"); w.Code != http.StatusTeapot {
+	if w := serve(g, "GET", "explain", "Bearer reader-token"); w.Code != http.StatusTeapot {
 		t.Errorf("once the API server answers: status %d, want it served (the failure not cached)", w.Code)
 	}
 }
@@ -160,8 +219,8 @@ func TestGuardFailedReviewIsUnavailableAndNotCached(t *testing.T) {
 // own delegating authorizer answers: RBAC reports one for every binding to
 // a missing role, which real clusters have.
 func TestGuardEvaluationErrorIsADenial(t *testing.T) {
-	g := New(evalErr{}, Options{})
-	if w := serve(g, "GET", "/explain", "Bearer x"); w.Code != http.StatusForbidden {
+	g := newGuard(evalErr{}, Options{})
+	if w := serve(g, "GET", "explain", "Bearer x"); w.Code != http.StatusForbidden {
 		t.Errorf("status %d for a review with an evaluation error and no allowance, want 403", w.Code)
 	}
 }
@@ -178,9 +237,9 @@ func (evalErr) SubjectAccessReview(context.Context, authzv1.SubjectAccessReviewS
 
 func TestGuardCacheIsBounded(t *testing.T) {
 	r := newReviewer()
-	g := New(r, Options{MaxEntries: 4})
+	g := newGuard(r, Options{MaxEntries: 4, ReviewBurst: 10})
 	for i := range 10 {
-		serve(g, "GET", "/explain", "Bearer token-"+string(rune('a'+i)))
+		serve(g, "GET", "explain", "Bearer token-"+string(rune('a'+i)))
 	}
 	g.mu.Lock()
 	n := len(g.users.m)

@@ -128,11 +128,12 @@ type Metrics struct {
 	dryRun               prometheus.Gauge
 	actuatorWritable     prometheus.Gauge
 	actuatorWrites       *prometheus.CounterVec
-	kubelet              kubeletMetrics    // kubelet.go
-	nodeLease            nodeLeaseMetrics  // nodelease.go
-	nodeBrake            nodeBrakeMetrics  // nodebrake.go
-	outrun               outrunMetrics     // outrun.go
-	apiRequests          apiRequestMetrics // apirequests.go
+	kubelet              kubeletMetrics         // kubelet.go
+	nodeLease            nodeLeaseMetrics       // nodelease.go
+	nodeBrake            nodeBrakeMetrics       // nodebrake.go
+	outrun               outrunMetrics          // outrun.go
+	apiRequests          apiRequestMetrics      // apirequests.go
+	secureRefused        *prometheus.CounterVec // secure.go
 }
 
 // New builds the metrics on a fresh private registry, with the Go and
@@ -287,6 +288,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 	m.initPodReads()
 	m.initTrace()
 	m.initAPIRequests()
+	m.initSecure()
 	m.own = append(m.own, ready, m.memoryLocked, m.sandboxActive, m.evictionRequest, m.dryRun, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 

@@ -56,8 +56,9 @@ func isSecureRBAC(o *unstructured.Unstructured) bool {
 // /metrics on the port named secure (where `evictd explain` connects), binds
 // the ServiceAccount to system:auth-delegator (for the TokenReviews and
 // SubjectAccessReviews the port asks), and installs the ClusterRoles
-// -explain-reader (get on /explain and on /shadow, shadow mode's reports)
-// and -metrics-reader (get on /metrics), labelled as every object and bound
+// -explain-reader (get on nodes/explain, nodes/shadow and nodes/trace of
+// evictd.io) and -metrics-reader (get on nodes/metrics of evictd.io: grants
+// no other server honours), labelled as every object and bound
 // to no one; deploy/daemonset.yaml has
 // the same under its plain names (TestChartDefaultsEqualManifest holds the
 // rest equal). Off, none of it is rendered, and nothing else changes.
@@ -82,8 +83,8 @@ func TestChartSecure(t *testing.T) {
 	assertYAMLEqual(t, authDelegator+" roleRef", crb.Object["roleRef"], `{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:auth-delegator"}`)
 	assertYAMLEqual(t, authDelegator+" subjects", crb.Object["subjects"], `[{kind: ServiceAccount, name: evictd, namespace: evictd-system}]`)
 	readerRules := map[string]string{
-		explainReader: `[{nonResourceURLs: ["/explain", "/shadow", "/trace"], verbs: [get]}]`,
-		metricsReader: `[{nonResourceURLs: ["/metrics"], verbs: [get]}]`,
+		explainReader: `[{apiGroups: [evictd.io], resources: [nodes/explain, nodes/shadow, nodes/trace], verbs: [get]}]`,
+		metricsReader: `[{apiGroups: [evictd.io], resources: [nodes/metrics], verbs: [get]}]`,
 	}
 	for name, rules := range readerRules {
 		cr := find(t, objs, "ClusterRole", name)

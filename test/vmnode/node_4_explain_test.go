@@ -19,6 +19,7 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -66,7 +67,7 @@ func TestNodeExplainPortForward(t *testing.T) {
 		name := strings.Fields(grant)[3]
 		_ = n.Cluster.Admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	n.Cluster.WaitForGrant(t, framework.DocUser, "/explain")
+	n.Cluster.WaitForResourceGrant(t, framework.DocUser, authzv1.ResourceAttributes{Group: "evictd.io", Resource: "nodes", Subresource: "explain", Name: n.Name, Verb: "get"})
 
 	// The forward runs until the test ends; its first line says it is up.
 	pf := sh(ctx, forward, n.Cluster.AdminKubeconfig)

@@ -95,7 +95,7 @@ func newAPISide(o *options.Options, client *kube.Client, node *nodeSide, m *metr
 	case o.Actuator && o.Evict.DryRun:
 		log.Info("the actuator writes nothing in dry run: --actuator is off")
 	case o.Actuator:
-		a.act = actuator.New(node.layout)
+		a.act = actuator.New(node.layout).Following(node.obsv.Layout)
 	}
 	node.placed.EmitBelow(kubeletplace.Emitter(a.podEvents), o.NodeName)
 	node.placer.Emit = kubeletplace.Emitter(a.podEvents)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,8 @@ import (
 // TestExplainEndpoint: the running agent's explanation on its secure port,
 // asked as three callers the real API server knows, with the manifest's
 // RBAC (evictd bound to system:auth-delegator, the ClusterRoles
-// evictd-explain-reader and evictd-metrics-reader): a reader gets every
+// evictd-explain-reader and evictd-metrics-reader, granting get on
+// nodes/explain, nodes/shadow, nodes/trace and nodes/metrics of evictd.io): a reader gets every
 // pod's place in the order of memory.available, a caller without the
 // grant is refused (403), a request without a token too (401), and a
 // scraper bound to the metrics reader gets /metrics and not /explain.
@@ -55,10 +57,10 @@ func TestExplainEndpoint(t *testing.T) {
 	}{
 		{"no token", "", "/explain", http.StatusUnauthorized, "no bearer token"},
 		{"a token the API server does not accept", "not-a-token", "/explain", http.StatusUnauthorized, "does not accept this token"},
-		{"a caller without the grant", nobody, "/explain", http.StatusForbidden, `cannot get path "/explain"`},
-		{"the metrics scraper on /explain", scraper, "/explain", http.StatusForbidden, `cannot get path "/explain"`},
-		{"the reader on /metrics", reader, "/metrics", http.StatusForbidden, `cannot get path "/metrics"`},
-		{"the metrics scraper on /trace", scraper, "/trace", http.StatusForbidden, `cannot get path "/trace"`},
+		{"a caller without the grant", nobody, "/explain", http.StatusForbidden, `cannot get nodes/explain in the API group evictd.io (node "explain")`},
+		{"the metrics scraper on /explain", scraper, "/explain", http.StatusForbidden, `cannot get nodes/explain in the API group evictd.io`},
+		{"the reader on /metrics", reader, "/metrics", http.StatusForbidden, `cannot get nodes/metrics in the API group evictd.io`},
+		{"the metrics scraper on /trace", scraper, "/trace", http.StatusForbidden, `cannot get nodes/trace in the API group evictd.io`},
 		{"the metrics scraper on /metrics", scraper, "/metrics", http.StatusOK, "evictd_ready"},
 		{"the reader", reader, "/explain", http.StatusOK, `"node":"explain"`},
 	} {
@@ -151,7 +153,7 @@ func TestExplainEndpoint(t *testing.T) {
 		t.Errorf("ran %d of docs/decide.md's commands for a running agent, want its clusterrolebinding and its evictd explain --node", ran)
 	}
 	// The grant the docs make lets its user read /explain.
-	m.c.WaitForGrant(t, "alice", "/explain")
+	m.c.WaitForResourceGrant(t, "alice", authzv1.ResourceAttributes{Group: "evictd.io", Resource: "nodes", Subresource: "explain", Name: "explain", Verb: "get"})
 
 	// Without the grant: one clear line, a failing exit.
 	writeTokenKubeconfig(t, m.c, kubeconfig, nobody)
@@ -186,10 +188,19 @@ func callerToken(t *testing.T, c *framework.Cluster, ns, name, clusterRole strin
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(role.Rules) == 0 || len(role.Rules[0].NonResourceURLs) == 0 {
-			t.Fatalf("ClusterRole %s grants no path: %+v", clusterRole, role.Rules)
+		user := "system:serviceaccount:" + ns + ":" + name
+		switch {
+		case len(role.Rules) == 0:
+			t.Fatalf("ClusterRole %s grants nothing", clusterRole)
+		case len(role.Rules[0].NonResourceURLs) > 0:
+			c.WaitForGrant(t, user, role.Rules[0].NonResourceURLs[0])
+		case len(role.Rules[0].APIGroups) > 0 && len(role.Rules[0].Resources) > 0 && len(role.Rules[0].Verbs) > 0:
+			resource, sub, _ := strings.Cut(role.Rules[0].Resources[0], "/")
+			c.WaitForResourceGrant(t, user, authzv1.ResourceAttributes{Group: role.Rules[0].APIGroups[0], Resource: resource, Subresource: sub,
+				Name: "any", Verb: role.Rules[0].Verbs[0]})
+		default:
+			t.Fatalf("ClusterRole %s: a first rule of neither paths nor resources: %+v", clusterRole, role.Rules[0])
 		}
-		c.WaitForGrant(t, "system:serviceaccount:"+ns+":"+name, role.Rules[0].NonResourceURLs[0])
 	}
 	tr, err := c.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
 		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
@@ -211,7 +222,9 @@ func secureGet(t *testing.T, addr, path, token string) (int, string) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	// One connection a request, closed after: the secure port serves a
+	// few connections at once, and idle ones left open would hold them.
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)

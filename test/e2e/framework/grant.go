@@ -32,3 +32,24 @@ func (c *Cluster) WaitForGrant(t testing.TB, user, path string) {
 	}
 	t.Fatalf("%s may still not get %s after 10 s: %s", user, path, last.Status.Reason)
 }
+
+// WaitForResourceGrant waits until the API server's authorizer lets user
+// do what attrs say (a grant on a resource rather than a path), for the
+// same reason as WaitForGrant.
+func (c *Cluster) WaitForResourceGrant(t testing.TB, user string, attrs authzv1.ResourceAttributes) {
+	t.Helper()
+	ctx := context.Background()
+	var last *authzv1.SubjectAccessReview
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		sar, err := c.Admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &attrs}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("SubjectAccessReview of %s for %+v: %v", user, attrs, err)
+		}
+		if sar.Status.Allowed {
+			return
+		}
+		last = sar
+	}
+	t.Fatalf("%s may still not %s %s/%s in %q after 10 s: %s", user, attrs.Verb, attrs.Resource, attrs.Subresource, attrs.Group, last.Status.Reason)
+}
