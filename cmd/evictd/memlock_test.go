@@ -5,17 +5,11 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/evictd/evictd/internal/cgrouptest"
 )
@@ -34,46 +28,7 @@ const daemonSetMemoryLimit = 64 << 20
 func TestRunLocksItsMemory(t *testing.T) {
 	cgrouptest.Need(t, os.Geteuid() == 0, "root, for CAP_IPC_LOCK to lock memory without RLIMIT_MEMLOCK's bound")
 
-	kubeconfig := unreachableKubeconfig(t)
-	logs := &syncBuffer{}
-	cmd := exec.Command(os.Args[0], "run", "--node-name=memlock-test", "--kubeconfig="+kubeconfig,
-		"--metrics-bind-address=127.0.0.1:0", "--wakeup-sources=none", "--informer-sync-timeout=5m")
-	cmd.Env = append(os.Environ(), asEvictdEnv+"=1", "GOMEMLIMIT=56MiB")
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("evictd did not exit 0 after SIGTERM: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("evictd did not stop within 20s of SIGTERM")
-		}
-	}()
-
-	var started map[string]any
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-exited:
-			exited <- err
-			return false, fmt.Errorf("evictd exited early: %v", err)
-		default:
-		}
-		started = logs.find("evictd starting")
-		return started != nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%v; logs: %v", err, logs.lines())
-	}
-
-	pid := cmd.Process.Pid
+	started, logs, pid := startEvictd(t, []string{"GOMEMLIMIT=56MiB"}, "--node-name=memlock-test")
 	status := procKiB(t, fmt.Sprintf("/proc/%d/status", pid), "VmLck", "VmRSS")
 	rollup := procKiB(t, fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Locked", "Rss")
 	t.Logf("evictd: VmLck %d KiB (mapped and locked), Locked %d KiB of Rss %d KiB (resident), VmRSS %d KiB",

@@ -39,7 +39,7 @@ func TestRunSandboxesItself(t *testing.T) {
 		{"--sandbox=none", "warn", "sandbox: none, turned off: open_by_handle_at, name_to_handle_at allowed, so CAP_DAC_READ_SEARCH can open any file of a mounted host filesystem by its handle", "0", own.filters},
 	} {
 		t.Run("sandbox "+tc.flag, func(t *testing.T) {
-			started, logs, pid := startEvictd(t, tc.flag)
+			started, logs, pid := startEvictd(t, nil, "--node-name=sandbox-test", "--lock-memory=false", tc.flag)
 			line := logs.find(tc.msg)
 			if line == nil {
 				t.Fatalf("no log line %q; logs: %v", tc.msg, logs.lines())
@@ -71,14 +71,14 @@ func TestRunSandboxesItself(t *testing.T) {
 	}
 }
 
-// startEvictd starts `evictd run` as its own process with an unreachable
-// API server (it stays waiting for its informers) and returns its
-// "evictd starting" line, its logs and its PID once that line is out; the
-// process is stopped at the test's end.
-func startEvictd(t *testing.T, extra ...string) (map[string]any, *syncBuffer, int) {
+// startEvictd starts `evictd run` as its own process, with env added to
+// the test's environment, and an unreachable API server (it stays waiting
+// for its informers), and returns its "evictd starting" line, its logs and
+// its PID once that line is out; the process is stopped at the test's end.
+func startEvictd(t *testing.T, env []string, extra ...string) (map[string]any, *syncBuffer, int) {
 	t.Helper()
-	args := []string{"run", "--node-name=sandbox-test", "--kubeconfig=" + unreachableKubeconfig(t),
-		"--metrics-bind-address=127.0.0.1:0", "--wakeup-sources=none", "--informer-sync-timeout=5m", "--lock-memory=false"}
+	args := []string{"run", "--kubeconfig=" + unreachableKubeconfig(t),
+		"--metrics-bind-address=127.0.0.1:0", "--wakeup-sources=none", "--informer-sync-timeout=5m"}
 	for _, e := range extra {
 		if e != "" {
 			args = append(args, e)
@@ -86,7 +86,7 @@ func startEvictd(t *testing.T, extra ...string) (map[string]any, *syncBuffer, in
 	}
 	logs := &syncBuffer{}
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), asEvictdEnv+"=1")
+	cmd.Env = append(append(os.Environ(), asEvictdEnv+"=1"), env...)
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -407,18 +407,7 @@ func TestSwapInRanking(t *testing.T) {
 		{"apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nswapInRanking: true\n", false},
 		{"apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nswapInRanking: false\n", true},
 	} {
-		path := filepath.Join(t.TempDir(), "c.yaml")
-		if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		c, err := Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts, err := c.RankOptions()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, opts := rankOptionsOf(t, tc.yaml)
 		if opts.WorkingSetOnly != tc.want {
 			t.Errorf("%q: WorkingSetOnly %v, want %v", tc.yaml, opts.WorkingSetOnly, tc.want)
 		}
@@ -470,18 +459,7 @@ func TestOptOutRankOptions(t *testing.T) {
 			wantSelector: "evictd.io/opt-out=allowed", wantSelectors: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "c.yaml")
-			if err := os.WriteFile(path, []byte(tc.yaml), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			c, err := Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts, err := c.RankOptions()
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, opts := rankOptionsOf(t, tc.yaml)
 			if !reflect.DeepEqual(opts.OptOut.Namespaces, tc.wantNames) {
 				t.Errorf("opt-out namespaces %v, want %v", opts.OptOut.Namespaces, tc.wantNames)
 			}
@@ -497,4 +475,23 @@ func TestOptOutRankOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rankOptionsOf loads a configuration file of the given text and returns
+// it and its rank options.
+func rankOptionsOf(t *testing.T, yaml string) (*Config, rank.Options) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := c.RankOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, opts
 }

@@ -97,22 +97,12 @@ func TestAdmissionLeases(t *testing.T) {
 		}
 		return cases
 	}
-	run := func(cases []admissionCase) {
-		t.Helper()
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				checkAdmission(t, tc.write(wctx), tc.policy, tc.refusal)
-			})
-		}
-	}
 
 	// Creates, while none of these Leases exists: the kubelets' heartbeat
 	// Leases are named after their node, A's own included.
 	cases := []admissionCase{{name: "create own lease", write: create(asA, own)}}
 	cases = append(cases, refusedToA("create", create)...)
-	run(append(cases,
+	runAdmissionCases(t, ctx, append(cases,
 		admissionCase{name: "unbound token: create a lease", policy: leasesPolicy, refusal: refusedUnbound(othersAgent), write: create(unbound, othersAgent)},
 	))
 
@@ -128,7 +118,7 @@ func TestAdmissionLeases(t *testing.T) {
 	cases = []admissionCase{{name: "update own lease", write: update(asA, own)}}
 	cases = append(cases, refusedToA("update", update)...)
 	cases = append(cases, refusedToA("delete", del)...)
-	run(append(cases,
+	runAdmissionCases(t, ctx, append(cases,
 		admissionCase{name: "unbound token: update a lease", policy: leasesPolicy, refusal: refusedUnbound(own), write: update(unbound, own)},
 		admissionCase{name: "unbound token: delete a lease", policy: leasesPolicy, refusal: refusedUnbound(own), write: del(unbound, own)},
 		admissionCase{name: "delete own lease", write: del(asA, own)},

@@ -289,17 +289,7 @@ func TestAdmissionEvictionRequestsBounded(t *testing.T) {
 	unlabelled := evictreq.Build(onA, evictreq.DefaultRequester)
 	unlabelled.Labels = nil
 	var ofA *lifecyclev1alpha1.EvictionRequest
-	run := func(cases []admissionCase) {
-		t.Helper()
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				checkAdmission(t, tc.write(wctx), tc.policy, tc.refusal)
-			})
-		}
-	}
-	run([]admissionCase{
+	runAdmissionCases(t, ctx, []admissionCase{
 		{name: "agent of A: create one for B", policy: evictionRequestsPolicy, refusal: "labelled for '" + b + "'",
 			write: func(ctx context.Context) error {
 				_, err := agent().Create(ctx, evictreq.Build(onB, evictreq.DefaultRequester), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -354,7 +344,7 @@ func TestAdmissionEvictionRequestsBounded(t *testing.T) {
 	waitRefused(t, cleanupDeletesPolicy, func(ctx context.Context) error {
 		return cleanup.LifecycleV1alpha1().EvictionRequests(ns).Delete(ctx, theirs.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 	})
-	run([]admissionCase{
+	runAdmissionCases(t, ctx, []admissionCase{
 		{name: "cleanup: delete another requester's", policy: cleanupDeletesPolicy, refusal: "requested by 'example.com/drainer'",
 			write: func(ctx context.Context) error {
 				return cleanup.LifecycleV1alpha1().EvictionRequests(ns).Delete(ctx, theirs.Name, metav1.DeleteOptions{})

@@ -45,6 +45,19 @@ const (
 // policy is empty, else refused by that policy with a message containing
 // refusal (the validation that fired). policy rbac stands for RBAC's own
 // refusal, before admission.
+// runAdmissionCases makes each case's write as a subtest, with a deadline of
+// its own, and checks the policy's verdict on it.
+func runAdmissionCases(t *testing.T, ctx context.Context, cases []admissionCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			checkAdmission(t, tc.write(wctx), tc.policy, tc.refusal)
+		})
+	}
+}
+
 type admissionCase struct {
 	name    string
 	write   func(ctx context.Context) error
