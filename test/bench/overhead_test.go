@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -146,9 +145,9 @@ func TestOverhead(t *testing.T) {
 				goTriple(u.goStats), goStat(u.goStats, goStatNames[4]), goStat(u.goStats, goStatNames[3]), u.evictions, u.load)
 		}
 	}
-	rssMax := medianOf(runs, func(r overheadRun) float64 { return float64(max(r.idle.rssMax, r.pressure.rssMax)) })
-	hwm := medianOf(runs, func(r overheadRun) float64 { return float64(r.pressure.hwm) })
-	idleCPU := medianOf(runs, func(r overheadRun) float64 { return r.idle.cpuPercent() })
+	rssMax := MedianOf(runs, func(r overheadRun) float64 { return float64(max(r.idle.rssMax, r.pressure.rssMax)) })
+	hwm := MedianOf(runs, func(r overheadRun) float64 { return float64(r.pressure.hwm) })
+	idleCPU := MedianOf(runs, func(r overheadRun) float64 { return r.idle.cpuPercent() })
 	tab.Notes = append(tab.Notes,
 		fmt.Sprintf("goal RSS <= 30 MiB: %s (largest VmRSS sampled %s MiB, VmHWM %s MiB; medians over %d round(s))",
 			verdict(rssMax <= 30*mib && hwm <= 30*mib), mibs(int64(rssMax)), mibs(int64(hwm)), rounds),
@@ -190,7 +189,7 @@ func compareOverhead(baselineRef string, base, this []overheadRun) *Table {
 		{"pressure evictions", false, func(r overheadRun) float64 { return float64(r.pressure.evictions) }},
 	}
 	for _, f := range figures {
-		b, c := medianOf(base, f.get), medianOf(this, f.get)
+		b, c := MedianOf(base, f.get), MedianOf(this, f.get)
 		if f.mib {
 			tab.Row(f.name, mibs(int64(b)), mibs(int64(c)), Ratio(c, b))
 		} else {
@@ -198,24 +197,6 @@ func compareOverhead(baselineRef string, base, this []overheadRun) *Table {
 		}
 	}
 	return tab
-}
-
-// medianOf is the median of get over runs (the mean of the middle two for
-// an even count); 0 for none.
-func medianOf(runs []overheadRun, get func(overheadRun) float64) float64 {
-	if len(runs) == 0 {
-		return 0
-	}
-	xs := make([]float64, len(runs))
-	for i, r := range runs {
-		xs[i] = get(r)
-	}
-	sort.Float64s(xs)
-	n := len(xs)
-	if n%2 == 1 {
-		return xs[n/2]
-	}
-	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
 // overheadExtraArgs are EVICTD_BENCH_ARGS's flags (space-separated), given

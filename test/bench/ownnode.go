@@ -4,7 +4,6 @@ package bench
 
 import (
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -28,10 +27,10 @@ func (f *OwnNodeFigure) Add(off, on float64) {
 
 // Off and On are the medians over the rounds of each state.
 func (f OwnNodeFigure) Off() float64 {
-	return medianRound(f.Rounds, func(r OwnNodeRound) float64 { return r.Off })
+	return MedianOf(f.Rounds, func(r OwnNodeRound) float64 { return r.Off })
 }
 func (f OwnNodeFigure) On() float64 {
-	return medianRound(f.Rounds, func(r OwnNodeRound) float64 { return r.On })
+	return MedianOf(f.Rounds, func(r OwnNodeRound) float64 { return r.On })
 }
 
 // Ratio is the median over the rounds of on/off, each round against its
@@ -43,12 +42,12 @@ func (f OwnNodeFigure) Ratio() float64 {
 			rs = append(rs, r)
 		}
 	}
-	return medianRound(rs, func(r OwnNodeRound) float64 { return r.On / r.Off })
+	return MedianOf(rs, func(r OwnNodeRound) float64 { return r.On / r.Off })
 }
 
 // Added is the median over the rounds of on - off.
 func (f OwnNodeFigure) Added() float64 {
-	return medianRound(f.Rounds, func(r OwnNodeRound) float64 { return r.On - r.Off })
+	return MedianOf(f.Rounds, func(r OwnNodeRound) float64 { return r.On - r.Off })
 }
 
 // PerParam is what the policy adds per param it evaluates (per pod of the
@@ -72,22 +71,4 @@ func ProjectAdded(perParam time.Duration, pods int) time.Duration {
 // Micros formats d in microseconds with one decimal.
 func Micros(d time.Duration) string {
 	return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond))
-}
-
-// medianRound is the median of value over rs (the mean of the middle two for
-// an even count), 0 for none.
-func medianRound(rs []OwnNodeRound, value func(OwnNodeRound) float64) float64 {
-	if len(rs) == 0 {
-		return 0
-	}
-	xs := make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = value(r)
-	}
-	slices.Sort(xs)
-	m := len(xs) / 2
-	if len(xs)%2 == 1 {
-		return xs[m]
-	}
-	return (xs[m-1] + xs[m]) / 2
 }

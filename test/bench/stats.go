@@ -107,3 +107,21 @@ func FillRate(s []Sample, from, to int64) float64 {
 	}
 	return float64(s[end].Bytes-s[start].Bytes) / dt
 }
+
+// MedianOf is the median of get over xs (the mean of the middle two for an
+// even count), 0 for none: the figure a benchmark reports over its runs.
+func MedianOf[T any](xs []T, get func(T) float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	vs := make([]float64, len(xs))
+	for i, x := range xs {
+		vs[i] = get(x)
+	}
+	slices.Sort(vs)
+	m := len(vs) / 2
+	if len(vs)%2 == 1 {
+		return vs[m]
+	}
+	return (vs[m-1] + vs[m]) / 2
+}

@@ -5,7 +5,6 @@ package agent
 import (
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/evictd/evictd/test/e2e/framework"
 	"github.com/evictd/evictd/test/nodesim"
@@ -43,10 +42,7 @@ func TestAPIRequestsCounted(t *testing.T) {
 		}
 	}
 
-	addr := e.waitLog(30*time.Second, "evictd starting", nil).Str("secureAddress")
-	if addr == "" {
-		t.Fatal(`the "evictd starting" line names no secureAddress`)
-	}
+	addr := e.secureAddress()
 	nobody := callerToken(t, c, c.Namespace(t, "callers"), "nobody", "")
 	if code, body := secureGet(t, addr, "/explain", nobody); code != http.StatusForbidden {
 		t.Fatalf("GET /explain by a caller without the grant: %d, want 403 (asked of the API server):\n%s", code, firstLines(body, 5))

@@ -40,10 +40,7 @@ import (
 func TestExplainEndpoint(t *testing.T) {
 	m := newMemoryNode(t, "explain")
 	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--secure-bind-address=127.0.0.1:0")...)
-	addr := e.waitLog(30*time.Second, "evictd starting", nil).Str("secureAddress")
-	if addr == "" {
-		t.Fatal(`the "evictd starting" line names no secureAddress`)
-	}
+	addr := e.secureAddress()
 	ctx := context.Background()
 	ns := m.c.Namespace(t, "callers")
 	reader := callerToken(t, m.c, ns, "reader", "evictd-explain-reader")
@@ -211,6 +208,17 @@ func callerToken(t *testing.T, c *framework.Cluster, ns, name, clusterRole strin
 }
 
 // secureGet asks the secure port; its certificate is self-signed.
+// secureAddress is the address of the agent's secure port, from its
+// "evictd starting" line.
+func (e *evictd) secureAddress() string {
+	e.t.Helper()
+	addr := e.waitLog(30*time.Second, "evictd starting", nil).Str("secureAddress")
+	if addr == "" {
+		e.t.Fatal(`the "evictd starting" line names no secureAddress`)
+	}
+	return addr
+}
+
 func secureGet(t *testing.T, addr, path, token string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

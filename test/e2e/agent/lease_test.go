@@ -5,7 +5,10 @@ package agent
 import (
 	"context"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,6 +113,11 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 	}
 	if refs := l.OwnerReferences; len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != m.node.Name {
 		t.Errorf("lease owner references %+v, want the Node %s", refs, m.node.Name)
+	}
+	// The runbook's check (EvictdNodeLeaseWaiting), as written, with the
+	// real kubectl: it names the holder.
+	if got := runbookLeaseHolder(t, m.c, m.node.Name); got != aID {
+		t.Errorf("docs/runbook.md's lease check printed %q, want the holder %s", got, aID)
 	}
 
 	// SIGTERM: a releases the lease on its way out; b takes over at once.
@@ -256,4 +264,34 @@ func TestNodeLeaseRBAC(t *testing.T) {
 			t.Errorf("%s leases in %s is allowed; no code uses it", verb, own)
 		}
 	}
+}
+
+// runbookLeaseHolder runs docs/runbook.md's command that reads who holds a
+// node's Lease, verbatim but for its NODE, with the real kubectl as the
+// cluster's admin, and returns what it prints.
+func runbookLeaseHolder(t *testing.T, c *framework.Cluster, node string) string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "runbook.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("`(kubectl [^`]*get lease evictd-NODE[^`]*)`").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/runbook.md shows no `kubectl ... get lease evictd-NODE ...` check")
+	}
+	kubectl, err := framework.Binary("kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", strings.Replace(strings.ReplaceAll(string(m[1]), "NODE", node), "kubectl", kubectl, 1))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.AdminKubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", m[1], err, out)
+	}
+	return strings.TrimSpace(string(out))
 }

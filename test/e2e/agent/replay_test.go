@@ -49,7 +49,7 @@ type replayOutput struct {
 func TestReplayOfAnE2ERun(t *testing.T) {
 	m := newMemoryNode(t, "replay")
 	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--act-early=false", "--secure-bind-address=127.0.0.1:0")...)
-	addr := e.waitLog(30*time.Second, "evictd starting", nil).Str("secureAddress")
+	addr := e.secureAddress()
 	cpu := busyCore(t, e.p.Pid())
 	_, hog := m.startHog(t, hogSpec(50, 600))
 	want := []string{podKey(m.pods["batch"]), podKey(m.pods["web"]), podKey(hog)}

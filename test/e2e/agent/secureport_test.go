@@ -26,10 +26,7 @@ import (
 func TestReaderGrantsReachOnlyEvictd(t *testing.T) {
 	m := newMemoryNode(t, "secure")
 	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--secure-bind-address=127.0.0.1:0")...)
-	addr := e.waitLog(30*time.Second, "evictd starting", nil).Str("secureAddress")
-	if addr == "" {
-		t.Fatal(`the "evictd starting" line names no secureAddress`)
-	}
+	addr := e.secureAddress()
 	ns := m.c.Namespace(t, "callers")
 	scraper := callerToken(t, m.c, ns, "scraper", "evictd-metrics-reader")
 	reader := callerToken(t, m.c, ns, "reader", "evictd-explain-reader")
@@ -60,10 +57,7 @@ func TestSecurePortBoundsTokenReviews(t *testing.T) {
 	const requests, burst, perSecond = 100, 5, 1 // authdelegate's defaults
 	m := newMemoryNode(t, "bounds")
 	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--secure-bind-address=127.0.0.1:0")...)
-	addr := e.waitLog(30*time.Second, "evictd starting", nil).Str("secureAddress")
-	if addr == "" {
-		t.Fatal(`the "evictd starting" line names no secureAddress`)
-	}
+	addr := e.secureAddress()
 	// No series until evictd's first TokenReview: none asked yet is 0.
 	tokenReviews := map[string]string{"resource": "tokenreviews"}
 	before, err := e.scrape().Lookup("evictd_api_requests_total", tokenReviews)

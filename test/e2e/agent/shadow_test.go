@@ -114,7 +114,7 @@ func TestShadowReport(t *testing.T) {
 	// The same report at /shadow, for a caller with the grant.
 	ns := m.c.Namespace(t, "callers")
 	reader := callerToken(t, m.c, ns, "reader", "evictd-explain-reader")
-	code, body := secureGet(t, e.waitLog(5*time.Second, "evictd starting", nil).Str("secureAddress"), "/shadow", reader)
+	code, body := secureGet(t, e.secureAddress(), "/shadow", reader)
 	var got struct{ Reports []shadow.Report }
 	if err := json.Unmarshal([]byte(body), &got); err != nil || code != 200 || len(got.Reports) != 1 || got.Reports[0].Summary != summary {
 		t.Errorf("/shadow answered %d (%v): %s; want the one report", code, err, firstLines(body, 5))
