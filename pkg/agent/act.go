@@ -32,10 +32,18 @@ func (l *Loop) act(ctx context.Context, ep *episode.Episode, v *view) {
 	if ep.Busy(episode.Hard) {
 		return
 	}
+	// What planning leaves as it is, the decision forgets: the refusals
+	// past their recheck, a victim with no usage figure no longer in flight.
+	episode.Forget(l.held.refused, v.now, l.cfg.RefusedRecheck)
+	ep.ForgetUnknownReclaim(l.inflight.Contains)
 	in := l.planInput(ep, v)
+	l.noteInput(v, in)
 	opts := l.decideOptions()
 	for attempt := 0; attempt < l.cfg.MaxAttempts && ctx.Err() == nil; attempt++ {
 		p := l.plan(ep, v, in, opts, l.clk.Now())
+		if p.NewSweep {
+			ep.StartSweep()
+		}
 		d := p.Decision
 		if d.Action == decide.None {
 			l.logNone(ep, d)

@@ -124,7 +124,9 @@ func (l *Loop) assess(obs *pressure.Observation, w wakeup.Wakeup) *view {
 	v.rank.NamespaceLabels = l.deps.Pods.NamespaceLabels()
 	v.rank.Node = rankNode(v.rank.Node, l.deps.Pods.Node())
 	l.tracePods(v)
-	v.targets = decide.Targets(l.decideOptions(), l.decideInput(v, nil))
+	in := l.decideInput(v, nil)
+	l.noteInput(v, in)
+	v.targets = decide.Targets(l.decideOptions(), in)
 	l.trackEpisodes(v)
 	return v
 }
@@ -136,7 +138,9 @@ func (l *Loop) decideOptions() decide.Options {
 }
 
 // decideInput is the decision's input for the thresholds keep admits (all
-// when nil).
+// when nil). It changes nothing the loop keeps: the explanation makes the
+// same input for its plans (planNow). What a decision must remember of it,
+// noteInput records.
 func (l *Loop) decideInput(v *view, keep func(thresholds.Threshold) bool) decide.Input {
 	st := v.status
 	ths := l.cfg.Thresholds
@@ -163,6 +167,20 @@ func (l *Loop) decideInput(v *view, keep func(thresholds.Threshold) bool) decide
 		f.Settle(&in)
 	}
 	return in
+}
+
+// noteInput records what a decision on in, made by the pass (assess, act)
+// and never by the explanation, saw: the families' victims in flight (the
+// stall's window runs from the last decision that saw one), and the start
+// of the kubelet's chance at the unused images of each signal in
+// in.NodeReclaim.
+func (l *Loop) noteInput(v *view, in decide.Input) {
+	for _, f := range l.families {
+		f.Note(in)
+	}
+	for s := range in.NodeReclaim {
+		l.imageGCChance(s, v.unusedImages, v.now)
+	}
 }
 
 func signalErrs(lost []pressure.SignalError) []error {
@@ -200,7 +218,7 @@ func (l *Loop) nodeReclaim(v *view, st thresholds.Status) map[thresholds.Signal]
 			}
 			out = map[thresholds.Signal]int64{}
 		}
-		out[s] = l.imageGCChance(s, v.unusedImages, v.now)
+		out[s] = l.learned.imageGC.Counts(s, v.unusedImages, v.now)
 	}
 	return out
 }

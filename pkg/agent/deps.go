@@ -118,7 +118,7 @@ type LoopConfig struct {
 	// PDBRecheck is how long a PodDisruptionBudget refusal is trusted before
 	// the pod is asked about again the first time; it doubles with each
 	// refusal in an episode, up to 8× (episode.PDBRefused), and the pod
-	// waits for the other candidates to be asked first (episode.NextSweep).
+	// waits for the other candidates to be asked first (episode.SweepDue).
 	PDBRecheck time.Duration
 	// RefusedRecheck is how long the API server's refusal of a pod's
 	// eviction (an admission policy or webhook) is trusted; zero means

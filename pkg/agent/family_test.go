@@ -39,7 +39,7 @@ type fakeFamily struct {
 	settleUntil time.Time
 
 	observed int
-	inFlight []string // victims Settle saw in flight
+	inFlight []string // victims Note was told of in flight
 	gone     []string // victims Gone was told of
 }
 
@@ -79,13 +79,16 @@ func (f *fakeFamily) Targets(s thresholds.Signal, summary *statsapi.Summary, pod
 }
 
 func (f *fakeFamily) Settle(in *decide.Input) {
+	in.StallSettling = len(in.InFlight) > 0 || in.Now.Before(f.settleUntil)
+}
+
+func (f *fakeFamily) Note(in decide.Input) {
 	for _, e := range in.InFlight {
 		if !slices.Contains(f.inFlight, e.Pod) {
 			f.inFlight = append(f.inFlight, e.Pod)
 		}
 		f.settleUntil = later(f.settleUntil, in.Now.Add(f.window))
 	}
-	in.StallSettling = in.Now.Before(f.settleUntil)
 }
 
 func (f *fakeFamily) Gone(e inflight.Entry, at time.Time) {
@@ -137,7 +140,7 @@ func TestLoopFamilyActs(t *testing.T) {
 		t.Fatalf("eviction calls %v, want the family's targets: chosen, then second", n.victims())
 	}
 	if !eq(f.inFlight, []string{"ns/chosen", "ns/second"}) {
-		t.Errorf("Settle saw in flight %v, want ns/chosen and ns/second", f.inFlight)
+		t.Errorf("Note was told of %v in flight, want ns/chosen and ns/second", f.inFlight)
 	}
 	if !eq(f.gone, []string{"ns/chosen", "ns/second"}) {
 		t.Errorf("Gone was told of %v, want ns/chosen and ns/second", f.gone)

@@ -16,12 +16,17 @@ import (
 // and the explanation (/explain, evictd explain) at the end of each pass:
 // one function, so that what evictd says it would do is what it does.
 //
-// Making a plan changes nothing act or a later pass decides on: it only
-// forgets what has expired (a refusal past its recheck, the record of a
-// victim with no usage figure once it is gone), which the next decision
-// would forget the same way.
+// Making a plan changes nothing: the explanation plans every resource
+// after the pass's calls went out (one of them may be under way, and then
+// refused), so anything a plan wrote would be written by observing alone,
+// and move a later decision. What a decision changes, act commits from
+// the plan: the families' record of the victims it saw (noteInput), a new
+// sweep (NewSweep), the expired refusals and records it forgets.
 type plan struct {
 	decide.Decision
+	// NewSweep: every candidate was held, and the plan decided in a new
+	// sweep of them (episode.SweepDue), which act starts.
+	NewSweep bool
 	// Busy is the hard call under way for the episode: while it is,
 	// nothing more is asked for the resource, and nothing is decided.
 	Busy *episode.Call
@@ -38,7 +43,8 @@ type plan struct {
 
 // planInput is the decision's input for ep: its resource's thresholds
 // (only the hard ones while a soft call is under way), its blocked pods,
-// the node's refused ones, and the calls under way as tried.
+// the node's refused ones, and the calls under way as tried. Like the
+// plan, it changes nothing.
 func (l *Loop) planInput(ep *episode.Episode, v *view) decide.Input {
 	softBusy := ep.Busy(episode.Soft)
 	in := l.decideInput(v, func(th thresholds.Threshold) bool {
@@ -57,11 +63,12 @@ func (l *Loop) planInput(ep *episode.Episode, v *view) decide.Input {
 // plan decides for ep on in at now: what act does with the decision.
 func (l *Loop) plan(ep *episode.Episode, v *view, in decide.Input, opts decide.Options, now time.Time) plan {
 	p := plan{Decision: decide.Decide(opts, in), SoftBusy: ep.Calls[episode.Soft]}
-	if heldEverywhere(p.Decision) && ep.NextSweep(now) {
+	if heldEverywhere(p.Decision) && ep.SweepDue(now) {
 		// Every pod was asked in this sweep, and one of them may be asked
 		// again: a new sweep, ranked from the first (a forced delete, too,
 		// comes only after the pods past their recheck were asked again).
-		in.Blocked = ep.FreshBlocked(now)
+		p.NewSweep = true
+		in.Blocked = ep.NextSweepBlocked(now)
 		p.Decision = decide.Decide(opts, in)
 	}
 	if p.Action == decide.None {

@@ -118,7 +118,7 @@ type Episode struct {
 	Blocked map[types.UID]Block
 	// Sweep numbers the episode's passes over its candidates: a pod refused
 	// in the current sweep is asked again only once every other candidate
-	// has been asked (NextSweep), so a bounded number of calls reaches
+	// has been asked (SweepDue), so a bounded number of calls reaches
 	// every pod in turn, whatever their number.
 	Sweep int
 	// PDBStreak counts the PodDisruptionBudget refusals since the last
@@ -187,7 +187,7 @@ const (
 // PDBRefused records a PodDisruptionBudget refusal of uid at at: the pod is
 // asked again after recheck, doubled with each refusal in the episode up to
 // 8×, and spread by ±20% per pod and refusal, and not before every other
-// candidate has been asked in this sweep (NextSweep). Asked again all at
+// candidate has been asked in this sweep (SweepDue). Asked again all at
 // once, N blocked pods were re-asked back to back every recheck, each
 // answer starting a pass of its own.
 //
@@ -228,20 +228,24 @@ func (e *Episode) PDBPaused(now time.Time) string {
 		PDBProbes, e.PDBPauseUntil.UTC().Format(time.RFC3339))
 }
 
-// NextSweep starts a new sweep when a pod refused in the current one is
-// past its recheck: called once every candidate is held, so that each pod
-// is asked again only after all the others were asked (a pod ranked first
-// and held for good would otherwise take every call the pauses allow).
-// It reports whether it started one.
-func (e *Episode) NextSweep(now time.Time) bool {
+// SweepDue reports whether a new sweep may start at now: a pod refused in
+// the current one is past its recheck. Asked once every candidate is
+// held, so that each pod is asked again only after all the others were
+// asked (a pod ranked first and held for good would otherwise take every
+// call the pauses allow). It changes nothing: a plan asks it, the
+// decision starts the sweep (StartSweep), and the explanation's plans
+// never do.
+func (e *Episode) SweepDue(now time.Time) bool {
 	for _, b := range e.Blocked {
 		if b.Sweep == e.Sweep && !now.Before(b.Until) {
-			e.Sweep++
 			return true
 		}
 	}
 	return false
 }
+
+// StartSweep starts the sweep SweepDue found due.
+func (e *Episode) StartSweep() { e.Sweep++ }
 
 // spread is a factor in [0.8, 1.2) fixed by the pod and the refusal count:
 // no randomness, so a replay (a test, a log) is the same every time.
@@ -266,9 +270,19 @@ func (e *Episode) RetainBlocked(listed func(types.UID) bool) {
 // FreshBlocked returns the pods not to be asked again yet at now: within
 // their recheck, or refused in the current sweep.
 func (e *Episode) FreshBlocked(now time.Time) map[types.UID]bool {
+	return e.freshBlocked(now, e.Sweep)
+}
+
+// NextSweepBlocked returns the pods not to be asked again yet at now once
+// the next sweep has started: those within their recheck.
+func (e *Episode) NextSweepBlocked(now time.Time) map[types.UID]bool {
+	return e.freshBlocked(now, e.Sweep+1)
+}
+
+func (e *Episode) freshBlocked(now time.Time, sweep int) map[types.UID]bool {
 	out := make(map[types.UID]bool, len(e.Blocked))
 	for uid, b := range e.Blocked {
-		if now.Before(b.Until) || b.Sweep == e.Sweep {
+		if now.Before(b.Until) || b.Sweep == sweep {
 			out[uid] = true
 		}
 	}
@@ -276,30 +290,37 @@ func (e *Episode) FreshBlocked(now time.Time) map[types.UID]bool {
 }
 
 // Fresh returns the pods of since (a pod's UID, and when it was refused)
-// whose refusal is younger than recheck, and forgets the older ones.
+// whose refusal is younger than recheck. It changes nothing (Forget
+// drops the older ones).
 func Fresh(since map[types.UID]time.Time, now time.Time, recheck time.Duration) map[types.UID]bool {
 	out := make(map[types.UID]bool, len(since))
 	for uid, at := range since {
 		if now.Sub(at) < recheck {
 			out[uid] = true
-		} else {
-			delete(since, uid)
 		}
 	}
 	return out
 }
 
+// Forget drops the pods of since whose refusal is recheck old or older at
+// now: Fresh leaves them out already, and a node that stays short would
+// otherwise keep one for every pod ever refused.
+func Forget(since map[types.UID]time.Time, now time.Time, recheck time.Duration) {
+	for uid, at := range since {
+		if now.Sub(at) >= recheck {
+			delete(since, uid)
+		}
+	}
+}
+
 // Deferred says why no eviction call may be made for the episode now, or
 // "". observed is the time of the observation a decision would act on;
 // inFlight tells whether a pod is still in flight; hard, whether the
-// decision is for a hard threshold.
+// decision is for a hard threshold. It changes nothing: the explanation's
+// plans ask it too.
 func (e *Episode) Deferred(now, observed time.Time, inFlight func(types.UID) bool, hard bool) string {
-	if e.UnknownReclaim != "" {
-		if !inFlight(e.UnknownReclaim) {
-			e.UnknownReclaim = ""
-		} else if e.UnknownReclaimHard || !hard {
-			return "a victim with no usage figure is still going; what it frees is unknown"
-		}
+	if e.UnknownReclaim != "" && inFlight(e.UnknownReclaim) && (e.UnknownReclaimHard || !hard) {
+		return "a victim with no usage figure is still going; what it frees is unknown"
 	}
 	switch {
 	case e.CapReached:
@@ -312,6 +333,14 @@ func (e *Episode) Deferred(now, observed time.Time, inFlight func(types.UID) boo
 		return "backing off after a failed eviction"
 	}
 	return ""
+}
+
+// ForgetUnknownReclaim forgets the victim with no usage figure once it is
+// no longer in flight: Deferred holds nothing back for it from then on.
+func (e *Episode) ForgetUnknownReclaim(inFlight func(types.UID) bool) {
+	if e.UnknownReclaim != "" && !inFlight(e.UnknownReclaim) {
+		e.UnknownReclaim = ""
+	}
 }
 
 // Failed paces the next call after a failed one: the pause doubles from

@@ -140,21 +140,70 @@ func TestPDBRefusalsPause(t *testing.T) {
 }
 
 // A pod refused in the current sweep is held past its recheck until a new
-// sweep starts, which NextSweep does only once one of them is past it.
-func TestNextSweep(t *testing.T) {
+// sweep starts, which is due only once one of them is past it. Asking
+// whether it is due, and who is held in it, changes nothing: the
+// explanation's plans ask too.
+func TestSweep(t *testing.T) {
 	e := &Episode{Blocked: map[types.UID]Block{}}
 	e.PDBRefused("a", t0, 10*time.Second)
 	later := t0.Add(time.Hour)
 	if !e.FreshBlocked(later)["a"] {
 		t.Fatal("a asked again within its sweep")
 	}
-	if e.NextSweep(t0) {
-		t.Error("a new sweep while a is within its recheck")
+	if e.SweepDue(t0) || !e.NextSweepBlocked(t0)["a"] {
+		t.Error("a new sweep due while a is within its recheck")
 	}
-	if !e.NextSweep(later) || e.FreshBlocked(later)["a"] {
+	for range 3 {
+		if !e.SweepDue(later) || e.NextSweepBlocked(later)["a"] {
+			t.Fatalf("at %v: want a new sweep due, a free in it", later)
+		}
+	}
+	if e.Sweep != 0 || !e.FreshBlocked(later)["a"] {
+		t.Fatalf("asking started sweep %d", e.Sweep)
+	}
+	e.StartSweep()
+	if e.FreshBlocked(later)["a"] {
 		t.Errorf("a still held after its recheck and a new sweep (sweep %d)", e.Sweep)
 	}
-	if e.NextSweep(later) {
-		t.Error("a second new sweep with nobody refused in the first")
+	if e.SweepDue(later) {
+		t.Error("a second new sweep due with nobody refused in the first")
+	}
+}
+
+// Deferred and Fresh only read: a victim with no usage figure that went,
+// and a refusal past its recheck, are left out of what they say but
+// forgotten only by ForgetUnknownReclaim and Forget, the decision's own.
+func TestPlanningReadsOnly(t *testing.T) {
+	now := t0.Add(time.Minute)
+	ep := Episode{UnknownReclaim: "gone"}
+	for range 3 {
+		if why := ep.Deferred(now, now, func(types.UID) bool { return false }, false); why != "" {
+			t.Fatalf("deferred for a victim no longer in flight: %q", why)
+		}
+	}
+	if ep.UnknownReclaim != "gone" {
+		t.Errorf("Deferred forgot the victim with no usage figure")
+	}
+	ep.ForgetUnknownReclaim(func(types.UID) bool { return true })
+	if ep.UnknownReclaim != "gone" {
+		t.Errorf("ForgetUnknownReclaim forgot a victim still in flight")
+	}
+	ep.ForgetUnknownReclaim(func(types.UID) bool { return false })
+	if ep.UnknownReclaim != "" {
+		t.Errorf("ForgetUnknownReclaim kept a victim no longer in flight")
+	}
+
+	refused := map[types.UID]time.Time{"old": now.Add(-time.Hour), "new": now.Add(-time.Second)}
+	for range 3 {
+		if got := Fresh(refused, now, time.Minute); len(got) != 1 || !got["new"] {
+			t.Fatalf("Fresh = %v, want new only", got)
+		}
+	}
+	if len(refused) != 2 {
+		t.Errorf("Fresh dropped refusals: %v", refused)
+	}
+	Forget(refused, now, time.Minute)
+	if _, ok := refused["old"]; ok || len(refused) != 1 {
+		t.Errorf("after Forget: %v, want new only", refused)
 	}
 }

@@ -13,6 +13,12 @@
 //   - targets: rank the pods for the family's signals;
 //   - settle: learn of its victims in flight and gone, and say what they
 //     cover of the family's need while their effect is not yet seen.
+//
+// Settling only reads. The explanation (/explain) plans every resource
+// through the same steps a decision takes, after the pass's calls went
+// out; what a decision must remember of its input (the victims it saw in
+// flight) the loop hands the family apart, from the decisions alone
+// (Note), so that explaining a pass never moves a later one.
 package family
 
 import (
@@ -49,9 +55,15 @@ type Family interface {
 	// order, when s is one of the family's signals; ok false leaves s to
 	// the loop's own ranking. opts is the pass's ranking options.
 	Targets(s thresholds.Signal, summary *statsapi.Summary, pods []*v1.Pod, opts rank.Options) (c []rank.Candidate, ok bool)
-	// Settle notes the victims in flight at in.Now, still on their way
-	// out, and writes into in what they cover of the family's need.
+	// Settle writes into in what the victims in flight at in.Now, still
+	// on their way out, and those gone (Gone) cover of the family's need.
+	// It changes nothing: the explanation settles its plans with it too.
 	Settle(in *decide.Input)
+	// Note records what a decision made on in (settled by Settle) saw of
+	// the victims in flight at in.Now. The loop calls it for its
+	// decisions only (the pass's assessment, each episode's act), never
+	// for the explanation's plans.
+	Note(in decide.Input)
 	// Gone notes a victim in flight gone at at (its cgroup is empty).
 	Gone(e inflight.Entry, at time.Time)
 }

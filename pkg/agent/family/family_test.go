@@ -122,14 +122,47 @@ func TestStallBlindDropsLastShare(t *testing.T) {
 	}
 }
 
+// Settling only reads. The explanation plans every resource after the
+// pass's calls went out, so it settles with a memory eviction under way
+// that may yet be refused: planned any number of times, that must not
+// move the window. Only a decision's Note does.
+func TestStallSettleMovesNoWindow(t *testing.T) {
+	f := NewStall(stallThresholds(t, map[string]string{"memory.pressureSome": "40%"}), 10*time.Second)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	underWay := inflight.Entry{Signal: thresholds.MemoryAvailable, Origin: inflight.Pending, Hard: true}
+	for i := range 5 {
+		in := decide.Input{Now: t0.Add(time.Duration(i) * time.Millisecond), InFlight: []inflight.Entry{underWay}}
+		f.Settle(&in)
+		if !in.StallSettling {
+			t.Fatalf("plan %d: a memory call under way does not settle the stall", i+1)
+		}
+	}
+	// The call was refused: nothing in flight.
+	in := decide.Input{Now: t0.Add(time.Second)}
+	f.Settle(&in)
+	if in.StallSettling || in.StallGoneRecently {
+		t.Errorf("after 5 plans saw a call under way and no decision did, the stall settles at t0+1s (settling %v, gone %v): planning moved the window",
+			in.StallSettling, in.StallGoneRecently)
+	}
+	// A decision that saw it: a whole window from then.
+	f.Note(decide.Input{Now: t0, InFlight: []inflight.Entry{underWay}})
+	in = decide.Input{Now: t0.Add(time.Second)}
+	f.Settle(&in)
+	if !in.StallSettling {
+		t.Error("a decision saw the memory call under way, yet the stall does not settle a second later")
+	}
+}
+
 // A memory or stall victim settles the stall for a window after it was last
 // seen in flight, or after it went; a dry-run one does not.
 func TestStallSettle(t *testing.T) {
 	f := NewStall(stallThresholds(t, map[string]string{"memory.pressureSome": "40%"}), 10*time.Second)
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	// A decision settles, then notes what it saw.
 	settling := func(now time.Time, inFlight ...inflight.Entry) bool {
 		in := decide.Input{Now: now, InFlight: inFlight}
 		f.Settle(&in)
+		f.Note(in)
 		return in.StallSettling
 	}
 	dry := inflight.Entry{Signal: thresholds.MemoryAvailable, Origin: inflight.DryRun}

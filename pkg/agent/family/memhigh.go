@@ -265,6 +265,9 @@ func (f *MemHigh) byPod(pods []*v1.Pod) map[string]rank.PodMemoryHigh {
 // there is nothing to settle.
 func (f *MemHigh) Settle(*decide.Input) {}
 
+// Note implements Family: nothing to record.
+func (f *MemHigh) Note(decide.Input) {}
+
 // Gone implements Family: a victim gone leaves the containers read.
 func (f *MemHigh) Gone(inflight.Entry, time.Time) {}
 

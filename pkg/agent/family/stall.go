@@ -190,14 +190,35 @@ func (f *Stall) Targets(s thresholds.Signal, summary *statsapi.Summary, pods []*
 // memory.available settles the stall too: it frees the memory whose
 // shortage the stall is, and before, the two signals each evicted a pod
 // for one shortfall.
+//
+// It only reads: the explanation plans every resource with it, as a
+// decision does, and what it shows must not move the window a later
+// decision reads (Note moves it, for the decisions alone).
 func (f *Stall) Settle(in *decide.Input) {
-	for _, e := range in.InFlight {
+	in.StallSettling = settling(in.InFlight) || in.Now.Before(f.settleUntil)
+	in.StallGoneRecently = in.Now.Before(f.goneUntil)
+}
+
+// Note implements Family: a decision saw the victims in flight at in.Now,
+// and the stall settles for a whole window after the last decision that
+// saw one of them. Only a decision sees a call under way that is then
+// refused: the explanation, which plans after the pass's calls went out,
+// would otherwise put the stall's victim off by a window for an eviction
+// that freed nothing.
+func (f *Stall) Note(in decide.Input) {
+	if settling(in.InFlight) {
+		f.settleFrom(in.Now)
+	}
+}
+
+// settling reports whether a victim among entries settles the stall.
+func settling(entries []inflight.Entry) bool {
+	for _, e := range entries {
 		if decide.SettlesStall(e) {
-			f.settleFrom(in.Now)
+			return true
 		}
 	}
-	in.StallSettling = in.Now.Before(f.settleUntil)
-	in.StallGoneRecently = in.Now.Before(f.goneUntil)
+	return false
 }
 
 // Gone implements Family: a memory victim gone at at settles the stall for

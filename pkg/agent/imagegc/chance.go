@@ -40,6 +40,19 @@ func (c *Chance) Forget(st thresholds.Status) {
 	}
 }
 
+// Counts is what unused counts toward s at now, as Count says it, and
+// changes nothing: the explanation plans with it, and must not start a
+// wait (Count starts it, for the decisions alone).
+func (c *Chance) Counts(s thresholds.Signal, unused int64, now time.Time) int64 {
+	if unused <= 0 {
+		return unused
+	}
+	if since, ok := c.since[s]; ok && now.Sub(since) >= Patience {
+		return 0
+	}
+	return unused
+}
+
 // Count is what unused counts toward s at now: all of it within Patience
 // of the wait's start, nothing after. ended is true on the one call that
 // finds the patience spent, with how long the wait was.
