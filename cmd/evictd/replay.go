@@ -33,13 +33,25 @@ times the agent read its clock at, and each eviction call gets the answer
 the agent got. Prints what would have been evicted, when and why.
 
 Without --config, with the recorded agent's configuration (its flags and
-its --config file, and its thresholds placed above the kubelet's as they
-were), and says whether the replay made the recorded calls. With one
+its --config file, and its thresholds placed above the kubelet's against
+what the trace keeps the agent read: the kubelet's thresholds, its image
+collection thresholds, the capacities and disk layout, at start and at each
+placement while it ran), and says whether the replay made the recorded
+calls. Each pass is compared with the agent's (the thresholds, the calls,
+the clock readings): a pass done otherwise DIVERGED, is printed with what
+the agent and the replay did, and makes the exit status 1. With one
 --config, with that configuration instead: the file replaces the recorded
 one and the recorded flags that set what a config file sets (thresholds,
 grace periods, minimum reclaim, the transition period, ...); the other
-flags stay. It prints where the decisions differ from the recorded ones.
+flags stay. It prints where the decisions differ from the recorded ones,
+and the passes it could not compare: those whose clock it read more or
+fewer times than the agent, deciding with times the agent never read.
 With two, where the two configurations differ.
+
+A trace of an older evictd (format 4 or before) does not keep all of
+that: the replay says what it does not know ("not in the trace"), takes
+the kubelet's defaults for it, and calls what it did otherwise not
+comparable rather than diverged.
 
 The node's figures stay those recorded: a pod a replay evicts that the
 agent did not keeps its usage in later passes, so after the first
