@@ -199,8 +199,8 @@ func summaryTimes(s *statsapi.Summary) map[string]time.Time {
 func TestRoundTrip(t *testing.T) {
 	h := Header{
 		Node: "node-a", Version: "v1.2.3", Started: t0.Add(-time.Minute),
-		Args:        []string{"--node-name=node-a", "--eviction-hard=memory.available<300Mi"},
-		Config:      "thresholds:\n  hard:\n    memory.available: 300Mi\n",
+		Args:   []string{"--node-name=node-a", "--eviction-hard=memory.available<300Mi"},
+		Config: "thresholds:\n  hard:\n    memory.available: 300Mi\n",
 		Start: &Placement{Thresholds: []string{"memory.available<300Mi", "nodefs.available<10%"}, KubeletRead: true,
 			KubeletHard: map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
 			Capacity:    map[string]int64{"memory.available": 8 << 30, "nodefs.available": 100 << 30},
