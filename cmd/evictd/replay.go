@@ -33,13 +33,25 @@ times the agent read its clock at, and each eviction call gets the answer
 the agent got. Prints what would have been evicted, when and why.
 
 Without --config, with the recorded agent's configuration (its flags and
-its --config file, and its thresholds placed above the kubelet's as they
-were), and says whether the replay made the recorded calls. With one
+its --config file, and its thresholds placed above the kubelet's against
+what the trace keeps the agent read: the kubelet's thresholds, its image
+collection thresholds, the capacities and disk layout, at start and at each
+placement while it ran), and says whether the replay made the recorded
+calls. Each pass is compared with the agent's (the thresholds, the calls,
+the clock readings): a pass done otherwise DIVERGED, is printed with what
+the agent and the replay did, and makes the exit status 1. With one
 --config, with that configuration instead: the file replaces the recorded
 one and the recorded flags that set what a config file sets (thresholds,
 grace periods, minimum reclaim, the transition period, ...); the other
-flags stay. It prints where the decisions differ from the recorded ones.
+flags stay. It prints where the decisions differ from the recorded ones,
+and the passes it could not compare: those whose clock it read more or
+fewer times than the agent, deciding with times the agent never read.
 With two, where the two configurations differ.
+
+A trace of an older evictd (format 4 or before) does not keep all of
+that: the replay says what it does not know ("not in the trace"), takes
+the kubelet's defaults for it, and calls what it did otherwise not
+comparable rather than diverged.
 
 The node's figures stay those recorded: a pod a replay evicts that the
 agent did not keeps its usage in later passes, so after the first
@@ -132,7 +144,16 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if c != "" {
 			name = c
 		}
-		got = append(got, runReport{Name: name, Thresholds: res.Thresholds, Placed: res.Placed, Left: res.Left, DryRun: res.DryRun, Calls: res.Calls})
+		r := runReport{Name: name, Thresholds: res.Thresholds, Placed: res.Placed, Left: res.Left, DryRun: res.DryRun, Calls: res.Calls,
+			Unknown: res.Unknown}
+		r.Diverged, r.NotComparable = res.Judge(c == "")
+		if len(r.NotComparable) > 0 {
+			r.NotComparableWhy = notComparableOther
+			if c == "" {
+				r.NotComparableWhy = notComparableUnknown
+			}
+		}
+		got = append(got, r)
 	}
 	rep.Runs = got
 	if len(got) == 2 {
@@ -149,8 +170,30 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(exitFailure, fmt.Errorf("writing output: %w", err))
 	}
+	for _, r := range got {
+		switch {
+		case len(r.Diverged) > 0:
+			// A replay that cannot make the agent's decisions with what the
+			// agent had is a failure of the replay (or of the trace).
+			return fail(exitFailure, fmt.Errorf("the replay with %s diverged from the recorded agent in %d pass(es), first in pass %d",
+				r.Name, len(r.Diverged), r.Diverged[0].Pass))
+		case len(r.Unknown) > 0 && r.NotComparableWhy == notComparableUnknown:
+			fmt.Fprintf(stderr, "evictd replay: warning: trace format %d does not keep everything the agent read (\"not in the trace\"): %d pass(es) done otherwise are not comparable\n",
+				tr.Header.Format, len(r.NotComparable))
+		}
+	}
 	return exitOK
 }
+
+// Why passes are not comparable (runReport.NotComparableWhy).
+const (
+	notComparableUnknown = "the trace does not keep everything the agent read: what the replay did otherwise may come of what it took instead"
+	notComparableOther   = "the replay read the clock more or fewer times than the agent: it decided there with times the agent never read"
+)
+
+// maxPassesShown bounds the diverged passes the text lists (-o json lists
+// them all).
+const maxPassesShown = 20
 
 // recordedAgent names the recorded calls in a comparison.
 const recordedAgent = "the recorded agent"
@@ -180,6 +223,17 @@ type runReport struct {
 	Left   []string    `json:"left,omitempty"`
 	DryRun bool        `json:"dryRun,omitempty"`
 	Calls  []play.Call `json:"calls"`
+	// Unknown is what the agent read that the trace does not keep, and
+	// what the replay did without it.
+	Unknown []string `json:"unknown,omitempty"`
+	// Diverged are the passes a replay with the recorded configuration
+	// did otherwise than the agent, with everything the agent read known:
+	// other thresholds, calls or clock readings. NotComparable are those
+	// done otherwise that cannot be told a divergence or a configuration's
+	// difference, NotComparableWhy says why.
+	Diverged         []agent.PassDiff `json:"diverged,omitempty"`
+	NotComparable    []agent.PassDiff `json:"notComparable,omitempty"`
+	NotComparableWhy string           `json:"notComparableWhy,omitempty"`
 }
 
 // diffCalls lists, call by call, where b's decisions differ from a's;
@@ -229,6 +283,9 @@ func writeReplay(w io.Writer, rep replayReport) error {
 		for _, l := range r.Left {
 			fmt.Fprintf(&b, "not replayed: %s\n", l)
 		}
+		for _, u := range r.Unknown {
+			fmt.Fprintf(&b, "not in the trace: %s\n", u)
+		}
 		if len(r.Calls) > 0 {
 			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "PASS\tTIME\tPOD\tSIGNAL\tRANK\tANSWER\tREASON")
@@ -252,6 +309,7 @@ func writeReplay(w io.Writer, rep replayReport) error {
 			}
 			_ = tw.Flush()
 		}
+		writePassDiffs(&b, r)
 	}
 	b.WriteString("\n")
 	last := rep.Runs[len(rep.Runs)-1].Name
@@ -268,4 +326,52 @@ func writeReplay(w io.Writer, rep replayReport) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writePassDiffs writes the passes r diverged in, each with what the agent
+// and the replay did, and those it could not compare.
+func writePassDiffs(b *strings.Builder, r runReport) {
+	if len(r.Diverged) > 0 {
+		fmt.Fprintf(b, "DIVERGED from the recorded agent in %d pass(es):\n", len(r.Diverged))
+		for i, d := range r.Diverged {
+			if i == maxPassesShown {
+				fmt.Fprintf(b, "  ... and %d more (-o json lists them all)\n", len(r.Diverged)-i)
+				break
+			}
+			fmt.Fprintf(b, "  pass %d: the agent %s; the replay %s\n", d.Pass, describeDid(d.Agent, d.Thresholds), describeDid(d.Replay, d.Thresholds))
+		}
+	}
+	if len(r.NotComparable) > 0 {
+		passes := make([]string, 0, len(r.NotComparable))
+		for _, d := range r.NotComparable {
+			passes = append(passes, fmt.Sprint(d.Pass))
+		}
+		if len(passes) > maxPassesShown {
+			passes = append(passes[:maxPassesShown], fmt.Sprintf("... (%d in all)", len(r.NotComparable)))
+		}
+		fmt.Fprintf(b, "not comparable with the recorded agent in %d pass(es) (%s): %s\n", len(r.NotComparable), r.NotComparableWhy, strings.Join(passes, ", "))
+	}
+}
+
+// describeDid is what a pass did: its thresholds (when they differ), its
+// calls and its clock readings.
+func describeDid(d agent.PassDid, thresholds bool) string {
+	var parts []string
+	if thresholds {
+		parts = append(parts, "decided with "+strings.Join(d.Thresholds, ", "))
+	}
+	if len(d.Calls) == 0 {
+		parts = append(parts, "made no call")
+	}
+	for _, c := range d.Calls {
+		kind := "soft"
+		if c.Hard {
+			kind = "hard"
+		}
+		parts = append(parts, fmt.Sprintf("called for %s (%s, %s, rank %d: %s)", c.Pod, c.Signal, kind, c.Rank, c.Reason))
+	}
+	if d.Readings >= 0 {
+		parts = append(parts, fmt.Sprintf("read the clock %d times", d.Readings))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -4,20 +4,28 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
-	"os"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/evictd/evictd/internal/buildinfo"
+	"github.com/evictd/evictd/pkg/agent"
+	"github.com/evictd/evictd/pkg/kubeletplace"
+	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/trace"
+	"github.com/evictd/evictd/pkg/trace/play"
 )
 
 func dispatchArgs(t *testing.T, args ...string) (int, string, string) {
@@ -29,14 +37,52 @@ func dispatchArgs(t *testing.T, args ...string) (int, string, string) {
 
 // writeTrace writes a trace of one pass on a 1 GiB node with 250Mi
 // available and one BestEffort pod using 400Mi, recorded by an agent with
-// the flags args and config file content cfg, which made no call.
+// the flags args and config file content cfg, which made no call (the
+// agent's loop records it: its clock readings are an agent's).
 func writeTrace(t *testing.T, dir string, args []string, cfg string) string {
 	t.Helper()
+	return writeTraceOf(t, dir, args, cfg, 250<<20, nil)
+}
+
+// writeTraceOf is writeTrace with avail available, its trace edited by
+// edit (when set) after the agent's loop recorded it.
+func writeTraceOf(t *testing.T, dir string, args []string, cfg string, avail uint64, edit func(*trace.Trace)) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := shownTrace(args, cfg, avail).WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	node, err := trace.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := recordAgent(t, node, args)
+	buf.Reset()
+	if _, err := rec.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "node.trace")
+	if edit == nil {
+		writeFile(t, path, buf.String())
+		return path
+	}
+	tr, err := trace.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(tr)
+	writeTraceFile(t, path, tr)
+	return path
+}
+
+// shownTrace is what the node showed in writeTraceOf's pass, as a player
+// hands it to the loop: no clock readings, no calls.
+func shownTrace(args []string, cfg string, avail uint64) *trace.Recorder {
 	at := time.Date(2026, 11, 26, 1, 2, 3, 0, time.UTC)
 	u := func(v uint64) *uint64 { return &v }
 	ts := metav1.NewTime(at)
 	obs := &pressure.Observation{Time: at, Summary: &statsapi.Summary{
-		Node: statsapi.NodeStats{NodeName: "n1", Memory: &statsapi.MemoryStats{Time: ts, AvailableBytes: u(250 << 20), WorkingSetBytes: u(774 << 20)}},
+		Node: statsapi.NodeStats{NodeName: "n1", Memory: &statsapi.MemoryStats{Time: ts, AvailableBytes: u(avail), WorkingSetBytes: u(1<<30 - avail)}},
 		Pods: []statsapi.PodStats{{PodRef: statsapi.PodReference{Name: "hog", Namespace: "shop", UID: "uid-hog"},
 			Memory: &statsapi.MemoryStats{Time: ts, WorkingSetBytes: u(400 << 20), UsageBytes: u(400 << 20)}}},
 	}}
@@ -44,23 +90,66 @@ func writeTrace(t *testing.T, dir string, args []string, cfg string) string {
 		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
 			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("0")}}}}},
 		Status: v1.PodStatus{Phase: v1.PodRunning, QOSClass: v1.PodQOSBestEffort}}
-	rec := trace.NewRecorder(trace.Header{Node: "n1", Started: at, Args: args, Config: cfg}, trace.MinBudget)
-	rec.Begin(1, 0, at, trace.Wakeup{Source: "poll", At: at})
-	rec.Observed(obs, nil, at, true)
-	rec.PodState([]*v1.Pod{pod}, nil, nil, nil)
-	rec.End()
-	path := filepath.Join(dir, "node.trace")
-	f, err := os.Create(path)
+	shown := trace.NewRecorder(trace.Header{Node: "n1", Started: at, Args: args, Config: cfg}, trace.MinBudget)
+	shown.Begin(1, 0, at, trace.Wakeup{Source: "poll", At: at})
+	shown.Observed(obs, nil, at, true)
+	shown.PodState([]*v1.Pod{pod}, nil, nil, nil)
+	shown.End()
+	return shown
+}
+
+// recordAgent runs the agent's loop, with the configuration node's header
+// keeps (its flags args), on the node node's passes show, and returns its
+// recorder: the trace an agent would have kept there.
+func recordAgent(t *testing.T, node *trace.Trace, args []string) *trace.Recorder {
+	t.Helper()
+	o, err := options.FromTrace(node.Header, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rec.WriteTo(f); err != nil {
+	o.Args = args
+	m, err := metrics.New(buildinfo.Info{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
+	rank, err := o.Config.RankOptions()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return path
+	rec := agent.NewTrace(o, nil, kubeletplace.View{}, o.Thresholds(), "test", node.Passes[0].At)
+	p := play.New(node, o.Evict)
+	l, err := agent.NewLoop(agent.ConfigFor(o, o.Thresholds(), rank), agent.Deps{Observer: p, Waker: p, Pods: p, Evictor: p,
+		Metrics: m, Log: zap.NewNop(), Clock: p.Clock(), Go: p.Launch, Acting: p.Acting, Replay: p, Trace: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range node.Passes {
+		p.Begin(i)
+		l.Step(context.Background(), p.Start())
+	}
+	p.Finish()
+	return rec
+}
+
+// writeTraceFile writes tr as a trace file, gzipped JSON lines as an
+// agent exports it.
+func writeTraceFile(t *testing.T, path string, tr *trace.Trace) {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	enc := json.NewEncoder(zw)
+	if err := enc.Encode(map[string]any{"header": tr.Header}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range tr.Passes {
+		if err := enc.Encode(map[string]any{"pass": &tr.Passes[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, b.String())
 }
 
 // A replay of a pass the recorded agent made no call in, with a
@@ -92,7 +181,9 @@ func TestReplayCommand(t *testing.T) {
 	}
 	for _, want := range []string{"replayed with " + higher + " (memory.available<300Mi", "1 eviction call(s)",
 		"shop/hog  memory.available (hard)  1     evicted (assumed)", "where " + higher + " differs from the recorded agent:",
-		"call 1: only with " + higher + ": pass 1 at 2026-11-26T01:02:03.000Z, shop/hog for memory.available (hard), rank 1"} {
+		"call 1: only with " + higher + ": pass 1 at 2026-11-26T01:02:03.000Z, shop/hog for memory.available (hard), rank 1",
+		// Its pass read the clock past the agent's readings: not a divergence.
+		"not comparable with the recorded agent in 1 pass(es) (the replay read the clock more or fewer times than the agent: it decided there with times the agent never read): 1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the replay at 300Mi prints no %q:\n%s", want, out)
 		}
@@ -111,7 +202,14 @@ func TestReplayAndTraceErrors(t *testing.T) {
 	writeFile(t, notTrace, "hello\n")
 	bad := filepath.Join(dir, "bad.yaml")
 	writeFile(t, bad, "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nevictionHard:\n  memory.available: lots\n")
-	badFlags := writeTrace(t, t.TempDir(), []string{"--node-name=n1", "--no-such-flag"}, "")
+	// No agent of this evictd ran with that flag: the trace is the node's
+	// figures alone.
+	badFlags := filepath.Join(t.TempDir(), "bad-flags.trace")
+	var bf bytes.Buffer
+	if _, err := shownTrace([]string{"--node-name=n1", "--no-such-flag"}, "", 250<<20).WriteTo(&bf); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, badFlags, bf.String())
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -139,5 +237,58 @@ func TestReplayAndTraceErrors(t *testing.T) {
 				t.Errorf("stderr = %q, want one line containing %q", errOut, tc.wantErr)
 			}
 		})
+	}
+}
+
+// A replay with the recorded configuration that does otherwise than the
+// agent did with what the agent had diverged: here the trace was edited
+// after the agent's loop recorded it (150Mi available where the agent saw
+// 250Mi, under its 200Mi), so the replay evicts where the agent made no
+// call. It says which pass, what the agent did and what the replay did,
+// and exits 1 with one line naming it. The same edit in a trace of format
+// 4, which keeps no image collection thresholds of the start, is not a
+// divergence: the replay placed with the kubelet's defaults instead,
+// says so, and calls the pass not comparable.
+func TestReplayCommandDiverged(t *testing.T) {
+	cfg := "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nevictionHard:\n  memory.available: 200Mi\n"
+	args := []string{"--node-name=n1", "--kubelet-thresholds=ignore"}
+	lower := func(tr *trace.Trace) {
+		v := uint64(150 << 20)
+		tr.Passes[0].Observation.Summary.Node.Memory.AvailableBytes = &v
+	}
+	edited := writeTraceOf(t, t.TempDir(), args, cfg, 250<<20, lower)
+	code, out, errOut := dispatchArgs(t, "replay", "--trace", edited)
+	if code != exitFailure || errOut != "evictd replay: the replay with the recorded configuration diverged from the recorded agent in 1 pass(es), first in pass 1\n" {
+		t.Errorf("exit %d, stderr %q; want 1 and one line naming the divergence", code, errOut)
+	}
+	for _, want := range []string{"DIVERGED from the recorded agent in 1 pass(es):",
+		"  pass 1: the agent made no call, read the clock ",
+		"; the replay called for shop/hog (memory.available, hard, rank 1: usage 400Mi exceeds request 0, priority 0), read the clock "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the replay of the edited trace prints no %q:\n%s", want, out)
+		}
+	}
+
+	// The agent placed above the kubelet's memory.available<100Mi, and the
+	// trace is format 4's.
+	old := writeTraceOf(t, t.TempDir(), []string{"--node-name=n1"}, cfg, 250<<20, func(tr *trace.Trace) {
+		lower(tr)
+		tr.Header.Format, tr.Header.Start = 4, nil
+		tr.Header.KubeletHard = map[string]string{"memory.available": "100Mi"}
+	})
+	code, out, errOut = dispatchArgs(t, "replay", "--trace", old)
+	if code != exitOK || errOut != "evictd replay: warning: trace format 4 does not keep everything the agent read (\"not in the trace\"): 1 pass(es) done otherwise are not comparable\n" || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("a format 4 trace: exit %d, stderr %q; want 0 and one warning line", code, errOut)
+	}
+	for _, want := range []string{
+		"not in the trace: the kubelet's image collection thresholds at start (trace format 4 keeps none): the replay bounds the disk thresholds with the kubelet's defaults, 85% and 80%",
+		"not in the trace: the thresholds the agent started with (trace format 4 keeps none)",
+		"not comparable with the recorded agent in 1 pass(es) (the trace does not keep everything the agent read: what the replay did otherwise may come of what it took instead): 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the replay of the format 4 trace prints no %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "DIVERGED") {
+		t.Errorf("the replay of the format 4 trace calls a pass diverged:\n%s", out)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/kubeletplace"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/trace"
 	"github.com/evictd/evictd/pkg/trace/play"
@@ -50,7 +51,7 @@ func TestReplayDecidesWithTheAgentsReadings(t *testing.T) {
 		return evict.Outcome{Result: evict.RateLimited, RetryAfter: 90 * time.Millisecond, GracePeriodSeconds: 30},
 			&evict.PodError{Pod: req.Pod.Namespace + "/" + req.Pod.Name, Result: evict.RateLimited, Err: evict.ErrRateLimited}
 	}
-	rec := NewTrace(o, nil, nil, "test", t0)
+	rec := NewTrace(o, nil, kubeletplace.View{}, o.Thresholds(), "test", t0)
 	rank, err := o.Config.RankOptions()
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func TestReplayDecidesWithTheAgentsReadings(t *testing.T) {
 			t.Errorf("call %d: %+v, want the agent's %+v", i, c, recorded[i])
 		}
 	}
-	if len(res.Diverged) != 0 {
-		t.Errorf("the replay of the agent's own trace took other readings than the agent in passes %v", res.Diverged)
+	if len(res.Differ) != 0 {
+		t.Errorf("the replay of the agent's own trace took other readings than the agent in passes %+v", res.Differ)
 	}
 }

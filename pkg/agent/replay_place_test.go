@@ -4,6 +4,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/evictd/evictd/pkg/kubeletplace"
 	"github.com/evictd/evictd/pkg/kubeletplace/kubelettest"
 	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 	"github.com/evictd/evictd/pkg/trace"
@@ -52,7 +54,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 		return evict.Outcome{Result: evict.RateLimited, RetryAfter: 500 * time.Millisecond, GracePeriodSeconds: 30},
 			&evict.PodError{Pod: req.Pod.Namespace + "/" + req.Pod.Name, Result: evict.RateLimited, Err: evict.ErrRateLimited}
 	}
-	rec := NewTrace(o, placer.Current().KubeletHard, start.Signals, "test", t0)
+	rec := NewTrace(o, placer.Current(), start, o.Thresholds(), "test", t0)
 	rank, err := o.Config.RankOptions()
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +120,8 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	if len(res.Placed) != 1 || res.Placed[0].Pass != restartAt+1 || !eq(res.Placed[0].Thresholds, pl.Thresholds) {
 		t.Errorf("the replay placed anew %+v; want in pass %d, the agent's %v", res.Placed, restartAt+1, pl.Thresholds)
 	}
-	if len(res.Diverged) != 0 {
-		t.Errorf("the replay of the agent's own trace took other readings than the agent in passes %v", res.Diverged)
+	if len(res.Differ) != 0 {
+		t.Errorf("the replay of the agent's own trace took other readings than the agent in passes %+v", res.Differ)
 	}
 
 	// Another configuration is placed against the kubelet the agent read,
@@ -158,5 +160,135 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 	}
 	if len(late.Placed) != 1 || late.Placed[0].Pass != sealAt+1 {
 		t.Errorf("the replay of the trace begun at pass %d placed anew %+v; want at its first pass", sealAt+1, late.Placed)
+	}
+}
+
+// imageGCAt is a kubelet config's evictionHard body (SetKubelet's hard)
+// with its image collection at high % used (low five below).
+func imageGCAt(high int) string {
+	return fmt.Sprintf("  memory.available: 750Mi\nimageGCHighThresholdPercent: %d\nimageGCLowThresholdPercent: %d\n", high, high-5)
+}
+
+// diskAt12 is a one-disk node of 100 GiB with 12 % of it available, and
+// two pods writing on it: below the disk defaults' 15 %, above 10 %.
+func diskAt12(t *testing.T) *simNode {
+	const gi = 1 << 30
+	n := newSimNode(t, 4096*mi, base250, &simPod{name: "writer", usage: 10 * mi, grace: 1, disk: 8 * gi},
+		&simPod{name: "quiet", usage: 10 * mi, grace: 1})
+	n.diskCapacity, n.diskBase = 100*gi, 80*gi
+	return n
+}
+
+// recordPlaced runs the agent under o on n for passes passes, placed above
+// root's kubelet as `evictd run` places at start (one observation), with
+// the kubelet restarted by restart, when set, before pass restartAt, and
+// returns the trace read back.
+func recordPlaced(t *testing.T, o *options.Options, n *simNode, passes, restartAt int, restart func()) *trace.Trace {
+	t.Helper()
+	m, err := metrics.New(buildinfo.Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zaptest.NewLogger(t)
+	obs, err := n.Observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := kubeletplace.View{Signals: thresholds.Observe(obs.Summary), DiskLayout: obs.Node.DiskLayout}
+	placer := kubeletplace.NewPlacer(o, start, log, m)
+	rec := NewTrace(o, placer.Current(), start, o.Thresholds(), "test", t0)
+	rank, err := o.Config.RankOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLoop(ConfigFor(o, o.Thresholds(), rank), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: n,
+		Evictor: n, Log: log, Metrics: m, Clock: n.clk, Go: syncCall, Trace: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.loop = l
+	placer.Retune = l.PlacedAnew
+	placer.View = func() kubeletplace.View {
+		if signals, layout, ok := l.LastView(); ok {
+			return kubeletplace.View{Signals: signals, DiskLayout: layout}
+		}
+		return start
+	}
+	for i := range passes {
+		if i == restartAt && restart != nil {
+			restart()
+			placer.Place("the kubelet restarted")
+		}
+		n.clk.SetTime(t0.Add(time.Duration(i) * time.Second))
+		l.Step(context.Background(), wakeup.Wakeup{Source: wakeup.SourcePSI, At: n.clk.Now()})
+	}
+	return readBack(t, rec)
+}
+
+// TestReplayPlacesWithTheKubeletsImageCollection is issue 59's: the
+// kubelet collects images at 90 % used, so the agent bounded its disk
+// defaults at 10 % available, and on one disk at 12 % available made no
+// call. The replay with the recorded configuration places with the same
+// image collection thresholds, which the trace keeps: the same thresholds
+// (the agent's, checked), no call, and no pass done otherwise than the
+// agent.
+func TestReplayPlacesWithTheKubeletsImageCollection(t *testing.T) {
+	root := kubelettest.Root(t)
+	kubelettest.SetKubelet(t, root, 640, 1000, imageGCAt(90))
+	o := kubelettest.Options(t, root)
+	tr := recordPlaced(t, o, diskAt12(t), 10, -1, nil)
+	if got := o.Config.EvictionHard["nodefs.available"]; got != "10%" {
+		t.Fatalf("the agent placed nodefs.available<%s, want 10%% (the kubelet's images collected at 90%% used)", got)
+	}
+	if calls := play.RecordedCalls(tr); len(calls) != 0 {
+		t.Fatalf("the agent made the calls %v at 12%% available, want none", callKeys(calls))
+	}
+	res, err := Replay(context.Background(), kubelettest.Options(t, t.TempDir()), tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Calls) != 0 || !slices.Contains(res.Thresholds, "nodefs.available<10%") || len(res.Differ) != 0 || len(res.Unknown) != 0 {
+		t.Fatalf("the replay with the recorded configuration ran %v, made the calls %v, did otherwise than the agent in %+v, and knew nothing of %q; "+
+			"want the agent's nodefs.available<10%%, no call, no difference, everything known",
+			res.Thresholds, callKeys(res.Calls), res.Differ, res.Unknown)
+	}
+}
+
+// TestReplayPlacesWhereTheAgentsThresholdsStayed: the kubelet restarts
+// mid-run collecting images at 85 % used instead of 90 %; the agent's
+// disk thresholds are its operator's, which placement leaves alone, so
+// nothing of the agent's moves. The trace still keeps the placement, in
+// the pass that took it: a replay with evictd's default disk thresholds
+// places them there, at 15 %, and evicts from that pass on, where an agent
+// running that configuration would have; before it, at 10 %, nobody.
+func TestReplayPlacesWhereTheAgentsThresholdsStayed(t *testing.T) {
+	const restartAt = 5
+	root := kubelettest.Root(t)
+	kubelettest.SetKubelet(t, root, 640, 1000, imageGCAt(90))
+	own := []string{"--eviction-hard=nodefs.available<10%,imagefs.available<10%"}
+	o := kubelettest.Options(t, root, own...)
+	tr := recordPlaced(t, o, diskAt12(t), 12, restartAt, func() { kubelettest.SetKubelet(t, root, 641, 2000, imageGCAt(85)) })
+	if calls := play.RecordedCalls(tr); len(calls) != 0 {
+		t.Fatalf("the agent made the calls %v at 12%% available with its 10%%, want none", callKeys(calls))
+	}
+	mine, err := Replay(context.Background(), kubelettest.Options(t, t.TempDir(), own...), tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mine.Calls) != 0 || len(mine.Differ) != 0 {
+		t.Fatalf("the replay with the recorded configuration made the calls %v and did otherwise than the agent in %+v; want neither",
+			callKeys(mine.Calls), mine.Differ)
+	}
+	other, err := Replay(context.Background(), kubelettest.Options(t, t.TempDir()), tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(other.Thresholds, "nodefs.available<10%") || len(other.Placed) != 1 || other.Placed[0].Pass != restartAt+1 ||
+		!slices.Contains(other.Placed[0].Thresholds, "nodefs.available<15%") {
+		t.Fatalf("the replay with the default disk thresholds started with %v and placed anew %+v; want nodefs.available<10%% at start, <15%% from pass %d on",
+			other.Thresholds, other.Placed, restartAt+1)
+	}
+	if len(other.Calls) == 0 || other.Calls[0].Pass != restartAt+1 || other.Calls[0].Pod != "ns/writer" {
+		t.Fatalf("the replay with the default disk thresholds made the calls %v; want its first for ns/writer in pass %d", callKeys(other.Calls), restartAt+1)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/evictd/evictd/pkg/cliflag"
+	"github.com/evictd/evictd/pkg/kubeletplace"
 	"github.com/evictd/evictd/pkg/options"
 	"github.com/evictd/evictd/pkg/rank"
 	"github.com/evictd/evictd/pkg/thresholds"
@@ -52,7 +53,7 @@ func recordSim(t *testing.T, o *options.Options, pods ...*simPod) (*simNode, *tr
 // wrap's tracer when wrap is set), and returns the trace read back.
 func recordOn(t *testing.T, o *options.Options, n *simNode, wrap func(*trace.Recorder) Tracer) *trace.Trace {
 	t.Helper()
-	rec := NewTrace(o, nil, nil, "test", t0)
+	rec := NewTrace(o, nil, kubeletplace.View{}, o.Thresholds(), "test", t0)
 	n.trace = rec
 	if wrap != nil {
 		n.trace = wrap(rec)

@@ -63,11 +63,13 @@ func (l *Loop) takeThresholds() {
 		return
 	}
 	if placed != nil && l.deps.Trace != nil {
-		placed.Thresholds = nil
-		for _, th := range ths {
-			placed.Thresholds = append(placed.Thresholds, th.String())
-		}
+		placed.Thresholds = thresholdStrings(ths)
 		l.deps.Trace.Placed(*placed)
+	}
+	// A placement that moved nothing is for the trace only (Placer.Place
+	// hands each over): the tracker and the wake-up sources stay as armed.
+	if slices.Equal(thresholdStrings(ths), thresholdStrings(l.cfg.Thresholds)) {
+		return
 	}
 	l.cfg.Thresholds = ths
 	l.tracker.SetThresholds(ths)

@@ -128,15 +128,25 @@ func (l *Loop) tracePods(v *view) {
 	}
 }
 
-// NewTrace is the agent's trace recorder (nil with --trace-size=0).
-func NewTrace(o *options.Options, kubeletHard map[string]string, capacity map[thresholds.Signal]thresholds.Observation, version string, now time.Time) *trace.Recorder {
+// NewTrace is the agent's trace recorder (nil with --trace-size=0). Its
+// header keeps what the agent's start read to decide with: its flags and
+// config file, and the placement above the kubelet's (placed, made with
+// start) with the thresholds ths it got, so that a replay with the
+// recorded configuration starts with the agent's thresholds and can check
+// that it does.
+func NewTrace(o *options.Options, placed *kubeletplace.Placement, start kubeletplace.View, ths []thresholds.Threshold, version string, now time.Time) *trace.Recorder {
 	if o.TraceSize <= 0 {
 		return nil
 	}
-	h := trace.Header{Node: o.NodeName, Version: version, Started: now, Args: o.Args, KubeletHard: kubeletHard}
+	h := trace.Header{Node: o.NodeName, Version: version, Started: now, Args: o.Args}
 	if path, data := o.Config.Source(); path != "" {
 		h.Config = string(data)
 	}
-	h.Capacity = kubeletplace.TraceCapacity(capacity)
+	h.Start = &trace.Placement{Thresholds: thresholdStrings(ths), Capacity: kubeletplace.TraceCapacity(start.Signals),
+		DiskLayout: string(start.DiskLayout)}
+	if placed != nil && placed.Known {
+		h.Start.KubeletRead, h.Start.KubeletHard = true, placed.KubeletHard
+		h.Start.ImageGCHigh, h.Start.ImageGCLow = placed.ImageGC.High, placed.ImageGC.Low
+	}
 	return trace.NewRecorder(h, o.TraceSize)
 }

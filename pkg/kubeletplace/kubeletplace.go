@@ -248,7 +248,8 @@ type Placer struct {
 	// start's until a pass has published one).
 	View func() View
 	// Retune hands the loop the thresholds placed anew, with what they
-	// were placed against (Loop.PlacedAnew).
+	// were placed against (Loop.PlacedAnew): after each placement against
+	// a kubelet read, and after one that changed the thresholds.
 	Retune func([]thresholds.Threshold, trace.Placement)
 	// Emit writes the Node's Warning Event (nil in dry run).
 	Emit Emitter
@@ -346,8 +347,12 @@ func (p *Placer) Place(why string) {
 	changed := thresholdChanges(prevThs, ths)
 	p.log.Info("evictd read the kubelet's thresholds again", zap.String("why", why), zap.Bool("known", st.Known),
 		zap.Strings("changed", changed), zap.Stringers("thresholds", ths))
-	if len(changed) > 0 && p.Retune != nil {
-		p.Retune(ths, trace.Placement{KubeletHard: st.KubeletHard, Capacity: TraceCapacity(view.Signals),
+	// Every placement against a kubelet read goes to the loop, also one that
+	// moved none of evictd's thresholds: the pass that takes it keeps what
+	// it was placed against in the trace, where a replay with another
+	// configuration, which that kubelet may move, places too.
+	if (len(changed) > 0 || st.Known) && p.Retune != nil {
+		p.Retune(ths, trace.Placement{KubeletRead: st.Known, KubeletHard: st.KubeletHard, Capacity: TraceCapacity(view.Signals),
 			DiskLayout: string(view.DiskLayout), ImageGCHigh: st.ImageGC.High, ImageGCLow: st.ImageGC.Low})
 	}
 	if !slices.Equal(prev.Below, st.Below) {

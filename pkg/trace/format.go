@@ -26,11 +26,19 @@ import (
 // the clock readings its decisions took (Readings), and a pass that
 // switched to thresholds placed anew above the kubelet's keeps that
 // placement (Placed); a reader reads formats 2 and 3 too, whose passes
-// have neither.
-const Format = 4
+// have neither. 5: the header keeps the placement the agent started with
+// (Start: the thresholds it got, and every input placement read, the image
+// collection's thresholds and the disk layout included), and a pass keeps
+// every placement made while the agent ran, also one that moved none of
+// its thresholds (another configuration may move).
+const Format = 5
 
 // FormatReadings is the first format whose passes keep their readings.
 const FormatReadings = 4
+
+// FormatStart is the first format whose header keeps the start's placement
+// whole (Start) and whose passes keep every placement.
+const FormatStart = 5
 
 // MinFormat is the oldest format a reader reads.
 const MinFormat = 2
@@ -46,12 +54,14 @@ type Header struct {
 	Args []string `json:"args"`
 	// Config is the content of the --config file ("" when none).
 	Config string `json:"config,omitempty"`
-	// KubeletHard is the kubelet's effective hard thresholds as read at
-	// start (--kubelet-thresholds=place); nil when not read.
+	// Start is the agent's thresholds at start and what they were placed
+	// against (from format 5; nil before).
+	Start *Placement `json:"start,omitempty"`
+	// KubeletHard and Capacity are what formats 2 to 4 kept of the start's
+	// placement: the kubelet's hard thresholds as read (nil when not read)
+	// and each signal's capacity. Format 5 keeps them in Start.
 	KubeletHard map[string]string `json:"kubeletHard,omitempty"`
-	// Capacity is each signal's capacity at start, which placement above
-	// the kubelet's thresholds resolves mixed units with.
-	Capacity map[string]int64 `json:"capacity,omitempty"`
+	Capacity    map[string]int64  `json:"capacity,omitempty"`
 	// Passes is how many passes the export holds, Dropped how many older
 	// ones the byte budget let go (then the trace begins mid-run).
 	Passes  int    `json:"passes"`
@@ -108,14 +118,20 @@ type Pass struct {
 	Placed *Placement `json:"placed,omitempty"`
 }
 
-// Placement is evictd's thresholds placed anew above the kubelet's while
-// the agent ran: what they were placed against, for a replay to place its
-// own configuration against again (as it does against the header's
-// KubeletHard at start), and the thresholds the agent got.
+// Placement is evictd's thresholds placed above the kubelet's, at start
+// (Header.Start) or anew while the agent ran: every input placement read,
+// for a replay to place its own configuration against again, and the
+// thresholds the agent got, for a replay with the agent's configuration to
+// check its own against.
 type Placement struct {
 	// Thresholds are the thresholds the agent decided with from this pass
 	// on, as their String forms.
 	Thresholds []string `json:"thresholds"`
+	// KubeletRead: the kubelet's thresholds were read, and evictd placed
+	// its own against them (format 5 on; before, KubeletHard not nil says
+	// so). False with --kubelet-thresholds=ignore or a failed read: then
+	// nothing was placed.
+	KubeletRead bool `json:"kubeletRead,omitempty"`
 	// KubeletHard is the kubelet's hard thresholds as read, as its map
 	// spells them; nil when they could not be read.
 	KubeletHard map[string]string `json:"kubeletHard,omitempty"`
@@ -126,7 +142,8 @@ type Placement struct {
 	Capacity   map[string]int64 `json:"capacity,omitempty"`
 	DiskLayout string           `json:"diskLayout,omitempty"`
 	// ImageGCHigh and ImageGCLow are the kubelet's image collection
-	// thresholds, in percent, as read with KubeletHard.
+	// thresholds, in percent, as read with KubeletHard (never 0 when read:
+	// the kubelet's defaults fill them); in Start from format 5 on.
 	ImageGCHigh int32 `json:"imageGCHigh,omitempty"`
 	ImageGCLow  int32 `json:"imageGCLow,omitempty"`
 	// Carried: the placement was made in an earlier pass and is repeated

@@ -199,10 +199,12 @@ func summaryTimes(s *statsapi.Summary) map[string]time.Time {
 func TestRoundTrip(t *testing.T) {
 	h := Header{
 		Node: "node-a", Version: "v1.2.3", Started: t0.Add(-time.Minute),
-		Args:        []string{"--node-name=node-a", "--eviction-hard=memory.available<300Mi"},
-		Config:      "thresholds:\n  hard:\n    memory.available: 300Mi\n",
-		KubeletHard: map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
-		Capacity:    map[string]int64{"memory.available": 8 << 30, "nodefs.available": 100 << 30},
+		Args:   []string{"--node-name=node-a", "--eviction-hard=memory.available<300Mi"},
+		Config: "thresholds:\n  hard:\n    memory.available: 300Mi\n",
+		Start: &Placement{Thresholds: []string{"memory.available<300Mi", "nodefs.available<10%"}, KubeletRead: true,
+			KubeletHard: map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
+			Capacity:    map[string]int64{"memory.available": 8 << 30, "nodefs.available": 100 << 30},
+			DiskLayout:  "onefs", ImageGCHigh: 90, ImageGCLow: 85},
 	}
 	r := NewRecorder(h, DefaultBudget)
 	f := newFigures(1)
@@ -246,7 +248,7 @@ func TestRoundTrip(t *testing.T) {
 	got := tr.Header
 	if got.Format != Format || got.Node != h.Node || got.Version != h.Version || !got.Started.Equal(h.Started) ||
 		!reflect.DeepEqual(got.Args, h.Args) || got.Config != h.Config ||
-		!reflect.DeepEqual(got.KubeletHard, h.KubeletHard) || !reflect.DeepEqual(got.Capacity, h.Capacity) {
+		!reflect.DeepEqual(got.Start, h.Start) {
 		t.Errorf("header read back as %+v, want %+v", got, h)
 	}
 	if got.Passes != passes || got.Dropped != 0 || len(tr.Passes) != passes {

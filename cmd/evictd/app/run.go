@@ -116,7 +116,7 @@ func Run(ctx context.Context, o *options.Options, log *zap.Logger, build buildin
 		return err
 	}
 
-	traceRec := agent.NewTrace(o, node.placed.KubeletHard, node.start.Signals, build.Version, clk.Now())
+	traceRec := agent.NewTrace(o, node.placed, node.start, node.ths, build.Version, clk.Now())
 	if traceRec != nil {
 		m.SetTrace(traceRec)
 	}

@@ -107,15 +107,17 @@ type playedClock struct {
 	has      bool
 	readings []time.Time
 	next     int
-	// more: the pass read the clock past its readings.
-	more bool
-	last time.Time
+	// more: the pass read the clock past its readings; taken counts the
+	// readings it took.
+	more  bool
+	taken int
+	last  time.Time
 }
 
 // begin starts pass p, with its readings when has (the trace's format
 // keeps them).
 func (c *playedClock) begin(p *trace.Pass, has bool) {
-	c.has, c.readings, c.next, c.more, c.last = has, nil, 0, false, time.Time{}
+	c.has, c.readings, c.next, c.more, c.taken, c.last = has, nil, 0, false, 0, time.Time{}
 	if has {
 		c.readings = p.ReadingTimes()
 	}
@@ -128,6 +130,7 @@ func (c *playedClock) diverged() bool {
 }
 
 func (c *playedClock) Now() time.Time {
+	c.taken++
 	t := c.pass.Now()
 	switch {
 	case c.next < len(c.readings):
@@ -224,6 +227,13 @@ func (p *Player) Start() wakeup.Wakeup {
 // Diverged reports whether the pass just run took other clock readings
 // than the recorded one: more, or fewer.
 func (p *Player) Diverged() bool { return p.played.diverged() }
+
+// Readings are how many clock readings the recorded agent took in the pass
+// just run and how many the replay took; known is false when the trace
+// keeps no readings (before format 4).
+func (p *Player) Readings() (recorded, taken int, known bool) {
+	return len(p.played.readings), p.played.taken, p.played.has
+}
 
 // Finish answers the calls still under way at the trace's end, and returns
 // every call the replay made, in the order they were answered.

@@ -120,8 +120,8 @@ func replayDiff(recorded []play.Call, res *agent.ReplayResult) string {
 			fmt.Fprintf(&b, "  call %d: the replay's %+v\n    the agent's %+v\n", i+1, res.Calls[i], recorded[i])
 		}
 	}
-	if d := res.Diverged; len(d) > 0 {
-		fmt.Fprintf(&b, "  %d passes took other clock readings than the agent's: %v", len(d), d[:min(len(d), 10)])
+	if d := res.Differ; len(d) > 0 {
+		fmt.Fprintf(&b, "  %d passes the replay did otherwise than the agent (thresholds, calls or clock readings): %+v", len(d), d[:min(len(d), 10)])
 		if len(d) > 10 {
 			b.WriteString(" ...")
 		}
