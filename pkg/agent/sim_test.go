@@ -61,6 +61,14 @@ type simPod struct {
 	diskRate int64         // bytes per second it writes while its process runs
 	diskReq  int64         // its ephemeral-storage request
 	stall    float64       // share of the time its tasks stall on memory while it runs (with simNode.psi)
+	// volumeGoneIn: after its exit, the kubelet removes its files over this
+	// long (a slow disk), its empty cgroup still listed, then it goes
+	// (teardown after that); 0: with its process.
+	volumeGoneIn time.Duration
+	// reportsExit gives the pod's object its container's state: running,
+	// then, from its exit, terminated with the phase Failed, as the kubelet
+	// writes before it removes the volumes.
+	reportsExit bool
 
 	started     time.Time
 	termAt      time.Time // deletion requested
@@ -161,13 +169,24 @@ type simDiskFigure struct {
 	at    time.Time
 }
 
-// diskAt is what the pod has written by now.
+// diskAt is what the pod has written by now, less what the removal of its
+// files after its exit took (volumeGoneIn).
 func (p *simPod) diskAt(now time.Time) int64 {
 	end := now
 	if !p.exitAt.IsZero() && p.exitAt.Before(end) {
 		end = p.exitAt
 	}
-	return p.disk + p.diskRate*int64(max(end.Sub(p.started), 0)/time.Second)
+	d := p.disk + p.diskRate*int64(max(end.Sub(p.started), 0)/time.Second)
+	if p.removingFiles(now) {
+		d -= int64(float64(d) * float64(now.Sub(p.exitAt)) / float64(p.volumeGoneIn))
+	}
+	return d
+}
+
+// removingFiles: the pod has exited and the kubelet is still removing its
+// files (volumeGoneIn).
+func (p *simPod) removingFiles(now time.Time) bool {
+	return !p.exitAt.IsZero() && !now.Before(p.exitAt) && now.Before(p.exitAt.Add(p.volumeGoneIn))
 }
 
 // diskFigure is the pod's disk usage as the observer reports it, and when
@@ -233,7 +252,7 @@ func (n *simNode) advance(now time.Time) {
 	var gone []*v1.Pod
 	n.mu.Lock()
 	for _, p := range n.pods {
-		if !p.termAt.IsZero() && !p.deleted && !now.Before(p.exitAt.Add(p.teardown)) {
+		if !p.termAt.IsZero() && !p.deleted && !now.Before(p.exitAt.Add(p.volumeGoneIn+p.teardown)) {
 			p.deleted = true
 			gone = append(gone, n.apiPod(p))
 		}
@@ -258,6 +277,20 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 	var extras []pressure.PodExtras
 	tornRead := false
 	for _, p := range n.pods {
+		if p.removingFiles(now) && n.diskCapacity > 0 {
+			// Its empty cgroup, and what is left of its files.
+			var zero uint64
+			d, one := uint64(p.diskAt(now)), uint64(1)
+			pods = append(pods, statsapi.PodStats{
+				PodRef:           statsapi.PodReference{Name: p.name, Namespace: "ns", UID: string(p.uid())},
+				Memory:           &statsapi.MemoryStats{Time: ts, WorkingSetBytes: &zero, UsageBytes: &zero},
+				ProcessStats:     &statsapi.ProcessStats{ProcessCount: &zero},
+				EphemeralStorage: &statsapi.FsStats{Time: ts, UsedBytes: &d, InodesUsed: &one},
+			})
+			extras = append(extras, pressure.PodExtras{UID: string(p.uid()), Cgroup: p.cgroup(),
+				EphemeralParts: &pressure.EphemeralParts{WritableLayer: pressure.DiskUsage{Bytes: d, Inodes: 1}}})
+			continue
+		}
 		// A pod object force-deleted before its process exits (negative
 		// teardown) still holds its memory until then.
 		if !p.exitAt.IsZero() && !now.Before(p.exitAt) {
@@ -308,7 +341,7 @@ func (n *simNode) Observe(context.Context) (*pressure.Observation, error) {
 	if n.diskCapacity > 0 {
 		used := n.diskBase
 		for _, p := range n.pods {
-			if p.exitAt.IsZero() || now.Before(p.exitAt) {
+			if p.exitAt.IsZero() || now.Before(p.exitAt) || p.removingFiles(now) {
 				used += p.diskAt(now)
 			}
 		}
@@ -371,6 +404,14 @@ func (n *simNode) apiPod(p *simPod) *v1.Pod {
 			Containers:                    []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: req}}},
 		},
 		Status: v1.PodStatus{Phase: v1.PodRunning},
+	}
+	if p.reportsExit {
+		st := v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+		if !p.exitAt.IsZero() && !n.clk.Now().Before(p.exitAt) {
+			pod.Status.Phase = v1.PodFailed
+			st = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 143}}
+		}
+		pod.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", State: st}}
 	}
 	if p.deletionTS != nil {
 		pod.DeletionGracePeriodSeconds = &p.graceActual

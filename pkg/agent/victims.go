@@ -78,6 +78,11 @@ func (l *Loop) settleVictims(v *view) {
 	for _, e := range expired {
 		l.victimStuck(v, e)
 	}
+	for _, e := range l.inflight.Snapshot() {
+		if e.Prolonged.Equal(v.now) {
+			l.victimProlonged(e, v.now)
+		}
+	}
 	for _, uid := range l.published.health.stuckUIDs() {
 		if !l.inflight.Stuck(uid) {
 			l.published.health.setStuck(uid, "") // gone at last
@@ -90,7 +95,15 @@ func (l *Loop) settleVictims(v *view) {
 			return 0, false
 		}
 		return int64(min(*ps.Memory.WorkingSetBytes, uint64(math.MaxInt64))), true
-	})
+	}, v.now)
+	l.inflight.NoteDisk(func(uid types.UID) (int64, int64, bool) {
+		ps := v.podStats(uid)
+		if ps == nil || ps.EphemeralStorage == nil || ps.EphemeralStorage.UsedBytes == nil || ps.EphemeralStorage.InodesUsed == nil {
+			return 0, 0, false
+		}
+		fs := ps.EphemeralStorage
+		return int64(min(*fs.UsedBytes, uint64(math.MaxInt64))), int64(min(*fs.InodesUsed, uint64(math.MaxInt64))), true
+	}, v.now)
 	l.memoryBack(v, append(left, l.inflight.Snapshot()...))
 }
 
@@ -127,9 +140,26 @@ func (l *Loop) victimGone(e inflight.Entry, at time.Time) {
 	l.deps.Log.Info("evicted pod gone", zap.String("pod", e.Pod), zap.String("signal", string(e.Signal)), zap.Duration("took", took))
 }
 
+// victimProlonged is a pod in flight still there after its grace period and
+// the wait after it, whose teardown the last GoneTimeout saw moving (its
+// figures falling, its containers stopping): reclaim on its way, not a lost
+// bet, so it keeps counting while it moves, up to TeardownCap after its
+// grace period. Said once, when it first counts past the wait.
+func (l *Loop) victimProlonged(e inflight.Entry, now time.Time) {
+	log := l.deps.Log.Debug
+	if e.Origin == inflight.Evicted {
+		log = l.deps.Log.Info
+	}
+	log("victim still being torn down past its wait; its reclaim still counts while it moves",
+		zap.String("pod", e.Pod), zap.String("origin", string(e.Origin)), zap.String("signal", string(e.Signal)),
+		zap.Duration("waited", now.Sub(e.Start).Round(time.Second)), zap.Duration("lastProgress", now.Sub(e.Moved).Round(time.Millisecond)),
+		zap.Time("atMostUntil", e.ReclaimBy.Add(l.cfg.InFlight.TeardownCap)))
+}
+
 // victimStuck is a pod in flight still there after its grace period and the
 // wait after it (a finalizer, a hung volume unmount, a runtime that cannot
-// kill it). Its usage is back in the observation, so its reclaim stops
+// kill it), with no progress of its teardown for that wait, or past the
+// cap of a teardown that moves. Its usage is back in the observation, so its reclaim stops
 // counting and the next candidate may go. Stuck means still holding: only
 // an evictd victim whose cgroup still holds what it was evicted for is said
 // loudly (a warning, an Event, the metric, readiness); one whose processes

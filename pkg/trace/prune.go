@@ -41,7 +41,10 @@ var readAnnotations = []string{rank.ConfigSourceAnnotation, rank.ConfigMirrorAnn
 //   - the names and kinds of the volumes of the kinds read (hostPath,
 //     gitRepo, configMap, emptyDir and its medium): which volumes' usage
 //     counts on the node's disk;
-//   - spec.terminationGracePeriodSeconds: the grace period a call asks for.
+//   - spec.terminationGracePeriodSeconds: the grace period a call asks for;
+//   - whether each container status is running, waiting or terminated
+//     (not its reason, message or times): a victim's teardown moving
+//     (pkg/agent/inflight).
 func PrunePod(p *v1.Pod) *v1.Pod {
 	out := &v1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
@@ -103,9 +106,24 @@ func pruneStatuses(ss []v1.ContainerStatus) []v1.ContainerStatus {
 	}
 	out := make([]v1.ContainerStatus, len(ss))
 	for i, s := range ss {
-		out[i] = v1.ContainerStatus{Name: s.Name, Image: s.Image, ImageID: s.ImageID, AllocatedResources: s.AllocatedResources}
+		out[i] = v1.ContainerStatus{Name: s.Name, Image: s.Image, ImageID: s.ImageID, AllocatedResources: s.AllocatedResources,
+			State: stateKind(s.State)}
 	}
 	return out
+}
+
+// stateKind is which of running, waiting or terminated a container state
+// is, and nothing of it.
+func stateKind(st v1.ContainerState) v1.ContainerState {
+	switch {
+	case st.Terminated != nil:
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{}}
+	case st.Running != nil:
+		return v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+	case st.Waiting != nil:
+		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}
+	}
+	return v1.ContainerState{}
 }
 
 // pruneVolume keeps a volume's name and, of its source, the kind and what

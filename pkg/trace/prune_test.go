@@ -327,3 +327,28 @@ func TestReadsFormat2(t *testing.T) {
 		t.Errorf("the format 2 pod read back as\n%s\nwant as written\n%s", got, want)
 	}
 }
+
+// TestPruneKeepsContainerStateKinds: whether each container runs, waits or
+// has terminated is what tells a victim's teardown moving
+// (pkg/agent/inflight), so a replay sees it as the agent did; the state's
+// reason, message and times are the workload's and stay out.
+func TestPruneKeepsContainerStateKinds(t *testing.T) {
+	p := wholePod(5)
+	p.Status.ContainerStatuses = []v1.ContainerStatus{
+		{Name: "a", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 143, Reason: "Error", Message: secretMessage}}},
+		{Name: "b", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}},
+		{Name: "c", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: secretMessage}}},
+		{Name: "d"},
+	}
+	got := PrunePod(p).Status.ContainerStatuses
+	want := []v1.ContainerState{{Terminated: &v1.ContainerStateTerminated{}}, {Running: &v1.ContainerStateRunning{}},
+		{Waiting: &v1.ContainerStateWaiting{}}, {}}
+	if len(got) != len(want) {
+		t.Fatalf("%d statuses kept, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i].State, want[i]) {
+			t.Errorf("container %s: state kept as %+v, want %+v", got[i].Name, got[i].State, want[i])
+		}
+	}
+}

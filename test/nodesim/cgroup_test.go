@@ -225,7 +225,7 @@ func TestHostRoot(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := newHostRoot(t.TempDir(), tt.disk)
+			h, err := newHostRoot(t.TempDir(), tt.disk, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -63,6 +63,12 @@
 //   - A pod annotated HangTerminationAnnotation="true" hangs on deletion:
 //     SIGTERM, then nothing (no SIGKILL, no status, no final delete), as
 //     with a hung runtime; it stays Terminating with phase Running.
+//   - A pod annotated VolumeRemovalRateAnnotation="N" is taken down as on
+//     a slow disk: once its processes exit it is reported Failed, then the
+//     files of its emptyDir volumes go at N a second, its cgroups still
+//     there, and only then are the cgroups removed and the pod deleted.
+//     Options.DiskInodes bounds the node's tmpfs in inodes, so that files
+//     can take nodefs.inodesFree low.
 //   - CreateCgroup makes an empty cgroup below the node cgroup: a cgroup
 //     root without kubepods.
 //   - NewFaultRoot (cgroup v1 only) makes a second host root in which

@@ -4,14 +4,22 @@ package nodesim
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/evictd/evictd/test/internal/stale"
 )
@@ -25,6 +33,74 @@ import (
 // its memory). Timeline.Hung records when the hang began. Stopping the node,
 // or removing the pod from the API (a forced delete), ends its processes.
 const HangTerminationAnnotation = "nodesim.evictd.test/hang-termination"
+
+// VolumeRemovalRateAnnotation, set to a number of files per second on a
+// pod, makes the stand-in take the pod down the way a kubelet on a slow
+// disk does: once its processes have exited it reports the pod terminated
+// (phase Failed, its containers' states terminated), then removes the files
+// of its emptyDir volumes at that rate, its cgroups still there, and only
+// then removes the cgroups and directories and deletes the pod (the
+// kubelet's order: SyncTerminatedPod writes the final status, waits for the
+// volumes to be torn down, then destroys the pod's cgroup). Timeline's
+// VolumesRemoved records when the last file went.
+const VolumeRemovalRateAnnotation = "nodesim.evictd.test/volume-removal-rate"
+
+// volumeRemovalRate is the pod's VolumeRemovalRateAnnotation in files per
+// second; 0 without one, and an error naming a value that is not a positive
+// number.
+func volumeRemovalRate(pod *corev1.Pod) (float64, error) {
+	v, ok := pod.Annotations[VolumeRemovalRateAnnotation]
+	if !ok {
+		return 0, nil
+	}
+	rate, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(rate > 0) || math.IsInf(rate, 0) {
+		return 0, fmt.Errorf("%s=%q: want a positive number of files per second", VolumeRemovalRateAnnotation, v)
+	}
+	return rate, nil
+}
+
+// removeVolumesSlowly removes the files under the pod's volumes directory
+// at rate files a second, in batches every 100 ms, and returns when they
+// are gone, or early when ctx ends or the pod leaves the API. Directories
+// are left for removeDirs.
+func (r *podRunner) removeVolumesSlowly(ctx context.Context, rate float64) {
+	root := filepath.Join(r.n.disk.podDir(r.uid), "volumes")
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		r.log.Warn("could not list the pod's volumes", zap.String("dir", root), zap.Error(err))
+	}
+	r.log.Info("removing the pod's volumes slowly", zap.Int("files", len(files)), zap.Float64("perSecond", rate))
+	const tick = 100 * time.Millisecond
+	t := r.n.opts.Clock.NewTicker(tick)
+	defer t.Stop()
+	start, done := r.now(), 0
+	for done < len(files) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.gone:
+			return
+		case <-t.C():
+		}
+		// Paced on the time since the start, so a late tick catches up.
+		due := min(int(rate*r.now().Sub(start).Seconds()), len(files))
+		for ; done < due; done++ {
+			if err := os.Remove(files[done]); err != nil && !os.IsNotExist(err) {
+				r.log.Warn("could not remove a volume file", zap.String("file", files[done]), zap.Error(err))
+			}
+		}
+	}
+	at := r.now()
+	r.record(func(t *Timeline) { t.VolumesRemoved = at })
+	r.log.Info("pod's volumes removed", zap.Int("files", len(files)))
+}
 
 // CreateCgroup creates a cgroup at name below the node cgroup in the memory
 // and pids hierarchies (on v2, the unified one) and returns its path relative to the hierarchy roots

@@ -34,7 +34,7 @@ type hostRoot struct {
 	mounted bool
 }
 
-func newHostRoot(tempDir string, diskBytes int64) (*hostRoot, error) {
+func newHostRoot(tempDir string, diskBytes, diskInodes int64) (*hostRoot, error) {
 	h := &hostRoot{root: filepath.Join(tempDir, stale.Name(hostRootPrefix))}
 	if err := os.MkdirAll(filepath.Join(h.root, "var"), 0o755); err != nil {
 		return nil, err
@@ -46,6 +46,9 @@ func newHostRoot(tempDir string, diskBytes int64) (*hostRoot, error) {
 	}
 	if diskBytes > 0 {
 		opts := "size=" + strconv.FormatInt(diskBytes, 10) + ",mode=755"
+		if diskInodes > 0 {
+			opts += ",nr_inodes=" + strconv.FormatInt(diskInodes, 10)
+		}
 		if err := syscall.Mount("tmpfs", filepath.Join(h.root, "var"), "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
 			return h, fmt.Errorf("mount a %d-byte tmpfs at %s: %w", diskBytes, filepath.Join(h.root, "var"), err)
 		}

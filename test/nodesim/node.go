@@ -110,7 +110,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if err := n.createCgroups(parent); err != nil {
 		return n, err
 	}
-	if n.disk, err = newHostRoot(opts.TempDir, opts.DiskBytes); err != nil {
+	if n.disk, err = newHostRoot(opts.TempDir, opts.DiskBytes, opts.DiskInodes); err != nil {
 		return n, err
 	}
 	n.HostRoot = n.disk.root

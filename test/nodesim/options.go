@@ -35,6 +35,10 @@ type Options struct {
 	// writer's memory cgroup as shmem, so a pod filling its emptyDir there
 	// also uses that much memory.
 	DiskBytes int64
+	// DiskInodes, when positive, is that tmpfs's inode count (nr_inodes),
+	// so that a pod's files can take nodefs.inodesFree low; it needs
+	// DiskBytes. Zero: tmpfs's default, half the host's pages.
+	DiskInodes int64
 	// MaxPIDs, when positive, is pids.max of the node cgroup.
 	MaxPIDs int64
 	// CPU is the Node's CPU capacity (not enforced); default 2.
@@ -98,6 +102,8 @@ func (o *Options) defaultAndValidate() error {
 		return fmt.Errorf("nodesim: ReservedMemoryBytes=%d: want 0 up to below MemoryBytes=%d", o.ReservedMemoryBytes, o.MemoryBytes)
 	case o.DiskBytes < 0:
 		return fmt.Errorf("nodesim: DiskBytes=%d: must not be negative", o.DiskBytes)
+	case o.DiskInodes < 0 || (o.DiskInodes > 0 && o.DiskBytes == 0):
+		return fmt.Errorf("nodesim: DiskInodes=%d: want 0, or a positive count with DiskBytes", o.DiskInodes)
 	case o.Pods < 0:
 		return fmt.Errorf("nodesim: Pods=%d: must not be negative", o.Pods)
 	case o.OOMPollInterval < 0:

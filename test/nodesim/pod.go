@@ -620,6 +620,20 @@ func (r *podRunner) terminate(ctx context.Context) {
 		r.record(func(t *Timeline) { t.Exited = last })
 	}
 	r.countOOM()
+	rate, err := volumeRemovalRate(r.pod)
+	if err != nil {
+		r.log.Warn("volumes removed at once", zap.Error(err))
+	}
+	reported := false
+	if rate > 0 && ctx.Err() == nil {
+		// A slow disk: the final status first, then the volumes, file by
+		// file, then the cgroups (VolumeRemovalRateAnnotation).
+		if err := r.patchTerminal(ctx, corev1.PodFailed); err != nil && !apierrors.IsNotFound(err) {
+			r.log.Debug("could not report the pod terminated", zap.Error(err))
+		}
+		reported = true
+		r.removeVolumesSlowly(ctx, rate)
+	}
 	r.removeCgroups()
 	r.removeDirs()
 	r.record(func(t *Timeline) { t.CgroupRemoved = r.now() })
@@ -631,10 +645,12 @@ func (r *podRunner) terminate(ctx context.Context) {
 		return
 	default:
 	}
-	if err := r.patchTerminal(ctx, corev1.PodFailed); err != nil && !apierrors.IsNotFound(err) {
-		r.log.Debug("could not report the pod terminated", zap.Error(err))
+	if !reported {
+		if err := r.patchTerminal(ctx, corev1.PodFailed); err != nil && !apierrors.IsNotFound(err) {
+			r.log.Debug("could not report the pod terminated", zap.Error(err))
+		}
 	}
-	err := r.n.opts.Client.CoreV1().Pods(r.pod.Namespace).Delete(ctx, r.pod.Name, metav1.DeleteOptions{
+	err = r.n.opts.Client.CoreV1().Pods(r.pod.Namespace).Delete(ctx, r.pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      &metav1.Preconditions{UID: ptr.To(r.uid)},
 	})

@@ -45,7 +45,7 @@ func TestRegisterRetriesAConflict(t *testing.T) {
 		}
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "node-a", nil)
 	})
-	disk, err := newHostRoot(t.TempDir(), 0)
+	disk, err := newHostRoot(t.TempDir(), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

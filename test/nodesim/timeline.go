@@ -29,6 +29,9 @@ type Timeline struct {
 	Hung time.Time
 	// Exited: the last container process had exited.
 	Exited time.Time
+	// VolumesRemoved: the last file of the pod's volumes was removed
+	// (VolumeRemovalRateAnnotation).
+	VolumesRemoved time.Time
 	// CgroupRemoved: the pod's cgroups and directories were removed.
 	CgroupRemoved time.Time
 	// APIDeleted: the pod was deleted from the API with grace 0.

@@ -6,6 +6,14 @@
 // counts as reclaim in flight, so the agent does not evict a second pod for
 // pressure the first one will relieve.
 //
+// A pod that outlives its grace period still counts while the kubelet is
+// visibly tearing it down: each observation in which its figures fall (its
+// memory, its disk usage as its volumes are removed) or its status moves (a
+// container stops, its phase changes) keeps it counting for GoneTimeout
+// more, up to TeardownCap past its grace period. One that shows no such
+// progress for GoneTimeout is stuck, as one held by a finalizer or a runtime
+// that cannot stop it is, and stops counting.
+//
 // The set only records; what an entry is worth for a signal is decided by the
 // caller (pkg/agent/decide) from the entry and the pod's current usage.
 package inflight
@@ -61,7 +69,20 @@ type Entry struct {
 	// Expires is when the entry stops counting even though the pod is not
 	// gone (a stuck termination must not block evictions forever); zero
 	// means only the end of the episode or the pod's deletion removes it.
+	// It is Due, or later while the pod's teardown moves (Moved).
 	Expires time.Time
+	// Due is when the entry stops counting if its teardown shows no
+	// progress: GoneTimeout past ReclaimBy (VanishedTimeout past Start for
+	// Vanished); zero for DryRun.
+	Due time.Time
+	// Moved is the latest observation in which the pod's teardown made
+	// progress (zero: none seen): a figure of its fell by a step, or its
+	// status moved. Past Due, the entry counts until GoneTimeout after it,
+	// and never past TeardownCap after ReclaimBy.
+	Moved time.Time
+	// Prolonged is when the entry first counted past Due because its
+	// teardown moved (zero: never): the caller reports it once.
+	Prolonged time.Time
 	// LastUsage is the pod's last known usage per signal, for signals whose
 	// resources outlive the pod's cgroup (disk: the kubelet removes volumes
 	// and logs before the pod object goes).
@@ -85,6 +106,74 @@ type Entry struct {
 	// while it has none): when it moves, the API server's deadline replaces
 	// ReclaimBy (see Sync).
 	Deletion time.Time
+	// status is the pod's teardown as its object last showed it, and marks
+	// each figure's level at the last progress: what the next progress is
+	// measured from.
+	status teardown
+	marks  map[figure]mark
+}
+
+// teardown is how far the kubelet has taken a pod down, as its object says.
+type teardown struct {
+	phase v1.PodPhase
+	// stopped is how many of its containers have terminated.
+	stopped int
+}
+
+func teardownOf(p *v1.Pod) teardown {
+	t := teardown{phase: p.Status.Phase}
+	for _, ss := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+		for _, c := range ss {
+			if c.State.Terminated != nil {
+				t.stopped++
+			}
+		}
+	}
+	return t
+}
+
+// movedFrom: the kubelet took the pod further down since was: a container
+// stopped, or its phase became Succeeded or Failed (the kubelet writes it
+// once its containers are done, before it removes the volumes).
+// Conditions are left out: the kubelet rewrites Ready on its own probes,
+// stuck or not.
+func (t teardown) movedFrom(was teardown) bool {
+	return t.stopped > was.stopped || (isTerminal(t.phase) && !isTerminal(was.phase))
+}
+
+func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+// mark is one figure's level at its last progress, and the largest seen:
+// progress is a fall of at least ProgressShare of the largest since the
+// mark, so that the jitter of a stuck pod's working set, or a walk that
+// varies by a few files, is not taken for a teardown.
+type mark struct {
+	level, high int64
+}
+
+// ProgressShare is the fall of a figure, as a share of the largest seen,
+// that counts as progress: 1/20. A teardown that frees less than that in
+// GoneTimeout (30 s) would take over ten minutes, past TeardownCap: as good
+// as stuck.
+const ProgressShare = 20
+
+// note takes a new value of the figure and reports whether it fell by a
+// step since the mark (the mark then moves to it).
+func (m *mark) note(v int64) bool {
+	if v > m.high {
+		m.high = v
+	}
+	step := max(m.high/ProgressShare, 1)
+	if m.level-v >= step {
+		m.level = v
+		return true
+	}
+	if v > m.level {
+		// It grew (the pod still writes, or a walk cut short before): the
+		// fall to come is measured from here.
+		m.level = v
+	}
+	return false
 }
 
 // Options configure a Set.
@@ -94,11 +183,17 @@ type Options struct {
 	GoneTimeout time.Duration
 	// VanishedTimeout is how long a pod whose eviction answered 404 counts.
 	VanishedTimeout time.Duration
+	// TeardownCap is how long past ReclaimBy an entry may keep counting
+	// while its teardown moves; 0: not at all past GoneTimeout. A slow disk
+	// removing a victim's volume file by file (18,000 files in minutes on a
+	// busy node) is reclaim on its way, not a lost bet; the cap bounds what
+	// a pod can hold back by releasing a little at a time.
+	TeardownCap time.Duration
 }
 
 // DefaultOptions are the defaults of the agent.
 func DefaultOptions() Options {
-	return Options{GoneTimeout: 30 * time.Second, VanishedTimeout: 10 * time.Second}
+	return Options{GoneTimeout: 30 * time.Second, VanishedTimeout: 10 * time.Second, TeardownCap: 5 * time.Minute}
 }
 
 // Set is the pods in flight, keyed by UID. It is safe for concurrent use:
@@ -149,6 +244,7 @@ func (s *Set) Add(a Added) Entry {
 		ReclaimBy:  a.At.Add(time.Duration(a.GraceSeconds) * time.Second),
 		LastUsage:  map[thresholds.Signal]int64{a.Signal: a.Usage},
 		MemorySeen: -1,
+		status:     teardownOf(a.Pod),
 	}
 	if dt := a.Pod.DeletionTimestamp; dt != nil {
 		// The deletion the call started from: an informer still showing it
@@ -162,10 +258,11 @@ func (s *Set) Add(a Added) Entry {
 	case DryRun:
 		// Never goes: counts for the rest of the episode.
 	case Vanished:
-		e.Expires = a.At.Add(s.opts.VanishedTimeout)
+		e.Due = a.At.Add(s.opts.VanishedTimeout)
 	default:
-		e.Expires = e.ReclaimBy.Add(s.opts.GoneTimeout)
+		e.Due = e.ReclaimBy.Add(s.opts.GoneTimeout)
 	}
+	s.settle(e)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.entries[e.UID] = e
@@ -185,6 +282,10 @@ func (s *Set) Add(a Added) Entry {
 // got when a responder deleted it with its own, or when the API server
 // kept an earlier, shorter deletion; the entry's guess would then count a
 // pod draining for minutes as reclaim within a hard threshold's horizon.
+//
+// A listed pod whose status moved since the last Sync (a container stopped,
+// its phase changed) made progress at now. An entry that counts at now past
+// its Due for the first time gets Prolonged = now.
 func (s *Set) Sync(pods []*v1.Pod, now time.Time) (gone, expired []Entry) {
 	listed := make(map[types.UID]*v1.Pod, len(pods))
 	for _, p := range pods {
@@ -202,12 +303,23 @@ func (s *Set) Sync(pods []*v1.Pod, now time.Time) (gone, expired []Entry) {
 		if e.Origin == Evicted && p.DeletionTimestamp != nil && !p.DeletionTimestamp.Time.Equal(e.Deletion) {
 			e.Deletion = p.DeletionTimestamp.Time
 			e.ReclaimBy = e.Deletion
-			e.Expires = e.Deletion.Add(s.opts.GoneTimeout)
+			e.Due = e.Deletion.Add(s.opts.GoneTimeout)
+			s.settle(e)
+		}
+		if st := teardownOf(p); st != e.status {
+			if st.movedFrom(e.status) {
+				s.moved(e, now)
+			}
+			e.status = st
 		}
 		if !e.Expires.IsZero() && !now.Before(e.Expires) {
 			expired = append(expired, *e)
 			delete(s.entries, uid)
 			s.stuck[uid] = true
+			continue
+		}
+		if !e.Due.IsZero() && !now.Before(e.Due) && e.Prolonged.IsZero() {
+			e.Prolonged = now
 		}
 	}
 	for uid := range s.stuck {
@@ -239,20 +351,45 @@ func (s *Set) Sync(pods []*v1.Pod, now time.Time) (gone, expired []Entry) {
 		if exp.Before(now) {
 			exp = now
 		}
-		s.entries[uid] = &Entry{
+		e := &Entry{
 			UID: uid, Pod: p.Namespace + "/" + p.Name, Namespace: p.Namespace, Name: p.Name, Origin: Terminating,
-			Start: start, ReclaimBy: by, Expires: exp.Add(s.opts.GoneTimeout), Deletion: by,
+			Start: start, ReclaimBy: by, Due: exp.Add(s.opts.GoneTimeout), Deletion: by,
 			LastUsage: map[thresholds.Signal]int64{}, MemorySeen: -1,
+			status: teardownOf(p),
 		}
+		s.settle(e)
+		s.entries[uid] = e
 	}
 	sortEntries(gone)
 	sortEntries(expired)
 	return gone, expired
 }
 
-func isFinished(p *v1.Pod) bool {
-	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+// moved records that e's teardown made progress at t, and moves its expiry.
+func (s *Set) moved(e *Entry, t time.Time) {
+	if t.After(e.Moved) {
+		e.Moved = t
+		s.settle(e)
+	}
 }
+
+// settle sets e.Expires from its Due and its last progress: GoneTimeout
+// after the progress, within TeardownCap after ReclaimBy, never before Due.
+func (s *Set) settle(e *Entry) {
+	e.Expires = e.Due
+	if e.Due.IsZero() || e.Moved.IsZero() {
+		return
+	}
+	until := e.Moved.Add(s.opts.GoneTimeout)
+	if limit := e.ReclaimBy.Add(s.opts.TeardownCap); until.After(limit) {
+		until = limit
+	}
+	if until.After(e.Expires) {
+		e.Expires = until
+	}
+}
+
+func isFinished(p *v1.Pod) bool { return isTerminal(p.Status.Phase) }
 
 // Gone removes the pod's entry (its deletion was seen) and returns it.
 func (s *Set) Gone(uid types.UID) (Entry, bool) {
@@ -290,11 +427,12 @@ func (s *Set) MemoryGone(uid types.UID, t time.Time) (Entry, bool) {
 }
 
 // NoteMemory records, for every pod in flight, its memory working set in a
-// new observation: workingSet(uid) returns it, with false when the
+// new observation at t: workingSet(uid) returns it, with false when the
 // observation has no figure for the pod. A pod with a figure before and none
 // now has left its cgroup: 0. What fell since the previous observation is
 // MemoryReleased until the next one; a pod never measured releases nothing.
-func (s *Set) NoteMemory(workingSet func(types.UID) (int64, bool)) {
+// A fall by a step since the last progress is progress of its teardown.
+func (s *Set) NoteMemory(workingSet func(types.UID) (int64, bool), t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for uid, e := range s.entries {
@@ -310,7 +448,33 @@ func (s *Set) NoteMemory(workingSet func(types.UID) (int64, bool)) {
 			e.MemoryReleased = e.MemorySeen - now
 		}
 		e.MemorySeen = now
+		s.noteFigure(e, memoryFigure, now, t)
 	}
+}
+
+// figure names one of the figures of a pod a teardown is followed by.
+type figure string
+
+const (
+	memoryFigure figure = "memory working set"
+	diskBytes    figure = "ephemeral storage bytes"
+	diskInodes   figure = "ephemeral storage inodes"
+)
+
+// noteFigure takes a new value of one of e's figures at t.
+func (s *Set) noteFigure(e *Entry, key figure, v int64, t time.Time) {
+	m, ok := e.marks[key]
+	if !ok {
+		if e.marks == nil {
+			e.marks = map[figure]mark{}
+		}
+		e.marks[key] = mark{level: v, high: v}
+		return
+	}
+	if m.note(v) {
+		s.moved(e, t)
+	}
+	e.marks[key] = m
 }
 
 // Stuck reports whether the pod outlived its entry.
@@ -331,6 +495,23 @@ func (s *Set) NoteUsage(uid types.UID, sig thresholds.Signal, usage int64) {
 	defer s.mu.Unlock()
 	if e, ok := s.entries[uid]; ok && usage > e.LastUsage[sig] {
 		e.LastUsage[sig] = usage
+	}
+}
+
+// NoteDisk records, for every pod in flight, its ephemeral storage in a new
+// observation at t: usage(uid) returns its bytes and inodes, with false when
+// the observation has no figure for the pod. A fall of either by a step
+// since the last progress is progress of its teardown (its volumes and
+// logs going), whatever it was evicted for and whether or not an episode
+// still ranks the pods.
+func (s *Set) NoteDisk(usage func(types.UID) (bytes, inodes int64, ok bool), t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for uid, e := range s.entries {
+		if b, n, ok := usage(uid); ok {
+			s.noteFigure(e, diskBytes, b, t)
+			s.noteFigure(e, diskInodes, n, t)
+		}
 	}
 }
 
@@ -373,6 +554,7 @@ func (s *Set) Snapshot() []Entry {
 		for k, v := range e.LastUsage {
 			c.LastUsage[k] = v
 		}
+		c.marks = nil // the set's own
 		out = append(out, c)
 	}
 	sortEntries(out)

@@ -190,7 +190,7 @@ func TestNoteMemoryKeepsWhatEachVictimGaveBack(t *testing.T) {
 	s.Add(Added{Pod: pod("disk"), Origin: Evicted, Signal: thresholds.NodeFsAvailable, At: t0, GraceSeconds: 5, Usage: 9999})
 	ws := map[types.UID]int64{}
 	note := func() map[string][2]int64 {
-		s.NoteMemory(func(uid types.UID) (int64, bool) { v, ok := ws[uid]; return v, ok })
+		s.NoteMemory(func(uid types.UID) (int64, bool) { v, ok := ws[uid]; return v, ok }, t0)
 		out := map[string][2]int64{}
 		for _, e := range s.Snapshot() {
 			out[e.Name] = [2]int64{e.MemorySeen, e.MemoryReleased}
@@ -265,4 +265,181 @@ func TestSyncTakesTheDeadlineFromThePodObject(t *testing.T) {
 	if e := s.Snapshot()[0]; !e.ReclaimBy.Equal(t0.Add(3100 * time.Millisecond)) {
 		t.Errorf("reclaim by %s after the object showed the shortened deletion; want 3.1s", e.ReclaimBy.Sub(t0))
 	}
+}
+
+// teardownSteps drives a set through a victim's teardown, one observation a
+// second: at each second, sync lists the pod as it then is and note gives
+// the observation's figures. It returns the second the entry expired at
+// (0: never within the run) and the second it was first prolonged.
+func teardownSteps(t *testing.T, s *Set, seconds int, sync func(sec int) *v1.Pod, note func(sec int, at time.Time)) (expiredAt, prolongedAt int) {
+	t.Helper()
+	for sec := 1; sec <= seconds; sec++ {
+		now := t0.Add(time.Duration(sec) * time.Second)
+		_, expired := s.Sync([]*v1.Pod{sync(sec)}, now)
+		if len(expired) > 0 {
+			return sec, prolongedAt
+		}
+		for _, e := range s.Snapshot() {
+			if e.Prolonged.Equal(now) {
+				prolongedAt = sec
+			}
+		}
+		note(sec, now)
+	}
+	return 0, prolongedAt
+}
+
+// A disk victim whose volume the kubelet removes file by file on a slow
+// node: 18,615 files going at 100 a second. Its figure falls at every
+// observation, so it still counts past its grace + GoneTimeout (35 s), and
+// stops counting GoneTimeout after its figure stopped falling (the removal
+// stalled at 90 s, with files left: the unmount hung).
+func TestTeardownFallingFigureKeepsCounting(t *testing.T) {
+	s := New(DefaultOptions())
+	s.Add(Added{Pod: pod("many"), Origin: Evicted, Signal: thresholds.NodeFsInodesFree, Hard: true, At: t0, GraceSeconds: 5, Usage: 18615})
+	gone := terminating("many", t0.Add(5*time.Second), 5, v1.PodRunning)
+	files := func(sec int) int64 {
+		// The container stops at 5 s; its files go from 10 s to 90 s.
+		return 18615 - 100*int64(min(max(sec-10, 0), 80))
+	}
+	exp, prolonged := teardownSteps(t, s, 300, func(int) *v1.Pod { return gone },
+		func(sec int, at time.Time) {
+			s.NoteDisk(func(types.UID) (int64, int64, bool) { return 4096, files(sec), true }, at)
+		})
+	if prolonged != 35 {
+		t.Errorf("prolonged at %d s, want 35 s: the first pass past grace + GoneTimeout, while its files went", prolonged)
+	}
+	// The last fall by a step (931 files, 1/20 of 18,615) before the
+	// removal stalled: at 89 s it had fallen 1000 in ten seconds since 79 s.
+	if exp < 110 || exp > 121 {
+		t.Errorf("expired at %d s, want GoneTimeout after its figure last fell by a step (80..90 s), so 110..120 s", exp)
+	}
+}
+
+// The same victim while its figure never falls: a finalizer or a runtime
+// that cannot stop it. Jitter under a step (a walk a few files off, a
+// working set a few pages lighter) is not progress: it stops counting at
+// grace + GoneTimeout, as before, and is never prolonged.
+func TestTeardownWithoutProgressExpiresAsBefore(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sig  thresholds.Signal
+		note func(s *Set, sec int, at time.Time)
+	}{
+		{"disk figure jitters", thresholds.NodeFsInodesFree, func(s *Set, sec int, at time.Time) {
+			s.NoteDisk(func(types.UID) (int64, int64, bool) { return 1 << 30, 18615 - int64(sec%7)*100, true }, at)
+		}},
+		{"working set jitters", thresholds.MemoryAvailable, func(s *Set, sec int, at time.Time) {
+			s.NoteMemory(func(types.UID) (int64, bool) { return 300<<20 - int64(sec%5)<<20, true }, at)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(DefaultOptions())
+			s.Add(Added{Pod: pod("v"), Origin: Evicted, Signal: tc.sig, Hard: true, At: t0, GraceSeconds: 5, Usage: 18615})
+			stuck := terminating("v", t0.Add(5*time.Second), 5, v1.PodRunning)
+			exp, prolonged := teardownSteps(t, s, 120, func(int) *v1.Pod { return stuck },
+				func(sec int, at time.Time) { tc.note(s, sec, at) })
+			if exp != 35 || prolonged != 0 {
+				t.Errorf("expired at %d s (prolonged at %d), want 35 s (grace 5 s + GoneTimeout 30 s) and never prolonged", exp, prolonged)
+			}
+		})
+	}
+}
+
+// A victim whose object a finalizer holds after the kubelet is done: its
+// containers stopped and it turned Failed at the end of its grace, its
+// figures are gone. That was progress, at 6 s; nothing moves after it, so
+// it stops counting GoneTimeout later: a second past its wait.
+func TestTeardownFinalizerStuckExpires(t *testing.T) {
+	s := New(DefaultOptions())
+	s.Add(Added{Pod: withContainers(pod("held"), "running", "running"), Origin: Evicted, Signal: thresholds.MemoryAvailable, Hard: true, At: t0, GraceSeconds: 5, Usage: 300 << 20})
+	exp, prolonged := teardownSteps(t, s, 120, func(sec int) *v1.Pod {
+		if sec < 6 {
+			return withContainers(terminating("held", t0.Add(5*time.Second), 5, v1.PodRunning), "running", "running")
+		}
+		return withContainers(terminating("held", t0.Add(5*time.Second), 5, v1.PodFailed), "terminated", "terminated")
+	}, func(sec int, at time.Time) {
+		s.NoteMemory(func(types.UID) (int64, bool) { return 0, sec >= 6 }, at)
+	})
+	if exp != 36 || prolonged != 35 {
+		t.Errorf("expired at %d s (prolonged at %d), want 36 s: GoneTimeout after its last progress (6 s), prolonged for its last second (35 s)", exp, prolonged)
+	}
+}
+
+// Containers stopping one by one (a sidecar that takes its time, a runtime
+// slow to stop each) and then the phase turning Failed are the kubelet
+// visibly tearing the pod down: each keeps it counting GoneTimeout more. Its
+// working set falling does too.
+func TestTeardownStatusAndMemoryKeepCounting(t *testing.T) {
+	s := New(DefaultOptions())
+	s.Add(Added{Pod: withContainers(pod("v"), "running", "running", "running"), Origin: Evicted, Signal: thresholds.MemoryAvailable, Hard: true,
+		At: t0, GraceSeconds: 5, Usage: 900 << 20})
+	states := func(sec int) *v1.Pod {
+		switch {
+		case sec < 30:
+			return withContainers(terminating("v", t0.Add(5*time.Second), 5, v1.PodRunning), "running", "running", "running")
+		case sec < 60:
+			return withContainers(terminating("v", t0.Add(5*time.Second), 5, v1.PodRunning), "terminated", "running", "running")
+		case sec < 85:
+			return withContainers(terminating("v", t0.Add(5*time.Second), 5, v1.PodRunning), "terminated", "terminated", "running")
+		default:
+			return withContainers(terminating("v", t0.Add(5*time.Second), 5, v1.PodRunning), "terminated", "terminated", "terminated")
+		}
+	}
+	// The last container's 300 MiB go at 10 MiB a second from 100 s, then
+	// its process hangs holding 100 MiB.
+	ws := func(sec int) int64 { return int64(300-10*min(max(sec-100, 0), 20)) << 20 }
+	exp, prolonged := teardownSteps(t, s, 300, states, func(sec int, at time.Time) {
+		s.NoteMemory(func(types.UID) (int64, bool) { return ws(sec), true }, at)
+	})
+	if prolonged != 35 {
+		t.Errorf("prolonged at %d s, want 35 s (a container stopped at 30 s)", prolonged)
+	}
+	// Steps of 15 MiB (1/20 of the 300 MiB seen), taken every 2 s: the
+	// last at 120 s.
+	if exp != 150 {
+		t.Errorf("expired at %d s, want 150 s: GoneTimeout after its working set last fell by a step (120 s)", exp)
+	}
+}
+
+// However steadily it moves, a teardown counts at most TeardownCap past its
+// grace period: a pod releasing a little at a time cannot hold back the
+// next eviction for ever.
+func TestTeardownCap(t *testing.T) {
+	opts := DefaultOptions()
+	opts.TeardownCap = 2 * time.Minute
+	s := New(opts)
+	s.Add(Added{Pod: pod("slow"), Origin: Evicted, Signal: thresholds.NodeFsAvailable, Hard: true, At: t0, GraceSeconds: 5, Usage: 1 << 40})
+	gone := terminating("slow", t0.Add(5*time.Second), 5, v1.PodRunning)
+	exp, _ := teardownSteps(t, s, 600, func(int) *v1.Pod { return gone }, func(sec int, at time.Time) {
+		s.NoteDisk(func(types.UID) (int64, int64, bool) { return (1 << 40) - int64(sec)*(1<<35), 1, true }, at)
+	})
+	if exp != 125 {
+		t.Errorf("expired at %d s, want 125 s: grace 5 s + TeardownCap 2 m", exp)
+	}
+	// No cap: the old rule.
+	opts.TeardownCap = 0
+	s = New(opts)
+	s.Add(Added{Pod: pod("slow"), Origin: Evicted, Signal: thresholds.NodeFsAvailable, Hard: true, At: t0, GraceSeconds: 5, Usage: 1 << 40})
+	exp, _ = teardownSteps(t, s, 600, func(int) *v1.Pod { return gone }, func(sec int, at time.Time) {
+		s.NoteDisk(func(types.UID) (int64, int64, bool) { return (1 << 40) - int64(sec)*(1<<35), 1, true }, at)
+	})
+	if exp != 35 {
+		t.Errorf("TeardownCap 0: expired at %d s, want 35 s", exp)
+	}
+}
+
+// withContainers gives p one container status per state ("running" or
+// "terminated").
+func withContainers(p *v1.Pod, states ...string) *v1.Pod {
+	for i, st := range states {
+		cs := v1.ContainerStatus{Name: "c" + string(rune('0'+i))}
+		if st == "terminated" {
+			cs.State.Terminated = &v1.ContainerStateTerminated{ExitCode: 143}
+		} else {
+			cs.State.Running = &v1.ContainerStateRunning{}
+		}
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, cs)
+	}
+	return p
 }

@@ -59,6 +59,7 @@ type podSpec struct {
 	writeRate     float64 // MiB/s
 	exitAfter     time.Duration
 	termDelay     time.Duration // how long it keeps running after SIGTERM
+	files         int           // empty files it makes in its emptyDir at start (inodes)
 
 	grace int64 // terminationGracePeriodSeconds; 0 means 30
 	// requests and limits, as "cpu=100m,memory=64Mi,ephemeral-storage=10Mi".
@@ -86,6 +87,9 @@ func (s podSpec) args() []string {
 	}
 	if s.termDelay > 0 {
 		add("term-delay", s.termDelay.String())
+	}
+	if s.files > 0 {
+		add("files", strconv.Itoa(s.files))
 	}
 	return a
 }
