@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,8 +51,10 @@ type Refused struct {
 // the kubelet's own host would not start it in a pod, and a pod's process
 // can take any name. Every process named kubelet that is passed over is
 // handed to refused (nil: not told). The zero Process says there is none;
-// err says why procDir could not be listed (a missing mount). Each file is
-// read as a regular file of bounded size (hostfile).
+// err says why procDir could not be listed (a missing mount), or, a
+// *HiddenError, that it hides processes from evictd (hidepid), so that none
+// found says nothing. Each file is read as a regular file of bounded size
+// (hostfile).
 func FindProcess(procDir string, refused func(Refused)) (Process, error) {
 	return findProcess(procDir, IsKubelet, refused)
 }
@@ -70,11 +73,18 @@ func findProcess(procDir string, match func([]string) bool, refused func(Refused
 		}
 	}
 	sort.Ints(pids)
+	denied, firstDenied := 0, error(nil)
 	for _, p := range pids {
 		// A process that exits meanwhile, or a kernel thread's empty
-		// cmdline, is no kubelet: skipped.
+		// cmdline, is no kubelet: skipped. One whose cmdline is refused
+		// (hidepid=noaccess) may be the kubelet: counted.
 		dir := filepath.Join(procDir, strconv.Itoa(p))
 		data, err := hostfile.Read(filepath.Join(dir, "cmdline"), hostfile.ProcLimit)
+		if isPermission(err) {
+			if denied++; firstDenied == nil {
+				firstDenied = err
+			}
+		}
 		if err != nil {
 			continue
 		}
@@ -97,6 +107,16 @@ func findProcess(procDir string, match func([]string) bool, refused func(Refused
 				cg = place.Path
 			}
 			refused(Refused{PID: p, Name: argv[0], Cgroup: cg, Why: why})
+		}
+	}
+	switch {
+	case denied > 0:
+		return Process{}, &HiddenError{Proc: procDir, Why: fmt.Sprintf("the command lines of %d of its %d processes are refused: %v", denied, len(pids), firstDenied)}
+	case !slices.Contains(pids, 1):
+		// PID 1 is on every host; a /proc without it hides the
+		// processes of others from evictd, when it is mounted so.
+		if opt := hidepidOf(procDir); opt != "" {
+			return Process{}, &HiddenError{Proc: procDir, Why: "mounted with " + opt + ", it does not list PID 1"}
 		}
 	}
 	return Process{}, nil

@@ -54,19 +54,6 @@ type Options struct {
 	Refused func(Refused)
 }
 
-// NotVisibleError is a file or directory the kubelet reads that does not
-// exist under the host root: on a node it usually means the directory is
-// not mounted into evictd's pod.
-type NotVisibleError struct {
-	// Path is the host path; Via says who named it.
-	Path, Via, HostRoot string
-}
-
-func (e *NotVisibleError) Error() string {
-	return fmt.Sprintf("kubelet config %s (%s) is not visible under host root %s: mount its directory read-only at %s (the chart's kubeletConfig.hostPath, or the manifest's commented kubelet-config volume), or give --kubelet-config",
-		e.Path, e.Via, e.HostRoot, filepath.Join(e.HostRoot, path.Dir(e.Path)))
-}
-
 // ErrNotFound: neither a kubelet process nor kubeadm's files on the host.
 var ErrNotFound = errors.New("no kubelet found")
 
@@ -77,36 +64,40 @@ var ErrNotFound = errors.New("no kubelet found")
 // and the config file --config names (or o.ConfigPath), else kubeadm's
 // /var/lib/kubelet/config.yaml, with the --config-dir drop-ins. Every file
 // is read as a regular file of bounded size (hostfile). Every error names
-// the file and the value.
+// the file and the value, and ReasonOf says why in one word. What cannot be
+// known is an error, never a guess: a relative path whose base, the
+// kubelet's working directory, cannot be read (RelativePathError), or a
+// /proc that hides the kubelet process (HiddenError).
 func Read(o Options) (*Result, error) {
 	var (
 		args Args
 		from []string
 		err  error
 	)
-	proc, scanErr := FindProcess(filepath.Join(o.HostRoot, "proc"), o.Refused)
+	procDir := filepath.Join(o.HostRoot, "proc")
+	proc, scanErr := FindProcess(procDir, o.Refused)
 	pid, argv := proc.PID, proc.Argv
-	cwd := "/"
 	configVia := ""
+	var hidden *HiddenError
 	switch {
 	case argv != nil:
 		if args, err = ParseArgs(argv[1:]); err != nil {
-			return nil, fmt.Errorf("kubelet pid %d command line: %w", pid, err)
+			return nil, invalid(fmt.Errorf("kubelet pid %d command line: %w", pid, err))
 		}
 		from = append(from, proc.Describe())
 		configVia = fmt.Sprintf("--config of kubelet pid %d", pid)
-		// The kubelet reads a relative path from its working directory.
-		if d, err := os.Readlink(filepath.Join(o.HostRoot, "proc", strconv.Itoa(pid), "cwd")); err == nil && path.IsAbs(d) {
-			cwd = d
-		}
+	case errors.As(scanErr, &hidden) && o.ConfigPath == "":
+		// kubeadm's files would be read for a kubelet that may well run
+		// with other flags and another config, unseen.
+		return nil, fmt.Errorf("%w: kubeadm's files in its place would be a guess", scanErr)
 	case o.ConfigPath == "":
 		// k3s and MicroK8s run the kubelet inside a process of their
 		// own and keep its arguments elsewhere: kubeadm's paths would
 		// be stale or missing there.
-		emb, err := FindEmbedded(filepath.Join(o.HostRoot, "proc"), o.Refused)
+		emb, err := FindEmbedded(procDir, o.Refused)
 		if err == nil && emb != nil {
-			return nil, fmt.Errorf("%w: the kubelet is embedded in %s (%s pid %d, cgroup %s), which keeps its arguments in %s; evictd does not read them: give --kubelet-config=PATH, a KubeletConfiguration with the node's thresholds, or --kubelet-thresholds=ignore",
-				ErrNotFound, emb.Distribution, path.Base(strings.Fields(emb.Process.Argv[0])[0]), emb.Process.PID, emb.Process.Cgroup, emb.Keeps)
+			return nil, fmt.Errorf("%w: %w in %s (%s pid %d, cgroup %s), which keeps its arguments in %s; evictd does not read them: give --kubelet-config=PATH, a KubeletConfiguration with the node's thresholds, or --kubelet-thresholds=ignore",
+				ErrNotFound, ErrEmbedded, emb.Distribution, path.Base(strings.Fields(emb.Process.Argv[0])[0]), emb.Process.PID, emb.Process.Cgroup, emb.Keeps)
 		}
 		fallthrough
 	default:
@@ -119,7 +110,7 @@ func Read(o Options) (*Result, error) {
 				args, perr = ParseArgs(fl)
 			}
 			if perr != nil {
-				return nil, fmt.Errorf("%s: %w", KubeadmFlagsEnv, perr)
+				return nil, invalid(fmt.Errorf("%s: %w", KubeadmFlagsEnv, perr))
 			}
 			from = append(from, KubeadmFlagsEnv)
 		case !errors.Is(rerr, fs.ErrNotExist):
@@ -141,20 +132,23 @@ func Read(o Options) (*Result, error) {
 
 	c := NoFile()
 	if args.Config != "" {
-		p := hostAbs(args.Config, cwd)
+		p, err := kubeletPath(o.HostRoot, pid, "--config", args.Config)
+		if err != nil {
+			return nil, err
+		}
 		data, rerr := readHost(o.HostRoot, p)
 		switch {
 		case errors.Is(rerr, fs.ErrNotExist) && argv == nil && o.ConfigPath == "" && len(from) == 0:
 			return nil, fmt.Errorf("%w under host root %s: no kubelet process in %s, no %s, no %s", ErrNotFound,
-				o.HostRoot, filepath.Join(o.HostRoot, "proc"), KubeadmFlagsEnv, KubeadmConfig)
+				o.HostRoot, procDir, KubeadmFlagsEnv, KubeadmConfig)
 		case errors.Is(rerr, fs.ErrNotExist):
-			return nil, &NotVisibleError{Path: p, Via: configVia, HostRoot: o.HostRoot}
+			return nil, notVisible(o.HostRoot, p, configVia)
 		case rerr != nil:
 			return nil, fmt.Errorf("kubelet config %s: %w", p, rerr)
 		}
 		f, err := ParseFile(data)
 		if err != nil {
-			return nil, fmt.Errorf("kubelet config %s: %w", p, err)
+			return nil, invalid(fmt.Errorf("kubelet config %s: %w", p, err))
 		}
 		c = LoadFile(f, p)
 		from = append(from, "config "+p)
@@ -162,13 +156,16 @@ func Read(o Options) (*Result, error) {
 		from = append(from, "no --config")
 	}
 	if args.ConfigDir != "" {
-		dir := hostAbs(args.ConfigDir, cwd)
+		dir, err := kubeletPath(o.HostRoot, pid, "--config-dir", args.ConfigDir)
+		if err != nil {
+			return nil, err
+		}
 		dropins, err := readDropins(o.HostRoot, dir, pid)
 		if err != nil {
 			return nil, err
 		}
 		if c, err = MergeDropins(c, dropins); err != nil {
-			return nil, fmt.Errorf("kubelet config dir %s: %w", dir, err)
+			return nil, invalid(fmt.Errorf("kubelet config dir %s: %w", dir, err))
 		}
 		if len(dropins) > 0 {
 			names := make([]string, len(dropins))
@@ -206,11 +203,11 @@ func Read(o Options) (*Result, error) {
 	allocatable := slices.Contains(c.EnforceNodeAllocatable, "pods") && !args.AllocatableIgnoresEviction
 	hard, ignored, err := ParseHardFor(raw, allocatable)
 	if err != nil {
-		return nil, fmt.Errorf("kubelet evictionHard from %s: %w", strings.Join(from, ", "), err)
+		return nil, invalid(fmt.Errorf("kubelet evictionHard from %s: %w", strings.Join(from, ", "), err))
 	}
 	gc, err := c.ImageGC()
 	if err != nil {
-		return nil, fmt.Errorf("kubelet image garbage collection from %s: %w", strings.Join(from, ", "), err)
+		return nil, invalid(fmt.Errorf("kubelet image garbage collection from %s: %w", strings.Join(from, ", "), err))
 	}
 	hardFrom := c.HardFrom
 	if hardFrom == nil {
@@ -219,14 +216,30 @@ func Read(o Options) (*Result, error) {
 	return &Result{Hard: hard, Raw: raw, HardFrom: hardFrom, From: strings.Join(from, ", "), Ignored: ignored, ImageGC: gc}, nil
 }
 
-// hostAbs makes a path the kubelet was given absolute: it reads a relative
-// one from its working directory, cwd (/ when systemd starts it, or when
-// its /proc/PID/cwd cannot be read).
-func hostAbs(p, cwd string) string {
-	if !path.IsAbs(p) {
-		p = path.Join(cwd, p)
+// kubeletPath makes the path p that the kubelet pid was given with flag
+// absolute, as the kubelet reads it: a relative one from its working
+// directory, /proc/PID/cwd. That link can be read only with ptrace access
+// to the kubelet (CAP_SYS_PTRACE, which evictd is not granted, or its
+// user and capabilities); when it cannot, or there is no process (pid 0),
+// p is unknown, a RelativePathError, never read from / in its place.
+func kubeletPath(hostRoot string, pid int, flag, p string) (string, error) {
+	if path.IsAbs(p) {
+		return path.Clean(p), nil
 	}
-	return path.Clean(p)
+	if pid == 0 {
+		return "", &RelativePathError{Flag: flag, Path: p}
+	}
+	cwd := filepath.Join(hostRoot, "proc", strconv.Itoa(pid), "cwd")
+	d, err := os.Readlink(cwd)
+	switch {
+	case err != nil:
+		return "", &RelativePathError{Flag: flag, Path: p, PID: pid, Err: err}
+	case strings.HasSuffix(d, " (deleted)"):
+		return "", &RelativePathError{Flag: flag, Path: p, PID: pid, Err: fmt.Errorf("%s: the directory %s was deleted", cwd, strings.TrimSuffix(d, " (deleted)"))}
+	case !path.IsAbs(d):
+		return "", &RelativePathError{Flag: flag, Path: p, PID: pid, Err: fmt.Errorf("%s reads %q, not a path", cwd, d)}
+	}
+	return path.Join(d, p), nil
 }
 
 // readDropins reads the drop-ins of dir (a host path) as the kubelet's
@@ -244,7 +257,11 @@ func readDropins(hostRoot, dir string, pid int) ([]Dropin, error) {
 		_, err = os.Lstat(filepath.Join(hostRoot, parent, path.Base(dir)))
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &NotVisibleError{Path: dir, Via: fmt.Sprintf("--config-dir of kubelet pid %d", pid), HostRoot: hostRoot}
+		via := fmt.Sprintf("--config-dir of kubelet pid %d", pid)
+		if pid == 0 {
+			via = "--config-dir in " + KubeadmFlagsEnv
+		}
+		return nil, notVisible(hostRoot, dir, via)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kubelet config dir %s: %w", dir, err)
@@ -269,7 +286,7 @@ func readDropins(hostRoot, dir string, pid int) ([]Dropin, error) {
 		}
 		js, err := ParseDropin(data)
 		if err != nil {
-			return fmt.Errorf("kubelet config drop-in %s: %w", hp, err)
+			return invalid(fmt.Errorf("kubelet config drop-in %s: %w", hp, err))
 		}
 		out = append(out, Dropin{Path: hp, JSON: js})
 		return nil

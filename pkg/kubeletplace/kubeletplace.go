@@ -18,12 +18,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/pkg/backoff"
 	"github.com/evictd/evictd/pkg/fslayout"
 	"github.com/evictd/evictd/pkg/kubeletcfg"
 	"github.com/evictd/evictd/pkg/kubeletwatch"
@@ -41,6 +43,21 @@ import (
 // may evict first, without PodDisruptionBudgets.
 const Check = "kubelet-thresholds"
 
+// A failed read of the kubelet's thresholds is tried again after about
+// RetryInitial, the wait doubling to RetryMax (each spread by jitter, pkg/backoff),
+// until one succeeds or the kubelet restarts (read at once, the wait from
+// RetryInitial again). A config file being rewritten, or fixed, is read
+// without waiting for the kubelet's next restart; a failure that lasts
+// costs one read every few minutes.
+const (
+	RetryInitial = 30 * time.Second
+	RetryMax     = 5 * time.Minute
+)
+
+// ReasonIgnored is the reason the metric gives with
+// --kubelet-thresholds=ignore (kubeletcfg.ReasonOf gives the others).
+const ReasonIgnored = "ignored"
+
 // ReasonThresholdBelowKubelet is the Event reason on the Node when a hard
 // threshold the operator set sits at or below the kubelet's.
 const ReasonThresholdBelowKubelet = "EvictdThresholdBelowKubelet"
@@ -50,8 +67,11 @@ const ReasonThresholdBelowKubelet = "EvictdThresholdBelowKubelet"
 type Placement struct {
 	// Known: the kubelet's thresholds were read.
 	Known bool
-	// Err says why they were not (nil when ignored on purpose).
-	Err error
+	// Err says why they were not (nil when ignored on purpose); Reason
+	// says it in a word (kubeletcfg.ReasonOf), Fix what to do about it.
+	Err    error
+	Reason kubeletcfg.Reason
+	Fix    string
 	// Below lists the operator's thresholds at or below the kubelet's, as
 	// "memory.available<500Mi (kubelet 750Mi)".
 	Below []string
@@ -87,9 +107,9 @@ func (k *Placement) Detail() string {
 	}
 	switch {
 	case k.Err != nil && k.Kept:
-		parts = append(parts, "the kubelet's thresholds are unknown since its restart, evictd keeps those placed above its last reading: "+k.Err.Error())
+		parts = append(parts, "the kubelet's thresholds are unknown since its restart, evictd keeps those placed above its last reading ("+string(k.Reason)+"): "+k.Err.Error()+"; "+k.Fix)
 	case k.Err != nil:
-		parts = append(parts, "the kubelet's thresholds are unknown, evictd keeps its defaults: "+k.Err.Error())
+		parts = append(parts, "the kubelet's thresholds are unknown, evictd keeps its defaults ("+string(k.Reason)+"): "+k.Err.Error()+"; "+k.Fix)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -102,30 +122,62 @@ func (k *Placement) Detail() string {
 // the mixed units, and disk layout, for the image collection's bound; empty
 // when none could be made.
 func PlaceAbove(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics) *Placement {
-	return placeAbove(o, start, log, m, NewImpostorLog(log))
+	return placeAbove(o, start, log, m, NewImpostorLog(log), "")
 }
 
-func placeAbove(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics, imp *ImpostorLog) *Placement {
+// placeAbove is PlaceAbove; a failure whose error reads as before, the
+// last try's, is logged at info: it was warned of.
+func placeAbove(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics, imp *ImpostorLog, before string) *Placement {
 	st := &Placement{}
 	if o.KubeletThresholds == options.KubeletIgnore {
-		m.SetKubeletThresholdsKnown(false)
+		m.SetKubeletThresholdsUnknown(ReasonIgnored)
 		log.Info("the kubelet's thresholds are not read (--kubelet-thresholds=ignore): evictd's own as configured")
 		return st
 	}
 	res, err := kubeletcfg.Read(kubeletcfg.Options{HostRoot: o.HostRoot, ConfigPath: o.KubeletConfig, Refused: imp.Refused})
 	if err != nil {
-		st.Err = err
-		m.SetKubeletThresholdsKnown(false)
-		fix := "give --" + options.FlagKubeletConfig + "=PATH (the kubelet's config file on the host), or --" + options.FlagKubeletThresholds + "=ignore to stop looking"
-		var nv *kubeletcfg.NotVisibleError
-		if errors.As(err, &nv) {
-			fix = "mount " + nv.Path + "'s directory read-only under --" + options.FlagHostRoot + " (chart: kubeletConfig.hostPath), or give --" + options.FlagKubeletConfig
+		st.Err, st.Reason, st.Fix = err, kubeletcfg.ReasonOf(err), Fix(err)
+		m.SetKubeletThresholdsUnknown(string(st.Reason))
+		fields := []zap.Field{logging.Err(err), zap.String("reason", string(st.Reason)), zap.String("fix", st.Fix)}
+		if err.Error() == before {
+			log.Info("the kubelet's eviction thresholds are still unknown", fields...)
+		} else {
+			log.Warn("the kubelet's eviction thresholds are unknown: evictd keeps its own defaults, which may sit below the kubelet's", fields...)
 		}
-		log.Warn("the kubelet's eviction thresholds are unknown: evictd keeps its own defaults, which may sit below the kubelet's",
-			logging.Err(err), zap.String("fix", fix))
 		return st
 	}
 	return PlaceWith(o, *res, start, log, m)
+}
+
+// Fix says what to do about err, a failed kubeletcfg.Read, by its reason
+// (docs/run.md, "When it cannot read them"). It names the real cause: a
+// mount only when a directory is not visible.
+func Fix(err error) string {
+	give := "give --" + options.FlagKubeletConfig + "=PATH (the kubelet's config file, an absolute host path)"
+	var (
+		nv  *kubeletcfg.NotVisibleError
+		rel *kubeletcfg.RelativePathError
+	)
+	switch kubeletcfg.ReasonOf(err) {
+	case kubeletcfg.ReasonNotMounted:
+		errors.As(err, &nv)
+		return "mount " + nv.Dir + " read-only under --" + options.FlagHostRoot + " (chart: kubeletConfig.hostPath), or " + give
+	case kubeletcfg.ReasonMissing:
+		return "nothing to mount: the file is not on the host (a config being rewritten, or one the kubelet cannot start with); evictd reads it again with back-off"
+	case kubeletcfg.ReasonRelativePath:
+		errors.As(err, &rel)
+		if rel.Flag == "--config" {
+			return give + ", or start the kubelet with an absolute --config; evictd reads the kubelet's working directory only with ptrace access to it (CAP_SYS_PTRACE), which it is not granted"
+		}
+		return "start the kubelet with an absolute " + rel.Flag + " (--" + options.FlagKubeletConfig + " replaces only --config); evictd reads the kubelet's working directory only with ptrace access to it (CAP_SYS_PTRACE), which it is not granted"
+	case kubeletcfg.ReasonProcHidden:
+		return "let evictd see the host's processes: add the group of the host /proc's gid= option to the pod's supplementalGroups, or mount /proc without hidepid; or " + give + " (the kubelet's flags and restarts then stay unseen)"
+	case kubeletcfg.ReasonInvalid:
+		return "the kubelet refuses this configuration too: correct the file or flag named; evictd reads it again with back-off, and when the kubelet restarts"
+	case kubeletcfg.ReasonUnreadable:
+		return "the file named must be a regular file of at most 1 MiB that evictd can read; or " + give
+	}
+	return give + ", or --" + options.FlagKubeletThresholds + "=ignore to stop looking"
 }
 
 // PlaceWith moves evictd's defaults above the kubelet's thresholds res,
@@ -257,23 +309,64 @@ type Placer struct {
 	mu  sync.Mutex
 	cur *Placement
 	ths []thresholds.Threshold
+
+	// The next try of a failed read (zero: none), and the back-off to it;
+	// used on the watch's goroutine only (and at start).
+	clock   clock.PassiveClock
+	retry   backoff.Backoff
+	retryAt time.Time
 }
 
 // NewPlacer places at start, as PlaceAbove does on o (which
 // it changes: the caller reads the placed thresholds from it), and keeps
 // a copy of o's configuration from before, for the next placements.
 func NewPlacer(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics) *Placer {
-	return NewPlacerLogging(o, start, log, m, NewImpostorLog(log))
+	return NewPlacerLogging(o, start, log, m, NewImpostorLog(log), clock.RealClock{})
 }
 
 // NewPlacerLogging is NewPlacer with the impostor log that the start's
-// kubeletwatch.Find already told.
-func NewPlacerLogging(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics, imp *ImpostorLog) *Placer {
-	p := &Placer{o: *o, log: log, m: m, Impostors: imp}
+// kubeletwatch.Find already told, and the clock that times the tries again
+// of a failed read.
+func NewPlacerLogging(o *options.Options, start View, log *zap.Logger, m *metrics.Metrics, imp *ImpostorLog, clk clock.PassiveClock) *Placer {
+	p := &Placer{o: *o, log: log, m: m, Impostors: imp, clock: clk, retry: backoff.Backoff{Initial: RetryInitial, Max: RetryMax}}
 	p.o.Config = options.CloneConfig(o.Config)
-	p.cur = placeAbove(o, start, log, m, imp)
+	p.cur = placeAbove(o, start, log, m, imp, "")
 	p.ths = o.Thresholds()
+	if next := p.schedule(p.cur); next > 0 {
+		log.Info("evictd reads the kubelet's thresholds again after a back-off", zap.Duration("nextTry", next),
+			zap.Duration("maxWait", RetryMax), zap.String("reason", string(p.cur.Reason)))
+	}
 	return p
+}
+
+// schedule sets the next try after the placement st: none after a read
+// that succeeded (or was not made), else after the next back-off.
+func (p *Placer) schedule(st *Placement) time.Duration {
+	if st.Err == nil {
+		p.retry.Reset()
+		p.retryAt = time.Time{}
+		return 0
+	}
+	wait := p.retry.Next()
+	p.retryAt = p.clock.Now().Add(wait)
+	return wait
+}
+
+// retryDue: a failed read waits for its next try, and its time has come.
+func (p *Placer) retryDue() bool {
+	return !p.retryAt.IsZero() && !p.clock.Now().Before(p.retryAt)
+}
+
+// failedCheck is kubeletwatch's report of a check that could not look for
+// the kubelet: a failed read is still tried again when due.
+func (p *Placer) failedCheck() {
+	if p.retryDue() {
+		p.Place(p.retryWhy())
+	}
+}
+
+func (p *Placer) retryWhy() string {
+	return fmt.Sprintf("try %d after a failed read (%s)", p.retry.Failures()+1, p.Current().Reason)
 }
 
 // Current is the last placement.
@@ -288,8 +381,9 @@ func (p *Placer) Detail() string { return p.Current().Detail() }
 
 // checked is kubeletwatch's report after each check: a new kubelet is read
 // and placed against; a kubelet gone changes nothing (the next one will
-// be read); a placement that wanted a capacity is tried again once the
-// last pass observed it.
+// be read); a failed read is tried again when its back-off is over; a
+// placement that wanted a capacity is tried again once the last pass
+// observed it.
 func (p *Placer) checked(prev, now kubeletwatch.Process, changed bool) {
 	switch {
 	case changed && now.IsZero():
@@ -297,7 +391,11 @@ func (p *Placer) checked(prev, now kubeletwatch.Process, changed bool) {
 			zap.Stringer("was", prev))
 	case changed:
 		p.m.KubeletRestarted()
+		// A new kubelet, read at once: the back-off starts over.
+		p.retry.Reset()
 		p.Place(fmt.Sprintf("the kubelet restarted (%s, was %s)", now, prev))
+	case p.retryDue():
+		p.Place(p.retryWhy())
 	case p.wantsCapacity():
 		p.Place("the capacity is known now")
 	}
@@ -323,7 +421,9 @@ func (p *Placer) wantsCapacity() bool {
 // Place reads the kubelet's thresholds again and places evictd's above
 // them, from the configuration before placement; the loop gets the new
 // thresholds when they differ. A failed read keeps the thresholds in
-// force, placed above the kubelet's last reading, and says so.
+// force, placed above the kubelet's last reading, says so, and is tried
+// again after a back-off. Place is called on one goroutine at a time (the
+// watch's).
 func (p *Placer) Place(why string) {
 	o := p.o
 	o.Config = options.CloneConfig(p.o.Config)
@@ -331,7 +431,11 @@ func (p *Placer) Place(why string) {
 	if p.View != nil {
 		view = p.View()
 	}
-	st := placeAbove(&o, view, p.log, p.m, p.Impostors)
+	before := ""
+	if err := p.Current().Err; err != nil {
+		before = err.Error()
+	}
+	st := placeAbove(&o, view, p.log, p.m, p.Impostors, before)
 	ths := o.Thresholds()
 	p.mu.Lock()
 	prev, prevThs := p.cur, p.ths
@@ -345,8 +449,11 @@ func (p *Placer) Place(why string) {
 	p.mu.Unlock()
 
 	changed := thresholdChanges(prevThs, ths)
-	p.log.Info("evictd read the kubelet's thresholds again", zap.String("why", why), zap.Bool("known", st.Known),
-		zap.Strings("changed", changed), zap.Stringers("thresholds", ths))
+	fields := []zap.Field{zap.String("why", why), zap.Bool("known", st.Known), zap.Strings("changed", changed), zap.Stringers("thresholds", ths)}
+	if next := p.schedule(st); next > 0 {
+		fields = append(fields, zap.String("reason", string(st.Reason)), zap.Duration("nextTry", next))
+	}
+	p.log.Info("evictd read the kubelet's thresholds again", fields...)
 	// Every placement against a kubelet read goes to the loop, also one that
 	// moved none of evictd's thresholds: the pass that takes it keeps what
 	// it was placed against in the trace, where a replay with another
@@ -392,8 +499,9 @@ func thresholdChanges(before, after []thresholds.Threshold) []string {
 }
 
 // Watch reads the kubelet's thresholds again whenever its process
-// changes, checking on the housekeeping cadence (one stat file a check
-// while the kubelet lives), until ctx ends. first is the kubelet found
+// changes, and after a back-off when a read failed, checking on the
+// housekeeping cadence (one stat file a check while the kubelet lives),
+// until ctx ends. first is the kubelet found
 // before the start's read (findErr why none could be looked for).
 func Watch(ctx context.Context, first kubeletwatch.Process, findErr error, o *options.Options, p *Placer, clk clock.WithTicker, log *zap.Logger) {
 	if findErr != nil {
@@ -411,6 +519,7 @@ func Watch(ctx context.Context, first kubeletwatch.Process, findErr error, o *op
 			log.Warn("looking for the kubelet process failed: a kubelet restart is not seen until it works again", logging.Err(err))
 		}
 		failing = true
+		p.failedCheck()
 	})
 }
 

@@ -3,6 +3,7 @@
 package kubeletplace
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,15 +11,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
+	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/internal/metrictest"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/healthz"
+	"github.com/evictd/evictd/pkg/kubeletcfg"
 	"github.com/evictd/evictd/pkg/kubeletplace/kubelettest"
 	"github.com/evictd/evictd/pkg/kubeletwatch"
 	"github.com/evictd/evictd/pkg/metrics"
@@ -110,7 +114,8 @@ func TestPlaceAboveKubelet(t *testing.T) {
 	})
 	t.Run("unknown keeps the defaults", func(t *testing.T) {
 		root := kubelettest.Root(t)
-		if err := os.Remove(filepath.Join(root, "var/lib/kubelet/config.yaml")); err != nil {
+		// The kubelet's directory is not mounted into evictd's pod.
+		if err := os.RemoveAll(filepath.Join(root, "var/lib/kubelet")); err != nil {
 			t.Fatal(err)
 		}
 		o := kubelettest.Options(t, root)
@@ -124,10 +129,11 @@ func TestPlaceAboveKubelet(t *testing.T) {
 			t.Errorf("detail %q", st.Detail())
 		}
 		w := logs.FilterLevelExact(zap.WarnLevel).All()
-		if len(w) != 1 || !strings.Contains(w[0].ContextMap()["fix"].(string), "mount /var/lib/kubelet/config.yaml's directory") {
+		if len(w) != 1 || !strings.Contains(w[0].ContextMap()["fix"].(string), "mount /var/lib/kubelet read-only") {
 			t.Errorf("warnings %v", w)
 		}
 		assertValue(t, m, "evictd_kubelet_thresholds_known", nil, 0)
+		assertValue(t, m, "evictd_kubelet_thresholds_unknown", map[string]string{"reason": "not-mounted"}, 1)
 	})
 	t.Run("ignore", func(t *testing.T) {
 		o := kubelettest.Options(t, kubelettest.Root(t), "--kubelet-thresholds=ignore")
@@ -284,4 +290,115 @@ func TestKubeletPlacerCapacityUnknown(t *testing.T) {
 		t.Errorf("readiness detail %q once compared", d)
 	}
 	assertValue(t, m, "evictd_kubelet_threshold_compared", map[string]string{"signal": "memory.available"}, 1)
+}
+
+// TestKubeletPlacerRetry: a read that fails is tried again with back-off,
+// without a kubelet restart, until one succeeds: the kubelet's config is
+// missing at start (its directory is there: /readyz names that cause, not a
+// mount), and is back a while later. The tries come on the checks after
+// each back-off (a fake clock): none before the first is due, a failing
+// one that repeats the error at info (warned once), the one after the file
+// is back places evictd's thresholds above the kubelet's, and the
+// warning, the metric's reason and the tries end.
+func TestKubeletPlacerRetry(t *testing.T) {
+	root := kubelettest.Root(t)
+	kubelettest.SetKubelet(t, root, 640, 1000, "  memory.available: 750Mi\n")
+	cfg := filepath.Join(root, "var/lib/kubelet/config.yaml")
+	saved, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(cfg); err != nil {
+		t.Fatal(err)
+	}
+	o := kubelettest.Options(t, root)
+	m, _ := metrics.New(buildinfo.Info{})
+	core, logs := observer.New(zap.InfoLevel)
+	clk := testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	caps := map[thresholds.Signal]thresholds.Observation{thresholds.MemoryAvailable: {Capacity: 4 << 30}}
+	p := NewPlacerLogging(o, View{Signals: caps}, zap.New(core), m, NewImpostorLog(zap.New(core)), clk)
+	var handed [][]thresholds.Threshold
+	p.Retune = func(ths []thresholds.Threshold, _ trace.Placement) { handed = append(handed, ths) }
+	p.View = func() View { return View{Signals: caps} }
+
+	d := p.Detail()
+	if !strings.Contains(d, "the kubelet's thresholds are unknown, evictd keeps its defaults (missing)") || strings.Contains(d, "mount /") ||
+		!strings.Contains(d, "nothing to mount") {
+		t.Errorf("readiness detail %q: want the reason missing, and no mount advised (the directory is there)", d)
+	}
+	assertValue(t, m, "evictd_kubelet_thresholds_known", nil, 0)
+
+	kubelet := kubeletwatch.Process{PID: 640, Start: 1000}
+	tries := func() int { return logs.FilterMessage("evictd read the kubelet's thresholds again").Len() }
+	check := func(after time.Duration) {
+		t.Helper()
+		clk.Step(after)
+		p.checked(kubelet, kubelet, false)
+	}
+	check(RetryInitial/2 - time.Second)
+	if n := tries(); n != 0 {
+		t.Fatalf("%d tries before the first back-off (at least %v) was over", n, RetryInitial/2)
+	}
+	// The first wait is within [RetryInitial/2, RetryInitial].
+	check(RetryInitial)
+	if n := tries(); n != 1 {
+		t.Fatalf("%d tries after the first back-off, want 1: %v", n, logs.All())
+	}
+	if got := logs.FilterMessage("evictd read the kubelet's thresholds again").All()[0].ContextMap()["why"]; got != "try 2 after a failed read (missing)" {
+		t.Errorf("the try's why: %v", got)
+	}
+	if n := logs.FilterLevelExact(zap.WarnLevel).Len(); n != 1 || logs.FilterMessage("the kubelet's eviction thresholds are still unknown").Len() != 1 {
+		t.Errorf("the same failure again: %d warnings, want the first only, and the try at info: %v", n, logs.All())
+	}
+	assertValue(t, m, "evictd_kubelet_thresholds_unknown", map[string]string{"reason": "missing"}, 1)
+	// The second wait is within [RetryInitial, 2*RetryInitial].
+	check(RetryInitial - time.Second)
+	if n := tries(); n != 1 {
+		t.Errorf("%d tries before the second back-off was over, want 1", n)
+	}
+	if err := os.WriteFile(cfg, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check(RetryInitial + time.Second)
+	if n := tries(); n != 2 {
+		t.Fatalf("%d tries after the second back-off, want 2", n)
+	}
+	if len(handed) != 1 || handed[0][0].Value.String() != "950Mi" {
+		t.Errorf("after the config came back: handed %v, want memory.available<950Mi (750Mi + 200Mi), without a kubelet restart", handed)
+	}
+	if d := p.Detail(); d != "" {
+		t.Errorf("readiness detail %q once known", d)
+	}
+	assertValue(t, m, "evictd_kubelet_thresholds_known", nil, 1)
+	metrictest.Absent(t, m.Registry(), "evictd_kubelet_thresholds_unknown", map[string]string{"reason": "missing"})
+	check(RetryMax * 2)
+	if n := tries(); n != 2 {
+		t.Errorf("%d tries once the read succeeded, want no more", n)
+	}
+}
+
+// TestFixNamesTheCause: the advice on /readyz and in the log names what
+// failed: a mount only for a directory that is not visible, the
+// capability or the flag for a relative path, the group for a hidden /proc.
+func TestFixNamesTheCause(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&kubeletcfg.NotVisibleError{Path: "/etc/k/kubelet.yaml", Dir: "/etc/k"}, "mount /etc/k read-only"},
+		{&kubeletcfg.NotVisibleError{Path: "/etc/k/kubelet.yaml", Dir: "/etc/k", DirVisible: true}, "nothing to mount"},
+		{&kubeletcfg.RelativePathError{Flag: "--config", Path: "k.yaml", PID: 4}, "give --kubelet-config=PATH"},
+		{&kubeletcfg.RelativePathError{Flag: "--config-dir", Path: "d", PID: 4}, "start the kubelet with an absolute --config-dir"},
+		{&kubeletcfg.HiddenError{Proc: "/host/proc", Why: "hidepid"}, "supplementalGroups"},
+		{&kubeletcfg.InvalidError{Err: errors.New("bad")}, "correct the file or flag named"},
+		{kubeletcfg.ErrNotFound, "--kubelet-thresholds=ignore"},
+	} {
+		got := Fix(c.err)
+		if !strings.Contains(got, c.want) {
+			t.Errorf("Fix(%v) = %q, want it to say %q", c.err, got, c.want)
+		}
+		if c.want == "nothing to mount" && strings.Contains(got, "mount /") {
+			t.Errorf("Fix(%v) = %q advises a mount", c.err, got)
+		}
+	}
 }

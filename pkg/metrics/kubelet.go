@@ -13,6 +13,7 @@ import (
 // sit above them (docs/run.md, "Thresholds above the node's kubelet's").
 type kubeletMetrics struct {
 	known          prometheus.Gauge
+	unknown        *prometheus.GaugeVec
 	restarts       prometheus.Counter
 	thresholdBytes *prometheus.GaugeVec
 	thresholdCount *prometheus.GaugeVec
@@ -31,6 +32,9 @@ func (m *Metrics) initKubelet() {
 		Help: "Kubelet processes evictd saw start after its own start (another PID, or the same PID started anew); each is followed by a new read of the kubelet's thresholds and evictd's placement above them.",
 	})
 	m.own = append(m.own, k.known, k.restarts)
+	k.unknown = m.gaugeVec("kubelet", "thresholds_unknown",
+		"1 for why evictd's last read of the kubelet's thresholds failed, while evictd_kubelet_thresholds_known is 0; no series when it is 1. reason: not-found (no kubelet process, no kubeadm files), embedded (k3s, MicroK8s), not-mounted (a file's directory is not visible under --host-root), missing (the file is not in its directory, which is), relative-path (a relative --config or --config-dir, and the kubelet's working directory cannot be read), proc-hidden (the host's /proc hides the kubelet process: hidepid), invalid (a file or flag the kubelet refuses too), unreadable (a file that cannot be read), ignored (--kubelet-thresholds=ignore). A failed read is tried again with back-off (docs/run.md says what to mount or grant for each reason).",
+		"reason")
 	k.thresholdBytes = m.gaugeVec("kubelet", "threshold_available_bytes",
 		"The kubelet's hard eviction threshold in bytes, as last read, for signals measured in bytes (a percentage resolved against the capacity observed when read); no series for a signal the kubelet has no threshold on. evictd's own is evictd_threshold_available_bytes{kind=\"hard\"}.",
 		"signal")
@@ -46,12 +50,26 @@ func (m *Metrics) initKubelet() {
 }
 
 // SetKubeletThresholdsKnown records whether the last read of the kubelet's
-// thresholds succeeded.
+// thresholds succeeded; known drops the reason of an earlier failure.
 func (m *Metrics) SetKubeletThresholdsKnown(known bool) {
 	if m == nil {
 		return
 	}
 	m.kubelet.known.Set(boolValue(known))
+	if known {
+		m.kubelet.unknown.Reset()
+	}
+}
+
+// SetKubeletThresholdsUnknown records that the last read of the kubelet's
+// thresholds failed, or was not made, for reason (one series at a time).
+func (m *Metrics) SetKubeletThresholdsUnknown(reason string) {
+	if m == nil {
+		return
+	}
+	m.kubelet.known.Set(0)
+	m.kubelet.unknown.Reset()
+	m.kubelet.unknown.WithLabelValues(reason).Set(1)
 }
 
 // KubeletRestarted counts a kubelet process seen to start.

@@ -38,6 +38,7 @@ func populated(t *testing.T) *Metrics {
 	m.SetKubeletThreshold(thresholds.NodeFsInodesFree, 50000, true)
 	m.SetKubeletThresholdCompared(thresholds.MemoryAvailable, true)
 	m.KubeletRestarted()
+	m.SetKubeletThresholdsUnknown("missing")
 	m.SetNodeLeaseHeld(true)
 	m.SetSandboxActive("seccomp", true)
 	m.SetNodeBrake("memory", true, time.Unix(1700000000, 0))

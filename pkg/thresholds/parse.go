@@ -129,15 +129,32 @@ func SaturatedValue(q *resource.Quantity) int64 {
 	return q.Value()
 }
 
-// String prints v in the syntax Parse accepts.
+// String prints v in the syntax Parse accepts: a quantity in its canonical
+// form, a percentage as written (FormatPercent).
 func (v Value) String() string {
 	if v.stalled > 0 {
-		return strconv.FormatFloat(v.stalled*100, 'f', -1, 64) + "%"
+		return FormatPercent(v.stalled)
 	}
 	if v.Quantity != nil {
 		return v.Quantity.String()
 	}
-	return strconv.FormatFloat(v.Percentage*100, 'f', -1, 64) + "%"
+	return FormatPercent(v.Percentage)
+}
+
+// FormatPercent prints the fraction f as a percentage with the fewest
+// digits that Parse reads back as f: "7%" for the 0.07 that "7%" parsed
+// into, where f*100 prints as 7.000000000000001 (the multiplication
+// rounds, Parse's division rounded too).
+func FormatPercent(f float64) string {
+	for prec := 1; prec <= 17; prec++ {
+		s := strconv.FormatFloat(f*100, 'g', prec, 64)
+		if p, err := strconv.ParseFloat(s, 64); err == nil && p/100 == f {
+			// 'g' may have chosen an exponent; the digits it kept are
+			// printed plainly.
+			return strconv.FormatFloat(p, 'f', -1, 64) + "%"
+		}
+	}
+	return strconv.FormatFloat(f*100, 'f', -1, 64) + "%"
 }
 
 // Threshold is one eviction threshold.

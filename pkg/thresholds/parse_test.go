@@ -4,6 +4,7 @@ package thresholds
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -400,5 +401,35 @@ func TestSwitchedOffEntries(t *testing.T) {
 	want := []string{"eviction-hard: memory.available<100%", "eviction-soft: pid.available<0%"}
 	if !slices.Equal(got, want) {
 		t.Errorf("SwitchedOffEntries = %q, want %q", got, want)
+	}
+}
+
+// TestValueStringAsWritten: a threshold prints as it was written, in logs,
+// /explain and everything else that shows one: 7% is "7%", not the
+// 7.000000000000001% that 0.07*100 makes; a quantity prints in its
+// canonical form, which for these is as written.
+func TestValueStringAsWritten(t *testing.T) {
+	for _, in := range []string{"7%", "0.1%", "33.3%", "10.5%", "99.99%", "14%", "28%", "57%", "0.07%", "1.15%",
+		"100%", "500Mi", "1Gi", "1500", "100Ki", "2G"} {
+		v, err := ParseValue(in)
+		if err != nil {
+			t.Fatalf("ParseValue(%q): %v", in, err)
+		}
+		if got := v.String(); got != in {
+			t.Errorf("ParseValue(%q).String() = %q, want it as written", in, got)
+		}
+	}
+	// Every percentage with up to two decimals, and the stall shares,
+	// which keep their own field.
+	for i := 1; i <= 10000; i++ {
+		in := strconv.FormatFloat(float64(i)/100, 'f', -1, 64) + "%"
+		if v, err := ParseValue(in); err != nil || v.String() != in {
+			t.Fatalf("ParseValue(%q).String() = %q (%v), want it as written", in, v.String(), err)
+		}
+		if i < 10000 {
+			if got := StallValue(float64(i) / 100 / 100).String(); got != in {
+				t.Fatalf("a stall share of %s prints as %q", in, got)
+			}
+		}
 	}
 }

@@ -69,7 +69,7 @@ func newNodeSide(ctx context.Context, o *options.Options, m *metrics.Metrics, cl
 	// warned of once.
 	impostors := kubeletplace.NewImpostorLog(log)
 	n.kubeletProc, n.kubeletProcErr = kubeletwatch.Find(filepath.Join(o.HostRoot, "proc"), impostors.Refused)
-	n.placer = kubeletplace.NewPlacerLogging(o, n.start, log, m, impostors)
+	n.placer = kubeletplace.NewPlacerLogging(o, n.start, log, m, impostors, clk)
 	n.placed = n.placer.Current()
 	n.ths = o.Thresholds()
 	n.layout = obsv.Layout()

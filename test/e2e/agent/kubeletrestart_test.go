@@ -25,8 +25,11 @@ import (
 // default at 950Mi; the kubelet replaced by one that reads 400Mi, evictd
 // logs the re-read and what moved, counts the restart, and its loop's hard
 // threshold is 600Mi; replaced by one whose config is gone, evictd keeps
-// 600Mi and says on /readyz?verbose (still 200) and in
-// evictd_kubelet_thresholds_known that the kubelet's are unknown.
+// 600Mi and says on /readyz?verbose (still 200: the reason missing, no
+// mount advised, for the directory is there) and in
+// evictd_kubelet_thresholds_known that the kubelet's are unknown; the
+// config back, without a kubelet restart, the read tried again after its
+// back-off finds 500Mi, places 700Mi, and the warning goes.
 func TestKubeletRestartReadAgain(t *testing.T) {
 	c := framework.Start(t)
 	node := c.StartNode(t, nodesim.Options{Name: "kubeletrestart", MemoryBytes: kubeletNodeMemory})
@@ -92,11 +95,38 @@ func TestKubeletRestartReadAgain(t *testing.T) {
 	mustMetric(t, e, "evictd_kubelet_restarts_total", nil, 2)
 	mustMetric(t, e, "evictd_kubelet_thresholds_known", nil, 0)
 	code, body := httpGetBody(t, "http://"+e.p.Addr()+"/readyz?verbose")
-	if code != http.StatusOK || !strings.Contains(body, "kubelet-thresholds ok: the kubelet's thresholds are unknown since its restart, evictd keeps those placed above its last reading") {
-		t.Errorf("/readyz?verbose: %d\n%s\nwant 200 with the kubelet-thresholds warning", code, body)
+	if code != http.StatusOK || !strings.Contains(body, "kubelet-thresholds ok: the kubelet's thresholds are unknown since its restart, evictd keeps those placed above its last reading (missing)") {
+		t.Errorf("/readyz?verbose: %d\n%s\nwant 200 with the kubelet-thresholds warning, reason missing", code, body)
 	}
+	// The kubelet's directory is in the host root: the config is gone
+	// from it, and no mount is the fix.
+	if strings.Contains(body, "mount /") || !strings.Contains(body, "nothing to mount") {
+		t.Errorf("/readyz?verbose advises a mount of a directory that is there:\n%s", body)
+	}
+	mustMetric(t, e, "evictd_kubelet_thresholds_unknown", map[string]string{"reason": "missing"}, 1)
 	if got := e.scrape().Value(t, "evictd_threshold_available_bytes", hard); got != 600<<20 {
 		t.Errorf("memory.available after a failed read: %v, want 600Mi kept", got)
+	}
+
+	// The config back, the kubelet not restarted: evictd tries the read
+	// again after its back-off (15 to 30 s the first time), and the
+	// kubelet's thresholds are known again, the warning gone.
+	writeConfig("500Mi")
+	retried := e.waitLog(2*time.Minute, "evictd read the kubelet's thresholds again", func(l logEntry) bool {
+		return strings.HasPrefix(l.Str("why"), "try ") && l.Fields["known"] == true
+	})
+	if changed := fmt.Sprint(retried.Fields["changed"]); !strings.Contains(changed, "memory.available<600Mi -> memory.available<700Mi") {
+		t.Errorf("the try's line: why %q, changed %s", retried.Str("why"), changed)
+	}
+	mustMetric(t, e, "evictd_kubelet_thresholds_known", nil, 1)
+	mustMetric(t, e, "evictd_threshold_available_bytes", hard, 700<<20)
+	mustMetric(t, e, "evictd_kubelet_restarts_total", nil, 2)
+	if got, err := e.scrape().Lookup("evictd_kubelet_thresholds_unknown", nil); err == nil {
+		t.Errorf("evictd_kubelet_thresholds_unknown = %v once known, want no series", got)
+	}
+	code, body = httpGetBody(t, "http://"+e.p.Addr()+"/readyz?verbose")
+	if code != http.StatusOK || strings.Contains(body, "thresholds are unknown") {
+		t.Errorf("/readyz?verbose once known: %d\n%s\nwant no kubelet-thresholds warning", code, body)
 	}
 }
 
