@@ -156,7 +156,10 @@ func TestNodeBrakeRestartKeepsBrake(t *testing.T) {
 		t.Fatalf("the leftover is not on the Node: taint %v, condition %v", taint, cond)
 	}
 	e := startEvictdWith(t, c, node, evictdSetup{kubeconfig: kubeconfig},
-		append([]string{"--node-brake=true", "--eviction-pressure-transition-period=" + period.String(), "--node-lease-duration=3s"}, memoryFlags...)...)
+		// The leftover's effect, as the agent killed with the same flags
+		// left it.
+		append([]string{"--node-brake=true", "--node-brake-taint-effect=NoSchedule", "--eviction-pressure-transition-period=" + period.String(),
+			"--node-lease-duration=3s"}, memoryFlags...)...)
 	acts := e.waitLog(60*time.Second, "acting on this node: holding its lease", nil)
 	w.until(period+60*time.Second, "lost the leftover brake", noEvictdBrake, nil)
 	lifted := e.waitLog(30*time.Second, "node brake lifted", func(l logEntry) bool { return l.Str("resource") == "memory" })
