@@ -104,16 +104,38 @@ type Options struct {
 	// (DefaultExitLimit when 0).
 	ExitLimit time.Duration
 	// Owns reports, from a fresh read of the node lease, whether no other
-	// agent acts on the node now: asked before the lift at exit, and in
-	// LiftOnly before lifting a leftover, so that a brake another agent
-	// holds (after a lease hand-over, or beside a dry run) is never
-	// lifted. nil: the brake is this agent's to lift at exit when its last
-	// round ran while it acted.
-	Owns func(ctx context.Context) (bool, error)
+	// agent acts on the node now, and until when this agent's writes may
+	// go on under the lease as read: asked before each try of the lift at
+	// exit, and in LiftOnly before lifting a leftover, so that a brake
+	// another agent holds (after a lease hand-over, or beside a dry run)
+	// is never lifted, and no write goes out once the lease could have
+	// passed to another agent. nil: the brake is this agent's to lift at
+	// exit when its last round ran while it acted.
+	Owns func(ctx context.Context) (Ownership, error)
+	// TransitionPeriod is the pressure transition period
+	// (--eviction-pressure-transition-period): a brake found on the Node
+	// when this agent first judges it, which no episode of its own wants,
+	// is kept on this long from then, as the kubelet keeps its pressure
+	// condition this long after it last saw the pressure (0: lifted at
+	// once). The agent that put it on may have seen the pressure up to
+	// the moment it died, and a pressure that comes and goes must not
+	// open the node to new pods at each restart.
+	TransitionPeriod time.Duration
 	// LiftOnly: the agent puts no brake on (--node-brake=false, dry run,
 	// shadow mode) but still lifts what an earlier agent left on its Node,
 	// once it acts: every evictd.io/ taint and Evictd condition goes.
 	LiftOnly bool
+}
+
+// Ownership is what Options.Owns read of the node lease.
+type Ownership struct {
+	// Mine: no agent but this one acts on the node now.
+	Mine bool
+	// Until bounds this agent's writes when the lease as read is its own:
+	// from then on another agent may hold it (nodelease.Hold.Until). Zero:
+	// no bound, the lease is nobody's (or expired), so no lease of this
+	// agent's can pass to another mid-write.
+	Until time.Time
 }
 
 // Brake keeps evictd's conditions and taints on its Node in step with the
@@ -128,7 +150,12 @@ type Brake struct {
 	// acted: the last round ran while this agent acted; only then is the
 	// brake this agent's to lift at exit.
 	acted bool
-	err   error
+	// judged: the brake found on the Node has been looked at, in the
+	// first round that judged the node while acting; kept is, per
+	// resource found on then, until when it is kept on (TransitionPeriod).
+	judged bool
+	kept   map[Resource]time.Time
+	err    error
 	// failing is the run of failed writes under way (zero while writes
 	// succeed): it is logged once, and once more when it ends.
 	failing failureRun
@@ -279,17 +306,25 @@ func (b *Brake) Run(ctx context.Context) {
 	busy := backoff.Backoff{Initial: retryInitial, Max: maxRetry}
 	refused := backoff.Backoff{Initial: retryInitial, Max: maxRefusedRetry}
 	// retry is the next try's timer while writes fail, nil while they do
-	// not.
-	var retry clock.Timer
+	// not; keep ends the first brake kept from the Node as found (at
+	// keepAt), nil while none is.
+	var retry, keep clock.Timer
+	var keepAt time.Time
 	for {
-		var retryC <-chan time.Time
+		var retryC, keepC <-chan time.Time
 		if retry != nil {
 			retryC = retry.C()
+		}
+		if keep != nil {
+			keepC = keep.C()
 		}
 		select {
 		case <-ctx.Done():
 			if retry != nil {
 				retry.Stop()
+			}
+			if keep != nil {
+				keep.Stop()
 			}
 			b.lift()
 			return
@@ -300,15 +335,29 @@ func (b *Brake) Run(ctx context.Context) {
 				continue
 			}
 		case <-retryC:
+		case <-keepC:
+			keep, keepAt = nil, time.Time{}
 		}
 		if retry != nil {
 			retry.Stop()
 			retry = nil
 		}
-		err := b.round(ctx, false)
+		err := b.round(ctx, false, time.Time{})
 		b.mu.Lock()
 		b.signalLocked()
+		next := b.keptUntilLocked()
 		b.mu.Unlock()
+		// A kept brake is lifted when its time is up, not at the next
+		// recheck.
+		if !next.Equal(keepAt) {
+			if keep != nil {
+				keep.Stop()
+				keep = nil
+			}
+			if keepAt = next; !next.IsZero() {
+				keep = b.o.Clock.NewTimer(next.Sub(b.o.Clock.Now()))
+			}
+		}
 		switch {
 		case err == nil:
 			busy.Reset()
@@ -330,6 +379,10 @@ func (b *Brake) wokeUp() {
 
 // errNotOurs: another agent acts on the node now; its brake is left on.
 var errNotOurs = errors.New("another agent holds the node lease")
+
+// errLeaseRunsOut: the node lease this agent holds, as last read, may pass
+// to another agent before a write would be made; the brake is left to it.
+var errLeaseRunsOut = errors.New("the node lease may pass to another agent before the write")
 
 // lift takes the brake off at exit, retrying every failure that can pass
 // (permanent) with backoff until Options.ExitLimit, which the agent keeps
@@ -363,6 +416,17 @@ func (b *Brake) lift() {
 				zap.String("node", b.o.Node))
 			return
 		}
+		var out leaseRunsOut
+		if errors.As(err, &out) {
+			// Nothing renews the lease at exit: past its last renewal plus
+			// its duration (less the spare of a renewal interval) another
+			// agent may hold it and have put its own brake on, which a
+			// write of ours would lift. That agent, or the next one, lifts
+			// this brake once it has judged the node.
+			b.o.Log.Warn("leaving the node brake on at exit: the node lease this agent holds may pass to another evictd before the lift's write; the next agent to act lifts it once it has judged the node",
+				zap.String("node", b.o.Node), zap.Time("leaseActingUntil", out.until), zap.Int("tries", tries))
+			return
+		}
 		next := wait.Next()
 		if permanent(err) || !b.o.Clock.Now().Add(next).Before(deadline) {
 			b.o.Log.Error("the node brake could not be lifted at exit: lift it by hand (docs/run.md, \"The node brake\")",
@@ -386,20 +450,49 @@ func (b *Brake) onNode() bool {
 	return !equal || ConditionPatch(node, nil, b.o.Clock.Now(), b.o.Heartbeat, true) != nil
 }
 
+// leaseRunsOut is errLeaseRunsOut with the bound it met.
+type leaseRunsOut struct{ until time.Time }
+
+func (e leaseRunsOut) Error() string        { return errLeaseRunsOut.Error() }
+func (e leaseRunsOut) Is(target error) bool { return target == errLeaseRunsOut }
+
+// beyond returns a leaseRunsOut when a write now would come at or after
+// until (zero: no bound).
+func (b *Brake) beyond(until time.Time) error {
+	if !until.IsZero() && !b.o.Clock.Now().Before(until) {
+		return leaseRunsOut{until: until}
+	}
+	return nil
+}
+
 // liftOnce is one try of the exit lift: who acts now (fresh), then the
 // Node, read fresh after a failed try (the informer has stopped, and the
 // kubelet's status updates move the Node's version on, which a taint patch
 // conditional on the old one would meet as a conflict again and again).
+// Its writes go out only while the lease, as read, is still this agent's
+// (Ownership.Until), and a write under way is cut off then: nothing renews
+// the lease at exit, and a write that lands after another agent took it
+// over would lift that agent's brake.
 func (b *Brake) liftOnce(deadline time.Time, reread bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), min(deadline.Sub(b.o.Clock.Now()), exitAttempt))
 	defer cancel()
+	var until time.Time
 	if b.o.Owns != nil {
-		mine, err := b.o.Owns(ctx)
+		own, err := b.o.Owns(ctx)
 		if err != nil {
 			return fmt.Errorf("node lease: %w", err)
 		}
-		if !mine {
+		if !own.Mine {
 			return errNotOurs
+		}
+		until = own.Until
+		if err := b.beyond(until); err != nil {
+			return err
+		}
+		if !until.IsZero() {
+			var cancelLease context.CancelFunc
+			ctx, cancelLease = context.WithTimeout(ctx, until.Sub(b.o.Clock.Now()))
+			defer cancelLease()
 		}
 	}
 	if reread {
@@ -410,7 +503,7 @@ func (b *Brake) liftOnce(deadline time.Time, reread bool) error {
 			return err
 		}
 	}
-	return b.round(ctx, true)
+	return b.round(ctx, true, until)
 }
 
 // permanent reports whether err cannot pass by asking again with the same
@@ -428,7 +521,8 @@ func permanent(err error) bool {
 }
 
 // round brings the Node to the wanted brake (or, final, lifts all of it).
-func (b *Brake) round(ctx context.Context, final bool) error {
+// No write goes out at or after until (zero: no bound; see liftOnce).
+func (b *Brake) round(ctx context.Context, final bool, until time.Time) error {
 	b.mu.Lock()
 	want, synced := b.want, b.synced
 	b.mu.Unlock()
@@ -450,23 +544,30 @@ func (b *Brake) round(ctx context.Context, final bool) error {
 	if node == nil {
 		return b.failed(fmt.Errorf("node %s is not in the informer's cache", b.o.Node))
 	}
+	if !exit && !b.o.LiftOnly {
+		want = b.keepFound(node, want)
+	}
 	taints, equal := Taints(node, want, b.o.Effect, final)
 	condPatch := ConditionPatch(node, want, b.o.Clock.Now(), b.o.Heartbeat, final)
 	if b.o.LiftOnly && !exit && (!equal || condPatch != nil) && b.o.Owns != nil {
 		// A leftover to lift: only if no other agent acts here now (a dry
 		// run beside an acting agent must leave that agent's brake on).
-		mine, err := b.o.Owns(ctx)
+		own, err := b.o.Owns(ctx)
 		switch {
 		case err != nil:
 			return b.failed(fmt.Errorf("node lease: %w", err))
-		case !mine:
+		case !own.Mine:
 			return nil
 		}
+		until = own.Until
 	}
 	var errs []error
 	// Taints first: their patch is conditional on the resourceVersion
 	// read, which our own condition write would change.
 	if !equal {
+		if err := b.beyond(until); err != nil {
+			return b.outlived(err, exit)
+		}
 		out, err := b.o.API.PatchNode(ctx, node.Name, types.MergePatchType, TaintPatch(node, taints))
 		b.o.Wrote(ObjectTaint, err)
 		if err != nil {
@@ -479,6 +580,9 @@ func (b *Brake) round(ctx context.Context, final bool) error {
 		}
 	}
 	if condPatch != nil {
+		if err := b.beyond(until); err != nil {
+			return b.outlived(err, exit)
+		}
 		out, err := b.o.API.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, condPatch)
 		b.o.Wrote(ObjectCondition, err)
 		if err != nil {
@@ -492,6 +596,93 @@ func (b *Brake) round(ctx context.Context, final bool) error {
 	}
 	b.succeeded(want, Applied(node, b.o.Effect), final)
 	return nil
+}
+
+// outlived ends a round whose lease, as read, may have passed to another
+// agent before a write: at exit the lift stops (lift logs it); a LiftOnly
+// round leaves the leftover to the next round, which reads the lease
+// again.
+func (b *Brake) outlived(err error, exit bool) error {
+	if exit {
+		return err
+	}
+	return nil
+}
+
+// keepFound is want with the brake found on the Node kept on: the first
+// round that judges the node while acting records, for each resource whose
+// brake it finds on (its condition True or its taint there) and that no
+// episode of this agent's wants, that it stays on until the transition
+// period has passed, and logs it; each round until then wants it on, and
+// the first round after lets it go. An episode of the resource that opens
+// meanwhile takes over: it ends no sooner than a transition period after
+// it opened, so never before the kept brake would have gone. b.mu is not
+// held.
+func (b *Brake) keepFound(node *v1.Node, want map[Resource]Want) map[Resource]Want {
+	now := b.o.Clock.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.judged {
+		b.judged = true
+		if b.o.TransitionPeriod > 0 {
+			for _, r := range Resources() {
+				if !want[r].On && foundOn(node, r) {
+					if b.kept == nil {
+						b.kept = map[Resource]time.Time{}
+					}
+					b.kept[r] = now.Add(b.o.TransitionPeriod)
+					b.o.Log.Info("keeping the node brake found on: the pressure it was put on for may still hold; lifted once no episode of the resource has been open for the pressure transition period",
+						zap.String("node", b.o.Node), zap.String("resource", string(r)), zap.Duration("transitionPeriod", b.o.TransitionPeriod),
+						zap.Time("until", b.kept[r]))
+				}
+			}
+		}
+	}
+	if len(b.kept) == 0 {
+		return want
+	}
+	out := maps.Clone(want)
+	if out == nil {
+		out = map[Resource]Want{}
+	}
+	for _, r := range Resources() {
+		until, ok := b.kept[r]
+		switch {
+		case !ok:
+		case !now.Before(until):
+			delete(b.kept, r)
+			if !want[r].On {
+				b.o.Log.Info("the node brake found on is kept no longer: no episode of the resource for the pressure transition period",
+					zap.String("node", b.o.Node), zap.String("resource", string(r)), zap.Duration("transitionPeriod", b.o.TransitionPeriod))
+			}
+		case !want[r].On:
+			out[r] = Want{On: true, Message: fmt.Sprintf(
+				"evictd: kept on since it started and found this brake on, as the %s pressure it was put on for may still hold; lifted at %s unless a %s pressure episode opens",
+				r, until.UTC().Format(time.RFC3339), r)}
+		}
+	}
+	return out
+}
+
+// keptUntilLocked is when the first brake kept from the Node as found
+// is to go (zero: none is kept); b.mu is held.
+func (b *Brake) keptUntilLocked() time.Time {
+	var first time.Time
+	for _, until := range b.kept {
+		if first.IsZero() || until.Before(first) {
+			first = until
+		}
+	}
+	return first
+}
+
+// foundOn reports whether node carries r's brake: evictd's condition True,
+// or its taint, of any effect.
+func foundOn(node *v1.Node, r Resource) bool {
+	if c := findCondition(node, ConditionType(r)); c != nil && c.Status == v1.ConditionTrue {
+		return true
+	}
+	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == TaintKey(r) })
 }
 
 // failed records a failed round. A run of failures is logged once, when

@@ -41,6 +41,9 @@ type node struct {
 	hold chan struct{}
 	// flaky answers the next calls, one error each, before fail applies.
 	flaky []error
+	// onTaint, when set, is called as each taint write arrives, before it
+	// is applied: time passing while a write is under way.
+	onTaint func()
 }
 
 // failing is the error the next call answers (f.mu held).
@@ -76,10 +79,13 @@ func (f *node) bump() {
 
 func (f *node) PatchNode(_ context.Context, _ string, pt types.PatchType, data []byte) (*v1.Node, error) {
 	f.mu.Lock()
-	hold := f.hold
+	hold, onTaint := f.hold, f.onTaint
 	f.mu.Unlock()
 	if hold != nil {
 		<-hold
+	}
+	if onTaint != nil {
+		onTaint()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -599,7 +605,7 @@ func TestBrakeLiftOnly(t *testing.T) {
 	var others atomic.Bool
 	h := startWith(t, true, leftover(), func(o *Options) {
 		o.LiftOnly = true
-		o.Owns = func(context.Context) (bool, error) { return !others.Load(), nil }
+		o.Owns = func(context.Context) (Ownership, error) { return Ownership{Mine: !others.Load()}, nil }
 	})
 	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
 	eventually(t, "the leftover lifted", func() bool {
@@ -628,7 +634,7 @@ func TestBrakeLiftOnly(t *testing.T) {
 func TestBrakeExitLeavesNewHolders(t *testing.T) {
 	var handedOver atomic.Bool
 	h := startWith(t, true, nil, func(o *Options) {
-		o.Owns = func(context.Context) (bool, error) { return !handedOver.Load(), nil }
+		o.Owns = func(context.Context) (Ownership, error) { return Ownership{Mine: !handedOver.Load()}, nil }
 	})
 	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
 	eventually(t, "brake on", func() bool { return braked(h.api.get()) })
@@ -646,7 +652,7 @@ func TestBrakeExitNothingToLift(t *testing.T) {
 	var asked atomic.Int32
 	h := startWith(t, true, nil, func(o *Options) {
 		o.LiftOnly = true
-		o.Owns = func(context.Context) (bool, error) { asked.Add(1); return true, nil }
+		o.Owns = func(context.Context) (Ownership, error) { asked.Add(1); return Ownership{Mine: true}, nil }
 	})
 	h.b.Sync(nil)
 	h.api.mu.Lock()
@@ -755,4 +761,136 @@ func TestBrakeRefusedWriteBacksOffToMinutes(t *testing.T) {
 	if n := logs.FilterMessage("the node brake is written again").Len(); n != 1 {
 		t.Errorf("%d 'the node brake is written again' logs; want 1", n)
 	}
+}
+
+// TestBrakeExitLiftWithinTheLease: nothing renews the node lease at exit,
+// so the lift's writes go out only while the lease, as its ownership check
+// read it, is still this agent's (Ownership.Until): past that another
+// agent may have taken it over and put its own brake on, which a late
+// write would lift. The agent is frozen past the bound after the check (a
+// GC pause, a starved CPU), or the bound passes while its taint write is
+// under way: either way no further write goes out, the brake stays on for
+// the next agent, and the lift does not retry.
+func TestBrakeExitLiftWithinTheLease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// frozen: the clock passes the bound right after the check;
+		// otherwise during the taint write.
+		frozen bool
+		want   []string
+	}{
+		{"frozen after the check", true, nil},
+		{"bound passes during the taint write", false, []string{"taint"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h *harness
+			var exiting atomic.Bool
+			var checks atomic.Int32
+			h = startWith(t, true, nil, func(o *Options) {
+				o.Owns = func(context.Context) (Ownership, error) {
+					checks.Add(1)
+					// The lease as read: renewed now, this agent's for a
+					// second more.
+					own := Ownership{Mine: true, Until: h.clk.Now().Add(time.Second)}
+					if exiting.Load() && tc.frozen {
+						h.clk.Step(2 * time.Second)
+					}
+					return own, nil
+				}
+			})
+			h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
+			eventually(t, "brake on", func() bool { return braked(h.api.get()) })
+			before := len(h.api.wrote())
+			h.api.mu.Lock()
+			// The Node moves on under the write (a kubelet's status
+			// update), so the taint write conflicts and the lift would
+			// try again.
+			h.api.onTaint = func() {
+				if !tc.frozen {
+					h.clk.Step(2 * time.Second)
+				}
+				h.api.mu.Lock()
+				h.api.bump()
+				h.api.mu.Unlock()
+			}
+			h.api.mu.Unlock()
+			exiting.Store(true)
+			h.cancel()
+			// A lift that retries waits on the clock.
+			eventually(t, "the exit lift to end", func() bool {
+				select {
+				case <-h.done:
+					return true
+				default:
+					h.clk.Step(minRetry)
+					return false
+				}
+			})
+			got := h.api.wrote()[before:]
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("the exit lift made calls %v after the ownership check's lease ran out; want %v", got, tc.want)
+			}
+			if !braked(h.api.get()) {
+				t.Errorf("the exit lifted the brake after the lease it read ran out (another agent may hold it): taints %v, conditions %v",
+					h.api.get().Spec.Taints, h.api.get().Status.Conditions)
+			}
+			if n := checks.Load(); n != 1 {
+				t.Errorf("the lease was checked %d times at exit; want one, and no retry once it may have passed", n)
+			}
+		})
+	}
+}
+
+// TestBrakeFoundKeptForTransitionPeriod: a new agent that finds the memory
+// brake on (an agent killed mid-episode) and sees no pressure at its first
+// pass keeps the brake on for the pressure transition period from then,
+// as the kubelet keeps its condition after it last saw the pressure, and
+// lifts it when the period is up, not at the next recheck. An episode that
+// opens meanwhile takes the brake over, and ends it.
+func TestBrakeFoundKeptForTransitionPeriod(t *testing.T) {
+	const period = 5 * time.Minute
+	t.Run("no pressure", func(t *testing.T) {
+		h := startWith(t, true, leftover(), func(o *Options) { o.TransitionPeriod = period })
+		from := h.clk.Now()
+		h.sync(t, nil)
+		for {
+			n := h.api.get()
+			if !braked(n) {
+				t.Fatalf("the brake found on was lifted %s after the agent first judged the node; want it kept for the transition period %s (taints %v, conditions %v)",
+					h.clk.Since(from), period, n.Spec.Taints, n.Status.Conditions)
+			}
+			if h.clk.Since(from)+recheck >= period {
+				break
+			}
+			h.step(t, false)
+		}
+		if c := findCondition(h.api.get(), ConditionType(Memory)); c == nil || !strings.Contains(c.Message, "kept on") {
+			t.Errorf("the kept condition says %+v; want why it is kept on", c)
+		}
+		// The kept brake's own timer ends it at the period.
+		eventually(t, "the kept brake's end timer", func() bool { return h.clk.Waiters() >= 2 })
+		h.clk.SetTime(from.Add(period))
+		eventually(t, "the kept brake lifted at the end of the transition period", func() bool {
+			n := h.api.get()
+			c := findCondition(n, ConditionType(Memory))
+			return len(n.Spec.Taints) == 1 && n.Spec.Taints[0].Key == "other" && c != nil && c.Status == v1.ConditionFalse
+		})
+	})
+	t.Run("episode takes over", func(t *testing.T) {
+		h := startWith(t, true, leftover(), func(o *Options) { o.TransitionPeriod = period })
+		from := h.clk.Now()
+		h.sync(t, nil)
+		h.step(t, false)
+		h.sync(t, map[Resource]Want{Memory: {On: true, Message: "episode"}})
+		for h.clk.Since(from) < period+recheck {
+			h.step(t, false)
+		}
+		if n := h.api.get(); !braked(n) {
+			t.Fatalf("the episode's brake was lifted when the kept one's time was up: taints %v", n.Spec.Taints)
+		}
+		h.sync(t, nil)
+		if n := h.api.get(); braked(n) {
+			t.Errorf("the brake stayed on after the episode ended, past the transition period: taints %v", n.Spec.Taints)
+		}
+	})
 }

@@ -595,38 +595,9 @@ func (r *Runner) Release() {
 	}
 }
 
-// NoOtherHolder reads the lease fresh from the API server and reports
-// whether no other agent acts on the node now: the lease is gone, held by
-// nobody or by this agent, or its holder's time is up. The brake asks it
-// at exit, after Run has ended: a lease taken over meanwhile (this agent
-// stalled past its renewal, and another acquired it) shows here though
-// this agent has not seen it, and the new holder's brake is left on.
-func (r *Runner) NoOtherHolder(ctx context.Context) (bool, error) {
-	return NoOtherHolder(ctx, r.o.API, r.o.Namespace, r.o.Node, r.o.Identity, r.o.Clock.Now())
-}
-
 // LeaseGetter reads a Lease (*kube.Client).
 type LeaseGetter interface {
 	GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
-}
-
-// NoOtherHolder reads node's lease in namespace and reports whether no
-// agent but self holds it at now (an agent without a lease of its own, a
-// dry run, passes self ""). Each agent on a node reads the same clock, as
-// in Elector.Plan.
-func NoOtherHolder(ctx context.Context, api LeaseGetter, namespace, node, self string, now time.Time) (bool, error) {
-	l, err := api.GetLease(ctx, namespace, Name(node))
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, nil
-	case err != nil:
-		return false, err
-	}
-	holder := ""
-	if l.Spec.HolderIdentity != nil {
-		holder = *l.Spec.HolderIdentity
-	}
-	return holder == "" || (self != "" && holder == self) || !now.Before(expiresAt(l)), nil
 }
 
 func (r *Runner) releaseFailed(err error) {

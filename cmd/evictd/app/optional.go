@@ -35,7 +35,10 @@ import (
 // agent killed mid-episode, or of one run before the brake was turned
 // off, would otherwise keep pods off the node for good. Before lifting, it
 // reads the node lease fresh (Options.Owns): a hand-over may have given
-// the node to another agent, whose brake it must leave on.
+// the node to another agent, whose brake it must leave on, and at exit,
+// when nothing renews the lease any more, the lift writes only while the
+// lease as read is still this agent's. A brake found on at start is kept
+// for the pressure transition period (Options.TransitionPeriod).
 func newNodeBrake(o *options.Options, client *kube.Client, watcher *podwatch.Watcher, lease *nodelease.Runner, m *metrics.Metrics, log *zap.Logger, clk clock.WithTicker) (*nodebrake.Brake, error) {
 	liftOnly := true
 	switch {
@@ -54,15 +57,19 @@ func newNodeBrake(o *options.Options, client *kube.Client, watcher *podwatch.Wat
 		}
 		m.NodeBrakeEnabled()
 	}
-	var owns func(context.Context) (bool, error)
+	var owns func(context.Context) (nodebrake.Ownership, error)
 	switch {
 	case lease != nil:
-		owns = lease.NoOtherHolder
+		owns = func(ctx context.Context) (nodebrake.Ownership, error) {
+			h, err := lease.ReadHold(ctx)
+			return nodebrake.Ownership{Mine: h.NoOther, Until: h.Until}, err
+		}
 	case o.NodeLease:
 		// A dry run takes no lease, and must not lift the brake of the
 		// agent that holds it.
-		owns = func(ctx context.Context) (bool, error) {
-			return nodelease.NoOtherHolder(ctx, client, o.NodeLeaseNamespace, o.NodeName, "", clk.Now())
+		owns = func(ctx context.Context) (nodebrake.Ownership, error) {
+			h, err := nodelease.ReadHold(ctx, client, o.NodeLeaseNamespace, o.NodeName, "", clk.Now())
+			return nodebrake.Ownership{Mine: h.NoOther, Until: h.Until}, err
 		}
 	}
 	applied := func(r nodebrake.Resource, on bool) {
@@ -73,7 +80,7 @@ func newNodeBrake(o *options.Options, client *kube.Client, watcher *podwatch.Wat
 	}
 	return nodebrake.New(nodebrake.Options{
 		API: client, Node: o.NodeName, Current: watcher.Node, Effect: effect, Acting: leaseActing(lease),
-		Owns: owns, LiftOnly: liftOnly, ExitLimit: exitgrace.BrakeLift,
+		Owns: owns, LiftOnly: liftOnly, ExitLimit: exitgrace.BrakeLift, TransitionPeriod: o.Config.TransitionPeriod(),
 		Clock: clk, Log: log.Named("brake"), Wrote: m.NodeBrakeWrite, Applied: applied,
 	})
 }

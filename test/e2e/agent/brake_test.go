@@ -86,8 +86,9 @@ func startBraking(t *testing.T, m *memoryNode, kubeconfig string) *evictd {
 // real API server, with the admission policy shipped in the manifest in
 // force: evictd's condition True and its taint on from the episode's first
 // eviction, the condition False and the taint gone once the episode ends;
-// left behind by an agent SIGKILLed mid-episode, lifted by the next one at
-// its first pass; the condition deleted at a clean exit. The kubelet's
+// left behind by an agent SIGKILLed mid-episode, kept by the next one for
+// the pressure transition period and then lifted (TestNodeBrakeRestartKeepsBrake
+// holds the period); the condition deleted at a clean exit. The kubelet's
 // conditions and the Node's other taints stay as they were throughout.
 func TestNodeBrake(t *testing.T) {
 	m := newMemoryNode(t, "brake")
