@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/backoff"
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/logging"
 )
 
@@ -110,6 +111,10 @@ type Options struct {
 	// lifted. nil: the brake is this agent's to lift at exit when its last
 	// round ran while it acted.
 	Owns func(ctx context.Context) (bool, error)
+	// Install is the agent's install (its ID, package install): its
+	// conditions' messages name it and its taints carry its mark, so that
+	// the uninstall of another install leaves them alone.
+	Install string
 	// LiftOnly: the agent puts no brake on (--node-brake=false, dry run,
 	// shadow mode) but still lifts what an earlier agent left on its Node,
 	// once it acts: every evictd.io/ taint and Evictd condition goes.
@@ -382,8 +387,8 @@ func (b *Brake) onNode() bool {
 	if node == nil {
 		return false
 	}
-	_, equal := Taints(node, nil, b.o.Effect, true)
-	return !equal || ConditionPatch(node, nil, b.o.Clock.Now(), b.o.Heartbeat, true) != nil
+	_, equal := Taints(node, nil, b.o.Effect, true, "")
+	return !equal || ConditionPatch(node, nil, b.o.Clock.Now(), b.o.Heartbeat, true, "") != nil
 }
 
 // liftOnce is one try of the exit lift: who acts now (fresh), then the
@@ -450,8 +455,8 @@ func (b *Brake) round(ctx context.Context, final bool) error {
 	if node == nil {
 		return b.failed(fmt.Errorf("node %s is not in the informer's cache", b.o.Node))
 	}
-	taints, equal := Taints(node, want, b.o.Effect, final)
-	condPatch := ConditionPatch(node, want, b.o.Clock.Now(), b.o.Heartbeat, final)
+	taints, equal := Taints(node, want, b.o.Effect, final, install.Mark(b.o.Install))
+	condPatch := ConditionPatch(node, want, b.o.Clock.Now(), b.o.Heartbeat, final, b.o.Install)
 	if b.o.LiftOnly && !exit && (!equal || condPatch != nil) && b.o.Owns != nil {
 		// A leftover to lift: only if no other agent acts here now (a dry
 		// run beside an acting agent must leave that agent's brake on).

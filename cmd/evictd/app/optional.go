@@ -73,7 +73,7 @@ func newNodeBrake(o *options.Options, client *kube.Client, watcher *podwatch.Wat
 	}
 	return nodebrake.New(nodebrake.Options{
 		API: client, Node: o.NodeName, Current: watcher.Node, Effect: effect, Acting: leaseActing(lease),
-		Owns: owns, LiftOnly: liftOnly, ExitLimit: exitgrace.BrakeLift,
+		Owns: owns, LiftOnly: liftOnly, ExitLimit: exitgrace.BrakeLift, Install: o.Install,
 		Clock: clk, Log: log.Named("brake"), Wrote: m.NodeBrakeWrite, Applied: applied,
 	})
 }
