@@ -58,7 +58,7 @@ func newCleanupFlags() (*cleanupFlags, *pflag.FlagSet) {
 	fs.StringVar(&f.install, "install", "", "The install to take back, its DaemonSet (NAMESPACE/NAME, the agents' --install); default: --delete-daemonset's. One of the two is required.")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, else the pod's ServiceAccount).")
 	fs.StringVar(&f.leaseNamespace, "node-lease-namespace", nodelease.DefaultNamespace(), "Namespace of the agents' node leases (their --node-lease-namespace): the Job's own pod's (POD_NAMESPACE), outside a pod evictd-system, unless set.")
-	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "How long the whole cleanup may take, the wait for the DaemonSet's pods included.")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "How long the whole cleanup may take, the wait for the DaemonSet's pods and the retries of calls the API server could not serve included.")
 	logging.AddFlags(fs, &f.logFormat, &f.logLevel)
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
 	return f, fs
