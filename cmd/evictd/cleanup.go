@@ -14,44 +14,51 @@ import (
 	"github.com/evictd/evictd/pkg/cleanup"
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/evictreq"
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/nodelease"
 )
 
 // cleanupSynopsis names every flag of cleanup but --help.
-const cleanupSynopsis = "evictd cleanup [--delete-daemonset NAMESPACE/NAME] [--kubeconfig FILE] [--node-lease-namespace NS] " +
+const cleanupSynopsis = "evictd cleanup [--delete-daemonset NAMESPACE/NAME] [--install NAMESPACE/NAME] [--kubeconfig FILE] [--node-lease-namespace NS] " +
 	"[--timeout DURATION] [--log-format FORMAT] [--log-level LEVEL]"
 
 const cleanupUsage = `Usage: ` + cleanupSynopsis + `
 
-Takes back everything evictd wrote to the cluster, for an uninstall: on
-every Node, evictd's taints (evictd.io/memory-pressure, disk-pressure,
-pid-pressure) and conditions (EvictdMemoryPressure, EvictdDiskPressure,
-EvictdPIDPressure); the agents' node leases (evictd-<node>; never a
-kubelet's); the EvictionRequests evictd made, where the API server serves
-them. With --delete-daemonset it first deletes evictd's DaemonSet and waits
+Takes back everything one install of evictd wrote to the cluster, for its
+uninstall: on every Node, its taints (evictd.io/memory-pressure,
+disk-pressure, pid-pressure) and conditions (EvictdMemoryPressure,
+EvictdDiskPressure, EvictdPIDPressure); its agents' node leases
+(evictd-<node>; never a kubelet's); the EvictionRequests its agents made,
+where the API server serves them. The install is its DaemonSet: the one
+--delete-daemonset names, unless --install names it. Everything evictd
+writes names its install; another install's is left alone, and what an
+evictd older than these marks wrote (naming no install) is taken back.
+With --delete-daemonset it first deletes the install's DaemonSet and waits
 until its pods are gone, so that no agent puts a brake back afterwards.
-It logs what it removed, reads the cluster again, and exits 1 naming what
-is left, if anything is.
+A call the API server cannot serve is made again after a back-off until
+--timeout. It logs what it removed, reads the cluster again, and exits 1
+naming what is left, if anything is.
 
 Flags:
 `
 
 type cleanupFlags struct {
-	daemonSet, kubeconfig, leaseNamespace string
-	timeout                               time.Duration
-	logFormat, logLevel                   string
-	help                                  bool
+	daemonSet, install, kubeconfig, leaseNamespace string
+	timeout                                        time.Duration
+	logFormat, logLevel                            string
+	help                                           bool
 }
 
 func newCleanupFlags() (*cleanupFlags, *pflag.FlagSet) {
 	f := &cleanupFlags{}
 	fs := cliflag.NewFlagSet("cleanup")
 	fs.StringVar(&f.daemonSet, "delete-daemonset", "", "Delete this DaemonSet (NAMESPACE/NAME) first and wait until its pods are gone.")
+	fs.StringVar(&f.install, "install", "", "The install to take back, its DaemonSet (NAMESPACE/NAME, the agents' --install); default: --delete-daemonset's. One of the two is required.")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, else the pod's ServiceAccount).")
 	fs.StringVar(&f.leaseNamespace, "node-lease-namespace", nodelease.DefaultNamespace(), "Namespace of the agents' node leases (their --node-lease-namespace): the Job's own pod's (POD_NAMESPACE), outside a pod evictd-system, unless set.")
-	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "How long the whole cleanup may take, the wait for the DaemonSet's pods included.")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "How long the whole cleanup may take, the wait for the DaemonSet's pods and the retries of calls the API server could not serve included.")
 	logging.AddFlags(fs, &f.logFormat, &f.logLevel)
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
 	return f, fs
@@ -84,6 +91,19 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return fail(fmt.Errorf("invalid --delete-daemonset: %w", err))
 		}
 	}
+	// The install whose state is taken back: never a guess, for another
+	// install's brakes, leases and requests must stay.
+	id := f.install
+	flag := "--install"
+	if id == "" {
+		id, flag = f.daemonSet, "--delete-daemonset"
+	}
+	if id == "" {
+		return fail(fmt.Errorf("no install to take back: give --delete-daemonset NAMESPACE/NAME or --install NAMESPACE/NAME (the install's DaemonSet)"))
+	}
+	if _, err := install.Parse(id); err != nil {
+		return fail(fmt.Errorf("invalid %s: %w", flag, err))
+	}
 	log, err := logging.NewTo(stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return fail(err)
@@ -107,7 +127,7 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	res, err := cleanup.Run(ctx, cleanup.Options{
-		API: client, LeaseNamespace: f.leaseNamespace, Requester: evictreq.DefaultRequester, DaemonSet: f.daemonSet, Log: log,
+		API: client, Install: id, LeaseNamespace: f.leaseNamespace, Requester: evictreq.DefaultRequester, DaemonSet: f.daemonSet, Log: log,
 	})
 	fmt.Fprintf(stdout, "removed %d taints, %d conditions, %d node leases, %d EvictionRequests%s\n",
 		res.TaintsRemoved, res.ConditionsRemoved, res.LeasesDeleted, res.EvictionRequestsDeleted, servedNote(res.EvictionRequestsServed))
@@ -115,7 +135,7 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "evictd cleanup: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintln(stdout, "nothing of evictd's is left on the cluster")
+	fmt.Fprintf(stdout, "nothing of install %s's is left on the cluster\n", id)
 	return exitOK
 }
 

@@ -17,6 +17,9 @@ func TestCleanupBadUsage(t *testing.T) {
 	}{
 		{[]string{"--delete-daemonset=evictd"}, "evictd cleanup: invalid --delete-daemonset: DaemonSet \"evictd\": want namespace/name\n"},
 		{[]string{"--timeout=0s"}, "evictd cleanup: invalid --timeout 0s: want a positive duration\n"},
+		{[]string{"--timeout=1m"}, "evictd cleanup: no install to take back: give --delete-daemonset NAMESPACE/NAME or --install NAMESPACE/NAME (the install's DaemonSet)\n"},
+		{[]string{"--install=evictd"}, "evictd cleanup: invalid --install: install \"evictd\": want NAMESPACE/NAME, the install's DaemonSet\n"},
+		{[]string{"--delete-daemonset=Evictd/evictd"}, ""},
 		{[]string{"--node-lease-namespace="}, "evictd cleanup: invalid --node-lease-namespace \"\": want a namespace\n"},
 		{[]string{"now"}, "evictd cleanup: unexpected argument \"now\"\n"},
 		{[]string{"--log-level=loud"}, ""},

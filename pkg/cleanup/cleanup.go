@@ -1,22 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package cleanup takes back everything evictd wrote to a cluster, for an
-// uninstall: the node brake on every Node (evictd's taints and
-// conditions), the agents' node Leases, and the EvictionRequests evictd
-// made. Optionally it first deletes evictd's DaemonSet and waits for its
-// pods to be gone, so that running agents lift their own brakes and none
-// is left to put one back afterwards. The Helm chart's pre-delete hook
-// runs it (evictd cleanup), and docs/install.md's kustomize uninstall.
+// Package cleanup takes back what one install of evictd wrote to a
+// cluster, for its uninstall: its node brake on every Node (evictd's
+// taints and conditions), its agents' node Leases, and the
+// EvictionRequests its agents made. Each of these names the install that
+// wrote it (package install); another install's are left alone, so that
+// uninstalling one of two installs leaves the other's brakes, leases and
+// requests in place. What an evictd older than the install marks wrote
+// names no install, and every uninstall takes it back. Optionally it
+// first deletes the install's DaemonSet and waits for its pods to be
+// gone, so that running agents lift their own brakes and none is left to
+// put one back afterwards. The Helm chart's pre-delete hook runs it
+// (evictd cleanup), and docs/install.md's kustomize uninstall.
 //
-// Every write is conditional on the object as read, and the last step
-// reads everything again: Run reports what is left, never that it hopes
-// nothing is.
+// Every write is conditional on the object as read, a call the API server
+// could not serve is made again after a back-off until the context ends,
+// and the last step reads everything again: Run reports what is left,
+// never that it hopes nothing is.
 package cleanup
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -28,11 +35,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/backoff"
+	"github.com/evictd/evictd/pkg/evictreq"
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/nodebrake"
@@ -55,6 +66,9 @@ type API interface {
 // Options configure Run.
 type Options struct {
 	API API
+	// Install is the install to take back (its ID, "NAMESPACE/NAME" of its
+	// DaemonSet; package install). Required.
+	Install string
 	// LeaseNamespace holds the agents' node leases (the agents'
 	// --node-lease-namespace).
 	LeaseNamespace string
@@ -63,12 +77,6 @@ type Options struct {
 	// DaemonSet, "namespace/name", is deleted first and waited for; "" for
 	// none.
 	DaemonSet string
-	// Attempts bounds the tries of the Nodes' list and of each Node's
-	// writes: a write that conflicts with another writer's (the kubelet's
-	// status, a scheduler's taint) is read again and retried, and so is
-	// one the API server could not serve (5xx, 429, no answer), each time
-	// after a longer back-off; a refused one (403, 422) is not.
-	Attempts int
 	// Poll is how often the DaemonSet's deletion is checked while the API
 	// server answers; a failed check backs off from it.
 	Poll  time.Duration
@@ -90,16 +98,16 @@ type Result struct {
 	Left []string
 }
 
-// Defaults.
-const (
-	DefaultAttempts = 5
-	DefaultPoll     = time.Second
-)
+// DefaultPoll is how often the DaemonSet's deletion is checked.
+const DefaultPoll = time.Second
 
 // The back-off between tries (package backoff: doubling, with jitter):
 // from about retryInitial to retryMax, so that a cleanup meeting an API
-// server in trouble asks again every few seconds at first and twice a
-// minute at the most; DefaultAttempts' tries span 15 s at the most.
+// server in trouble (5xx, 429, no answer) or a write that conflicts with
+// another writer's asks again every few seconds at first and twice a
+// minute at the most, for as long as its context lasts (evictd cleanup's
+// --timeout). A refusal (403, 422) is not asked again: the same request
+// meets the same rules.
 const (
 	retryInitial = time.Second
 	retryMax     = 30 * time.Second
@@ -114,15 +122,16 @@ func ParseDaemonSet(s string) (namespace, name string, err error) {
 	return ns, n, nil
 }
 
-// Run takes back what evictd wrote; ctx bounds it (the wait for the
-// DaemonSet's pods included). The error is nil only when nothing is left.
+// Run takes back what the install wrote; ctx bounds it (the wait for the
+// DaemonSet's pods and every retry included). The error is nil only when
+// nothing of the install's is left.
 func Run(ctx context.Context, o Options) (Result, error) {
 	var res Result
-	if o.API == nil || o.LeaseNamespace == "" || o.Requester == "" {
-		return res, errors.New("cleanup: API, LeaseNamespace and Requester must be set")
+	if o.API == nil || o.LeaseNamespace == "" || o.Requester == "" || o.Install == "" {
+		return res, errors.New("cleanup: API, Install, LeaseNamespace and Requester must be set")
 	}
-	if o.Attempts <= 0 {
-		o.Attempts = DefaultAttempts
+	if _, err := install.Parse(o.Install); err != nil {
+		return res, fmt.Errorf("cleanup: %w", err)
 	}
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
@@ -133,6 +142,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
+	o.Log = o.Log.With(zap.String("install", o.Install))
 	if o.DaemonSet != "" {
 		if err := deleteDaemonSet(ctx, o); err != nil {
 			return res, err
@@ -169,7 +179,7 @@ func deleteDaemonSet(ctx context.Context, o Options) error {
 		return err
 	}
 	fg := metav1.DeletePropagationForeground
-	err = try(ctx, o, func() error {
+	err = try(ctx, o, nil, "delete the DaemonSet "+o.DaemonSet, func() error {
 		return o.API.DeleteDaemonSet(ctx, ns, name, metav1.DeleteOptions{PropagationPolicy: &fg})
 	})
 	switch {
@@ -201,17 +211,38 @@ func deleteDaemonSet(ctx context.Context, o Options) error {
 	}
 }
 
-// try makes call until it succeeds, fails for good (not retryable),
-// Attempts tries, or ctx ends, backing off between the tries, and returns
-// its last error.
-func try(ctx context.Context, o Options, call func() error) error {
-	wait := backoff.Backoff{Initial: retryInitial, Max: retryMax}
-	for attempt := 1; ; attempt++ {
+// try makes call until it succeeds, fails for good (not retryable) or ctx
+// ends, backing off between the tries on wait (nil: a back-off of its own;
+// a step's calls share one, so that an API server in trouble is asked
+// less often the longer it is), and returns its last error.
+func try(ctx context.Context, o Options, wait *backoff.Backoff, what string, call func() error) error {
+	if wait == nil {
+		wait = newBackoff()
+	}
+	for {
 		err := call()
-		if err == nil || !retryable(err) || attempt >= o.Attempts || !sleep(ctx, o.Clock, wait.Next()) {
+		if err == nil || !retryable(err) {
+			return err
+		}
+		if !pause(ctx, o, wait, what, err) {
 			return err
 		}
 	}
+}
+
+func newBackoff() *backoff.Backoff {
+	return &backoff.Backoff{Initial: retryInitial, Max: retryMax}
+}
+
+// pause logs a retryable failure of what and waits the back-off's next
+// step; false when ctx ends first.
+func pause(ctx context.Context, o Options, wait *backoff.Backoff, what string, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	d := wait.Next()
+	o.Log.Warn("cannot "+what+" now; trying again", zap.Duration("retryIn", d.Round(time.Millisecond)), logging.Err(err))
+	return sleep(ctx, o.Clock, d)
 }
 
 // sleep waits d on clk, and reports false if ctx ends first.
@@ -247,39 +278,38 @@ func listNodes(ctx context.Context, api API, opts metav1.ListOptions) ([]v1.Node
 	return obj.(*v1.NodeList).Items, nil
 }
 
-// nodes lifts the brake on every Node with nodebrake's own final patches
-// (a clean exit's): evictd's taints dropped, its conditions deleted. A
-// Node whose writes can pass when tried again (a conflict: someone wrote
-// it in between; the API server in trouble) is read again alone and
-// tried again after the back-off, up to Attempts times; the Nodes are
-// listed once.
+// nodes lifts the install's brake on every Node (nodebrake.LiftOwn): its
+// taints dropped, its conditions deleted; another install's stay. A Node
+// whose writes can pass when tried again (a conflict: someone wrote it in
+// between; the API server in trouble) is read again alone and tried again
+// after the back-off, until ctx ends; the Nodes are listed once.
 func nodes(ctx context.Context, o Options, res *Result) error {
+	wait := newBackoff()
 	var list []v1.Node
-	if err := try(ctx, o, func() (err error) {
+	if err := try(ctx, o, wait, "list the Nodes", func() (err error) {
 		list, err = listNodes(ctx, o.API, metav1.ListOptions{})
 		return err
 	}); err != nil {
 		return err
 	}
-	wait := backoff.Backoff{Initial: retryInitial, Max: retryMax}
-	// final holds the errors no try can change; errs, below, those of the
+	// final holds the errors no try can change; again, below, those of the
 	// last try of the Nodes tried again.
 	var final []error
 	pending := list
-	for attempt := 1; ; attempt++ {
+	for {
 		var again []v1.Node
 		var errs []error
 		for i := range pending {
-			if err := node(ctx, o, &pending[i], res); err != nil {
-				if retryable(err) {
-					again = append(again, pending[i])
-					errs = append(errs, err)
-				} else {
-					final = append(final, err)
-				}
+			retry, refused := node(ctx, o, &pending[i], res)
+			if refused != nil {
+				final = append(final, refused)
+			}
+			if retry != nil {
+				again = append(again, pending[i])
+				errs = append(errs, retry)
 			}
 		}
-		if len(again) == 0 || attempt >= o.Attempts || !sleep(ctx, o.Clock, wait.Next()) {
+		if len(again) == 0 || !pause(ctx, o, wait, fmt.Sprintf("lift the brake on %d Nodes", len(again)), errors.Join(errs...)) {
 			return errors.Join(append(final, errs...)...)
 		}
 		pending = pending[:0]
@@ -307,150 +337,216 @@ func readNode(ctx context.Context, api API, name string) (*v1.Node, error) {
 	return &items[0], nil
 }
 
-func node(ctx context.Context, o Options, n *v1.Node, res *Result) error {
-	var errs []error
+// node lifts the install's brake on n: retry is the failure a later try
+// may pass, refused the one it cannot. A Node gone meanwhile has nothing
+// to lift.
+func node(ctx context.Context, o Options, n *v1.Node, res *Result) (retry, refused error) {
+	var retries, refusals []error
+	sort := func(err error) {
+		switch {
+		case apierrors.IsNotFound(err):
+		case retryable(err):
+			retries = append(retries, err)
+		default:
+			refusals = append(refusals, err)
+		}
+	}
+	taints, equal, condPatch, removedTaints, removedConds := nodebrake.LiftOwn(n, o.Install, install.Mark(o.Install))
 	// Taints first: their patch is conditional on the resourceVersion
 	// read, which the condition write would change.
-	if taints, equal := nodebrake.Taints(n, nil, "", true); !equal {
-		var removed []string
-		for _, t := range n.Spec.Taints {
-			if strings.HasPrefix(t.Key, nodebrake.TaintPrefix) {
-				removed = append(removed, t.Key+":"+string(t.Effect))
-			}
-		}
+	if !equal {
 		if _, err := o.API.PatchNode(ctx, n.Name, types.MergePatchType, nodebrake.TaintPatch(n, taints)); err != nil {
-			errs = append(errs, fmt.Errorf("node %s: remove taints %s: %w", n.Name, strings.Join(removed, ", "), err))
+			sort(fmt.Errorf("node %s: remove taints %s: %w", n.Name, strings.Join(removedTaints, ", "), err))
 		} else {
-			res.TaintsRemoved += len(removed)
-			o.Log.Info("removed evictd's taints", zap.String("node", n.Name), zap.Strings("taints", removed))
+			res.TaintsRemoved += len(removedTaints)
+			o.Log.Info("removed evictd's taints", zap.String("node", n.Name), zap.Strings("taints", removedTaints))
 		}
 	}
-	if p := nodebrake.ConditionPatch(n, nil, o.Clock.Now(), nodebrake.DefaultHeartbeat, true); p != nil {
-		var removed []string
-		for _, c := range n.Status.Conditions {
-			if isBrakeCondition(c.Type) {
-				removed = append(removed, string(c.Type)+"="+string(c.Status))
-			}
-		}
-		if _, err := o.API.PatchNodeStatus(ctx, n.Name, types.StrategicMergePatchType, p); err != nil {
-			errs = append(errs, fmt.Errorf("node %s: remove conditions %s: %w", n.Name, strings.Join(removed, ", "), err))
+	if condPatch != nil {
+		if _, err := o.API.PatchNodeStatus(ctx, n.Name, types.StrategicMergePatchType, condPatch); err != nil {
+			sort(fmt.Errorf("node %s: remove conditions %s: %w", n.Name, strings.Join(removedConds, ", "), err))
 		} else {
-			res.ConditionsRemoved += len(removed)
-			o.Log.Info("removed evictd's conditions", zap.String("node", n.Name), zap.Strings("conditions", removed))
+			res.ConditionsRemoved += len(removedConds)
+			o.Log.Info("removed evictd's conditions", zap.String("node", n.Name), zap.Strings("conditions", removedConds))
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(retries...), errors.Join(refusals...)
 }
 
-func isBrakeCondition(t v1.NodeConditionType) bool {
-	return slices.ContainsFunc(nodebrake.Resources(), func(r nodebrake.Resource) bool { return nodebrake.ConditionType(r) == t })
-}
-
-// leases deletes the agents' node leases, each conditional on the version
-// read; the kubelet's (IsEvictds) are never touched.
+// leases deletes the install's node leases (nodelease.Owned: the
+// kubelet's and another install's are never touched), each conditional on
+// the version read. A delete that can pass when tried again (a conflict:
+// the lease was written since; the API server in trouble) is tried again
+// after the back-off from a fresh list, until ctx ends: a lease another
+// install's agent took over meanwhile is no longer this install's.
 func leases(ctx context.Context, o Options, res *Result) error {
-	list, err := o.API.ListLeases(ctx, o.LeaseNamespace, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list leases in %s: %w", o.LeaseNamespace, err)
-	}
-	var errs []error
-	for i := range list.Items {
-		l := &list.Items[i]
-		if !nodelease.IsEvictds(l) {
-			continue
-		}
-		uid, rv := l.UID, l.ResourceVersion
-		err := o.API.DeleteLease(ctx, l.Namespace, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-		switch {
-		case err == nil:
-			res.LeasesDeleted++
-			o.Log.Info("deleted evictd's node lease", zap.String("lease", l.Namespace+"/"+l.Name), zap.String("holder", *l.Spec.HolderIdentity))
-		case apierrors.IsNotFound(err):
-		default:
-			errs = append(errs, fmt.Errorf("delete lease %s/%s: %w", l.Namespace, l.Name, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// evictionRequests deletes evictd's EvictionRequests in every namespace (a
-// deletion is the requester's withdrawal); a 404 on the list means the API
-// server does not serve them.
-func evictionRequests(ctx context.Context, o Options, res *Result) error {
-	found, served, err := listEvictionRequests(ctx, o)
-	res.EvictionRequestsServed = served
-	if err != nil || !served {
-		return err
-	}
-	var errs []error
-	for _, er := range found {
-		uid, rv := er.UID, er.ResourceVersion
-		err := o.API.DeleteEvictionRequest(ctx, er.Namespace, er.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-		switch {
-		case err == nil:
-			res.EvictionRequestsDeleted++
-			o.Log.Info("deleted evictd's EvictionRequest", zap.String("evictionRequest", er.Namespace+"/"+er.Name))
-		case apierrors.IsNotFound(err):
-		default:
-			errs = append(errs, fmt.Errorf("delete EvictionRequest %s/%s: %w", er.Namespace, er.Name, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func listEvictionRequests(ctx context.Context, o Options) (found []lifecyclev1alpha1.EvictionRequest, served bool, err error) {
-	opts := metav1.ListOptions{Limit: 500}
+	refused := map[string]error{}
+	wait := newBackoff()
 	for {
-		list, err := o.API.ListEvictionRequests(ctx, metav1.NamespaceAll, opts)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, false, nil
-		case err != nil:
-			return nil, true, fmt.Errorf("list EvictionRequests: %w", err)
+		list, err := listLeases(ctx, o, wait)
+		if err != nil {
+			return errors.Join(append(values(refused), err)...)
 		}
-		for _, er := range list.Items {
-			if er.Spec.Requester == o.Requester {
-				found = append(found, er)
+		var errs []error
+		for i := range list {
+			l := &list[i]
+			key := l.Namespace + "/" + l.Name
+			if refused[key] != nil {
+				continue
+			}
+			uid, rv := l.UID, l.ResourceVersion
+			err := o.API.DeleteLease(ctx, l.Namespace, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+			switch {
+			case err == nil:
+				res.LeasesDeleted++
+				o.Log.Info("deleted evictd's node lease", zap.String("lease", key), zap.String("holder", *l.Spec.HolderIdentity))
+			case apierrors.IsNotFound(err):
+			case retryable(err):
+				errs = append(errs, fmt.Errorf("delete lease %s: %w", key, err))
+			default:
+				refused[key] = fmt.Errorf("delete lease %s: %w", key, err)
 			}
 		}
-		if list.Continue == "" {
-			return found, true, nil
+		if len(errs) == 0 || !pause(ctx, o, wait, "delete the node leases", errors.Join(errs...)) {
+			return errors.Join(append(values(refused), errs...)...)
 		}
-		opts.Continue = list.Continue
 	}
 }
 
-// Left reads the cluster again and names what evictd wrote that is still
-// there: a taint of evictd's prefix, an evictd condition at True, an
-// agent's node lease, an EvictionRequest of evictd's requester.
+// listLeases lists the install's node leases, trying again while the API
+// server cannot answer.
+func listLeases(ctx context.Context, o Options, wait *backoff.Backoff) ([]coordinationv1.Lease, error) {
+	var list *coordinationv1.LeaseList
+	if err := try(ctx, o, wait, "list the node leases", func() (err error) {
+		list, err = o.API.ListLeases(ctx, o.LeaseNamespace, metav1.ListOptions{})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("list leases in %s: %w", o.LeaseNamespace, err)
+	}
+	var own []coordinationv1.Lease
+	for _, l := range list.Items {
+		if nodelease.Owned(&l, o.Install) {
+			own = append(own, l)
+		}
+	}
+	return own, nil
+}
+
+// evictionRequests deletes the install's EvictionRequests in every
+// namespace (a deletion is the requester's withdrawal), as leases deletes
+// the leases: tried again from a fresh list while a delete can pass. A 404
+// on the list means the API server does not serve them.
+func evictionRequests(ctx context.Context, o Options, res *Result) error {
+	refused := map[string]error{}
+	wait := newBackoff()
+	for {
+		found, served, err := listEvictionRequests(ctx, o, wait)
+		res.EvictionRequestsServed = served
+		if err != nil || !served {
+			return errors.Join(append(values(refused), err)...)
+		}
+		var errs []error
+		for _, er := range found {
+			key := er.Namespace + "/" + er.Name
+			if refused[key] != nil {
+				continue
+			}
+			uid, rv := er.UID, er.ResourceVersion
+			err := o.API.DeleteEvictionRequest(ctx, er.Namespace, er.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+			switch {
+			case err == nil:
+				res.EvictionRequestsDeleted++
+				o.Log.Info("deleted evictd's EvictionRequest", zap.String("evictionRequest", key))
+			case apierrors.IsNotFound(err):
+			case retryable(err):
+				errs = append(errs, fmt.Errorf("delete EvictionRequest %s: %w", key, err))
+			default:
+				refused[key] = fmt.Errorf("delete EvictionRequest %s: %w", key, err)
+			}
+		}
+		if len(errs) == 0 || !pause(ctx, o, wait, "delete the EvictionRequests", errors.Join(errs...)) {
+			return errors.Join(append(values(refused), errs...)...)
+		}
+	}
+}
+
+// listEvictionRequests lists the install's EvictionRequests: those of
+// evictd's requester labelled with its mark, and those labelled with no
+// install (an older evictd's), each selected by the API server.
+func listEvictionRequests(ctx context.Context, o Options, wait *backoff.Backoff) (found []lifecyclev1alpha1.EvictionRequest, served bool, err error) {
+	mark := install.Mark(o.Install)
+	own, _ := labels.NewRequirement(install.Label, selection.Equals, []string{mark})
+	unmarked, _ := labels.NewRequirement(install.Label, selection.DoesNotExist, nil)
+	for _, sel := range []labels.Selector{labels.NewSelector().Add(*own), labels.NewSelector().Add(*unmarked)} {
+		opts := metav1.ListOptions{Limit: 500, LabelSelector: sel.String()}
+		for {
+			var list *lifecyclev1alpha1.EvictionRequestList
+			err := try(ctx, o, wait, "list the EvictionRequests", func() (err error) {
+				list, err = o.API.ListEvictionRequests(ctx, metav1.NamespaceAll, opts)
+				return err
+			})
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil, false, nil
+			case err != nil:
+				return nil, true, fmt.Errorf("list EvictionRequests: %w", err)
+			}
+			for i := range list.Items {
+				if evictreq.Owned(&list.Items[i], o.Requester, mark) {
+					found = append(found, list.Items[i])
+				}
+			}
+			if list.Continue == "" {
+				break
+			}
+			opts.Continue = list.Continue
+		}
+	}
+	return found, true, nil
+}
+
+func values(m map[string]error) []error {
+	out := make([]error, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+// Left reads the cluster again and names what the install wrote that is
+// still there (and what an evictd older than the install marks wrote): a
+// taint of evictd's prefix, an evictd condition at True, an agent's node
+// lease, an EvictionRequest of evictd's requester. Another install's is
+// not named.
 func Left(ctx context.Context, o Options) ([]string, error) {
 	var left []string
 	var errs []error
-	list, err := listNodes(ctx, o.API, metav1.ListOptions{})
+	mark := install.Mark(o.Install)
+	var list []v1.Node
+	wait := newBackoff()
+	err := try(ctx, o, wait, "list the Nodes", func() (err error) {
+		list, err = listNodes(ctx, o.API, metav1.ListOptions{})
+		return err
+	})
 	errs = append(errs, err)
 	for _, n := range list {
 		for _, t := range n.Spec.Taints {
-			if strings.HasPrefix(t.Key, nodebrake.TaintPrefix) {
+			if nodebrake.OwnTaint(t, mark) {
 				left = append(left, fmt.Sprintf("taint %s:%s on node %s", t.Key, t.Effect, n.Name))
 			}
 		}
 		for _, c := range n.Status.Conditions {
-			if isBrakeCondition(c.Type) && c.Status == v1.ConditionTrue {
+			if nodebrake.OwnCondition(c, o.Install) && c.Status == v1.ConditionTrue {
 				left = append(left, fmt.Sprintf("condition %s=True on node %s", c.Type, n.Name))
 			}
 		}
 	}
-	leases, err := o.API.ListLeases(ctx, o.LeaseNamespace, metav1.ListOptions{})
-	if err != nil {
-		errs = append(errs, fmt.Errorf("list leases in %s: %w", o.LeaseNamespace, err))
-	} else {
-		for i := range leases.Items {
-			if nodelease.IsEvictds(&leases.Items[i]) {
-				left = append(left, "lease "+leases.Items[i].Namespace+"/"+leases.Items[i].Name)
-			}
-		}
+	leases, err := listLeases(ctx, o, wait)
+	errs = append(errs, err)
+	for _, l := range leases {
+		left = append(left, "lease "+l.Namespace+"/"+l.Name)
 	}
-	ers, _, err := listEvictionRequests(ctx, o)
+	ers, _, err := listEvictionRequests(ctx, o, wait)
 	errs = append(errs, err)
 	for _, er := range ers {
 		left = append(left, "EvictionRequest "+er.Namespace+"/"+er.Name)

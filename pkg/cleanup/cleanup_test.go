@@ -5,6 +5,7 @@ package cleanup
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -16,12 +17,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/kube"
 )
 
@@ -33,6 +36,7 @@ import (
 type fakeAPI struct {
 	nodes        map[string]*v1.Node
 	leases       []coordinationv1.Lease
+	ers          []lifecyclev1alpha1.EvictionRequest
 	ersServed    bool
 	conflicts    int
 	forbidStatus bool
@@ -41,6 +45,9 @@ type fakeAPI struct {
 	// next DaemonSet reads.
 	listFails []error
 	dsFails   []error
+	// leaseListFails, leaseDeleteFails, erListFails and erDeleteFails
+	// answer the next calls of each kind, one error each.
+	leaseListFails, leaseDeleteFails, erListFails, erDeleteFails []error
 	// lists records each Node list's field selector ("" for all);
 	// statusPatches counts the condition patches.
 	lists         []string
@@ -110,24 +117,58 @@ func (f *fakeAPI) PatchNodeStatus(_ context.Context, name string, _ types.PatchT
 	return n, nil
 }
 
+// next pops the first of errs.
+func next(errs *[]error) error {
+	if len(*errs) == 0 {
+		return nil
+	}
+	err := (*errs)[0]
+	*errs = (*errs)[1:]
+	return err
+}
+
 func (f *fakeAPI) ListLeases(context.Context, string, metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	if err := next(&f.leaseListFails); err != nil {
+		return nil, err
+	}
 	return &coordinationv1.LeaseList{Items: slices.Clone(f.leases)}, nil
 }
 
 func (f *fakeAPI) DeleteLease(_ context.Context, _, name string, _ metav1.DeleteOptions) error {
+	if err := next(&f.leaseDeleteFails); err != nil {
+		return err
+	}
 	f.leases = slices.DeleteFunc(f.leases, func(l coordinationv1.Lease) bool { return l.Name == name })
 	f.deleted = append(f.deleted, "lease "+name)
 	return nil
 }
 
-func (f *fakeAPI) ListEvictionRequests(context.Context, string, metav1.ListOptions) (*lifecyclev1alpha1.EvictionRequestList, error) {
+func (f *fakeAPI) ListEvictionRequests(_ context.Context, _ string, opts metav1.ListOptions) (*lifecyclev1alpha1.EvictionRequestList, error) {
 	if !f.ersServed {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "lifecycle.k8s.io", Resource: "evictionrequests"}, "")
 	}
-	return &lifecyclev1alpha1.EvictionRequestList{}, nil
+	if err := next(&f.erListFails); err != nil {
+		return nil, err
+	}
+	sel, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	l := &lifecyclev1alpha1.EvictionRequestList{}
+	for _, er := range f.ers {
+		if sel.Matches(labels.Set(er.Labels)) {
+			l.Items = append(l.Items, er)
+		}
+	}
+	return l, nil
 }
 
-func (f *fakeAPI) DeleteEvictionRequest(context.Context, string, string, metav1.DeleteOptions) error {
+func (f *fakeAPI) DeleteEvictionRequest(_ context.Context, ns, name string, _ metav1.DeleteOptions) error {
+	if err := next(&f.erDeleteFails); err != nil {
+		return err
+	}
+	f.ers = slices.DeleteFunc(f.ers, func(er lifecyclev1alpha1.EvictionRequest) bool { return er.Namespace == ns && er.Name == name })
+	f.deleted = append(f.deleted, "EvictionRequest "+ns+"/"+name)
 	return nil
 }
 
@@ -150,10 +191,15 @@ func (f *fakeAPI) DaemonSetExists(context.Context, string, string) (bool, error)
 type waitClock struct {
 	*clocktesting.FakeClock
 	waits []time.Duration
+	// onWait, when set, is told the number of each wait as it begins.
+	onWait func(n int)
 }
 
 func (c *waitClock) After(d time.Duration) <-chan time.Time {
 	c.waits = append(c.waits, d)
+	if c.onWait != nil {
+		c.onWait(len(c.waits))
+	}
 	c.Step(d)
 	ch := make(chan time.Time, 1)
 	ch <- c.Now()
@@ -198,7 +244,7 @@ func TestRun(t *testing.T) {
 		leases: []coordinationv1.Lease{lease("evictd-a", "evictd-system/evictd-x1"), lease("evictd-b", "host_42"),
 			lease("evictd-kubelet", "evictd-kubelet"), lease("a", "a")}}
 	clk := newWaitClock()
-	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
+	res, err := Run(context.Background(), Options{API: f, Install: "evictd-system/evictd", LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -225,7 +271,7 @@ func TestRun(t *testing.T) {
 func TestRunLeft(t *testing.T) {
 	f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, forbidStatus: true}
 	clk := newWaitClock()
-	res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Attempts: 3, Clock: clk})
+	res, err := Run(context.Background(), Options{API: f, Install: "evictd-system/evictd", LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
 	if f.statusPatches != 1 || len(clk.waits) != 0 {
 		t.Errorf("the refused condition patch was made %d times, with waits %v; want once: the same patch meets the same refusal", f.statusPatches, clk.waits)
 	}
@@ -258,7 +304,7 @@ func TestRunBacksOff(t *testing.T) {
 	t.Run("the Nodes' list", func(t *testing.T) {
 		f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, listFails: []error{unavailable, shed, unavailable, shed}}
 		clk := newWaitClock()
-		res, err := Run(context.Background(), Options{API: f, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
+		res, err := Run(context.Background(), Options{API: f, Install: "evictd-system/evictd", LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
 		if err != nil || res.TaintsRemoved != 1 {
 			t.Fatalf("Run: %+v, %v; want the taint removed once the list passed", res, err)
 		}
@@ -266,23 +312,134 @@ func TestRunBacksOff(t *testing.T) {
 			t.Errorf("4 failed lists were followed by waits %v; want 4, doubling from 1 s, each in the upper half of its step", clk.waits)
 		}
 	})
-	t.Run("given up after Attempts", func(t *testing.T) {
-		f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, listFails: slices.Repeat([]error{unavailable}, 10)}
+	t.Run("until the context ends", func(t *testing.T) {
+		f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, listFails: slices.Repeat([]error{unavailable}, 1000)}
 		clk := newWaitClock()
-		_, err := Run(context.Background(), Options{API: f, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Attempts: 3, Clock: clk})
-		if !apierrors.IsServiceUnavailable(err) || len(clk.waits) != 2 || !backedOff(clk.waits) {
-			t.Errorf("Run = %v after waits %v; want the 503 after 3 tries and 2 waits of the back-off", err, clk.waits)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		clk.onWait = func(n int) {
+			if n == 12 {
+				cancel() // evictd cleanup's --timeout
+			}
+		}
+		_, err := Run(ctx, Options{API: f, Install: "evictd-system/evictd", LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
+		if !apierrors.IsServiceUnavailable(err) || len(clk.waits) != 12 || !backedOff(clk.waits) {
+			t.Errorf("Run = %v after waits %v; want the 503 once the context ended, after 12 waits of the back-off", err, clk.waits)
 		}
 	})
 	t.Run("the DaemonSet's read", func(t *testing.T) {
 		f := &fakeAPI{nodes: map[string]*v1.Node{}, dsFails: []error{unavailable, shed, unavailable}}
 		clk := newWaitClock()
-		if _, err := Run(context.Background(), Options{API: f, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent",
+		if _, err := Run(context.Background(), Options{API: f, Install: "evictd-system/evictd", LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent",
 			DaemonSet: "evictd-system/evictd", Clock: clk}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		if len(clk.waits) != 3 || !backedOff(clk.waits) {
 			t.Errorf("3 failed reads of the DaemonSet were followed by waits %v; want 3, doubling from 1 s, each in the upper half of its step", clk.waits)
+		}
+	})
+}
+
+// Two installs share the cluster (and the leases' namespace): the first,
+// evictd-system/evictd, is uninstalled; the second's state must stay.
+const (
+	firstID, firstMark   = "evictd-system/evictd", "evictd-system.evictd"
+	secondID, secondMark = "evictd-system/second-evictd", "evictd-system.second-evictd"
+)
+
+func markedLease(name, holder, id string) coordinationv1.Lease {
+	l := lease(name, holder)
+	if id != "" {
+		l.Annotations = map[string]string{install.Annotation: id}
+	}
+	return l
+}
+
+func er(name, requester, mark string) lifecyclev1alpha1.EvictionRequest {
+	e := lifecyclev1alpha1.EvictionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"evictd.io/node": "a"}},
+		Spec: lifecyclev1alpha1.EvictionRequestSpec{Requester: requester}}
+	if mark != "" {
+		e.Labels[install.Label] = mark
+	}
+	return e
+}
+
+// TestRunTakesBackOnlyItsOwn: the uninstall of one install removes its
+// own taints, conditions, leases and EvictionRequests and those no install
+// marks (an older evictd's), and leaves the other install's, the
+// kubelet's lease and another requester's request; Left names none of
+// the other install's, so the uninstall succeeds.
+func TestRunTakesBackOnlyItsOwn(t *testing.T) {
+	mine := braked("a")
+	mine.Spec.Taints[1].Value = firstMark
+	mine.Status.Conditions[1].Message = "memory pressure (evictd install " + firstID + ")"
+	theirs := braked("b")
+	theirs.Spec.Taints[1].Value = secondMark
+	theirs.Status.Conditions[1].Message = "memory pressure (evictd install " + secondID + ")"
+	old := braked("c") // an older evictd's: no value, no install named
+	f := &fakeAPI{nodes: map[string]*v1.Node{"a": mine, "b": theirs, "c": old}, ersServed: true,
+		leases: []coordinationv1.Lease{markedLease("evictd-a", "evictd-system/evictd-x1", firstID),
+			markedLease("evictd-b", "evictd-system/second-evictd-y1", secondID),
+			markedLease("evictd-c", "evictd-system/evictd-x2", ""), lease("evictd-kubelet", "evictd-kubelet")},
+		ers: []lifecyclev1alpha1.EvictionRequest{er("evictd-1", "evictd.io/node-agent", firstMark), er("evictd-2", "evictd.io/node-agent", secondMark),
+			er("evictd-3", "evictd.io/node-agent", ""), er("drainer-4", "example.com/drainer", "")}}
+	res, err := Run(context.Background(), Options{API: f, Install: firstID, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: newWaitClock()})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.TaintsRemoved != 2 || res.ConditionsRemoved != 2 || res.LeasesDeleted != 2 || res.EvictionRequestsDeleted != 2 {
+		t.Errorf("Run: %+v; want 2 taints, 2 conditions, 2 leases, 2 EvictionRequests (the install's own and the unmarked ones)", res)
+	}
+	want := []string{"lease evictd-a", "lease evictd-c", "EvictionRequest shop/evictd-1", "EvictionRequest shop/evictd-3"}
+	if !slices.Equal(f.deleted, want) {
+		t.Errorf("deleted %v; want %v", f.deleted, want)
+	}
+	if b := f.nodes["b"]; len(b.Spec.Taints) != 2 || b.Spec.Taints[1].Value != secondMark || len(b.Status.Conditions) != 2 {
+		t.Errorf("the other install's node: taints %v, conditions %v; want its brake untouched", b.Spec.Taints, b.Status.Conditions)
+	}
+	for _, n := range []string{"a", "c"} {
+		if len(f.nodes[n].Spec.Taints) != 1 || len(f.nodes[n].Status.Conditions) != 1 {
+			t.Errorf("node %s: taints %v, conditions %v; want the brake lifted", n, f.nodes[n].Spec.Taints, f.nodes[n].Status.Conditions)
+		}
+	}
+}
+
+// TestRunRetriesLeasesAndEvictionRequests: a lease or EvictionRequest
+// call the API server cannot serve (503, 429, no answer) or that conflicts
+// is made again after a back-off from a fresh list, as the Nodes' are; a
+// refused one (403) is not, and fails the run naming it.
+func TestRunRetriesLeasesAndEvictionRequests(t *testing.T) {
+	unavailable := apierrors.NewServiceUnavailable("etcd leader changed")
+	shed := apierrors.NewTooManyRequests("Too many requests, please try again later.", 1)
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "evictd-a", nil)
+	noAnswer := errors.New("dial tcp 10.96.0.1:443: connect: connection refused")
+	t.Run("transient", func(t *testing.T) {
+		f := &fakeAPI{nodes: map[string]*v1.Node{}, ersServed: true,
+			leases:         []coordinationv1.Lease{markedLease("evictd-a", "evictd-system/evictd-x1", firstID)},
+			leaseListFails: []error{noAnswer}, leaseDeleteFails: []error{unavailable, conflict},
+			ers:         []lifecyclev1alpha1.EvictionRequest{er("evictd-1", "evictd.io/node-agent", firstMark)},
+			erListFails: []error{shed}, erDeleteFails: []error{unavailable}}
+		clk := newWaitClock()
+		res, err := Run(context.Background(), Options{API: f, Install: firstID, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
+		if err != nil || res.LeasesDeleted != 1 || res.EvictionRequestsDeleted != 1 {
+			t.Fatalf("Run: %+v, %v; want the lease and the EvictionRequest deleted once the API server served them", res, err)
+		}
+		// The leases: a list and two deletes tried again; the requests: a
+		// list and a delete. Each step's back-off starts again from 1 s.
+		if len(clk.waits) != 5 || !backedOff(clk.waits[:3]) || !backedOff(clk.waits[3:]) {
+			t.Errorf("waits %v; want 3 for the leases and 2 for the requests, each doubling from about 1 s", clk.waits)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "evictd-a", errors.New("refused by evictd-cleanup-deletes"))
+		f := &fakeAPI{nodes: map[string]*v1.Node{},
+			leases:           []coordinationv1.Lease{markedLease("evictd-a", "evictd-system/evictd-x1", firstID)},
+			leaseDeleteFails: []error{forbidden}}
+		clk := newWaitClock()
+		_, err := Run(context.Background(), Options{API: f, Install: firstID, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
+		if err == nil || !strings.Contains(err.Error(), "delete lease evictd-system/evictd-a") || !strings.Contains(err.Error(), "lease evictd-system/evictd-a") ||
+			len(clk.waits) != 0 {
+			t.Errorf("Run = %v after waits %v; want the refusal and the lease left named, with no retry", err, clk.waits)
 		}
 	})
 }

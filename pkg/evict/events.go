@@ -139,8 +139,9 @@ type EventAPI interface {
 }
 
 // NewEventWriter starts a writer. instance names this evictd in the Events'
-// reportingInstance (use "evictd-" + node name); clk may be nil for the real
-// clock. Call Shutdown before exiting.
+// reportingInstance: its install and its node (install.Instance), so that
+// the Events of two installs' agents on one node are told apart; clk may
+// be nil for the real clock. Call Shutdown before exiting.
 func NewEventWriter(client EventAPI, instance string, log *zap.Logger, clk clock.Clock) *EventWriter {
 	if clk == nil {
 		clk = clock.RealClock{}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/logging"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -79,6 +80,11 @@ type Config struct {
 	API API
 	// Requester is spec.requester; empty means DefaultRequester.
 	Requester string
+	// Install is the agent's install (its ID, package install): each
+	// request carries its mark (install.Label), so that the uninstall of
+	// another install leaves it alone, and the start-up sweep ends only
+	// this install's leftovers (and unmarked ones, an older evictd's).
+	Install string
 	// ResponderWait is how long a request may go without the pod
 	// terminating before evictd falls back to the Eviction API. Required.
 	ResponderWait time.Duration
@@ -116,6 +122,7 @@ type Evictor struct {
 	api         API
 	pods        func(namespace, name string) *v1.Pod
 	requester   string
+	mark        string
 	wait        time.Duration
 	poll        time.Duration
 	statusMax   time.Duration
@@ -172,7 +179,7 @@ func New(cfg Config) (*Evictor, error) {
 	case cfg.ResponderWait <= 0:
 		return nil, fmt.Errorf("evictreq: responder wait must be positive, got %s", cfg.ResponderWait)
 	}
-	e := &Evictor{Evictor: cfg.Imperative, api: cfg.API, pods: cfg.Pods, requester: cfg.Requester, wait: cfg.ResponderWait, poll: cfg.Poll,
+	e := &Evictor{Evictor: cfg.Imperative, api: cfg.API, pods: cfg.Pods, requester: cfg.Requester, mark: install.Mark(cfg.Install), wait: cfg.ResponderWait, poll: cfg.Poll,
 		statusMax:   cfg.StatusReadMax,
 		callTimeout: cfg.CallTimeout, reprobe: cfg.Reprobe, served: cfg.Served, log: cfg.Logger, clock: cfg.Clock,
 		open: map[types.UID]*open{}, waitedOut: map[types.UID]thresholds.Signal{},
@@ -225,7 +232,8 @@ const NodeLabel = "evictd.io/node"
 
 // Build is the EvictionRequest evictd creates for pod: owned by the pod,
 // so that the garbage collector removes it with the pod if evictd does not,
-// and labelled with the pod's node (NodeLabel), the agent's own.
+// and labelled with the pod's node (NodeLabel), the agent's own. The
+// Evictor adds its install's mark (install.Label).
 func Build(pod *v1.Pod, requester string) *lifecyclev1alpha1.EvictionRequest {
 	return &lifecyclev1alpha1.EvictionRequest{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: Name(pod.UID), OwnerReferences: []metav1.OwnerReference{ownerRef(pod)},
@@ -240,6 +248,18 @@ func Build(pod *v1.Pod, requester string) *lifecyclev1alpha1.EvictionRequest {
 
 func ownerRef(pod *v1.Pod) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}
+}
+
+// Owned reports whether er is a request of requester that the install of
+// mark made (install.Label), or that an evictd older than the install
+// marks made (no install label): the install's to take back. Another
+// install's is left alone.
+func Owned(er *lifecyclev1alpha1.EvictionRequest, requester, mark string) bool {
+	if er.Spec.Requester != requester {
+		return false
+	}
+	of, marked := er.Labels[install.Label]
+	return !marked || of == mark
 }
 
 // Progress is what a request's status and its pod say.
@@ -478,6 +498,9 @@ func (e *Evictor) ensure(ctx context.Context, req evict.Request) (*open, error) 
 	ctx, cancel := context.WithTimeout(ctx, 2*e.callTimeout)
 	defer cancel()
 	want := Build(req.Pod, e.requester)
+	if e.mark != "" {
+		want.Labels[install.Label] = e.mark
+	}
 	// Open before it is made: an episode that ends while the create is
 	// under way finds it and closes withdrawn, and Evict withdraws what
 	// was made (EpisodeEnded, run first, found nothing to withdraw and left
@@ -503,6 +526,14 @@ func (e *Evictor) ensure(ctx context.Context, req evict.Request) (*open, error) 
 			er.Spec.Intent = lifecyclev1alpha1.EvictionRequestIntentEviction
 			if !hasOwner(er, req.Pod.UID) {
 				er.OwnerReferences = append(er.OwnerReferences, ownerRef(req.Pod))
+				changed = true
+			}
+			if e.mark != "" && er.Labels[install.Label] != e.mark {
+				// This install asks now: its uninstall withdraws it.
+				if er.Labels == nil {
+					er.Labels = map[string]string{}
+				}
+				er.Labels[install.Label] = e.mark
 				changed = true
 			}
 			return changed

@@ -31,7 +31,8 @@ type Leftovers struct {
 // WithdrawLeftovers ends the EvictionRequests an earlier evictd on this
 // node left behind, crashed or killed while it waited on them: it lists
 // the requests of every namespace (one call per page; RBAC "list" on
-// evictionrequests), keeps those with evictd's spec.requester whose
+// evictionrequests), keeps those with evictd's spec.requester, of this
+// install or of none (Owned), whose
 // target is one of pods (this node's pods, from the informer, by UID),
 // sets each one still with intent Eviction to Withdrawn, so that no
 // responder evicts a pod nobody needs gone any more, and deletes it.
@@ -68,7 +69,8 @@ func (e *Evictor) WithdrawLeftovers(ctx context.Context, pods []*v1.Pod) (Leftov
 		}
 		for i := range list.Items {
 			er := &list.Items[i]
-			if er.Spec.Requester == e.requester && er.Spec.Target.Pod != nil && onNode[er.Spec.Target.Pod.UID] {
+			// Another install's request is not this agent's to end.
+			if Owned(er, e.requester, e.mark) && er.Spec.Target.Pod != nil && onNode[er.Spec.Target.Pod.UID] {
 				found = append(found, er)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/kube/fromclientset"
 )
 
@@ -149,5 +150,34 @@ func TestWithdrawLeftoversDryRun(t *testing.T) {
 	}
 	if w := api.writesMade(); len(w) != 0 {
 		t.Errorf("writes %q in dry run; want none", w)
+	}
+}
+
+// Beside another install of evictd, the start-up sweep ends only its own
+// install's leftovers and those no install marks (an older evictd's);
+// another install's request stays with intent Eviction.
+func TestWithdrawLeftoversOfItsInstall(t *testing.T) {
+	h := newHarness(t, time.Minute)
+	h.ev.mark = install.Mark("evictd-system/evictd")
+	ctx := context.Background()
+	own := podWith("own", "11111111-1111-4111-8111-111111111111")
+	unmarked := podWith("unmarked", "22222222-2222-4222-8222-222222222222")
+	other := podWith("other", "33333333-3333-4333-8333-333333333333")
+	for p, mark := range map[*v1.Pod]string{own: h.ev.mark, unmarked: "", other: install.Mark("evictd-system/second-evictd")} {
+		er := Build(p, DefaultRequester)
+		if mark != "" {
+			er.Labels[install.Label] = mark
+		}
+		if _, err := h.api.CreateEvictionRequest(ctx, er); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.api.writes = nil
+	did, err := h.ev.WithdrawLeftovers(ctx, []*v1.Pod{own, unmarked, other})
+	if err != nil || did != (Leftovers{Found: 2, Withdrawn: 2, Deleted: 2}) {
+		t.Errorf("WithdrawLeftovers = %+v, %v; want its own and the unmarked one found, withdrawn and deleted", did, err)
+	}
+	if er, err := h.api.GetEvictionRequest(ctx, "shop", Name(other.UID)); err != nil || er.Spec.Intent != lifecyclev1alpha1.EvictionRequestIntentEviction {
+		t.Errorf("the other install's request: %v, %v; want it left with intent Eviction", er, err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/evictd/evictd/pkg/backoff"
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/logging"
 )
 
@@ -121,6 +122,10 @@ type Options struct {
 	// the moment it died, and a pressure that comes and goes must not
 	// open the node to new pods at each restart.
 	TransitionPeriod time.Duration
+	// Install is the agent's install (its ID, package install): its
+	// conditions' messages name it and its taints carry its mark, so that
+	// the uninstall of another install leaves them alone.
+	Install string
 	// LiftOnly: the agent puts no brake on (--node-brake=false, dry run,
 	// shadow mode) but still lifts what an earlier agent left on its Node,
 	// once it acts: every evictd.io/ taint and Evictd condition goes.
@@ -446,8 +451,8 @@ func (b *Brake) onNode() bool {
 	if node == nil {
 		return false
 	}
-	_, equal := Taints(node, nil, b.o.Effect, true)
-	return !equal || ConditionPatch(node, nil, b.o.Clock.Now(), b.o.Heartbeat, true) != nil
+	_, equal := Taints(node, nil, b.o.Effect, true, "")
+	return !equal || ConditionPatch(node, nil, b.o.Clock.Now(), b.o.Heartbeat, true, "") != nil
 }
 
 // leaseRunsOut is errLeaseRunsOut with the bound it met.
@@ -547,8 +552,8 @@ func (b *Brake) round(ctx context.Context, final bool, until time.Time) error {
 	if !exit && !b.o.LiftOnly {
 		want = b.keepFound(node, want)
 	}
-	taints, equal := Taints(node, want, b.o.Effect, final)
-	condPatch := ConditionPatch(node, want, b.o.Clock.Now(), b.o.Heartbeat, final)
+	taints, equal := Taints(node, want, b.o.Effect, final, install.Mark(b.o.Install))
+	condPatch := ConditionPatch(node, want, b.o.Clock.Now(), b.o.Heartbeat, final, b.o.Install)
 	if b.o.LiftOnly && !exit && (!equal || condPatch != nil) && b.o.Owns != nil {
 		// A leftover to lift: only if no other agent acts here now (a dry
 		// run beside an acting agent must leave that agent's brake on).

@@ -23,6 +23,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/evictd/evictd/pkg/install"
 )
 
 // Resource is what a brake is for; the agent maps its pressure episodes
@@ -118,8 +120,10 @@ type condition struct {
 // is older than heartbeat. final (a clean exit) deletes evictd's conditions:
 // an agent that no longer runs claims nothing. Conditions are added by the
 // first episode only; after it, an Off condition stays False until exit, so
-// that kubectl describe node shows when the last episode ended.
-func ConditionPatch(node *v1.Node, want map[Resource]Want, now time.Time, heartbeat time.Duration, final bool) []byte {
+// that kubectl describe node shows when the last episode ended. Each
+// message written names install (its ID, package install), so that the
+// uninstall of another install leaves the condition alone.
+func ConditionPatch(node *v1.Node, want map[Resource]Want, now time.Time, heartbeat time.Duration, final bool, installID string) []byte {
 	var out []condition
 	t := metav1.NewTime(now.Truncate(time.Second))
 	for _, r := range Resources() {
@@ -136,6 +140,7 @@ func ConditionPatch(node *v1.Node, want map[Resource]Want, now time.Time, heartb
 			// A patch without a message would keep the episode's.
 			w.Message = fmt.Sprintf("no %s pressure episode: evictd keeps no new pods away", r)
 		}
+		w.Message = install.ConditionMessage(w.Message, installID)
 		status, reason := v1.ConditionFalse, ReasonNoPressure
 		if w.On {
 			status, reason = v1.ConditionTrue, ReasonPressure
@@ -172,9 +177,12 @@ func findCondition(node *v1.Node, typ v1.NodeConditionType) *v1.NodeCondition {
 
 // Taints is node's taint list with evictd's brought to want: the taints of
 // others kept as they are and in their order, evictd's own (any key of its
-// prefix) dropped and the ones wanted on appended with effect. Equal
-// reports whether that is the list the node has already.
-func Taints(node *v1.Node, want map[Resource]Want, effect v1.TaintEffect, final bool) (taints []v1.Taint, equal bool) {
+// prefix, whichever install's mark it carries: only the agent that holds
+// the node's lease writes the brake) dropped and the ones wanted on
+// appended with effect and, as their value, mark (the install's,
+// install.Mark). Equal reports whether that is the list the node has
+// already.
+func Taints(node *v1.Node, want map[Resource]Want, effect v1.TaintEffect, final bool, mark string) (taints []v1.Taint, equal bool) {
 	taints = []v1.Taint{}
 	for _, t := range node.Spec.Taints {
 		if !strings.HasPrefix(t.Key, TaintPrefix) {
@@ -184,7 +192,7 @@ func Taints(node *v1.Node, want map[Resource]Want, effect v1.TaintEffect, final 
 	if !final && effect != "" {
 		for _, r := range Resources() {
 			if want[r].On {
-				taints = append(taints, v1.Taint{Key: TaintKey(r), Effect: effect})
+				taints = append(taints, v1.Taint{Key: TaintKey(r), Value: mark, Effect: effect})
 			}
 		}
 	}
@@ -216,4 +224,53 @@ func Applied(node *v1.Node, effect v1.TaintEffect) map[Resource]bool {
 		out[r] = on
 	}
 	return out
+}
+
+// Install's own, for the uninstall (pkg/cleanup): of evictd's taints and
+// conditions, those an install wrote, and those an evictd older than the
+// install marks wrote (a taint with no value, a message naming no
+// install), which no install can be told apart by and every uninstall
+// takes back. Another install's are left alone.
+
+// OwnTaint reports whether t is evictd's taint of the install of mark, or
+// of none.
+func OwnTaint(t v1.Taint, mark string) bool {
+	return strings.HasPrefix(t.Key, TaintPrefix) && (t.Value == "" || t.Value == mark)
+}
+
+// OwnCondition reports whether c is evictd's condition of the install
+// installID, or of none.
+func OwnCondition(c v1.NodeCondition, installID string) bool {
+	if !slices.Contains([]v1.NodeConditionType{ConditionType(Memory), ConditionType(Disk), ConditionType(PIDs)}, c.Type) {
+		return false
+	}
+	of := install.OfConditionMessage(c.Message)
+	return of == "" || of == installID
+}
+
+// LiftOwn is node's taint list without install's own evictd taints
+// (OwnTaint with mark), and the strategic merge patch of nodes/status
+// that deletes its own conditions (OwnCondition with installID; nil when
+// there are none). removed names what goes, "KEY:EFFECT" and
+// "TYPE=STATUS" each.
+func LiftOwn(node *v1.Node, installID, mark string) (taints []v1.Taint, taintsEqual bool, conditions []byte, removedTaints, removedConditions []string) {
+	taints = []v1.Taint{}
+	for _, t := range node.Spec.Taints {
+		if OwnTaint(t, mark) {
+			removedTaints = append(removedTaints, t.Key+":"+string(t.Effect))
+			continue
+		}
+		taints = append(taints, t)
+	}
+	var out []condition
+	for _, c := range node.Status.Conditions {
+		if OwnCondition(c, installID) {
+			out = append(out, condition{Type: c.Type, Patch: "delete"})
+			removedConditions = append(removedConditions, string(c.Type)+"="+string(c.Status))
+		}
+	}
+	if len(out) > 0 {
+		conditions, _ = json.Marshal(map[string]any{"status": map[string]any{"conditions": out}})
+	}
+	return taints, len(removedTaints) == 0, conditions, removedTaints, removedConditions
 }

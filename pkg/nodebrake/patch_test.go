@@ -90,7 +90,7 @@ func TestConditionPatch(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := decoded(t, ConditionPatch(tc.node, tc.want, tc.now, time.Minute, tc.final))
+			got := decoded(t, ConditionPatch(tc.node, tc.want, tc.now, time.Minute, tc.final, ""))
 			if len(got) != len(tc.expect) {
 				t.Fatalf("patch entries %v, want %v", got, tc.expect)
 			}
@@ -137,7 +137,7 @@ func TestTaints(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, equal := Taints(nodeWith(tc.have), tc.want, tc.effect, tc.final)
+			got, equal := Taints(nodeWith(tc.have), tc.want, tc.effect, tc.final, "")
 			if !reflect.DeepEqual(got, tc.expect) || equal != tc.equal {
 				t.Errorf("Taints = %v, equal %v; want %v, equal %v", got, equal, tc.expect, tc.equal)
 			}
@@ -175,5 +175,60 @@ func TestApplied(t *testing.T) {
 	}
 	if got := Applied(n, ""); !got[Disk] {
 		t.Errorf("Applied with no taint effect = %v; want disk on by its condition alone", got)
+	}
+}
+
+// TestInstallMarks: the brake's taints carry the install's mark and its
+// conditions' messages name the install; an unmarked taint of an older
+// evictd is written again with the mark.
+func TestInstallMarks(t *testing.T) {
+	const id, mark = "evictd-system/evictd", "evictd-system.evictd"
+	on := map[Resource]Want{Memory: {On: true, Message: "m"}}
+	old := v1.Taint{Key: "evictd.io/memory-pressure", Effect: v1.TaintEffectNoSchedule}
+	got, equal := Taints(nodeWith([]v1.Taint{old}), on, v1.TaintEffectNoSchedule, false, mark)
+	if want := []v1.Taint{{Key: old.Key, Value: mark, Effect: old.Effect}}; equal || !reflect.DeepEqual(got, want) {
+		t.Errorf("Taints = %v, equal %v; want %v, not equal (the unmarked taint is written again with the mark)", got, equal, want)
+	}
+	p := decoded(t, ConditionPatch(nodeWith(nil), on, t0, time.Minute, false, id))
+	if len(p) != 1 || p[0]["message"] != "m (evictd install evictd-system/evictd)" {
+		t.Errorf("ConditionPatch = %v; want one condition whose message names the install", p)
+	}
+	// Written once: the same message read back is no change.
+	n := nodeWith(nil, cond("EvictdMemoryPressure", v1.ConditionTrue, ReasonPressure, "m (evictd install evictd-system/evictd)", t0, t0))
+	if p := ConditionPatch(n, on, t0.Add(time.Second), time.Minute, false, id); p != nil {
+		t.Errorf("ConditionPatch on the install's own condition = %s; want nothing to write", p)
+	}
+}
+
+// TestLiftOwn: the uninstall of one install takes its own taints and
+// conditions and those of an evictd older than the marks (no value, no
+// install in the message), never another install's nor anyone else's.
+func TestLiftOwn(t *testing.T) {
+	const id, mark = "evictd-system/evictd", "evictd-system.evictd"
+	theirs := v1.Taint{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoSchedule}
+	own := v1.Taint{Key: "evictd.io/memory-pressure", Value: mark, Effect: v1.TaintEffectNoSchedule}
+	unmarked := v1.Taint{Key: "evictd.io/disk-pressure", Effect: v1.TaintEffectNoSchedule}
+	other := v1.Taint{Key: "evictd.io/pid-pressure", Value: "evictd-system.second-evictd", Effect: v1.TaintEffectNoSchedule}
+	n := nodeWith([]v1.Taint{theirs, own, unmarked, other},
+		cond(v1.NodeReady, v1.ConditionTrue, "KubeletReady", "", t0, t0),
+		cond("EvictdMemoryPressure", v1.ConditionTrue, ReasonPressure, "m (evictd install "+id+")", t0, t0),
+		cond("EvictdDiskPressure", v1.ConditionFalse, ReasonNoPressure, "no disk pressure episode", t0, t0),
+		cond("EvictdPIDPressure", v1.ConditionTrue, ReasonPressure, "p (evictd install evictd-system/second-evictd)", t0, t0))
+	taints, equal, conds, rt, rc := LiftOwn(n, id, mark)
+	if want := []v1.Taint{theirs, other}; equal || !reflect.DeepEqual(taints, want) {
+		t.Errorf("taints = %v, equal %v; want %v", taints, equal, want)
+	}
+	if want := []string{"evictd.io/memory-pressure:NoSchedule", "evictd.io/disk-pressure:NoSchedule"}; !reflect.DeepEqual(rt, want) {
+		t.Errorf("removed taints %v; want %v", rt, want)
+	}
+	if want := []string{"EvictdMemoryPressure=True", "EvictdDiskPressure=False"}; !reflect.DeepEqual(rc, want) {
+		t.Errorf("removed conditions %v; want %v", rc, want)
+	}
+	p := decoded(t, conds)
+	if len(p) != 2 || p[0]["type"] != "EvictdMemoryPressure" || p[1]["type"] != "EvictdDiskPressure" || p[0]["$patch"] != "delete" {
+		t.Errorf("condition patch %v; want the deletion of EvictdMemoryPressure and EvictdDiskPressure", p)
+	}
+	if _, equal, conds, _, _ := LiftOwn(nodeWith([]v1.Taint{theirs, other}), id, mark); !equal || conds != nil {
+		t.Errorf("LiftOwn of a node with another install's brake only: equal %v, patch %s; want nothing to write", equal, conds)
 	}
 }

@@ -20,6 +20,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/evictd/evictd/pkg/install"
 )
 
 // Defaults. The lease has two paces. Near pressure (a signal in its band, an
@@ -123,6 +125,9 @@ type Plan struct {
 // Runner calls it from one goroutine and publishes its state.
 type Elector struct {
 	namespace, node, self string
+	// install is the agent's install (package install), written on the
+	// lease as install.Annotation; "" writes none.
+	install string
 	// duration is the active pace's, idle the idle pace's.
 	duration, idle time.Duration
 	// jitter returns a number in [0, 1) (math/rand/v2's Float64).
@@ -166,6 +171,12 @@ func NewElector(namespace, node, self string, duration time.Duration) (*Elector,
 	}
 	return &Elector{namespace: namespace, node: node, self: self, duration: duration, idle: duration, jitter: func() float64 { return 0 }}, nil
 }
+
+// SetInstall sets the install the agent belongs to (its ID, package
+// install): every lease this agent creates, takes over or renews names it,
+// so that the uninstall of another install, sharing the namespace, leaves
+// the lease alone.
+func (e *Elector) SetInstall(id string) { e.install = id }
 
 // SetIdle sets the idle pace's duration (at least the active one's) and
 // the jitter's source.
@@ -254,7 +265,12 @@ func (e *Elector) Plan(in Input) Plan {
 		// nothing: the watch's echo of this agent's own renewal is no
 		// reason to write again.
 		dropped := len(l.Annotations) != len(cur.Annotations)
-		if e.held && !dropped && in.Now.Before(e.due) && !(e.near && e.wrote > e.duration) {
+		// A lease that does not name this agent's install (written by an
+		// evictd older than the marks, or taken over from another install)
+		// is written at once: until then another install's uninstall would
+		// take it.
+		unmarked := e.install != "" && cur.Annotations[install.Annotation] != e.install
+		if e.held && !dropped && !unmarked && in.Now.Before(e.due) && !(e.near && e.wrote > e.duration) {
 			return Plan{Write: None, Wait: e.due.Sub(in.Now)}
 		}
 		return Plan{Write: Update, Lease: e.fill(l, in, false), Wait: RenewInterval(e.pace())}
@@ -358,9 +374,15 @@ func (e *Elector) State(now time.Time) State {
 }
 
 // fill makes l this agent's lease at in.Now: holder, duration, renewal,
-// and, when acquired (not a renewal), the acquisition.
+// its install, and, when acquired (not a renewal), the acquisition.
 func (e *Elector) fill(l *coordinationv1.Lease, in Input, acquire bool) *coordinationv1.Lease {
 	l.Namespace, l.Name = e.namespace, Name(e.node)
+	if e.install != "" {
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[install.Annotation] = e.install
+	}
 	self := e.self
 	l.Spec.HolderIdentity = &self
 	l.Spec.LeaseDurationSeconds = ptr(int32(e.pace() / time.Second))

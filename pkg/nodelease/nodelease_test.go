@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/evictd/evictd/pkg/install"
 )
 
 const (
@@ -564,5 +566,55 @@ func TestIsAgentIdentity(t *testing.T) {
 		if got := IsAgentIdentity(holder); got != want {
 			t.Errorf("IsAgentIdentity(%q) = %v, want %v", holder, got, want)
 		}
+	}
+}
+
+// TestLeaseNamesItsInstall: the lease an agent creates names its install;
+// an agent that takes over the expired lease of another install's agent
+// names its own; a holder whose lease names no install (an older evictd's
+// write) or another renews at once, so that only its own uninstall takes
+// the lease. Owned tells them apart for the cleanup.
+func TestLeaseNamesItsInstall(t *testing.T) {
+	const first, second = "evictd-system/evictd", "evictd-system/second-evictd"
+	h := newHarness(t)
+	runner := func(identity, id string) *Runner {
+		r := h.runner(identity)
+		r.el.SetInstall(id)
+		return r
+	}
+	a, b := runner("evictd-system/evictd-a", first), runner("evictd-system/second-evictd-b", second)
+	h.round(a)
+	if got := h.api.lease.Annotations[install.Annotation]; got != first {
+		t.Fatalf("created lease's install %q; want %q", got, first)
+	}
+	if !Owned(h.api.lease, first) || Owned(h.api.lease, second) {
+		t.Errorf("Owned: the lease of %s is %v for it and %v for %s; want only its own", first, Owned(h.api.lease, first), Owned(h.api.lease, second), second)
+	}
+	h.round(b)
+	h.clk.Step(dur)
+	h.round(b)
+	wantActing(t, b, true)
+	if got := h.api.lease.Annotations[install.Annotation]; got != second {
+		t.Fatalf("taken-over lease's install %q; want %q, the new holder's", got, second)
+	}
+
+	// An older evictd's lease, held by this pod: renewed at once with the
+	// install, though not due.
+	h.api.lease.Annotations = nil
+	writes := h.api.writes
+	h.clk.Step(time.Second)
+	h.round(b)
+	if h.api.writes != writes+1 || h.api.lease.Annotations[install.Annotation] != second {
+		t.Errorf("unmarked lease of the holder: %d writes, install %q; want one write naming %s", h.api.writes-writes, h.api.lease.Annotations[install.Annotation], second)
+	}
+	unmarked := h.api.lease.DeepCopy()
+	unmarked.Annotations = nil
+	if !Owned(unmarked, first) || !Owned(unmarked, second) {
+		t.Error("an unmarked agent's lease (an older evictd's) is no install's to take back")
+	}
+	kubelet := unmarked.DeepCopy()
+	kubelet.Spec.HolderIdentity = ptr(node)
+	if Owned(kubelet, first) {
+		t.Error("Owned: a kubelet's lease is an install's")
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/evictd/evictd/pkg/install"
 )
 
 // FallbackNamespace is the node lease's namespace for an agent outside a
@@ -48,4 +50,16 @@ func IsEvictds(l *coordinationv1.Lease) bool {
 		return false
 	}
 	return IsAgentIdentity(*l.Spec.HolderIdentity)
+}
+
+// Owned reports whether l is a node lease of the install installID
+// (package install) to take back at its uninstall: an agent's (IsEvictds)
+// that names installID, or names no install (written by an evictd older
+// than the install marks). Another install's is left alone.
+func Owned(l *coordinationv1.Lease, installID string) bool {
+	if !IsEvictds(l) {
+		return false
+	}
+	of := l.Annotations[install.Annotation]
+	return of == "" || of == installID
 }

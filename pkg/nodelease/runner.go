@@ -44,6 +44,9 @@ type Options struct {
 	Node      string
 	// Identity is this agent's holder identity (Identity()).
 	Identity string
+	// Install is this agent's install (its ID, package install), which
+	// the lease names (install.Annotation); "" names none.
+	Install string
 	// Duration is the lease's duration near pressure, IdleDuration its
 	// duration at idle (0: Duration, one pace).
 	Duration     time.Duration
@@ -124,6 +127,7 @@ func NewRunner(o Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	el.SetInstall(o.Install)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}

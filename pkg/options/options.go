@@ -17,6 +17,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -58,6 +59,8 @@ const (
 	FlagSandbox             = "sandbox"
 	// --actuator (docs/actuator.md).
 	FlagActuator = "actuator"
+	// The install the agent belongs to (docs/install.md, "Two installs").
+	FlagInstall = "install"
 	// The node lease (docs/run.md, "One agent per node").
 	FlagNodeLease          = "node-lease"
 	FlagNodeLeaseNamespace = "node-lease-namespace"
@@ -173,6 +176,9 @@ type Options struct {
 	// Shadow: a dry run that reports each pressure episode against the
 	// kubelet's evictions and the kernel's OOM kills (pkg/shadow).
 	Shadow bool
+	// Install is the install the agent belongs to, its DaemonSet's
+	// "NAMESPACE/NAME" (package install): what the agent writes names it.
+	Install string
 	// NodeLease makes evictd act only while it holds its node's Lease
 	// (pkg/nodelease), in NodeLeaseNamespace, of NodeLeaseDuration.
 	NodeLease          bool
@@ -239,6 +245,8 @@ func NewOptions() *Options {
 		Evict:               evict.Defaults(),
 
 		InformerSyncTimeout: kube.DefaultSyncTimeout,
+
+		Install: install.Default(),
 
 		NodeLease:          true,
 		NodeLeaseNamespace: nodelease.DefaultNamespace(),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/evictd/evictd/pkg/config"
 	"github.com/evictd/evictd/pkg/evict"
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -115,6 +116,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid --%s %v: must not be negative", FlagGraceMargin, o.GraceMargin)
 	case o.InformerSyncTimeout <= 0:
 		return fmt.Errorf("invalid --%s %v: must be more than 0", FlagInformerSyncTimeout, o.InformerSyncTimeout)
+	case installErr(o.Install) != nil:
+		return fmt.Errorf("invalid --%s: %w", FlagInstall, installErr(o.Install))
 	case o.NodeLease && len(validation.IsDNS1123Label(o.NodeLeaseNamespace)) > 0:
 		return fmt.Errorf("invalid --%s %q: %s", FlagNodeLeaseNamespace, o.NodeLeaseNamespace, strings.Join(validation.IsDNS1123Label(o.NodeLeaseNamespace), "; "))
 	case o.NodeLease && (o.NodeLeaseDuration < nodelease.MinDuration || o.NodeLeaseDuration > 10*time.Minute || o.NodeLeaseDuration%time.Second != 0):
@@ -210,4 +213,10 @@ func validateAddress(flag, addr string) error {
 func validEffect(s string) bool {
 	_, err := nodebrake.ParseEffect(s)
 	return err == nil
+}
+
+// installErr checks --install (package install).
+func installErr(id string) error {
+	_, err := install.Parse(id)
+	return err
 }

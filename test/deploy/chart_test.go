@@ -389,7 +389,7 @@ func TestChartValues(t *testing.T) {
 	}
 	wantArgs := []any{"run", "--host-root=/host", "--node-name=$(NODE_NAME)", "--metrics-bind-address=:9800",
 		"--image-fs=/data/containers/images", "--container-fs=/data/containers/layers",
-		"--secure-bind-address=:9801", "--tls-cert-file=/etc/evictd-tls/tls.crt", "--tls-private-key-file=/etc/evictd-tls/tls.key",
+		"--secure-bind-address=:9801", "--tls-cert-file=/etc/evictd-tls/tls.crt", "--tls-private-key-file=/etc/evictd-tls/tls.key", "--install=$(POD_NAMESPACE)/agents-evictd",
 		"--config=/etc/evictd/config.yaml", "--dry-run", "--pdb-policy=best-effort", "--log-level=debug", "--log-format=console",
 		"--node-lease-namespace=kube-public", "--node-brake-taint-effect=NoSchedule", "--eviction-rate=2"}
 	if !reflect.DeepEqual(c["args"], wantArgs) {

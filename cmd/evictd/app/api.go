@@ -15,6 +15,7 @@ import (
 	"github.com/evictd/evictd/pkg/agent/podwatch"
 	"github.com/evictd/evictd/pkg/evict"
 	"github.com/evictd/evictd/pkg/evictreq"
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/kubeletplace"
 	"github.com/evictd/evictd/pkg/logging"
@@ -47,7 +48,7 @@ type apiSide struct {
 func newAPISide(o *options.Options, client *kube.Client, node *nodeSide, m *metrics.Metrics, clk clock.WithTicker, log, evictLog *zap.Logger, onDelete func(*v1.Pod)) (*apiSide, error) {
 	a := &apiSide{}
 	if !o.Evict.DryRun {
-		a.events = evict.NewEventWriter(client, "evictd-"+o.NodeName, log.Named("events"), clk)
+		a.events = evict.NewEventWriter(client, install.Instance(o.Install, o.NodeName), log.Named("events"), clk)
 		a.podEvents = a.events.Emit
 	}
 	a.shadow = newShadow(o, log.Named("shadow"))
@@ -82,7 +83,7 @@ func newAPISide(o *options.Options, client *kube.Client, node *nodeSide, m *metr
 	}
 	a.evictor = ev
 	if o.EvictionRequest {
-		a.requests, err = evictreq.New(evictreq.Config{Imperative: ev, API: client, Pods: podByName(a.watcher), ResponderWait: o.EvictionRequestWait,
+		a.requests, err = evictreq.New(evictreq.Config{Imperative: ev, API: client, Pods: podByName(a.watcher), ResponderWait: o.EvictionRequestWait, Install: o.Install,
 			Served: m.SetEvictionRequestServed, Logger: evictLog.Named("request"), Clock: clk})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", options.ErrUsage, err)

@@ -41,7 +41,7 @@ func newNodeLease(o *options.Options, client *kube.Client, watcher *podwatch.Wat
 	}
 	var acting atomic.Bool
 	return nodelease.NewRunner(nodelease.Options{
-		API: client, Namespace: o.NodeLeaseNamespace, Node: o.NodeName, Identity: nodelease.Identity(),
+		API: client, Namespace: o.NodeLeaseNamespace, Node: o.NodeName, Identity: nodelease.Identity(), Install: o.Install,
 		Duration: o.NodeLeaseDuration, IdleDuration: o.NodeLeaseIdle, Pods: watcher.Pods, Synced: watcher.Synced, Clock: clk, Log: log.Named("lease"),
 		NodeUID: func() types.UID {
 			if n := watcher.Node(); n != nil {

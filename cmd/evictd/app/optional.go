@@ -80,7 +80,7 @@ func newNodeBrake(o *options.Options, client *kube.Client, watcher *podwatch.Wat
 	}
 	return nodebrake.New(nodebrake.Options{
 		API: client, Node: o.NodeName, Current: watcher.Node, Effect: effect, Acting: leaseActing(lease),
-		Owns: owns, LiftOnly: liftOnly, ExitLimit: exitgrace.BrakeLift, TransitionPeriod: o.Config.TransitionPeriod(),
+		Owns: owns, LiftOnly: liftOnly, ExitLimit: exitgrace.BrakeLift, TransitionPeriod: o.Config.TransitionPeriod(), Install: o.Install,
 		Clock: clk, Log: log.Named("brake"), Wrote: m.NodeBrakeWrite, Applied: applied,
 	})
 }

@@ -76,10 +76,10 @@ func waitBrake(t *testing.T, m *memoryNode, timeout time.Duration, what string, 
 // startBraking starts evictd on m's node with its DaemonSet pod's identity
 // (a token bound to a pod on the node, as the admission policy requires)
 // and the brake on, as shipped.
-func startBraking(t *testing.T, m *memoryNode, kubeconfig string) *evictd {
+func startBraking(t *testing.T, m *memoryNode, kubeconfig string, extra ...string) *evictd {
 	t.Helper()
 	return startEvictdWith(t, m.c, m.node, evictdSetup{kubeconfig: kubeconfig},
-		append([]string{"--node-brake=true", "--eviction-pressure-transition-period=3s", "--node-lease-duration=3s"}, memoryFlags...)...)
+		append(append([]string{"--node-brake=true", "--eviction-pressure-transition-period=3s", "--node-lease-duration=3s"}, memoryFlags...), extra...)...)
 }
 
 // TestNodeBrake: the brake lives and dies with the memory episode on the

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/evictd/evictd/pkg/evictreq"
+	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/test/e2e/framework"
@@ -42,19 +43,20 @@ const cleanupRunner = "cleanup-runner"
 // as evictd's leases do: the uninstall must leave it.
 const kubeletLease = nodelease.NamePrefix + "kubelet"
 
-// leftBehind is a cluster in which an agent died mid-episode (SIGKILL:
-// its exit lift never ran, as when an uninstall deletes its identity
-// first): evictd's memory brake on the node, its node lease, and an
-// EvictionRequest of evictd's requester; beside them, what the uninstall
-// must not touch: a kubelet's Lease named evictd-kubelet and another
-// requester's EvictionRequest.
-func leftBehind(t *testing.T, name string) *memoryNode {
+// leftBehind is a cluster in which an agent of the install id died
+// mid-episode (SIGKILL: its exit lift never ran, as when an uninstall
+// deletes its identity first): its memory brake on the node, its node
+// lease, and an EvictionRequest of evictd's requester labelled with its
+// install's mark; beside them, what the uninstall must not touch: a
+// kubelet's Lease named evictd-kubelet and another requester's
+// EvictionRequest.
+func leftBehind(t *testing.T, name, id string) *memoryNode {
 	t.Helper()
 	m := newMemoryNode(t, name, framework.WithControllers("job"),
 		framework.WithAPIServerArgs("--feature-gates=EvictionRequestAPI=true", "--runtime-config=lifecycle.k8s.io/v1alpha1=true"))
 	ctx := context.Background()
 	_, kubeconfig := m.c.EvictdNodeToken(t, m.node.Name)
-	e := startBraking(t, m, kubeconfig)
+	e := startBraking(t, m, kubeconfig, "--install="+id)
 	_, hog := m.startHog(t, hogSpec(80, 700))
 	waitEvictions(t, e, 1, evictionTimeout)
 	e.waitLog(30*time.Second, "node brake on: new pods kept away until the episode ends", nil)
@@ -78,6 +80,7 @@ func leftBehind(t *testing.T, name string) *memoryNode {
 	// owned by its pod, and goes with it.
 	target := m.pods["critical"]
 	ours := evictreq.Build(target, evictreq.DefaultRequester)
+	ours.Labels[install.Label] = install.Mark(id)
 	theirs := evictreq.Build(target, "example.com/drainer")
 	theirs.Name = "drainer-" + string(target.UID)
 	for _, er := range []*lifecyclev1alpha1.EvictionRequest{ours, theirs} {
@@ -243,7 +246,7 @@ func checkFlowControlGone(t *testing.T, m *memoryNode, name string) {
 // identity, whose objects Helm would refuse to adopt) and the image; its
 // cluster-scoped FlowSchema and priority level go with it.
 func TestUninstallHelm(t *testing.T) {
-	m := leftBehind(t, "uninstall-helm")
+	m := leftBehind(t, "uninstall-helm", "evictd-helm/evictd")
 	run := docRunner(t, m.c)
 	const ns = "evictd-helm"
 	stop := m.c.StandInKubelet(t, ns, "app.kubernetes.io/name=evictd-cleanup", cleanupRunner, framework.RequireBinary(t, "evictd"))
@@ -278,7 +281,7 @@ func TestUninstallHelm(t *testing.T) {
 // episode's leftovers: nothing of evictd's is left, as with Helm, the
 // FlowSchema and its priority level included.
 func TestUninstallKustomize(t *testing.T) {
-	m := leftBehind(t, "uninstall-kustomize")
+	m := leftBehind(t, "uninstall-kustomize", "evictd-system/evictd")
 	run := docRunner(t, m.c)
 	stop := m.c.StandInKubelet(t, "evictd-system", "app.kubernetes.io/name=evictd-cleanup", cleanupRunner, framework.RequireBinary(t, "evictd"))
 	// The install, then the uninstall's steps.
