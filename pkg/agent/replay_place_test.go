@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/evictd/evictd/internal/buildinfo"
@@ -54,24 +55,7 @@ func TestReplayPlacesWhereTheAgentPlacedAnew(t *testing.T) {
 		return evict.Outcome{Result: evict.RateLimited, RetryAfter: 500 * time.Millisecond, GracePeriodSeconds: 30},
 			&evict.PodError{Pod: req.Pod.Namespace + "/" + req.Pod.Name, Result: evict.RateLimited, Err: evict.ErrRateLimited}
 	}
-	rec := NewTrace(o, placer.Current(), start, o.Thresholds(), "test", t0)
-	rank, err := o.Config.RankOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := NewLoop(ConfigFor(o, o.Thresholds(), rank), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: n,
-		Evictor: n, Log: log, Metrics: m, Clock: n.clk, Go: syncCall, Trace: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.loop = l
-	placer.Retune = l.PlacedAnew
-	placer.View = func() kubeletplace.View {
-		if signals, layout, ok := l.LastView(); ok {
-			return kubeletplace.View{Signals: signals, DiskLayout: layout}
-		}
-		return start
-	}
+	l, rec := placedLoop(t, o, n, placer, start, log, m)
 	const restartAt, sealAt = 10, 20
 	for i := range 30 {
 		switch i {
@@ -196,24 +180,7 @@ func recordPlaced(t *testing.T, o *options.Options, n *simNode, passes, restartA
 	}
 	start := kubeletplace.View{Signals: thresholds.Observe(obs.Summary), DiskLayout: obs.Node.DiskLayout}
 	placer := kubeletplace.NewPlacer(o, start, log, m)
-	rec := NewTrace(o, placer.Current(), start, o.Thresholds(), "test", t0)
-	rank, err := o.Config.RankOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := NewLoop(ConfigFor(o, o.Thresholds(), rank), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: n,
-		Evictor: n, Log: log, Metrics: m, Clock: n.clk, Go: syncCall, Trace: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.loop = l
-	placer.Retune = l.PlacedAnew
-	placer.View = func() kubeletplace.View {
-		if signals, layout, ok := l.LastView(); ok {
-			return kubeletplace.View{Signals: signals, DiskLayout: layout}
-		}
-		return start
-	}
+	l, rec := placedLoop(t, o, n, placer, start, log, m)
 	for i := range passes {
 		if i == restartAt && restart != nil {
 			restart()
@@ -291,4 +258,31 @@ func TestReplayPlacesWhereTheAgentsThresholdsStayed(t *testing.T) {
 	if len(other.Calls) == 0 || other.Calls[0].Pass != restartAt+1 || other.Calls[0].Pod != "ns/writer" {
 		t.Fatalf("the replay with the default disk thresholds made the calls %v; want its first for ns/writer in pass %d", callKeys(other.Calls), restartAt+1)
 	}
+}
+
+// placedLoop is the agent's loop on n under o, traced, with placer wired
+// to it as `evictd run` wires them: placements anew go to the loop, and
+// are made against the loop's last view (start until a pass has one).
+func placedLoop(t *testing.T, o *options.Options, n *simNode, placer *kubeletplace.Placer, start kubeletplace.View,
+	log *zap.Logger, m *metrics.Metrics) (*Loop, *trace.Recorder) {
+	t.Helper()
+	rec := NewTrace(o, placer.Current(), start, o.Thresholds(), "test", t0)
+	rank, err := o.Config.RankOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLoop(ConfigFor(o, o.Thresholds(), rank), Deps{Observer: n, Waker: &simWaker{n: n}, Pods: n,
+		Evictor: n, Log: log, Metrics: m, Clock: n.clk, Go: syncCall, Trace: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.loop = l
+	placer.Retune = l.PlacedAnew
+	placer.View = func() kubeletplace.View {
+		if signals, layout, ok := l.LastView(); ok {
+			return kubeletplace.View{Signals: signals, DiskLayout: layout}
+		}
+		return start
+	}
+	return l, rec
 }

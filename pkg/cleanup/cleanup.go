@@ -380,34 +380,54 @@ func node(ctx context.Context, o Options, n *v1.Node, res *Result) (retry, refus
 // after the back-off from a fresh list, until ctx ends: a lease another
 // install's agent took over meanwhile is no longer this install's.
 func leases(ctx context.Context, o Options, res *Result) error {
+	return deleteOwn(ctx, o, "lease", "node leases", func(wait *backoff.Backoff) ([]coordinationv1.Lease, bool, error) {
+		list, err := listLeases(ctx, o, wait)
+		return list, true, err
+	}, func(l *coordinationv1.Lease) error {
+		uid, rv := l.UID, l.ResourceVersion
+		err := o.API.DeleteLease(ctx, l.Namespace, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+		if err == nil {
+			res.LeasesDeleted++
+			o.Log.Info("deleted evictd's node lease", zap.String("lease", l.Namespace+"/"+l.Name), zap.String("holder", *l.Spec.HolderIdentity))
+		}
+		return err
+	})
+}
+
+// deleteOwn deletes what list finds (of kind; what, plural, in the log)
+// with del, each conditional on the
+// version listed, and tries again from a fresh list after the back-off
+// while a delete failed in a way that can pass, until ctx ends: what
+// another install's agent took over meanwhile is no longer listed. A
+// refused delete is not tried again; a gone object is not an error.
+// served false from list: the API server does not serve the kind.
+func deleteOwn[T any, PT interface {
+	*T
+	metav1.Object
+}](ctx context.Context, o Options, kind, what string, list func(*backoff.Backoff) ([]T, bool, error), del func(PT) error) error {
 	refused := map[string]error{}
 	wait := newBackoff()
 	for {
-		list, err := listLeases(ctx, o, wait)
-		if err != nil {
+		found, served, err := list(wait)
+		if err != nil || !served {
 			return errors.Join(append(values(refused), err)...)
 		}
 		var errs []error
-		for i := range list {
-			l := &list[i]
-			key := l.Namespace + "/" + l.Name
+		for i := range found {
+			obj := PT(&found[i])
+			key := obj.GetNamespace() + "/" + obj.GetName()
 			if refused[key] != nil {
 				continue
 			}
-			uid, rv := l.UID, l.ResourceVersion
-			err := o.API.DeleteLease(ctx, l.Namespace, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-			switch {
-			case err == nil:
-				res.LeasesDeleted++
-				o.Log.Info("deleted evictd's node lease", zap.String("lease", key), zap.String("holder", *l.Spec.HolderIdentity))
-			case apierrors.IsNotFound(err):
+			switch err := del(obj); {
+			case err == nil, apierrors.IsNotFound(err):
 			case retryable(err):
-				errs = append(errs, fmt.Errorf("delete lease %s: %w", key, err))
+				errs = append(errs, fmt.Errorf("delete %s %s: %w", kind, key, err))
 			default:
-				refused[key] = fmt.Errorf("delete lease %s: %w", key, err)
+				refused[key] = fmt.Errorf("delete %s %s: %w", kind, key, err)
 			}
 		}
-		if len(errs) == 0 || !pause(ctx, o, wait, "delete the node leases", errors.Join(errs...)) {
+		if len(errs) == 0 || !pause(ctx, o, wait, "delete the "+what, errors.Join(errs...)) {
 			return errors.Join(append(values(refused), errs...)...)
 		}
 	}
@@ -437,37 +457,19 @@ func listLeases(ctx context.Context, o Options, wait *backoff.Backoff) ([]coordi
 // the leases: tried again from a fresh list while a delete can pass. A 404
 // on the list means the API server does not serve them.
 func evictionRequests(ctx context.Context, o Options, res *Result) error {
-	refused := map[string]error{}
-	wait := newBackoff()
-	for {
+	return deleteOwn(ctx, o, "EvictionRequest", "EvictionRequests", func(wait *backoff.Backoff) ([]lifecyclev1alpha1.EvictionRequest, bool, error) {
 		found, served, err := listEvictionRequests(ctx, o, wait)
 		res.EvictionRequestsServed = served
-		if err != nil || !served {
-			return errors.Join(append(values(refused), err)...)
+		return found, served, err
+	}, func(er *lifecyclev1alpha1.EvictionRequest) error {
+		uid, rv := er.UID, er.ResourceVersion
+		err := o.API.DeleteEvictionRequest(ctx, er.Namespace, er.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+		if err == nil {
+			res.EvictionRequestsDeleted++
+			o.Log.Info("deleted evictd's EvictionRequest", zap.String("evictionRequest", er.Namespace+"/"+er.Name))
 		}
-		var errs []error
-		for _, er := range found {
-			key := er.Namespace + "/" + er.Name
-			if refused[key] != nil {
-				continue
-			}
-			uid, rv := er.UID, er.ResourceVersion
-			err := o.API.DeleteEvictionRequest(ctx, er.Namespace, er.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-			switch {
-			case err == nil:
-				res.EvictionRequestsDeleted++
-				o.Log.Info("deleted evictd's EvictionRequest", zap.String("evictionRequest", key))
-			case apierrors.IsNotFound(err):
-			case retryable(err):
-				errs = append(errs, fmt.Errorf("delete EvictionRequest %s: %w", key, err))
-			default:
-				refused[key] = fmt.Errorf("delete EvictionRequest %s: %w", key, err)
-			}
-		}
-		if len(errs) == 0 || !pause(ctx, o, wait, "delete the EvictionRequests", errors.Join(errs...)) {
-			return errors.Join(append(values(refused), errs...)...)
-		}
-	}
+		return err
+	})
 }
 
 // listEvictionRequests lists the install's EvictionRequests: those of

@@ -119,21 +119,8 @@ func TestNodeBrakeExitLiftWithinLease(t *testing.T) {
 	}
 	t.Logf("a's exit check read the lease at %s; its answer reached a %s later (b acted at %s)",
 		calls[0].Upstream.Format(time.StampMilli), calls[0].Answered.Sub(calls[0].Upstream).Round(time.Millisecond), bActs.TS.Format(time.StampMilli))
-	if len(lifts) > 0 {
-		t.Errorf("a's exit lifted the brake after the lease it read could have passed to b (b holds it, mid-episode): %v", lifts)
-	}
-	if taint, cond := memoryBrake(final); !taint || !cond {
-		t.Errorf("after a's exit the Node has taint %v, condition %v; want b's brake on", taint, cond)
-	}
-	if got := a.find("node brake lifted"); len(got) > 0 {
-		t.Errorf("a logged %q at exit: %s", "node brake lifted", got[len(got)-1].Raw)
-	}
-	if got := b.find("pressure episode ended"); len(got) > 0 {
-		t.Fatalf("b's episode ended (%s): the test needs it open to the end", got[0].Raw)
-	}
-	if got := a.find("leaving the node brake on at exit: the node lease this agent holds may pass to another evictd before the lift's write; the next agent to act lifts it once it has judged the node"); len(got) == 0 {
-		t.Errorf("a did not say why it left the brake on:\n%s", a.tail(20))
-	}
+	checkExitLeftBrake(t, a, b, final, lifts, "after the lease it read could have passed to b",
+		"leaving the node brake on at exit: the node lease this agent holds may pass to another evictd before the lift's write; the next agent to act lifts it once it has judged the node")
 }
 
 // TestNodeBrakeRestartKeepsBrake: an agent that starts on a node where an

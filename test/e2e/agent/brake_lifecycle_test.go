@@ -279,8 +279,18 @@ func TestNodeBrakeHandoverKeepsBrake(t *testing.T) {
 		t.Errorf("a after SIGTERM: killed %v, exit code %d, %v", killed, code, err)
 	}
 	final := w.sync(30*time.Second, seen)
+	checkExitLeftBrake(t, a, b, final, lifts, "while b holds the node lease",
+		"leaving the node brake on at exit: another evictd holds the node lease and acts here now")
+}
+
+// checkExitLeftBrake holds a hand-over's end: a's exit wrote no lift
+// (lifts, the Node's versions seen after a's SIGTERM) and logged why
+// (reason), b's memory brake is on the final Node, and b's episode is
+// still open, as the test needs it.
+func checkExitLeftBrake(t *testing.T, a, b *evictd, final *corev1.Node, lifts []string, when, reason string) {
+	t.Helper()
 	if len(lifts) > 0 {
-		t.Errorf("a's exit lifted b's brake mid-episode (b holds the node lease): %v", lifts)
+		t.Errorf("a's exit lifted b's brake mid-episode, %s: %v", when, lifts)
 	}
 	if taint, cond := memoryBrake(final); !taint || !cond {
 		t.Errorf("after a's exit the Node has taint %v, condition %v; want b's brake on", taint, cond)
@@ -291,8 +301,8 @@ func TestNodeBrakeHandoverKeepsBrake(t *testing.T) {
 	if got := b.find("pressure episode ended"); len(got) > 0 {
 		t.Fatalf("b's episode ended (%s): the test needs it open to the end", got[0].Raw)
 	}
-	if got := a.find("leaving the node brake on at exit: another evictd holds the node lease and acts here now"); len(got) == 0 {
-		t.Errorf("a did not say it left b's brake on:\n%s", a.tail(20))
+	if got := a.find(reason); len(got) == 0 {
+		t.Errorf("a did not say why it left the brake on (%q):\n%s", reason, a.tail(20))
 	}
 }
 
