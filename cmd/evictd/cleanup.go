@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -17,7 +18,6 @@ import (
 	"github.com/evictd/evictd/pkg/install"
 	"github.com/evictd/evictd/pkg/kube"
 	"github.com/evictd/evictd/pkg/logging"
-	"github.com/evictd/evictd/pkg/nodelease"
 )
 
 // cleanupSynopsis names every flag of cleanup but --help.
@@ -57,7 +57,7 @@ func newCleanupFlags() (*cleanupFlags, *pflag.FlagSet) {
 	fs.StringVar(&f.daemonSet, "delete-daemonset", "", "Delete this DaemonSet (NAMESPACE/NAME) first and wait until its pods are gone.")
 	fs.StringVar(&f.install, "install", "", "The install to take back, its DaemonSet (NAMESPACE/NAME, the agents' --install); default: --delete-daemonset's. One of the two is required.")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, else the pod's ServiceAccount).")
-	fs.StringVar(&f.leaseNamespace, "node-lease-namespace", nodelease.DefaultNamespace(), "Namespace of the agents' node leases (their --node-lease-namespace): the Job's own pod's (POD_NAMESPACE), outside a pod evictd-system, unless set.")
+	fs.StringVar(&f.leaseNamespace, "node-lease-namespace", "", "Namespace of the agents' node leases (their --node-lease-namespace); default: the install's namespace, where its agents keep them unless told otherwise.")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "How long the whole cleanup may take, the wait for the DaemonSet's pods and the retries of calls the API server could not serve included.")
 	logging.AddFlags(fs, &f.logFormat, &f.logLevel)
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
@@ -83,7 +83,7 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	case f.timeout <= 0:
 		return fail(fmt.Errorf("invalid --timeout %v: want a positive duration", f.timeout))
-	case f.leaseNamespace == "":
+	case fs.Changed("node-lease-namespace") && f.leaseNamespace == "":
 		return fail(fmt.Errorf("invalid --node-lease-namespace \"\": want a namespace"))
 	}
 	if f.daemonSet != "" {
@@ -103,6 +103,11 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if _, err := install.Parse(id); err != nil {
 		return fail(fmt.Errorf("invalid %s: %w", flag, err))
+	}
+	if f.leaseNamespace == "" {
+		// An agent's default is its pod's namespace, its DaemonSet's: the
+		// install's, wherever the cleanup runs (its Job, a workstation).
+		f.leaseNamespace, _, _ = strings.Cut(id, "/")
 	}
 	log, err := logging.NewTo(stderr, f.logFormat, f.logLevel)
 	if err != nil {

@@ -312,3 +312,46 @@ func moveAgentLease(t *testing.T, m *memoryNode, ns string) {
 		t.Fatal(err)
 	}
 }
+
+// TestDocCleanupByHand: docs/run.md's recovery for a brake left behind,
+// `evictd cleanup --install NAMESPACE/NAME` run from a workstation with an
+// admin's kubeconfig, takes back everything the install wrote, its agents'
+// node Lease in the install's own namespace included (where the agents of
+// a release in evictd-helm keep it), and leaves the kubelet's Lease and
+// another requester's EvictionRequest.
+func TestDocCleanupByHand(t *testing.T) {
+	const id, ns = "evictd-helm/evictd", "evictd-helm"
+	m := leftBehind(t, "cleanup-by-hand", id)
+	ctx := context.Background()
+	if _, err := m.c.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	moveAgentLease(t, m, ns)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "run.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var command string
+	if _, rest, ok := strings.Cut(string(doc), "`evictd cleanup --install "); ok {
+		cmd, _, _ := strings.Cut(rest, "`")
+		command = "evictd cleanup --install " + cmd
+	}
+	if !strings.Contains(command, "NAMESPACE/NAME") {
+		t.Fatalf("docs/run.md shows no `evictd cleanup --install NAMESPACE/NAME` (found %q)", command)
+	}
+	args := strings.Fields(strings.ReplaceAll(command, "NAMESPACE/NAME", id))
+	x := exec.Command(framework.RequireBinary(t, "evictd"), args[1:]...)
+	x.Env = append(os.Environ(), "KUBECONFIG="+m.c.AdminKubeconfig, "POD_NAMESPACE=")
+	out, err := x.CombinedOutput()
+	t.Logf("$ %s\n%s", strings.Join(args, " "), out)
+	if err != nil {
+		t.Fatalf("%s: %v", strings.Join(args, " "), err)
+	}
+	if left := evictdLeft(t, m); len(left) > 0 {
+		t.Errorf("after %s: left %s", strings.Join(args, " "), strings.Join(left, "; "))
+	}
+}
