@@ -75,16 +75,7 @@ func TestNodeBrakeExitLiftWithinLease(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a := startBraking(t, m, proxyKubeconfig)
-	a.waitLog(30*time.Second, "acting on this node: holding its lease", nil)
-	b := startEvictdWith(t, m.c, m.node, evictdSetup{kubeconfig: kubeconfig, noWait: true},
-		append([]string{"--node-brake=true", "--eviction-pressure-transition-period=3s", "--node-lease-duration=3s"}, memoryFlags...)...)
-	b.waitLog(60*time.Second, "not acting: another evictd acts on this node", nil)
-
-	m.startHog(t, hog)
-	a.waitLog(evictionTimeout, "node brake on: new pods kept away until the episode ends", nil)
-	w := watchNode(t, m.c, m.node.Name)
-	w.until(30*time.Second, "showed a's brake", func(n *corev1.Node) bool { taint, cond := memoryBrake(n); return taint && cond }, nil)
+	a, b, w := startHandoverPair(t, m, proxyKubeconfig, kubeconfig, hog)
 
 	var lifts []string
 	seen := func(n *corev1.Node) {

@@ -230,16 +230,7 @@ func TestNodeBrakeHandoverKeepsBrake(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a := startBraking(t, m, kubeconfig)
-	a.waitLog(30*time.Second, "acting on this node: holding its lease", nil)
-	b := startEvictdWith(t, m.c, m.node, evictdSetup{kubeconfig: kubeconfig, noWait: true},
-		append([]string{"--node-brake=true", "--eviction-pressure-transition-period=3s", "--node-lease-duration=3s"}, memoryFlags...)...)
-	b.waitLog(60*time.Second, "not acting: another evictd acts on this node", nil)
-
-	m.startHog(t, hog)
-	a.waitLog(evictionTimeout, "node brake on: new pods kept away until the episode ends", nil)
-	w := watchNode(t, m.c, m.node.Name)
-	w.until(30*time.Second, "showed a's brake", func(n *corev1.Node) bool { taint, cond := memoryBrake(n); return taint && cond }, nil)
+	a, b, w := startHandoverPair(t, m, kubeconfig, kubeconfig, hog)
 
 	// a stalls; b takes the lease once it expires and acts in the episode.
 	if err := syscall.Kill(a.p.Pid(), syscall.SIGSTOP); err != nil {
@@ -317,4 +308,23 @@ func waitMetric(e *evictd, timeout time.Duration, name string, labels map[string
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("%s%v = %v after %s; want %v", name, labels, got, timeout, want)
+}
+
+// startHandoverPair starts the two agents of a hand-over test on m: a,
+// acting and braking, with aKubeconfig, then b, waiting for the lease,
+// with bKubeconfig; then starts hog and waits until a's memory brake is
+// on the Node, which the returned watch has seen.
+func startHandoverPair(t *testing.T, m *memoryNode, aKubeconfig, bKubeconfig string, hog podSpec) (a, b *evictd, w *nodeWatch) {
+	t.Helper()
+	a = startBraking(t, m, aKubeconfig)
+	a.waitLog(30*time.Second, "acting on this node: holding its lease", nil)
+	b = startEvictdWith(t, m.c, m.node, evictdSetup{kubeconfig: bKubeconfig, noWait: true},
+		append([]string{"--node-brake=true", "--eviction-pressure-transition-period=3s", "--node-lease-duration=3s"}, memoryFlags...)...)
+	b.waitLog(60*time.Second, "not acting: another evictd acts on this node", nil)
+
+	m.startHog(t, hog)
+	a.waitLog(evictionTimeout, "node brake on: new pods kept away until the episode ends", nil)
+	w = watchNode(t, m.c, m.node.Name)
+	w.until(30*time.Second, "showed a's brake", func(n *corev1.Node) bool { taint, cond := memoryBrake(n); return taint && cond }, nil)
+	return a, b, w
 }
