@@ -412,7 +412,7 @@ func TestRunRetriesLeasesAndEvictionRequests(t *testing.T) {
 	unavailable := apierrors.NewServiceUnavailable("etcd leader changed")
 	shed := apierrors.NewTooManyRequests("Too many requests, please try again later.", 1)
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "evictd-a", nil)
-	noAnswer := errors.New("dial tcp 10.96.0.1:443: connect: connection refused")
+	noAnswer := errors.New("dial tcp 127.0.0.1:443: connect: connection refused")
 	t.Run("transient", func(t *testing.T) {
 		f := &fakeAPI{nodes: map[string]*v1.Node{}, ersServed: true,
 			leases:         []coordinationv1.Lease{markedLease("evictd-a", "evictd-system/evictd-x1", firstID)},

@@ -3,7 +3,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -14,12 +13,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/evictd/evictd/pkg/nodelease"
 	"github.com/evictd/evictd/test/e2e/framework"
-	"github.com/evictd/evictd/test/e2e/podtest"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
@@ -42,17 +38,7 @@ func TestNodeBrakeExitLiftWithinLease(t *testing.T) {
 	const maxHold = 8 * time.Second
 	m := newMemoryNode(t, "liftlease")
 	cfg, kubeconfig := m.c.EvictdNodeToken(t, m.node.Name)
-	hog := hogSpec(80, 700)
-	hog.labels = map[string]string{"app": "hog"}
-	ctx := context.Background()
-	if _, err := m.c.Admin.PolicyV1().PodDisruptionBudgets(m.ns).Create(ctx, podtest.PDB(m.ns, "hog", 1, hog.labels), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := podtest.WaitPDB(ctx, m.c.Admin, m.ns, "hog", 60*time.Second, func(p *policyv1.PodDisruptionBudget) bool {
-		return p.Status.ObservedGeneration == p.Generation && p.Status.DisruptionsAllowed == 0
-	}); err != nil {
-		t.Fatal(err)
-	}
+	hog := pdbHeldHog(t, m)
 
 	// a reaches the API server through the proxy, with the same pod-bound
 	// token; armed, the proxy holds the answer of a's next read of the

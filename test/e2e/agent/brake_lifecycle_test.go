@@ -216,19 +216,7 @@ func TestNodeBrakeOffLiftsLeftover(t *testing.T) {
 func TestNodeBrakeHandoverKeepsBrake(t *testing.T) {
 	m := newMemoryNode(t, "handover")
 	_, kubeconfig := m.c.EvictdNodeToken(t, m.node.Name)
-	hog := hogSpec(80, 700)
-	hog.labels = map[string]string{"app": "hog"}
-	// Before the hog exists: its PDB allows no disruption from the start
-	// (createPDB waits for healthy pods, which there are none of yet).
-	ctx := context.Background()
-	if _, err := m.c.Admin.PolicyV1().PodDisruptionBudgets(m.ns).Create(ctx, podtest.PDB(m.ns, "hog", 1, hog.labels), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := podtest.WaitPDB(ctx, m.c.Admin, m.ns, "hog", 60*time.Second, func(p *policyv1.PodDisruptionBudget) bool {
-		return p.Status.ObservedGeneration == p.Generation && p.Status.DisruptionsAllowed == 0
-	}); err != nil {
-		t.Fatal(err)
-	}
+	hog := pdbHeldHog(t, m)
 
 	a, b, w := startHandoverPair(t, m, kubeconfig, kubeconfig, hog)
 
@@ -327,4 +315,24 @@ func startHandoverPair(t *testing.T, m *memoryNode, aKubeconfig, bKubeconfig str
 	w = watchNode(t, m.c, m.node.Name)
 	w.until(30*time.Second, "showed a's brake", func(n *corev1.Node) bool { taint, cond := memoryBrake(n); return taint && cond }, nil)
 	return a, b, w
+}
+
+// pdbHeldHog is a memory hog for m whose PodDisruptionBudget allows no
+// disruption, so that its episode cannot end: the budget is made before the
+// hog exists (createPDB waits for healthy pods, which there are none of
+// yet), and waited for until it allows none.
+func pdbHeldHog(t *testing.T, m *memoryNode) podSpec {
+	t.Helper()
+	hog := hogSpec(80, 700)
+	hog.labels = map[string]string{"app": "hog"}
+	ctx := context.Background()
+	if _, err := m.c.Admin.PolicyV1().PodDisruptionBudgets(m.ns).Create(ctx, podtest.PDB(m.ns, "hog", 1, hog.labels), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := podtest.WaitPDB(ctx, m.c.Admin, m.ns, "hog", 60*time.Second, func(p *policyv1.PodDisruptionBudget) bool {
+		return p.Status.ObservedGeneration == p.Generation && p.Status.DisruptionsAllowed == 0
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return hog
 }
