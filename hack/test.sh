@@ -19,9 +19,9 @@
 # than the CPU or take only the CPU the tests leave:
 #   - the downloads (apt-get for the VM node, the tool modules' go mod download) run in the
 #     background from the start;
-#   - the checks (verify, test-image, test-dashboard, test-sbom, deploy-tools, deploy-lint,
-#     test-deploy: compilers and linters) run in a lane of their own under nice 19 from the end of
-#     build on, taking the CPU the tests leave;
+#   - the checks run in two lanes under nice 19 from the end of build on, taking the CPU the tests
+#     leave: verify and deploy-lint (gofmt, go vet, staticcheck) in one, test-image,
+#     test-dashboard, test-sbom, deploy-tools and test-deploy in the other;
 #   - e2e runs in a lane beside the node smoke, from when the node's images are made: its tests
 #     mostly wait (grace periods, soaks, evictions), so E2E_WORKERS (default 3) processes run them,
 #     each taking the next test from one queue, one test a process.
@@ -34,7 +34,12 @@
 # default 5400) less a margin, so a hang ends with go test's own timeout report (the goroutine
 # dump names the test) or timeout(1) on a build, and this script still prints its table.
 #
-# TEST_STAGES (space-separated names) runs only those stages of the tier.
+# Every stage the run should have run ends in a result: one that has none at the end (its lane
+# died, a function returned early) counts as one failure in the table ("no result"), and so does
+# a lane that was killed.
+#
+# TEST_STAGES (space-separated names) runs only those stages of the tier. TEST_LOGS (default
+# _output/test) is where the run keeps its logs, results and testreport.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,8 +54,9 @@ budget=${TEST_BUDGET:-5400}
 margin=${TEST_MARGIN:-150}
 t0=$(date +%s)
 deadline=$((t0 + budget - margin))
-logs=_output/test
+logs=${TEST_LOGS:-_output/test}
 mkdir -p "$logs"
+logs=$(cd "$logs" && pwd)
 rm -f "$logs"/*.result "$logs"/*.rc "$logs/summary.txt"
 # Start and end lines go to the run's own output even from a lane whose output is a file.
 exec 3>&1
@@ -186,34 +192,53 @@ lane() {
   ( in_lane=$name; renice -n "$n" -p $BASHPID >/dev/null; "$fn" ) >"$logs/lane-$name.log" 2>&1 &
   lane_pid[$name]=$!
 }
+lane_killed=0
 end_lane() {
+  local rc
   [ -n "${lane_pid[$1]:-}" ] || return 0
   wait "${lane_pid[$1]}"
+  rc=$?
   echo "=== lane $1: ended; its output:"
   cat "$logs/lane-$1.log"
   echo "=== lane $1: end of its output"
+  if [ "$rc" -gt 128 ]; then
+    echo "=== lane $1: killed by signal $((rc - 128)): one failure"
+    lane_killed=$((lane_killed + 1))
+  fi
 }
+
+# not_needed NAME: a wanted stage that has nothing to run (E2E_NODE_RUN names none of its tests):
+# a result, so that finish does not take it for a stage that died.
+not_needed() { echo "none 0 0 0 0" >"$logs/$1.result"; }
 
 finish() {
   local name r secs p f sk passed=0 failed=0 skipped=0
   echo
   echo "=== stages (total $(($(date +%s) - t0))s, started $(date -u -d "@$t0" +%H:%M:%S) UTC)"
   for name in "${stages[@]}"; do
-    [ -e "$logs/$name.result" ] || continue
+    if [ ! -e "$logs/$name.result" ]; then
+      # node-releases names the build-V and node-V stages it adds; an interrupted run stops early.
+      if [ "$name" != node-releases ] && wanted "$name" && [ "${interrupted:-}" != 1 ]; then
+        printf '%-16s %-8s %6ss %5s passed %3s failed (no result: its lane died or it never ran)\n' "$name" FAILED - 0 1
+        failed=$((failed + 1))
+      fi
+      continue
+    fi
     read -r r secs p f sk <"$logs/$name.result"
+    [ "$r" = none ] && continue
     printf '%-16s %-8s %6ss %5s passed %3s failed\n' "$name" "$r" "$secs" "$p" "$f"
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + sk))
   done
-  failed=$((failed + ${1:-0}))
+  failed=$((failed + lane_killed + ${1:-0}))
   echo "$passed passed, $failed failed$([ "$skipped" != 0 ] && echo ", $skipped skipped")" | tee "$logs/summary.txt"
   [ "$failed" = 0 ]
   exit
 }
-trap 'echo "=== interrupted"; kill $(jobs -p) 2>/dev/null; finish 1' INT TERM
+trap 'echo "=== interrupted"; interrupted=1; kill $(jobs -p) 2>/dev/null; finish 1' INT TERM
 
 # Benchmarks asked for by name skip on purpose, in CI too.
 allow_skip=github.com/evictd/evictd/test/bench
-report=$PWD/_output/bin/testreport
+report=$logs/testreport
 
 rm -f "$report"
 step tools 600 "$GO" build -o "$report" ./test/cmd/testreport
@@ -224,21 +249,27 @@ fi
 
 # The VM node's pieces (apt-get of QEMU, the Debian kernel, runc and the CNI plugins:
 # hack/vm/prepare.sh) and the other modules' downloads (the control plane's is the largest).
-if wanted node-ready; then background vm-prepare 1800 hack/vm/prepare.sh _output/vm; fi
-if wanted cluster-bins; then
+if wanted node-ready || wanted vm-prepare; then background vm-prepare 1800 hack/vm/prepare.sh _output/vm; fi
+if wanted cluster-bins || wanted modules-tools; then
   background modules-tools 1800 bash -c "set -e; for m in hack/cluster hack/node hack/image hack/dashboard hack/sbom test/deploy; do \
     echo \"go mod download in \$m\"; (cd \$m && $GO mod download); done"
 fi
 step modules 1800 "$GO" mod download
 
 # Under nice 19 a check waits for the CPU the tests leave it, so its own cap is the budget's.
+# Two lanes, so that no check waits for another it does not need: staticcheck over the module
+# (verify, then deploy-lint, which uses the staticcheck verify builds) in one; the chart, image,
+# dashboard and SBOM tests in the other, test-deploy as soon as its tools are there.
 checks() {
   step verify "$budget" make --no-print-directory verify
+  step deploy-lint "$budget" bash -c "make --no-print-directory _output/tools/staticcheck && cd test/deploy && $GO vet ./... && ../../_output/tools/staticcheck ./..."
+}
+deploy() {
   gotest test-image "$budget" hack/image --quiet ./...
   gotest test-dashboard "$budget" hack/dashboard --quiet ./...
   gotest test-sbom "$budget" hack/sbom --quiet ./...
   await cluster-bins
-  if needs test-deploy cluster-bins verify; then
+  if needs test-deploy cluster-bins; then
     # The real tools test-deploy runs: promtool for the alerts' unit tests (TestPromtoolRules;
     # Debian's, from the package lists vm-prepare's apt-get update fetched) and helm for the
     # documented commands (TestDocCommands).
@@ -246,8 +277,9 @@ checks() {
     # node-ready builds helm too, for the node smoke: not both at once.
     await node-ready
     step deploy-tools "$budget" bash -c "hack/get-promtool.sh _output/tools && make --no-print-directory _output/tools/helm"
-    step deploy-lint "$budget" bash -c "cd test/deploy && $GO vet ./... && ../../_output/tools/staticcheck ./..."
-    gotest test-deploy "$budget" test/deploy --quiet ./...
+    needs test-deploy deploy-tools && gotest test-deploy "$budget" test/deploy --quiet ./...
+  elif wanted deploy-tools; then
+    record deploy-tools not-run 0 0 1 0 # not run either, for the same reason
   fi
 }
 # make test-node: both nodes of the suite run the systemd cgroup driver, as kubeadm and the
@@ -289,7 +321,7 @@ node_tests() {
 named() {
   local name=$1 driver=$2 pattern run; shift 2
   mapfile -t run < <(narrowed "$@")
-  [ "${#run[@]}" -gt 0 ] || return 0
+  if [ "${#run[@]}" = 0 ]; then wanted "$name" && not_needed "$name"; return 0; fi
   pattern=$(anchored "${run[@]}")
   EVICTD_NODE_CGROUP_DRIVER=$driver node_tests "$name" --expect-run "$pattern" -run "$pattern"
 }
@@ -319,7 +351,8 @@ node_onedisk() {
   fi
   [ -n "$list" ] && mapfile -t own <<<"$list"
   if [ "${#own[@]}" = 0 ]; then
-    [ -n "${E2E_NODE_RUN:-}" ] && return 0 # E2E_NODE_RUN names none of this node's tests
+    # E2E_NODE_RUN names none of this node's tests.
+    if [ -n "${E2E_NODE_RUN:-}" ]; then not_needed node; return 0; fi
     say "=== stage node: go test -list ./test/vmnode lists none of its tests"
     record node FAILED 0 0 1 0
     return
@@ -377,7 +410,7 @@ e2e_take() {
 }
 # e2e_worker DIR N: runs the queue's tests one after another until it is empty.
 e2e_worker() {
-  local dir=$1 i=$2 line pdir bin ipath test ts max
+  local dir=$1 i=$2 line pdir bin ipath test ts max rc
   while line=$(e2e_take "$dir") && [ -n "$line" ]; do
     read -r pdir bin ipath test <<<"$line"
     ts=$(date +%s)
@@ -386,7 +419,11 @@ e2e_worker() {
     (cd "$pdir" && timeout --kill-after=30 $((max + 60)) "$GO" tool test2json -t -p "$ipath" \
       "$bin" -test.v=test2json -test.paniconexit0 -test.count=1 -test.timeout "${max}s" -test.run "^$test\$" 2>&1) \
       >>"$dir/worker-$i.json"
-    echo "e2e worker $i: $test ($ipath) took $(($(date +%s) - ts))s"
+    rc=$?
+    # How the run ended is part of the result (testreport --exits): a binary that exits non-zero
+    # with no failure of its test in the stream still fails the stage.
+    echo "$ipath $test $rc" >>"$dir/exits"
+    echo "e2e worker $i: $test ($ipath) took $(($(date +%s) - ts))s, exit status $rc"
   done
 }
 e2e() {
@@ -398,6 +435,7 @@ e2e() {
   rm -rf "$dir" "$logs/e2e.counts"
   mkdir -p "$dir/bin"
   : >"$dir/queue"
+  : >"$dir/exits"
   echo 0 >"$dir/next"
   if "$GO" test -c -o "$dir/bin/" ./test/e2e/... >"$dir/build.log" 2>&1; then
     while read -r pdir ipath; do
@@ -418,13 +456,15 @@ e2e() {
   wait
   mapfile -t names < <(cut -d' ' -f4 "$dir/queue")
   cat "$dir"/worker-*.json >"$logs/e2e.json"
-  "$report" --expect-run "$(anchored "${names[@]}")" --allow-skip "$allow_skip" --counts "$logs/e2e.counts" <"$logs/e2e.json"
+  "$report" --expect-run "$(anchored "${names[@]}")" --exits "$dir/exits" --allow-skip "$allow_skip" \
+    --counts "$logs/e2e.counts" <"$logs/e2e.json"
   record_counted e2e "$s" $?
 }
 any_wanted() { local s; for s in "$@"; do wanted "$s" && return 0; done; return 1; }
 
 step build 1200 make --no-print-directory build
-any_wanted verify test-image test-dashboard test-sbom deploy-tools deploy-lint test-deploy && lane checks 19 checks
+any_wanted verify deploy-lint && lane checks 19 checks
+any_wanted test-image test-dashboard test-sbom deploy-tools test-deploy && lane deploy 19 deploy
 join modules-tools
 step cluster-bins 2400 make --no-print-directory cluster-bins
 # Four packages at a time: their tests mostly wait (API outages, grace periods, stalls), so on two
@@ -443,5 +483,6 @@ node_imagefs
 node_cgroupfs
 node_releases
 end_lane e2e
+end_lane deploy
 end_lane checks
 finish

@@ -15,6 +15,18 @@
 // ran under counts as one failure and is named, so a test renamed or moved
 // away fails its stage instead of leaving it to pass with fewer tests.
 //
+// A top-level test that started and got no verdict (its test binary exited,
+// panicked, timed out or was killed while it, or one of its subtests, ran)
+// counts as failed: "started, never finished", with its last output lines.
+// go tool test2json run on a test binary, as hack/test.sh's e2e workers run
+// it, reports such a crash as a failure of the innermost subtest only, and
+// no package verdict at all.
+//
+// --exits FILE takes the exit status of each test binary run a stream holds,
+// one "PACKAGE TEST STATUS" a line (hack/test.sh's e2e workers write it): a
+// run that exited non-zero without a failure of its test in the stream
+// counts as one failure, so how a run ended is part of the result.
+//
 // --counts FILE writes "passed failed skipped" there too, for hack/test.sh.
 //
 // Before the last line comes a recap of each failed top-level test: the last
@@ -33,6 +45,8 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -54,8 +68,18 @@ type options struct {
 	ci         bool
 	allowSkip  []string
 	countsFile string
+	exitsFile  string
 	// expect lists the top-level tests that must each have run.
 	expect []string
+	// exits are the test binary runs' exit statuses (--exits).
+	exits []exitStatus
+}
+
+// exitStatus is how one test binary run ended: the package and the test
+// it ran, and its exit status.
+type exitStatus struct {
+	pkg, test string
+	status    int
 }
 
 func main() {
@@ -72,6 +96,17 @@ func run(args []string, getenv func(string) string, in io.Reader, out, errOut io
 			fmt.Fprintln(errOut, "testreport:", err)
 		}
 		return 2
+	}
+	if opts.exitsFile != "" {
+		b, err := os.ReadFile(opts.exitsFile)
+		if err != nil {
+			fmt.Fprintln(errOut, "testreport:", err)
+			return 2
+		}
+		if opts.exits, err = parseExits(opts.exitsFile, string(b)); err != nil {
+			fmt.Fprintln(errOut, "testreport:", err)
+			return 2
+		}
 	}
 	c, err := report(in, out, opts)
 	if err != nil {
@@ -99,6 +134,7 @@ func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (op
 	fs.BoolVar(&opts.ci, "ci", getenv("CI") == "true", "count a skip as a failure (default: CI=true)")
 	fs.StringVar(&allow, "allow-skip", "", "comma-separated package import paths whose skips are allowed under --ci (benchmarks asked for by name)")
 	fs.StringVar(&opts.countsFile, "counts", "", "also write \"passed failed skipped\" to this file")
+	fs.StringVar(&opts.exitsFile, "exits", "", "a file of \"PACKAGE TEST STATUS\" lines, the exit status of each test binary run in the stream: a non-zero status without a failure of that test counts as one")
 	fs.StringVar(&expect, "expect-run", "", "the stage's go test -run pattern, when it lists test names (TestA|TestB or ^(TestA|TestB)$): each name no top-level test ran under counts as a failure")
 	if err := fs.Parse(args); err != nil {
 		return opts, err
@@ -119,6 +155,24 @@ func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (op
 		opts.expect = names
 	}
 	return opts, nil
+}
+
+// parseExits reads --exits: "PACKAGE TEST STATUS" a line, blank lines
+// ignored.
+func parseExits(file, text string) ([]exitStatus, error) {
+	var exits []exitStatus
+	for i, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		st, err := strconv.Atoi(f[len(f)-1])
+		if len(f) != 3 || err != nil {
+			return nil, fmt.Errorf("--exits %s line %d: %q: want \"PACKAGE TEST STATUS\"", file, i+1, line)
+		}
+		exits = append(exits, exitStatus{pkg: f[0], test: f[1], status: st})
+	}
+	return exits, nil
 }
 
 var testName = regexp.MustCompile(`^[\pL_][\pL\pN_]*$`)
@@ -206,8 +260,18 @@ type counts struct{ passed, failed, skipped int }
 // pkgState gathers one package's events: its tests' output is held back in
 // --quiet mode until the test's verdict says whether it is worth printing.
 type pkgState struct {
+	// testFailed: a test of the package's current run failed, so a failing
+	// package verdict is that test's and no failure of its own. A package
+	// verdict ends the run: the e2e stage's stream holds many runs of one
+	// package, one for each test.
 	testFailed bool
-	output     map[string]*strings.Builder // by test name; "" is the package's own
+	// running are the top-level tests of the current run that started and
+	// have no verdict yet; tail holds each one's last recapLines output
+	// lines, its subtests' included, for the recap of one that never
+	// finishes.
+	running map[string]bool
+	tail    map[string][]string
+	output  map[string]*strings.Builder // by test name; "" is the package's own
 	// messages holds each running top-level test's last recapLines
 	// messages, for the recap of the failed ones.
 	messages map[string][]string
@@ -224,6 +288,41 @@ var testMessage = regexp.MustCompile(`^\s+[\w.-]+_test\.go:\d+: `)
 type recap struct {
 	test     string
 	messages []string
+	// unfinished: the test started and got no verdict; messages are then
+	// its last output lines.
+	unfinished bool
+}
+
+// keepTail keeps line among test's last recapLines output lines.
+func (ps *pkgState) keepTail(test, line string) {
+	m := append(ps.tail[test], strings.TrimRight(line, "\n"))
+	if len(m) > recapLines {
+		m = m[len(m)-recapLines:]
+	}
+	ps.tail[test] = m
+}
+
+// unfinished counts each test of the package's current run that started
+// and got no verdict as failed, and ends the run. In --quiet mode their
+// held output is printed, as a failed test's is.
+func (ps *pkgState) unfinished(pkg string, out io.Writer, quiet bool, c *counts, recaps *[]recap, outcome map[string]string) {
+	names := make([]string, 0, len(ps.running))
+	for name := range ps.running {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if quiet {
+			printHeld(out, ps, name)
+			delete(ps.output, name)
+		}
+		c.failed++
+		ps.testFailed = true
+		outcome[pkg+" "+name] = "unfinished"
+		*recaps = append(*recaps, recap{test: pkg + " " + name, messages: ps.tail[name], unfinished: true})
+		delete(ps.running, name)
+		delete(ps.tail, name)
+	}
 }
 
 // remember keeps line among test's last recapLines messages when it is one.
@@ -245,9 +344,10 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 	pkgs := map[string]*pkgState{}
 	var skips []string
 	var recaps []recap
-	ran := map[string]bool{}      // top-level tests that got a run event
-	var buildFailed []string      // import paths, in order
-	reported := map[string]bool{} // build failures a package's verdict named
+	ran := map[string]bool{}       // top-level tests that got a run event
+	outcome := map[string]string{} // "PACKAGE TEST": pass, fail, skip or unfinished
+	var buildFailed []string       // import paths, in order
+	reported := map[string]bool{}  // build failures a package's verdict named
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -270,7 +370,8 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 		}
 		ps := pkgs[e.Package]
 		if ps == nil {
-			ps = &pkgState{output: map[string]*strings.Builder{}, messages: map[string][]string{}}
+			ps = &pkgState{output: map[string]*strings.Builder{}, messages: map[string][]string{},
+				running: map[string]bool{}, tail: map[string][]string{}}
 			pkgs[e.Package] = ps
 		}
 		topLevel := e.Test != "" && !strings.Contains(e.Test, "/")
@@ -278,6 +379,7 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 		case "run":
 			if topLevel {
 				ran[e.Test] = true
+				ps.running[e.Test] = true
 			}
 		case "output":
 			key := e.Test
@@ -286,6 +388,9 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 			}
 			if key != "" {
 				ps.remember(key, e.Output)
+				if ps.running[key] {
+					ps.keepTail(key, e.Output)
+				}
 			}
 			if !opts.quiet {
 				fmt.Fprint(out, e.Output)
@@ -306,8 +411,9 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 				if e.FailedBuild != "" {
 					reported[e.FailedBuild] = true
 				}
+				ps.unfinished(e.Package, out, opts.quiet, &c, &recaps, outcome)
 				if e.Action == "fail" && !ps.testFailed {
-					c.failed++ // failed without a failing test: build error, panic or timeout
+					c.failed++ // failed without a failing test: build error, panic in init, TestMain
 				}
 				if opts.quiet {
 					if e.Action == "fail" && !ps.testFailed {
@@ -316,6 +422,7 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 					verdict := map[string]string{"pass": "ok  ", "fail": "FAIL", "skip": "?   "}[e.Action]
 					fmt.Fprintf(out, "%s\t%s\t%.3fs\n", verdict, e.Package, e.Elapsed)
 				}
+				ps.testFailed = false
 				continue
 			}
 			if e.Action == "fail" {
@@ -328,6 +435,9 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 				c.failed++ // a skipped subtest fails CI as a skipped test does
 			}
 			if topLevel {
+				delete(ps.running, e.Test)
+				delete(ps.tail, e.Test)
+				outcome[e.Package+" "+e.Test] = e.Action
 				delete(ps.output, e.Test)
 				if e.Action == "fail" {
 					recaps = append(recaps, recap{test: e.Package + " " + e.Test, messages: ps.messages[e.Test]})
@@ -348,6 +458,35 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return c, fmt.Errorf("reading go test -json: %w", err)
+	}
+	// The stream ended with tests running and no package verdict after
+	// them: a test binary run through test2json alone that exited or was
+	// killed inside a test.
+	pkgNames := make([]string, 0, len(pkgs))
+	for p := range pkgs {
+		pkgNames = append(pkgNames, p)
+	}
+	sort.Strings(pkgNames)
+	for _, p := range pkgNames {
+		pkgs[p].unfinished(p, out, opts.quiet, &c, &recaps, outcome)
+	}
+	expected := map[string]bool{}
+	for _, name := range opts.expect {
+		expected[name] = true
+	}
+	for _, x := range opts.exits {
+		if x.status == 0 {
+			continue
+		}
+		switch o, seen := outcome[x.pkg+" "+x.test]; {
+		case o == "fail" || o == "unfinished":
+			// counted with the test
+		case !seen && expected[x.test] && !ran[x.test]:
+			// counted below as not run
+		default:
+			c.failed++
+			fmt.Fprintf(out, "EXITED %s %s: its test binary exited with status %d, yet the test's verdict is %q\n", x.pkg, x.test, x.status, orNone(o))
+		}
 	}
 	// A build failure no package's verdict followed (the stream cut short):
 	// still one failure.
@@ -373,6 +512,13 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 		}
 	}
 	for _, r := range recaps {
+		if r.unfinished {
+			fmt.Fprintf(out, "FAILED %s: started, never finished (its test binary exited, panicked, timed out or was killed inside it); its last output lines:\n", r.test)
+			for _, m := range r.messages {
+				fmt.Fprintln(out, m)
+			}
+			continue
+		}
 		fmt.Fprintf(out, "FAILED %s; its last messages:\n", r.test)
 		for _, m := range r.messages {
 			fmt.Fprintln(out, m)
@@ -384,6 +530,13 @@ func report(in io.Reader, out io.Writer, opts options) (counts, error) {
 	}
 	fmt.Fprintln(out)
 	return c, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func printHeld(out io.Writer, ps *pkgState, test string) {

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// killLaneGo stands in for the go command in hack/test.sh: it runs the real
+// one, except that "go test" kills the lane it runs in (the runner's direct
+// child among its hack/test.sh ancestors) with SIGKILL, as the OOM killer
+// or a crash of the shell would, and then fails.
+const killLaneGo = `#!/usr/bin/env bash
+if [ "$1" != test ]; then exec "$REAL_GO" "$@"; fi
+chain=()
+p=$$
+while [ "$p" -gt 1 ]; do
+  if tr '\0' ' ' </proc/$p/cmdline | grep -q 'hack/test.sh'; then chain+=("$p"); fi
+  p=$(awk '{print $4}' /proc/$p/stat)
+done
+# chain runs from the innermost hack/test.sh process to the runner itself.
+n=${#chain[@]}
+if [ "$n" -lt 2 ]; then echo "fake go: no lane above me" >&2; exit 3; fi
+kill -KILL "${chain[$((n - 2))]}"
+exit 1
+`
+
+// A lane that dies leaves its stages without a result: the run must fail,
+// naming them, not print a table of the stages that did finish.
+func TestDeadLaneFailsTheRun(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Fatalf("this test reads /proc: %v", err)
+	}
+	realGo, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "go")
+	if err := os.WriteFile(fake, []byte(killLaneGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Join(dir, "logs")
+	cmd := exec.Command("bash", "hack/test.sh")
+	cmd.Dir = "../../.."
+	cmd.Env = append(os.Environ(), "GO="+fake, "REAL_GO="+realGo, "TEST_LOGS="+logs,
+		"TEST_STAGES=tools test-image test-sbom", "TEST_TIER=gate")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("hack/test.sh exited 0 with its deploy lane killed:\n%s", out)
+	}
+	summary, rerr := os.ReadFile(filepath.Join(logs, "summary.txt"))
+	if rerr != nil {
+		t.Fatalf("no summary: %v\n%s", rerr, out)
+	}
+	if strings.HasSuffix(strings.TrimSpace(string(summary)), " 0 failed") || !strings.Contains(string(summary), "1 passed") {
+		t.Errorf("summary %q; want the tools stage passed and the lane's stages failed\n%s", summary, out)
+	}
+	for _, want := range []string{"lane deploy: killed by signal 9", "test-image       FAILED", "test-sbom        FAILED", "no result"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("hack/test.sh's output lacks %q:\n%s", want, out)
+		}
+	}
+}
