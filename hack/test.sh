@@ -22,9 +22,9 @@
 #   - the checks run in two lanes under nice 19 from the end of build on, taking the CPU the tests
 #     leave: verify and deploy-lint (gofmt, go vet, staticcheck) in one, test-image,
 #     test-dashboard, test-sbom, deploy-tools and test-deploy in the other;
-#   - e2e runs in a lane beside the node smoke, from when the node's images are made: its tests
-#     mostly wait (grace periods, soaks, evictions), so E2E_WORKERS (default 3) processes run them,
-#     each taking the next test from one queue, one test a process.
+#   - e2e runs in a lane beside unit, node-ready and the node smoke, from when the control plane
+#     and helm are built: its tests mostly wait (grace periods, soaks, evictions), so E2E_WORKERS
+#     (default 3) processes run them, each taking the next test from one queue, one test a process.
 # Every go command runs with -trimpath, as make build does: the build, the tests and go vet then
 # share one compile of each package in the build cache.
 # A lane's start and end lines are printed as they happen, its output whole when it ends
@@ -69,10 +69,10 @@ say() { echo "$*"; if [ -n "${in_lane:-}" ]; then echo "$*" >&3; fi; }
 
 # The stages of each tier, in the order of the closing table.
 if [ "$tier" = gate ]; then
-  stages=(tools modules vm-prepare modules-tools build cluster-bins unit node-ready e2e node-smoke
+  stages=(tools modules vm-prepare modules-tools build cluster-bins helm e2e unit node-ready node-smoke
     verify test-image test-dashboard test-sbom deploy-tools deploy-lint test-deploy)
 else
-  stages=(tools modules vm-prepare modules-tools build cluster-bins node-ready node node-imagefs
+  stages=(tools modules vm-prepare modules-tools build cluster-bins helm node-ready node node-imagefs
     node-cgroupfs node-releases)
 fi
 # wanted NAME: the stage is the tier's, and TEST_STAGES (when set) names it.
@@ -274,8 +274,8 @@ deploy() {
     # Debian's, from the package lists vm-prepare's apt-get update fetched) and helm for the
     # documented commands (TestDocCommands).
     await vm-prepare
-    # node-ready builds helm too, for the node smoke: not both at once.
-    await node-ready
+    # The helm stage builds helm: not both at once.
+    await helm
     step deploy-tools "$budget" bash -c "hack/get-promtool.sh _output/tools && make --no-print-directory _output/tools/helm"
     needs test-deploy deploy-tools && gotest test-deploy "$budget" test/deploy --quiet ./...
   elif wanted deploy-tools; then
@@ -467,16 +467,21 @@ any_wanted verify deploy-lint && lane checks 19 checks
 any_wanted test-image test-dashboard test-sbom deploy-tools test-deploy && lane deploy 19 deploy
 join modules-tools
 step cluster-bins 2400 make --no-print-directory cluster-bins
+# The real helm CLI: the node smoke installs evictd with it, the e2e suite's uninstall tests
+# (TestUninstallHelm) run it.
+step helm 1200 make --no-print-directory _output/tools/helm
+# e2e from here on, beside unit and the node's stages: its tests mostly wait, and nothing after
+# this rewrites what they run (make build in node-ready finds evictd's binaries up to date).
+needs e2e build cluster-bins helm && lane e2e 0 e2e
 # Four packages at a time: their tests mostly wait (API outages, grace periods, stalls), so on two
 # cores the link of their binaries is what bounds it (go test -p 4: 58-61 s against 87 s at -p 2).
 # shellcheck disable=SC2046
 if wanted unit; then gotest unit 1800 . --quiet -p 4 $("$GO" list ./... | grep -v /test/e2e); fi
 join vm-prepare
-# The gate's smoke installs evictd with the real helm CLI, and the e2e suite's uninstall tests
-# (TestUninstallHelm) run it, after this step; the node suite's tests need the ballast image
-# (node-images makes both).
+# The node suite's tests need the ballast image (node-images makes it); the node smoke installs
+# evictd with helm (up to date from the helm stage: go build finds nothing to do, so a run with
+# TEST_STAGES naming node-ready and not helm still has it).
 needs node-ready vm-prepare && step node-ready 1800 make --no-print-directory node-ready _output/tools/helm
-needs e2e build cluster-bins && lane e2e 0 e2e
 node_smoke
 node_onedisk
 node_imagefs
