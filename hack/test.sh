@@ -475,8 +475,17 @@ step helm 1200 make --no-print-directory _output/tools/helm
 needs e2e build cluster-bins helm && lane e2e 0 e2e
 # Four packages at a time: their tests mostly wait (API outages, grace periods, stalls), so on two
 # cores the link of their binaries is what bounds it (go test -p 4: 58-61 s against 87 s at -p 2).
-# shellcheck disable=SC2046
-if wanted unit; then gotest unit 1800 . --quiet -p 4 $("$GO" list ./... | grep -v /test/e2e); fi
+# The packages are listed first: a listing that failed or came back empty would leave go test to
+# run the module's root package alone, and pass.
+if wanted unit; then
+  if unit_pkgs=$("$GO" list ./...) && mapfile -t unit_pkgs < <(grep -v /test/e2e <<<"$unit_pkgs") &&
+    [ "${#unit_pkgs[@]}" -gt 1 ]; then
+    gotest unit 1800 . --quiet -p 4 "${unit_pkgs[@]}"
+  else
+    say "=== stage unit: go list ./... failed or listed no package"
+    record unit FAILED 0 0 1 0
+  fi
+fi
 join vm-prepare
 # The node suite's tests need the ballast image (node-images makes it); the node smoke installs
 # evictd with helm (up to date from the helm stage: go build finds nothing to do, so a run with
