@@ -95,7 +95,7 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 			t.Errorf("first would-be victim %s, want %s: its fenced group (selected by namespace label) makes it priority 0, below %s's 1000",
 				first.Pod, want, podKey(pods["plain"]))
 		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		if code := e.get(rctx, "/readyz"); code != http.StatusOK {
 			t.Errorf("/readyz answered %d after the sync, want 200", code)
@@ -136,7 +136,7 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 		exited := p.Exited()
 		healthz := 0
 		if !exited {
-			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			healthz = p.Get(hctx, "/healthz")
 			cancel()
 		}
