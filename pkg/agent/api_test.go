@@ -189,7 +189,7 @@ func startAPIFixture(t *testing.T, dryRun bool) *apiFixture {
 		}
 		f.watcher.Shutdown()
 		if events != nil {
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 			_ = events.Shutdown(sctx)
 			scancel()
 		}

@@ -78,7 +78,7 @@ func TestLibraryEventChanCannotBeStopped(t *testing.T) {
 		}
 	case err := <-errc:
 		t.Fatalf("EventChan error: %v", err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no event for a change of memory.events")
 	}
 
@@ -95,7 +95,7 @@ func TestLibraryEventChanCannotBeStopped(t *testing.T) {
 		}
 	case err := <-errc:
 		t.Fatalf("EventChan error: %v", err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no event for a change of memory.events")
 	}
 
@@ -115,7 +115,7 @@ func TestLibraryEventChanCannotBeStopped(t *testing.T) {
 	}
 
 	// Only reading again lets it see the empty cgroup and end.
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for done := false; !done; {
 		select {
 		case _, ok := <-errc:
