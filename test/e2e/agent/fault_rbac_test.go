@@ -83,7 +83,7 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 
 	t.Run("shipped ClusterRole", func(t *testing.T) {
 		e := startEvictd(t, c, node, flags...) // fails unless /readyz is 200 within 60 s
-		synced := e.waitLog(10*time.Second, "informers synced", nil)
+		synced := e.waitLog(30*time.Second, "informers synced", nil)
 		if n, ok := synced.Num("namespaces"); !ok || n < 2 {
 			t.Errorf("informers synced with %v namespaces (present: %v), want the namespace informer to hold at least %s and %s: %s",
 				n, ok, tenant, other, synced.Raw)
