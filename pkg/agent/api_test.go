@@ -189,7 +189,7 @@ func startAPIFixture(t *testing.T, dryRun bool) *apiFixture {
 		}
 		f.watcher.Shutdown()
 		if events != nil {
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 			_ = events.Shutdown(sctx)
 			scancel()
 		}
@@ -291,7 +291,7 @@ func TestAPIEvictsPastAPDBThroughTheEvictionAPI(t *testing.T) {
 	if err := f.c.Admin.CoreV1().Pods(f.ns).Delete(ctx, "b", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return len(f.loop.InFlight()) == 0, nil
 	})
 	if err != nil {
@@ -305,7 +305,7 @@ func TestAPIEvictsPastAPDBThroughTheEvictionAPI(t *testing.T) {
 	}
 
 	// The Events: Evicted on b, EvictionThresholdMet on the node.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		evs, err := f.c.Admin.EventsV1().Events("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

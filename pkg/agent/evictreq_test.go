@@ -132,7 +132,7 @@ func newRequestAgentWith(t *testing.T, spec thresholds.Spec) *requestAgent {
 func (a *requestAgent) request(t *testing.T, name, what string, cond func(*lifecyclev1alpha1.EvictionRequest) bool) *lifecyclev1alpha1.EvictionRequest {
 	t.Helper()
 	erName := evictreq.Name((&simPod{name: name}).uid())
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	var last *lifecyclev1alpha1.EvictionRequest
 	for time.Now().Before(deadline) {
 		er, err := a.cs.LifecycleV1alpha1().EvictionRequests("ns").Get(context.Background(), erName, metav1.GetOptions{})
@@ -144,7 +144,7 @@ func (a *requestAgent) request(t *testing.T, name, what string, cond func(*lifec
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("EvictionRequest ns/%s not %s within 5s; last %+v", erName, what, last)
+	t.Fatalf("EvictionRequest ns/%s not %s within 30s; last %+v", erName, what, last)
 	return nil
 }
 
@@ -154,14 +154,14 @@ func (a *requestAgent) request(t *testing.T, name, what string, cond func(*lifec
 func (a *requestAgent) withdrawnAndDeleted(t *testing.T, name string) {
 	t.Helper()
 	erName := evictreq.Name((&simPod{name: name}).uid())
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, err := a.cs.LifecycleV1alpha1().EvictionRequests("ns").Get(context.Background(), erName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("EvictionRequest ns/%s still there 5s after the memory episode ended: %v", erName, err)
+			t.Fatalf("EvictionRequest ns/%s still there 30s after the memory episode ended: %v", erName, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -92,7 +92,7 @@ func (a *apiEvictor) count(result string) float64 {
 // "Reason name: note".
 func (a *apiEvictor) flushEvents() []string {
 	a.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := a.events.Shutdown(ctx); err != nil {
 		a.t.Fatal(err)

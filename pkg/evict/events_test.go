@@ -69,21 +69,65 @@ func TestEventWriterFlushesOnShutdown(t *testing.T) {
 	}
 }
 
+// hangingAPI is an API server that answers no create: each call ends only
+// when its context does, with the context's error, as a real client's does.
+type hangingAPI struct {
+	started chan struct{} // closed when the first call is in flight
+	once    sync.Once
+	mu      sync.Mutex
+	ended   int // calls that have returned
+}
+
+func (a *hangingAPI) CreateEvent(ctx context.Context, _ *eventsv1.Event) error {
+	a.once.Do(func() { close(a.started) })
+	<-ctx.Done()
+	a.mu.Lock()
+	a.ended++
+	a.mu.Unlock()
+	return ctx.Err()
+}
+
+// Shutdown past its deadline cancels the call in flight, waits for it to
+// return, and counts the Events still queued. The verdict rests on events
+// only: the first call is seen in flight before Shutdown is called with a
+// context already ended, and the writer's clock never moves, so that a
+// back-off (should a stalled host let the call's own timeout pass first)
+// lasts until Shutdown.
 func TestEventWriterShutdownDeadline(t *testing.T) {
-	w, client, _ := writerWith(t, func(int64) error { time.Sleep(300 * time.Millisecond); return nil })
+	api := &hangingAPI{started: make(chan struct{})}
+	core, logs := observer.New(zapcore.DebugLevel)
+	w := NewEventWriter(api, "evictd-"+node, zap.New(core), clocktesting.NewFakeClock(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)))
 	for _, name := range []string{"a", "b", "c"} {
 		w.Emit(podRef(testPod(name, nil)), v1.EventTypeWarning, ReasonEvicted, actionEvict, "note")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	// It waits only for the call in flight (the fake ignores cancellation):
-	// the other two are counted, not written.
-	err := w.Shutdown(ctx)
-	if err == nil || !strings.Contains(err.Error(), "2 events unwritten") {
+	select {
+	case <-api.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the writer made no call within 30s of three Emits")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Shutdown's deadline has passed
+	shut := make(chan error, 1)
+	go func() { shut <- w.Shutdown(ctx) }()
+	var err error
+	select {
+	case err = <-shut:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown past its deadline had not returned 30s later: the call in flight was not cancelled")
+	}
+	if err == nil || !strings.Contains(err.Error(), "2 events unwritten") || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Shutdown past its deadline: %v, want an error counting 2 unwritten events", err)
 	}
-	if got := countEvents(t, client); got != 1 {
-		t.Errorf("%d events written, want only the one in flight", got)
+	api.mu.Lock()
+	ended := api.ended
+	api.mu.Unlock()
+	if ended == 0 {
+		t.Error("Shutdown returned before the call in flight did")
+	}
+	failed := logs.FilterMessage("could not write event").All()
+	if len(failed) != 1 || !strings.Contains(failed[0].ContextMap()["object"].(string), "/a") ||
+		!strings.Contains(fmt.Sprint(failed[0].ContextMap()), context.Canceled.Error()) {
+		t.Errorf("logged %v, want one 'could not write event' for the call in flight, a, cancelled", failed)
 	}
 }
 

@@ -155,7 +155,7 @@ func (h *harness) counter(s thresholds.Signal, result Result) float64 {
 // flushEvents waits for queued Events and returns those the fake server got.
 func (h *harness) flushEvents() []eventsv1.Event {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := h.events.Shutdown(ctx); err != nil {
 		h.t.Fatal(err)

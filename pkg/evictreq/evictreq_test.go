@@ -422,7 +422,7 @@ func TestFailedRequestFallsBack(t *testing.T) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Evict still waiting on a Failed EvictionRequest")
 	}
 	if n := h.pods.count(); n != 1 {
@@ -447,7 +447,7 @@ func TestWithdrawnWhenPressureEnds(t *testing.T) {
 		if !errors.Is(err, ErrWithdrawn) || !errors.Is(err, context.Canceled) {
 			t.Errorf("Evict error %v, want ErrWithdrawn (a cancellation)", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Evict did not return after the withdrawal")
 	}
 	want := []string{"create " + Name(uid), "update " + Name(uid) + " intent=Withdrawn", "delete " + Name(uid)}
@@ -494,8 +494,8 @@ func TestWithdrawnWhenPressureEndsDuringTheCreate(t *testing.T) {
 		if !errors.Is(err, ErrWithdrawn) {
 			t.Errorf("Evict error %v, want ErrWithdrawn", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("Evict still waits for a responder 10s after its episode ended; writes %q", h.api.writesMade())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Evict still waits for a responder 30s after its episode ended; writes %q", h.api.writesMade())
 	}
 	want := []string{"create " + Name(uid), "update " + Name(uid) + " intent=Withdrawn", "delete " + Name(uid)}
 	if w := h.api.writesMade(); !slices.Equal(w, want) {

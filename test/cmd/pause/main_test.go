@@ -75,7 +75,7 @@ func TestPauseExitsZeroOnSIGTERMAndSIGINT(t *testing.T) {
 			if err != nil {
 				t.Fatalf("after %v pause ended with %v; want exit 0", sig, err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("pause did not exit after %v", sig)
 		}
 	}

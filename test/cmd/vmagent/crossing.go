@@ -39,7 +39,7 @@ func runCrossing(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, err := watchCrossing(ctx, guestmem.Files, *below, *interval, fs.Args())
+	c, err := watchCrossing(ctx, guestmem.Files, *below, *interval, time.Now, fs.Args())
 	if err != nil {
 		fmt.Fprintf(stderr, "vmagent crossing: %v\n", err)
 		return exitFail
@@ -56,8 +56,10 @@ func runCrossing(args []string, stdout, stderr io.Writer) int {
 const triggerWait = 10 * time.Second
 
 // watchCrossing does the work of runCrossing on the given files (guestmem's,
-// in that order).
-func watchCrossing(ctx context.Context, paths []string, below int64, interval time.Duration, trigger []string) (vmapi.Crossing, error) {
+// in that order); now stamps each read (time.Now: a test's clock counts the
+// reads, so that its verdict on which reads bracket the crossing does not
+// depend on how fast the host ran them).
+func watchCrossing(ctx context.Context, paths []string, below int64, interval time.Duration, now func() time.Time, trigger []string) (vmapi.Crossing, error) {
 	// One locked thread and open files read with pread: a read costs no
 	// allocation of descriptors, so a 1 ms interval stays cheap.
 	runtime.LockOSThread()
@@ -95,7 +97,7 @@ func watchCrossing(ctx context.Context, paths []string, below int64, interval ti
 	var trig chan string
 	var lastAbove time.Time
 	for {
-		start := time.Now()
+		start := now()
 		v, err := read()
 		if err != nil {
 			return c, err

@@ -30,28 +30,43 @@ func TestWatchCrossingTimesTheFallAfterTheTrigger(t *testing.T) {
 	write(stat, "anon 1\ninactive_file 104857600\nactive_file 1\n")
 	fall := filepath.Join(dir, "fall")
 	write(fall, "MemTotal:        2048000 kB\nMemFree:          102400 kB\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Generous: the trigger's 50 ms sleep and its two processes are all
+	// the watch waits for.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	start := time.Now()
-	c, err := watchCrossing(ctx, []string{meminfo, stat}, 300<<20, time.Millisecond,
+	// Each read is stamped one tick after the one before, whenever the
+	// host ran it: the crossing's bracket is then read in reads, not in the
+	// host's speed.
+	const tick = time.Millisecond
+	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	reads := 0
+	clock := func() time.Time {
+		reads++
+		return start.Add(time.Duration(reads) * tick)
+	}
+	c, err := watchCrossing(ctx, []string{meminfo, stat}, 300<<20, time.Millisecond, clock,
 		// Rewritten in place, same length, without truncation: a read never
-		// sees the file empty, as with /proc.
+		// sees the file empty, as with /proc. The 50 ms are for reads
+		// before the step, not a bound on anything.
 		[]string{"/bin/sh", "-c", "sleep 0.05; cat " + fall + " 1<>" + meminfo + "; echo stepped"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before is the first read's (700 MiB), Available the crossing read's:
+	// the step's 200 MiB, which only a read after the trigger can see.
 	if c.Before != 700<<20 || c.Available != 200<<20 {
 		t.Errorf("before %d, available %d; want %d and %d", c.Before, c.Available, 700<<20, 200<<20)
 	}
 	if strings.TrimSpace(c.Trigger) != "stepped" {
 		t.Errorf("trigger output %q", c.Trigger)
 	}
-	above, at := time.Unix(0, c.LastAboveUnixNano), time.Unix(0, c.AtUnixNano)
-	if !above.After(start) || !at.After(above) || at.Sub(above) > time.Second || c.Reads < 2 {
-		t.Errorf("last above %v, at %v (start %v, %d reads): want start < last above < at, close together", above, at, start, c.Reads)
-	}
-	if at.Sub(start) < 50*time.Millisecond {
-		t.Errorf("crossing seen %v after the start, before the trigger's 50 ms sleep ended", at.Sub(start))
+	// The bracket is two reads in a row: the last read above the level and
+	// the first below it, the crossing read being the last of all.
+	above, at := time.Unix(0, c.LastAboveUnixNano).UTC(), time.Unix(0, c.AtUnixNano).UTC()
+	last := start.Add(time.Duration(reads) * tick)
+	if c.Reads < 2 || c.Reads != reads || !at.Equal(last) || !above.Equal(at.Add(-tick)) {
+		t.Errorf("last above %v, at %v after %d reads (%d stamped, the last at %v): want the crossing at the last read and the last above the read before it",
+			above, at, c.Reads, reads, last)
 	}
 }
 
@@ -75,15 +90,15 @@ func TestWatchCrossingErrors(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	_, err := watchCrossing(ctx, []string{meminfo, stat}, 300<<20, time.Millisecond, []string{"/bin/sh", "-c", `echo nothing; : >"$0"`, mark})
+	_, err := watchCrossing(ctx, []string{meminfo, stat}, 300<<20, time.Millisecond, time.Now, []string{"/bin/sh", "-c", `echo nothing; : >"$0"`, mark})
 	if err == nil || !strings.Contains(err.Error(), "stayed at or above 314572800 (last 629145600") || !strings.Contains(err.Error(), "nothing") {
 		t.Errorf("no crossing: err %v, want one naming the level, the last value and the trigger's output", err)
 	}
 	os.WriteFile(stat, []byte("inactive_file x\n"), 0o644)
-	if _, err := watchCrossing(context.Background(), []string{meminfo, stat}, 1, time.Millisecond, nil); err == nil || !strings.Contains(err.Error(), "inactive_file x") {
+	if _, err := watchCrossing(context.Background(), []string{meminfo, stat}, 1, time.Millisecond, time.Now, nil); err == nil || !strings.Contains(err.Error(), "inactive_file x") {
 		t.Errorf("malformed memory.stat: err %v, want one naming the line", err)
 	}
-	if _, err := watchCrossing(context.Background(), []string{filepath.Join(dir, "missing")}, 1, time.Millisecond, nil); err == nil || !strings.Contains(err.Error(), "missing") {
+	if _, err := watchCrossing(context.Background(), []string{filepath.Join(dir, "missing")}, 1, time.Millisecond, time.Now, nil); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing file: err %v", err)
 	}
 }

@@ -185,7 +185,7 @@ func TestProxyClosesBothEndsWhenOneDirectionFails(t *testing.T) {
 		if err != io.ErrUnexpectedEOF {
 			t.Fatalf("proxy = %v, want the failing read's error", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("proxy did not return after a read error")
 	}
 	for name, s := range map[string]*fakeStream{"failing end": broken, "other end": idle} {

@@ -250,8 +250,9 @@ func TestTermDelay(t *testing.T) {
 			if err := newWorkload(config{termDelay: tt.delay}, &bytes.Buffer{}).run(context.Background(), terms); err != nil {
 				t.Fatal(err)
 			}
-			if took := time.Since(start); took < tt.delay || took > tt.delay+10*time.Second {
-				t.Fatalf("exited after %s, want about %s", took, tt.delay)
+			// A bound below only: how much later it exits is the host's.
+			if took := time.Since(start); took < tt.delay {
+				t.Fatalf("exited after %s, before its %s delay", took, tt.delay)
 			}
 		})
 	}

@@ -55,7 +55,7 @@ func TestActuatorContainsHardVictim(t *testing.T) {
 	if evs[0].Pod != podKey(pods["stuck"]) || evs[0].Str("kind") != "hard" {
 		t.Fatalf("evictd's first eviction was %s (%s), want the hard eviction of %s; the test is mis-sized", evs[0].Pod, evs[0].Str("kind"), podKey(pods["stuck"]))
 	}
-	l := e.waitLog(10*time.Second, msgContained, func(l logEntry) bool { return l.Pod == podKey(pods["stuck"]) })
+	l := e.waitLog(30*time.Second, msgContained, func(l logEntry) bool { return l.Pod == podKey(pods["stuck"]) })
 	t.Logf("evicted %s, contained %s later: %s", evs[0].TS.Format(time.StampMilli), l.TS.Sub(evs[0].TS), l.Raw)
 	limit, _ := l.Num("limitBytes")
 	usage, _ := l.Num("usageBytes")

@@ -83,6 +83,8 @@ func TestNoPressureChurn(t *testing.T) {
 		deletedByTest++
 	}
 	time.Sleep(5 * time.Second)
+	// ... and after passes evictd made since: it looked, however slow the host.
+	e.waitObservedPasses(e.observedPasses(), 3, evictionTimeout)
 	t.Logf("%d pods created, %d deleted by the test, over %s", created, deletedByTest, time.Since(start).Round(time.Second))
 
 	if low, ok := mem.min(start); !ok || low.available < 400*mib {

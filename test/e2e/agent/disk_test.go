@@ -55,6 +55,8 @@ func TestDiskPressure(t *testing.T) {
 	evs := waitEvictions(t, e, 1, evictionTimeout)
 	e.waitLog(30*time.Second, "pressure episode ended", func(l logEntry) bool { return l.TS.After(evs[0].TS) })
 	time.Sleep(3 * time.Second)
+	// ... and after passes evictd made since: it looked, however slow the host.
+	e.waitObservedPasses(e.observedPasses(), 3, evictionTimeout)
 
 	evs = evicted(e)
 	if len(evs) != 1 || evs[0].Pod != podKey(writer) {

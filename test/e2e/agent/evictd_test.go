@@ -144,7 +144,7 @@ func (e *evictd) waitLog(timeout time.Duration, msg string, cond func(logEntry) 
 // scrape reads /metrics.
 func (e *evictd) scrape() evictdproc.Metrics {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m, err := e.p.Scrape(ctx)
 	if err != nil {

@@ -152,12 +152,19 @@ func noEarlyAction(t *testing.T, e *evictd, since time.Time, evictedBefore float
 // trend by evictd's rules, which evictd rightly acts on (it did, in CI). At
 // 50 MiB the three take about 1.2 s at the slowest speed seen. A host slower
 // still breaks the premise, not evictd: the test tries again with a fresh
-// pod, a few times, and skips if the host never bursts fast enough.
+// pod, a few times. If the host never bursts fast enough, the last try's
+// fall was a trend by evictd's rules, which evictd may act on: the test
+// then holds evictd to what it must do whatever it decides (if it evicts,
+// only the burst pod; nothing else touched, no OOM kill) and says in its log
+// that the no-trend claim went unchecked. Which claim applies is read from
+// the workload's own figures (its burst lines), never from the host's speed
+// as the test sees it.
 func TestFaultActEarlyBurstThenStop(t *testing.T) {
 	const (
 		plateau    = memThreshold + 130*mib // where the bursts leave memory.available
 		bursts     = 3
 		interval   = 300 * time.Millisecond
+		burstDelay = time.Second // after the workload holds holdMiB
 		holdMiB    = 8
 		ballastMiB = 330
 		overhead   = 4 * mib // the workload process itself: binary, stacks, page tables
@@ -186,36 +193,31 @@ func TestFaultActEarlyBurstThenStop(t *testing.T) {
 	var burst *corev1.Pod
 	var start, done time.Time
 	var evictedBefore float64
+	// noTrend: the bursts were no trend by evictd's rules, the premise of
+	// the test's claim that evictd must not act.
+	noTrend := false
+	limit := predict.MinTrendSpan - predict.TrendEdge
 	for attempt := 1; ; attempt++ {
 		p := podSpec{name: fmt.Sprintf("burst-%d", attempt), holdMiB: holdMiB}.pod(n.ns, n.node.Name)
 		p.Spec.Containers[0].Args = append(p.Spec.Containers[0].Args, "--burst-mib="+strconv.FormatInt(per, 10),
-			"--bursts="+strconv.Itoa(bursts), "--burst-delay=1s", "--burst-interval="+interval.String())
+			"--bursts="+strconv.Itoa(bursts), "--burst-delay="+burstDelay.String(), "--burst-interval="+interval.String())
 		evictedBefore = e.scrape().Value(t, "evictd_evictions_total", map[string]string{"result": "evicted"})
 		start = time.Now()
 		burst = createRunning(t, n.c.Admin, p)[p.Name]
-		done = waitContainerLog(t, n.node, burst, "workload: bursts done", evictionTimeout)
-		// How long the bursts kept memory falling: on a loaded host they
-		// slow down, and a fall that lasts past the trend span less its last
-		// edge is a trend by evictd's rules, not the bursts this test is
-		// about.
-		b, err := os.ReadFile(filepath.Join(n.node.PodLogDir(burst), burst.Spec.Containers[0].Name, "0.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fell, lines, err := burstSpan(string(b), interval)
-		if err != nil || len(lines) != bursts {
-			t.Fatalf("the workload's burst lines %q: %v", lines, err)
-		}
-		t.Logf("attempt %d: the workload's bursts, memory falling for %s:\n%s", attempt, fell.Round(time.Millisecond), strings.Join(lines, "\n"))
-		limit := predict.MinTrendSpan - predict.TrendEdge
-		if fell < limit {
+		var fell time.Duration
+		var finished bool
+		done, fell, finished = waitBursts(t, n, e, burst, bursts, interval, burstDelay, start)
+		if finished && fell < limit {
+			noTrend = true
 			break
 		}
 		if attempt == attempts {
-			t.Skipf("in %d attempts the bursts kept memory falling for at least the %s a fall may last and not be a trend: "+
-				"the host faulted pages in too slowly for this test's premise", attempts, limit)
+			t.Logf("attempt %d: in %d attempts the bursts never kept memory falling for less than the %s a fall may last and not be a trend "+
+				"(the host faulted pages in too slowly): evictd may act on this one; the test checks only that whatever it did touched nothing but the burst pod",
+				attempt, attempts, limit)
+			break
 		}
-		t.Logf("attempt %d: the bursts kept memory falling for %s, at least %s: a trend by evictd's rules, not this test's premise; again with a fresh pod",
+		t.Logf("attempt %d: the bursts kept memory falling for %s or more, at least %s: a trend by evictd's rules, not this test's premise; again with a fresh pod",
 			attempt, fell.Round(time.Millisecond), limit)
 		clearBurst(t, n, e, burst, base.available, start)
 	}
@@ -238,22 +240,86 @@ func TestFaultActEarlyBurstThenStop(t *testing.T) {
 		t.Fatalf("the bursts took memory.available below the threshold (%d MiB at %s); the test is mis-sized",
 			x.available/mib, x.at.Format(time.StampMilli))
 	}
-	if low.available > memThreshold+200*mib {
-		t.Fatalf("the bursts left memory.available at %d MiB, not close to the %d MiB threshold; the test is mis-sized",
-			low.available/mib, memThreshold/mib)
-	}
-
-	noEarlyAction(t, e, start, evictedBefore)
-	untouched(t, n.c.Admin, n.node, burst)
 	untouched(t, n.c.Admin, n.node, n.db)
 	untouched(t, n.c.Admin, n.node, ballast)
 	if k := n.node.OOMKills(); k != 0 {
 		t.Errorf("the kernel OOM-killed %d processes on the node", k)
 	}
+	if !noTrend {
+		// A trend by evictd's rules: acting on it is evictd's call, and if
+		// it evicted, the burst pod is the only one it may have chosen.
+		for _, ev := range entriesSince(evicted(e), start) {
+			if ev.Pod != podKey(burst) {
+				t.Errorf("evictd evicted %s; the only pod that may go for the bursts' trend is %s", ev.Pod, podKey(burst))
+			}
+		}
+		return
+	}
+	if low.available > memThreshold+200*mib {
+		t.Fatalf("the bursts left memory.available at %d MiB, not close to the %d MiB threshold; the test is mis-sized",
+			low.available/mib, memThreshold/mib)
+	}
+	noEarlyAction(t, e, start, evictedBefore)
+	untouched(t, n.c.Admin, n.node, burst)
 	// With the burst pod left alone, the pressure held to the end.
 	if last, _ := n.avail.last(); !t.Failed() && last.available > low.available+50*mib {
 		t.Errorf("memory.available is back at %d MiB: the burst pod did not hold its memory", last.available/mib)
 	}
+}
+
+// waitBursts waits until the burst pod has logged that its bursts are done,
+// or evictd has evicted it, and returns when, with how long its bursts kept
+// memory falling (burstSpan; on an eviction, as far as its lines go) and
+// whether they all ran. since is before the pod was created.
+//
+// evictd may evict the pod during its bursts only once they are a trend by
+// its rules, and a trend's span (MinTrendSpan) must begin no later than
+// TrendEdge after the fall did: so no sooner than MinTrendSpan less
+// TrendEdge after the first burst began, which is at least burstDelay after
+// since. That is a bound below, on evictd's own log timestamp: a loaded host
+// only puts the eviction later.
+func waitBursts(t *testing.T, n *earlyNode, e *evictd, burst *corev1.Pod, bursts int, interval, burstDelay time.Duration, since time.Time) (time.Time, time.Duration, bool) {
+	t.Helper()
+	path := filepath.Join(n.node.PodLogDir(burst), burst.Spec.Containers[0].Name, "0.log")
+	var b []byte
+	var at time.Time
+	var gone *logEntry
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, evictionTimeout, true, func(context.Context) (bool, error) {
+		b, _ = os.ReadFile(path)
+		if strings.Contains(string(b), "workload: bursts done") {
+			at = time.Now()
+			return true, nil
+		}
+		for _, ev := range entriesSince(evicted(e), since) {
+			if ev.Pod == podKey(burst) {
+				gone, at = &ev, ev.TS
+				b, _ = os.ReadFile(path) // its last lines, written before it was stopped
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s neither logged its bursts done nor was evicted within %s; %s has %q", podKey(burst), evictionTimeout, path, b)
+	}
+	fell, lines, err := burstSpan(string(b), interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gone == nil {
+		if len(lines) != bursts {
+			t.Fatalf("the workload's burst lines %q, want %d", lines, bursts)
+		}
+		t.Logf("the workload's bursts, memory falling for %s:\n%s", fell.Round(time.Millisecond), strings.Join(lines, "\n"))
+		return at, fell, true
+	}
+	t.Logf("evictd evicted %s during its bursts (%s); the bursts it logged, memory falling for %s so far:\n%s",
+		podKey(burst), gone.Raw, fell.Round(time.Millisecond), strings.Join(lines, "\n"))
+	if soonest := since.Add(burstDelay + predict.MinTrendSpan - predict.TrendEdge); gone.TS.Before(soonest) {
+		t.Fatalf("evictd evicted %s at %s, before %s: sooner than any fall of its bursts could have been a trend by its rules",
+			podKey(burst), gone.TS.Format(time.StampMilli), soonest.Format(time.StampMilli))
+	}
+	return at, fell, false
 }
 
 // clearBurst undoes a burst attempt whose premise failed: the pod is
@@ -332,9 +398,15 @@ func TestFaultActEarlyLeak(t *testing.T) {
 	if x, crossed := n.avail.crossing(start, memThreshold); crossed && !x.at.After(ev.TS) {
 		t.Errorf("memory.available crossed the threshold at %s, before the eviction at %s", x.at.Format(time.StampMilli), ev.TS.Format(time.StampMilli))
 	}
-	// Not a guess either: the leak had gone on for a while.
-	if d := early.TS.Sub(leakStart); d < 2*time.Second {
-		t.Errorf("acted early %s after the leak began: too soon for a sustained trend", d)
+	// Not a guess either: the leak had gone on for a while. A trend's span
+	// begins no later than its first edge's end after the fall began, so
+	// evictd acts no sooner than MinTrendSpan less TrendEdge after the
+	// leak began, which was after start (before the pod was created): a
+	// bound below on evictd's own timestamp, from a moment surely before
+	// the leak, that a loaded host only makes easier to meet. (The test
+	// seeing the pod hold, leakStart, may come after the leak began.)
+	if d := early.TS.Sub(start); d < predict.MinTrendSpan-predict.TrendEdge {
+		t.Errorf("acted early %s after the leak pod was created: too soon for a sustained trend", d)
 	}
 
 	waitGone(t, n.c.Admin, leak, 30*time.Second)

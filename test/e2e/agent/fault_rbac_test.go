@@ -83,7 +83,7 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 
 	t.Run("shipped ClusterRole", func(t *testing.T) {
 		e := startEvictd(t, c, node, flags...) // fails unless /readyz is 200 within 60 s
-		synced := e.waitLog(10*time.Second, "informers synced", nil)
+		synced := e.waitLog(30*time.Second, "informers synced", nil)
 		if n, ok := synced.Num("namespaces"); !ok || n < 2 {
 			t.Errorf("informers synced with %v namespaces (present: %v), want the namespace informer to hold at least %s and %s: %s",
 				n, ok, tenant, other, synced.Raw)
@@ -95,7 +95,7 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 			t.Errorf("first would-be victim %s, want %s: its fenced group (selected by namespace label) makes it priority 0, below %s's 1000",
 				first.Pod, want, podKey(pods["plain"]))
 		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		if code := e.get(rctx, "/readyz"); code != http.StatusOK {
 			t.Errorf("/readyz answered %d after the sync, want 200", code)
@@ -136,7 +136,7 @@ func TestFaultRBACNamespaceSelector(t *testing.T) {
 		exited := p.Exited()
 		healthz := 0
 		if !exited {
-			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			healthz = p.Get(hctx, "/healthz")
 			cancel()
 		}

@@ -93,7 +93,10 @@ func TestFaultSlowAPIServer(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// evictd sees the recovery too: passes it made after the test saw it,
+	// not a sleep the host's load may outlast.
 	time.Sleep(500 * time.Millisecond)
+	e.waitObservedPasses(e.observedPasses(), 2, evictionTimeout)
 
 	// Phase 2: a leak of 100 MiB/s from 32 MiB. It crosses the hard
 	// threshold about 4 s in; left alone it would take the node past its

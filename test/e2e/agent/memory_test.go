@@ -178,8 +178,10 @@ func TestMemoryPressureHard(t *testing.T) {
 	want := []string{podKey(m.pods["batch"]), podKey(m.pods["web"]), podKey(hog)}
 	evs := waitEvictions(t, e, len(want), evictionTimeout)
 	e.waitLog(30*time.Second, "pressure episode ended", func(l logEntry) bool { return l.TS.After(evs[len(evs)-1].TS) })
-	// Let anything that would wrongly come next come now.
+	// Let anything that would wrongly come next come now ...
 	time.Sleep(3 * time.Second)
+	// ... and after passes evictd made since: it looked, however slow the host.
+	e.waitObservedPasses(e.observedPasses(), 3, evictionTimeout)
 	evs = evicted(e)
 	if got := podsOf(evs); !slices.Equal(got, want) {
 		t.Fatalf("evictd evicted %v, want exactly %v in that order", got, want)
@@ -299,6 +301,8 @@ func TestMemoryPressurePDB(t *testing.T) {
 	evs := waitEvictions(t, e, len(want), evictionTimeout)
 	e.waitLog(30*time.Second, "pressure episode ended", func(l logEntry) bool { return l.TS.After(evs[len(evs)-1].TS) })
 	time.Sleep(3 * time.Second)
+	// ... and after passes evictd made since: it looked, however slow the host.
+	e.waitObservedPasses(e.observedPasses(), 3, evictionTimeout)
 	evs = evicted(e)
 	if got := podsOf(evs); !slices.Equal(got, want) {
 		t.Fatalf("evictd evicted %v, want exactly %v in that order (batch is protected)", got, want)
