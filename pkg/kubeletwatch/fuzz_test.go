@@ -33,6 +33,9 @@ func FuzzParseStartTime(f *testing.F) {
 	f.Add([]byte("123 (kubelet) S 1 2 3"), "ku (be) let", uint64(0))
 	f.Add([]byte("123 kubelet S 1"), ") S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 (", uint64(1<<63))
 	f.Add(statLine(7, "kubelet", 99), "a)b) 1 2", ^uint64(0))
+	// 19 fields after the name, one short: the fuzzer's find against a
+	// bound off by one.
+	f.Add([]byte(")0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0"), "0", uint64(4242))
 	f.Fuzz(func(t *testing.T, raw []byte, comm string, start uint64) {
 		if got, err := ParseStartTime(statLine(4321, comm, start)); err != nil || got != start {
 			t.Fatalf("ParseStartTime of a process named %q started at %d: %d, %v", comm, start, got, err)
