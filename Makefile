@@ -26,7 +26,7 @@ BENCH_COUNT ?= 6
 export CGO_ENABLED ?= 0
 
 .PHONY: all build observe test test-node unit e2e bench bench-latency bench-oom bench-overhead bench-scale verify fmt vet lint spdx \
-        fuzz cluster-bins node-bins demo dashboard-picture test-dashboard image image-push image-workload test-image test-deploy clean FORCE
+        fuzz race cluster-bins node-bins demo dashboard-picture test-dashboard image image-push image-workload test-image test-deploy clean FORCE
 
 all: build
 
@@ -104,9 +104,15 @@ bench-overhead: build cluster-bins
 bench-scale: build cluster-bins
 	hack/bench-scale.sh
 
-## fuzz: every fuzz target for FUZZTIME (default 60s) each.
+## fuzz: every fuzz target for FUZZTIME (default 60s) each (hack/fuzz.sh: one instrumented test
+## binary a package; a failing input is kept under the package's testdata/fuzz and fails the run).
 fuzz:
 	hack/fuzz.sh $(or $(FUZZTIME),60s)
+
+## race: the race detector (go test -race, with cgo and gcc) over the packages whose state
+## goroutines share, listed with why in hack/race.sh; fails on any DATA RACE report or failed test.
+race:
+	hack/race.sh
 
 ## verify: gofmt, go vet and staticcheck.
 verify: fmt vet lint spdx

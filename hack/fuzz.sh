@@ -2,40 +2,73 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs every fuzz target of the module for FUZZTIME each.
 #
-#   hack/fuzz.sh [FUZZTIME]      (make fuzz runs it with 60s)
+#   hack/fuzz.sh [FUZZTIME] [PACKAGE...]    (default 10s each; make fuzz runs it with 60s)
 #
-# Targets are discovered, not listed: every package's "func Fuzz*" as
-# `go test -list` reports them. A failing input is kept by the go tool under
-# the package's testdata/fuzz/<target>/, where it becomes a regression test.
-set -euo pipefail
+# FUZZTIME is go test's -fuzztime: a duration (10s) or a count of inputs
+# (5000x). PACKAGE narrows the run (default ./...).
+#
+# Targets are discovered, not listed: every "func FuzzXxx(f *testing.F)" in the test files
+# go list gives each package. go test -fuzz builds one instrumented test
+# binary for the one target it runs; here each package's binary is built
+# once (go test -c -fuzz) and runs each of its targets in turn, as go test
+# would run it: in the package's directory, its corpus in the build cache's
+# fuzz directory. A failing input is kept under the package's
+# testdata/fuzz/<target>/, where it becomes a regression test that go test
+# runs with the unit tests; the run then fails.
+#
+# The run ends with "fuzz: N targets ... K failed" and exits 1 when a target
+# failed (a finding, or its package did not build) or there is none.
+# -trimpath is added to the caller's GOFLAGS, as hack/test.sh does.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
-fuzztime="${1:-60s}"
-GO="${GO:-go}"
+fuzztime=${1:-${FUZZTIME:-10s}}
+[ "$#" -gt 0 ] && shift
+GO=${GO:-go}
+export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
+minimize=${FUZZMINIMIZETIME:-2s}
+bins=_output/fuzz
+mkdir -p "$bins"
+fuzzcache=$("$GO" env GOCACHE)/fuzz
+
+t0=$(date +%s)
+built=0
 ran=0
 failed=()
-for pkg in $("$GO" list ./...); do
-	if ! list=$("$GO" test -list '^Fuzz' "$pkg" 2>&1); then
-		echo "$list"
-		failed+=("$pkg: go test -list failed")
-		continue
-	fi
-	targets=$(printf '%s\n' "$list" | grep '^Fuzz' || true)
-	for t in $targets; do
-		echo "== $pkg $t for $fuzztime"
-		ran=$((ran + 1))
-		if ! "$GO" test -run '^$' -fuzz "^${t}\$" -fuzztime "$fuzztime" -fuzzminimizetime 2s "$pkg"; then
-			failed+=("$pkg $t")
-		fi
-	done
-done
+# One line a package: its import path, its directory and its test files.
+listing=$("$GO" list -f '{{.ImportPath}} {{.Dir}}{{range .TestGoFiles}} {{.}}{{end}}{{range .XTestGoFiles}} {{.}}{{end}}' "${@:-./...}") || {
+  echo "fuzz: go list failed" >&2
+  exit 1
+}
+while read -r pkg dir files; do
+  [ -n "$files" ] || continue
+  # shellcheck disable=SC2086 # the file names are go list's, without spaces
+  targets=$(cd "$dir" && sed -n -E 's/^func (Fuzz[A-Za-z0-9_]*)\([A-Za-z_][A-Za-z0-9_]* \*testing\.F\).*/\1/p' $files | sort -u)
+  [ -n "$targets" ] || continue
+  bin=$PWD/$bins/$(echo "$pkg" | tr / _).test
+  s=$(date +%s)
+  echo "== $pkg: building its fuzzing test binary"
+  if ! "$GO" test -c -fuzz=. -o "$bin" "$pkg"; then
+    for t in $targets; do failed+=("$pkg $t: its test binary did not build"); done
+    continue
+  fi
+  built=$((built + $(date +%s) - s))
+  for t in $targets; do
+    echo "== $pkg $t for $fuzztime"
+    ran=$((ran + 1))
+    if ! (cd "$dir" && "$bin" -test.run '^$' -test.fuzz "^${t}\$" -test.fuzztime "$fuzztime" \
+      -test.fuzzminimizetime "$minimize" -test.fuzzcachedir "$fuzzcache/$pkg" -test.paniconexit0); then
+      failed+=("$pkg $t (its failing input, if any, is under $dir/testdata/fuzz/$t/)")
+    fi
+  done
+done <<<"$listing"
 echo
-if [ "$ran" -eq 0 ]; then
-	echo "fuzz: no fuzz targets found" >&2
-	exit 1
+if [ "$ran" -eq 0 ] && [ "${#failed[@]}" -eq 0 ]; then
+  echo "fuzz: no fuzz targets found" >&2
+  exit 1
 fi
-echo "fuzz: $ran targets run for $fuzztime each, ${#failed[@]} failed"
+echo "fuzz: $ran targets run for $fuzztime each in $(($(date +%s) - t0))s (${built}s of it building), ${#failed[@]} failed"
 for f in "${failed[@]}"; do
-	echo "FAIL: $f"
+  echo "FAIL: $f"
 done
 [ "${#failed[@]}" -eq 0 ]

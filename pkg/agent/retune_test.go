@@ -20,8 +20,9 @@ func TestLoopTakesThresholdsBetweenPasses(t *testing.T) {
 		t.Fatalf("evictions at 250Mi available under memory.available<200Mi: %v", v)
 	}
 	moved := mustThresholds(t, memSpec("300Mi", ""))
-	stop := make(chan struct{})
+	stop, started := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
+	var once sync.Once
 	n.loop.SetThresholds(moved)
 	wg.Add(1)
 	go func() {
@@ -33,9 +34,16 @@ func TestLoopTakesThresholdsBetweenPasses(t *testing.T) {
 			default:
 			}
 			_ = n.loop.Explain("n1", false)
+			// The passes start once this goroutine runs, and it hands over
+			// thresholds at least once after saying so: that hand-over and
+			// the passes' takes are then unordered but for the swap's lock,
+			// however the two goroutines are scheduled (on a loaded machine
+			// this one might otherwise run only after the passes).
+			once.Do(func() { close(started) })
 			n.loop.SetThresholds(moved)
 		}
 	}()
+	<-started
 	n.runMore(t, 20*time.Second, w)
 	close(stop)
 	wg.Wait()
