@@ -4,7 +4,8 @@
 # happens. TEST_TIER picks the tier (docs/testing.md):
 #   gate (make test, CI's): static checks, unit, the host e2e suite, and the node smoke: one boot
 #        of the cgroup v2 guest, evictd installed from the chart, parity and one eviction;
-#   node (make test-node): every other node test, on the one-disk, imagefs and cgroupfs nodes.
+#   node (make test-node): every other node test, on the one-disk, imagefs and cgroupfs nodes;
+#        the race detector and the fuzz targets on the host beside them.
 #
 # Each stage prints "=== stage NAME: start HH:MM:SS UTC" and "=== stage NAME: ok|FAILED in Ns";
 # the run ends with the stage table and, as its very last line, "N passed, N failed" over every
@@ -73,7 +74,7 @@ if [ "$tier" = gate ]; then
     verify test-image test-dashboard test-sbom deploy-tools deploy-lint test-deploy)
 else
   stages=(tools modules vm-prepare modules-tools build cluster-bins helm node-ready node node-imagefs
-    node-cgroupfs node-releases)
+    node-cgroupfs node-releases race fuzz)
 fi
 # wanted NAME: the stage is the tier's, and TEST_STAGES (when set) names it.
 wanted() {
@@ -464,6 +465,15 @@ any_wanted() { local s; for s in "$@"; do wanted "$s" && return 0; done; return 
 
 step build 1200 make --no-print-directory build
 any_wanted verify deploy-lint && lane checks 19 checks
+# make test-node: the race detector over the packages whose state goroutines share
+# (hack/race.sh), then every fuzz target for FUZZTIME (default 10 s) each (hack/fuzz.sh): a DATA
+# RACE report or a finding fails its stage. On the host, beside the node's stages under nice 19:
+# the emulated guest takes one core, they take what it leaves.
+host_checks() {
+  step race "$budget" hack/race.sh
+  step fuzz "$budget" hack/fuzz.sh "${FUZZTIME:-10s}"
+}
+any_wanted race fuzz && lane host-checks 19 host_checks
 any_wanted test-image test-dashboard test-sbom deploy-tools test-deploy && lane deploy 19 deploy
 join modules-tools
 step cluster-bins 2400 make --no-print-directory cluster-bins
@@ -497,6 +507,7 @@ node_imagefs
 node_cgroupfs
 node_releases
 end_lane e2e
+end_lane host-checks
 end_lane deploy
 end_lane checks
 finish
