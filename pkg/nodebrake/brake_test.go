@@ -600,12 +600,16 @@ func TestBrakeLeftoverLiftedOnceJudged(t *testing.T) {
 // TestBrakeLiftOnly: with the brake off (LiftOnly) an acting agent lifts a
 // leftover once it has judged the node, puts nothing on however much its
 // episodes want it, and leaves a brake alone while another agent holds
-// the node lease.
+// the node lease: in its rounds and at exit.
 func TestBrakeLiftOnly(t *testing.T) {
 	var others atomic.Bool
+	var asked atomic.Int32
 	h := startWith(t, true, leftover(), func(o *Options) {
 		o.LiftOnly = true
-		o.Owns = func(context.Context) (Ownership, error) { return Ownership{Mine: !others.Load()}, nil }
+		o.Owns = func(context.Context) (Ownership, error) {
+			asked.Add(1)
+			return Ownership{Mine: !others.Load()}, nil
+		}
 	})
 	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
 	eventually(t, "the leftover lifted", func() bool {
@@ -616,13 +620,26 @@ func TestBrakeLiftOnly(t *testing.T) {
 		t.Error("WaitOn = true with the brake off")
 	}
 	// Another agent's brake, while that agent holds the lease: left on.
+	// It is newer than the brake's last write (as the other agent's write
+	// is), so that the brake sees it and its rounds reach the lease check;
+	// an older one would be hidden behind the brake's own last answer.
 	h.api.mu.Lock()
-	h.api.n = leftover()
+	newer := leftover()
+	newer.ResourceVersion = h.api.n.ResourceVersion
+	h.api.n = newer
+	h.api.bump()
 	others.Store(true)
 	h.api.mu.Unlock()
-	before := len(h.api.wrote())
-	h.clk.Step(DefaultHeartbeat)
+	before, checks := len(h.api.wrote()), asked.Load()
+	h.tick(t)
+	if asked.Load() == checks {
+		t.Fatal("the round after another agent's brake appeared did not ask who holds the lease: the test does not reach the check")
+	}
+	checks = asked.Load()
 	h.stop()
+	if asked.Load() == checks {
+		t.Error("the exit did not ask who holds the lease before lifting the brake found on")
+	}
 	if w := h.api.wrote()[before:]; len(w) != 0 || !braked(h.api.get()) {
 		t.Errorf("with another agent holding the lease the brake-off agent wrote %v (the brake is on: %v); want nothing written", w, braked(h.api.get()))
 	}
