@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -52,6 +53,28 @@ type fakeAPI struct {
 	// statusPatches counts the condition patches.
 	lists         []string
 	statusPatches int
+	// beforeLeaseDelete and beforeERDelete, when set, run as a delete
+	// arrives, before it is checked: another writer between the list and
+	// the delete.
+	beforeLeaseDelete, beforeERDelete func(name string)
+}
+
+// precondition answers a delete whose preconditions obj no longer meets
+// as the API server does (k8s.io/apiserver's storage.Preconditions.Check,
+// which the registry turns into a 409): the UID first, then the
+// resourceVersion. nil when obj meets them.
+func precondition(gr schema.GroupResource, obj metav1.Object, opts metav1.DeleteOptions) error {
+	p := opts.Preconditions
+	switch {
+	case p == nil:
+		return nil
+	case p.UID != nil && *p.UID != obj.GetUID():
+		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, obj.GetUID()))
+	case p.ResourceVersion != nil && *p.ResourceVersion != obj.GetResourceVersion():
+		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v",
+			*p.ResourceVersion, obj.GetResourceVersion()))
+	}
+	return nil
 }
 
 func (f *fakeAPI) List(_ context.Context, r kube.Resource, opts metav1.ListOptions) (runtime.Object, error) {
@@ -134,8 +157,18 @@ func (f *fakeAPI) ListLeases(context.Context, string, metav1.ListOptions) (*coor
 	return &coordinationv1.LeaseList{Items: slices.Clone(f.leases)}, nil
 }
 
-func (f *fakeAPI) DeleteLease(_ context.Context, _, name string, _ metav1.DeleteOptions) error {
+func (f *fakeAPI) DeleteLease(_ context.Context, _, name string, opts metav1.DeleteOptions) error {
 	if err := next(&f.leaseDeleteFails); err != nil {
+		return err
+	}
+	if f.beforeLeaseDelete != nil {
+		f.beforeLeaseDelete(name)
+	}
+	i := slices.IndexFunc(f.leases, func(l coordinationv1.Lease) bool { return l.Name == name })
+	if i < 0 {
+		return apierrors.NewNotFound(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, name)
+	}
+	if err := precondition(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, &f.leases[i], opts); err != nil {
 		return err
 	}
 	f.leases = slices.DeleteFunc(f.leases, func(l coordinationv1.Lease) bool { return l.Name == name })
@@ -163,8 +196,19 @@ func (f *fakeAPI) ListEvictionRequests(_ context.Context, _ string, opts metav1.
 	return l, nil
 }
 
-func (f *fakeAPI) DeleteEvictionRequest(_ context.Context, ns, name string, _ metav1.DeleteOptions) error {
+func (f *fakeAPI) DeleteEvictionRequest(_ context.Context, ns, name string, opts metav1.DeleteOptions) error {
 	if err := next(&f.erDeleteFails); err != nil {
+		return err
+	}
+	if f.beforeERDelete != nil {
+		f.beforeERDelete(name)
+	}
+	gr := schema.GroupResource{Group: "lifecycle.k8s.io", Resource: "evictionrequests"}
+	i := slices.IndexFunc(f.ers, func(er lifecyclev1alpha1.EvictionRequest) bool { return er.Namespace == ns && er.Name == name })
+	if i < 0 {
+		return apierrors.NewNotFound(gr, name)
+	}
+	if err := precondition(gr, &f.ers[i], opts); err != nil {
 		return err
 	}
 	f.ers = slices.DeleteFunc(f.ers, func(er lifecyclev1alpha1.EvictionRequest) bool { return er.Namespace == ns && er.Name == name })
@@ -232,7 +276,7 @@ func braked(name string) *v1.Node {
 }
 
 func lease(name, holder string) coordinationv1.Lease {
-	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "evictd-system"},
+	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "evictd-system", UID: types.UID("uid-" + name), ResourceVersion: "1"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)}}
 }
 
@@ -356,7 +400,8 @@ func markedLease(name, holder, id string) coordinationv1.Lease {
 }
 
 func er(name, requester, mark string) lifecyclev1alpha1.EvictionRequest {
-	e := lifecyclev1alpha1.EvictionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"evictd.io/node": "a"}},
+	e := lifecyclev1alpha1.EvictionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"evictd.io/node": "a"},
+		UID: types.UID("uid-" + name), ResourceVersion: "1"},
 		Spec: lifecyclev1alpha1.EvictionRequestSpec{Requester: requester}}
 	if mark != "" {
 		e.Labels[install.Label] = mark
@@ -442,4 +487,51 @@ func TestRunRetriesLeasesAndEvictionRequests(t *testing.T) {
 			t.Errorf("Run = %v after waits %v; want the refusal and the lease left named, with no retry", err, clk.waits)
 		}
 	})
+}
+
+// TestRunLeavesWhatChangedSinceListed: every delete is conditional on the
+// object as listed (its UID and resourceVersion). A lease another
+// install's agent took over between the list and the delete (renewed
+// under its own holder: same UID, new version) and an EvictionRequest
+// another install made anew under the same name (a new UID) are refused
+// by the API server (409), and the fresh list that follows no longer
+// counts them as this install's: both stay, and the run succeeds.
+func TestRunLeavesWhatChangedSinceListed(t *testing.T) {
+	f := &fakeAPI{nodes: map[string]*v1.Node{}, ersServed: true,
+		leases: []coordinationv1.Lease{markedLease("evictd-a", "evictd-system/evictd-x1", firstID)},
+		ers:    []lifecyclev1alpha1.EvictionRequest{er("evictd-1", "evictd.io/node-agent", firstMark)}}
+	var leaseDeletes, erDeletes int
+	f.beforeLeaseDelete = func(string) {
+		if leaseDeletes++; leaseDeletes == 1 {
+			taken := markedLease("evictd-a", "evictd-system/second-evictd-y1", secondID)
+			taken.ResourceVersion = "2"
+			f.leases[0] = taken
+		}
+	}
+	f.beforeERDelete = func(string) {
+		if erDeletes++; erDeletes == 1 {
+			anew := er("evictd-1", "evictd.io/node-agent", secondMark)
+			anew.UID, anew.ResourceVersion = "uid-evictd-1-anew", "3"
+			f.ers[0] = anew
+		}
+	}
+	clk := newWaitClock()
+	res, err := Run(context.Background(), Options{API: f, Install: firstID, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.LeasesDeleted != 0 || res.EvictionRequestsDeleted != 0 || len(f.deleted) != 0 {
+		t.Errorf("Run: %+v, deleted %v; want nothing deleted: what was listed changed hands before its delete", res, f.deleted)
+	}
+	if len(f.leases) != 1 || *f.leases[0].Spec.HolderIdentity != "evictd-system/second-evictd-y1" {
+		t.Errorf("leases %v; want the lease the other install's agent took over kept", f.leases)
+	}
+	if len(f.ers) != 1 || f.ers[0].UID != "uid-evictd-1-anew" {
+		t.Errorf("EvictionRequests %v; want the one the other install made anew kept", f.ers)
+	}
+	// Each refused delete is followed by one back-off and a fresh list.
+	if leaseDeletes != 1 || erDeletes != 1 || len(clk.waits) != 2 {
+		t.Errorf("%d lease and %d EvictionRequest deletes, waits %v; want one of each, each refusal followed by one wait and a fresh list",
+			leaseDeletes, erDeletes, clk.waits)
+	}
 }
