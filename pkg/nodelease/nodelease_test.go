@@ -400,6 +400,29 @@ func TestReleaseAfterARequestIsWritten(t *testing.T) {
 	}
 }
 
+// TestReleaseLeavesALeaseTakenOverMeanwhile: an agent that last saw
+// itself the holder (frozen, cut off from the API server) while its lease
+// expired and another agent took it over releases at exit from what it
+// last saw: its delete, conditional on that version, is refused, it reads
+// the lease again, finds another holder, and leaves the lease to it.
+func TestReleaseLeavesALeaseTakenOverMeanwhile(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.runner("evictd/a"), h.runner("evictd/b")
+	h.round(a)
+	h.clk.Step(dur + time.Second)
+	h.round(b)
+	wantActing(t, b, true)
+	reads := h.api.reads
+	a.Release()
+	if h.api.holder() != "evictd/b" {
+		t.Fatalf("after the Release of an agent whose lease another took over meanwhile the lease is held by %q; want evictd/b's kept", h.api.holder())
+	}
+	if h.api.reads == reads {
+		t.Error("the Release did not read the lease again after its conditional delete: the test does not reach the conflict")
+	}
+	wantActing(t, b, true)
+}
+
 func TestHandoverToANewerPodOfTheSameDaemonSet(t *testing.T) {
 	h := newHarness(t)
 	h.pod("evictd/old", "ds-1", t0.Add(-time.Hour))
