@@ -60,18 +60,21 @@ type fakeAPI struct {
 }
 
 // precondition answers a delete whose preconditions obj no longer meets
-// as the API server does (k8s.io/apiserver's storage.Preconditions.Check,
-// which the registry turns into a 409): the UID first, then the
-// resourceVersion. nil when obj meets them.
+// as the API server does (k8s.io/apiserver's rest.BeforeDelete, which
+// checks them before the storage does, with these messages; test/e2e's
+// TestCleanupDeletesAreConditional reads the real server's): a 409, the
+// UID first, then the resourceVersion. nil when obj meets them.
 func precondition(gr schema.GroupResource, obj metav1.Object, opts metav1.DeleteOptions) error {
 	p := opts.Preconditions
 	switch {
 	case p == nil:
 		return nil
 	case p.UID != nil && *p.UID != obj.GetUID():
-		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, obj.GetUID()))
+		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf(
+			"the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *p.UID, obj.GetUID()))
 	case p.ResourceVersion != nil && *p.ResourceVersion != obj.GetResourceVersion():
-		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v",
+		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf(
+			"the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified",
 			*p.ResourceVersion, obj.GetResourceVersion()))
 	}
 	return nil
@@ -168,7 +171,7 @@ func (f *fakeAPI) DeleteLease(_ context.Context, _, name string, opts metav1.Del
 	if i < 0 {
 		return apierrors.NewNotFound(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, name)
 	}
-	if err := precondition(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, &f.leases[i], opts); err != nil {
+	if err := precondition(schema.GroupResource{Group: "coordination.k8s.io", Resource: "Lease"}, &f.leases[i], opts); err != nil {
 		return err
 	}
 	f.leases = slices.DeleteFunc(f.leases, func(l coordinationv1.Lease) bool { return l.Name == name })
@@ -203,7 +206,7 @@ func (f *fakeAPI) DeleteEvictionRequest(_ context.Context, ns, name string, opts
 	if f.beforeERDelete != nil {
 		f.beforeERDelete(name)
 	}
-	gr := schema.GroupResource{Group: "lifecycle.k8s.io", Resource: "evictionrequests"}
+	gr := schema.GroupResource{Group: "lifecycle.k8s.io", Resource: "EvictionRequest"}
 	i := slices.IndexFunc(f.ers, func(er lifecyclev1alpha1.EvictionRequest) bool { return er.Namespace == ns && er.Name == name })
 	if i < 0 {
 		return apierrors.NewNotFound(gr, name)
