@@ -111,6 +111,9 @@ func (s *store) UpdateLease(_ context.Context, l *coordinationv1.Lease) (*coordi
 	s.lease.UID = uid
 	s.lease.ResourceVersion = strconv.Itoa(s.rv)
 	s.sent(watch.Modified, s.lease)
+	if s.lost != nil {
+		return nil, s.lost
+	}
 	return s.lease.DeepCopy(), nil
 }
 
@@ -383,6 +386,42 @@ func TestReleaseAfterAnAcquisitionCutShort(t *testing.T) {
 	}
 }
 
+// A take-over cut short by the exit may have been stored too, though the
+// agent last saw the other agent's lease: Release reads the lease, finds
+// it its own, and deletes it. A lease gone by then is no failure.
+func TestReleaseAfterATakeOverCutShort(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.runner("evictd/a"), h.runner("evictd/b")
+	var failed int
+	a.o.Failed = func() { failed++ }
+	h.round(b)
+	h.clk.Step(dur + time.Second) // b is gone; its lease expired
+	h.api.lost = context.Canceled
+	h.round(a)
+	h.api.lost = nil
+	if h.api.holder() != "evictd/a" {
+		t.Fatalf("holder %q, want the take-over stored for evictd/a", h.api.holder())
+	}
+	a.Release()
+	if h.api.lease != nil {
+		t.Fatalf("lease still held by %q after the Release of an agent whose take-over was cut short", h.api.holder())
+	}
+	// Again, the lease deleted meanwhile (an uninstall's cleanup).
+	h.round(b)
+	h.clk.Step(dur + time.Second)
+	h.api.lost = context.Canceled
+	h.round(a)
+	h.api.lost = nil
+	h.api.mu.Lock()
+	h.api.lease = nil
+	h.api.mu.Unlock()
+	failed = 0 // the round's lost write is one
+	a.Release()
+	if failed != 0 {
+		t.Errorf("%d failed Lease calls counted for a Release that found the lease gone; want none", failed)
+	}
+}
+
 func TestReleaseAfterARequestIsWritten(t *testing.T) {
 	h := newHarness(t)
 	a := h.runner("evictd/a")
@@ -437,6 +476,9 @@ func TestHandoverToANewerPodOfTheSameDaemonSet(t *testing.T) {
 		t.Fatalf("handover annotation %q, want evictd/new", got)
 	}
 	wantReason(t, surge, "another evictd (evictd/old)", "asked it to hand over")
+	// Asked once: its next round, the old holder not yet at its own,
+	// writes nothing.
+	h.round(surge)
 	h.round(old)
 	wantActing(t, old, false)
 	wantReason(t, old, "handed the node lease evictd-system/evictd-node-a over to evictd/new")
