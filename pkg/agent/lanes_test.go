@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/evictd/evictd/pkg/agent/episode"
 	"github.com/evictd/evictd/pkg/evict"
@@ -21,7 +24,7 @@ func heldLoop(t *testing.T, n *simNode, spec thresholds.Spec, before func(held [
 	var held []func()
 	w := &simWaker{n: n}
 	l, err := NewLoop(testLoopConfig(mustThresholds(t, spec)), Deps{Observer: n, Waker: w, Pods: n, Evictor: n, Metrics: n.metrics,
-		Log: zaptest.NewLogger(t), Clock: n.clk, Go: func(f func()) {
+		Log: logger(t, n), Clock: n.clk, Go: func(f func()) {
 			if before != nil {
 				before(held)
 			}
@@ -32,6 +35,14 @@ func heldLoop(t *testing.T, n *simNode, spec thresholds.Spec, before func(held [
 	}
 	n.loop = l
 	return w, &held
+}
+
+// logger is n's logger, zaptest's when it has none.
+func logger(t *testing.T, n *simNode) *zap.Logger {
+	if n.log != nil {
+		return n.log
+	}
+	return zaptest.NewLogger(t)
 }
 
 func softAndHardMemory() thresholds.Spec {
@@ -92,6 +103,8 @@ func TestLoopOneCallPerLane(t *testing.T) {
 // late answer is recorded for the pod, not in the dead episode.
 func TestLoopLateAnswerOutlivesItsEpisode(t *testing.T) {
 	n := newSimNode(t, 4096*mi, base250-250*mi, threePods()...)
+	core, logs := observer.New(zapcore.InfoLevel)
+	n.log = zap.New(core)
 	w, held := heldLoop(t, n, thresholds.Spec{
 		Soft:        map[string]string{"memory.available": "700Mi"},
 		GracePeriod: map[string]string{"memory.available": "1s"},
@@ -122,6 +135,9 @@ func TestLoopLateAnswerOutlivesItsEpisode(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("a, evicted by a call that outlived its episode, is not in flight: %+v", n.loop.InFlight())
+	}
+	if got := logs.FilterMessage("eviction call answered after its pressure episode ended").FilterField(zap.String("pod", "ns/a")).Len(); got != 1 {
+		t.Errorf("%d 'eviction call answered after its pressure episode ended' logs for a; want 1: the answer belongs to no live episode", got)
 	}
 }
 

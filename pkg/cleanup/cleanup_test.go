@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -52,6 +53,37 @@ type fakeAPI struct {
 	// statusPatches counts the condition patches.
 	lists         []string
 	statusPatches int
+	// gone names Nodes deleted since they were listed: their patches
+	// answer 404. dsDelete answers the DaemonSet's delete; dsStays keeps
+	// it there (its pods never go).
+	gone     map[string]bool
+	dsDelete error
+	dsStays  bool
+	// beforeLeaseDelete and beforeERDelete, when set, run as a delete
+	// arrives, before it is checked: another writer between the list and
+	// the delete.
+	beforeLeaseDelete, beforeERDelete func(name string)
+}
+
+// precondition answers a delete whose preconditions obj no longer meets
+// as the API server does (k8s.io/apiserver's rest.BeforeDelete, which
+// checks them before the storage does, with these messages; test/e2e's
+// TestCleanupDeletesAreConditional reads the real server's): a 409, the
+// UID first, then the resourceVersion. nil when obj meets them.
+func precondition(gr schema.GroupResource, obj metav1.Object, opts metav1.DeleteOptions) error {
+	p := opts.Preconditions
+	switch {
+	case p == nil:
+		return nil
+	case p.UID != nil && *p.UID != obj.GetUID():
+		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf(
+			"the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *p.UID, obj.GetUID()))
+	case p.ResourceVersion != nil && *p.ResourceVersion != obj.GetResourceVersion():
+		return apierrors.NewConflict(gr, obj.GetName(), fmt.Errorf(
+			"the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified",
+			*p.ResourceVersion, obj.GetResourceVersion()))
+	}
+	return nil
 }
 
 func (f *fakeAPI) List(_ context.Context, r kube.Resource, opts metav1.ListOptions) (runtime.Object, error) {
@@ -76,6 +108,9 @@ func (f *fakeAPI) List(_ context.Context, r kube.Resource, opts metav1.ListOptio
 }
 
 func (f *fakeAPI) PatchNode(_ context.Context, name string, _ types.PatchType, data []byte) (*v1.Node, error) {
+	if f.gone[name] {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+	}
 	if f.conflicts > 0 {
 		f.conflicts--
 		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, name, nil)
@@ -94,6 +129,9 @@ func (f *fakeAPI) PatchNode(_ context.Context, name string, _ types.PatchType, d
 
 func (f *fakeAPI) PatchNodeStatus(_ context.Context, name string, _ types.PatchType, data []byte) (*v1.Node, error) {
 	f.statusPatches++
+	if f.gone[name] {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+	}
 	if f.forbidStatus {
 		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes/status"}, name, nil)
 	}
@@ -134,8 +172,18 @@ func (f *fakeAPI) ListLeases(context.Context, string, metav1.ListOptions) (*coor
 	return &coordinationv1.LeaseList{Items: slices.Clone(f.leases)}, nil
 }
 
-func (f *fakeAPI) DeleteLease(_ context.Context, _, name string, _ metav1.DeleteOptions) error {
+func (f *fakeAPI) DeleteLease(_ context.Context, _, name string, opts metav1.DeleteOptions) error {
 	if err := next(&f.leaseDeleteFails); err != nil {
+		return err
+	}
+	if f.beforeLeaseDelete != nil {
+		f.beforeLeaseDelete(name)
+	}
+	i := slices.IndexFunc(f.leases, func(l coordinationv1.Lease) bool { return l.Name == name })
+	if i < 0 {
+		return apierrors.NewNotFound(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, name)
+	}
+	if err := precondition(schema.GroupResource{Group: "coordination.k8s.io", Resource: "Lease"}, &f.leases[i], opts); err != nil {
 		return err
 	}
 	f.leases = slices.DeleteFunc(f.leases, func(l coordinationv1.Lease) bool { return l.Name == name })
@@ -163,8 +211,19 @@ func (f *fakeAPI) ListEvictionRequests(_ context.Context, _ string, opts metav1.
 	return l, nil
 }
 
-func (f *fakeAPI) DeleteEvictionRequest(_ context.Context, ns, name string, _ metav1.DeleteOptions) error {
+func (f *fakeAPI) DeleteEvictionRequest(_ context.Context, ns, name string, opts metav1.DeleteOptions) error {
 	if err := next(&f.erDeleteFails); err != nil {
+		return err
+	}
+	if f.beforeERDelete != nil {
+		f.beforeERDelete(name)
+	}
+	gr := schema.GroupResource{Group: "lifecycle.k8s.io", Resource: "EvictionRequest"}
+	i := slices.IndexFunc(f.ers, func(er lifecyclev1alpha1.EvictionRequest) bool { return er.Namespace == ns && er.Name == name })
+	if i < 0 {
+		return apierrors.NewNotFound(gr, name)
+	}
+	if err := precondition(gr, &f.ers[i], opts); err != nil {
 		return err
 	}
 	f.ers = slices.DeleteFunc(f.ers, func(er lifecyclev1alpha1.EvictionRequest) bool { return er.Namespace == ns && er.Name == name })
@@ -173,7 +232,7 @@ func (f *fakeAPI) DeleteEvictionRequest(_ context.Context, ns, name string, _ me
 }
 
 func (f *fakeAPI) DeleteDaemonSet(context.Context, string, string, metav1.DeleteOptions) error {
-	return nil
+	return f.dsDelete
 }
 
 func (f *fakeAPI) DaemonSetExists(context.Context, string, string) (bool, error) {
@@ -182,7 +241,7 @@ func (f *fakeAPI) DaemonSetExists(context.Context, string, string) (bool, error)
 		f.dsFails = f.dsFails[1:]
 		return true, err
 	}
-	return false, nil
+	return f.dsStays, nil
 }
 
 // waitClock is a fake clock whose waits end at once, moving it on by each;
@@ -232,7 +291,7 @@ func braked(name string) *v1.Node {
 }
 
 func lease(name, holder string) coordinationv1.Lease {
-	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "evictd-system"},
+	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "evictd-system", UID: types.UID("uid-" + name), ResourceVersion: "1"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)}}
 }
 
@@ -356,7 +415,8 @@ func markedLease(name, holder, id string) coordinationv1.Lease {
 }
 
 func er(name, requester, mark string) lifecyclev1alpha1.EvictionRequest {
-	e := lifecyclev1alpha1.EvictionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"evictd.io/node": "a"}},
+	e := lifecyclev1alpha1.EvictionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"evictd.io/node": "a"},
+		UID: types.UID("uid-" + name), ResourceVersion: "1"},
 		Spec: lifecyclev1alpha1.EvictionRequestSpec{Requester: requester}}
 	if mark != "" {
 		e.Labels[install.Label] = mark
@@ -442,4 +502,142 @@ func TestRunRetriesLeasesAndEvictionRequests(t *testing.T) {
 			t.Errorf("Run = %v after waits %v; want the refusal and the lease left named, with no retry", err, clk.waits)
 		}
 	})
+	t.Run("refused beside a retry", func(t *testing.T) {
+		// The refused delete is not made again when the other lease's
+		// retry lists the leases afresh: the same request meets the same
+		// rules (and a policy that refuses it once may not refuse a
+		// second, blind, delete).
+		forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "evictd-a", errors.New("refused by evictd-cleanup-deletes"))
+		f := &fakeAPI{nodes: map[string]*v1.Node{},
+			leases: []coordinationv1.Lease{markedLease("evictd-a", "evictd-system/evictd-x1", firstID),
+				markedLease("evictd-b", "evictd-system/evictd-x2", firstID)},
+			leaseDeleteFails: []error{forbidden, unavailable}}
+		clk := newWaitClock()
+		res, err := Run(context.Background(), Options{API: f, Install: firstID, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
+		if want := []string{"lease evictd-b"}; !slices.Equal(f.deleted, want) || res.LeasesDeleted != 1 {
+			t.Errorf("deleted %v (%+v); want %v: the refused lease's delete made once", f.deleted, res, want)
+		}
+		if err == nil || !strings.Contains(err.Error(), "delete lease evictd-system/evictd-a") || !slices.Equal(res.Left, []string{"lease evictd-system/evictd-a"}) {
+			t.Errorf("Run = %v, left %v; want the refusal and the refused lease left named", err, res.Left)
+		}
+	})
+}
+
+// TestRunLeavesWhatChangedSinceListed: every delete is conditional on the
+// object as listed (its UID and resourceVersion). A lease another
+// install's agent took over between the list and the delete (renewed
+// under its own holder: same UID, new version) and an EvictionRequest
+// another install made anew under the same name (a new UID) are refused
+// by the API server (409), and the fresh list that follows no longer
+// counts them as this install's: both stay, and the run succeeds.
+func TestRunLeavesWhatChangedSinceListed(t *testing.T) {
+	f := &fakeAPI{nodes: map[string]*v1.Node{}, ersServed: true,
+		leases: []coordinationv1.Lease{markedLease("evictd-a", "evictd-system/evictd-x1", firstID)},
+		ers:    []lifecyclev1alpha1.EvictionRequest{er("evictd-1", "evictd.io/node-agent", firstMark)}}
+	var leaseDeletes, erDeletes int
+	f.beforeLeaseDelete = func(string) {
+		if leaseDeletes++; leaseDeletes == 1 {
+			taken := markedLease("evictd-a", "evictd-system/second-evictd-y1", secondID)
+			taken.ResourceVersion = "2"
+			f.leases[0] = taken
+		}
+	}
+	f.beforeERDelete = func(string) {
+		if erDeletes++; erDeletes == 1 {
+			anew := er("evictd-1", "evictd.io/node-agent", secondMark)
+			anew.UID, anew.ResourceVersion = "uid-evictd-1-anew", "3"
+			f.ers[0] = anew
+		}
+	}
+	clk := newWaitClock()
+	res, err := Run(context.Background(), Options{API: f, Install: firstID, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: clk})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.LeasesDeleted != 0 || res.EvictionRequestsDeleted != 0 || len(f.deleted) != 0 {
+		t.Errorf("Run: %+v, deleted %v; want nothing deleted: what was listed changed hands before its delete", res, f.deleted)
+	}
+	if len(f.leases) != 1 || *f.leases[0].Spec.HolderIdentity != "evictd-system/second-evictd-y1" {
+		t.Errorf("leases %v; want the lease the other install's agent took over kept", f.leases)
+	}
+	if len(f.ers) != 1 || f.ers[0].UID != "uid-evictd-1-anew" {
+		t.Errorf("EvictionRequests %v; want the one the other install made anew kept", f.ers)
+	}
+	// Each refused delete is followed by one back-off and a fresh list.
+	if leaseDeletes != 1 || erDeletes != 1 || len(clk.waits) != 2 {
+		t.Errorf("%d lease and %d EvictionRequest deletes, waits %v; want one of each, each refusal followed by one wait and a fresh list",
+			leaseDeletes, erDeletes, clk.waits)
+	}
+}
+
+// TestRunGoneMeanwhile: what is gone by the time cleanup writes it (a
+// Node deleted since the list, a lease or an EvictionRequest deleted by
+// its holder, the DaemonSet deleted already) has nothing left to take
+// back: no failure.
+func TestRunGoneMeanwhile(t *testing.T) {
+	f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, gone: map[string]bool{"a": true}, ersServed: true,
+		dsDelete: apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "daemonsets"}, "evictd"),
+		leases:   []coordinationv1.Lease{markedLease("evictd-a", "evictd-system/evictd-x1", firstID)},
+		ers:      []lifecyclev1alpha1.EvictionRequest{er("evictd-1", "evictd.io/node-agent", firstMark)}}
+	// Each deleted just before cleanup's delete arrives; the Node is gone
+	// for the last step's list as well.
+	f.beforeLeaseDelete = func(string) { f.leases, f.nodes = nil, map[string]*v1.Node{} }
+	f.beforeERDelete = func(string) { f.ers = nil }
+	res, err := Run(context.Background(), Options{API: f, Install: firstID, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent",
+		DaemonSet: firstID, Clock: newWaitClock()})
+	if err != nil || len(res.Left) != 0 {
+		t.Errorf("Run: %+v, %v; want no failure: what went meanwhile has nothing to take back", res, err)
+	}
+}
+
+// TestRunDaemonSetPodsStay: while the DaemonSet is still there (its pods
+// not gone) when the context ends, Run fails saying so, and takes nothing
+// back: an agent still running may put its brake back.
+func TestRunDaemonSetPodsStay(t *testing.T) {
+	f := &fakeAPI{nodes: map[string]*v1.Node{"a": braked("a")}, dsStays: true}
+	clk := newWaitClock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clk.onWait = func(n int) {
+		if n == 5 {
+			cancel()
+		}
+	}
+	res, err := Run(ctx, Options{API: f, Install: firstID, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", DaemonSet: firstID, Clock: clk})
+	if err == nil || !strings.Contains(err.Error(), "DaemonSet evictd-system/evictd still has pods") {
+		t.Errorf("Run = %v; want it to fail naming the DaemonSet whose pods are still there", err)
+	}
+	if res.TaintsRemoved != 0 || len(f.lists) != 0 {
+		t.Errorf("Run: %+v, Node lists %q; want nothing taken back while the agents may still run", res, f.lists)
+	}
+}
+
+// TestRunRejectsMissingOptions: a Run without its install, its leases'
+// namespace or its requester fails at once, naming what is missing.
+func TestRunRejectsMissingOptions(t *testing.T) {
+	good := Options{API: &fakeAPI{nodes: map[string]*v1.Node{}}, Install: firstID, LeaseNamespace: "evictd-system", Requester: "evictd.io/node-agent", Clock: newWaitClock()}
+	for name, mutate := range map[string]func(*Options){
+		"Install":        func(o *Options) { o.Install = "" },
+		"LeaseNamespace": func(o *Options) { o.LeaseNamespace = "" },
+		"Requester":      func(o *Options) { o.Requester = "" },
+	} {
+		o := good
+		mutate(&o)
+		if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("Run without %s: %v; want an error naming it", name, err)
+		}
+	}
+}
+
+// TestLeftNamesOnlyABrakeOn: an evictd condition at False is no brake
+// (an agent's lift sets it so): Left does not name it.
+func TestLeftNamesOnlyABrakeOn(t *testing.T) {
+	n := braked("a")
+	n.Spec.Taints = n.Spec.Taints[:1]
+	n.Status.Conditions[1].Status = v1.ConditionFalse
+	left, err := Left(context.Background(), Options{API: &fakeAPI{nodes: map[string]*v1.Node{"a": n}}, Install: firstID, LeaseNamespace: "evictd-system",
+		Requester: "evictd.io/node-agent", Clock: newWaitClock()})
+	if err != nil || len(left) != 0 {
+		t.Errorf("Left = %v, %v; want nothing: the condition at False keeps no pod away", left, err)
+	}
 }

@@ -105,6 +105,39 @@ func TestWithdrawLeftoversConditional(t *testing.T) {
 	}
 }
 
+// A leftover already withdrawn is deleted at once, with no update first:
+// its delete alone is conditional on the request as listed, so that one
+// written since (a responder's status, a request made anew) stays.
+func TestWithdrawLeftoversConditionalDelete(t *testing.T) {
+	h := newHarness(t, time.Minute)
+	ctx := context.Background()
+	p := podWith("raced", "77777777-7777-4777-8777-777777777777")
+	left := Build(p, DefaultRequester)
+	left.Spec.Intent = lifecyclev1alpha1.EvictionRequestIntentWithdrawn
+	if _, err := h.api.CreateEvictionRequest(ctx, left); err != nil {
+		t.Fatal(err)
+	}
+	er, err := h.api.GetEvictionRequest(ctx, "shop", Name(p.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := er.DeepCopy()
+	if _, err := h.api.UpdateEvictionRequest(ctx, er); err != nil { // a write since the list
+		t.Fatal(err)
+	}
+	h.api.writes = nil
+	withdrawn, deleted, err := h.ev.endLeftover(ctx, stale)
+	if withdrawn || deleted || err != nil {
+		t.Errorf("endLeftover of a stale withdrawn copy = %v, %v, %v; want nothing done", withdrawn, deleted, err)
+	}
+	if _, err := h.api.GetEvictionRequest(ctx, "shop", Name(p.UID)); err != nil {
+		t.Errorf("the request written since it was listed: %v; want it kept", err)
+	}
+	if w := h.api.writesMade(); len(w) != 0 {
+		t.Errorf("writes %q; want none: the delete conditional on the listed version was refused", w)
+	}
+}
+
 // The list answered 404: the API is not served, and the path switches off
 // at start, as on a create's 404.
 func TestWithdrawLeftoversNotServed(t *testing.T) {

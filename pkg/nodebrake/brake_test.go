@@ -42,8 +42,11 @@ type node struct {
 	// flaky answers the next calls, one error each, before fail applies.
 	flaky []error
 	// onTaint, when set, is called as each taint write arrives, before it
-	// is applied: time passing while a write is under way.
-	onTaint func()
+	// is applied: time passing while a write is under way; onRead likewise
+	// for each read.
+	onTaint, onRead func()
+	// failStatus, when set, answers every condition write.
+	failStatus error
 }
 
 // failing is the error the next call answers (f.mu held).
@@ -57,6 +60,12 @@ func (f *node) failing() error {
 }
 
 func (f *node) ReadNode(context.Context, string) (*v1.Node, error) {
+	f.mu.Lock()
+	onRead := f.onRead
+	f.mu.Unlock()
+	if onRead != nil {
+		onRead()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writes = append(f.writes, "read")
@@ -114,6 +123,9 @@ func (f *node) PatchNodeStatus(_ context.Context, _ string, pt types.PatchType, 
 	f.writes = append(f.writes, "condition")
 	if err := f.failing(); err != nil {
 		return nil, err
+	}
+	if f.failStatus != nil {
+		return nil, f.failStatus
 	}
 	var p struct {
 		Status struct{ Conditions []condition } `json:"status"`
@@ -284,6 +296,22 @@ func (h *harness) sync(t *testing.T, want map[Resource]Want) {
 	n := h.rounds.Load()
 	h.b.Sync(want)
 	h.waitRounds(t, n+1)
+}
+
+// exit cancels Run and steps the brake's clock until Run has returned
+// from its exit lift, which waits on the clock between its tries.
+func (h *harness) exit(t *testing.T) {
+	t.Helper()
+	h.cancel()
+	eventually(t, "the exit lift to end", func() bool {
+		select {
+		case <-h.done:
+			return true
+		default:
+			h.clk.Step(minRetry)
+			return false
+		}
+	})
 }
 
 func (h *harness) stop() {
@@ -556,6 +584,13 @@ func TestBrakeExitLiftRetries(t *testing.T) {
 			t.Errorf("the exit lift tried %d times in %s; want it to retry", tries, DefaultExitLimit)
 		}
 	})
+	t.Run("gone on the re-read", func(t *testing.T) {
+		h := start(t, true)
+		calls := exitWith(t, h, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "a"), unavailable, unavailable)
+		if want := []string{"taint", "condition", "read"}; !slices.Equal(calls, want) {
+			t.Errorf("with the Node gone by the retry's re-read the exit lift made calls %v; want %v: nothing left to lift, no write", calls, want)
+		}
+	})
 	t.Run("permanent", func(t *testing.T) {
 		h := start(t, true)
 		if got := exitWith(t, h, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "a")); len(got) != 2 {
@@ -600,12 +635,16 @@ func TestBrakeLeftoverLiftedOnceJudged(t *testing.T) {
 // TestBrakeLiftOnly: with the brake off (LiftOnly) an acting agent lifts a
 // leftover once it has judged the node, puts nothing on however much its
 // episodes want it, and leaves a brake alone while another agent holds
-// the node lease.
+// the node lease: in its rounds and at exit.
 func TestBrakeLiftOnly(t *testing.T) {
 	var others atomic.Bool
+	var asked atomic.Int32
 	h := startWith(t, true, leftover(), func(o *Options) {
 		o.LiftOnly = true
-		o.Owns = func(context.Context) (Ownership, error) { return Ownership{Mine: !others.Load()}, nil }
+		o.Owns = func(context.Context) (Ownership, error) {
+			asked.Add(1)
+			return Ownership{Mine: !others.Load()}, nil
+		}
 	})
 	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
 	eventually(t, "the leftover lifted", func() bool {
@@ -616,13 +655,26 @@ func TestBrakeLiftOnly(t *testing.T) {
 		t.Error("WaitOn = true with the brake off")
 	}
 	// Another agent's brake, while that agent holds the lease: left on.
+	// It is newer than the brake's last write (as the other agent's write
+	// is), so that the brake sees it and its rounds reach the lease check;
+	// an older one would be hidden behind the brake's own last answer.
 	h.api.mu.Lock()
-	h.api.n = leftover()
+	newer := leftover()
+	newer.ResourceVersion = h.api.n.ResourceVersion
+	h.api.n = newer
+	h.api.bump()
 	others.Store(true)
 	h.api.mu.Unlock()
-	before := len(h.api.wrote())
-	h.clk.Step(DefaultHeartbeat)
+	before, checks := len(h.api.wrote()), asked.Load()
+	h.tick(t)
+	if asked.Load() == checks {
+		t.Fatal("the round after another agent's brake appeared did not ask who holds the lease: the test does not reach the check")
+	}
+	checks = asked.Load()
 	h.stop()
+	if asked.Load() == checks {
+		t.Error("the exit did not ask who holds the lease before lifting the brake found on")
+	}
 	if w := h.api.wrote()[before:]; len(w) != 0 || !braked(h.api.get()) {
 		t.Errorf("with another agent holding the lease the brake-off agent wrote %v (the brake is on: %v); want nothing written", w, braked(h.api.get()))
 	}
@@ -876,6 +928,17 @@ func TestBrakeFoundKeptForTransitionPeriod(t *testing.T) {
 			return len(n.Spec.Taints) == 1 && n.Spec.Taints[0].Key == "other" && c != nil && c.Status == v1.ConditionFalse
 		})
 	})
+	t.Run("episode at the first judgement", func(t *testing.T) {
+		// The brake found on is the one this agent's own episode wants:
+		// that episode's end lifts it, not the transition period.
+		h := startWith(t, true, leftover(), func(o *Options) { o.TransitionPeriod = period })
+		h.sync(t, map[Resource]Want{Memory: {On: true, Message: "episode"}})
+		h.sync(t, nil)
+		if n := h.api.get(); braked(n) {
+			t.Errorf("the brake of an episode that was on when the agent first judged the node was kept after the episode ended: taints %v, conditions %v",
+				n.Spec.Taints, n.Status.Conditions)
+		}
+	})
 	t.Run("episode takes over", func(t *testing.T) {
 		h := startWith(t, true, leftover(), func(o *Options) { o.TransitionPeriod = period })
 		from := h.clk.Now()
@@ -893,4 +956,135 @@ func TestBrakeFoundKeptForTransitionPeriod(t *testing.T) {
 			t.Errorf("the brake stayed on after the episode ended, past the transition period: taints %v", n.Spec.Taints)
 		}
 	})
+}
+
+// TestBrakeConflictIsNoFailure: while the brake's taint write conflicts
+// (another writer moved the Node on, and the informer has not caught up)
+// nothing has failed: no warning, no error log, and WaitOn waits for the
+// retry, instead of answering at once as it does while writes are
+// refused; the retry on the caught-up Node puts the brake on.
+func TestBrakeConflictIsNoFailure(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	n := nodeWith(nil)
+	old := n.DeepCopy()
+	n.ResourceVersion = "43" // another writer's, which the informer has not seen
+	var stale atomic.Bool
+	stale.Store(true)
+	var h *harness
+	h = startWith(t, true, n, func(o *Options) {
+		o.Log = zap.New(core)
+		o.Current = func() *v1.Node {
+			if stale.Load() {
+				return old.DeepCopy()
+			}
+			return h.api.get()
+		}
+	})
+	h.sync(t, map[Resource]Want{Memory: {On: true, Message: "m"}})
+	if _, failed := h.writes(ObjectTaint, 0, t0); failed != 1 {
+		t.Fatalf("%d taint writes failed; want the one on the stale Node to conflict", failed)
+	}
+	if w := h.b.Warning(); w != "" {
+		t.Errorf("Warning while the taint write conflicts = %q; want none: a conflict is retried, not reported", w)
+	}
+	if n := logs.FilterMessageSnippet("cannot write the node brake").Len(); n != 0 {
+		t.Errorf("%d 'cannot write the node brake' logs for a conflict; want none", n)
+	}
+	done := h.blocked(t)
+	stale.Store(false)
+	h.clk.Step(retryInitial)
+	select {
+	case on := <-done:
+		if !on {
+			t.Error("WaitOn = false; want true once the retry put the brake on")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitOn did not answer once the retry was due")
+	}
+}
+
+// TestBrakeExitRereadsTheNode: at exit the informer has stopped, so the
+// Node the brake last saw goes stale as the kubelet writes its status; a
+// lift whose taint patch conflicts reads the Node fresh before it tries
+// again, and lifts the taint. Its condition writes fail meanwhile (the
+// API server sheds them), so the answer of its own write brings no newer
+// Node: only the re-read does.
+func TestBrakeExitRereadsTheNode(t *testing.T) {
+	var frozen atomic.Pointer[v1.Node]
+	var h *harness
+	h = startWith(t, true, nil, func(o *Options) {
+		o.Current = func() *v1.Node {
+			if n := frozen.Load(); n != nil {
+				return n.DeepCopy()
+			}
+			return h.api.get()
+		}
+	})
+	h.b.Sync(map[Resource]Want{Memory: {On: true, Message: "m"}})
+	eventually(t, "brake on", func() bool { return braked(h.api.get()) && len(h.api.wrote()) == 2 })
+	frozen.Store(h.api.get()) // the informer stops
+	h.api.mu.Lock()
+	h.api.bump() // the kubelet's status update
+	h.api.failStatus = apierrors.NewTooManyRequests("slow down", 1)
+	h.api.mu.Unlock()
+	before := len(h.api.wrote())
+	h.exit(t)
+	if n := h.api.get(); len(n.Spec.Taints) != 0 {
+		t.Errorf("the exit left taints %v (calls %v); want the taint lifted after reading the Node again", n.Spec.Taints, h.api.wrote()[before:])
+	}
+}
+
+// TestBrakeExitLiftRereadWithinTheLease: the bound the ownership check
+// read holds on the lift's retry too: a re-read of the Node that returns
+// after it (a slow API server) is followed by no write.
+func TestBrakeExitLiftRereadWithinTheLease(t *testing.T) {
+	var h *harness
+	h = startWith(t, true, nil, func(o *Options) {
+		o.Owns = func(context.Context) (Ownership, error) {
+			return Ownership{Mine: true, Until: h.clk.Now().Add(time.Second)}, nil
+		}
+	})
+	h.api.mu.Lock()
+	h.api.onRead = func() { h.clk.Step(2 * time.Second) }
+	h.api.mu.Unlock()
+	unavailable := apierrors.NewServiceUnavailable("etcd leader changed")
+	calls := exitWith(t, h, nil, unavailable, unavailable)
+	if want := []string{"taint", "condition", "read"}; !slices.Equal(calls, want) {
+		t.Errorf("the exit lift made calls %v; want %v: no write once the re-read returned past the lease's bound", calls, want)
+	}
+	if !braked(h.api.get()) {
+		t.Error("the exit lifted the brake after the lease it read ran out (another agent may hold it)")
+	}
+}
+
+// TestBrakeLiftOnlyLeaseBounds: a brake-off agent lifts a leftover only
+// under a lease it has read as its own, and only while that lease is
+// still its own: a lease it cannot read, or whose time is up as read, is
+// no leave to lift (another agent may act here, and have put its brake
+// on); the failure to read shows.
+func TestBrakeLiftOnlyLeaseBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		owns func(now time.Time) (Ownership, error)
+		warn string
+	}{
+		{"lease unreadable", func(time.Time) (Ownership, error) { return Ownership{}, apierrors.NewServiceUnavailable("away") }, "node lease"},
+		{"lease runs out now", func(now time.Time) (Ownership, error) { return Ownership{Mine: true, Until: now}, nil }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h *harness
+			h = startWith(t, true, leftover(), func(o *Options) {
+				o.LiftOnly = true
+				o.Owns = func(context.Context) (Ownership, error) { return tc.owns(h.clk.Now()) }
+			})
+			h.sync(t, nil)
+			if w := h.api.wrote(); len(w) != 0 || !braked(h.api.get()) {
+				t.Errorf("the brake-off agent wrote %v (the brake is on: %v); want nothing written", w, braked(h.api.get()))
+			}
+			if w := h.b.Warning(); (tc.warn == "") != (w == "") || !strings.Contains(w, tc.warn) {
+				t.Errorf("Warning = %q; want %q", w, tc.warn)
+			}
+			h.exit(t)
+		})
+	}
 }

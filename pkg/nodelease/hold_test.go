@@ -37,4 +37,21 @@ func TestReadHold(t *testing.T) {
 	if got, err := b.ReadHold(ctx); err != nil || !got.NoOther || !got.Until.IsZero() {
 		t.Errorf("another agent's ReadHold once a's lease expired = %+v, %v; want nobody's, no bound", got, err)
 	}
+	// A lease held by nobody (its holder cleared) is nobody's for a dry
+	// run too, with no bound: it holds no lease of its own to outlive.
+	h.api.mu.Lock()
+	h.api.lease.Spec.HolderIdentity = ptr("")
+	h.api.mu.Unlock()
+	if got, err := ReadHold(ctx, h.api, ns, node, "", h.clk.Now()); err != nil || !got.NoOther || !got.Until.IsZero() {
+		t.Errorf("a dry run's ReadHold of a lease held by nobody = %+v, %v; want nobody's, no bound", got, err)
+	}
+	// A lease of a's with no renewal or duration has no time left in it:
+	// a's writes end now.
+	h.api.mu.Lock()
+	h.api.lease.Spec.HolderIdentity = ptr("evictd/a")
+	h.api.lease.Spec.RenewTime = nil
+	h.api.mu.Unlock()
+	if got, err := a.ReadHold(ctx); err != nil || !got.NoOther || !got.Until.Equal(h.clk.Now()) {
+		t.Errorf("the holder's ReadHold of its lease with no renewal = %+v, %v; want its own until now, %s", got, err, h.clk.Now())
+	}
 }

@@ -111,6 +111,9 @@ func (s *store) UpdateLease(_ context.Context, l *coordinationv1.Lease) (*coordi
 	s.lease.UID = uid
 	s.lease.ResourceVersion = strconv.Itoa(s.rv)
 	s.sent(watch.Modified, s.lease)
+	if s.lost != nil {
+		return nil, s.lost
+	}
 	return s.lease.DeepCopy(), nil
 }
 
@@ -383,6 +386,42 @@ func TestReleaseAfterAnAcquisitionCutShort(t *testing.T) {
 	}
 }
 
+// A take-over cut short by the exit may have been stored too, though the
+// agent last saw the other agent's lease: Release reads the lease, finds
+// it its own, and deletes it. A lease gone by then is no failure.
+func TestReleaseAfterATakeOverCutShort(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.runner("evictd/a"), h.runner("evictd/b")
+	var failed int
+	a.o.Failed = func() { failed++ }
+	h.round(b)
+	h.clk.Step(dur + time.Second) // b is gone; its lease expired
+	h.api.lost = context.Canceled
+	h.round(a)
+	h.api.lost = nil
+	if h.api.holder() != "evictd/a" {
+		t.Fatalf("holder %q, want the take-over stored for evictd/a", h.api.holder())
+	}
+	a.Release()
+	if h.api.lease != nil {
+		t.Fatalf("lease still held by %q after the Release of an agent whose take-over was cut short", h.api.holder())
+	}
+	// Again, the lease deleted meanwhile (an uninstall's cleanup).
+	h.round(b)
+	h.clk.Step(dur + time.Second)
+	h.api.lost = context.Canceled
+	h.round(a)
+	h.api.lost = nil
+	h.api.mu.Lock()
+	h.api.lease = nil
+	h.api.mu.Unlock()
+	failed = 0 // the round's lost write is one
+	a.Release()
+	if failed != 0 {
+		t.Errorf("%d failed Lease calls counted for a Release that found the lease gone; want none", failed)
+	}
+}
+
 func TestReleaseAfterARequestIsWritten(t *testing.T) {
 	h := newHarness(t)
 	a := h.runner("evictd/a")
@@ -400,6 +439,29 @@ func TestReleaseAfterARequestIsWritten(t *testing.T) {
 	}
 }
 
+// TestReleaseLeavesALeaseTakenOverMeanwhile: an agent that last saw
+// itself the holder (frozen, cut off from the API server) while its lease
+// expired and another agent took it over releases at exit from what it
+// last saw: its delete, conditional on that version, is refused, it reads
+// the lease again, finds another holder, and leaves the lease to it.
+func TestReleaseLeavesALeaseTakenOverMeanwhile(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.runner("evictd/a"), h.runner("evictd/b")
+	h.round(a)
+	h.clk.Step(dur + time.Second)
+	h.round(b)
+	wantActing(t, b, true)
+	reads := h.api.reads
+	a.Release()
+	if h.api.holder() != "evictd/b" {
+		t.Fatalf("after the Release of an agent whose lease another took over meanwhile the lease is held by %q; want evictd/b's kept", h.api.holder())
+	}
+	if h.api.reads == reads {
+		t.Error("the Release did not read the lease again after its conditional delete: the test does not reach the conflict")
+	}
+	wantActing(t, b, true)
+}
+
 func TestHandoverToANewerPodOfTheSameDaemonSet(t *testing.T) {
 	h := newHarness(t)
 	h.pod("evictd/old", "ds-1", t0.Add(-time.Hour))
@@ -414,6 +476,9 @@ func TestHandoverToANewerPodOfTheSameDaemonSet(t *testing.T) {
 		t.Fatalf("handover annotation %q, want evictd/new", got)
 	}
 	wantReason(t, surge, "another evictd (evictd/old)", "asked it to hand over")
+	// Asked once: its next round, the old holder not yet at its own,
+	// writes nothing.
+	h.round(surge)
 	h.round(old)
 	wantActing(t, old, false)
 	wantReason(t, old, "handed the node lease evictd-system/evictd-node-a over to evictd/new")

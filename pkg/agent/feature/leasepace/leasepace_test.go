@@ -46,6 +46,8 @@ func TestNear(t *testing.T) {
 			map[thresholds.Signal]float64{thresholds.MemoryAvailable: -100 * mi}, false},
 		{"a percentage", []thresholds.Threshold{disk}, map[thresholds.Signal]int64{thresholds.NodeFsAvailable: capacity / 6}, nil, true},
 		{"switched off", []thresholds.Threshold{off}, map[thresholds.Signal]int64{thresholds.PIDAvailable: 0}, nil, false},
+		{"switched off, falling", []thresholds.Threshold{off}, map[thresholds.Signal]int64{thresholds.PIDAvailable: 1000},
+			map[thresholds.Signal]float64{thresholds.PIDAvailable: 100}, false},
 		{"not observed", []thresholds.Threshold{mem}, nil, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
