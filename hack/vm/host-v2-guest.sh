@@ -10,6 +10,8 @@
 # The checkout is copied onto the guest's scratch disk (/dev/vda, ext4) and mounted over its
 # own path, with _output (the binaries, OUTDIR) still the host's; TMPDIR is on that disk too.
 set -u
+# All in one function, read whole before it runs: the checkout may change during the run.
+main() {
 repo=$1
 out=$2
 limit=$3
@@ -40,3 +42,5 @@ while read -r dir bin ipath run; do
   echo "host-v2 guest: $ipath exited $rc in $(($(date +%s) - s))s"
   sync
 done <"$out/plan"
+}
+main "$@"

@@ -176,28 +176,63 @@ func (c *Cgroup) Write(file, value string) error {
 	return nil
 }
 
-// The memory files a test reads and writes, by the host's cgroup version.
+// The memory files a test reads and writes, by the host's cgroup version:
+// LimitFile holds the limit (v1 memory.limit_in_bytes, v2 memory.max, which
+// reads "max" when unlimited), UsageFile the usage (v1
+// memory.usage_in_bytes, v2 memory.current). In memory.stat the inactive
+// file pages of a cgroup and its descendants are StatInactiveFile (v1
+// total_inactive_file, v2 inactive_file), its locked pages StatUnevictable.
+// PeakFile holds the highest usage seen (v1 memory.max_usage_in_bytes, v2
+// memory.peak, kernel 5.19 and later).
+// OOMKillFile has the kernel's count of OOM kills in the cgroup on a line
+// "oom_kill N" (v1 memory.oom_control, v2 memory.events).
 var (
-	limitFile = pick("memory.max", "memory.limit_in_bytes")
-	usageFile = pick("memory.current", "memory.usage_in_bytes")
+	OOMKillFile      = pick("memory.events", "memory.oom_control")
+	PeakFile         = pick("memory.peak", "memory.max_usage_in_bytes")
+	LimitFile        = pick("memory.max", "memory.limit_in_bytes")
+	UsageFile        = pick("memory.current", "memory.usage_in_bytes")
+	StatInactiveFile = pick("inactive_file", "total_inactive_file")
+	StatUnevictable  = pick("unevictable", "total_unevictable")
 )
 
 // SetMemoryLimit sets the memory limit (v1 memory.limit_in_bytes, v2
 // memory.max), failing the test if the kernel refuses it.
 func (c *Cgroup) SetMemoryLimit(t testing.TB, bytes int64) {
 	t.Helper()
-	if err := c.Write(limitFile, strconv.FormatInt(bytes, 10)); err != nil {
+	if err := c.Write(LimitFile, strconv.FormatInt(bytes, 10)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // UsagePath is the file of the cgroup's memory usage: v1
 // memory.usage_in_bytes, v2 memory.current.
-func (c *Cgroup) UsagePath() string { return c.Path(usageFile) }
+func (c *Cgroup) UsagePath() string { return c.Path(UsageFile) }
 
 // MemoryUsage reads the memory usage (see UsagePath).
 func (c *Cgroup) MemoryUsage() (int64, error) {
 	return ReadInt(c.UsagePath())
+}
+
+// LimitHits is how often the cgroup's usage hit its limit: v1's
+// memory.failcnt, v2's max in memory.events.
+func (c *Cgroup) LimitHits() (int64, error) {
+	if !v2 {
+		return ReadInt(c.Path("memory.failcnt"))
+	}
+	b, err := os.ReadFile(c.Path("memory.events"))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "max "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %q: %w", c.Path("memory.events"), l, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("no max line in %s: %q", c.Path("memory.events"), b)
 }
 
 // Add moves the process pid into the cgroup.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -324,10 +323,10 @@ func TestChildTouchChargesItsCgroup(t *testing.T) {
 func TestSetMemoryLimitAndWrite(t *testing.T) {
 	cg := NewMemoryCgroup(t, "evictd-cgrouptest-limit")
 	cg.SetMemoryLimit(t, 64<<20)
-	if got, err := ReadInt(cg.Path(limitFile)); err != nil || got != 64<<20 {
-		t.Errorf("%s = %d, %v; want %d", limitFile, got, err, 64<<20)
+	if got, err := ReadInt(cg.Path(LimitFile)); err != nil || got != 64<<20 {
+		t.Errorf("%s = %d, %v; want %d", LimitFile, got, err, 64<<20)
 	}
-	if err := cg.Write(limitFile, "bogus"); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
+	if err := cg.Write(LimitFile, "bogus"); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
 		t.Errorf("writing bogus = %v; want an error naming the value", err)
 	}
 	if _, err := ReadInt(cg.Path("memory.stat")); err == nil || !strings.Contains(err.Error(), "memory.stat") {
@@ -350,30 +349,12 @@ func TestChildStallsInASmallCgroup(t *testing.T) {
 	if _, err := c.Touch(1); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := limitHits(cg); err != nil || n == 0 {
+	if n, err := cg.LimitHits(); err != nil || n == 0 {
 		t.Errorf("limit hits = %d, %v after the stall; want the limit hit", n, err)
 	}
 	if err := c.BeginStall(filepath.Join(t.TempDir(), "gone"), time.Second); err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Errorf("stalling on a missing file = %v; want an error naming it", err)
 	}
-}
-
-// limitHits is how often the cgroup's usage hit its limit: v1's
-// memory.failcnt, v2's max in memory.events.
-func limitHits(cg *Cgroup) (int64, error) {
-	if !V2() {
-		return ReadInt(cg.Path("memory.failcnt"))
-	}
-	b, err := os.ReadFile(cg.Path("memory.events"))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "max "); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no max line in %s: %q", cg.Path("memory.events"), b)
 }
 
 // TestRemoveKillsAndRemovesDeepestFirst leaves a child running in a
