@@ -23,7 +23,7 @@
 #   HOST_V2_UNIT_RUN    the unit part's -run pattern (default: every test)
 #   HOST_V2_E2E_RUN     the e2e part's -run pattern (default: the tests that read memory through
 #                       the simulated node's cgroups, e2e_memory below); "all" for the whole suite
-#   HOST_V2_CPUS, HOST_V2_MEMORY_MIB   the guest's (default 2 and 3072)
+#   HOST_V2_CPUS, HOST_V2_MEMORY_MIB   the guest's (default 2 and 4096)
 #   HOST_V2_TIMEOUT     seconds the guest may run in all (default 3600); each binary gets it too
 #
 # Exit status 0 when the guest ran every binary and each passed; the JSON says which test did not.
@@ -37,7 +37,7 @@ out=$(mkdir -p "${1:-_output/host-v2}" && cd "${1:-_output/host-v2}" && pwd -P)
 GO=${GO:-go}
 parts=${HOST_V2_PARTS:-unit e2e}
 cpus=${HOST_V2_CPUS:-2}
-mem=${HOST_V2_MEMORY_MIB:-3072}
+mem=${HOST_V2_MEMORY_MIB:-4096}
 limit=${HOST_V2_TIMEOUT:-3600}
 vm=$repo/_output/vm
 say() { echo "host-v2.sh: $*"; }
