@@ -229,9 +229,10 @@ func eventsOnTheRootRefused(t *testing.T) {
 	}
 }
 
-// eventsHoldNoFd (TestMemcgThresholdHoldsOneNonblockingFd): a memory.events
-// watch is a watch descriptor on the set's one inotify fd: watching, 20
-// re-arms and a failed one open nothing, and Close leaves nothing open.
+// eventsHoldNoFd (TestMemcgThresholdHoldsOneNonblockingFd): memory.events
+// watches share the set's one inotify fd, made for the first of them: 20
+// re-arms and a failed one open nothing more, and Close leaves nothing
+// open.
 func eventsHoldNoFd(t *testing.T) {
 	cg := cgrouptest.NewMemoryCgroup(t, "evictd-wakeup-fds")
 	before := openFds(t)
@@ -241,13 +242,16 @@ func eventsHoldNoFd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := openFds(t); got != withSet+1 {
+		t.Errorf("with a watch %d fds are open, want %d (the set's and its inotify instance)", got, withSet+1)
+	}
 	for i := range 20 {
 		if _, err := ew.Rearm(); err != nil {
 			t.Fatalf("re-arm %d: %v", i, err)
 		}
 	}
-	if got := openFds(t); got != withSet {
-		t.Errorf("after a watch and 20 re-arms %d fds are open, want %d (the set's)", got, withSet)
+	if got := openFds(t); got != withSet+1 {
+		t.Errorf("after 20 re-arms %d fds are open, want %d", got, withSet+1)
 	}
 	if err := cg.Remove(); err != nil {
 		t.Fatal(err)
@@ -255,8 +259,8 @@ func eventsHoldNoFd(t *testing.T) {
 	if _, err := ew.Rearm(); err == nil || !strings.Contains(err.Error(), cg.Dir()) {
 		t.Errorf("re-arming on a removed group: %v; want an error naming %s", err, cg.Dir())
 	}
-	if got := openFds(t); got != withSet {
-		t.Errorf("after a failed re-arm %d fds are open, want %d", got, withSet)
+	if got := openFds(t); got != withSet+1 {
+		t.Errorf("after a failed re-arm %d fds are open, want %d", got, withSet+1)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
