@@ -25,6 +25,8 @@
 #                       the simulated node's cgroups, e2e_memory below); "all" for the whole suite
 #   HOST_V2_CPUS, HOST_V2_MEMORY_MIB   the guest's (default 2 and 4096)
 #   HOST_V2_TIMEOUT     seconds the guest may run in all (default 3600); each binary gets it too
+#   HOST_V2_READY_TIMEOUT  how long an e2e test waits for its control plane in the guest
+#                       (EVICTD_E2E_READY_TIMEOUT, default 15m: it takes 2-5 minutes there)
 #
 # Exit status 0 when the guest ran every binary and each passed; the JSON says which test did not.
 set -euo pipefail
@@ -131,7 +133,7 @@ mkdir -p \$r$out
 mount --bind /out \$r$out || exit 1
 echo "host-v2: root ready at uptime \$(cut -d' ' -f1 /proc/uptime)s"
 chroot \$r /usr/bin/env -i PATH=$(dirname "$(command -v "$GO")"):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  HOME=/root CI=true GOROOT=$("$GO" env GOROOT) /bin/bash $repo/hack/vm/host-v2-guest.sh $repo $out $limit
+  HOME=/root CI=true GOROOT=$("$GO" env GOROOT) EVICTD_E2E_READY_TIMEOUT=${HOST_V2_READY_TIMEOUT:-15m} /bin/bash $repo/hack/vm/host-v2-guest.sh $repo $out $limit
 EOF
 
 # The guest's scratch disk, ext4 as a host's root or /tmp is: the tests' TMPDIR and a copy of
