@@ -11,10 +11,12 @@
 # On the host: the VM's pieces (hack/vm/prepare.sh _output/vm), evictd and the control plane
 # (make build cluster-bins), and one test binary a package (go test -c, CGO_ENABLED=0). In the
 # guest: the host's root read-only under a tmpfs (as hack/vm/node.sh makes the node's root), so
-# every host path is the same file there; each binary runs in its package's directory as go test
-# runs it, with -test.v=test2json, its output into OUTDIR/raw. Back on the host, go tool test2json
-# turns that output into OUTDIR/host-v2.json, a go test -json stream for test/cmd/testreport,
-# and OUTDIR/times.txt says how long each binary took in the guest.
+# every host path is the same file there, but for the checkout, copied onto an ext4 scratch disk
+# with TMPDIR (host-v2-guest.sh); each binary runs in its package's directory as go test runs it,
+# with -test.v=test2json, its output into OUTDIR/raw. Back on the host, go tool test2json turns
+# that output into OUTDIR/host-v2.json, a go test -json stream for test/cmd/testreport, and
+# OUTDIR/times.txt says how long each binary took in the guest. Under TCG on 2 cores the unit
+# part takes 7 to 14 minutes (the host's load decides), the default e2e tests about 10.
 #
 # Environment:
 #   HOST_V2_PARTS       "unit e2e" (default), or one of them
