@@ -276,6 +276,18 @@ vm-smoke: $(BIN)/evictd $(BIN)/workload
 	hack/vm/prepare.sh $(VM_DIR)
 	EVICTD_VM_DIR=$(abspath $(VM_DIR)) $(GO) test -count=1 -tags vmnode -v -timeout 15m -run TestVMCgroupV2Observe ./test/vmnode
 
+## test-host-v2: the host tiers' memory tests on a cgroup v2-only host (hack/vm/host-v2.sh): the
+## unit tests of the packages that touch cgroups and the host e2e tests that read the simulated
+## node's memory files, as root with CI=true in the cgroup v2 VM guest. The go test -json stream is
+## _output/host-v2/host-v2.json, counted here by testreport (a skip is a failure). Needs root.
+## HOST_V2_PARTS=unit (or e2e) runs one part; HOST_V2_E2E_RUN=all the whole e2e suite.
+.PHONY: test-host-v2
+test-host-v2:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $(BIN)/testreport ./test/cmd/testreport
+	hack/vm/host-v2.sh $(OUT)/host-v2 || true
+	$(BIN)/testreport --quiet --ci < $(OUT)/host-v2/host-v2.json
+
 ## e2e-node: the old name of test-node.
 NODE_IMAGES := $(IMAGE_DIR)/node
 e2e-node: test-node

@@ -42,7 +42,8 @@ func UniqueName(prefix string) string {
 }
 
 // NewMemoryCgroup checks Require and creates a uniquely named cgroup (see
-// UniqueName) directly under MemoryRoot.
+// UniqueName) directly under MemoryRoot: on the v1 memory controller, or on
+// a v2-only host in the unified hierarchy with memory and pids enabled.
 func NewMemoryCgroup(t testing.TB, prefix string) *Cgroup {
 	t.Helper()
 	Require(t)
@@ -62,7 +63,8 @@ func NewUnifiedCgroup(t testing.TB, prefix string) *Cgroup {
 // it where the name must be exact, such as the same relative path in two
 // hierarchies. parent must lie in one of the hierarchies at MemoryRoot,
 // PidsRoot or UnifiedRoot: the cgroup is made by containerd/cgroups, with
-// cgroup1.New on a v1 hierarchy and cgroup2.NewManager on the unified one.
+// cgroup1.New on a v1 hierarchy and cgroup2.NewManager on the unified one
+// (see unifiedResources).
 func New(t testing.TB, parent, name string) *Cgroup {
 	t.Helper()
 	dir, err := childDir(parent, name)
@@ -93,7 +95,7 @@ func create(dir string) (*Cgroup, error) {
 		return nil, fmt.Errorf("cgroup %s already exists (or cannot be checked: %v)", dir, err)
 	}
 	if root == UnifiedRoot {
-		m, err := cgroup2.NewManager(root, rel, &cgroup2.Resources{})
+		m, err := cgroup2.NewManager(root, rel, unifiedResources(root))
 		if err != nil {
 			return nil, fmt.Errorf("cgroup2.NewManager(%s, %s): %w", root, rel, err)
 		}
@@ -111,6 +113,23 @@ func create(dir string) (*Cgroup, error) {
 		return nil, fmt.Errorf("cgroup1.New(%s) in %s: %w", rel, root, err)
 	}
 	return &Cgroup{dir: dir, deleteSelf: cg.Delete}, nil
+}
+
+// unifiedResources are what cgroup2.NewManager is asked for in the unified
+// hierarchy at root: no limit, but on a v2-only host the memory and pids
+// controllers, which the library then enables in every ancestor's
+// cgroup.subtree_control, as the kubelet and systemd do, so the group has
+// its memory.* files. A hybrid host's unified hierarchy has neither
+// controller (they are v1's): its groups get only the core files and PSI.
+func unifiedResources(root string) *cgroup2.Resources {
+	r := &cgroup2.Resources{}
+	if hasController(root, "memory") {
+		r.Memory = &cgroup2.Memory{}
+	}
+	if hasController(root, "pids") {
+		r.Pids = &cgroup2.Pids{}
+	}
+	return r
 }
 
 // hierarchyOf tells which of the tests' hierarchies dir is in, and its path
@@ -157,18 +176,63 @@ func (c *Cgroup) Write(file, value string) error {
 	return nil
 }
 
-// SetMemoryLimit sets the v1 memory.limit_in_bytes, failing the test if the
-// kernel refuses it.
+// The memory files a test reads and writes, by the host's cgroup version:
+// LimitFile holds the limit (v1 memory.limit_in_bytes, v2 memory.max, which
+// reads "max" when unlimited), UsageFile the usage (v1
+// memory.usage_in_bytes, v2 memory.current). In memory.stat the inactive
+// file pages of a cgroup and its descendants are StatInactiveFile (v1
+// total_inactive_file, v2 inactive_file), its locked pages StatUnevictable.
+// PeakFile holds the highest usage seen (v1 memory.max_usage_in_bytes, v2
+// memory.peak, kernel 5.19 and later).
+// OOMKillFile has the kernel's count of OOM kills in the cgroup on a line
+// "oom_kill N" (v1 memory.oom_control, v2 memory.events).
+var (
+	OOMKillFile      = pick("memory.events", "memory.oom_control")
+	PeakFile         = pick("memory.peak", "memory.max_usage_in_bytes")
+	LimitFile        = pick("memory.max", "memory.limit_in_bytes")
+	UsageFile        = pick("memory.current", "memory.usage_in_bytes")
+	StatInactiveFile = pick("inactive_file", "total_inactive_file")
+	StatUnevictable  = pick("unevictable", "total_unevictable")
+)
+
+// SetMemoryLimit sets the memory limit (v1 memory.limit_in_bytes, v2
+// memory.max), failing the test if the kernel refuses it.
 func (c *Cgroup) SetMemoryLimit(t testing.TB, bytes int64) {
 	t.Helper()
-	if err := c.Write("memory.limit_in_bytes", strconv.FormatInt(bytes, 10)); err != nil {
+	if err := c.Write(LimitFile, strconv.FormatInt(bytes, 10)); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// MemoryUsage reads the v1 memory.usage_in_bytes.
+// UsagePath is the file of the cgroup's memory usage: v1
+// memory.usage_in_bytes, v2 memory.current.
+func (c *Cgroup) UsagePath() string { return c.Path(UsageFile) }
+
+// MemoryUsage reads the memory usage (see UsagePath).
 func (c *Cgroup) MemoryUsage() (int64, error) {
-	return ReadInt(c.Path("memory.usage_in_bytes"))
+	return ReadInt(c.UsagePath())
+}
+
+// LimitHits is how often the cgroup's usage hit its limit: v1's
+// memory.failcnt, v2's max in memory.events.
+func (c *Cgroup) LimitHits() (int64, error) {
+	if !v2 {
+		return ReadInt(c.Path("memory.failcnt"))
+	}
+	b, err := os.ReadFile(c.Path("memory.events"))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "max "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %q: %w", c.Path("memory.events"), l, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("no max line in %s: %q", c.Path("memory.events"), b)
 }
 
 // Add moves the process pid into the cgroup.

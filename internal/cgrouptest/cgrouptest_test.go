@@ -72,6 +72,10 @@ func fakeRoot(t *testing.T, files ...string) string {
 func TestHierarchyChecks(t *testing.T) {
 	v1 := fakeRoot(t, "cgroup.event_control", "memory.usage_in_bytes", "cgroup.procs")
 	v2 := fakeRoot(t, "cgroup.controllers", "cgroup.procs", "memory.pressure")
+	v2mem := fakeRoot(t, "cgroup.procs")
+	if err := os.WriteFile(filepath.Join(v2mem, "cgroup.controllers"), []byte("cpu io memory pids\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		check   func(string, int) (bool, string)
@@ -87,6 +91,10 @@ func TestHierarchyChecks(t *testing.T) {
 		{"v2 as root", unified, v2, 0, true, ""},
 		{"v2 not root", unified, v2, 1000, false, "root"},
 		{"v2 check on a v1 root", unified, v1, 0, false, "cgroup2 hierarchy at " + v1},
+		{"v2 memory as root", memoryV2, v2mem, 0, true, ""},
+		{"v2 memory not root", memoryV2, v2mem, 1000, false, "root"},
+		{"v2 without the memory controller", memoryV2, v2, 0, false, "memory controller in " + filepath.Join(v2, "cgroup.controllers")},
+		{"v2 memory check on a v1 root", memoryV2, v1, 0, false, "cgroup2 hierarchy at " + v1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,7 +299,7 @@ func TestChildTouchChargesItsCgroup(t *testing.T) {
 		t.Errorf("usage %d -> %d after touching 16 MiB (%+v); want 16 MiB more, no crossing", before, after, got)
 	}
 	threshold := after + 8*mib
-	if err := c.BeginTouch(16, &Watch{File: cg.Path("memory.usage_in_bytes"), Threshold: threshold}); err != nil {
+	if err := c.BeginTouch(16, &Watch{File: cg.UsagePath(), Threshold: threshold}); err != nil {
 		t.Fatal(err)
 	}
 	got, err = c.EndTouch(TouchTimeout)
@@ -315,10 +323,10 @@ func TestChildTouchChargesItsCgroup(t *testing.T) {
 func TestSetMemoryLimitAndWrite(t *testing.T) {
 	cg := NewMemoryCgroup(t, "evictd-cgrouptest-limit")
 	cg.SetMemoryLimit(t, 64<<20)
-	if got, err := ReadInt(cg.Path("memory.limit_in_bytes")); err != nil || got != 64<<20 {
-		t.Errorf("memory.limit_in_bytes = %d, %v; want %d", got, err, 64<<20)
+	if got, err := ReadInt(cg.Path(LimitFile)); err != nil || got != 64<<20 {
+		t.Errorf("%s = %d, %v; want %d", LimitFile, got, err, 64<<20)
 	}
-	if err := cg.Write("memory.limit_in_bytes", "bogus"); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
+	if err := cg.Write(LimitFile, "bogus"); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
 		t.Errorf("writing bogus = %v; want an error naming the value", err)
 	}
 	if _, err := ReadInt(cg.Path("memory.stat")); err == nil || !strings.Contains(err.Error(), "memory.stat") {
@@ -341,8 +349,8 @@ func TestChildStallsInASmallCgroup(t *testing.T) {
 	if _, err := c.Touch(1); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := ReadInt(cg.Path("memory.failcnt")); err != nil || n == 0 {
-		t.Errorf("memory.failcnt = %d, %v after the stall; want the limit hit", n, err)
+	if n, err := cg.LimitHits(); err != nil || n == 0 {
+		t.Errorf("limit hits = %d, %v after the stall; want the limit hit", n, err)
 	}
 	if err := c.BeginStall(filepath.Join(t.TempDir(), "gone"), time.Second); err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Errorf("stalling on a missing file = %v; want an error naming it", err)
@@ -402,8 +410,9 @@ func TestRemoveMovesThisProcessOut(t *testing.T) {
 	}
 }
 
-// ownMemoryCgroup reads this process's v1 memory cgroup from
-// /proc/self/cgroup ("4:memory:/a/b").
+// ownMemoryCgroup reads this process's memory cgroup from
+// /proc/self/cgroup: the v1 memory line ("4:memory:/a/b"), or on a v2-only
+// host the unified one ("0::/a/b").
 func ownMemoryCgroup(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/cgroup")
@@ -412,7 +421,7 @@ func ownMemoryCgroup(t *testing.T) string {
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		f := strings.SplitN(l, ":", 3)
-		if len(f) == 3 && f[1] == "memory" {
+		if len(f) == 3 && (f[1] == "memory" || V2() && f[0] == "0" && f[1] == "") {
 			return f[2]
 		}
 	}
@@ -421,9 +430,15 @@ func ownMemoryCgroup(t *testing.T) string {
 }
 
 func TestHierarchyOf(t *testing.T) {
+	pids := struct{ dir, root, rel string }{filepath.Join(PidsRoot, "a"), PidsRoot, "/a"}
+	if V2() {
+		// One hierarchy holds every controller: no v1 pids mount, a
+		// "pids" there is a group like any other.
+		pids.root, pids.rel = MemoryRoot, "/pids/a"
+	}
 	for _, tc := range []struct{ dir, root, rel string }{
 		{filepath.Join(MemoryRoot, "a/b"), MemoryRoot, "/a/b"},
-		{filepath.Join(PidsRoot, "a"), PidsRoot, "/a"},
+		pids,
 		{filepath.Join(UnifiedRoot, "a"), UnifiedRoot, "/a"},
 		{MemoryRoot, "", ""},
 		{"/not-a-hierarchy/a", "", ""},
@@ -459,6 +474,17 @@ func TestCreateThroughTheLibrary(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
 			t.Errorf("%s is not a cgroup: %v", dir, err)
+		}
+		// A memory cgroup's children are memory cgroups too: on v2 only
+		// once the parent enables memory for them.
+		if tc.root == MemoryRoot {
+			sub, err := create(filepath.Join(dir, "sub"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sub.MemoryUsage(); err != nil {
+				t.Errorf("a group made under %s has no memory usage (%s controller): %v", dir, Version(), err)
+			}
 		}
 		if _, err := create(dir); err == nil || !strings.Contains(err.Error(), "already exists") {
 			t.Errorf("creating %s again: %v; want an error saying it exists", dir, err)

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package cgrouptest gives tests of evictd's packages real cgroups and real
-// processes to put in them, on the cgroup v1 memory controller (and the pids
-// and cgroup2 hierarchies beside it) that this project's machines mount.
+// processes to put in them, on the memory controller the host mounts: the
+// cgroup v1 one (and the pids and cgroup2 hierarchies beside it) that this
+// project's machines have, or the one unified hierarchy of a cgroup v2-only
+// host (V2). The memory files' names follow the version (LimitFile,
+// UsageFile, ...); a test of a mechanism only one version has chooses by V2
+// which of its two variants runs, each asserting its version's own.
 //
 // A test that needs them calls Require (or RequireUnified, or Need for
 // anything else): without root or the controller it is skipped with the

@@ -5,19 +5,53 @@ package cgrouptest
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// Where this project's machines mount the hierarchies the tests use. The
-// observer under test finds them from the host root, so the tests create
-// their cgroups at the same, standard places.
-const (
-	MemoryRoot  = "/sys/fs/cgroup/memory"
+// Where the hierarchies the tests use are mounted. The observer under test
+// finds them from the host root, so the tests create their cgroups at the
+// same, standard places, which depend on the host's cgroup version:
+//
+//   - cgroup v1 (this project's machines, hybrid or not): the memory
+//     controller is the v1 hierarchy at /sys/fs/cgroup/memory, pids the one
+//     at /sys/fs/cgroup/pids, and the unified hierarchy, when mounted, is
+//     /sys/fs/cgroup/unified, without the memory controller;
+//   - cgroup v2 only (today's distributions, most CI runners): one
+//     hierarchy at /sys/fs/cgroup holds every controller, so MemoryRoot and
+//     UnifiedRoot are both that, and there is no v1 pids hierarchy.
+var (
+	MemoryRoot  = pick(FSRoot, "/sys/fs/cgroup/memory")
 	PidsRoot    = "/sys/fs/cgroup/pids"
-	UnifiedRoot = "/sys/fs/cgroup/unified"
+	UnifiedRoot = pick(FSRoot, "/sys/fs/cgroup/unified")
 )
+
+// FSRoot is where the host mounts its cgroups: the unified hierarchy itself
+// on a v2-only host, a tmpfs of v1 hierarchies otherwise.
+const FSRoot = "/sys/fs/cgroup"
+
+// V2 reports whether the host is cgroup v2-only: FSRoot is the unified
+// hierarchy (only its root has cgroup.controllers), so the memory
+// controller, when there is one, is v2's. Tests of a mechanism only one
+// version has (v1's memcg threshold eventfd and memsw files; v2's
+// memory.events and memory.swap.* files) choose by it which of their two
+// variants runs: neither is ever skipped for the host's version.
+func V2() bool { return v2 }
+
+var v2 = exists(FSRoot + "/cgroup.controllers")
+
+func pick(onV2, onV1 string) string {
+	if v2 {
+		return onV2
+	}
+	return onV1
+}
+
+// Version is "v1" or "v2" (see V2), for test names and messages.
+func Version() string { return pick("v2", "v1") }
 
 // InCI reports whether CI=true: CI machines must have everything the tests
 // need, so a missing prerequisite there is a failure, not a skip.
@@ -38,10 +72,14 @@ func Need(t testing.TB, ok bool, what string) {
 }
 
 // Require stops the test (see Need) unless it can create cgroups on the
-// cgroup v1 memory controller at MemoryRoot.
+// memory controller at MemoryRoot: the v1 hierarchy, or on a v2-only host
+// the unified one with memory among its controllers.
 func Require(t testing.TB) {
 	t.Helper()
 	ok, what := memoryV1(MemoryRoot, os.Geteuid())
+	if v2 {
+		ok, what = memoryV2(MemoryRoot, os.Geteuid())
+	}
 	Need(t, ok, what)
 }
 
@@ -73,6 +111,26 @@ func memoryV1(root string, euid int) (bool, string) {
 		return false, "write access to " + root
 	}
 	return true, ""
+}
+
+// memoryV2 checks for a writable cgroup2 hierarchy at root whose
+// controllers include memory.
+func memoryV2(root string, euid int) (bool, string) {
+	if ok, what := unified(root, euid); !ok {
+		return ok, what
+	}
+	if !hasController(root, "memory") {
+		return false, "the memory controller in " + filepath.Join(root, "cgroup.controllers")
+	}
+	return true, ""
+}
+
+// hasController reports whether the cgroup2 directory dir lists the
+// controller name in its cgroup.controllers: at the hierarchy's root, a
+// controller the kernel binds to v2 (on a v1 host memory is v1's).
+func hasController(dir, name string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	return err == nil && slices.Contains(strings.Fields(string(b)), name)
 }
 
 // unified checks for a writable cgroup2 hierarchy at root; cgroup.controllers

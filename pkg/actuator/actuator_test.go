@@ -3,6 +3,7 @@
 package actuator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/evictd/evictd/internal/cgrouptest"
 	"github.com/evictd/evictd/pkg/pressure"
@@ -167,34 +169,54 @@ func TestCheckNamesAReadOnlyMount(t *testing.T) {
 	}
 }
 
-// TestContainV1StopsARealGrower puts a process with 64 MiB in a real v1
-// memory cgroup, contains it, and asks it for 128 MiB more: it must stop
-// at the new limit, neither growing past it nor being OOM-killed.
-// forcedCharges is how far past a v1 limit a waiting cgroup's usage may be.
-const forcedCharges = 1 << 20
-
-func TestContainV1StopsARealGrower(t *testing.T) {
+// TestContainStopsARealGrower puts a process with 64 MiB in a real memory
+// cgroup, contains it, and asks it for 128 MiB more, on the host's cgroup
+// version: v1 stops it at the new limit (containV1), v2 throttles it there
+// (containV2).
+func TestContainStopsARealGrower(t *testing.T) {
 	cg := cgrouptest.NewMemoryCgroup(t, "evictd-actuator")
 	child := cgrouptest.StartChild(t, cg)
 	if _, err := child.Touch(64); err != nil {
 		t.Fatal(err)
 	}
 	// The test's cgroup stands for a pod's: kubepods is its parent.
-	a := New(pressure.Layout{Mode: pressure.ModeV1, MemoryMount: cgrouptest.MemoryRoot, KubepodsMemoryDir: filepath.Dir(cg.Dir())})
+	mode := pressure.ModeV1
+	if cgrouptest.V2() {
+		mode = pressure.ModeV2
+	}
+	a := New(pressure.Layout{Mode: mode, MemoryMount: cgrouptest.MemoryRoot, KubepodsMemoryDir: filepath.Dir(cg.Dir())})
 	rel := strings.TrimPrefix(cg.Dir(), cgrouptest.MemoryRoot)
 	c, err := a.Contain(rel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Usage < 64<<20 || c.Limit != CapAbove(c.Usage) || c.File != cg.Path("memory.limit_in_bytes") {
-		t.Fatalf("Contain = %+v; want the usage (at least 64 MiB) and the limit above it", c)
+	file := "memory.limit_in_bytes"
+	if cgrouptest.V2() {
+		file = "memory.high"
+	}
+	if c.Usage < 64<<20 || c.Limit != CapAbove(c.Usage) || c.File != cg.Path(file) {
+		t.Fatalf("Contain = %+v; want the usage (at least 64 MiB) and the limit above it in %s", c, file)
 	}
 	if limit, err := cgrouptest.ReadInt(c.File); err != nil || uint64(limit) != c.Limit {
-		t.Fatalf("memory.limit_in_bytes = %d, %v; want %d", limit, err, c.Limit)
+		t.Fatalf("%s = %d, %v; want %d", file, limit, err, c.Limit)
 	}
 	if err := child.BeginTouch(128, nil); err != nil {
 		t.Fatal(err)
 	}
+	if cgrouptest.V2() {
+		containV2(t, cg, child)
+	} else {
+		containV1(t, cg, child, c)
+	}
+}
+
+// forcedCharges is how far past a v1 limit a waiting cgroup's usage may be.
+const forcedCharges = 1 << 20
+
+// containV1: the child must stop at the new limit, neither growing past it
+// nor being OOM-killed (Contain turned the OOM killer off).
+func containV1(t *testing.T, cg *cgrouptest.Cgroup, child *cgrouptest.Child, c Contained) {
+	t.Helper()
 	if tc, err := child.EndTouch(2 * time.Second); err == nil {
 		t.Fatalf("the contained child touched 128 MiB more (%v)", tc)
 	}
@@ -217,6 +239,35 @@ func TestContainV1StopsARealGrower(t *testing.T) {
 	if err := syscall.Kill(child.Pid(), 0); err != nil {
 		t.Errorf("the contained child is gone (%v); it should wait at its limit", err)
 	}
+}
+
+// containV2: memory.high is no wall. The kernel makes the child reclaim and
+// then sleep on its way back to user space each time it charges past it,
+// which memory.events counts as high; memory.max stays, and nothing is
+// OOM-killed for the containment.
+func containV2(t *testing.T, cg *cgrouptest.Cgroup, child *cgrouptest.Child) {
+	t.Helper()
+	var events pressure.MemoryEvents
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		b, err := os.ReadFile(cg.Path("memory.events"))
+		if err == nil {
+			events, err = pressure.ParseMemoryEvents(b)
+		}
+		return err == nil && events.High > 0, err
+	})
+	if err != nil {
+		t.Fatalf("memory.events %+v: the contained child was never throttled at memory.high (%v)", events, err)
+	}
+	if got := readFile(t, cg.Path("memory.max")); got != "max\n" {
+		t.Errorf("memory.max = %q; Contain must only throttle", got)
+	}
+	if events.OOMKill != 0 {
+		t.Errorf("memory.events %+v: the contained child was OOM-killed", events)
+	}
+	if err := syscall.Kill(child.Pid(), 0); err != nil {
+		t.Errorf("the contained child is gone (%v); it should be throttled, alive", err)
+	}
+	t.Logf("throttled at memory.high: memory.events %+v", events)
 }
 
 // A v1 containment whose limit cannot be written turns the OOM killer back

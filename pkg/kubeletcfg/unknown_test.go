@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/evictd/evictd/internal/cgrouptest"
 )
@@ -138,6 +139,19 @@ func startStandIn(t *testing.T, dir string, args ...string) int {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+	// Start returns once the exec has begun, but the kernel sets the new
+	// command line up a moment later: until then /proc/PID/cmdline reads
+	// empty and the stand-in is no kubelet yet (seen under emulation).
+	cmdline := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "cmdline")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(cmdline)
+		if err == nil && bytes.HasPrefix(b, []byte("kubelet\x00")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still reads %q (%v) 10s after the stand-in's exec", cmdline, b, err)
+		}
+	}
 	return cmd.Process.Pid
 }
 

@@ -3,6 +3,7 @@
 package kubeletwatch
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -45,6 +46,19 @@ func startProc(t *testing.T, name string) (pid int, stop func()) {
 		})
 	}
 	t.Cleanup(stop)
+	// Start returns once the exec has begun, but the kernel sets the new
+	// command line up a moment later: until then /proc/PID/cmdline reads
+	// empty and the process is no kubelet yet (seen under emulation).
+	cmdline := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "cmdline")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(cmdline)
+		if err == nil && bytes.HasPrefix(b, []byte(bin+"\x00")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still reads %q (%v) 10s after the exec of %s", cmdline, b, err, bin)
+		}
+	}
 	return cmd.Process.Pid, stop
 }
 

@@ -19,11 +19,12 @@ import (
 	"github.com/evictd/evictd/internal/cgrouptest"
 )
 
-// TestRealCgroupV1 builds a node cgroup with a memory limit on the real v1
-// memory controller, kubepods/burstable/pod<uid> beneath it, runs a process
-// in the pod that touches 64 MiB and then 64 MiB more, and checks the pod's
-// working set and the node figures through CgroupRoot and NodeCgroup.
-func TestRealCgroupV1(t *testing.T) {
+// TestRealCgroup builds a node cgroup with a memory limit on the host's real
+// memory controller (v1, or v2 on a v2-only host), kubepods/burstable/pod<uid>
+// beneath it, runs a process in the pod that touches 64 MiB and then 64 MiB
+// more, and checks the pod's working set and the node figures through
+// CgroupRoot and NodeCgroup.
+func TestRealCgroup(t *testing.T) {
 	const (
 		uid        = "e2e0c0de-1111-4222-8333-944455556666"
 		nodeLimit  = 512 << 20
@@ -68,8 +69,8 @@ func TestRealCgroupV1(t *testing.T) {
 	}
 	t.Cleanup(func() { o.Close() })
 	l := o.Layout()
-	if l.Mode != ModeV1 && l.Mode != ModeHybrid {
-		t.Fatalf("mode %q on a v1 memory controller", l.Mode)
+	if cgrouptest.V2() && l.Mode != ModeV2 || !cgrouptest.V2() && l.Mode != ModeV1 && l.Mode != ModeHybrid {
+		t.Fatalf("mode %q on a %s memory controller", l.Mode, cgrouptest.Version())
 	}
 	if l.Driver != DriverCgroupfs || l.KubepodsMemoryDir != filepath.Join(node.Dir(), "kubepods") {
 		t.Fatalf("layout %+v; want cgroupfs kubepods under the test cgroup", l)
@@ -139,11 +140,11 @@ func TestRealCgroupV1(t *testing.T) {
 	}
 }
 
-// TestRealCgroupV1NoKubepods points the observer at a real memory cgroup
+// TestRealCgroupNoKubepods points the observer at a real memory cgroup
 // that has no kubepods child: Observe fails with ErrNoKubepods naming the
 // cgroup directory as seen from the host root, and succeeds once the
 // kubepods cgroup is created, without a new observer.
-func TestRealCgroupV1NoKubepods(t *testing.T) {
+func TestRealCgroupNoKubepods(t *testing.T) {
 	node := cgrouptest.NewMemoryCgroup(t, "evictd-test")
 	name := node.Name()
 	o, err := NewObserver(Options{HostRoot: cgrouptest.HostRoot(t), CgroupRoot: "/" + name}, zaptest.NewLogger(t))
@@ -171,21 +172,36 @@ func TestRealCgroupV1NoKubepods(t *testing.T) {
 	}
 }
 
-// TestRealCgroupV1Swap: on the real v1 memory controller with swap
-// accounting, the swap of a pod and of kubepods is what the kernel's
-// memory.memsw.usage_in_bytes says beyond memory.usage_in_bytes, with no
-// limit figure; and the cgroups' swap files are read only while
-// /proc/meminfo says the node has swap. This project's machines have swap
-// accounting but no swap, so the second observation reads a copy of this
-// host's /proc/meminfo that claims some: the kernel's files are real, and
-// their swap figure is then 0.
-func TestRealCgroupV1Swap(t *testing.T) {
+// TestRealCgroupSwap: with swap accounting on the host's real memory
+// controller, the swap of a pod and of kubepods is the kernel's own figure,
+// and the cgroups' swap files are read only while /proc/meminfo says the
+// node has swap. Each version has its own files, so the figures differ:
+//
+//   - v1: what memory.memsw.usage_in_bytes says beyond
+//     memory.usage_in_bytes, with no limit figure;
+//   - v2: memory.swap.current, and what is left of memory.swap.max when it
+//     is not "max" (the pod's is set to 256 MiB here, kubepods' left).
+//
+// This project's machines have swap accounting but no swap, so the second
+// observation reads a copy of this host's /proc/meminfo that claims some:
+// the kernel's files are real, and their swap figure is then 0.
+func TestRealCgroupSwap(t *testing.T) {
 	const uid = "e2e0c0de-2222-4333-8444-955566667777"
 	node := cgrouptest.NewMemoryCgroup(t, "evictd-test")
-	_, err := os.Stat(node.Path("memory.memsw.usage_in_bytes"))
-	cgrouptest.Need(t, err == nil, "swap accounting on the cgroup v1 memory controller (memory.memsw.* files; swapaccount=1)")
 	kubepods := node.Sub(t, "kubepods")
 	pod := kubepods.Sub(t, "burstable").Sub(t, "pod"+uid)
+	usageFile := "memory.memsw.usage_in_bytes"
+	if cgrouptest.V2() {
+		usageFile = "memory.swap.current"
+	}
+	_, err := os.Stat(pod.Path(usageFile))
+	cgrouptest.Need(t, err == nil, "swap accounting on the cgroup "+cgrouptest.Version()+" memory controller ("+usageFile+"; swapaccount=1)")
+	const podSwapMax = 256 << 20
+	if cgrouptest.V2() {
+		if err := pod.Write("memory.swap.max", fmt.Sprint(podSwapMax)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	helper := cgrouptest.StartChild(t, pod)
 	if _, err := helper.Touch(32); err != nil {
 		t.Fatal(err)
@@ -232,6 +248,10 @@ func TestRealCgroupV1Swap(t *testing.T) {
 		cg   *cgrouptest.Cgroup
 		sw   *statsv1alpha1.SwapStats
 	}{{"pod", pod, obs.Summary.Pods[0].Swap}, {"kubepods", kubepods, obs.Summary.Node.SystemContainers[0].Swap}} {
+		if cgrouptest.V2() {
+			checkSwapV2(t, c.name, c.cg, c.sw, c.cg == pod, podSwapMax)
+			continue
+		}
 		memsw, err := cgrouptest.ReadInt(c.cg.Path("memory.memsw.usage_in_bytes"))
 		if err != nil {
 			t.Fatal(err)
@@ -247,6 +267,32 @@ func TestRealCgroupV1Swap(t *testing.T) {
 		}
 		t.Logf("%s: swap %d bytes (memsw %d, usage %d)", c.name, *c.sw.SwapUsageBytes, memsw, usage)
 	}
+}
+
+// checkSwapV2 checks a cgroup's swap figures against its v2 files: the usage
+// is memory.swap.current, and what is left of its memory.swap.max is
+// available when the cgroup has one (limited: max bytes).
+func checkSwapV2(t *testing.T, name string, cg *cgrouptest.Cgroup, sw *statsv1alpha1.SwapStats, limited bool, max uint64) {
+	t.Helper()
+	cur, err := cgrouptest.ReadInt(cg.Path("memory.swap.current"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sw == nil || sw.SwapUsageBytes == nil || *sw.SwapUsageBytes != uint64(cur) {
+		t.Errorf("%s swap %s; want memory.swap.current's %d", name, swapString(sw), cur)
+		return
+	}
+	if !limited {
+		if sw.SwapAvailableBytes != nil {
+			t.Errorf("%s swap %s; want no available figure with memory.swap.max at max", name, swapString(sw))
+		}
+		return
+	}
+	if sw.SwapAvailableBytes == nil || *sw.SwapAvailableBytes != max-uint64(cur) {
+		t.Errorf("%s swap %s; want %d available (memory.swap.max %d − current %d)", name, swapString(sw), max-uint64(cur), max, cur)
+		return
+	}
+	t.Logf("%s: swap %d bytes, %d available", name, cur, *sw.SwapAvailableBytes)
 }
 
 // hostRootWithSwap is a host root whose sys is this machine's and whose

@@ -211,19 +211,6 @@ func TestCgroupV2OOMKillsAreLocal(t *testing.T) {
 	}
 }
 
-// TestFaultRootOnV2 says it needs v1 rather than shadowing the wrong files.
-func TestFaultRootOnV2(t *testing.T) {
-	cg, err := newCgroups(fakeUnified(t, v2AllControllers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &Node{Name: "node-a", CgroupRoot: "/x/node-a", cg: cg, opts: Options{TempDir: t.TempDir()}}
-	f, err := n.NewFaultRoot("memory.stat")
-	if err == nil || !strings.Contains(err.Error(), "cgroup v2") || !strings.Contains(err.Error(), "needs cgroup v1") {
-		t.Fatalf("NewFaultRoot on v2 = %v, %v; want an error naming v2", f, err)
-	}
-}
-
 // TestJoinArgs: the wrapper writes its pid into every cgroup.procs given
 // (two on v1, one on v2) and then execs the command with its arguments.
 func TestJoinArgs(t *testing.T) {

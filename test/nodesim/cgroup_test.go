@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
+	"github.com/evictd/evictd/internal/cgrouptest"
 	"github.com/evictd/evictd/test/internal/prereq"
 	"github.com/evictd/evictd/test/internal/proc"
 	"github.com/evictd/evictd/test/internal/stale"
@@ -87,13 +88,13 @@ func TestUnescapeMountPath(t *testing.T) {
 	}
 }
 
-// TestRealCgroups runs processes in real v1 cgroups made by cgroupV1 (with
-// containerd/cgroups): a limit set through the library holds, a process over
-// it is OOM-killed and counted, and remove clears out a tree that still has
-// processes in it.
+// TestRealCgroups runs processes in real cgroups of the host's version, made
+// by cgroupV1 or cgroupV2 (with containerd/cgroups): a limit set through the
+// library holds, a process over it is OOM-killed and counted, and remove
+// clears out a tree that still has processes in it.
 func TestRealCgroups(t *testing.T) {
 	prereq.Require(t, Supported(""))
-	cg, err := newCgroupV1(defaultCgroupFS)
+	cg, err := newCgroups(defaultCgroupFS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +128,8 @@ func TestRealCgroups(t *testing.T) {
 			}
 			rel := c.rel
 			for file, want := range map[string]int64{
-				filepath.Join(cg.memory, rel, "memory.limit_in_bytes"): tt.limitMiB << 20,
-				filepath.Join(cg.pids, rel, "pids.max"):                64,
+				filepath.Join(cg.memoryDir(rel), cgrouptest.LimitFile): tt.limitMiB << 20,
+				filepath.Join(cg.pidsDir(rel), "pids.max"):             64,
 			} {
 				b, err := os.ReadFile(file)
 				if got, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil || got != want {
@@ -151,7 +152,7 @@ func TestRealCgroups(t *testing.T) {
 				if kills, err = cg.oomKills(rel); err != nil {
 					t.Fatal(err)
 				}
-				b, _ := os.ReadFile(filepath.Join(cg.memory, rel, "memory.usage_in_bytes"))
+				b, _ := os.ReadFile(filepath.Join(cg.memoryDir(rel), cgrouptest.UsageFile))
 				usage, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 				if kills > 0 || usage >= int64(tt.hogMiB)<<20 {
 					break
@@ -189,7 +190,7 @@ func TestRealCgroups(t *testing.T) {
 	}
 	// A process that holds memory takes longer to leave once killed.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		b, _ := os.ReadFile(filepath.Join(cg.memory, deep, "memory.usage_in_bytes"))
+		b, _ := os.ReadFile(filepath.Join(cg.memoryDir(deep), cgrouptest.UsageFile))
 		if usage, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); usage >= 64<<20 {
 			break
 		}
@@ -202,7 +203,7 @@ func TestRealCgroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("removing a tree with a live 64 MiB process took %s", time.Since(began))
-	for _, d := range cg.dirs(root.rel) {
+	for _, d := range []string{cg.memoryDir(root.rel), cg.pidsDir(root.rel)} {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("%s still there: %v", d, err)
 		}

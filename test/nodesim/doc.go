@@ -71,16 +71,15 @@
 //     can take nodefs.inodesFree low.
 //   - CreateCgroup makes an empty cgroup below the node cgroup: a cgroup
 //     root without kubepods.
-//   - NewFaultRoot (cgroup v1 only) makes a second host root in which
-//     chosen files of the node cgroup's memory directory are copies mounted over the real ones;
+//   - NewFaultRoot makes a second host root in which chosen files of the
+//     node cgroup's memory directory are copies mounted over the real ones;
 //     FaultRoot.Break turns them into garbage and Restore puts them back,
 //     while the real files, the pods and their cgroups stay intact.
 //
 // Not simulated: container restarts (an exited container stays exited;
 // when all have, the pod is Succeeded or Failed), probes, images, networking,
 // Secrets/ConfigMaps in env, emptyDir medium Memory or sizeLimit, node
-// heartbeats (no node lifecycle controller runs). NewFaultRoot needs
-// cgroup v1 and says so on a v2 node.
+// heartbeats (no node lifecycle controller runs).
 //
 // # Cleaning up
 //

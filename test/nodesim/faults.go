@@ -125,12 +125,15 @@ const faultRootPrefix = "evictd-faultroot"
 
 // FaultRoot is a second host root for the node (evictd's --host-root) in
 // which the node cgroup's own memory files can be made unusable on demand,
-// while the node, its pods and their cgroups stay real:
+// while the node, its pods and their cgroups stay real. On cgroup v1:
 //
 //	proc -> /proc, var -> <HostRoot>/var
 //	sys/fs/cgroup/<controller> -> the real hierarchy, for every controller but memory
 //	sys/fs/cgroup/memory        a private bind mount of the real memory hierarchy
 //	  <CgroupRoot>/<file>       a regular file bind-mounted over the real one
+//
+// On cgroup v2 sys/fs/cgroup is itself a private bind mount of the unified
+// hierarchy, with the files of <CgroupRoot> shadowed the same way.
 //
 // Each shadowed file starts as a copy of the real file taken when the root is
 // made (for memory.limit_in_bytes that is exact; memory.stat's counters, such
@@ -161,12 +164,18 @@ func (n *Node) NewFaultRoot(files ...string) (_ *FaultRoot, err error) {
 	if len(files) == 0 {
 		return nil, errors.New("nodesim: NewFaultRoot needs at least one file to shadow")
 	}
-	v1, ok := n.cg.(cgroupV1)
-	if !ok {
-		// Its root is laid out as v1's (sys/fs/cgroup/memory beside the
-		// other controllers); on v2 the shadows would go over files of the
-		// one unified mount instead, which nothing has needed yet.
-		return nil, fmt.Errorf("nodesim: NewFaultRoot needs cgroup v1; node %s runs on cgroup %s", n.Name, n.cg.version())
+	// The real hierarchy that holds the node's memory files, and where the
+	// root shows it: v1's memory hierarchy at sys/fs/cgroup/memory, the
+	// other controllers linked beside it; v2's one hierarchy at
+	// sys/fs/cgroup itself.
+	var hier string
+	switch c := n.cg.(type) {
+	case cgroupV1:
+		hier = c.memory
+	case cgroupV2:
+		hier = c.fsRoot
+	default:
+		return nil, fmt.Errorf("nodesim: NewFaultRoot: node %s runs on cgroup %s, which it does not know", n.Name, n.cg.version())
 	}
 	f := &FaultRoot{Root: filepath.Join(n.opts.TempDir, stale.Name(faultRootPrefix)), shadows: map[string]shadowFile{}}
 	defer func() {
@@ -190,25 +199,28 @@ func (n *Node) NewFaultRoot(files ...string) (_ *FaultRoot, err error) {
 	if err := os.Symlink(filepath.Join(n.HostRoot, "var"), filepath.Join(f.Root, "var")); err != nil {
 		return nil, err
 	}
-	realCg := filepath.Dir(v1.memory)
-	entries, err := os.ReadDir(realCg)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range entries {
-		if e.Name() == filepath.Base(v1.memory) {
-			continue
+	mem := cgDir
+	if _, v1 := n.cg.(cgroupV1); v1 {
+		realCg := filepath.Dir(hier)
+		entries, err := os.ReadDir(realCg)
+		if err != nil {
+			return nil, err
 		}
-		if err := os.Symlink(filepath.Join(realCg, e.Name()), filepath.Join(cgDir, e.Name())); err != nil {
+		for _, e := range entries {
+			if e.Name() == filepath.Base(hier) {
+				continue
+			}
+			if err := os.Symlink(filepath.Join(realCg, e.Name()), filepath.Join(cgDir, e.Name())); err != nil {
+				return nil, err
+			}
+		}
+		mem = filepath.Join(cgDir, filepath.Base(hier))
+		if err := os.Mkdir(mem, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	mem := filepath.Join(cgDir, filepath.Base(v1.memory))
-	if err := os.Mkdir(mem, 0o755); err != nil {
-		return nil, err
-	}
-	if err := syscall.Mount(v1.memory, mem, "", syscall.MS_BIND, ""); err != nil {
-		return nil, fmt.Errorf("bind %s at %s: %w", v1.memory, mem, err)
+	if err := syscall.Mount(hier, mem, "", syscall.MS_BIND, ""); err != nil {
+		return nil, fmt.Errorf("bind %s at %s: %w", hier, mem, err)
 	}
 	// Private, so that the mounts over single files below stay in this
 	// root and never show at the real path.

@@ -18,12 +18,18 @@ import (
 // TestFaultRoot: a fault root shows the real node cgroup until a file is
 // broken; then a reader holding the file open and one opening it afresh
 // both see garbage, while the real file is untouched; Restore brings the
-// content back, and Close leaves no mount and no directory.
+// content back, and Close leaves no mount and no directory. On the host's
+// cgroup version: the root's memory files are v1's under
+// sys/fs/cgroup/memory, or v2's under sys/fs/cgroup.
 func TestFaultRoot(t *testing.T) {
 	prereq.Require(t, Supported(""))
-	cg, err := newCgroupV1(defaultCgroupFS)
+	cg, err := newCgroups(defaultCgroupFS)
 	if err != nil {
 		t.Fatal(err)
+	}
+	limitFile, memRoot, pidsProcs := "memory.limit_in_bytes", "sys/fs/cgroup/memory", "sys/fs/cgroup/pids/cgroup.procs"
+	if cg.version() == "v2" {
+		limitFile, memRoot, pidsProcs = "memory.max", "sys/fs/cgroup", "sys/fs/cgroup/cgroup.procs"
 	}
 	parent := stale.Name(cgroupPrefix)
 	n := &Node{Name: "fault", CgroupRoot: "/" + path.Join(parent, "fault"), cg: cg, opts: Options{TempDir: t.TempDir()}}
@@ -34,7 +40,8 @@ func TestFaultRoot(t *testing.T) {
 		if err := n.removeCgroups(); err != nil {
 			t.Error(err)
 		}
-		for _, d := range cg.dirs("/" + parent) {
+		for _, r := range cg.roots() {
+			d := filepath.Join(r, parent)
 			if _, err := os.Stat(d); !os.IsNotExist(err) {
 				t.Errorf("%s left after removeCgroups: %v", d, err)
 			}
@@ -56,28 +63,28 @@ func TestFaultRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(cg.memory, rel, "memory.stat")); err != nil {
+	if _, err := os.Stat(filepath.Join(cg.memoryDir(rel), "memory.stat")); err != nil {
 		t.Errorf("CreateCgroup made no memory cgroup: %v", err)
 	}
 
-	f, err := n.NewFaultRoot("memory.limit_in_bytes", "memory.stat")
+	f, err := n.NewFaultRoot(limitFile, "memory.stat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	realLimit := filepath.Join(cg.memory, n.CgroupRoot, "memory.limit_in_bytes")
-	seenLimit := filepath.Join(f.Root, "sys/fs/cgroup/memory", n.CgroupRoot, "memory.limit_in_bytes")
-	if f.NodeMemoryFile("memory.limit_in_bytes") != seenLimit {
-		t.Errorf("NodeMemoryFile = %s, want %s", f.NodeMemoryFile("memory.limit_in_bytes"), seenLimit)
+	realLimit := filepath.Join(cg.memoryDir(n.CgroupRoot), limitFile)
+	seenLimit := filepath.Join(f.Root, memRoot, n.CgroupRoot, limitFile)
+	if f.NodeMemoryFile(limitFile) != seenLimit {
+		t.Errorf("NodeMemoryFile = %s, want %s", f.NodeMemoryFile(limitFile), seenLimit)
 	}
 	want, _ := os.ReadFile(realLimit)
 	if got, err := os.ReadFile(seenLimit); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("through the fault root the limit reads %q (err %v), want %q", got, err, want)
 	}
 	// A file not shadowed is the real one, through the bind mount.
-	if _, err := os.Stat(filepath.Join(f.Root, "sys/fs/cgroup/memory", rel, "memory.usage_in_bytes")); err != nil {
+	if _, err := os.Stat(filepath.Join(f.Root, memRoot, rel, "memory.stat")); err != nil {
 		t.Errorf("the memory hierarchy is not visible through the fault root: %v", err)
 	}
-	for _, p := range []string{"proc/meminfo", "sys/fs/cgroup/pids/cgroup.procs", "var"} {
+	for _, p := range []string{"proc/meminfo", pidsProcs, "var"} {
 		if _, err := os.Stat(filepath.Join(f.Root, p)); err != nil {
 			t.Errorf("%s missing from the fault root: %v", p, err)
 		}
@@ -96,7 +103,7 @@ func TestFaultRoot(t *testing.T) {
 		return buf[:k]
 	}
 
-	if err := f.Break("memory.limit_in_bytes"); err != nil {
+	if err := f.Break(limitFile); err != nil {
 		t.Fatal(err)
 	}
 	if got := pread(); !bytes.Equal(got, garbage) {
@@ -108,7 +115,7 @@ func TestFaultRoot(t *testing.T) {
 	if got, _ := os.ReadFile(realLimit); !bytes.Equal(got, want) {
 		t.Errorf("the real file reads %q after Break, want it untouched (%q)", got, want)
 	}
-	if err := f.Restore("memory.limit_in_bytes"); err != nil {
+	if err := f.Restore(limitFile); err != nil {
 		t.Fatal(err)
 	}
 	if got := pread(); !bytes.Equal(got, want) {

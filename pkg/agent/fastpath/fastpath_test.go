@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,7 +86,19 @@ func TestArmAt(t *testing.T) {
 	}
 }
 
-func TestSyncArmsRearmsAndWakesOnARealCrossing(t *testing.T) {
+// TestSyncWakesOnARealCrossing: a process charging a real memory cgroup
+// wakes the set through the host's cgroup version's own source: v1 a memcg
+// threshold, armed, re-armed and crossed (syncCrossingV1); v2, which has
+// none, kubepods' memory.events (syncCrossingV2).
+func TestSyncWakesOnARealCrossing(t *testing.T) {
+	if cgrouptest.V2() {
+		syncCrossingV2(t)
+	} else {
+		syncCrossingV1(t)
+	}
+}
+
+func syncCrossingV1(t *testing.T) {
 	cg := cgrouptest.NewMemoryCgroup(t, "evictd-fastpath")
 	dir := cg.Dir()
 	log := zaptest.NewLogger(t)
@@ -141,6 +154,58 @@ func TestSyncArmsRearmsAndWakesOnARealCrossing(t *testing.T) {
 		t.Fatalf("Wait = %+v, %v; want the node memcg threshold", w, err)
 	}
 	t.Logf("woken %v after the touch started", w.At.Sub(start))
+}
+
+// syncCrossingV2: on v2 Sync arms no memcg threshold, even asked to, and
+// watches kubepods' memory.events; a process in a pod charging past
+// kubepods' own memory.high (the kubelet's node allocatable on a real node)
+// raises its local high counter, which wakes the set.
+func syncCrossingV2(t *testing.T) {
+	kubepods := cgrouptest.NewMemoryCgroup(t, "evictd-fastpath")
+	pod := kubepods.Sub(t, "pod")
+	log := zaptest.NewLogger(t)
+	set := newSet(t, log, wakeup.Options{})
+	ths, err := thresholds.Parse(thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(set, Config{Sources: wakeup.Sources{Memcg: true, MemoryEvents: true}, Thresholds: ths}, log, clock.RealClock{}, nil)
+	usage, err := kubepods.MemoryUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kubepods.Write("memory.high", fmt.Sprint(usage+32*mi)); err != nil {
+		t.Fatal(err)
+	}
+	obs, sig := observation(kubepods.Dir(), usage, usage, usage+32*mi+300*mi)
+	obs.Layout.Mode, obs.Layout.KubepodsMemoryDir = pressure.ModeV2, kubepods.Dir()
+	m.Sync(obs, sig)
+	if len(m.memcg) != 0 || m.EventDriven(thresholds.MemoryAvailable) {
+		t.Errorf("memcg thresholds %v on cgroup v2, which has none", m.memcg)
+	}
+	if !set.Active(wakeup.SourceMemoryEvents) {
+		t.Fatalf("no active memory.events watch on kubepods: statuses %+v", set.Statuses())
+	}
+	c := cgrouptest.StartChild(t, pod)
+	start := time.Now()
+	if err := c.BeginTouch(64, nil); err != nil {
+		t.Fatalf("charging the cgroup: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w, err := set.Wait(ctx, 15*time.Second)
+	if err != nil || w.Source != wakeup.SourceMemoryEvents || w.Name != "kubepods" {
+		t.Fatalf("Wait = %+v, %v; want kubepods' memory.events", w, err)
+	}
+	t.Logf("woken %v after the touch started", w.At.Sub(start))
+	// Past memory.high the kernel throttles the child hard (a sleep on each
+	// return to user space): lifted, it finishes.
+	if err := kubepods.Write("memory.high", "max"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EndTouch(cgrouptest.TouchTimeout); err != nil {
+		t.Errorf("the child, no longer throttled: %v", err)
+	}
 }
 
 func TestSyncLeavesOtherModesAndDisabledSourcesAlone(t *testing.T) {
@@ -482,8 +547,14 @@ func TestSyncRearmsKubepodsPSITriggerAfterKubepodsIsRecreated(t *testing.T) {
 
 // TestSetThresholdsRearms: thresholds given anew (placement after a
 // kubelet restart) re-arm the memcg threshold at the new value on the next
-// Sync, in a real cgroup.
+// Sync, in a real cgroup (v1); on v2, where the wake-up does not depend on
+// the thresholds, the next Sync keeps kubepods' one memory.events watch
+// (setThresholdsV2).
 func TestSetThresholdsRearms(t *testing.T) {
+	if cgrouptest.V2() {
+		setThresholdsV2(t)
+		return
+	}
 	cg := cgrouptest.NewMemoryCgroup(t, "evictd-fastpath-set")
 	log := zaptest.NewLogger(t)
 	set := newSet(t, log, wakeup.Options{})
@@ -514,5 +585,32 @@ func TestSetThresholdsRearms(t *testing.T) {
 	m.Sync(obs, sig)
 	if got := m.memcg[thresholds.MemoryAvailable].h.Armed(); got != usage+32*mi {
 		t.Errorf("armed at %d after memory.available moved to 500Mi, want %d", got, usage+32*mi)
+	}
+}
+
+func setThresholdsV2(t *testing.T) {
+	kubepods := cgrouptest.NewMemoryCgroup(t, "evictd-fastpath-set")
+	log := zaptest.NewLogger(t)
+	set := newSet(t, log, wakeup.Options{})
+	parse := func(v string) []thresholds.Threshold {
+		ths, err := thresholds.Parse(thresholds.Spec{Hard: map[string]string{"memory.available": v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ths
+	}
+	m := New(set, Config{Sources: wakeup.Sources{Memcg: true, MemoryEvents: true}, Thresholds: parse("300Mi")}, log, clock.RealClock{}, nil)
+	usage, err := kubepods.MemoryUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, sig := observation(kubepods.Dir(), usage, usage, usage+532*mi)
+	obs.Layout.Mode, obs.Layout.KubepodsMemoryDir = pressure.ModeV2, kubepods.Dir()
+	m.Sync(obs, sig)
+	m.SetThresholds(parse("500Mi"))
+	m.Sync(obs, sig)
+	st := set.Statuses()
+	if len(m.memcg) != 0 || len(st) != 1 || st[0].Source != wakeup.SourceMemoryEvents || !st[0].Active || strings.TrimSuffix(st[0].Path, ".local") != kubepods.Path("memory.events") {
+		t.Errorf("after new thresholds: memcg %v, statuses %+v; want kubepods' one active memory.events (.local) watch", m.memcg, st)
 	}
 }

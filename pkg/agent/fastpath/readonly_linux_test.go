@@ -4,6 +4,7 @@ package fastpath
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/internal/cgrouptest"
 	"github.com/evictd/evictd/pkg/metrics"
+	"github.com/evictd/evictd/pkg/pressure"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
@@ -24,17 +26,15 @@ import (
 // is by design, so the memcg source must not read as failed: no
 // evictd_wakeup_source_active series for it, no retry, while a source that
 // can arm (PSI here) keeps its series. The cgroup is real and so is the
-// read-only bind mount of it.
+// read-only bind mount of it. On v2 the same mount costs nothing: kubepods'
+// memory.events is watched through it (readOnlyV2).
 func TestSyncLeavesAReadOnlyMemcgUnexported(t *testing.T) {
 	cgrouptest.Need(t, os.Geteuid() == 0, "root, to bind-mount a cgroup read-only")
 	cg := cgrouptest.NewMemoryCgroup(t, "evictd-fastpath-ro")
-	ro := t.TempDir()
-	if err := unix.Mount(cg.Dir(), ro, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind-mounting %s: %v", cg.Dir(), err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(ro, unix.MNT_DETACH) })
-	if err := unix.Mount("", ro, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
-		t.Fatalf("remounting %s read-only: %v", ro, err)
+	ro := readOnlyBind(t, cg.Dir())
+	if cgrouptest.V2() {
+		readOnlyV2(t, ro)
+		return
 	}
 
 	m, err := metrics.New(buildinfo.Info{Version: "test"})
@@ -87,6 +87,60 @@ evictd_wakeup_source_active{source="poll"} 1
 	want2 := strings.Replace(want, "gauge\n", "gauge\n"+`evictd_wakeup_source_active{source="memcg_threshold"} 1`+"\n", 1)
 	if err := testutil.GatherAndCompare(m2.Registry(), strings.NewReader(want2), "evictd_wakeup_source_active"); err != nil {
 		t.Errorf("a writable cgroup: %v", err)
+	}
+}
+
+// readOnlyBind bind-mounts dir read-only on a new directory, as the
+// DaemonSet mounts the host's cgroups, until the test ends.
+func readOnlyBind(t *testing.T, dir string) string {
+	t.Helper()
+	ro := t.TempDir()
+	if err := unix.Mount(dir, ro, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind-mounting %s: %v", dir, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(ro, unix.MNT_DETACH) })
+	if err := unix.Mount("", ro, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remounting %s read-only: %v", ro, err)
+	}
+	return ro
+}
+
+// readOnlyV2: through the read-only mount of a v2 kubepods, Sync watches
+// its memory.events (inotify needs no write), and the source is exported
+// active; memcg thresholds, which v2 lacks, are not exported at all.
+func readOnlyV2(t *testing.T, ro string) {
+	m, err := metrics.New(buildinfo.Info{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := wakeup.Sources{Memcg: true, MemoryEvents: true}
+	l := pressure.Layout{Mode: pressure.ModeV2}
+	var names []string
+	for _, s := range src.On(l).List() {
+		names = append(names, string(s))
+	}
+	m.InitWakeupSources(names...)
+	log := zaptest.NewLogger(t)
+	set := newSet(t, log, wakeup.Options{})
+	ths, err := thresholds.Parse(thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := New(set, Config{Sources: src.On(l), Thresholds: ths, Retry: 1}, log, clock.RealClock{}, m)
+	obs, sig := observation(ro, 100*mi, 100*mi, 1024*mi)
+	obs.Layout.Mode, obs.Layout.KubepodsMemoryDir = pressure.ModeV2, ro
+	mgr.Sync(obs, sig)
+	if st := set.Statuses(); len(st) != 1 || !st[0].Active || strings.TrimSuffix(st[0].Path, ".local") != filepath.Join(ro, "memory.events") {
+		t.Errorf("statuses %+v; want one active memory.events watch through the read-only mount", st)
+	}
+	want := `# HELP evictd_wakeup_source_active ` + helpOf(t, m, "evictd_wakeup_source_active") + `
+# TYPE evictd_wakeup_source_active gauge
+evictd_wakeup_source_active{source="kick"} 1
+evictd_wakeup_source_active{source="memory_events"} 1
+evictd_wakeup_source_active{source="poll"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "evictd_wakeup_source_active"); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -21,6 +21,10 @@ import (
 	"github.com/evictd/evictd/internal/cgrouptest"
 )
 
+// The memcg threshold tests are cgroup v1's: cgroup.event_control exists
+// only there. On a v2-only host each runs its v2 twin instead, on the
+// memory.events watch that wakes evictd there (memevents_v2_linux_test.go).
+
 // memcgRig is a kubepods-like memory cgroup with a pod cgroup inside it and a
 // threshold armed on the parent: the child charges the pod cgroup, the
 // notification must come from the parent, as it would for kubepods.
@@ -108,6 +112,10 @@ func (r *memcgRig) trial(tb testing.TB) (time.Duration, error) {
 }
 
 func TestMemcgThresholdWakesOnCrossing(t *testing.T) {
+	if cgrouptest.V2() {
+		eventsWakeOnCrossing(t) // v2 has no memcg thresholds: memevents_v2_linux_test.go
+		return
+	}
 	r := newMemcgRig(t)
 	const trials = 20
 	lat := make([]time.Duration, 0, trials)
@@ -156,6 +164,10 @@ func BenchmarkMemcgThresholdLatency(b *testing.B) {
 }
 
 func TestMemcgThresholdRearmReplacesTheOldOne(t *testing.T) {
+	if cgrouptest.V2() {
+		eventsRearmFollowsKubepods(t) // v2 has no memcg thresholds: memevents_v2_linux_test.go
+		return
+	}
 	r := newMemcgRig(t)
 	ctx := context.Background()
 	usage, err := r.kubepods.MemoryUsage()
@@ -192,6 +204,10 @@ func TestMemcgThresholdRearmReplacesTheOldOne(t *testing.T) {
 }
 
 func TestMemcgThresholdFailsOverPerSource(t *testing.T) {
+	if cgrouptest.V2() {
+		eventsFailOverPerSource(t) // v2 has no memcg thresholds: memevents_v2_linux_test.go
+		return
+	}
 	good := cgrouptest.NewMemoryCgroup(t, "evictd-wakeup-good")
 	notMemcg := cgrouptest.NewUnifiedCgroup(t, "evictd-wakeup-v2").Dir() // no memory.usage_in_bytes here
 	missing := filepath.Join(t.TempDir(), "gone")
@@ -244,6 +260,10 @@ func TestMemcgThresholdFailsOverPerSource(t *testing.T) {
 }
 
 func TestMemcgThresholdOnTheRootMemcgArms(t *testing.T) {
+	if cgrouptest.V2() {
+		eventsOnTheRootRefused(t) // v2 has no memcg thresholds: memevents_v2_linux_test.go
+		return
+	}
 	// The agent arms the node's root memcg too. Whether it fires depends on
 	// the whole machine's usage, so only the arming is checked here.
 	cgrouptest.Require(t)
@@ -288,6 +308,10 @@ func openFds(t *testing.T) int {
 // must hold that one fd, non-blocking, replace it on re-arm, and leave
 // nothing open after Close, however often it was re-armed.
 func TestMemcgThresholdHoldsOneNonblockingFd(t *testing.T) {
+	if cgrouptest.V2() {
+		eventsHoldNoFd(t) // v2 has no memcg thresholds: memevents_v2_linux_test.go
+		return
+	}
 	cg := cgrouptest.NewMemoryCgroup(t, "evictd-wakeup-fds")
 	before := openFds(t)
 	set, err := New(zaptest.NewLogger(t), clock.RealClock{}, Options{})

@@ -24,8 +24,8 @@ const (
 )
 
 // TestActuatorContainsHardVictim: with --actuator, the hard victim's pod
-// cgroup is held at its usage + 16 MiB with the OOM killer off for it, in
-// the real cgroup, once the real API server accepted its eviction; the
+// cgroup is held at its usage + 16 MiB (v1: its limit, with the OOM killer
+// off for it; v2: its memory.high), in the real cgroup, once the real API server accepted its eviction; the
 // pod's Event and the metrics say so. The victim's termination hangs (the
 // stand-in never sends SIGKILL, a finalizer keeps the pod), so its cgroup
 // stays to be read.
@@ -59,26 +59,35 @@ func TestActuatorContainsHardVictim(t *testing.T) {
 	t.Logf("evicted %s, contained %s later: %s", evs[0].TS.Format(time.StampMilli), l.TS.Sub(evs[0].TS), l.Raw)
 	limit, _ := l.Num("limitBytes")
 	usage, _ := l.Num("usageBytes")
+	// The file of the host's cgroup version: v1 memory.limit_in_bytes, with
+	// the OOM killer off; v2 memory.high, with memory.max left as it was.
 	dir := node.PodMemoryCgroupDir(pods["stuck"])
-	if !strings.HasSuffix(l.Str("file"), nodesim.PodCgroup(pods["stuck"])+"/memory.limit_in_bytes") {
-		t.Errorf("contained %s, want the stuck pod's memory.limit_in_bytes", l.Str("file"))
+	file := "memory.limit_in_bytes"
+	if cgrouptest.V2() {
+		file = "memory.high"
+	}
+	if !strings.HasSuffix(l.Str("file"), nodesim.PodCgroup(pods["stuck"])+"/"+file) {
+		t.Errorf("contained %s, want the stuck pod's %s", l.Str("file"), file)
 	}
 	if usage < 250*mib || uint64(limit) != actuator.CapAbove(uint64(usage)) {
 		t.Errorf("contained at %v bytes for a usage of %v, want the usage (at least the 250 MiB it holds) + 16 MiB", limit, usage)
 	}
 
-	// In the kernel: the limit as logged, the OOM killer off.
-	got, err := cgrouptest.ReadInt(dir + "/memory.limit_in_bytes")
+	// In the kernel: the limit as logged.
+	got, err := cgrouptest.ReadInt(dir + "/" + file)
 	if err != nil || float64(got) != limit {
-		t.Errorf("the pod cgroup's memory.limit_in_bytes is %d (%v), want %v", got, err, limit)
+		t.Errorf("the pod cgroup's %s is %d (%v), want %v", file, got, err, limit)
 	}
-	oom, err := os.ReadFile(dir + "/memory.oom_control")
-	if err != nil || !strings.Contains(string(oom), "oom_kill_disable 1") {
+	if cgrouptest.V2() {
+		if max, err := os.ReadFile(dir + "/memory.max"); err != nil || string(max) != "max\n" {
+			t.Errorf("the pod cgroup's memory.max is %q (%v), want max: containment only throttles", max, err)
+		}
+	} else if oom, err := os.ReadFile(dir + "/memory.oom_control"); err != nil || !strings.Contains(string(oom), "oom_kill_disable 1") {
 		t.Errorf("the pod cgroup's memory.oom_control is %q (%v), want the OOM killer off", oom, err)
 	}
 	// The victim here holds steady, so a check of its usage against the
 	// limit could not fail: a grower held at the limit is tested on the
-	// host's real cgroup v1 (TestContainV1StopsARealGrower, pkg/actuator)
+	// host's real memory cgroup (TestContainStopsARealGrower, pkg/actuator)
 	// and on the real cgroup v2 node (TestNodeContainHardVictim).
 
 	var events []string

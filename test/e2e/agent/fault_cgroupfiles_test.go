@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evictd/evictd/internal/cgrouptest"
 	"github.com/evictd/evictd/test/e2e/framework"
 	"github.com/evictd/evictd/test/nodesim"
 )
 
-// TestFaultUnreadableCgroupFiles: the node cgroup's memory.stat and
-// memory.limit_in_bytes, as evictd sees them under its --host-root, turn
+// TestFaultUnreadableCgroupFiles: the node cgroup's memory.stat and memory
+// limit (v1 memory.limit_in_bytes, v2 memory.max), as evictd sees them under its --host-root, turn
 // into garbage mid-run (the stand-in's fault root mounts copies over them;
 // the pods' cgroups and the real files stay intact). While they are broken,
 // memory.available is unknown: evictd must report not ready naming the
@@ -29,7 +30,7 @@ func TestFaultUnreadableCgroupFiles(t *testing.T) {
 		// evidence that it does not is passes, not seconds.
 		blindPasses = 5
 	)
-	brokenFiles := []string{"memory.stat", "memory.limit_in_bytes"}
+	brokenFiles := []string{"memory.stat", cgrouptest.LimitFile}
 	c := framework.Start(t)
 	createPriorityClasses(t, c)
 	node := c.StartNode(t, nodesim.Options{Name: "cgfiles", MemoryBytes: nodeMemory})

@@ -218,20 +218,21 @@ func memoryAvailable(node *nodesim.Node, capacity int64) func() (int64, error) {
 	}
 }
 
-// workingSet is a v1 memory cgroup's usage minus its inactive file pages.
+// workingSet is a memory cgroup's usage minus its inactive file pages, in
+// the host's cgroup version's files.
 func workingSet(dir string) (int64, error) {
-	usage, err := cgrouptest.ReadInt(filepath.Join(dir, "memory.usage_in_bytes"))
+	usage, err := cgrouptest.ReadInt(filepath.Join(dir, cgrouptest.UsageFile))
 	if err != nil {
 		return 0, err
 	}
-	inactive, err := memoryStat(dir, "total_inactive_file")
+	inactive, err := memoryStat(dir, cgrouptest.StatInactiveFile)
 	if err != nil {
 		return 0, err
 	}
 	return max(usage-inactive, 0), nil
 }
 
-// memoryStat reads one counter of a v1 memory cgroup's memory.stat; 0 when
+// memoryStat reads one counter of a memory cgroup's memory.stat; 0 when
 // the file has no such line.
 func memoryStat(dir, key string) (int64, error) {
 	stat, err := os.ReadFile(filepath.Join(dir, "memory.stat"))

@@ -95,7 +95,7 @@ func TestOwnMemoryLimit(t *testing.T) {
 	// No OOM kill of evictd, checked however the test ends: a wait below
 	// that fails because evictd died is explained here.
 	t.Cleanup(func() {
-		kills, err := oomKills(cg.Path("memory.oom_control"))
+		kills, err := oomKills(cg.Path(cgrouptest.OOMKillFile))
 		switch {
 		case err != nil:
 			t.Error(err)
@@ -120,7 +120,7 @@ func TestOwnMemoryLimit(t *testing.T) {
 		u, err := evictdproc.ReadUsage("/proc", e.p.Pid())
 		return int64(u.RSS), err
 	})
-	locked := startSampler(t, every, func() (int64, error) { return memoryStat(cg.Dir(), "total_unevictable") })
+	locked := startSampler(t, every, func() (int64, error) { return memoryStat(cg.Dir(), cgrouptest.StatUnevictable) })
 
 	ready := time.Now()
 	e.waitObservedPasses(e.observedPasses(), ownMemIdlePasses, 60*time.Second)
@@ -138,11 +138,11 @@ func TestOwnMemoryLimit(t *testing.T) {
 	e.waitLog(60*time.Second, "pressure episode ended", func(l logEntry) bool { return l.TS.After(last.TS) })
 	end := time.Now()
 
-	maxUsage, err := cgrouptest.ReadInt(cg.Path("memory.max_usage_in_bytes"))
+	maxUsage, err := cgrouptest.ReadInt(cg.Path(cgrouptest.PeakFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	failcnt, err := cgrouptest.ReadInt(cg.Path("memory.failcnt"))
+	failcnt, err := cg.LimitHits()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,8 @@ func inCgroup(pid int, dir string) error {
 	want := "/" + filepath.Base(dir)
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.SplitN(line, ":", 3)
-		if len(f) == 3 && strings.Contains(","+f[1]+",", ",memory,") {
+		// v1's memory line, or v2's one line of the unified hierarchy.
+		if len(f) == 3 && (strings.Contains(","+f[1]+",", ",memory,") || cgrouptest.V2() && f[0] == "0" && f[1] == "") {
 			if f[2] != want {
 				return fmt.Errorf("evictd (pid %d) is in memory cgroup %s, want %s", pid, f[2], want)
 			}
@@ -289,8 +290,9 @@ func inCgroup(pid int, dir string) error {
 	return fmt.Errorf("evictd (pid %d): no memory cgroup in /proc/%d/cgroup:\n%s", pid, pid, b)
 }
 
-// oomKills reads oom_kill from a v1 memory.oom_control: the processes of
-// that cgroup the kernel's OOM killer ended.
+// oomKills reads oom_kill from v1 memory.oom_control or v2 memory.events
+// (cgrouptest.OOMKillFile): the processes of that cgroup the kernel's OOM
+// killer ended.
 func oomKills(path string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

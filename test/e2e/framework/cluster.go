@@ -137,6 +137,25 @@ const (
 	clientBurst = 100
 )
 
+// ReadyTimeoutEnv overrides how long StartCluster waits for the control
+// plane to serve when Config.ReadyTimeout is not set (a Go duration;
+// default 3m). Under the VM's emulation (hack/vm/host-v2.sh) the control
+// plane takes minutes to start where the host takes seconds.
+const ReadyTimeoutEnv = "EVICTD_E2E_READY_TIMEOUT"
+
+// readyTimeout is ReadyTimeoutEnv's duration, or 3 minutes.
+func readyTimeout() (time.Duration, error) {
+	v := os.Getenv(ReadyTimeoutEnv)
+	if v == "" {
+		return 3 * time.Minute, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 10m", ReadyTimeoutEnv, v)
+	}
+	return d, nil
+}
+
 // StartCluster starts etcd, kube-apiserver and kube-controller-manager on
 // free loopback ports, waits until they serve, and sets up the admin and
 // evictd identities. On error everything started is torn down again.
@@ -146,7 +165,9 @@ func StartCluster(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.ReadyTimeout == 0 {
-		cfg.ReadyTimeout = 3 * time.Minute
+		if cfg.ReadyTimeout, err = readyTimeout(); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.BinDir == "" {
 		if cfg.BinDir, err = KubeBinDir(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRepoRootAndBinary(t *testing.T) {
@@ -177,5 +178,23 @@ func TestTailFile(t *testing.T) {
 	}
 	if got := TailFile(p+".missing", 3); !strings.Contains(got, "cannot read") {
 		t.Errorf("tail of a missing file = %q", got)
+	}
+}
+
+// TestReadyTimeoutEnv: EVICTD_E2E_READY_TIMEOUT, for a slow machine, sets
+// the cluster start's bound; a value that is no positive duration is an
+// error naming it.
+func TestReadyTimeoutEnv(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": 3 * time.Minute, "12m": 12 * time.Minute} {
+		t.Setenv(ReadyTimeoutEnv, v)
+		if got, err := readyTimeout(); err != nil || got != want {
+			t.Errorf("%s=%q: %v, %v; want %v", ReadyTimeoutEnv, v, got, err, want)
+		}
+	}
+	for _, v := range []string{"ten", "-1m", "0s"} {
+		t.Setenv(ReadyTimeoutEnv, v)
+		if _, err := readyTimeout(); err == nil || !strings.Contains(err.Error(), `"`+v+`"`) {
+			t.Errorf("%s=%q: error %v; want one naming the value", ReadyTimeoutEnv, v, err)
+		}
 	}
 }

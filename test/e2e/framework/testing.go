@@ -130,8 +130,9 @@ func (c *Cluster) Namespace(t testing.TB, prefix string) string {
 // and stops it in t.Cleanup. Client defaults to the admin client, Logger to
 // the test log and WorkloadBin to the built workload binary. A host without
 // root or the memory and pids controllers (cgroup v1 or v2) skips the test,
-// or fails it in CI. The suite runs on v1 in CI; its tests that read v1
-// files through the node (NewFaultRoot among them) are not v2-ready.
+// or fails it in CI. Tests that read the node's memory files take their
+// names for the host's version from internal/cgrouptest (LimitFile,
+// UsageFile, V2).
 func (c *Cluster) StartNode(t testing.TB, opts nodesim.Options) *nodesim.Node {
 	t.Helper()
 	RequireRoot(t)

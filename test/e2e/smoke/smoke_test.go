@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/internal/cgrouptest"
 	"github.com/evictd/evictd/test/e2e/framework"
 	"github.com/evictd/evictd/test/nodesim"
 )
@@ -54,8 +55,8 @@ func testNode(t *testing.T, c *framework.Cluster, node *nodesim.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := readInt(t, filepath.Join(node.MemoryCgroupDir(), "memory.limit_in_bytes"))
-	kubepods := readInt(t, filepath.Join(node.MemoryCgroupDir(), "kubepods", "memory.limit_in_bytes"))
+	limit := readInt(t, filepath.Join(node.MemoryCgroupDir(), cgrouptest.LimitFile))
+	kubepods := readInt(t, filepath.Join(node.MemoryCgroupDir(), "kubepods", cgrouptest.LimitFile))
 	tests := []struct {
 		name string
 		got  int64
@@ -71,7 +72,13 @@ func testNode(t *testing.T, c *framework.Cluster, node *nodesim.Node) {
 			t.Errorf("%s: got %d, want %d", tt.name, tt.got, tt.want)
 		}
 	}
-	for _, p := range []string{"sys/fs/cgroup/memory", "proc/pressure", "var/lib/kubelet/pods", "var/log/pods", "var/lib/containerd"} {
+	// The memory controller as the host mounts it: v1's hierarchy, or v2's
+	// one, whose root alone has cgroup.controllers.
+	memory := "sys/fs/cgroup/memory"
+	if cgrouptest.V2() {
+		memory = "sys/fs/cgroup/cgroup.controllers"
+	}
+	for _, p := range []string{memory, "proc/pressure", "var/lib/kubelet/pods", "var/log/pods", "var/lib/containerd"} {
 		if _, err := os.Stat(filepath.Join(node.HostRoot, p)); err != nil {
 			t.Errorf("host root lacks %s: %v", p, err)
 		}
@@ -85,7 +92,7 @@ func testPodsRun(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns stri
 		holdMiB   int64
 		procs     int64
 		writeMiB  int64
-		podLimit  int64 // memory.limit_in_bytes of the pod cgroup; 0: unlimited
+		podLimit  int64 // the pod cgroup's memory limit (cgrouptest.LimitFile); 0: unlimited
 		qosParent string
 	}{
 		{spec: podSpec{name: "guaranteed", args: []string{"--hold-mib=64"}, limits: resources("100m", "128Mi")},
@@ -128,14 +135,14 @@ func testPodsRun(t *testing.T, c *framework.Cluster, node *nodesim.Node, ns stri
 			low, high := tt.holdMiB*mib, (tt.holdMiB+tt.writeMiB+40)*mib
 			var usage int64
 			_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-				usage = readInt(t, filepath.Join(cg, "memory.usage_in_bytes"))
+				usage = readInt(t, filepath.Join(cg, cgrouptest.UsageFile))
 				return usage >= low, nil
 			})
 			if usage < low || usage > high {
-				t.Errorf("pod cgroup memory.usage_in_bytes = %d MiB, want %d..%d MiB", usage/mib, low/mib, high/mib)
+				t.Errorf("pod cgroup %s = %d MiB, want %d..%d MiB", cgrouptest.UsageFile, usage/mib, low/mib, high/mib)
 			}
 			if tt.podLimit > 0 {
-				if got := readInt(t, filepath.Join(cg, "memory.limit_in_bytes")); got != tt.podLimit {
+				if got := readInt(t, filepath.Join(cg, cgrouptest.LimitFile)); got != tt.podLimit {
 					t.Errorf("pod memory limit %d, want %d", got, tt.podLimit)
 				}
 			}
@@ -438,7 +445,7 @@ func testDisk(t *testing.T, c *framework.Cluster, ns string) {
 	}
 	// tmpfs pages are charged to the writer's memory cgroup (see
 	// nodesim.Options.DiskBytes); tests sizing memory must allow for it.
-	if usage := readInt(t, filepath.Join(node.PodMemoryCgroupDir(pod), "memory.usage_in_bytes")); usage < write*mib {
+	if usage := readInt(t, filepath.Join(node.PodMemoryCgroupDir(pod), cgrouptest.UsageFile)); usage < write*mib {
 		t.Errorf("pod memory usage %d MiB, want the %d MiB of tmpfs pages included", usage/mib, write)
 	}
 	if err := c.Admin.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}); err != nil {
