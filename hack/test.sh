@@ -488,12 +488,12 @@ any_wanted() { local s; for s in "$@"; do wanted "$s" && return 0; done; return 
 step build 1200 make --no-print-directory build
 any_wanted verify deploy-lint && lane checks 19 checks
 # make test-node: the race detector over the packages whose state goroutines share
-# (hack/race.sh), then every fuzz target for FUZZTIME (default 10 s) each (hack/fuzz.sh): a DATA
+# (make race: hack/race.sh), then every fuzz target for FUZZTIME (default 10 s) each (make fuzz: hack/fuzz.sh): a DATA
 # RACE report or a finding fails its stage. On the host, beside the node's stages under nice 19:
 # the emulated guest takes one core, they take what it leaves.
 host_checks() {
-  step race "$budget" hack/race.sh
-  step fuzz "$budget" hack/fuzz.sh "${FUZZTIME:-10s}"
+  step race "$budget" make --no-print-directory race
+  step fuzz "$budget" make --no-print-directory fuzz FUZZTIME="${FUZZTIME:-10s}"
 }
 any_wanted race fuzz && lane host-checks 19 host_checks
 any_wanted test-image test-dashboard test-sbom deploy-tools test-deploy && lane deploy 19 deploy
