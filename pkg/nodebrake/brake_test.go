@@ -537,16 +537,7 @@ func exitWith(t *testing.T, h *harness, fail error, errs ...error) (calls []stri
 	h.api.mu.Lock()
 	h.api.flaky, h.api.fail = errs, fail
 	h.api.mu.Unlock()
-	h.cancel()
-	eventually(t, "the exit lift to end", func() bool {
-		select {
-		case <-h.done:
-			return true
-		default:
-			h.clk.Step(minRetry)
-			return false
-		}
-	})
+	h.exit(t)
 	return calls
 }
 
