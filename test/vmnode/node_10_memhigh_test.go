@@ -388,7 +388,7 @@ func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 	// The churn's first cycle crosses memory.high (the hold alone stays
 	// below it): its start, on the guest's clock as evictd's log lines are,
 	// is when the churner's throttling began, to a cycle.
-	r.churnAt = containerLogLine(t, ctx, n, pods[0], "churn", "workload: churning", time.Minute)
+	r.churnAt = containerLogLine(t, ctx, n, pods[0], "churn", "workload: churning", 3*time.Minute)
 
 	// Until the churner ends (its eviction, the case's outcome) or, for a
 	// case where it must stay, a whole window and a grace period after its
