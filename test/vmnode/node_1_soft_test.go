@@ -111,11 +111,16 @@ func TestNodeSoftThresholdAcrossRestart(t *testing.T) {
 	}
 	// The premise, on the guest's clock (evictd's line and the kill): the
 	// kill came within the grace period of evictd's crossing.
-	oldMet, ok := FirstLogAfter(CRILogLines(evictdLog(t, n, old)), time.Time{}, "threshold met", map[string]string{"signal": "memory.available"})
-	if !ok {
+	// The line the guest acted on: the last before the kill.
+	var met time.Time
+	for _, l := range CRILogLines(evictdLog(t, n, old)) {
+		if l.Msg == "threshold met" && l.Str("signal") == "memory.available" && !l.TS.After(killedAt) {
+			met = l.TS
+		}
+	}
+	if met.IsZero() {
 		t.Fatalf("the guest saw evictd's \"threshold met\" but the test does not:\n%s", framework.LastLines(evictdLog(t, n, old), 30))
 	}
-	met := oldMet.TS
 	t.Logf(`evictd killed %s after its "threshold met" (guest clock), %s before its %s grace period ended`,
 		killedAt.Sub(met).Round(time.Millisecond), (grace - killedAt.Sub(met)).Round(time.Millisecond), grace)
 	restarts := restartsOf(old)
