@@ -95,11 +95,11 @@ func TestKillOnLineScript(t *testing.T) {
 	}
 }
 
-// TestKillOnLineScriptNotSeen: no new line within its polls: it says so and
+// TestKillOnLineScriptNotSeen: no new line within its time: it says so and
 // fails, killing nothing.
 func TestKillOnLineScriptNotSeen(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "0.log")
-	argv := killOnLineArgv(log, "a", "b", 400*time.Millisecond, "killtest-none")
+	argv := killOnLineArgv(log, "a", "b", time.Second, "killtest-none")
 	out, err := exec.Command(argv[0], argv[1:]...).Output()
 	if err == nil || strings.TrimSpace(string(out)) != "not seen" {
 		t.Fatalf("got %q, %v; want \"not seen\" and an exit status", out, err)
