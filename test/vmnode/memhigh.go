@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // kubeletMemoryHigh is the memory.high the kubelet writes on a container's
@@ -200,4 +201,55 @@ func WakeupFigures(metrics string) (active, woke map[string]float64) {
 		}
 	}
 	return active, woke
+}
+
+// specMemoryHigh is the memory.high a container's OCI spec asks for, from
+// `ctr containers info --spec`: the kubelet's CRI request puts it in
+// linux.resources.unified, which containerd keeps as the kubelet gave it
+// (runc writes it into the cgroup before the container starts). It is the
+// kubelet's own figure: evictd's actuator writes the cgroup's file, never
+// the spec. 0 when the spec asks for none.
+func specMemoryHigh(spec []byte) (int64, error) {
+	var s struct {
+		Linux *struct {
+			Resources *struct {
+				Unified map[string]string `json:"unified"`
+			} `json:"resources"`
+		} `json:"linux"`
+	}
+	if err := json.Unmarshal(spec, &s); err != nil {
+		return 0, fmt.Errorf("the container's OCI spec: %w", err)
+	}
+	if s.Linux == nil || s.Linux.Resources == nil {
+		return 0, nil
+	}
+	v, ok := s.Linux.Resources.Unified["memory.high"]
+	if !ok {
+		return 0, nil
+	}
+	if v == "max" {
+		return -1, nil
+	}
+	high, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("the container's OCI spec: linux.resources.unified memory.high %q: %w", v, err)
+	}
+	return high, nil
+}
+
+// memHighHeld is how long evictd had a container stuck at memory.high, from
+// its eviction's reason ("container churn: memory.events high 352.9/s over
+// 30s (threshold 10/s), for 20s, priority 0"): its own figure, rounded to
+// the second.
+func memHighHeld(reason string) (time.Duration, error) {
+	_, rest, ok := strings.Cut(reason, ", for ")
+	if !ok {
+		return 0, fmt.Errorf("no \", for\" in %q", reason)
+	}
+	d, _, _ := strings.Cut(rest, ",")
+	held, err := time.ParseDuration(strings.TrimSpace(d))
+	if err != nil {
+		return 0, fmt.Errorf("%q: %w", reason, err)
+	}
+	return held, nil
 }

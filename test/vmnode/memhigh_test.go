@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestKubeletMemoryHigh: the kubelet's formula, worked by hand.
@@ -140,5 +141,49 @@ evictd_wakeups_totally{source="x"} 9
 	}
 	if woke["memory_events"] != 412 || woke["poll"] != 350 || len(woke) != 2 {
 		t.Errorf("woke %v", woke)
+	}
+}
+
+// TestSpecMemoryHigh: the kubelet's memory.high as ctr prints a container's
+// spec (trimmed from the node's), none, "max" and a bad value.
+func TestSpecMemoryHigh(t *testing.T) {
+	for _, tt := range []struct {
+		name, spec string
+		want       int64
+		err        string
+	}{
+		{name: "the kubelet's", spec: `{"ociVersion":"1.2.1","linux":{"resources":{"memory":{"limit":268435456},"unified":{"memory.high":"244944896","memory.low":"0","memory.min":"0"}},"cgroupsPath":"kubepods-burstable-podX.slice:cri-containerd:Y"}}`, want: 244944896},
+		{name: "no factor", spec: `{"linux":{"resources":{"unified":{"memory.low":"0","memory.min":"0"}}}}`},
+		{name: "no resources", spec: `{"linux":{}}`},
+		{name: "reset to max", spec: `{"linux":{"resources":{"unified":{"memory.high":"max"}}}}`, want: -1},
+		{name: "bad value", spec: `{"linux":{"resources":{"unified":{"memory.high":"lots"}}}}`, err: `memory.high "lots"`},
+		{name: "not JSON", spec: `ctr: container "x" in namespace "k8s.io": not found`, err: "the container's OCI spec"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := specMemoryHigh([]byte(tt.spec))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want one containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestMemHighHeld: evictd's stuck time from its eviction reason, as the node
+// logged it, and reasons without one.
+func TestMemHighHeld(t *testing.T) {
+	got, err := memHighHeld("container churn: memory.events high 352.9/s over 30s (threshold 10/s), for 20s, priority 0")
+	if err != nil || got != 20*time.Second {
+		t.Fatalf("got %s, %v; want 20s", got, err)
+	}
+	for _, bad := range []string{"memory.available<300Mi", "container churn: for ever, priority 0"} {
+		if _, err := memHighHeld(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }

@@ -378,19 +378,9 @@ func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 		r.cgroups[p.Name] = n.PodCgroup(p) + "/" + containerCgroupName(n.CgroupDriver, id)
 	}
 
-	// The kubelet wrote memory.high, by its formula, on every container.
-	first, err := r.poll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := kubeletMemoryHigh(memHighRequest, memHighLimit, memHighFactor, 4096)
-	for name := range r.cgroups {
-		if got := first.reads[name].High; got != want {
-			t.Fatalf("%s's container has memory.high %d, want the kubelet's %d (request %d MiB, limit %d MiB, factor %g): is MemoryQoS on?",
-				name, got, want, memHighRequest>>20, memHighLimit>>20, memHighFactor)
-		}
-	}
-	t.Logf("the kubelet set memory.high %d (%.1f MiB) on each container", want, float64(want)/(1<<20))
+	// The case's premise, established before the case is read: the
+	// kubelet's MemoryQoS gave every container memory.high by its formula.
+	first := r.waitKubeletMemoryHigh(t, ctx, pods)
 	r.keep(first)
 	// The table shows each poll's gauge against the one before: the
 	// first's is here.
@@ -398,17 +388,17 @@ func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 	// The churn's first cycle crosses memory.high (the hold alone stays
 	// below it): its start, on the guest's clock as evictd's log lines are,
 	// is when the churner's throttling began, to a cycle.
-	r.churnAt = containerLogLine(t, ctx, n, pods[0], "churn", "workload: churning", time.Minute)
+	r.churnAt = containerLogLine(t, ctx, n, pods[0], "churn", "workload: churning", 3*time.Minute)
 
 	// Until the churner ends (its eviction, the case's outcome) or, for a
 	// case where it must stay, a whole window and a grace period after its
 	// memory.high was seen relaxed (as long as evictd would take to evict
 	// it for the throttling it saw before), or else the deadline: half a
-	// window, the grace period and a minute for the guest's slowness.
-	deadline := memHighWindow/2 + memHighGrace + time.Minute
+	// window, the grace period and three minutes for the guest's slowness.
+	deadline := memHighWindow/2 + memHighGrace + 3*time.Minute
 	deadlineAt := time.Now().Add(deadline)
 	var relaxedAt time.Time
-	r.sample(t, ctx, deadline+30*time.Second, "the churner's end", func() bool {
+	r.sample(t, ctx, deadline+memHighWindow+memHighGrace+time.Minute, "the churner's end", func() bool {
 		if c.stays {
 			if f := r.pf.fates["churn"]; f != "" {
 				t.Fatalf("the churner ended by %q; with this case it must stay", f)
@@ -417,8 +407,8 @@ func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 			if ch, ok := last.reads["churn"]; ok && ch.High == memHighLimit && relaxedAt.IsZero() {
 				relaxedAt = last.at
 			}
-			if !relaxedAt.IsZero() && time.Since(relaxedAt) > memHighWindow+memHighGrace {
-				return true
+			if !relaxedAt.IsZero() {
+				return time.Since(relaxedAt) > memHighWindow+memHighGrace
 			}
 			return time.Now().After(deadlineAt)
 		}
@@ -447,6 +437,114 @@ func runMemHighCase(t *testing.T, n *Node, c memHighCase) {
 	checkQuietPods(t, r)
 	checkWakeupSources(t, ctx, r)
 	t.Logf("case %q took %s", c.name, time.Since(from).Round(time.Second))
+}
+
+// waitKubeletMemoryHigh establishes the case's premise: the kubelet's
+// MemoryQoS gave each container memory.high by its formula. The kubelet
+// asks for it only when it creates a container, in its CRI request's
+// unified resources, which runc writes into the cgroup before the
+// container starts; with no memoryThrottlingFactor it asks for none, and a
+// restart into the factor changes only the containers created after it.
+// So the kubelet's own figure is the container's OCI spec, read first. The
+// cgroup's file is then polled (minutes on the loaded guest) until it is
+// set: to the kubelet's figure, or, for the churner, to memory.max where
+// evictd's actuator has already raised it, its "memory.high relaxed to
+// memory.max" line saying from the kubelet's figure. That happens when the
+// first read comes half a window and the grace period after the churn
+// began (a loaded host: the pods seen Running late, a poll taking 10-20 s),
+// and read as the kubelet's memory.high it failed the case: "churn's
+// container has memory.high 268435456, want the kubelet's 244944896". It
+// returns the first poll that showed every container's file so.
+func (r *memHighRun) waitKubeletMemoryHigh(t *testing.T, ctx context.Context, pods []*corev1.Pod) memHighSample {
+	t.Helper()
+	want := kubeletMemoryHigh(memHighRequest, memHighLimit, memHighFactor, 4096)
+	premise := fmt.Sprintf("the kubelet's %d (request %d MiB, limit %d MiB, factor %g)", want, memHighRequest>>20, memHighLimit>>20, memHighFactor)
+	for _, p := range pods {
+		id, err := containerID(p, p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.n.Exec(ctx, []string{r.n.Ctr, "-n", "k8s.io", "containers", "info", "--spec", id}, WithTimeout(time.Minute))
+		if err == nil {
+			err = res.Err()
+		}
+		if err != nil {
+			t.Fatalf("%s's container spec: %v", p.Name, err)
+		}
+		got, err := specMemoryHigh([]byte(res.Stdout))
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		if got != want {
+			t.Fatalf("the kubelet created %s's container with memory.high %d in its spec, want %s: is MemoryQoS on, the factor set?", p.Name, got, premise)
+		}
+	}
+	var first memHighSample
+	var relaxedFrom string
+	gone := map[string]string{}
+	err := r.n.poll(ctx, 3*time.Minute, "every container's memory.high at "+premise, func(ctx context.Context) error {
+		s, err := r.poll(ctx)
+		if err != nil {
+			return err
+		}
+		for name := range r.cgroups {
+			c, ok := s.reads[name]
+			if !ok {
+				// Gone already (evicted on a guest slower still): its
+				// spec above is the kubelet's figure, which runc wrote.
+				fate, err := r.fateOf(ctx, name)
+				if err != nil || fate == "" {
+					return fmt.Errorf("%s's cgroup not read (%v)", name, err)
+				}
+				gone[name] = fate
+				continue
+			}
+			if c.High == want {
+				continue
+			}
+			if name == "churn" && c.High == memHighLimit {
+				relaxed, ok := FirstLogAfter(CRILogLines(evictdLogSince(t, r.n, r.ev, r.began)), r.began,
+					"memory.high relaxed to memory.max", map[string]string{"container": "churn"})
+				if ok && relaxed.Str("from") == strconv.FormatInt(want, 10) {
+					relaxedFrom = relaxed.Raw
+					continue
+				}
+				return fmt.Errorf("churn's memory.high is its memory.max, %d, and evictd's log says no relax from the kubelet's %d", c.High, want)
+			}
+			return fmt.Errorf("%s's memory.high is %d", name, c.High)
+		}
+		first = s
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v: is MemoryQoS on?", err)
+	}
+	t.Logf("the kubelet set memory.high %d (%.1f MiB) on each container (its spec and its cgroup)", want, float64(want)/(1<<20))
+	if relaxedFrom != "" {
+		t.Logf("evictd relaxed the churner's before the test's first read: %s", relaxedFrom)
+	}
+	if len(gone) != 0 {
+		t.Logf("gone before the test's first read of their cgroup (their spec has the kubelet's memory.high): %v", gone)
+	}
+	return first
+}
+
+// fateOf is how the named pod ended ("" while it runs): its fate, or "gone"
+// once deleted.
+func (r *memHighRun) fateOf(ctx context.Context, name string) (string, error) {
+	if err := r.pf.check(ctx); err != nil {
+		return "", err
+	}
+	if f := r.pf.fates[name]; f != "" {
+		return f, nil
+	}
+	if _, err := r.n.Cluster.Admin.CoreV1().Pods(r.ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		r.pf.fates[name] = "gone"
+		return "gone", nil
+	} else if err != nil {
+		return "", err
+	}
+	return "", nil
 }
 
 // checkWakeupSources: the cgroup v2 fast path is armed on the real node and
@@ -485,11 +583,12 @@ func checkChurnerEvicted(t *testing.T, r *memHighRun) {
 		t.Fatalf("the churner ended by %q, want an eviction by evictd (an OOM kill means its peak reached memory.max)", f)
 	}
 	waitGone(t, context.Background(), r.n, r.ns, "churn")
-	// Stuck lasts a loop tick or two before the eviction, which a poll
-	// may miss; over lasts the grace period.
+	// The test's polls, 2-20 s apart on a loaded guest, may miss any state
+	// (stuck lasts a loop tick or two): what evictd saw is in its own
+	// eviction line below, not in when the host happened to look.
 	if r.firstHigh.IsZero() || r.firstOver.IsZero() {
-		t.Logf("evictd's lines on the churner and memory.high:\n%s", grepLines(evictdLogSince(t, r.n, r.ev, r.began), "churn", "memory.high", "episode"))
-		t.Fatalf("the churner was evicted before it was seen throttled (%s) and over in evictd's gauge (%s)", r.firstHigh, r.firstOver)
+		t.Logf("the test's polls did not see the churner throttled (%s) and over in evictd's gauge (%s); evictd's lines on it:\n%s",
+			r.firstHigh, r.firstOver, grepLines(evictdLogSince(t, r.n, r.ev, r.began), "churn", "memory.high", "episode"))
 	}
 	first, last, _ := r.span("churn")
 	h, s := memHighRates(first, last)
@@ -514,12 +613,19 @@ func checkChurnerEvicted(t *testing.T, r *memHighRun) {
 	// On the guest's clock: from the churn's start (its first cycle
 	// throttled) to the eviction, at least the grace period (over from
 	// the first pass that sees the throttling, stuck the grace period
-	// after), and not much more than half a window on top.
+	// after). How much more is the emulated guest's speed as much as
+	// evictd's: logged, not asserted (the waiting rule).
 	took := lines[0].TS.Sub(r.churnAt)
 	t.Logf("the churner evicted %.1f s after its churn began (window %s, grace %s)", took.Seconds(), memHighWindow, memHighGrace)
-	if took < memHighGrace || took > memHighWindow+memHighGrace+15*time.Second {
-		t.Errorf("evicted %s after the churn began, want between the %s grace period and %s",
-			took.Round(100*time.Millisecond), memHighGrace, memHighWindow+memHighGrace+15*time.Second)
+	if took < memHighGrace {
+		t.Errorf("evicted %s after the churn began, before the %s grace period", took.Round(100*time.Millisecond), memHighGrace)
+	}
+	// evictd's own figures, in its eviction's reason: the rate over the
+	// window and how long it held (at least the grace period).
+	if held, err := memHighHeld(lines[0].Str("reason")); err != nil {
+		t.Errorf("evictd's eviction reason: %v", err)
+	} else if held < memHighGrace {
+		t.Errorf("evictd's eviction reason says the churner was stuck for %s, under the %s grace period: %s", held, memHighGrace, lines[0].Str("reason"))
 	}
 	events := podEvents(t, r.n, r.ns)
 	t.Logf("events in %s:\n%s", r.ns, events)

@@ -140,7 +140,7 @@ func TestNodeContainHardVictim(t *testing.T) {
 
 	key := ns + "/grower"
 	evicted := waitEvictdLine(t, n, ev, "evicted pod", key, 2*time.Minute)
-	contained := waitEvictdLine(t, n, ev, msgContained, key, 30*time.Second)
+	contained := waitEvictdLine(t, n, ev, msgContained, key, 2*time.Minute)
 	t.Logf("evictd: %s", evicted.Raw)
 	t.Logf("evictd: %s", contained.Raw)
 	if evicted.Str("kind") != "hard" || evicted.Str("signal") != "memory.available" {
@@ -271,8 +271,12 @@ func TestNodeContainHardVictim(t *testing.T) {
 	}
 	t.Logf("the grower's processes ended %.1f-%.1f s after its eviction (grace %s); evictd's line on its end %.1f s after",
 		lastAlive.Sub(evicted.TS).Seconds(), firstDead.Sub(evicted.TS).Seconds(), containGrace, gone.TS.Sub(evicted.TS).Seconds())
-	if firstDead.Sub(evicted.TS) < containGrace-time.Second || lastAlive.Sub(evicted.TS) > containGrace+30*time.Second {
-		t.Errorf("the grower's processes ended between %s and %s after its eviction, want at its %s grace period's end",
+	// Not before its grace period's end (containment is no kill); how long
+	// after is the kubelet's stop on the emulated guest, logged above, not
+	// asserted (the waiting rule): the exit status below says it was the
+	// kubelet's SIGKILL.
+	if firstDead.Sub(evicted.TS) < containGrace-time.Second {
+		t.Errorf("the grower's processes ended between %s and %s after its eviction, before its %s grace period's end",
 			lastAlive.Sub(evicted.TS).Round(100*time.Millisecond), firstDead.Sub(evicted.TS).Round(100*time.Millisecond), containGrace)
 	}
 	end := final()

@@ -250,7 +250,7 @@ func checkKubeletRead(t *testing.T, n *Node, pod *corev1.Pod, what string, resta
 		wantMetrics[`evictd_threshold_available_bytes{kind="hard",signal="memory.available"}`] = max(300<<20, k+200<<20)
 	}
 	var got map[string]float64
-	err = n.poll(ctx, time.Minute, "evictd's metrics "+what, func(ctx context.Context) error {
+	err = n.poll(ctx, 3*time.Minute, "evictd's metrics "+what, func(ctx context.Context) error {
 		res, err := n.Exec(ctx, []string{"curl", "-s", "--max-time", "10", "http://" + pod.Status.PodIP + ":9731/metrics"}, WithTimeout(time.Minute))
 		if err == nil {
 			err = res.Err()
@@ -434,7 +434,7 @@ func TestNodeKubeletImpostor(t *testing.T) {
 		if strings.Contains(from, "kubelet pid "+impostor+" ") || !strings.Contains(from, "kubelet.service") || strings.Contains(placed.Str("kubelet"), "1Ti") {
 			t.Errorf("%s: evictd read %q from %q: want the kubelet in kubelet.service, not the impostor pid %s", what, placed.Str("kubelet"), from, impostor)
 		}
-		err = n.poll(ctx, time.Minute, "evictd's memory threshold "+what, func(ctx context.Context) error {
+		err = n.poll(ctx, 3*time.Minute, "evictd's memory threshold "+what, func(ctx context.Context) error {
 			r, err := n.Exec(ctx, []string{"curl", "-s", "--max-time", "10", "http://" + ev.Status.PodIP + ":9731/metrics"}, WithTimeout(time.Minute))
 			if err == nil {
 				err = r.Err()

@@ -104,28 +104,34 @@ func TestNodeDiskOrder(t *testing.T) {
 		doneAfter = append(doneAfter, fmt.Sprintf("%s %s (in %s)", p.Name, time.Since(written).Round(time.Second), in))
 	}
 	t.Logf("the three pods done writing after they ran (seen in turn): %s", strings.Join(doneAfter, ", "))
-	// What evictd counts for each pod, once its ephemeral figures are
-	// fresh (refreshed every 10 s).
-	time.Sleep(12 * time.Second)
-	obs, raw, err := observeInPod(ctx, n, evictd)
-	if err != nil {
-		t.Fatalf("evictd observe: %v\n%s", err, raw)
-	}
+	// What evictd counts for each pod, once its ephemeral figures (refreshed
+	// every 10 s, later on a loaded guest) hold what the pods wrote: polled,
+	// not a sleep past one refresh.
+	atLeast := map[string]int64{"layer": 120 << 20, "scratch": 80 << 20, "logger": 10 << 20}
 	counted := map[string]int64{}
-	for _, p := range pods {
-		ps := podByUID(obs, string(p.UID))
-		if ps == nil || ps.EphemeralStorage == nil || ps.EphemeralStorage.UsedBytes == nil {
-			t.Fatalf("evictd observe has no ephemeral storage for %s", p.Name)
+	if err := n.poll(ctx, 3*time.Minute, "evictd's ephemeral figures to hold what the pods wrote", func(ctx context.Context) error {
+		obs, raw, err := observeInPod(ctx, n, evictd)
+		if err != nil {
+			return fmt.Errorf("evictd observe: %w\n%s", err, raw)
 		}
-		counted[p.Name] = int64(*ps.EphemeralStorage.UsedBytes)
+		for _, p := range pods {
+			ps := podByUID(obs, string(p.UID))
+			if ps == nil || ps.EphemeralStorage == nil || ps.EphemeralStorage.UsedBytes == nil {
+				return fmt.Errorf("evictd observe has no ephemeral storage for %s", p.Name)
+			}
+			counted[p.Name] = int64(*ps.EphemeralStorage.UsedBytes)
+		}
+		for name, least := range atLeast {
+			if counted[name] < least {
+				return fmt.Errorf("%s: evictd counts %d MiB, less than the %d MiB it wrote and the kubelet keeps", name, counted[name]>>20, least>>20)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("ephemeral storage as evictd counts it: layer %d MiB, scratch %d MiB, logger %d MiB",
 		counted["layer"]>>20, counted["scratch"]>>20, counted["logger"]>>20)
-	for name, atLeast := range map[string]int64{"layer": 120 << 20, "scratch": 80 << 20, "logger": 10 << 20} {
-		if counted[name] < atLeast {
-			t.Errorf("%s: evictd counts %d MiB, less than the %d MiB it wrote and the kubelet keeps", name, counted[name]>>20, atLeast>>20)
-		}
-	}
 	if counted["logger"] > 100<<20+4<<20 || counted["logger"] >= counted["scratch"] {
 		t.Fatalf("logger: evictd counts %d MiB; want at most what it printed, less than scratch", counted["logger"]>>20)
 	}
@@ -165,7 +171,9 @@ func TestNodeDiskOrder(t *testing.T) {
 		t.Fatalf("%v\n%s", err, n.Diagnostics())
 	}
 	took := time.Since(start)
-	time.Sleep(20 * time.Second)
+	// Nothing more goes: read once evictd has seen nodefs above its
+	// threshold and looked a few times more.
+	waitEvictdLooked(t, ctx, n, evictd, 5, `evictd_threshold_met{kind="hard",signal="nodefs.available"}`)
 	if err := pf.check(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +267,7 @@ func TestNodeDiskInodes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(15 * time.Second)
+	waitEvictdLooked(t, ctx, n, evictd, 5, `evictd_threshold_met{kind="hard",signal="nodefs.inodesFree"}`)
 	log := evictdLogSince(t, n, evictd, start)
 	t.Logf("evictd's log:\n%s", log)
 	t.Logf("events in %s:\n%s", ns, podEvents(t, n, ns))

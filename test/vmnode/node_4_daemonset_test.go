@@ -70,7 +70,7 @@ func TestNodeDaemonSet(t *testing.T) {
 // it has CPU and memory figures.
 func evictdContainerStats(ctx context.Context, n *Node, pod *corev1.Pod) (*statsv1alpha1.ContainerStats, error) {
 	var c *statsv1alpha1.ContainerStats
-	err := n.poll(ctx, time.Minute, "evictd's container stats", func(ctx context.Context) error {
+	err := n.poll(ctx, 3*time.Minute, "evictd's container stats", func(ctx context.Context) error {
 		s, _, err := n.Summary(ctx)
 		if err != nil {
 			return err
@@ -243,7 +243,7 @@ func checkParity(t *testing.T, n *Node, evictd *corev1.Pod) {
 		t.Fatalf("the guest's clock: %q: %v", out, err)
 	}
 	since := time.Unix(0, int64(written*1e9))
-	if err := n.poll(ctx, time.Minute, "the kubelet's memory figures read after the pods wrote", func(ctx context.Context) error {
+	if err := n.poll(ctx, 3*time.Minute, "the kubelet's memory figures read after the pods wrote", func(ctx context.Context) error {
 		s, _, err := n.Summary(ctx)
 		if err != nil {
 			return err

@@ -202,7 +202,7 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 	}
 	// The guest's clock against the host's, to place the kernel's OOM
 	// kills (dmesg, seconds of uptime) on the samples' time line.
-	upAt, uptime, err := guestUptime(ctx, n)
+	upAt, uptime, guestAt, err := guestUptime(ctx, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,8 +260,9 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 				if k.Uptime < uptime {
 					continue // an earlier run's
 				}
-				at := upAt.Add(time.Duration((k.Uptime - uptime) * float64(time.Second)))
-				run.Kills = append(run.Kills, Kill{At: at, Command: k.Command, AnonRSS: k.AnonRSS})
+				since := time.Duration((k.Uptime - uptime) * float64(time.Second))
+				at := upAt.Add(since)
+				run.Kills = append(run.Kills, Kill{At: at, GuestAt: guestAt.Add(since), Command: k.Command, AnonRSS: k.AnonRSS})
 				// A kill the pod's status never showed (the kubelet was
 				// too starved to report it in time) still ended the leak.
 				if _, seen := fates["leaker"]; !seen && k.Command == "workload" && k.AnonRSS >= run.Hold {
@@ -271,6 +272,15 @@ func raceOnce(t *testing.T, n *Node, mode string, rate float64) RaceRun {
 		}
 	}
 	run.Fates = fatesOf(fates)
+	// evictd's eviction of the leaker, on its own clock, the guest's.
+	evictdOnce.Lock()
+	evNow := evictdOnce.pod
+	evictdOnce.Unlock()
+	if mode == "evictd + kubelet" && evNow != nil {
+		if l, ok := FirstLogAfter(CRILogLines(evictdLog(t, n, evNow)), time.Time{}, "evicted pod", map[string]string{"pod": ns + "/leaker"}); ok {
+			run.Evicted = l.TS
+		}
+	}
 	if _, ok := fates["leaker"]; !ok {
 		t.Logf("nothing ended the leaker within 3 minutes\n%s", n.Diagnostics())
 	}
@@ -307,16 +317,30 @@ func fatesOf(m map[string]PodFate) []PodFate {
 }
 
 // guestUptime is the guest's uptime (seconds) at a host time, read in one
-// short exec (its error is half the round trip, well under the samples').
-func guestUptime(ctx context.Context, n *Node) (time.Time, float64, error) {
+// short exec (its error is half the round trip, well under the samples'),
+// and the guest's own clock at that uptime, read in the guest a moment
+// after it (no round trip): what places the kernel's kills beside evictd's
+// log lines.
+func guestUptime(ctx context.Context, n *Node) (time.Time, float64, time.Time, error) {
 	before := time.Now()
-	out, err := n.Sh(ctx, "cut -d' ' -f1 /proc/uptime")
+	out, err := n.Sh(ctx, "cut -d' ' -f1 /proc/uptime; date +%s.%N")
 	if err != nil {
-		return time.Time{}, 0, err
+		return time.Time{}, 0, time.Time{}, err
 	}
 	at := before.Add(time.Since(before) / 2)
-	up, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
-	return at, up, err
+	f := strings.Fields(out)
+	if len(f) != 2 {
+		return time.Time{}, 0, time.Time{}, fmt.Errorf("the guest's uptime and clock: %q", out)
+	}
+	up, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return time.Time{}, 0, time.Time{}, fmt.Errorf("the guest's uptime: %q: %w", out, err)
+	}
+	wall, err := strconv.ParseFloat(f[1], 64)
+	if err != nil {
+		return time.Time{}, 0, time.Time{}, fmt.Errorf("the guest's clock: %q: %w", out, err)
+	}
+	return at, up, time.Unix(0, int64(wall*1e9)).UTC(), nil
 }
 
 // nodeAvailable reads memory.available as the kubelet computes it.

@@ -260,8 +260,10 @@ func TestNodeDiskImageGC(t *testing.T) {
 	}
 	t.Logf("the kubelet deleted the image %s after the fill; nodefs %d MiB available", time.Since(start).Round(time.Second), a>>20)
 	// The pressure ended with the image: an eviction evictd made for it was
-	// made before, and shows in the API and its log within seconds.
-	time.Sleep(5 * time.Second)
+	// made before. Read once evictd has seen its disk thresholds no longer
+	// met and looked a few times more.
+	waitEvictdLooked(t, ctx, n, evictd, 3, `evictd_threshold_met{kind="hard",signal="imagefs.available"}`,
+		`evictd_threshold_met{kind="hard",signal="nodefs.available"}`)
 	checkRunning(t, ctx, n, ns, pods, "after the image's collection covered the pressure")
 	log := evictdLogSince(t, n, evictd, start.Add(-5*time.Second))
 	t.Logf("evictd's log since the fill:\n%s", log)

@@ -133,7 +133,10 @@ func TestNodeDedicatedImageFs(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("%v\n%s", err, n.Diagnostics())
 		}
-		time.Sleep(15 * time.Second)
+		// Nothing more goes: read once evictd has seen both filesystems
+		// above its thresholds and looked a few times more.
+		waitEvictdLooked(t, ctx, n, evictd, 5, `evictd_threshold_met{kind="hard",signal="nodefs.available"}`,
+			`evictd_threshold_met{kind="hard",signal="imagefs.available"}`)
 		if err := pf.check(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -231,9 +231,9 @@ cat %s/memory.swap.max memory.swap.current memory.current`, cg, swapMiB<<20, con
 		t.Fatalf("%v (memory.available now %d MiB as evictd reads it, err %v; MemFree + inactive_file %d MiB)\nevictd's log (tail):\n%s\nevictd's readiness and figures (err %v):\n%s",
 			err, now>>20, aerr, free>>20, framework.LastLines(evictdLog(t, n, ev), 30), serr, seen)
 	}
-	// A housekeeping period (10 s) longer: one eviction relieves the
-	// pressure.
-	time.Sleep(10 * time.Second)
+	// One eviction relieves the pressure: read once evictd has seen its
+	// threshold no longer met and looked a few times more.
+	waitEvictdLooked(t, ctx, n, ev, 5, `evictd_threshold_met{kind="hard",signal="memory.available"}`)
 	if err := pf.check(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func smokeEviction(t *testing.T, n *Node, ev *corev1.Pod) {
 		t.Errorf("no Event from evictd on the evicted hog; events in %s:\n%s", ns, events)
 	}
 	// The brake went on with the episode, before the eviction it led to.
-	on, err := brake.waitOn(time.Minute)
+	on, err := brake.waitOn(3 * time.Minute)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, n.Diagnostics())
 	}

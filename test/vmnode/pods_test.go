@@ -331,3 +331,52 @@ func hasEvictdEvent(events, pod string) bool {
 	}
 	return false
 }
+
+// waitEvictdLooked waits until each of evictd's series in zero reads 0 (a
+// threshold no longer met, an episode over) and then until evictd has made
+// passes observations more: the positive sign the waiting rule asks for
+// before "nothing more happened" is read. Its deadlines are the loaded
+// guest's (minutes); it returns the last metrics page.
+func waitEvictdLooked(t *testing.T, ctx context.Context, n *Node, ev *corev1.Pod, passes int, zero ...string) string {
+	t.Helper()
+	const count = `evictd_observation_duration_seconds_count`
+	want := map[string]float64{count: 0}
+	for _, z := range zero {
+		want[z] = 0
+	}
+	var from float64
+	if err := n.poll(ctx, 3*time.Minute, fmt.Sprintf("evictd's %v at 0", zero), func(ctx context.Context) error {
+		page, err := evictdMetrics(ctx, n, ev)
+		if err != nil {
+			return err
+		}
+		got := seriesValues(page, want)
+		if _, ok := got[count]; !ok {
+			return fmt.Errorf("no %s on evictd's page", count)
+		}
+		for _, z := range zero {
+			if got[z] != 0 {
+				return fmt.Errorf("%s = %v", z, got[z])
+			}
+		}
+		from = got[count]
+		return nil
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, n.Diagnostics())
+	}
+	var page string
+	if err := n.poll(ctx, 3*time.Minute, fmt.Sprintf("%d observations more by evictd", passes), func(ctx context.Context) error {
+		p, err := evictdMetrics(ctx, n, ev)
+		if err != nil {
+			return err
+		}
+		if c := seriesValues(p, want)[count]; c < from+float64(passes) {
+			return fmt.Errorf("%s = %.0f; want %.0f", count, c, from+float64(passes))
+		}
+		page = p
+		return nil
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, n.Diagnostics())
+	}
+	return page
+}

@@ -118,9 +118,13 @@ type RaceRun struct {
 	Start        time.Time
 	Thresholds   map[string]int64 // name -> memory.available threshold, bytes
 	// Hold is what the leaker allocated before it began to grow, bytes;
-	// Kills the kernel's kills during the run, placed on the host's clock.
+	// Kills the kernel's kills during the run.
 	Hold  int64
 	Kills []Kill
+	// Evicted is evictd's "evicted pod" line for the leaker, on the guest's
+	// clock (zero without one): what the kills are placed against, never
+	// when the host's watch saw the eviction.
+	Evicted time.Time
 }
 
 // Stalled: the leak never took memory.available below evictd's threshold,
@@ -131,17 +135,21 @@ func (r RaceRun) Stalled() bool {
 	return len(r.Fates) == 0 && r.OOMKills == 0 && r.Unresponsive == 0 && low >= r.Thresholds["evictd"]
 }
 
-// Kill is one of the kernel's OOM kills, on the host's clock.
+// Kill is one of the kernel's OOM kills: At on the host's clock (for the
+// samples' time line), GuestAt on the guest's (evictd's log's), both from
+// the kernel's uptime stamp.
 type Kill struct {
-	At      time.Time
-	Command string
-	AnonRSS int64
+	At, GuestAt time.Time
+	Command     string
+	AnonRSS     int64
 }
 
 // KillsAfterEviction says whether the run's OOM kills are the node's
 // slowness rather than evictd's: each killed the leaker (the only process
-// holding at least the leak's hold), at least allowance after the watch saw
-// evictd's eviction of it. evictd cannot make the kubelet and the runtime
+// holding at least the leak's hold), at least allowance after evictd's
+// eviction of it, both on the guest's clock (evictd's line and the
+// kernel's stamp; the host's watch may see the eviction seconds late on a
+// loaded host, which made a kill look early). evictd cannot make the kubelet and the runtime
 // stop a pod sooner than they do (the actuator's containment is its answer
 // to that; docs/actuator.md); what it owes is an eviction early enough for
 // the time it assumes they take. The explanation, or why there is none.
@@ -152,27 +160,31 @@ func (r RaceRun) KillsAfterEviction(allowance time.Duration) (string, bool) {
 	if len(r.Kills) == 0 {
 		return fmt.Sprintf("the oom_kill counter rose by %d, and dmesg named no kill of the run", r.OOMKills), false
 	}
-	var evicted time.Time
+	byEvictd := false
 	for _, f := range r.Fates {
-		if f.Pod == r.Leaker && f.By == ByEvictd {
-			evicted = f.At
-		}
+		byEvictd = byEvictd || f.Pod == r.Leaker && f.By == ByEvictd
 	}
-	if evicted.IsZero() {
+	if !byEvictd {
 		return "evictd did not evict the leaker", false
+	}
+	if r.Evicted.IsZero() {
+		return "evictd's log has no eviction of the leaker", false
 	}
 	var after []string
 	for _, k := range r.Kills {
 		if r.Hold <= 0 || k.AnonRSS < r.Hold {
 			return fmt.Sprintf("the kernel killed %s holding %d MiB, not the leaker (which held %d MiB or more)", k.Command, k.AnonRSS>>20, r.Hold>>20), false
 		}
-		d := k.At.Sub(evicted)
+		if k.GuestAt.IsZero() {
+			return fmt.Sprintf("the kernel's kill of %s has no time on the guest's clock", k.Command), false
+		}
+		d := k.GuestAt.Sub(r.Evicted)
 		if d < allowance {
-			return fmt.Sprintf("the kernel killed the leaker %s after evictd's eviction of it was seen, within the %s an eviction is assumed to take", d.Round(10*time.Millisecond), allowance), false
+			return fmt.Sprintf("the kernel killed the leaker %s after evictd's eviction of it (guest clock), within the %s an eviction is assumed to take", d.Round(10*time.Millisecond), allowance), false
 		}
 		after = append(after, d.Round(100*time.Millisecond).String())
 	}
-	return fmt.Sprintf("the kernel killed the leaker, evictd's victim, %s after its eviction was seen (more than the %s an eviction is assumed to take): the kubelet and the runtime had not stopped it by then",
+	return fmt.Sprintf("the kernel killed the leaker, evictd's victim, %s after its eviction (guest clock; more than the %s an eviction is assumed to take): the kubelet and the runtime had not stopped it by then",
 		strings.Join(after, ", "), allowance), true
 }
 

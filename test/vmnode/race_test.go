@@ -167,28 +167,36 @@ func TestOOMKills(t *testing.T) {
 
 // TestKillsAfterEviction: an OOM kill in a run with evictd is the node's
 // slowness only when it killed the leaker, evictd had evicted it, and at
-// least the allowance had passed since.
+// least the allowance had passed since, on the guest's clock: the host's
+// watch saw the eviction 3 s late in every case here, and its time counts
+// for nothing.
 func TestKillsAfterEviction(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 16, 57, 1, 0, time.UTC)
-	evicted := []PodFate{{Pod: "leaker", By: ByEvictd, At: t0}}
+	evicted := []PodFate{{Pod: "leaker", By: ByEvictd, At: t0.Add(3 * time.Second)}}
 	leakerKill := func(after time.Duration) Kill {
-		return Kill{At: t0.Add(after), Command: "workload", AnonRSS: 1600 << 20}
+		return Kill{At: t0.Add(after), GuestAt: t0.Add(after), Command: "workload", AnonRSS: 1600 << 20}
 	}
 	for name, c := range map[string]struct {
 		run  RaceRun
 		want bool
 		says string
 	}{
-		"no kill":             {RaceRun{Fates: evicted}, true, "no OOM kill"},
-		"leaker, 4.5 s after": {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{leakerKill(4500 * time.Millisecond)}}, true, "4.5s after"},
-		"leaker, 1 s after":   {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{leakerKill(time.Second)}}, false, "within the 2s"},
-		"leaker, before":      {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{leakerKill(-time.Second)}}, false, "within the 2s"},
+		"no kill":                        {RaceRun{Fates: evicted}, true, "no OOM kill"},
+		"leaker, 4.5 s after":            {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{leakerKill(4500 * time.Millisecond)}}, true, "4.5s after"},
+		"leaker, 2.5 s after, seen late": {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{leakerKill(2500 * time.Millisecond)}}, true, "2.5s after"},
+		"no guest time":                  {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{{At: t0.Add(5 * time.Second), Command: "workload", AnonRSS: 1600 << 20}}}, false, "no time on the guest's clock"},
+		"leaker, 1 s after":              {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{leakerKill(time.Second)}}, false, "within the 2s"},
+		"leaker, before":                 {RaceRun{OOMKills: 2, Fates: evicted, Kills: []Kill{leakerKill(-time.Second)}}, false, "within the 2s"},
 		"another process": {RaceRun{OOMKills: 2, Fates: evicted,
 			Kills: []Kill{leakerKill(5 * time.Second), {At: t0.Add(5 * time.Second), Command: "workload", AnonRSS: 16 << 20}}}, false, "holding 16 MiB"},
-		"not evicted by evictd": {RaceRun{OOMKills: 2, Fates: []PodFate{{Pod: "leaker", By: ByOOM, At: t0}}, Kills: []Kill{leakerKill(5 * time.Second)}}, false, "did not evict"},
-		"dmesg silent":          {RaceRun{OOMKills: 2, Fates: evicted}, false, "named no kill"},
+		"not evicted by evictd":   {RaceRun{OOMKills: 2, Fates: []PodFate{{Pod: "leaker", By: ByOOM, At: t0}}, Kills: []Kill{leakerKill(5 * time.Second)}}, false, "did not evict"},
+		"dmesg silent":            {RaceRun{OOMKills: 2, Fates: evicted}, false, "named no kill"},
+		"no line in evictd's log": {RaceRun{OOMKills: 2, Fates: evicted, Evicted: time.Time{}, Kills: []Kill{leakerKill(5 * time.Second)}}, false, "no eviction of the leaker"},
 	} {
 		c.run.Leaker, c.run.Hold = "leaker", 1000<<20
+		if name != "no line in evictd's log" {
+			c.run.Evicted = t0
+		}
 		got, ok := c.run.KillsAfterEviction(2 * time.Second)
 		if ok != c.want || !strings.Contains(got, c.says) {
 			t.Errorf("%s: %v, %q; want %v, saying %q", name, ok, got, c.want, c.says)
