@@ -16,10 +16,16 @@ import (
 // or a crash of the shell would, and then fails.
 const killLaneGo = `#!/usr/bin/env bash
 if [ "$1" != test ]; then exec "$REAL_GO" "$@"; fi
+# The first unbroken run of hack/test.sh ancestors: this run's subshells, its lane and its runner.
+# Above the runner is the test that started it, and maybe a gate's own hack/test.sh: not ours.
 chain=()
 p=$$
 while [ "$p" -gt 1 ]; do
-  if tr '\0' ' ' </proc/$p/cmdline | grep -q 'hack/test.sh'; then chain+=("$p"); fi
+  if tr '\0' ' ' </proc/$p/cmdline | grep -q 'hack/test.sh'; then
+    chain+=("$p")
+  elif [ "${#chain[@]}" -gt 0 ]; then
+    break
+  fi
   p=$(awk '{print $4}' /proc/$p/stat)
 done
 # chain runs from the innermost hack/test.sh process to the runner itself.
