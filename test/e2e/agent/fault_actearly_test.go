@@ -77,22 +77,6 @@ func readingAt(s *sampler, at time.Time) (sample, bool) {
 	return r, ok
 }
 
-// waitContainerLog waits until the pod's container log contains line and
-// returns when the test saw it.
-func waitContainerLog(t *testing.T, node *nodesim.Node, p *corev1.Pod, line string, timeout time.Duration) time.Time {
-	t.Helper()
-	path := filepath.Join(node.PodLogDir(p), p.Spec.Containers[0].Name, "0.log")
-	var b []byte
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		b, _ = os.ReadFile(path)
-		return strings.Contains(string(b), line), nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s never logged %q within %s; %s has %q", podKey(p), line, timeout, path, b)
-	}
-	return time.Now()
-}
-
 // burstLine is the workload's line for one burst.
 var burstLine = regexp.MustCompile(`workload: burst \d+ of \d+: \d+ MiB in (\S+),`)
 
