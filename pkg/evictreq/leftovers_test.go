@@ -88,17 +88,7 @@ func TestWithdrawLeftoversConditional(t *testing.T) {
 	h := newHarness(t, time.Minute)
 	ctx := context.Background()
 	p := podWith("raced", "66666666-6666-4666-8666-666666666666")
-	if _, err := h.api.CreateEvictionRequest(ctx, Build(p, DefaultRequester)); err != nil {
-		t.Fatal(err)
-	}
-	er, err := h.api.GetEvictionRequest(ctx, "shop", Name(p.UID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := er.DeepCopy()
-	if _, err := h.api.UpdateEvictionRequest(ctx, er); err != nil { // a write since the list
-		t.Fatal(err)
-	}
+	stale := staleCopy(t, h, Build(p, DefaultRequester))
 	withdrawn, deleted, err := h.ev.endLeftover(ctx, stale)
 	if withdrawn || deleted || err != nil {
 		t.Errorf("endLeftover of a stale copy = %v, %v, %v; want nothing done", withdrawn, deleted, err)
@@ -114,17 +104,7 @@ func TestWithdrawLeftoversConditionalDelete(t *testing.T) {
 	p := podWith("raced", "77777777-7777-4777-8777-777777777777")
 	left := Build(p, DefaultRequester)
 	left.Spec.Intent = lifecyclev1alpha1.EvictionRequestIntentWithdrawn
-	if _, err := h.api.CreateEvictionRequest(ctx, left); err != nil {
-		t.Fatal(err)
-	}
-	er, err := h.api.GetEvictionRequest(ctx, "shop", Name(p.UID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := er.DeepCopy()
-	if _, err := h.api.UpdateEvictionRequest(ctx, er); err != nil { // a write since the list
-		t.Fatal(err)
-	}
+	stale := staleCopy(t, h, left)
 	h.api.writes = nil
 	withdrawn, deleted, err := h.ev.endLeftover(ctx, stale)
 	if withdrawn || deleted || err != nil {
@@ -213,4 +193,23 @@ func TestWithdrawLeftoversOfItsInstall(t *testing.T) {
 	if er, err := h.api.GetEvictionRequest(ctx, "shop", Name(other.UID)); err != nil || er.Spec.Intent != lifecyclev1alpha1.EvictionRequestIntentEviction {
 		t.Errorf("the other install's request: %v, %v; want it left with intent Eviction", er, err)
 	}
+}
+
+// staleCopy creates req and returns it as listed, before a write made to it
+// since (a responder's status, a request made anew).
+func staleCopy(t *testing.T, h *harness, req *lifecyclev1alpha1.EvictionRequest) *lifecyclev1alpha1.EvictionRequest {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := h.api.CreateEvictionRequest(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	er, err := h.api.GetEvictionRequest(ctx, req.Namespace, req.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := er.DeepCopy()
+	if _, err := h.api.UpdateEvictionRequest(ctx, er); err != nil {
+		t.Fatal(err)
+	}
+	return stale
 }

@@ -858,17 +858,7 @@ func TestBrakeExitLiftWithinTheLease(t *testing.T) {
 			}
 			h.api.mu.Unlock()
 			exiting.Store(true)
-			h.cancel()
-			// A lift that retries waits on the clock.
-			eventually(t, "the exit lift to end", func() bool {
-				select {
-				case <-h.done:
-					return true
-				default:
-					h.clk.Step(minRetry)
-					return false
-				}
-			})
+			h.exit(t) // a lift that retries waits on the clock
 			got := h.api.wrote()[before:]
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("the exit lift made calls %v after the ownership check's lease ran out; want %v", got, tc.want)
