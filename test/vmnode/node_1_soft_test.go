@@ -27,7 +27,8 @@ import (
 // its kubelet restarts, the actuator's containment, and node_13's
 // placement above a kubelet restarted at a non-default threshold, which
 // puts the kubelet back and leaves evictd to be deployed afresh); node_1 a
-// soft threshold, node_2 the disk thresholds, then the shipped
+// soft threshold, node_2 the disk thresholds (and the healthy disk, on an
+// evictd of its own with the kubelet's config mounted), then the shipped
 // configuration for node_3 (the scenarios), node_4 (DaemonSet, parity, the
 // hugepage parity with its kubelet restarts, the peers' smoke test),
 // node_5 (the race, and the tests that boot a guest of their own) and

@@ -6,8 +6,8 @@
 // make e2e-node (part of make test, so of CI) runs them after preparing the
 // VM's pieces; plain go test ./... leaves them out. The file's name runs
 // them on the one-disk node's stage just before TestNodeDiskImageGC, whose
-// wait for evictd's seven minutes their boots then fill (node_1_soft_test.go
-// on the order).
+// seven minutes of evictd's their boots help cover (node_1_soft_test.go on
+// the order).
 
 package vmnode
 
