@@ -285,8 +285,8 @@ vm-smoke: $(BIN)/evictd $(BIN)/workload
 test-host-v2:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $(BIN)/testreport ./test/cmd/testreport
-	hack/vm/host-v2.sh $(OUT)/host-v2 || true
-	$(BIN)/testreport --quiet --ci < $(OUT)/host-v2/host-v2.json
+	rc=0; hack/vm/host-v2.sh $(OUT)/host-v2 || rc=$$?; \
+	  $(BIN)/testreport --quiet --ci < $(OUT)/host-v2/host-v2.json && exit $$rc
 
 ## e2e-node: the old name of test-node.
 NODE_IMAGES := $(IMAGE_DIR)/node

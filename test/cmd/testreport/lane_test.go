@@ -72,3 +72,38 @@ func TestDeadLaneFailsTheRun(t *testing.T) {
 		}
 	}
 }
+
+// recordMake stands in for make in hack/test.sh: it notes how it was called
+// and fails, so that any stage that reaches it shows.
+const recordMake = `#!/usr/bin/env bash
+echo "make $*" >>"$MAKE_CALLS"
+exit 1
+`
+
+// E2E_NODE_RUN asks make test-node for some node tests only (docs/testing.md):
+// the race detector, the fuzz targets and the cgroup v2 host tiers, none of
+// them a node test, are left out, each recorded as having nothing to run.
+func TestNodeRunLeavesTheHostChecksOut(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "make"), []byte(recordMake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logs, calls := filepath.Join(dir, "logs"), filepath.Join(dir, "make-calls")
+	cmd := exec.Command("bash", "hack/test.sh")
+	cmd.Dir = "../../.."
+	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "MAKE_CALLS="+calls,
+		"TEST_LOGS="+logs, "TEST_TIER=node", "TEST_STAGES=tools race fuzz host-v2", "E2E_NODE_RUN=^TestNodeParity$")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("hack/test.sh: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(calls); err == nil {
+		t.Errorf("with E2E_NODE_RUN set, hack/test.sh ran %s", b)
+	}
+	for _, stage := range []string{"race", "fuzz", "host-v2"} {
+		b, err := os.ReadFile(filepath.Join(logs, stage+".result"))
+		if err != nil || !strings.HasPrefix(string(b), "none ") {
+			t.Errorf("stage %s: result %q (%v); want none, as nothing was to run\n%s", stage, b, err, out)
+		}
+	}
+}
