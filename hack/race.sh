@@ -4,10 +4,12 @@
 #
 #   hack/race.sh [PACKAGE...]      (make race; no argument: the list below)
 #
-# go test -race -count=1 over them, its output also in _output/race/race.log.
-# The run fails (exit 1) on any DATA RACE report or any failed test, and its
-# last lines say which: "race: N DATA RACE reports" with the tests that
-# reported them, the packages that failed, then "race: ok" or "race: FAILED".
+# go test -race -count=1 over them, its go test -json stream in
+# _output/race/race.json, counted by test/cmd/testreport. The run fails
+# (exit 1) on any DATA RACE report, any failed or skipped test, and its last
+# lines say which: testreport's failures and count, "race: N DATA RACE
+# reports" with the tests that reported them, then "race: ok" or
+# "race: FAILED".
 # Exit 2: the race detector cannot run here (no C compiler: -race needs cgo).
 #
 # -race needs cgo, so this script sets CGO_ENABLED=1 whatever the caller
@@ -52,24 +54,25 @@ fi
 
 logs=_output/race
 mkdir -p "$logs"
-log=$logs/race.log
+log=$logs/race.json
+"$GO" build -o "$logs/testreport" ./test/cmd/testreport || { echo "race: cannot build test/cmd/testreport" >&2; exit 1; }
 s=$(date +%s)
 echo "=== race: go test -race -count=1 -p ${RACE_PARALLEL:-4} (GOFLAGS=$GOFLAGS) over ${pkgs[*]}"
-"$GO" test -race -count=1 -p "${RACE_PARALLEL:-4}" -timeout "${RACE_TIMEOUT:-20m}" "${pkgs[@]}" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
+# Counted as every stage's tests are (test/cmd/testreport): a test that started and never
+# finished fails, and so does a skip (--ci), since nothing here needs what a host may lack but gcc.
+"$GO" test -json -race -count=1 -p "${RACE_PARALLEL:-4}" -timeout "${RACE_TIMEOUT:-20m}" "${pkgs[@]}" 2>&1 |
+  tee "$log" | "$logs/testreport" --quiet --ci
+st=("${PIPESTATUS[@]}")
+rc=${st[0]}
+[ "${st[2]}" != 0 ] && [ "$rc" = 0 ] && rc=1
 
 echo
-races=$(grep -c '^WARNING: DATA RACE' "$log")
+races=$(grep -o 'WARNING: DATA RACE' "$log" | wc -l)
 if [ "$races" != 0 ]; then
   echo "race: $races DATA RACE reports; the tests that reported them:"
-  grep -E '^\s*--- FAIL' "$log" || echo "  (none failed: the reports came outside a test)"
+  grep -oE '"Output":"\s*--- FAIL: [^ ]+' "$log" | sed 's/.*--- FAIL: /  /' || echo "  (none failed: the reports came outside a test)"
 fi
-failed=$(grep -E '^(FAIL|ok)\s' "$log" | grep '^FAIL' || true)
-if [ -n "$failed" ]; then
-  echo "race: packages that failed:"
-  echo "$failed"
-fi
-echo "race: ${#pkgs[@]} package patterns in $(($(date +%s) - s))s, $races DATA RACE reports, go test exit $rc (log $log)"
+echo "race: ${#pkgs[@]} package patterns in $(($(date +%s) - s))s, $races DATA RACE reports, go test and its count exit $rc (go test -json stream $log)"
 if [ "$rc" != 0 ] || [ "$races" != 0 ]; then
   echo "race: FAILED"
   exit 1
