@@ -286,7 +286,7 @@ test-host-v2:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $(BIN)/testreport ./test/cmd/testreport
 	rc=0; hack/vm/host-v2.sh $(OUT)/host-v2 || rc=$$?; \
-	  $(BIN)/testreport --quiet --ci < $(OUT)/host-v2/host-v2.json && exit $$rc
+	  $(BIN)/testreport --quiet --ci $$(cat $(OUT)/host-v2/expect-run 2>/dev/null) < $(OUT)/host-v2/host-v2.json && exit $$rc
 
 ## e2e-node: the old name of test-node.
 NODE_IMAGES := $(IMAGE_DIR)/node

@@ -69,7 +69,7 @@ rm -rf "$out/bin" "$out/raw"
 mkdir -p "$out/bin" "$out/raw"
 : >"$out/plan"
 : >"$out/times.txt"
-rm -f "$out/host-v2.json"
+rm -f "$out/host-v2.json" "$out/expect-run"
 
 t=$(date +%s)
 "$here/prepare.sh" "$vm"
@@ -85,9 +85,12 @@ plan() {
   while read -r dir ipath; do
     bin=$out/bin/${ipath##*/}.test
     [ -x "$bin" ] || continue # no test files
-    # A package with no test under the pattern is not booted for.
-    if [ -n "$run" ] && ! (cd "$dir" && "$bin" -test.list "$run") | grep -q '^Test'; then
-      continue
+    # A package with no test under the pattern is not booted for. The list is read whole: with
+    # pipefail, grep -q quitting at its first match would fail the pipeline whenever the
+    # binary was still writing (SIGPIPE), and drop a package that has the tests.
+    if [ -n "$run" ]; then
+      listed=$(cd "$dir" && "$bin" -test.list "$run") || { echo "host-v2.sh: $bin -test.list failed" >&2; exit 1; }
+      grep -q '^Test' <<<"$listed" || continue
     fi
     echo "$dir $bin $ipath ${run:--}" >>"$out/plan"
   done < <("$GO" list -f '{{.Dir}} {{.ImportPath}}' "$@")
@@ -114,6 +117,11 @@ for p in $parts; do
       run=${HOST_V2_E2E_RUN:-$e2e_memory}
       [ "$run" = all ] && run=
       plan "$run" ./test/e2e/...
+      # A pattern that names its tests: each must run (testreport --expect-run, in make
+      # test-host-v2 and make test-node), so a test renamed or a package left out fails.
+      if [[ $run =~ ^\^\((Test[A-Za-z0-9_]+\|)*Test[A-Za-z0-9_]+\)\$$ ]]; then
+        echo "--expect-run $run" >"$out/expect-run"
+      fi
       ;;
     *) echo "host-v2.sh: HOST_V2_PARTS: unknown part $p (want unit, e2e)" >&2; exit 2 ;;
   esac
