@@ -3,10 +3,9 @@
 # The guest's half of hack/vm/host-v2.sh: runs, as root with CI=true in the guest's cgroup v2
 # root, each test binary of OUTDIR/plan in its package's directory, as go test runs one, and
 # writes its -test.v=test2json output to OUTDIR/raw/BINARY.out and "BINARY STATUS SECONDS" to
-# OUTDIR/times.txt. JOBS binaries run at a time (go test -p): the e2e binaries first, the longest
-# (their tests mostly wait on their control planes), the unit ones beside them.
+# OUTDIR/times.txt.
 #
-#   host-v2-guest.sh REPO OUTDIR TIMEOUT_SECONDS JOBS
+#   host-v2-guest.sh REPO OUTDIR TIMEOUT_SECONDS
 #
 # The checkout is copied onto the guest's scratch disk (/dev/vda, ext4) and mounted over its
 # own path, with _output (the binaries, OUTDIR) still the host's; TMPDIR is on that disk too.
@@ -16,7 +15,6 @@ main() {
 repo=$1
 out=$2
 limit=$3
-jobs=${4:-1}
 scratch=/run/host-v2
 mkdir -p "$scratch"
 mount -t ext4 /dev/vda "$scratch" || { echo "host-v2 guest: cannot mount the scratch disk"; exit 1; }
@@ -32,25 +30,9 @@ echo "host-v2 guest: $(nproc) CPUs, $(awk '/MemTotal/ { print int($2 / 1024) " M
 # The hierarchy root hands memory and pids to the groups the tests make below it, as systemd
 # does on a v2 host.
 echo "+memory +pids" >/sys/fs/cgroup/cgroup.subtree_control
-# Read with plain redirections: the guest's /dev has no /dev/fd for a process substitution.
-local -a e2e=() rest=()
-local running=0 line
-while read -r line; do
-  case $line in *" "*/test/e2e/*) e2e+=("$line") ;; *) rest+=("$line") ;; esac
-done <"$out/plan"
-for line in "${e2e[@]}" "${rest[@]}"; do
-  if [ "$running" -ge "$jobs" ]; then wait -n; running=$((running - 1)); fi
-  run_one $line &
-  running=$((running + 1))
-done
-wait
-}
-# run_one DIR BINARY IMPORTPATH RUN: one line of the plan. Each line of times.txt is one write
-# of its own (O_APPEND), so the jobs' lines do not mix.
-run_one() {
-  local dir=$1 bin=$2 ipath=$3 run=$4 name s rc
+while read -r dir bin ipath run; do
   name=${bin##*/}
-  local -a args=(-test.v=test2json -test.paniconexit0 -test.count=1 -test.timeout "${limit}s")
+  args=(-test.v=test2json -test.paniconexit0 -test.count=1 -test.timeout "${limit}s")
   [ "$run" = - ] || args+=(-test.run "$run")
   s=$(date +%s)
   echo "host-v2 guest: $ipath at $(date -u +%H:%M:%S)"
@@ -59,5 +41,6 @@ run_one() {
   echo "$name $rc $(($(date +%s) - s))" >>"$out/times.txt"
   echo "host-v2 guest: $ipath exited $rc in $(($(date +%s) - s))s"
   sync
+done <"$out/plan"
 }
 main "$@"

@@ -26,8 +26,6 @@
 #   HOST_V2_E2E_RUN     the e2e part's -run pattern (default: the tests that read memory through
 #                       the simulated node's cgroups, e2e_memory below); "all" for the whole suite
 #   HOST_V2_CPUS, HOST_V2_MEMORY_MIB   the guest's (default 2 and 4096)
-#   HOST_V2_JOBS        test binaries the guest runs at a time, the e2e ones first (default: its
-#                       vCPUs; 463 s one at a time against 2 at a time, on 2 vCPUs)
 #   HOST_V2_TIMEOUT     seconds the guest may run in all (default 3600); each binary gets it too
 #   HOST_V2_READY_TIMEOUT  how long an e2e test waits for its control plane in the guest
 #                       (EVICTD_E2E_READY_TIMEOUT, default 15m: it takes 2-5 minutes there)
@@ -44,7 +42,6 @@ GO=${GO:-go}
 parts=${HOST_V2_PARTS:-unit e2e}
 cpus=${HOST_V2_CPUS:-2}
 mem=${HOST_V2_MEMORY_MIB:-4096}
-jobs=${HOST_V2_JOBS:-$cpus}
 limit=${HOST_V2_TIMEOUT:-3600}
 vm=$repo/_output/vm
 say() { echo "host-v2.sh: $*"; }
@@ -60,7 +57,6 @@ e2e_memory='^(TestActuatorContainsHardVictim|TestFaultUnreadableCgroupFiles|Test
 
 whole() { [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "host-v2.sh: $1=$2: want a whole number of at least 1" >&2; exit 2; }; }
 whole HOST_V2_CPUS "$cpus"
-whole HOST_V2_JOBS "$jobs"
 if [ "$(id -u)" != 0 ]; then
   echo "host-v2.sh: needs root (the VM's pieces come from apt-get; the tests make cgroups)" >&2
   exit 1
@@ -149,7 +145,7 @@ mkdir -p \$r$out
 mount --bind /out \$r$out || exit 1
 echo "host-v2: root ready at uptime \$(cut -d' ' -f1 /proc/uptime)s"
 chroot \$r /usr/bin/env -i PATH=$(dirname "$(command -v "$GO")"):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  HOME=/root CI=true GOROOT=$("$GO" env GOROOT) EVICTD_E2E_READY_TIMEOUT=${HOST_V2_READY_TIMEOUT:-15m} /bin/bash $repo/hack/vm/host-v2-guest.sh $repo $out $limit $jobs
+  HOME=/root CI=true GOROOT=$("$GO" env GOROOT) EVICTD_E2E_READY_TIMEOUT=${HOST_V2_READY_TIMEOUT:-15m} /bin/bash $repo/hack/vm/host-v2-guest.sh $repo $out $limit
 EOF
 
 # The guest's scratch disk, ext4 as a host's root or /tmp is: the tests' TMPDIR and a copy of
@@ -162,7 +158,7 @@ mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$scratch"
 
 kernel=$vm/vmlinux
 [ -s "$kernel" ] || kernel=$vm/vmlinuz
-say "booting the guest ($cpus vCPUs, $mem MiB) to run $(wc -l <"$out/plan") test binaries, $jobs at a time; console in $out/console.log"
+say "booting the guest ($cpus vCPUs, $mem MiB) to run $(wc -l <"$out/plan") test binaries; console in $out/console.log"
 t=$(date +%s)
 rc=0
 timeout --kill-after=10 $((limit + 300)) qemu-system-x86_64 -accel tcg -cpu max,-erms,-fsrm \
