@@ -15,8 +15,9 @@
 # with TMPDIR (host-v2-guest.sh); each binary runs in its package's directory as go test runs it,
 # with -test.v=test2json, its output into OUTDIR/raw. Back on the host, go tool test2json turns
 # that output into OUTDIR/host-v2.json, a go test -json stream for test/cmd/testreport, and
-# OUTDIR/times.txt says how long each binary took in the guest. Under TCG on 2 cores the unit
-# part takes 7 to 14 minutes (the host's load decides), the default e2e tests about 10.
+# OUTDIR/times.txt says how long each binary took in the guest. Under TCG, alone on 2 cores, the
+# default plan took 463 s in the guest (test/e2e/agent 271 of them); beside make test-node's node
+# stages, sharing the cores with the node's guest, the stage took 1,622 s in one run.
 #
 # Environment:
 #   HOST_V2_PARTS       "unit e2e" (default), or one of them
