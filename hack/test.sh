@@ -494,9 +494,10 @@ any_wanted verify deploy-lint && lane checks 19 checks
 # (make race: hack/race.sh), then every fuzz target for FUZZTIME (default 10 s) each (make fuzz: hack/fuzz.sh): a DATA
 # RACE report or a finding fails its stage; then host-v2, the host tiers in a guest of their own.
 # Beside the node's stages: race and fuzz under nice 19, taking what the node's guest leaves;
-# host-v2 at nice 0, its guest sharing the host's two cores with the node's, since a guest left
-# what the other leaves would run its control planes too slowly for their tests' deadlines. After
-# the node's stages instead, its 8 minutes would add to theirs.
+# host-v2 at nice 0, its guest sharing the host's two cores with the node's rather than left only
+# what that one leaves, since its tests run control planes against deadlines. Beside them it
+# slows them (the one-disk node's stage took 1,126 s in one run, 1,399 s beside host-v2); run
+# after them it would add its 8 minutes to theirs.
 host_checks() {
   step race "$budget" make --no-print-directory race
   step fuzz "$budget" make --no-print-directory fuzz FUZZTIME="${FUZZTIME:-10s}"
