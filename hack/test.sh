@@ -82,11 +82,34 @@ wanted() {
   [ -z "${TEST_STAGES:-}" ] || [[ " $TEST_STAGES " == *" $1 "* ]]
 }
 
-# record NAME STATUS SECONDS PASSED FAILED SKIPPED: the stage's result, in a file, since lanes
-# are subshells.
+# The CPU time each stage took (user and system, of its processes and every descendant that was
+# waited for: the go commands, the compilers, the test binaries, the control planes and guests
+# they start): cpu_mark before a stage; record then counts this shell's children's time since.
+# Where the CPU went says more than the wall time when stages share the machine's cores.
+hz=$(getconf CLK_TCK)
+cpu_children() { local f; read -r -a f <"/proc/$BASHPID/stat"; cpu_ticks=$((f[15] + f[16])); }
+cpu_mark() { cpu_children; cpu_mark_ticks=$cpu_ticks; }
+# machine_ticks: the machine's busy and total CPU time since boot (/proc/stat), in clock ticks.
+machine_ticks() {
+  local label user nice sys idle iowait rest
+  read -r label user nice sys idle iowait rest </proc/stat
+  local -a r; read -r -a r <<<"$rest"
+  local other=$((r[0] + r[1] + r[2]))
+  echo "$((user + nice + sys + other)) $((user + nice + sys + other + idle + iowait))"
+}
+machine0=$(machine_ticks)
+
+# record NAME STATUS SECONDS PASSED FAILED SKIPPED [CPUSECONDS]: the stage's result, in a file,
+# since lanes are subshells. Without CPUSECONDS, the CPU time since this shell's cpu_mark.
 record() {
-  echo "$2 $3 $4 $5 $6" >"$logs/$1.result"
-  say "=== stage $1: $2 in $3s ($(now) UTC)"
+  local cpu=${7:-}
+  if [ -z "$cpu" ] && [ -n "${cpu_mark_ticks:-}" ]; then
+    cpu_children
+    cpu=$(((cpu_ticks - cpu_mark_ticks) / hz))
+  fi
+  cpu_mark_ticks=
+  echo "$2 $3 $4 $5 $6 ${cpu:--}" >"$logs/$1.result"
+  say "=== stage $1: $2 in $3s${cpu:+, ${cpu}s of CPU} ($(now) UTC)"
 }
 status() { local r; read -r r _ 2>/dev/null <"$logs/$1.result" && echo "$r" || echo none; }
 
@@ -114,6 +137,7 @@ step() {
   local name=$1 max=$2 s rc; shift 2
   wanted "$name" || return 0
   s=$(date +%s)
+  cpu_mark
   say "=== stage $name: start $(now) UTC"
   timeout --kill-after=30 "$(cap "$max")" "$@" 2>&1 | tee "$logs/$name.log"
   rc=${PIPESTATUS[0]}
@@ -141,6 +165,7 @@ gotest() {
     esac
   done
   s=$(date +%s)
+  cpu_mark
   say "=== stage $name: start $(now) UTC"
   rm -f "$logs/$name.counts"
   # go test's timeout is the budget's; timeout(1) only backs it up, should the binary not exit.
@@ -171,18 +196,19 @@ background() {
   local name=$1 max=$2; shift 2
   say "=== background $name: start $(now) UTC (log $logs/$name.log)"
   ( s=$(date +%s); timeout --kill-after=30 "$(cap "$max")" "$@" >"$logs/$name.log" 2>&1; rc=$?
-    echo "$rc $(($(date +%s) - s))" >"$logs/$name.rc" ) &
+    cpu_children
+    echo "$rc $(($(date +%s) - s)) $((cpu_ticks / hz))" >"$logs/$name.rc" ) &
   bg_pid[$name]=$!
 }
 join() {
-  local name=$1 s rc took
+  local name=$1 s rc took cpu
   [ -n "${bg_pid[$name]:-}" ] || return 0
   s=$(date +%s)
   wait "${bg_pid[$name]}"
-  read -r rc took <"$logs/$name.rc" 2>/dev/null || { rc=1; took=0; }
+  read -r rc took cpu <"$logs/$name.rc" 2>/dev/null || { rc=1; took=0; cpu=-; }
   cat "$logs/$name.log"
   say "=== stage $name: ran ${took}s in the background, waited $(($(date +%s) - s))s for it"
-  if [ "$rc" = 0 ]; then record "$name" ok "$took" 1 0 0; else record "$name" FAILED "$took" 0 1 0; fi
+  if [ "$rc" = 0 ]; then record "$name" ok "$took" 1 0 0 "$cpu"; else record "$name" FAILED "$took" 0 1 0 "$cpu"; fi
 }
 
 # lane NAME NICE FUNCTION: runs FUNCTION in the background, its output into lane-NAME.log.
@@ -213,23 +239,32 @@ end_lane() {
 not_needed() { echo "none 0 0 0 0" >"$logs/$1.result"; }
 
 finish() {
-  local name r secs p f sk passed=0 failed=0 skipped=0
+  local name r secs p f sk cpu passed=0 failed=0 skipped=0 cpus=0
   echo
-  echo "=== stages (total $(($(date +%s) - t0))s, started $(date -u -d "@$t0" +%H:%M:%S) UTC)"
+  echo "=== stages (total $(($(date +%s) - t0))s, started $(date -u -d "@$t0" +%H:%M:%S) UTC; cpu: the stage's CPU seconds)"
   for name in "${stages[@]}"; do
     if [ ! -e "$logs/$name.result" ]; then
       # node-releases names the build-V and node-V stages it adds; an interrupted run stops early.
       if [ "$name" != node-releases ] && wanted "$name" && [ "${interrupted:-}" != 1 ]; then
-        printf '%-16s %-8s %6ss %5s passed %3s failed (no result: its lane died or it never ran)\n' "$name" FAILED - 0 1
+        printf '%-16s %-8s %6ss %6ss cpu %5s passed %3s failed (no result: its lane died or it never ran)\n' "$name" FAILED - - 0 1
         failed=$((failed + 1))
       fi
       continue
     fi
-    read -r r secs p f sk <"$logs/$name.result"
+    read -r r secs p f sk cpu <"$logs/$name.result"
     [ "$r" = none ] && continue
-    printf '%-16s %-8s %6ss %5s passed %3s failed\n' "$name" "$r" "$secs" "$p" "$f"
+    printf '%-16s %-8s %6ss %6ss cpu %5s passed %3s failed\n' "$name" "$r" "$secs" "${cpu:--}" "$p" "$f"
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + sk))
+    [[ ${cpu:-} =~ ^[0-9]+$ ]] && cpus=$((cpus + cpu))
   done
+  # Whether the run was bound by the CPU: how busy the machine's CPUs were over it (this run and
+  # anything else on the machine), against what its stages used.
+  local b0 n0 b1 n1
+  read -r b0 n0 <<<"$machine0"
+  read -r b1 n1 <<<"$(machine_ticks)"
+  if [ "$n1" -gt "$n0" ]; then
+    echo "=== CPU: the stages used ${cpus}s; the machine's $(nproc) CPUs were busy $(((b1 - b0) * 100 / (n1 - n0)))% of the run ($(((b1 - b0) / hz))s of $(((n1 - n0) / hz))s)"
+  fi
   failed=$((failed + lane_killed + ${1:-0}))
   echo "$passed passed, $failed failed$([ "$skipped" != 0 ] && echo ", $skipped skipped")" | tee "$logs/summary.txt"
   [ "$failed" = 0 ]
@@ -298,7 +333,10 @@ cgroupfs_tests=(TestNodeCgroupLayout TestNodeParity TestNodeProtectedPods)
 # The one-disk node's systemd process skips these too: the cgroupfs node runs them, and nothing in
 # them depends on the driver but the cgroups evictd reads, which every other test reads on systemd.
 # TestNodeProtectedPods (static, critical and PDB-guarded pods, the brake) took 225 s more on systemd.
-cgroupfs_only=(TestNodeProtectedPods)
+# TestNodeParity's check runs on systemd twice besides: in make test's node smoke (checkParity, on
+# this release and driver, through the chart's mounts) and on each other release's node; on the
+# one-disk node it took 135 s of the tier's CPU-bound 40 minutes.
+cgroupfs_only=(TestNodeProtectedPods TestNodeParity)
 # make test's node smoke, alone on its node: the chart's install would collide with the kustomize
 # install the other node tests share.
 smoke_tests=(TestNodeSmoke)
@@ -432,6 +470,7 @@ e2e() {
   local -a names
   wanted e2e || return 0
   s=$(date +%s)
+  cpu_mark
   say "=== stage e2e: start $(now) UTC ($e2e_workers workers)"
   rm -rf "$dir" "$logs/e2e.counts"
   mkdir -p "$dir/bin"
@@ -471,6 +510,7 @@ host_v2() {
   local s rc
   needs host-v2 vm-prepare build cluster-bins || return 0
   s=$(date +%s)
+  cpu_mark
   say "=== stage host-v2: start $(now) UTC"
   rm -f _output/host-v2/host-v2.json "$logs/host-v2.counts"
   HOST_V2_TIMEOUT=$(cap 3600) make --no-print-directory test-host-v2 2>&1 | tee "$logs/host-v2.log"
