@@ -476,7 +476,7 @@ e2e_worker() {
   done
 }
 e2e() {
-  local dir=$PWD/$logs/e2e s pdir ipath bin i rc=0
+  local dir=$logs/e2e s pdir ipath bin i rc=0
   local -a names
   wanted e2e || return 0
   s=$(date +%s)
