@@ -13,30 +13,38 @@ import (
 	"golang.org/x/mod/semver"
 )
 
-// The control plane's module (hack/cluster) keeps every library it shares
-// with evictd's module at evictd's version or above: a package compiles once
-// for both only when the whole tree under it has the same versions, and
+// The modules that compile evictd's packages or the libraries under them
+// again (the control plane's, hack/cluster; the chart and rules tests',
+// test/deploy, which imports evictd's packages) keep every library they share
+// with evictd's module at evictd's very version: a package compiles once for
+// all of them only when the whole tree under it has the same versions, and
 // golang.org/x/sys sits under nearly all of client-go. Measured from an empty
 // build cache after make build: the control plane's binaries took 832 s of
 // CPU with the control plane's own, older versions and 730 s with evictd's.
-func TestControlPlaneSharesEvictdsLibraries(t *testing.T) {
+// When one needs a newer version, evictd's module takes it too.
+func TestModulesShareEvictdsLibraries(t *testing.T) {
 	root := filepath.Join("..", "..")
 	evictd := buildVersions(t, filepath.Join(root, "go.mod"))
-	cluster := buildVersions(t, filepath.Join(root, "hack", "cluster", "go.mod"))
-	shared := 0
-	for _, mod := range slices.Sorted(maps.Keys(evictd)) {
-		v := evictd[mod]
-		cv, ok := cluster[mod]
-		if !ok {
-			continue
+	for _, dir := range []string{filepath.Join("hack", "cluster"), filepath.Join("test", "deploy")} {
+		other := buildVersions(t, filepath.Join(root, dir, "go.mod"))
+		shared := 0
+		for _, mod := range slices.Sorted(maps.Keys(evictd)) {
+			v := evictd[mod]
+			ov, ok := other[mod]
+			if !ok {
+				continue
+			}
+			shared++
+			switch semver.Compare(ov, v) {
+			case -1:
+				t.Errorf("%s/go.mod has %s %s, evictd's go.mod %s: run go get %s@%s in %s", dir, mod, ov, v, mod, v, dir)
+			case 1:
+				t.Errorf("%s/go.mod has %s %s, evictd's go.mod %s: run go get %s@%s in evictd's module", dir, mod, ov, v, mod, ov)
+			}
 		}
-		shared++
-		if semver.Compare(cv, v) < 0 {
-			t.Errorf("hack/cluster/go.mod has %s %s, evictd's go.mod %s: run go get %s@%s in hack/cluster", mod, cv, v, mod, v)
+		if shared < 20 {
+			t.Errorf("only %d modules in both evictd's go.mod and %s/go.mod; the requirement lists were not read whole", shared, dir)
 		}
-	}
-	if shared < 20 {
-		t.Errorf("only %d modules in both go.mod files; the requirement lists were not read whole", shared)
 	}
 }
 
