@@ -160,6 +160,14 @@ step() {
   fi
 }
 
+# go test vets each package it tests with a subset of go vet's analyzers, and every dependency
+# too for the facts they export: keyed apart from go vet's own run in the build cache, that is the
+# same type-checking done twice. When the run has go vet's whole run over the same packages (verify
+# over the main module, deploy-lint over test/deploy), go test does not vet again (-vet=off): a
+# vet finding still fails the run, in that stage.
+main_vet=(); wanted verify && main_vet=(-vet=off)
+deploy_vet=(); wanted deploy-lint && deploy_vet=(-vet=off)
+
 # gotest NAME MAXSECONDS DIR [--quiet] [--expect-run PATTERN] GO-TEST-ARGS...: go test -json
 # through testreport. --expect-run gives testreport the stage's -run pattern when it lists test
 # names (^(TestA|TestB)$): a name no test ran under (renamed, removed, behind another build tag)
@@ -323,7 +331,7 @@ deploy() {
     # The helm stage builds helm: not both at once.
     await helm
     step deploy-tools "$budget" bash -c "hack/get-promtool.sh _output/tools && make --no-print-directory _output/tools/helm"
-    needs test-deploy deploy-tools && gotest test-deploy "$budget" test/deploy --quiet ./...
+    needs test-deploy deploy-tools && gotest test-deploy "$budget" test/deploy --quiet "${deploy_vet[@]}" ./...
   elif wanted deploy-tools; then
     record deploy-tools not-run 0 0 1 0 # not run either, for the same reason
   fi
@@ -487,7 +495,7 @@ e2e() {
   : >"$dir/queue"
   : >"$dir/exits"
   echo 0 >"$dir/next"
-  if "$GO" test -c -o "$dir/bin/" ./test/e2e/... >"$dir/build.log" 2>&1; then
+  if "$GO" test -c "${main_vet[@]}" -o "$dir/bin/" ./test/e2e/... >"$dir/build.log" 2>&1; then
     while read -r pdir ipath; do
       bin=$dir/bin/${ipath##*/}.test
       [ -x "$bin" ] || continue
@@ -580,7 +588,7 @@ needs e2e build cluster-bins helm && lane e2e 0 e2e
 if wanted unit; then
   if unit_pkgs=$("$GO" list ./...) && mapfile -t unit_pkgs < <(grep -v /test/e2e <<<"$unit_pkgs") &&
     [ "${#unit_pkgs[@]}" -gt 1 ]; then
-    gotest unit 1800 . --quiet -p 4 "${unit_pkgs[@]}"
+    gotest unit 1800 . --quiet -p 4 "${main_vet[@]}" "${unit_pkgs[@]}"
   else
     say "=== stage unit: go list ./... failed or listed no package"
     record unit FAILED 0 0 1 0
