@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -152,13 +153,14 @@ func TestExecTimeoutKillsTheProcessGroup(t *testing.T) {
 }
 
 // waitGone waits until pid has died (gone, or a zombie its new parent has not
-// reaped yet).
+// reaped yet). A process reaped between the open of its stat file and the
+// read fails the read with ESRCH rather than ENOENT: gone too.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		state, err := procState(pid)
-		if errors.Is(err, os.ErrNotExist) || state == "Z" {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) || state == "Z" {
 			return
 		}
 		if err != nil {
