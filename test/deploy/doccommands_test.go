@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -149,7 +150,7 @@ const (
 	cmdKustomizeApply  = "kubectl apply -k deploy/"
 	cmdKustomizeDelete = "kubectl delete -k deploy/ --ignore-not-found"
 	cmdCleanupApply    = "kubectl apply -k deploy/cleanup/"
-	cmdCleanupWait     = "kubectl -n evictd-system wait --for=condition=Complete --timeout=10m job/evictd-cleanup"
+	cmdCleanupWait     = "kubectl -n evictd-system wait --for=condition=Complete --timeout=5m job/evictd-cleanup"
 	cmdOwnNodeApply    = "kubectl apply -f deploy/own-node-evictions.yaml"
 	cmdOwnNodeDelete   = "kubectl delete -f deploy/own-node-evictions.yaml"
 	cmdKeepAwayApply   = "kubectl apply -f deploy/brake-besteffort-only.yaml"
@@ -169,6 +170,11 @@ const (
 	cmdUninstall       = "helm uninstall evictd -n evictd-system"
 	cmdDeleteNS        = "kubectl delete namespace evictd-system"
 	cmdInstallPreset   = "helm install evictd deploy/helm/evictd -n evictd-system -f deploy/helm/evictd/presets/k3s.yaml --set image.repository=registry.example.com/evictd --set image.tag=0.2.0-dev"
+
+	// The uninstall when its cleanup Job cannot run: the Job's command from
+	// a workstation, then the release without its hook.
+	cmdCleanupByHand    = "evictd cleanup --delete-daemonset evictd-system/evictd"
+	cmdUninstallNoHooks = "helm uninstall evictd -n evictd-system --no-hooks"
 )
 
 // TestDocCommands runs every install, upgrade, rollback, uninstall, apply,
@@ -180,7 +186,8 @@ const (
 // brake for BestEffort pods only), the runbook's emergency stop and its
 // undo, and their removal (the cleanup Job first, on a stand-in kubelet); the Helm install (the namespace first, GKE's quota), NOTES'
 // grant of the secure port's /explain, NOTES' upgrade to the user's image, an upgrade, a rollback, the uninstall; a
-// preset's install. Each must exit 0, what it installs must be there, and
+// preset's install, removed as when the cleanup Job cannot run (evictd
+// cleanup from the workstation, then the uninstall without hooks). Each must exit 0, what it installs must be there, and
 // after each removal nothing it installed may be left. A documented
 // command the test does not run fails it, by name.
 //
@@ -194,7 +201,7 @@ func TestDocCommands(t *testing.T) {
 	// Every documented command must be in the scenario below, and every
 	// command of the scenario in the docs, so neither drifts from the other.
 	scenario := []string{cmdLiftBrake, cmdLiftCondition, cmdKustomizeApply, cmdOwnNodeApply, cmdKeepAwayApply, cmdStop, cmdUnstop, cmdKeepAwayDelete, cmdOwnNodeDelete, cmdCleanupApply, cmdKustomizeDelete, cmdCreateNS, cmdLabelNS, cmdGKEQuota,
-		cmdInstall, cmdNotesExplain, cmdNotesUpgrade, cmdUpgrade, cmdRollback, cmdUninstall, cmdDeleteNS, cmdInstallPreset}
+		cmdInstall, cmdNotesExplain, cmdNotesUpgrade, cmdUpgrade, cmdRollback, cmdUninstall, cmdDeleteNS, cmdInstallPreset, cmdUninstallNoHooks}
 	docs := docLifecycleCommands(t)
 	// README.md's fenced commands are TestNewcomerPath's to run.
 	newcomer := newcomerPath(t)
@@ -208,11 +215,22 @@ func TestDocCommands(t *testing.T) {
 			t.Errorf("the test runs %q, which no doc shows any more", c)
 		}
 	}
+	// Not helm's or kubectl's, so not among the commands found above.
+	if !slices.Contains(commandsIn(readFile(t, "docs/install.md")), cmdCleanupByHand) {
+		t.Errorf("the test runs %q, which docs/install.md does not show any more", cmdCleanupByHand)
+	}
 	if t.Failed() {
 		t.FailNow()
 	}
 
 	d := startDocShell(t, "doc-test-identity")
+	// evictd on PATH, as the docs' `evictd cleanup` finds it on a
+	// workstation.
+	for i, e := range d.env {
+		if p, ok := strings.CutPrefix(e, "PATH="); ok {
+			d.env[i] = "PATH=" + filepath.Dir(framework.RequireBinary(t, "evictd")) + ":" + p
+		}
+	}
 	c, env, root := d.c, d.env, d.root
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -400,7 +418,12 @@ func TestDocCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireExist(ctx, t, c, preset)
-	run(cmdUninstall)
+	run(cmdCleanupByHand)
+	requireGone(ctx, t, c, []*unstructured.Unstructured{find(t, preset, "DaemonSet", "evictd")})
+	run(cmdUninstallNoHooks)
+	if _, err := c.Admin.BatchV1().Jobs(defaultNamespace).Get(ctx, "evictd-cleanup", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after %q, the cleanup Job: %v; want none (no hook runs)", cmdUninstallNoHooks, err)
+	}
 	run(cmdDeleteNS)
 	requireGone(ctx, t, c, append(preset, ns))
 

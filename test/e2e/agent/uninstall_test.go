@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	lifecyclev1alpha1 "k8s.io/api/lifecycle/v1alpha1"
@@ -156,8 +158,24 @@ func evictdLeft(t *testing.T, m *memoryNode) []string {
 }
 
 // docRunner runs shell commands as docs/install.md writes them, with the
-// real helm and kubectl, from the repository's root, as the admin.
+// real helm, kubectl and evictd, from the repository's root, as the admin.
+// A command that fails fails the test.
 func docRunner(t *testing.T, c *framework.Cluster) func(cmd string) string {
+	t.Helper()
+	try := docTrier(t, c)
+	return func(cmd string) string {
+		t.Helper()
+		out, err := try(cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return out
+	}
+}
+
+// docTrier is docRunner for a command that may fail: it returns the
+// command's output and its error.
+func docTrier(t *testing.T, c *framework.Cluster) func(cmd string) (string, error) {
 	t.Helper()
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -168,11 +186,12 @@ func docRunner(t *testing.T, c *framework.Cluster) func(cmd string) string {
 		framework.Require(t, fmt.Errorf("no helm at %s (make _output/tools/helm builds it): %w", helm, framework.ErrMissingBinary))
 	}
 	kubectl := framework.RequireBinary(t, "kubectl")
+	evictd := framework.RequireBinary(t, "evictd")
 	home := t.TempDir()
-	env := append(os.Environ(), "PATH="+filepath.Dir(helm)+":"+filepath.Dir(kubectl)+":"+os.Getenv("PATH"),
+	env := append(os.Environ(), "PATH="+filepath.Dir(helm)+":"+filepath.Dir(kubectl)+":"+filepath.Dir(evictd)+":"+os.Getenv("PATH"),
 		"KUBECONFIG="+c.AdminKubeconfig, "HOME="+home, "XDG_CACHE_HOME="+home+"/cache",
 		"XDG_CONFIG_HOME="+home+"/config", "XDG_DATA_HOME="+home+"/data")
-	return func(cmd string) string {
+	return func(cmd string) (string, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
@@ -181,10 +200,7 @@ func docRunner(t *testing.T, c *framework.Cluster) func(cmd string) string {
 		began := time.Now()
 		out, err := x.CombinedOutput()
 		t.Logf("$ %s (%s)\n%s", cmd, time.Since(began).Round(time.Millisecond), out)
-		if err != nil {
-			t.Fatalf("%s: %v", cmd, err)
-		}
-		return string(out)
+		return string(out), err
 	}
 }
 
@@ -273,6 +289,111 @@ func TestUninstallHelm(t *testing.T) {
 	checkFlowControlGone(t, m, "evictd-"+ns)
 	if _, err := m.c.Admin.BatchV1().Jobs(ns).Get(context.Background(), "evictd-cleanup", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the cleanup Job after a successful uninstall: %v; want it deleted (hook-succeeded)", err)
+	}
+}
+
+// TestUninstallHelmCleanupCannotRun: docs/install.md's Helm uninstall when
+// the cleanup Job cannot run (no node runs its pod: no stand-in kubelet
+// here, as when its image is never pulled or no node takes it), during a
+// pressure episode's leftovers. helm uninstall fails on the Job's failure
+// at its deadline, DeadlineExceeded, seen in the Job's Failed condition,
+// with nothing deleted: the DaemonSet and evictd's leftovers are there.
+// Then docs/install.md's recovery, its commands run as written (evictd
+// cleanup from the workstation, helm uninstall --no-hooks, the namespace's
+// deletion), leaves nothing of evictd's: no taint, condition, Lease or
+// EvictionRequest of its, no object of the release (the FlowSchema and
+// priority level, the cluster-scoped RBAC and policies), not the failed
+// Job. The release is installed with cleanup.timeout 10s and
+// cleanup.deadline 30s, so that the Job fails after 30 s rather than the
+// default 4 minutes.
+func TestUninstallHelmCleanupCannotRun(t *testing.T) {
+	m := leftBehind(t, "uninstall-stuck", "evictd-helm/evictd")
+	run, try := docRunner(t, m.c), docTrier(t, m.c)
+	const ns = "evictd-helm"
+	ctx := context.Background()
+	for _, l := range docSection(t, "kubectl create namespace evictd-system", "kubectl label namespace evictd-system") {
+		run(strings.ReplaceAll(l, "evictd-system", ns))
+	}
+	moveAgentLease(t, m, ns)
+	for _, l := range docSection(t, "helm install evictd deploy/helm/evictd", "helm install evictd deploy/helm/evictd") {
+		run(strings.NewReplacer("evictd-system", ns, "registry.example.com/evictd", "evictd", "image.tag=0.2.0-dev", "image.tag=e2e").Replace(l) +
+			" --set cleanup.timeout=10s --set cleanup.deadline=30s")
+	}
+	before := evictdLeft(t, m)
+
+	uninstall := strings.ReplaceAll(docSection(t, "helm uninstall evictd", "helm uninstall evictd")[0], "evictd-system", ns)
+	out, err := try(uninstall)
+	if err == nil {
+		t.Fatalf("%s succeeded though no node ran its cleanup Job; want it to fail at the Job's deadline", uninstall)
+	}
+	const failed = "job evictd-cleanup failed: DeadlineExceeded"
+	if !strings.Contains(out, failed) {
+		t.Fatalf("%s: %v; want it to fail with %q, the Job's failure at its deadline:\n%s", uninstall, err, failed, out)
+	}
+	job, err := m.c.Admin.BatchV1().Jobs(ns).Get(ctx, "evictd-cleanup", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the failed cleanup Job: %v; want it kept, for what it says", err)
+	}
+	if !slices.ContainsFunc(job.Status.Conditions, func(c batchv1.JobCondition) bool {
+		return c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Reason == batchv1.JobReasonDeadlineExceeded
+	}) {
+		t.Errorf("the cleanup Job's conditions %+v; want Failed, DeadlineExceeded", job.Status.Conditions)
+	}
+	if _, err := m.c.Admin.AppsV1().DaemonSets(ns).Get(ctx, "evictd", metav1.GetOptions{}); err != nil {
+		t.Errorf("the release's DaemonSet after the failed uninstall: %v; want it there, nothing deleted", err)
+	}
+	if after := evictdLeft(t, m); len(after) == 0 || !slices.Equal(after, before) {
+		t.Errorf("after the failed uninstall evictd left %q; want what it left before, %q", after, before)
+	}
+
+	// The recovery, as written.
+	recovery := docSection(t, "evictd cleanup --delete-daemonset", "kubectl delete namespace evictd-system")
+	for i, l := range recovery {
+		recovery[i] = strings.ReplaceAll(l, "evictd-system", ns)
+		run(recovery[i])
+	}
+	what := strings.Join(recovery, "; ")
+	if left := evictdLeft(t, m); len(left) > 0 {
+		t.Errorf("after %s: left %s", what, strings.Join(left, "; "))
+	}
+	checkFlowControlGone(t, m, "evictd-"+ns)
+	// The namespace, and the failed Job in it, go once the namespace
+	// controller has emptied it.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		_, err := m.c.Admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: the namespace %s is still there (%v)", what, ns, err)
+		}
+	}
+	// The release's cluster-scoped objects, by its labels.
+	release := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=evictd,app.kubernetes.io/managed-by=Helm"}
+	var left []string
+	if l, err := m.c.Admin.RbacV1().ClusterRoles().List(ctx, release); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, o := range l.Items {
+			left = append(left, "ClusterRole "+o.Name)
+		}
+	}
+	if l, err := m.c.Admin.RbacV1().ClusterRoleBindings().List(ctx, release); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, o := range l.Items {
+			left = append(left, "ClusterRoleBinding "+o.Name)
+		}
+	}
+	if l, err := m.c.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, release); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, o := range l.Items {
+			left = append(left, "ValidatingAdmissionPolicy "+o.Name)
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("after %s, the release's %s", what, strings.Join(left, ", "))
 	}
 }
 

@@ -172,3 +172,53 @@ relabelings:
   {{- toYaml . | nindent 2 }}
   {{- end }}
 {{- end }}
+
+{{/*
+The cleanup Job's tolerations: the DaemonSet's (.Values.tolerations), and,
+unless one of those tolerates every taint already, evictd's own taints and
+those the DaemonSet controller gives every DaemonSet pod for a node under
+pressure or cordoned (not those of a node that is not ready or
+unreachable: a pod there would never start, and the Job would only wait
+for its deadline).
+*/}}
+{{- define "evictd.cleanupTolerations" -}}
+{{- $all := false -}}
+{{- range .Values.tolerations -}}
+{{- if and (eq (toString .operator) "Exists") (not .key) (not .effect) -}}
+{{- $all = true -}}
+{{- end -}}
+{{- end -}}
+{{- $extra := list -}}
+{{- if not $all -}}
+{{- range list "evictd.io/memory-pressure" "evictd.io/disk-pressure" "evictd.io/pid-pressure" -}}
+{{- $extra = append $extra (dict "key" . "operator" "Exists") -}}
+{{- end -}}
+{{- range list "node.kubernetes.io/memory-pressure" "node.kubernetes.io/disk-pressure" "node.kubernetes.io/pid-pressure" "node.kubernetes.io/unschedulable" -}}
+{{- $extra = append $extra (dict "key" . "operator" "Exists" "effect" "NoSchedule") -}}
+{{- end -}}
+{{- end -}}
+{{- with concat (.Values.tolerations | default list) $extra -}}
+tolerations:
+{{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end }}
+
+{{/*
+The cleanup Job's activeDeadlineSeconds, from cleanup.deadline (whole
+seconds, rounded up), or cleanup.timeout plus a minute for the pod's
+scheduling and image pull. It must exceed cleanup.timeout, evictd
+cleanup's own bound, so that a cleanup that runs long ends on its own,
+naming what is left, before the deadline cuts it off.
+*/}}
+{{- define "evictd.cleanupDeadline" -}}
+{{- $c := .Values.cleanup -}}
+{{- $t := float64 (include "evictd.nanos" $c.timeout) -}}
+{{- $d := addf $t 60e9 -}}
+{{- with $c.deadline -}}
+{{- $d = float64 (include "evictd.nanos" .) -}}
+{{- end -}}
+{{- if le $d $t -}}
+{{- fail (printf "cleanup.deadline %q is not above cleanup.timeout %q: the Job would be cut off before evictd cleanup ends on its own and says what is left; give the pod's start a minute on top (cleanup.deadline %ds), or leave cleanup.deadline empty for that" (toString $c.deadline) (toString $c.timeout) (add (ceil (divf $t 1e9) | int64) 60)) -}}
+{{- end -}}
+{{- printf "%d" (ceil (divf $d 1e9) | int64) -}}
+{{- end }}
