@@ -16,13 +16,14 @@ import (
 	"github.com/evictd/evictd/pkg/cliflag"
 	"github.com/evictd/evictd/pkg/explain"
 	"github.com/evictd/evictd/pkg/pressure"
+	"github.com/evictd/evictd/pkg/thresholds"
 )
 
 // explainSynopsis names every flag of explain but --help; a test walks the
 // flag set to keep it so.
 const explainSynopsis = "evictd explain { --summary FILE --pods FILE [--config FILE] [--namespaces FILE] | " +
 	"--node NODE [--address HOST:PORT] [--kubeconfig FILE] [--namespace NS] [--selector SELECTOR] " +
-	"[--certificate-authority FILE] [--token-file FILE] [--insecure-skip-tls-verify] [--request-timeout DURATION] } [-o text|json]"
+	"[--certificate-authority FILE] [--token-file FILE] [--insecure-skip-tls-verify] [--request-timeout DURATION] } [--signal SIGNAL] [-o text|json]"
 
 const explainUsage = `Usage: ` + explainSynopsis + `
 
@@ -52,12 +53,17 @@ lists the ones it uses): give them in --config to explain with those.
 What only a running agent knows (pods in flight, PodDisruptionBudget
 refusals, how long a soft threshold has held) is not in a capture.
 
+--signal keeps one signal's explanation (memory.available,
+nodefs.available, ...); a signal evictd has no threshold for explains
+nothing.
+
 Flags:
 `
 
 type explainFlags struct {
 	captureFiles
 	live   liveFlags
+	signal string
 	output string
 	help   bool
 }
@@ -67,6 +73,7 @@ func newExplainFlags() (*explainFlags, *pflag.FlagSet) {
 	fs := cliflag.NewFlagSet("explain")
 	f.captureFiles.bind(fs, "EvictdConfiguration file (thresholds, priority groups, exclusions).")
 	f.live.bind(fs, "Explain the running agent on this node (its secure port, as the caller: needs get on nodes/explain in the API group evictd.io).")
+	fs.StringVar(&f.signal, "signal", "", "Explain this eviction signal only (memory.available, nodefs.available, ...); empty: every signal evictd has a threshold for.")
 	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
 	fs.BoolVarP(&f.help, flagHelp, "h", false, "Print this help and exit.")
 	return f, fs
@@ -91,6 +98,9 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if f.output != "json" && f.output != "text" {
 		return fail(fmt.Errorf("invalid --output (-o) %q: want text or json", f.output))
 	}
+	if err := checkExplainSignal(f.signal); err != nil {
+		return fail(err)
+	}
 	if f.live.node != "" || f.live.address != "" {
 		return explainRunning(ctx, f, fs, stdout, stderr)
 	}
@@ -114,17 +124,45 @@ func explainCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fail(err)
 	}
-	rep := live.Report
+	rep := f.narrow(live.Report)
 	if f.output == "json" {
 		err = writeJSON(stdout, rep)
 	} else {
-		err = writeExplanation(stdout, rep)
+		err = writeExplanation(stdout, rep, thresholds.Signal(f.signal))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd explain: writing output: %v\n", err)
 		return exitFailure
 	}
 	return exitOK
+}
+
+// checkExplainSignal refuses a --signal that names no signal evictd knows,
+// naming the ones it does. memory.highStuck is among them: explain reports
+// it, though no threshold map sets it.
+func checkExplainSignal(name string) error {
+	if name == "" || thresholds.Signal(name).Valid() {
+		return nil
+	}
+	known := make([]string, 0, len(thresholds.Signals()))
+	for _, s := range thresholds.Signals() {
+		known = append(known, string(s))
+	}
+	hint := ""
+	if strings.HasPrefix(name, "containerfs.") {
+		// As in the kubelet: the writable layers' filesystem's signals
+		// stand for containerfs.
+		hint = " (containerfs is explained as nodefs or imagefs, the filesystem the writable layers are on)"
+	}
+	return fmt.Errorf("invalid --signal %q: want one of %s%s", name, strings.Join(known, ", "), hint)
+}
+
+// narrow keeps --signal's entry of the report, or all of them without it.
+func (f *explainFlags) narrow(rep explain.Report) explain.Report {
+	if f.signal == "" {
+		return rep
+	}
+	return rep.Only(thresholds.Signal(f.signal))
 }
 
 // liveOnly are the flags that only a running agent's explanation takes.
@@ -152,10 +190,11 @@ func explainRunning(ctx context.Context, f *explainFlags, fs *pflag.FlagSet, std
 		fmt.Fprintf(stderr, "evictd explain: %v\n", err)
 		return exitFailure
 	}
+	live.Report = f.narrow(live.Report)
 	if f.output == "json" {
 		err = writeJSON(stdout, live)
 	} else {
-		err = writeLive(stdout, live)
+		err = writeLive(stdout, live, thresholds.Signal(f.signal))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "evictd explain: writing output: %v\n", err)
@@ -165,8 +204,8 @@ func explainRunning(ctx context.Context, f *explainFlags, fs *pflag.FlagSet, std
 }
 
 // writeLive prints a running agent's explanation: who and when, then the
-// report.
-func writeLive(w io.Writer, live agent.Live) error {
+// report (of only, when --signal asked for one).
+func writeLive(w io.Writer, live agent.Live, only thresholds.Signal) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "node %s", live.Node)
 	switch {
@@ -187,11 +226,17 @@ func writeLive(w io.Writer, live agent.Live) error {
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	return writeExplanation(w, live.Report)
+	return writeExplanation(w, live.Report, only)
 }
 
 // writeExplanation prints the report for people: a paragraph per signal.
-func writeExplanation(w io.Writer, rep explain.Report) error {
+// only is the signal --signal asked for, or empty; a report narrowed to a
+// signal evictd has no threshold for says so rather than print nothing.
+func writeExplanation(w io.Writer, rep explain.Report, only thresholds.Signal) error {
+	if only != "" && len(rep.Signals) == 0 {
+		_, err := fmt.Fprintf(w, "%s: evictd has no threshold for this signal, so it never acts on it\n", only)
+		return err
+	}
 	var b strings.Builder
 	for i, s := range rep.Signals {
 		if i > 0 {

@@ -6,14 +6,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/evictd/evictd/pkg/agent"
 	"github.com/evictd/evictd/pkg/explain"
+	"github.com/evictd/evictd/pkg/thresholds"
 )
 
 func runExplain(t *testing.T, args ...string) (int, string, string) {
@@ -105,6 +111,10 @@ func TestExplainCommandErrors(t *testing.T) {
 		{name: "truncated summary", args: []string{"--summary", td("truncated.json"), "--pods", p}, wantErr: "truncated.json: not valid JSON"},
 		{name: "summary file as pods", args: []string{"--summary", s, "--pods", s}, wantErr: `no "items"; want a PodList`},
 		{name: "bad config", args: []string{"--summary", s, "--pods", p, "--config", td("bad-config.yaml")}, wantErr: `namespace "batch" is already in group "batch"`},
+		{name: "unknown signal", args: []string{"--summary", s, "--pods", p, "--signal", "memory"},
+			wantErr: `invalid --signal "memory": want one of memory.available, allocatableMemory.available, swap.available, `},
+		{name: "containerfs signal", args: []string{"--summary", s, "--pods", p, "--signal", "containerfs.available"},
+			wantErr: `invalid --signal "containerfs.available": want one of memory.available, `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runExplain(t, tc.args...)
@@ -134,6 +144,7 @@ func TestExplainLiveErrors(t *testing.T) {
 		{"capture flag with --node", []string{"--node", "n1", "--summary", s}, exitUsage, "--summary is for a capture, not a running agent"},
 		{"live flag without --node", []string{"--summary", s, "--kubeconfig", tokenKC}, exitUsage, "--kubeconfig is for a running agent: give --node NODE"},
 		{"bad timeout", []string{"--node", "n1", "--request-timeout", "0s"}, exitUsage, "invalid --request-timeout 0s"},
+		{"unknown signal", []string{"--node", "n1", "--signal", "ram.available"}, exitUsage, `invalid --signal "ram.available": want one of memory.available, `},
 		{"unchecked remote agent", []string{"--node", "n1", "--address", "10.0.0.7:9732", "--kubeconfig", tokenKC}, exitFailure,
 			"the agent at 10.0.0.7:9732 serves a certificate evictd cannot check: pass --certificate-authority FILE"},
 		{"bad address", []string{"--node", "n1", "--address", "10.0.0.7", "--kubeconfig", tokenKC}, exitFailure, `invalid --address "10.0.0.7"`},
@@ -153,6 +164,96 @@ func TestExplainLiveErrors(t *testing.T) {
 				t.Errorf("stderr = %q, want one line containing %q", errOut, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestExplainSignal: --signal keeps one signal's explanation, as the whole
+// report has it, in JSON and in text, from a capture and from a running
+// agent; a known signal evictd has no threshold for says so.
+func TestExplainSignal(t *testing.T) {
+	s, p := td("summary.json"), td("pods.json")
+	report := func(args ...string) explain.Report {
+		t.Helper()
+		code, out, errOut := runExplain(t, append([]string{"--summary", s, "--pods", p, "-o", "json"}, args...)...)
+		if code != exitOK || errOut != "" {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+		var rep explain.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%v: output is not the report's JSON: %v\n%s", args, err, out)
+		}
+		return rep
+	}
+	all := report()
+	var disk explain.Signal
+	for _, sig := range all.Signals {
+		if sig.Signal == thresholds.NodeFsAvailable {
+			disk = sig
+		}
+	}
+	if len(all.Signals) < 2 || disk.Signal == "" {
+		t.Fatalf("the fixture's report has %d signals; want nodefs.available among several", len(all.Signals))
+	}
+	only := report("--signal", "nodefs.available")
+	if len(only.Signals) != 1 {
+		t.Fatalf("--signal nodefs.available: %d signals; want nodefs.available alone", len(only.Signals))
+	}
+	// Each run starts its thresholds' episodes at its own now.
+	for _, sig := range []*explain.Signal{&disk, &only.Signals[0]} {
+		for i := range sig.Thresholds {
+			sig.Thresholds[i].Since = nil
+		}
+	}
+	if !reflect.DeepEqual(disk, only.Signals[0]) {
+		t.Errorf("--signal nodefs.available's entry differs from the whole report's:\n%+v\nwant\n%+v", only.Signals[0], disk)
+	}
+
+	code, out, errOut := runExplain(t, "--summary", s, "--pods", p, "--signal", "nodefs.available")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("text: exit %d, stderr %q", code, errOut)
+	}
+	if !strings.HasPrefix(out, "nodefs.available: 9Gi available of 100Gi\n") || strings.Contains(out, "memory.available:") || strings.Contains(out, "imagefs.available:") {
+		t.Errorf("--signal nodefs.available prints:\n%s\nwant nodefs.available's paragraph alone", out)
+	}
+
+	// swap.available is a signal evictd knows; the defaults set no
+	// threshold for it.
+	if rep := report("--signal", "swap.available"); rep.Signals == nil || len(rep.Signals) != 0 {
+		t.Errorf("--signal swap.available -o json: %#v; want an empty list of signals", rep.Signals)
+	}
+	code, out, errOut = runExplain(t, "--summary", s, "--pods", p, "--signal", "swap.available")
+	if want := "swap.available: evictd has no threshold for this signal, so it never acts on it\n"; code != exitOK || errOut != "" || out != want {
+		t.Errorf("--signal swap.available: exit %d, stdout %q, stderr %q; want 0 and %q", code, out, errOut, want)
+	}
+
+	// A running agent's explanation is narrowed the same way: the agent
+	// here serves the capture's report, as its /explain would.
+	live := agent.Live{Node: "n1", ObservedAt: time.Date(2026, 11, 25, 21, 40, 2, 0, time.UTC), Report: all}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/explain" || r.Header.Get("Authorization") != "Bearer abc" {
+			http.Error(w, "no", http.StatusForbidden)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(live)
+	}))
+	defer srv.Close()
+	kc := writeKubeconfig(t, t.TempDir(), "token.kubeconfig", &clientcmdapi.AuthInfo{Token: "abc"})
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	code, out, errOut = runExplain(t, "--node", "n1", "--address", addr, "--kubeconfig", kc, "--signal", "nodefs.available", "-o", "json")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("--node n1 --signal nodefs.available: exit %d, stderr %q", code, errOut)
+	}
+	var got agent.Live
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("--node: output is not the agent's JSON: %v\n%s", err, out)
+	}
+	if got.Node != "n1" || len(got.Signals) != 1 || got.Signals[0].Signal != thresholds.NodeFsAvailable {
+		t.Errorf("--node n1 --signal nodefs.available -o json: node %q, %d signals; want n1 and nodefs.available alone", got.Node, len(got.Signals))
+	}
+	code, out, errOut = runExplain(t, "--node", "n1", "--address", addr, "--kubeconfig", kc, "--signal", "nodefs.available")
+	if code != exitOK || errOut != "" || !strings.HasPrefix(out, "node n1, observed at 2026-11-25T21:40:02Z\n\nnodefs.available: 9Gi available of 100Gi\n") ||
+		strings.Contains(out, "memory.available:") {
+		t.Errorf("--node n1 --signal nodefs.available: exit %d, stderr %q, stdout:\n%s\nwant the agent's header and nodefs.available's paragraph alone", code, errOut, out)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,4 +211,64 @@ func openEvaluator(t *testing.T, scrapes []Scrape) (*Evaluator, func()) {
 		t.Fatal(err)
 	}
 	return NewEvaluator(db, windowOf(scrapes)), closeDB
+}
+
+// TestTheDashboardDrawsTheBrake draws deploy/monitoring/dashboard.json
+// itself (every panel of a type the picture draws, every query one
+// Prometheus's engine evaluates) over scrapes of a node whose memory brake
+// goes on, and reads the brake back from the panel that shows it.
+func TestTheDashboardDrawsTheBrake(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	for i := range 30 {
+		on := 0
+		if i >= 10 {
+			on = 1
+		}
+		text := fmt.Sprintf(`# HELP evictd_node_brake_on Brake on.
+# TYPE evictd_node_brake_on gauge
+evictd_node_brake_on{resource="memory"} %d
+# HELP evictd_node_brake_writes_total Brake writes.
+# TYPE evictd_node_brake_writes_total counter
+evictd_node_brake_writes_total{object="condition",result="ok"} %d
+`, on, i/10)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.prom", start.Add(time.Duration(i)*time.Second).UnixMilli())), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join("..", "..", "deploy", "monitoring", "dashboard.json")
+	if err := render(context.Background(), path, dir, filepath.Join(t.TempDir(), "d.png"), "", map[string]string{"node": "n1", "job": "evictd"}); err != nil {
+		t.Fatalf("drawing %s: %v", path, err)
+	}
+	dash, err := ReadDashboard(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrapes, err := ListScrapes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, closeDB := openEvaluator(t, scrapes)
+	defer closeDB()
+	found := false
+	for _, p := range dash.Panels {
+		if !slices.ContainsFunc(p.Targets, func(tg Target) bool { return strings.Contains(tg.Expr, "evictd_node_brake_on") }) {
+			continue
+		}
+		found = true
+		series, err := ev.Panel(context.Background(), p)
+		if err != nil {
+			t.Fatalf("panel %q: %v", p.Title, err)
+		}
+		on := slices.IndexFunc(series, func(s Series) bool { return strings.Contains(s.Legend, "memory") })
+		if on < 0 {
+			t.Fatalf("panel %q draws %+v; want the memory brake's series", p.Title, series)
+		}
+		if v := series[on].V; v[0] != 0 || v[len(v)-1] != 1 {
+			t.Errorf("panel %q: the memory brake %v; want it off, then on", p.Title, v)
+		}
+	}
+	if !found {
+		t.Error("no panel of the dashboard shows the node brake (evictd_node_brake_on)")
+	}
 }

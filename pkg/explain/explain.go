@@ -338,3 +338,16 @@ func explainPods(s *Signal, cands []rank.Candidate, held map[types.UID]string) {
 	}
 	s.Short = max(left, 0)
 }
+
+// Only is the report narrowed to one signal: its entry alone, or no entry
+// when evictd has no threshold for it (a report lists only the signals
+// evictd has thresholds for). The report itself is left as it was.
+func (r Report) Only(s thresholds.Signal) Report {
+	out := Report{Signals: []Signal{}}
+	for _, sig := range r.Signals {
+		if sig.Signal == s {
+			out.Signals = append(out.Signals, sig)
+		}
+	}
+	return out
+}

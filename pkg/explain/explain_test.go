@@ -174,3 +174,34 @@ func TestExplainFollowsTheAgentsDecision(t *testing.T) {
 		})
 	}
 }
+
+// TestOnly: a report narrowed to one signal keeps that signal's entry
+// whole and drops the others; a signal evictd has no threshold for leaves
+// an empty list (not nil: the JSON says "signals": []).
+func TestOnly(t *testing.T) {
+	ths := parse(t, thresholds.Spec{Hard: map[string]string{"memory.available": "300Mi", "nodefs.available": "10%", "pid.available": "100"}})
+	obs := map[thresholds.Signal]thresholds.Observation{
+		thresholds.MemoryAvailable: {Available: 200 * mi, Capacity: 8192 * mi},
+		thresholds.NodeFsAvailable: {Available: 50 * mi, Capacity: 1000 * mi},
+	}
+	rep := Explain(Input{Thresholds: ths, Signals: obs, Rank: func(thresholds.Signal) []rank.Candidate {
+		return []rank.Candidate{cand("cart", 300*mi, 100*mi, 0, "")}
+	}})
+	if len(rep.Signals) != 3 {
+		t.Fatalf("report of %d signals; want memory, nodefs and pid", len(rep.Signals))
+	}
+	disk := rep.Only(thresholds.NodeFsAvailable)
+	if len(disk.Signals) != 1 || disk.Signals[0].Signal != thresholds.NodeFsAvailable {
+		t.Fatalf("Only(nodefs.available) = %+v; want its entry alone", disk.Signals)
+	}
+	if d := disk.Signals[0]; d.Need != 50*mi || len(d.Next) != 1 || d.Next[0].Name != "cart" || len(d.Pods) != 1 {
+		t.Errorf("nodefs.available's entry changed by Only: %+v", d)
+	}
+	if len(rep.Signals) != 3 {
+		t.Errorf("Only changed the report it narrowed: %d signals left", len(rep.Signals))
+	}
+	none := rep.Only(thresholds.SwapAvailable)
+	if none.Signals == nil || len(none.Signals) != 0 {
+		t.Errorf("Only(swap.available), no threshold for it: %#v; want an empty, non-nil list", none.Signals)
+	}
+}

@@ -295,6 +295,8 @@ metrics:
     relabelings: [{targetLabel: tier, replacement: node-agents}]}
   podMonitor: {enabled: true, interval: 20s, scrapeTimeout: 5s, labels: {release: prometheus}}
   prometheusRule: {enabled: true, labels: {release: prometheus}}
+dashboard: {enabled: true, label: grafana_dashboards, labelValue: evictd, namespace: evictd-chart, labels: {release: grafana},
+  annotations: {grafana_folder: evictd}}
 `
 
 // TestChartValues: each value lands where evictd and Kubernetes read it,

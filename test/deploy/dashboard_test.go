@@ -76,6 +76,90 @@ func TestDashboardShape(t *testing.T) {
 	if _, ok := vars["datasource"]; !ok {
 		t.Error("the dashboard has no datasource variable")
 	}
+	// Every panel fits Grafana's 24 columns and none covers another
+	// (Grafana would push one down; the picture would draw one over the
+	// other).
+	type box struct {
+		title      any
+		x, y, w, h float64
+	}
+	var boxes []box
+	for _, p := range panels(dash) {
+		g, _ := p["gridPos"].(map[string]any)
+		b := box{title: p["title"]}
+		b.x, _ = g["x"].(float64)
+		b.y, _ = g["y"].(float64)
+		b.w, _ = g["w"].(float64)
+		b.h, _ = g["h"].(float64)
+		if b.w <= 0 || b.h <= 0 || b.x < 0 || b.x+b.w > 24 {
+			t.Errorf("panel %q: gridPos %v does not fit 24 columns", b.title, g)
+		}
+		for _, o := range boxes {
+			if b.x < o.x+o.w && o.x < b.x+b.w && b.y < o.y+o.h && o.y < b.y+b.h {
+				t.Errorf("panels %q and %q overlap", o.title, b.title)
+			}
+		}
+		boxes = append(boxes, b)
+	}
+}
+
+// dashboardShows is what README.md and docs/runbook.md say the dashboard
+// shows, each by a metric one of its panels must select.
+var dashboardShows = map[string][]string{
+	"each signal against its threshold":   {"evictd_signal_available_bytes", "evictd_threshold_available_bytes", "evictd_signal_available", "evictd_threshold_available", "evictd_signal_stall_ratio", "evictd_threshold_stall_ratio"},
+	"thresholds met, pressure episodes":   {"evictd_threshold_met", "evictd_pressure_episode"},
+	"evictions by result and by signal":   {"evictd_evictions_total"},
+	"evicted pods that did not go":        {"evictd_eviction_stuck_total"},
+	"the node brake, and its failures":    {"evictd_node_brake_on", "evictd_node_brake_writes_total"},
+	"the two latency histograms":          {"evictd_eviction_latency_seconds_bucket", "evictd_eviction_termination_seconds_bucket"},
+	"wake-ups and the sources armed":      {"evictd_wakeups_total", "evictd_wakeup_source_active"},
+	"evictd's own CPU and memory":         {"process_cpu_seconds_total", "process_resident_memory_bytes"},
+	"observation time, errors, readiness": {"evictd_observation_duration_seconds_bucket", "evictd_observation_errors_total", "evictd_ready"},
+}
+
+// TestDashboardShowsWhatTheDocsSay: every metric of dashboardShows is
+// selected by a panel's query, so that what the docs promise (the brake
+// among them) is on the dashboard, and a panel dropped fails by name.
+func TestDashboardShowsWhatTheDocsSay(t *testing.T) {
+	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash map[string]any
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	_, vars := dashboardQueries(dash)
+	selected := map[string][]string{} // metric: the panels whose queries select it
+	for _, p := range panels(dash) {
+		title, _ := p["title"].(string)
+		targets, _ := p["targets"].([]any)
+		for _, tg := range targets {
+			target, _ := tg.(map[string]any)
+			expr, _ := target["expr"].(string)
+			q, err := substitute(expr, vars)
+			if err != nil {
+				continue // TestDashboardQueries reports it
+			}
+			e, err := parser.ParseExpr(q)
+			if err != nil {
+				continue
+			}
+			parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+				if vs, ok := n.(*parser.VectorSelector); ok {
+					selected[metricName(vs)] = append(selected[metricName(vs)], title)
+				}
+				return nil
+			})
+		}
+	}
+	for what, metrics := range dashboardShows {
+		for _, m := range metrics {
+			if len(selected[m]) == 0 {
+				t.Errorf("the docs say the dashboard shows %s; no panel's query selects %s", what, m)
+			}
+		}
+	}
 }
 
 // outputLabels is the set of labels the series of e carry, for the shapes
