@@ -5,6 +5,7 @@ package kubeletcfg
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -80,8 +81,16 @@ func ParseCgroup(data []byte) (CgroupPlace, error) {
 
 // IsPodsCgroupName reports whether one component of a cgroup path is the
 // kubelet's pods cgroup, or one of its QoS or pod cgroups under the
-// systemd driver: "kubepods", "kubepods.slice", "kubepods-*.slice".
+// systemd driver: "kubepods", "kubepods.slice", "kubepods-*.slice". Under a
+// --cgroup-root that is itself a slice the systemd driver prefixes every
+// name with the root's ("kubelet-kubepods.slice",
+// "kubelet-kubepods-besteffort-pod1.slice" under kind's /kubelet), as
+// pkg/pressure's findKubepods accepts: a slice whose dash-separated name
+// holds the word kubepods.
 func IsPodsCgroupName(name string) bool {
-	return name == "kubepods" || name == "kubepods.slice" ||
-		(strings.HasPrefix(name, "kubepods-") && strings.HasSuffix(name, ".slice"))
+	if name == "kubepods" {
+		return true
+	}
+	slice, ok := strings.CutSuffix(name, ".slice")
+	return ok && slices.Contains(strings.Split(slice, "-"), "kubepods")
 }

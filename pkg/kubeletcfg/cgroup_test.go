@@ -71,6 +71,16 @@ func TestParseCgroup(t *testing.T) {
 		{"4:memory:/kubepods/pod1/c\n1:name=systemd:/\n", "/kubepods/pod1/c", true, false},
 		// A name that merely starts so is not the pods' cgroup.
 		{"0::/system.slice/kubepods-helper.service\n", "/system.slice/kubepods-helper.service", false, false},
+		// The systemd driver under a slice cgroup root (kind's
+		// cgroupRoot /kubelet): every name carries the root's prefix.
+		{"0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod1.slice/cri-containerd-a.scope\n",
+			"/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod1.slice/cri-containerd-a.scope", true, false},
+		{"0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod1.slice/cri-containerd-a.scope\n",
+			"/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod1.slice/cri-containerd-a.scope", true, false},
+		// The cgroup root's own slice, where kind's kubelet is not, is no
+		// pods' cgroup; nor a unit whose name holds the word.
+		{"0::/kubelet.slice\n", "/kubelet.slice", false, false},
+		{"0::/system.slice/my-kubepods.service\n", "/system.slice/my-kubepods.service", false, false},
 	} {
 		got, err := ParseCgroup([]byte(c.in))
 		if err != nil || got.Path != c.path || got.InPods != c.inPods || got.Unit != c.unit {

@@ -105,7 +105,7 @@ func (e *NotVisibleError) Error() string {
 		return fmt.Sprintf("kubelet config %s (%s) does not exist: its directory %s is visible under host root %s and the file is not in it",
 			e.Path, via, dir, e.HostRoot)
 	}
-	return fmt.Sprintf("kubelet config %s (%s) is not visible under host root %s: mount %s read-only at %s (the chart's kubeletConfig.hostPath, or the manifest's commented kubelet-config volume), or give --kubelet-config",
+	return fmt.Sprintf("kubelet config %s (%s) is not visible under host root %s: mount %s read-only at %s (the chart's preset for the platform, or its kubeletConfig.hostPath, or kubeletConfig.hostFiles for the file alone; the manifest's commented kubelet-config volume), or give --kubelet-config",
 		e.Path, via, e.HostRoot, dir, filepath.Join(e.HostRoot, dir))
 }
 

@@ -161,7 +161,7 @@ func Fix(err error) string {
 	switch kubeletcfg.ReasonOf(err) {
 	case kubeletcfg.ReasonNotMounted:
 		errors.As(err, &nv)
-		return "mount " + nv.Dir + " read-only under --" + options.FlagHostRoot + " (chart: kubeletConfig.hostPath), or " + give
+		return "mount " + nv.Dir + " read-only under --" + options.FlagHostRoot + " (chart: the platform's preset, docs/install.md section 3, or kubeletConfig.hostPath; kubeletConfig.hostFiles mounts a file alone, where its directory holds credentials), or " + give
 	case kubeletcfg.ReasonMissing:
 		return "nothing to mount: the file is not on the host (a config being rewritten, or one the kubelet cannot start with); evictd reads it again with back-off"
 	case kubeletcfg.ReasonRelativePath:

@@ -5,6 +5,7 @@ package deploy
 import (
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,4 +64,50 @@ func TestManifestKubeletConfigCommented(t *testing.T) {
 		t.Fatalf("deploy/daemonset.yaml with kubelet-config uncommented: %v", err)
 	}
 	equalsChart(t, want, "kubeletConfig: {hostPath: /etc/kubernetes}", "deploy/daemonset.yaml with kubelet-config uncommented")
+}
+
+// TestChartKubeletConfigFiles: kubeletConfig.hostFiles mounts each file
+// alone, read-only at its path under /host, with type File (a missing one
+// keeps the pod off the node instead of having the runtime make a
+// directory there); kubeletConfig.hostPathType "" leaves the directory
+// unchecked; cgroupRoot becomes --cgroup-root. A path mounted where another
+// mount is, and values out of shape, are refused naming the value.
+func TestChartKubeletConfigFiles(t *testing.T) {
+	c, vols := agentPod(t, "kubeletConfig: {hostPath: /etc/openshift/kubelet.conf.d, hostPathType: '', hostFiles: [/etc/kubernetes/kubelet.conf, /home/kubernetes/kubelet-config.yaml]}\ncgroupRoot: /kubelet.slice")
+	for i, f := range []string{"/etc/kubernetes/kubelet.conf", "/home/kubernetes/kubelet-config.yaml"} {
+		name := "kubelet-config-file-" + strconv.Itoa(i)
+		m := mountNamed(c, name)
+		if m == nil || m["mountPath"] != "/host"+f || m["readOnly"] != true {
+			t.Errorf("mount %s: %v; want %s read-only at /host%s", name, m, f, f)
+		}
+		if hp, _ := vols[name]["hostPath"].(map[string]any); hp["path"] != f || hp["type"] != "File" {
+			t.Errorf("volume %s: %v; want hostPath %s, type File", name, vols[name], f)
+		}
+	}
+	if hp, _ := vols["kubelet-config"]["hostPath"].(map[string]any); hp["path"] != "/etc/openshift/kubelet.conf.d" || hp["type"] != "" {
+		t.Errorf("the kubelet's config volume %v; want type \"\"", vols["kubelet-config"])
+	}
+	if args := c["args"].([]any); !slices.Contains(args, any("--cgroup-root=/kubelet.slice")) {
+		t.Errorf("args %v lack --cgroup-root=/kubelet.slice", args)
+	}
+	c, _ = agentPod(t, "")
+	for _, a := range c["args"].([]any) {
+		if strings.HasPrefix(a.(string), "--cgroup-root") {
+			t.Errorf("default values pass %s", a)
+		}
+	}
+	for bad, want := range map[string]string{
+		"kubeletConfig: {hostPath: /var/lib/kubelet}":    "kubeletConfig.hostPath \"/var/lib/kubelet\" is mounted at /host/var/lib/kubelet, where hostPaths.kubeletRoot already is",
+		"kubeletConfig: {hostFiles: [/var/log/pods]}":    "kubeletConfig.hostFiles[0] \"/var/log/pods\" is mounted at /host/var/log/pods, where hostPaths.podLogs already is",
+		"kubeletConfig: {hostFiles: [etc/kubelet.conf]}": "kubeletConfig",
+		"kubeletConfig: {hostFiles: [/a, /a]}":           "kubeletConfig",
+		"kubeletConfig: {hostPathType: File}":            "kubeletConfig",
+		"cgroupRoot: kubelet.slice":                      "cgroupRoot",
+		"platform: eks-fargate":                          "platform",
+		"openshift: {scc: {create: yes-please}}":         "openshift",
+	} {
+		if _, err := render(t, bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want an error saying %q", bad, err, want)
+		}
+	}
 }

@@ -56,6 +56,13 @@ func TestChartPresets(t *testing.T) {
 		"k0s":      {"/var/lib/k0s/kubelet", "/var/log/pods", "/var/lib/k0s/containerd"},
 		"microk8s": {"/var/snap/microk8s/common/var/lib/kubelet", "/var/log/pods", "/var/snap/microk8s/common/var/lib/containerd"},
 		"crio":     {"/var/lib/kubelet", "/var/log/pods", "/var/lib/containers/storage"},
+		// The platforms' presets (TestPlatformPresets reads each node's
+		// kubelet through what they mount).
+		"gke":       {"/var/lib/kubelet", "/var/log/pods", "/var/lib/containerd"},
+		"eks":       {"/var/lib/kubelet", "/var/log/pods", "/var/lib/containerd"},
+		"aks":       {"/var/lib/kubelet", "/var/log/pods", "/var/lib/containerd"},
+		"openshift": {"/var/lib/kubelet", "/var/log/pods", "/var/lib/containers/storage"},
+		"kind":      {"/var/lib/kubelet", "/var/log/pods", "/var/lib/containerd"},
 	}
 	var seen []string
 	for _, p := range presets(t) {

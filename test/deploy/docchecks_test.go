@@ -84,7 +84,7 @@ func TestDocSkopeoCopiesAll(t *testing.T) {
 // table of distributions names each preset's image store, which its check
 // tells the user to pass; that store must be the preset's --image-fs and
 // mounted at its path under /host, and NOTES (rendered with the preset)
-// must give it. The check commands of docs/install.md and README.md,
+// must give it (and the --cgroup-root the preset passes). The check commands of docs/install.md and README.md,
 // written for the defaults, must give the defaults' store.
 func TestCheckCommandPerPreset(t *testing.T) {
 	row := regexp.MustCompile("(?m)^\\| [^|]+ \\| (`([a-z0-9]+)\\.yaml`|\\(defaults\\)) \\| [^|]+ \\| `([^`]+)`")
@@ -127,9 +127,16 @@ func TestCheckCommandPerPreset(t *testing.T) {
 		if !mounted {
 			t.Errorf("%s: nothing is mounted at /host%s, where the check's %s reads", what, store, flag)
 		}
+		// The pods' cgroup root too, where the release passes one (kind).
+		check := "/evictd observe -o table --host-root=/host " + flag
+		for _, a := range args {
+			if strings.HasPrefix(a, "--cgroup-root=") {
+				check += " " + a
+			}
+		}
 		notes := renderNotes(t, v)
-		if !strings.Contains(notes, "/evictd observe -o table --host-root=/host "+flag+"\n") {
-			t.Errorf("%s: NOTES' check does not pass %s:\n%s", what, flag, notes)
+		if !strings.Contains(notes, check+"\n") {
+			t.Errorf("%s: NOTES' check is not %q:\n%s", what, check, notes)
 		}
 	}
 	for _, f := range []string{"docs/install.md", "README.md"} {

@@ -22,6 +22,8 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
+require github.com/go-logr/zapr v1.3.0 // indirect
+
 require (
 	cloud.google.com/go/auth v0.17.0 // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.2.8 // indirect

@@ -31,6 +31,7 @@ DaemonSet) are created. test/deploy holds the bounds equal to evictd's own
 {{- if .Values.evictionRequest.enabled -}}
 {{- include "evictd.checkRange" (dict "name" "evictionRequest.responderWait" "value" .Values.evictionRequest.responderWait "min" "1s" "max" "1h") -}}
 {{- end -}}
+{{- include "evictd.checkPlatform" . -}}
 {{- include "evictd.checkMounts" . -}}
 {{- include "evictd.checkKeepAway" . -}}
 {{- include "evictd.checkSecure" . -}}
@@ -83,6 +84,23 @@ evictd sets only with the brake on and a taint effect.
 {{- end }}
 
 {{/*
+Platforms evictd cannot run on, or only with their preset, refused at
+render with what to do (docs/install.md, section 3, has the matrix).
+GKE Autopilot shows no API of its own to the chart (auto.gke.io is served
+on Standard clusters too), so only platform says it; OpenShift serves
+security.openshift.io/v1, whose admission refuses evictd's pod under
+every built-in SCC but privileged.
+*/}}
+{{- define "evictd.checkPlatform" -}}
+{{- if eq .Values.platform "gke-autopilot" -}}
+{{- fail "platform gke-autopilot: evictd does not run on GKE Autopilot, which refuses hostPath volumes outside /var/log and added capabilities; evictd reads the node's /proc, /sys/fs/cgroup, the kubelet's directory and the image store through hostPath volumes, with DAC_READ_SEARCH, IPC_LOCK and SYS_RESOURCE. Run it on GKE Standard node pools, with -f deploy/helm/evictd/presets/gke.yaml (docs/install.md, section 3)" -}}
+{{- end -}}
+{{- if and (.Capabilities.APIVersions.Has "security.openshift.io/v1") (ne .Values.platform "openshift") -}}
+{{- fail (printf "this cluster serves security.openshift.io/v1 (OpenShift), whose admission refuses evictd's pods (root, hostPath volumes, three added capabilities) under every built-in SecurityContextConstraints but privileged; platform is %q: install with -f deploy/helm/evictd/presets/openshift.yaml, which renders an SCC that admits exactly evictd's pod and grants its use (docs/install.md, section 3)" .Values.platform) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
 Two host paths mounted at one place: the API server refuses a pod whose
 mount paths repeat ("must be unique"), so the DaemonSet would never get one.
 evictd itself takes an equal --container-fs as no separate containerfs.
@@ -93,6 +111,10 @@ evictd itself takes an equal --container-fs as no separate containerfs.
 {{- $paths := list (list "hostPaths.imageStore" $hp.imageStore) (list "hostPaths.containerStore" $hp.containerStore) (list "hostPaths.runtimeState" $hp.runtimeState) -}}
 {{- if .Values.actuator.enabled -}}
 {{- $paths = append $paths (list "actuator.podCgroups" .Values.actuator.podCgroups) -}}
+{{- end -}}
+{{- $paths = append $paths (list "kubeletConfig.hostPath" .Values.kubeletConfig.hostPath) -}}
+{{- range $i, $f := .Values.kubeletConfig.hostFiles -}}
+{{- $paths = append $paths (list (printf "kubeletConfig.hostFiles[%d]" $i) $f) -}}
 {{- end -}}
 {{- range $p := $paths -}}
 {{- $name := index $p 0 -}}
