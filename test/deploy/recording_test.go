@@ -4,6 +4,8 @@ package deploy
 
 import (
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -89,5 +91,36 @@ func TestWithRecorded(t *testing.T) {
 	}
 	if err := checkExpr(`sum by (node) (resource_first:evictd_shadow_episodes:rate5m)`, s); err == nil || !strings.Contains(err.Error(), "node") {
 		t.Errorf("a recorded series grouped by node, which its rule sums away: %v; want an error naming node", err)
+	}
+}
+
+// TestDocQueries: every query the docs show in a promql block names
+// evictd's series (or the recorded ones) with labels they have, so that an
+// operator who pastes it gets an answer, not nothing. docs/shadow.md must
+// show one: who acted first across a fleet.
+func TestDocQueries(t *testing.T) {
+	s := withRecorded(t, registrySeries(t))
+	files, err := filepath.Glob(repoPath(t, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, f := range append(files, repoPath(t, "README.md")) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range fenceRE.FindAllStringSubmatch(string(raw), -1) {
+			if m[1] != "promql" {
+				continue
+			}
+			seen[filepath.Base(f)]++
+			if err := checkExpr(m[2], s); err != nil {
+				t.Errorf("%s: %s: %v", filepath.Base(f), strings.TrimSpace(m[2]), err)
+			}
+		}
+	}
+	if seen["shadow.md"] == 0 {
+		t.Errorf("docs/shadow.md shows no promql query (seen: %v)", seen)
 	}
 }
