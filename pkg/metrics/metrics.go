@@ -133,6 +133,7 @@ type Metrics struct {
 	nodeBrake            nodeBrakeMetrics       // nodebrake.go
 	outrun               outrunMetrics          // outrun.go
 	apiRequests          apiRequestMetrics      // apirequests.go
+	shadow               shadowMetrics          // shadow.go
 	secureRefused        *prometheus.CounterVec // secure.go
 }
 
@@ -289,6 +290,7 @@ func New(build buildinfo.Info) (*Metrics, error) {
 	m.initTrace()
 	m.initAPIRequests()
 	m.initSecure()
+	m.initShadow()
 	m.own = append(m.own, ready, m.memoryLocked, m.sandboxActive, m.evictionRequest, m.dryRun, m.actuatorWritable, m.actuatorWrites, m.evictions, m.evictionLatency, m.termination, m.observationDuration,
 		m.observationErrors, m.skippedFiles, m.lastObservation, m.wakeups)
 

@@ -52,6 +52,8 @@ func populated(t *testing.T) *Metrics {
 	m.ObservationDone(start, start.Add(3*time.Millisecond), nil)
 	m.APIRequest("list", "pods", "200")
 	m.APIRequestDuration("list", "pods", 20*time.Millisecond)
+	m.InitShadow(ShadowSeries{Signals: map[string]string{"memory.available": "memory"}, Resources: []string{"memory"},
+		KubeletResources: []string{"memory"}, Episodes: []string{"none", "memory"}, Firsts: []string{"evictd", "none"}})
 	return m
 }
 

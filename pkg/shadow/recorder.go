@@ -27,15 +27,27 @@ const (
 // Recorder gathers, while a dry-run agent runs, each episode and the
 // kubelet's evictions, and reports each episode as it ends. Safe for use
 // from several goroutines (the loop, the pod informer, the server).
+//
+// The loop tells it, at each pass, the episodes that started, then the
+// pass itself (Pass: the OOM kills since the pass before), then the
+// episodes that ended.
 type Recorder struct {
 	readOOM func() (int64, error)
 	emit    func(Report)
 	now     func() time.Time // when a kubelet eviction was seen (AtSeen)
+	// start is when the recorder began: the kubelet's evictions dated
+	// before it (the informer lists the node's pods evicted long ago) are
+	// kept for the reports but not counted.
+	start time.Time
 
 	mu      sync.Mutex
+	counts  Counter
 	open    map[string]*openEpisode
 	kubelet []Action
 	reports []Report
+	// lastOOM is the node's OOM-kill count at the last pass; -1 when it
+	// could not be read.
+	lastOOM int64
 }
 
 type openEpisode struct {
@@ -43,16 +55,49 @@ type openEpisode struct {
 	oomStart int64 // -1: unknown
 }
 
+// Counter counts what the recorder sees, for the fleet (pkg/metrics'
+// evictd_shadow_*; *metrics.Metrics is one). Every label value comes from
+// a closed set: the loop's resources and signals, KubeletResources,
+// Firsts, OOMOutsideEpisodes.
+type Counter interface {
+	// ShadowWouldEvict counts one would-be eviction for resource's episode.
+	ShadowWouldEvict(resource, signal string)
+	// ShadowKubeletEviction counts one of the kubelet's evictions on the
+	// node, by what it evicted for (KubeletResource).
+	ShadowKubeletEviction(resource string)
+	// ShadowOOMKills counts n OOM kills on the node while episode's
+	// episode was under way (OOMOutsideEpisodes: none was).
+	ShadowOOMKills(episode string, n int64)
+	// ShadowEpisode counts an episode of resource that ended, by who
+	// acted first in it (Firsts).
+	ShadowEpisode(resource, first string)
+}
+
 // NewRecorder reports through emit (the log line); readOOM counts the
-// node's OOM kills so far (OOMKills).
+// node's OOM kills so far (OOMKills), read now for the first pass's
+// baseline and then at each pass.
 func NewRecorder(readOOM func() (int64, error), emit func(Report)) *Recorder {
-	return &Recorder{readOOM: readOOM, emit: emit, now: time.Now, open: map[string]*openEpisode{}}
+	r := &Recorder{readOOM: readOOM, emit: emit, now: time.Now, open: map[string]*openEpisode{}}
+	r.start = r.now()
+	r.lastOOM = r.oom()
+	return r
+}
+
+// CountInto has the recorder count what it sees into c from now on.
+func (r *Recorder) CountInto(c Counter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts = c
 }
 
 // KubeletEvicted records the kubelet's eviction of p, a pod of this node,
 // if p says it was evicted (KubeletEviction); other pods are ignored. The
 // informer passes the same pod more than once (turned Failed, deleted,
-// listed again): the first sight is kept.
+// listed again): the first sight is kept, and counted if the eviction is
+// not dated before the recorder's start. The pods evictd evicts itself are
+// never among them: an eviction through the API deletes the pod, which the
+// kubelet then stops without the reason Evicted, and in shadow mode evictd
+// evicts nothing anyway.
 func (r *Recorder) KubeletEvicted(p *v1.Pod) {
 	a, ok := KubeletEviction(p, r.now())
 	if !ok {
@@ -69,28 +114,61 @@ func (r *Recorder) KubeletEvicted(p *v1.Pod) {
 		r.kubelet = r.kubelet[1:]
 	}
 	r.kubelet = append(r.kubelet, a)
+	// The pod's times are whole seconds, truncated.
+	if r.counts != nil && !a.At.Before(r.start.Truncate(time.Second)) {
+		r.counts.ShadowKubeletEviction(KubeletResource(a.Why))
+	}
 }
 
-// EpisodeStarted opens resource's episode at at.
+// EpisodeStarted opens resource's episode at at. Its OOM kills count from
+// the pass before: the kill that came with the pressure, before the pass
+// that saw the threshold crossed, is the episode's.
 func (r *Recorder) EpisodeStarted(resource string, at time.Time) {
-	oom := r.oom()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.open[resource] = &openEpisode{ep: Episode{Resource: resource, Start: at}, oomStart: oom}
+	r.open[resource] = &openEpisode{ep: Episode{Resource: resource, Start: at}, oomStart: r.lastOOM}
 }
 
-// WouldEvict records a dry-run eviction made for resource's episode.
+// Pass reads the node's OOM-kill count at the pass at at, after the
+// pass's episodes started and before they end: the kills since the pass
+// before are counted under the episode under way (oomEpisode) and are the
+// first of each open episode that had none.
+func (r *Recorder) Pass(at time.Time) {
+	n := r.oom()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := r.lastOOM
+	r.lastOOM = n
+	if n < 0 || prev < 0 || n <= prev {
+		return
+	}
+	for _, o := range r.open {
+		if o.ep.FirstOOMKill.IsZero() {
+			o.ep.FirstOOMKill = at
+		}
+	}
+	if r.counts != nil {
+		r.counts.ShadowOOMKills(oomEpisode(r.open), n-prev)
+	}
+}
+
+// WouldEvict records, and counts, a dry-run eviction made for resource's
+// episode.
 func (r *Recorder) WouldEvict(resource string, a Action) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.counts != nil {
+		r.counts.ShadowWouldEvict(resource, a.Signal)
+	}
 	if o := r.open[resource]; o != nil && len(o.ep.WouldEvict) < MaxWouldEvict {
 		o.ep.WouldEvict = append(o.ep.WouldEvict, a)
 	}
 }
 
-// EpisodeEnded closes resource's episode at at and reports it.
+// EpisodeEnded closes resource's episode at at, reports it, and counts
+// who acted first in it. Its OOM kills are those up to the pass's read
+// (Pass).
 func (r *Recorder) EpisodeEnded(resource string, at time.Time) {
-	oom := r.oom()
 	r.mu.Lock()
 	o := r.open[resource]
 	delete(r.open, resource)
@@ -100,10 +178,13 @@ func (r *Recorder) EpisodeEnded(resource string, at time.Time) {
 	}
 	o.ep.End = at
 	kills := int64(-1)
-	if oom >= 0 && o.oomStart >= 0 {
-		kills = oom - o.oomStart
+	if r.lastOOM >= 0 && o.oomStart >= 0 {
+		kills = r.lastOOM - o.oomStart
 	}
 	rep := Compare(o.ep, r.kubelet, kills)
+	if r.counts != nil {
+		r.counts.ShadowEpisode(resource, rep.First)
+	}
 	if len(r.reports) >= MaxReports {
 		r.reports = r.reports[1:]
 	}

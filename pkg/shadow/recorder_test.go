@@ -4,8 +4,10 @@ package shadow
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,7 @@ func TestRecorderReportsEachEpisode(t *testing.T) {
 	r.KubeletEvicted(evictedPod("shop", "a", "a", at(9)))
 	r.KubeletEvicted(evictedPod("shop", "a", "a", at(9))) // deleted, or listed again
 	oom = 8
+	r.Pass(at(40))
 	r.EpisodeEnded("memory", at(40))
 	r.EpisodeEnded("memory", at(41)) // none open: nothing
 	if len(got) != 1 {
@@ -106,5 +109,101 @@ func TestVMStatOOMKills(t *testing.T) {
 	}
 	if _, err := VMStatOOMKills(filepath.Join(dir, "nope")); err == nil {
 		t.Error("a missing file read without error")
+	}
+}
+
+// counted is a Counter that keeps what it was told.
+type counted struct{ lines []string }
+
+func (c *counted) ShadowWouldEvict(resource, signal string) {
+	c.lines = append(c.lines, "would evict "+resource+" "+signal)
+}
+func (c *counted) ShadowKubeletEviction(resource string) {
+	c.lines = append(c.lines, "kubelet evicted "+resource)
+}
+func (c *counted) ShadowOOMKills(episode string, n int64) {
+	c.lines = append(c.lines, fmt.Sprintf("%d OOM kills %s", n, episode))
+}
+func (c *counted) ShadowEpisode(resource, first string) {
+	c.lines = append(c.lines, "episode "+resource+" first "+first)
+}
+
+// TestRecorderCounts: what the recorder counts for the fleet. The kubelet's
+// evictions once per pod, from the agent's start (not those the informer
+// lists from before it, nor refused admissions), by what they were for;
+// the OOM kills between passes under the episode under way (a memory one
+// first), or none, and not across a read that failed; the kill seen at the
+// pass that opens an episode is the episode's; each would-be eviction; each
+// episode as it ends, by who acted first.
+func TestRecorderCounts(t *testing.T) {
+	oom, oomErr := int64(40), error(nil)
+	c := &counted{}
+	var reports []Report
+	r := NewRecorder(func() (int64, error) { return oom, oomErr }, func(rep Report) { reports = append(reports, rep) })
+	r.start = at(0).Add(300 * time.Millisecond)
+	r.now = func() time.Time { return at(1) }
+	r.CountInto(c)
+
+	// Listed at start: an eviction from an hour ago, kept for the reports
+	// but not counted; one in the agent's first second is (the pod's time
+	// is truncated).
+	r.KubeletEvicted(evictedPod("old", "gone", "old", at(-3600)))
+	r.KubeletEvicted(evictedPod("shop", "early", "early", at(0)))
+	rejected := evictedPod("shop", "late", "rejected", at(5))
+	rejected.Status.Message = "Pod was rejected: The node had condition: [MemoryPressure]. "
+	r.KubeletEvicted(rejected)
+
+	r.Pass(at(1)) // no kill since the start
+	oom = 41
+	r.Pass(at(2)) // outside any episode
+	oom = 43
+	r.EpisodeStarted("nodefs", at(3))
+	r.EpisodeStarted("memory", at(3))
+	r.Pass(at(3)) // the kills that came with the pressure: memory's
+	r.WouldEvict("memory", Action{Pod: "shop/a", UID: "uid-a", At: at(3.5), Signal: "memory.available"})
+	disk := evictedPod("shop", "logs", "logs", at(4))
+	disk.Status.Message = "The node was low on resource: ephemeral-storage. "
+	r.KubeletEvicted(disk)
+	r.KubeletEvicted(evictedPod("shop", "b", "b", at(6)))
+	r.KubeletEvicted(evictedPod("shop", "b", "b", at(6))) // deleted, or listed again
+	oomErr = errors.New("vmstat unreadable")
+	r.Pass(at(7))
+	oom, oomErr = 50, nil
+	r.Pass(at(8)) // after a failed read: no baseline, nothing counted
+	oom = 51
+	r.Pass(at(9))
+	r.EpisodeEnded("memory", at(9))
+	r.EpisodeEnded("nodefs", at(9))
+	oom = 52
+	r.Pass(at(10))
+
+	want := []string{
+		"kubelet evicted memory",              // shop/early
+		"1 OOM kills none",                    // at(2)
+		"2 OOM kills memory",                  // at(3)
+		"would evict memory memory.available", // shop/a
+		"kubelet evicted ephemeral-storage",   // shop/logs
+		"kubelet evicted memory",              // shop/b
+		"1 OOM kills memory",                  // at(9)
+		"episode memory first oom_killer",     // killed at the pass that opened it
+		"episode nodefs first kubelet",        // shop/logs
+		"1 OOM kills none",                    // at(10)
+	}
+	if !slices.Equal(c.lines, want) {
+		t.Errorf("counted\n%q\nwant\n%q", c.lines, want)
+	}
+	if len(reports) != 2 {
+		t.Fatalf("%d reports, want 2", len(reports))
+	}
+	mem := reports[0]
+	// The report's kills are the count's rise from the pass before the
+	// start (41) to the last pass (51), the failed read between them
+	// notwithstanding.
+	if mem.Resource != "memory" || mem.OOMKills != 10 || !mem.FirstOOMKill.Equal(at(3)) || mem.First != FirstOOMKiller {
+		t.Errorf("memory's report: %d OOM kills, the first seen at %v, first %q; want 10, at %v, %q",
+			mem.OOMKills, mem.FirstOOMKill, mem.First, at(3), FirstOOMKiller)
+	}
+	if disk := reports[1]; disk.Resource != "nodefs" || disk.First != FirstKubelet || len(disk.KubeletEvicted) != 2 {
+		t.Errorf("nodefs' report: first %q, kubelet evicted %+v; want the kubelet first (shop/logs), with shop/b in the span", disk.First, disk.KubeletEvicted)
 	}
 }

@@ -39,6 +39,10 @@ type Episode struct {
 	End      time.Time `json:"end"`
 	// WouldEvict are evictd's dry-run evictions in the episode, in order.
 	WouldEvict []Action `json:"wouldEvict"`
+	// FirstOOMKill is the first pass of the episode that saw the node's
+	// OOM-kill count risen since the pass before (the kill came at or
+	// before it); zero when none did.
+	FirstOOMKill time.Time `json:"firstOOMKill,omitzero"`
 }
 
 // Report is the comparison for one episode.
@@ -58,6 +62,10 @@ type Report struct {
 	KubeletOnly []string `json:"kubeletOnly"`
 	// SameOrder: the pods in Both come in the same order in both lists.
 	SameOrder bool `json:"sameOrder"`
+	// First says who acted first in the episode: FirstEvictd,
+	// FirstKubelet (an eviction for the episode's resource),
+	// FirstOOMKiller (memory episodes) or FirstNone.
+	First string `json:"first"`
 	// Lead is how long before the kubelet's first eviction evictd would
 	// have made its own (negative: after); set when both acted.
 	Lead    time.Duration `json:"lead"`
@@ -121,6 +129,7 @@ func Compare(ep Episode, kubelet []Action, oomKills int64) Report {
 	if len(ep.WouldEvict) > 0 && len(r.KubeletEvicted) > 0 {
 		r.Lead, r.HasLead = r.KubeletEvicted[0].At.Sub(ep.WouldEvict[0].At), true
 	}
+	r.First = first(r)
 	r.Summary = summary(r)
 	return r
 }
@@ -154,6 +163,8 @@ func summary(r Report) string {
 		}
 	}
 	switch {
+	case r.OOMKills > 0 && r.First == FirstOOMKiller:
+		fmt.Fprintf(&b, "; the kernel OOM-killed %d process(es) on the node, the first before anyone evicted", r.OOMKills)
 	case r.OOMKills > 0:
 		fmt.Fprintf(&b, "; the kernel OOM-killed %d process(es) on the node", r.OOMKills)
 	case r.OOMKills == 0:

@@ -15,7 +15,13 @@ import (
 // staticRules is deploy/monitoring/alerts.yaml, parsed.
 func staticRules(t *testing.T) map[string]any {
 	t.Helper()
-	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "alerts.yaml"))
+	return ruleFile(t, "alerts.yaml")
+}
+
+// ruleFile is deploy/monitoring/name, parsed.
+func ruleFile(t *testing.T, name string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,11 +46,42 @@ func ruleOf(t *testing.T, pr *unstructured.Unstructured, name string) map[string
 }
 
 // TestChartAlertsDefaultsRenderTheFile: with default values, as release
-// evictd, the PrometheusRule's spec is deploy/monitoring/alerts.yaml exactly.
+// evictd, the PrometheusRule's spec is deploy/monitoring/alerts.yaml's
+// groups and then deploy/monitoring/recording.yaml's, exactly.
 func TestChartAlertsDefaultsRenderTheFile(t *testing.T) {
 	pr := find(t, mustRender(t, "metrics: {prometheusRule: {enabled: true}}"), "PrometheusRule", "evictd")
-	if d := cmp.Diff(staticRules(t), pr.Object["spec"]); d != "" {
-		t.Errorf("the chart's default rules differ from deploy/monitoring/alerts.yaml (-file +chart):\n%s", d)
+	want := staticRules(t)
+	want["groups"] = append(want["groups"].([]any), ruleFile(t, "recording.yaml")["groups"].([]any)...)
+	if d := cmp.Diff(want, pr.Object["spec"]); d != "" {
+		t.Errorf("the chart's default rules differ from deploy/monitoring/alerts.yaml and recording.yaml (-files +chart):\n%s", d)
+	}
+}
+
+// TestChartRecordingRulesFollowTheSelector: the recording rules select this
+// release's series as the alerts do, and take none of the alerts' labels
+// (which would change the series they record).
+func TestChartRecordingRulesFollowTheSelector(t *testing.T) {
+	pr := find(t, mustRender(t, "{nameOverride: guard, fullnameOverride: node-guard, metrics: {prometheusRule: {enabled: true}}, alerts: {labels: {team: platform}}}"),
+		"PrometheusRule", "node-guard")
+	n := 0
+	for _, g := range nested[[]any](t, pr, "spec", "groups") {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			rm := r.(map[string]any)
+			if rm["record"] == nil {
+				continue
+			}
+			n++
+			expr := rm["expr"].(string)
+			if !strings.Contains(expr, `job="guard"`) || strings.Contains(expr, `job="evictd"`) {
+				t.Errorf("recording rule %s with nameOverride guard: %q; want job=\"guard\", not job=\"evictd\"", rm["record"], expr)
+			}
+			if rm["labels"] != nil {
+				t.Errorf("recording rule %s has the labels %v; want none", rm["record"], rm["labels"])
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("the PrometheusRule has no recording rule")
 	}
 }
 

@@ -3,6 +3,7 @@
 package deploy
 
 import (
+	"encoding/json"
 	"os"
 	"reflect"
 	"slices"
@@ -122,4 +123,84 @@ func TestManifestShadowCommented(t *testing.T) {
 	if _, some := grantsEvents(t, find(t, want, "ClusterRole", "evictd")); some {
 		t.Error(`deploy/daemonset.yaml with shadow mode uncommented: the ClusterRole evictd grants list or watch of events`)
 	}
+}
+
+// TestChartNotesShadow: with shadow.enabled the NOTES say where the
+// evidence is: every evictd_shadow_* metric of the registry, a query of
+// them (which must name real series and labels, with this release's
+// selector), the recorded series of deploy/monitoring/recording.yaml when
+// the chart ships them (else that file), the dashboard's row by its title,
+// and the /shadow report when the secure port is on. Without shadow mode
+// they say none of it.
+func TestChartNotesShadow(t *testing.T) {
+	var metricNames []string
+	for name := range registrySeries(t) {
+		if strings.HasPrefix(name, "evictd_shadow_") {
+			metricNames = append(metricNames, name)
+		}
+	}
+	if len(metricNames) == 0 {
+		t.Fatal("no evictd_shadow_* series in the registry")
+	}
+	var recorded []string
+	for _, g := range loadRuleFile(t, "recording.yaml").Groups {
+		for _, r := range g.Rules {
+			recorded = append(recorded, r.Record)
+		}
+	}
+	row := dashboardRow(t, "Shadow mode")
+
+	notes := renderNotes(t, "shadow: {enabled: true}")
+	for _, want := range append(metricNames, "deploy/monitoring/recording.yaml", "metrics.prometheusRule.enabled=true",
+		`row "`+row+`"`, "deploy/monitoring/dashboard.json", "/shadow on the secure port", "in shadow mode: it evicts nothing", "shadow.enabled=false") {
+		if !strings.Contains(notes, want) {
+			t.Errorf("shadow.enabled: the NOTES do not say %q:\n%s", want, notes)
+		}
+	}
+	query := ""
+	for _, l := range strings.Split(notes, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "sum by (resource, first)") {
+			query = l
+		}
+	}
+	if err := checkExpr(query, registrySeries(t)); err != nil || !strings.Contains(query, `{job="evictd"}`) {
+		t.Errorf("the NOTES' query %q: %v; want one of evictd's series with job=\"evictd\"", query, err)
+	}
+
+	notes = renderNotes(t, "{shadow: {enabled: true}, metrics: {prometheusRule: {enabled: true}}, nameOverride: guard, secure: {enabled: false}}")
+	for _, want := range append(recorded, "PrometheusRule evictd-guard", `{job="guard"}`) {
+		if !strings.Contains(notes, want) {
+			t.Errorf("shadow.enabled with the PrometheusRule: the NOTES do not say %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "/shadow on the secure port") || strings.Contains(notes, "deploy/monitoring/recording.yaml") {
+		t.Errorf("shadow.enabled, the rules shipped, no secure port: the NOTES still send to /shadow or to the rules' file:\n%s", notes)
+	}
+
+	for _, values := range []string{"", "dryRun: true", "metrics: {prometheusRule: {enabled: true}}"} {
+		if notes := renderNotes(t, values); strings.Contains(notes, "evictd_shadow") || strings.Contains(notes, "Shadow mode") {
+			t.Errorf("values %q: the NOTES speak of shadow mode:\n%s", values, notes)
+		}
+	}
+}
+
+// dashboardRow is the title of deploy/monitoring/dashboard.json's row that
+// starts with prefix.
+func dashboardRow(t *testing.T, prefix string) string {
+	t.Helper()
+	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash map[string]any
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range panels(dash) {
+		if title, _ := p["title"].(string); p["type"] == "row" && strings.HasPrefix(title, prefix) {
+			return title
+		}
+	}
+	t.Fatalf("deploy/monitoring/dashboard.json has no row %q", prefix)
+	return ""
 }

@@ -559,8 +559,10 @@ func TestChartValues(t *testing.T) {
 	if err := yaml.Unmarshal(src, &wantRules); err != nil {
 		t.Fatal(err)
 	}
+	// And the recording rules, after the alerts.
+	wantRules["groups"] = append(wantRules["groups"].([]any), ruleFile(t, "recording.yaml")["groups"].([]any)...)
 	if d := cmp.Diff(wantRules, nested[map[string]any](t, pr, "spec")); d != "" {
-		t.Errorf("the PrometheusRule differs from deploy/monitoring/alerts.yaml (-file +chart):\n%s", d)
+		t.Errorf("the PrometheusRule differs from deploy/monitoring/alerts.yaml and recording.yaml (-files +chart):\n%s", d)
 	}
 }
 
@@ -778,21 +780,23 @@ func TestChartSchemaAgreesWithEvictd(t *testing.T) {
 	}
 }
 
-// TestChartAlertsCopy: the chart's files/alerts.yaml is
-// deploy/monitoring/alerts.yaml byte for byte (Helm reads no file outside
-// the chart, so it holds a copy).
+// TestChartAlertsCopy: the chart's files/alerts.yaml and
+// files/recording.yaml are deploy/monitoring's byte for byte (Helm reads no
+// file outside the chart, so it holds copies).
 func TestChartAlertsCopy(t *testing.T) {
-	want, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "alerts.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(repoPath(t, "deploy", "helm", "evictd", "files", "alerts.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Error("deploy/helm/evictd/files/alerts.yaml differs from deploy/monitoring/alerts.yaml; copy it: " +
-			"cp deploy/monitoring/alerts.yaml deploy/helm/evictd/files/alerts.yaml")
+	for _, f := range []string{"alerts.yaml", "recording.yaml"} {
+		want, err := os.ReadFile(repoPath(t, "deploy", "monitoring", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(repoPath(t, "deploy", "helm", "evictd", "files", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("deploy/helm/evictd/files/%s differs from deploy/monitoring/%s; copy it: "+
+				"cp deploy/monitoring/%s deploy/helm/evictd/files/%s", f, f, f, f)
+		}
 	}
 }
 

@@ -30,7 +30,7 @@ func TestDashboardShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, vars := dashboardQueries(dash)
-	s := registrySeries(t)
+	s := withRecorded(t, registrySeries(t))
 	ids := map[float64]bool{}
 	for _, p := range panels(dash) {
 		title := p["title"]

@@ -266,3 +266,62 @@ func docYAMLBlock(t *testing.T, rel, what string) string {
 	t.Fatalf("%s has no yaml block with %s", rel, what)
 	return ""
 }
+
+// TestKustomizeShadowComponent builds docs/install.md's kustomization with
+// the component deploy/components/shadow over deploy/, with the real
+// kubectl: every object is what the chart renders with shadow.enabled (the
+// agents' arguments end in --shadow, nothing else differs from deploy/).
+// The component composes with deploy/components/namespace and a patch of
+// deploy/patches, as the doc says, and without it the agents enforce.
+func TestKustomizeShadowComponent(t *testing.T) {
+	kustomization := docYAMLBlock(t, "docs/install.md", "deploy/components/shadow")
+	kustomization = strings.ReplaceAll(kustomization, "github.com/evictd/evictd//deploy/components/shadow?ref=<version>", "../deploy/components/shadow")
+	kustomization = strings.ReplaceAll(kustomization, "github.com/evictd/evictd//deploy?ref=<version>", "../deploy")
+	out, err := kustomize(t, overlayDir(t, map[string]string{"kustomization.yaml": kustomization}))
+	if err != nil {
+		t.Fatalf("kubectl kustomize of docs/install.md's shadow kustomization: %v\n%s", err, out)
+	}
+	objs, err := framework.ParseManifest(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalsChart(t, objs, "shadow: {enabled: true}", "deploy/ with deploy/components/shadow")
+	args := func(objs []*unstructured.Unstructured) []any {
+		t.Helper()
+		cs := nested[[]any](t, find(t, objs, "DaemonSet", "evictd"), "spec", "template", "spec", "containers")
+		return cs[0].(map[string]any)["args"].([]any)
+	}
+	base, err := kustomize(t, repoPath(t, "deploy"))
+	if err != nil {
+		t.Fatalf("kubectl kustomize deploy: %v\n%s", err, base)
+	}
+	plain, err := framework.ParseManifest(strings.NewReader(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := args(objs), append(slices.Clone(args(plain)), "--shadow"); !slices.Equal(got, want) || slices.Contains(args(plain), any("--shadow")) {
+		t.Errorf("the agents' arguments with the component: %v; want deploy/'s %v and --shadow", got, args(plain))
+	}
+
+	// With a distribution's patch and another namespace.
+	composed := overlayDir(t, map[string]string{
+		"namespace.yaml": namespaceSource,
+		"k3s.yaml":       readFile(t, "deploy/patches/k3s.yaml"),
+		"kustomization.yaml": "resources: [../deploy, namespace.yaml]\n" +
+			"components: [../deploy/components/namespace, ../deploy/components/shadow]\n" +
+			"patches:\n  - path: k3s.yaml\n    target: {kind: DaemonSet, name: evictd}\n",
+	})
+	out, err = kustomize(t, composed)
+	if err != nil {
+		t.Fatalf("kubectl kustomize of the shadow component with the namespace component and the k3s patch: %v\n%s", err, out)
+	}
+	objs, err = framework.ParseManifest(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := find(t, objs, "DaemonSet", "evictd")
+	got := args(objs)
+	if ds.GetNamespace() != "other" || got[len(got)-1] != "--shadow" || !slices.Contains(got, any("--image-fs=/var/lib/rancher/k3s/agent/containerd")) {
+		t.Errorf("composed: the DaemonSet in %q with arguments %v; want it in other, k3s's image store, --shadow last", ds.GetNamespace(), got)
+	}
+}

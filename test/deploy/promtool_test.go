@@ -39,9 +39,13 @@ func ruleTests(t *testing.T) []string {
 	return files
 }
 
-// TestPromtoolRules runs the real `promtool test rules` on the alerts' unit
+// ruleFiles are deploy/monitoring's rule files, those the tests load.
+var ruleFiles = []string{"alerts.yaml", "recording.yaml"}
+
+// TestPromtoolRules runs the real `promtool test rules` on the rules' unit
 // tests, and checks that every alert in deploy/monitoring/alerts.yaml has a
-// case where it fires and one where it does not.
+// case where it fires and one where it does not, and that every recording
+// rule of deploy/monitoring/recording.yaml has a case that reads it.
 func TestPromtoolRules(t *testing.T) {
 	files := ruleTests(t)
 	type testFile struct {
@@ -52,9 +56,13 @@ func TestPromtoolRules(t *testing.T) {
 				Alert string `json:"alertname"`
 				Exp   []any  `json:"exp_alerts"`
 			} `json:"alert_rule_test"`
+			Exprs []struct {
+				Expr string `json:"expr"`
+				Exp  []any  `json:"exp_samples"`
+			} `json:"promql_expr_test"`
 		} `json:"tests"`
 	}
-	fires, quiet := map[string]bool{}, map[string]bool{}
+	fires, quiet, read := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -64,8 +72,8 @@ func TestPromtoolRules(t *testing.T) {
 		if err := yaml.Unmarshal(raw, &tf); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if !slices.Contains(tf.RuleFiles, "../alerts.yaml") {
-			t.Errorf("%s tests %v, not ../alerts.yaml", f, tf.RuleFiles)
+		if !slices.ContainsFunc(tf.RuleFiles, func(f string) bool { return slices.Contains(ruleFiles, strings.TrimPrefix(f, "../")) }) {
+			t.Errorf("%s tests %v, none of deploy/monitoring's %v", f, tf.RuleFiles, ruleFiles)
 		}
 		for _, tc := range tf.Tests {
 			for _, c := range tc.Cases {
@@ -74,6 +82,18 @@ func TestPromtoolRules(t *testing.T) {
 				} else {
 					quiet[c.Alert] = true
 				}
+			}
+			for _, e := range tc.Exprs {
+				if len(e.Exp) > 0 {
+					read[strings.TrimSpace(e.Expr)] = true
+				}
+			}
+		}
+	}
+	for _, g := range loadRuleFile(t, "recording.yaml").Groups {
+		for _, r := range g.Rules {
+			if r.Record != "" && !read[r.Record] {
+				t.Errorf("recording rule %s has no promtool test that reads it (a promql_expr_test of expr %s with samples)", r.Record, r.Record)
 			}
 		}
 	}
@@ -104,7 +124,9 @@ func TestPromtoolRules(t *testing.T) {
 }
 
 // TestPromtoolRulesCatchAWrongRule: the same tests fail against a rule
-// that counts a ServiceMonitor's and a PodMonitor's series twice, one
+// (an alert, or a recording rule) that counts a ServiceMonitor's and a
+// PodMonitor's series twice, a recording rule that takes another scrape
+// job's series in, one
 // that pages for a pod being deleted, one that lets the node brake's
 // condition heartbeat hide a taint that cannot be written, and the node
 // brake's alerts with each of their parts broken (the bound, the `for:` on
@@ -113,9 +135,13 @@ func TestPromtoolRules(t *testing.T) {
 // eviction alerts without their dry-run exclusion, so they can fail.
 func TestPromtoolRulesCatchAWrongRule(t *testing.T) {
 	bin := promtool(t)
-	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "alerts.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	raws := map[string]string{}
+	for _, f := range ruleFiles {
+		raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws[f] = string(raw)
 	}
 	for _, tc := range []struct{ name, old, new, want string }{
 		{"doubled", `max by (namespace, pod, node, signal, result) (increase(evictd_evictions_total{job="evictd", result=~"evicted`,
@@ -163,13 +189,28 @@ func TestPromtoolRulesCatchAWrongRule(t *testing.T) {
 		{"refused-dryrun", "\n            unless on (namespace, pod) max by (namespace, pod) (evictd_dry_run{job=\"evictd\"}) == 1", "", "EvictdEvictionsRefused"},
 		{"failing-dryrun", "result=\"error\"}[10m])) > 0\n          unless on (namespace, pod) max by (namespace, pod) (evictd_dry_run{job=\"evictd\"}) == 1", "result=\"error\"}[10m])) > 0", "EvictdEvictionsFailing"},
 		{"cap-dryrun", "(evictd_pressure_episode_cap_reached{job=\"evictd\"}) == 1\n          unless on (namespace, pod) max by (namespace, pod) (evictd_dry_run{job=\"evictd\"}) == 1", "(evictd_pressure_episode_cap_reached{job=\"evictd\"}) == 1", "EvictdEpisodeCapReached"},
+		// The recording rules (recording.yaml): counting an agent scraped
+		// twice twice, and taking another install's agents in.
+		{"shadow-doubled", "max by (cluster, job, namespace, pod, node, resource, signal) (rate(evictd_shadow_would_evictions_total",
+			"sum by (cluster, job, namespace, pod, node, resource, signal) (rate(evictd_shadow_would_evictions_total", "resource_signal:evictd_shadow_would_evictions:rate5m"},
+		{"shadow-any-job", `(evictd_shadow_episodes_total{job="evictd"}[5m])`, `(evictd_shadow_episodes_total[5m])`, "resource_first:evictd_shadow_episodes:rate5m"},
+		{"shadow-agents-doubled", "count by (cluster, job) (\n            max by (cluster, job, namespace, pod, node)", "count by (cluster, job) (\n            max by (cluster, job, namespace, pod, node, endpoint, service)", "job:evictd_shadow_agents:count"},
 	} {
-		if !strings.Contains(string(raw), tc.old) {
-			t.Fatalf("%s: the rules no longer hold %q; update this test", tc.name, tc.old)
+		file := "alerts.yaml"
+		if strings.HasPrefix(tc.name, "shadow-") {
+			file = "recording.yaml"
+		}
+		if !strings.Contains(raws[file], tc.old) {
+			t.Fatalf("%s: %s no longer holds %q; update this test", tc.name, file, tc.old)
 		}
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "alerts.yaml"), []byte(strings.Replace(string(raw), tc.old, tc.new, 1)), 0o644); err != nil {
-			t.Fatal(err)
+		for f, raw := range raws {
+			if f == file {
+				raw = strings.Replace(raw, tc.old, tc.new, 1)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(raw), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		tests := filepath.Join(dir, "tests")
 		if err := os.Mkdir(tests, 0o755); err != nil {

@@ -211,9 +211,16 @@ func TestAlertingRules(t *testing.T) {
 
 func loadRules(t *testing.T) *rulefmt.RuleGroups {
 	t.Helper()
-	groups, errs := rulefmt.ParseFile(repoPath(t, "deploy", "monitoring", "alerts.yaml"), false, model.UTF8Validation)
+	return loadRuleFile(t, "alerts.yaml")
+}
+
+// loadRuleFile parses deploy/monitoring/name with Prometheus's own rule
+// parser, which also parses every expr and annotation template.
+func loadRuleFile(t *testing.T, name string) *rulefmt.RuleGroups {
+	t.Helper()
+	groups, errs := rulefmt.ParseFile(repoPath(t, "deploy", "monitoring", name), false, model.UTF8Validation)
 	for _, err := range errs {
-		t.Errorf("deploy/monitoring/alerts.yaml: %v", err)
+		t.Errorf("deploy/monitoring/%s: %v", name, err)
 	}
 	if len(errs) > 0 {
 		t.FailNow()
@@ -230,7 +237,8 @@ var labelValues = regexp.MustCompile(`^label_values\(\s*(.+?)\s*,\s*(\w+)\s*\)$`
 
 // TestDashboardQueries walks deploy/monitoring/dashboard.json for every
 // query (each panel target's expr, and the templating variables') and
-// checks each against the registry.
+// checks each against the registry and the series
+// deploy/monitoring/recording.yaml records.
 func TestDashboardQueries(t *testing.T) {
 	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "dashboard.json"))
 	if err != nil {
@@ -240,7 +248,7 @@ func TestDashboardQueries(t *testing.T) {
 	if err := json.Unmarshal(raw, &dash); err != nil {
 		t.Fatalf("dashboard.json: %v", err)
 	}
-	s := registrySeries(t)
+	s := withRecorded(t, registrySeries(t))
 	exprs, vars := dashboardQueries(dash)
 	if len(exprs) < 10 {
 		t.Fatalf("found %d queries in the dashboard; the walk misses some", len(exprs))

@@ -13,6 +13,7 @@ import (
 	"github.com/evictd/evictd/internal/buildinfo"
 	"github.com/evictd/evictd/pkg/metrics"
 	"github.com/evictd/evictd/pkg/pressure/wakeup"
+	"github.com/evictd/evictd/pkg/shadow"
 	"github.com/evictd/evictd/pkg/thresholds"
 )
 
@@ -62,6 +63,8 @@ func registrySeries(t *testing.T) series {
 	m.SetNodeLeaseHeld(true)
 	m.SetNodeBrake("memory", true, time.Unix(1700000000, 0))
 	m.NodeBrakeWrite("taint", nil)
+	m.InitShadow(metrics.ShadowSeries{Signals: map[string]string{string(sig): "memory"}, Resources: []string{"memory"},
+		KubeletResources: shadow.KubeletResources, Episodes: []string{shadow.OOMOutsideEpisodes, "memory"}, Firsts: shadow.Firsts})
 
 	mfs, err := m.Registry().Gather()
 	if err != nil {

@@ -51,7 +51,7 @@ func newAPISide(o *options.Options, client *kube.Client, node *nodeSide, m *metr
 		a.events = evict.NewEventWriter(client, install.Instance(o.Install, o.NodeName), log.Named("events"), clk)
 		a.podEvents = a.events.Emit
 	}
-	a.shadow = newShadow(o, log.Named("shadow"))
+	a.shadow = newShadow(o, m, log.Named("shadow"))
 	// Shadow mode reads the kubelet's evictions from the pods of the node,
 	// which the informer watches anyway: no watch of its own.
 	var kubeletEvicted func(*v1.Pod)

@@ -5,6 +5,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,6 +122,120 @@ func TestShadowReport(t *testing.T) {
 	}
 	// Through the episode and the report, still no Event list or watch.
 	audit.check(t, m.c, m.node.Name)
+}
+
+// TestShadowMetrics: evictd in shadow mode under real memory pressure (a
+// hog holding 300 MiB in its pod cgroup on the 1 GiB node) counts what it
+// would have evicted in evictd_shadow_would_evictions_total, as a fleet's
+// Prometheus reads it from /metrics, and evicts nothing. The node's
+// "kubelet" then evicts the hog: evictd_shadow_kubelet_evictions_total
+// counts it once, read from the pods of the node as the report reads it.
+// The pressure gone, the episode is counted in
+// evictd_shadow_episodes_total as one evictd would have acted first in.
+// Every wait ends on the metric, with a deadline of minutes.
+func TestShadowMetrics(t *testing.T) {
+	m := newMemoryNode(t, "shadow-metrics")
+	e := startEvictd(t, m.c, m.node, append(memoryFlags, "--shadow")...)
+	would := map[string]string{"resource": "memory", "signal": "memory.available"}
+	kubelet := map[string]string{"resource": "memory"}
+	byEvictd := map[string]string{"resource": "memory", "first": "evictd"}
+	// Every series is there, at 0, before anything happened: a sum across
+	// nodes sees this agent, and increase() the first event.
+	mt := e.scrape()
+	for _, s := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"evictd_shadow_would_evictions_total", would},
+		{"evictd_shadow_kubelet_evictions_total", kubelet},
+		{"evictd_shadow_episodes_total", byEvictd},
+		{"evictd_shadow_episodes_total", map[string]string{"resource": "memory", "first": "kubelet"}},
+	} {
+		if v := mt.Value(t, s.name, s.labels); v != 0 {
+			t.Errorf("%s%v = %v before any pressure, want 0", s.name, s.labels, v)
+		}
+	}
+	// The host's OOM kills (this node's /proc is the host's, where other
+	// tests run): the series is there; its value is not this test's.
+	mt.Value(t, "evictd_shadow_oom_kills_total", map[string]string{"episode": "none"})
+
+	// The hog holds 300 MiB at once: memory.available stays near 160 MiB,
+	// under the threshold and far from the OOM killer, as nothing goes.
+	_, hog := m.startHog(t, podSpec{name: "hog", priorityClass: classHigh, holdMiB: 300, requests: res("memory", "128Mi")})
+	if err := waitMetricAtLeast(e, 2*time.Minute, "evictd_shadow_would_evictions_total", would, 1); err != nil {
+		t.Fatalf("%v; log tail:\n%s", err, e.tail(30))
+	}
+	first := e.find("would evict pod")
+	if len(first) == 0 {
+		t.Fatalf("the metric counted a would-be eviction the log does not name:\n%s", e.tail(30))
+	}
+	mt = e.scrape()
+	// Each is a "would evict pod" line (the log has PDB verdicts too).
+	if n, lines := mt.Value(t, "evictd_shadow_would_evictions_total", would), len(e.find("would evict pod")); n > float64(lines) {
+		t.Errorf("%v would-be evictions counted, more than the log's %d", n, lines)
+	}
+	for _, result := range []string{"evicted", "forced_delete"} {
+		if n := mt.Evictions(result); n != 0 {
+			t.Errorf("evictd_evictions_total{result=%s} = %v in shadow mode, want 0", result, n)
+		}
+	}
+	if len(evicted(e)) != 0 {
+		t.Errorf("shadow mode logged evictions: %v", podsOf(evicted(e)))
+	}
+	for _, name := range []string{"batch", "web", "db", "critical", "hog"} {
+		untouched(t, m.c.Admin, m.node, m.pods[name])
+	}
+	untouched(t, m.c.Admin, m.node, m.mirror)
+
+	// The "kubelet" evicts the hog in a later second than evictd's first
+	// would-be eviction: the pod's time of it is a whole second.
+	time.Sleep(time.Until(first[0].TS.Truncate(time.Second).Add(time.Second)))
+	why := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi. Container hog was using 300Mi, request is 128Mi, has larger consumption of memory. "
+	if err := m.node.Evict(context.Background(), hog.UID, why); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitMetricAtLeast(e, 2*time.Minute, "evictd_shadow_kubelet_evictions_total", kubelet, 1); err != nil {
+		t.Fatalf("%v; log tail:\n%s", err, e.tail(30))
+	}
+	// With the hog gone the pressure ends: 2 s of transition period later
+	// the episode is counted.
+	if err := waitMetricAtLeast(e, 2*time.Minute, "evictd_shadow_episodes_total", byEvictd, 1); err != nil {
+		t.Fatalf("%v; episodes: %v; log tail:\n%s", err, e.scrape()["evictd_shadow_episodes_total"], e.tail(30))
+	}
+	report := e.waitLog(30*time.Second, "shadow report", nil)
+	if report.Str("first") != "evictd" {
+		t.Errorf("the shadow report says %q acted first, want evictd: %s", report.Str("first"), report.Raw)
+	}
+	mt = e.scrape()
+	// The informer saw the hog again as it was deleted, or listed anew:
+	// counted once.
+	for name, want := range map[string]float64{"evictd_shadow_kubelet_evictions_total": 1, "evictd_shadow_episodes_total": 1} {
+		if got := mt.Value(t, name, nil); got != want {
+			t.Errorf("%s = %v in all, want %v", name, got, want)
+		}
+	}
+	// What the agent asked of the API server, for the record: shadow mode's
+	// counts add no request (docs/shadow.md).
+	for _, s := range mt["evictd_api_requests_total"].GetMetric() {
+		var labels []string
+		for _, l := range s.GetLabel() {
+			labels = append(labels, l.GetName()+"="+l.GetValue())
+		}
+		t.Logf("evictd_api_requests_total{%s} %v", strings.Join(labels, ","), s.GetCounter().GetValue())
+	}
+}
+
+// waitMetricAtLeast polls e's /metrics until name{labels} is at least want.
+func waitMetricAtLeast(e *evictd, timeout time.Duration, name string, labels map[string]string, want float64) error {
+	deadline := time.Now().Add(timeout)
+	var got float64
+	for time.Now().Before(deadline) {
+		if got = e.scrape().Sum(name, labels); got >= want {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s%v = %v after %s; want at least %v", name, labels, got, timeout, want)
 }
 
 // auditedListWatches is the API server's audit log of lists and watches of

@@ -18,6 +18,7 @@ import (
 // (*shadow.Recorder).
 type Recorder interface {
 	EpisodeStarted(resource string, at time.Time)
+	Pass(at time.Time)
 	WouldEvict(resource string, a shadow.Action)
 	EpisodeEnded(resource string, at time.Time)
 }
@@ -31,11 +32,14 @@ type Feature struct {
 // New is shadow mode's feature.
 func New(r Recorder) *Feature { return &Feature{r: r} }
 
-// Episodes tells the recorder the episodes that started and ended.
+// Episodes tells the recorder, at every pass, the episodes that started,
+// the pass (the OOM kills since the one before go to the episodes under
+// way, those just started among them), and the episodes that ended.
 func (f *Feature) Episodes(e feature.Episodes) {
 	for _, ep := range e.Started {
 		f.r.EpisodeStarted(ep.Resource, ep.Start)
 	}
+	f.r.Pass(e.Now)
 	for _, ep := range e.Ended {
 		f.r.EpisodeEnded(ep.Resource, e.Now)
 	}
