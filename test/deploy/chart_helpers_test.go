@@ -61,6 +61,14 @@ func renderRelease(t *testing.T, name, ns, valuesYAML string) ([]*unstructured.U
 // the client alone: the release with its manifest and NOTES.
 func dryRunInstall(t *testing.T, name, ns, valuesYAML string) (*release.Release, error) {
 	t.Helper()
+	return dryRunInstallOn(t, name, ns, valuesYAML)
+}
+
+// dryRunInstallOn is dryRunInstall on a cluster that serves apiVersions
+// (`--api-versions V ...`): the chart sees each in
+// .Capabilities.APIVersions, as it sees the cluster's APIs at install.
+func dryRunInstallOn(t *testing.T, name, ns, valuesYAML string, apiVersions ...string) (*release.Release, error) {
+	t.Helper()
 	chrt, err := loader.Load(repoPath(t, "deploy", "helm", "evictd"))
 	if err != nil {
 		t.Fatalf("load chart: %v", err)
@@ -77,6 +85,7 @@ func dryRunInstall(t *testing.T, name, ns, valuesYAML string) (*release.Release,
 	install.Namespace = ns
 	// The API server the dry-run test starts is this version.
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+	install.APIVersions = chartutil.VersionSet(apiVersions)
 	return install.Run(chrt, vals)
 }
 

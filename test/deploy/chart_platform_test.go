@@ -11,16 +11,12 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/evictd/evictd/test/e2e/framework"
 )
@@ -31,20 +27,7 @@ import (
 // the cluster's APIs at install. The hooks (the cleanup Job) come last.
 func renderOn(t *testing.T, valuesYAML string, apiVersions ...string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	chrt, err := loader.Load(repoPath(t, "deploy", "helm", "evictd"))
-	if err != nil {
-		t.Fatalf("load chart: %v", err)
-	}
-	vals := map[string]any{}
-	if err := yaml.Unmarshal([]byte(valuesYAML), &vals); err != nil {
-		t.Fatalf("test values: %v", err)
-	}
-	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	install.ClientOnly, install.DryRun, install.Replace = true, true, true
-	install.ReleaseName, install.Namespace = defaultRelease, defaultNamespace
-	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
-	install.APIVersions = chartutil.VersionSet(apiVersions)
-	rel, err := install.Run(chrt, vals)
+	rel, err := dryRunInstallOn(t, defaultRelease, defaultNamespace, valuesYAML, apiVersions...)
 	if err != nil {
 		return nil, err
 	}

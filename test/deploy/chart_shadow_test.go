@@ -3,7 +3,6 @@
 package deploy
 
 import (
-	"encoding/json"
 	"os"
 	"reflect"
 	"slices"
@@ -188,14 +187,7 @@ func TestChartNotesShadow(t *testing.T) {
 // starts with prefix.
 func dashboardRow(t *testing.T, prefix string) string {
 	t.Helper()
-	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash map[string]any
-	if err := json.Unmarshal(raw, &dash); err != nil {
-		t.Fatal(err)
-	}
+	dash := loadDashboard(t)
 	for _, p := range panels(dash) {
 		if title, _ := p["title"].(string); p["type"] == "row" && strings.HasPrefix(title, prefix) {
 			return title

@@ -21,14 +21,7 @@ var legendRef = regexp.MustCompile(`\{\{\s*(\w+)\s*\}\}`)
 // dashboard's data source variable, and every label a legend prints is on
 // the series its query returns (else the legend shows an empty name).
 func TestDashboardShape(t *testing.T) {
-	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash map[string]any
-	if err := json.Unmarshal(raw, &dash); err != nil {
-		t.Fatal(err)
-	}
+	dash := loadDashboard(t)
 	_, vars := dashboardQueries(dash)
 	s := withRecorded(t, registrySeries(t))
 	ids := map[float64]bool{}
@@ -121,14 +114,7 @@ var dashboardShows = map[string][]string{
 // selected by a panel's query, so that what the docs promise (the brake
 // among them) is on the dashboard, and a panel dropped fails by name.
 func TestDashboardShowsWhatTheDocsSay(t *testing.T) {
-	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash map[string]any
-	if err := json.Unmarshal(raw, &dash); err != nil {
-		t.Fatal(err)
-	}
+	dash := loadDashboard(t)
 	_, vars := dashboardQueries(dash)
 	selected := map[string][]string{} // metric: the panels whose queries select it
 	for _, p := range panels(dash) {
@@ -287,4 +273,18 @@ func TestDocsNameTheDashboardsVariables(t *testing.T) {
 			t.Errorf("README.md names the dashboard variable %q; the dashboard has %v", v, dash.Templating.List)
 		}
 	}
+}
+
+// loadDashboard is deploy/monitoring/dashboard.json, decoded.
+func loadDashboard(t *testing.T) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash map[string]any
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("dashboard.json: %v", err)
+	}
+	return dash
 }

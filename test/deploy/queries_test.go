@@ -3,7 +3,6 @@
 package deploy
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -240,14 +239,7 @@ var labelValues = regexp.MustCompile(`^label_values\(\s*(.+?)\s*,\s*(\w+)\s*\)$`
 // checks each against the registry and the series
 // deploy/monitoring/recording.yaml records.
 func TestDashboardQueries(t *testing.T) {
-	raw, err := os.ReadFile(repoPath(t, "deploy", "monitoring", "dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash map[string]any
-	if err := json.Unmarshal(raw, &dash); err != nil {
-		t.Fatalf("dashboard.json: %v", err)
-	}
+	dash := loadDashboard(t)
 	s := withRecorded(t, registrySeries(t))
 	exprs, vars := dashboardQueries(dash)
 	if len(exprs) < 10 {
