@@ -583,6 +583,9 @@ func (r *Runner) Release() {
 		if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != r.o.Identity {
 			return
 		}
+		// Logged before the delete: from here on another agent may act, and
+		// its "acting" line may come before this one's "released" line.
+		r.o.Log.Info("releasing the node lease", zap.String("lease", r.o.Namespace+"/"+r.name))
 		uid, rv := cur.UID, cur.ResourceVersion
 		err := r.o.API.DeleteLease(ctx, r.o.Namespace, r.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 		switch {

@@ -125,7 +125,10 @@ func TestNodeLeaseOneAgentActs(t *testing.T) {
 	if killed || code != 0 || err != nil {
 		t.Fatalf("a after SIGTERM: killed %v, exit code %d, %v", killed, code, err)
 	}
-	released := a.waitLog(10*time.Second, "released the node lease", nil)
+	a.waitLog(10*time.Second, "released the node lease", nil)
+	// Its delete's start, not the line after it returned: b may see the
+	// delete and log its acting before a logs that the delete returned.
+	released := a.waitLog(10*time.Second, "releasing the node lease", nil)
 	b.waitReadyz(60*time.Second, "became ready after a's release", isReady)
 	bActs := b.waitLog(30*time.Second, "acting on this node: holding its lease", nil)
 	bID := bActs.Str("identity")
