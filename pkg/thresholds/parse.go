@@ -428,7 +428,7 @@ var (
 // kubelet.
 func parseQuantity(s string) (resource.Quantity, error) {
 	if len(s) > maxQuantityLen {
-		return resource.Quantity{}, fmt.Errorf("quantity %.20s... is longer than %d characters (the kubelet reads the number it spells); write it shorter", s, maxQuantityLen)
+		return resource.Quantity{}, fmt.Errorf("quantity %.20q... is longer than %d characters (the kubelet reads the number it spells); write it shorter", s, maxQuantityLen)
 	}
 	if i := strings.IndexAny(s, "eE"); i > 0 && i+1 < len(s) {
 		// A large exponent of a plain number is settled here; whatever
