@@ -6,12 +6,13 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/evictd/evictd/pkg/hostpaths/hostfile"
 )
 
 // Limits of what a Recorder keeps: the kubelet's recent evictions (an
@@ -217,7 +218,9 @@ func (r *Recorder) oom() int64 {
 // oom_kill line of /proc/vmstat (Linux 4.13 and later): every OOM kill on
 // the node, of a pod's process or any other, whichever limit it hit.
 func VMStatOOMKills(path string) (int64, error) {
-	data, err := os.ReadFile(path)
+	// Read at every shadow pass: bounded and never blocking, as every host
+	// file evictd reads (/proc/vmstat is some 5 KiB).
+	data, err := hostfile.Read(path, hostfile.ProcLimit)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,5 +206,18 @@ func TestRecorderCounts(t *testing.T) {
 	}
 	if disk := reports[1]; disk.Resource != "nodefs" || disk.First != FirstKubelet || len(disk.KubeletEvicted) != 2 {
 		t.Errorf("nodefs' report: first %q, kubelet evicted %+v; want the kubelet first (shop/logs), with shop/b in the span", disk.First, disk.KubeletEvicted)
+	}
+}
+
+// TestVMStatOOMKillsRefusesAFIFO: the path is read at every shadow pass,
+// so one that is no regular file (a FIFO, whose read would wait for a
+// writer forever) is refused at once, naming what it is.
+func TestVMStatOOMKillsRefusesAFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "vmstat")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VMStatOOMKills(p); err == nil || !strings.Contains(err.Error(), "FIFO") {
+		t.Fatalf("VMStatOOMKills(FIFO) = %v; want a refusal naming the FIFO", err)
 	}
 }
