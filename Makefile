@@ -26,7 +26,7 @@ BENCH_COUNT ?= 6
 export CGO_ENABLED ?= 0
 
 .PHONY: all build observe test test-node unit e2e bench bench-latency bench-oom bench-overhead bench-scale verify fmt vet lint spdx \
-        fuzz race cluster-bins node-bins demo dashboard-picture test-dashboard image image-push image-workload test-image test-deploy clean FORCE
+        fuzz race cluster-bins node-bins demo demo-bins dashboard-picture test-dashboard image image-push image-workload test-image test-deploy clean FORCE
 
 all: build
 
@@ -55,9 +55,12 @@ $(BIN)/cluster $(BIN)/nodesim $(BIN)/vmagent $(BIN)/pause: FORCE
 observe: $(BIN)/evictd
 	$(BIN)/evictd observe -o table
 
-## cluster-bins: etcd, kube-apiserver and kube-controller-manager from hack/cluster.
+## cluster-bins: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet and
+## kubectl from hack/cluster; CLUSTER_BINS names fewer (make test builds the kubelet last, beside
+## the e2e suite, which never runs it).
+CLUSTER_BINS ?=
 cluster-bins:
-	hack/build-cluster.sh $(BIN)
+	hack/build-cluster.sh $(BIN) $(CLUSTER_BINS)
 
 ## node-bins: the VM node's containerd 2, ctr and containerd-shim-runc-v2 from hack/node.
 node-bins:
@@ -153,15 +156,23 @@ $(HELM): FORCE
 	cd test/deploy && $(GO) build -trimpath -ldflags "-X helm.sh/helm/v3/internal/version.version=$$($(GO) list -m \
 	  -f '{{.Version}}' helm.sh/helm/v3)" -o $(abspath $@) helm.sh/helm/v3/cmd/helm
 
-## demo: a local real cluster, a simulated node under memory pressure, evictd at work.
-demo: build cluster-bins
+## demo: a local real cluster, a simulated node under memory pressure, evictd at work. It builds
+## only what it runs: evictd, the workload, the cluster and demo commands (one go build), and the
+## three control plane binaries the demo's cluster starts.
+DEMO_CLUSTER_BINS := etcd kube-apiserver kube-controller-manager
+demo: demo-bins
 	hack/demo.sh
+
+demo-bins:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/evictd ./test/cmd/workload ./test/cmd/cluster ./test/cmd/demo
+	hack/build-cluster.sh $(BIN) $(DEMO_CLUSTER_BINS)
 
 ## dashboard-picture: docs/images/dashboard.png, deploy/monitoring/dashboard.json drawn from the
 ## demo's scrapes of evictd's /metrics (hack/dashboard evaluates every panel's queries with
 ## Prometheus's engine). Needs root, like the demo.
 DASHBOARD_SCRAPES := $(OUT)/dashboard-scrapes
-dashboard-picture: build cluster-bins
+dashboard-picture: demo-bins
 	rm -rf $(DASHBOARD_SCRAPES)
 	DEMO_SCRAPE_DIR=$(abspath $(DASHBOARD_SCRAPES)) hack/demo.sh
 	@mkdir -p docs/images

@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the
 # kubelet and kubectl from the tools module in hack/cluster into the given
-# directory. The scheduler and the kubelet serve the VM node (test/vmnode, make
-# e2e-node); kubectl runs the docs' commands in test/deploy. A
-# build is skipped when the binaries exist and were built from the same tools
-# module (a hash stamp of the module files and this script), and the binaries are copied from
-# the machine's cache (hack/cache.sh) when an earlier run built them from the same module.
+# directory, or only the ones named after it (make demo builds the three its
+# control plane runs). The scheduler and the kubelet serve the VM node
+# (test/vmnode, make e2e-node); kubectl runs the docs' commands in test/deploy
+# and the e2e suite. A binary is skipped when it exists and was built from the
+# same tools module (a hash stamp of the module files and this script, one per
+# binary), and copied from the machine's cache (hack/cache.sh) when an earlier
+# run built it from the same module.
 #
 # CLUSTER_MODULE names another tools module of the same shape to build from instead:
 # hack/build-cluster-version.sh generates one for another Kubernetes release.
@@ -14,31 +16,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=hack/cache.sh
 . "$here/cache.sh"
-out=$(mkdir -p "${1:?usage: build-cluster.sh OUTDIR}" && cd "$1" && pwd)
+usage="usage: build-cluster.sh OUTDIR [BINARY...]"
+out=$(mkdir -p "${1:?$usage}" && cd "$1" && pwd)
+shift
 module=${CLUSTER_MODULE:-$here/cluster}
-stamp="$out/.cluster-stamp"
-bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
-want=$(cat "$module/go.mod" "$module/go.sum" "$module/tools.go" "$here/build-cluster.sh" \
-  | sha256sum | cut -d' ' -f1)
-
-up_to_date=true
-for b in "${bins[@]}"; do [ -x "$out/$b" ] || up_to_date=false; done
-if $up_to_date && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-  echo "cluster binaries are up to date in $out"
-  cache_put cluster "$want" "$out" "${bins[@]}"
-  exit 0
-fi
-
-# An interrupted build must not leave a stamp that vouches for it.
-rm -f "$stamp"
-if cache_get cluster "$want" "$out"; then
-  echo "$want" > "$stamp"
-  echo "cluster binaries copied from the cache ($(cache_root)/cluster-$want)"
-  exit 0
-fi
-cd "$module"
-start=$(date +%s)
-echo "building the test control plane from Go modules (about 10 minutes from a cold cache)..."
 declare -A pkg=(
   [etcd]=go.etcd.io/etcd/server/v3
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
@@ -47,6 +28,44 @@ declare -A pkg=(
   [kubelet]=k8s.io/kubernetes/cmd/kubelet
   [kubectl]=k8s.io/kubernetes/cmd/kubectl
 )
+bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+if [ "$#" -gt 0 ]; then
+  for b in "$@"; do
+    if [ -z "${pkg[$b]:-}" ]; then
+      echo "build-cluster.sh: no binary $b here: the binaries are ${bins[*]}" >&2
+      exit 2
+    fi
+  done
+  bins=("$@")
+fi
+want=$(cat "$module/go.mod" "$module/go.sum" "$module/tools.go" "$here/build-cluster.sh" \
+  | sha256sum | cut -d' ' -f1)
+
+# Each binary's stamp and cache entry are its own, so that a build of some of them (make demo's)
+# and a later one of the rest (make test's) each build only what is missing.
+stamp() { echo "$out/.cluster-stamp-$1"; }
+missing=()
+for b in "${bins[@]}"; do
+  if [ -x "$out/$b" ] && [ "$(cat "$(stamp "$b")" 2>/dev/null)" = "$want" ]; then
+    cache_put "cluster-$b" "$want" "$out" "$b"
+    continue
+  fi
+  # An interrupted build must not leave a stamp that vouches for it.
+  rm -f "$(stamp "$b")"
+  if cache_get "cluster-$b" "$want" "$out"; then
+    echo "$want" >"$(stamp "$b")"
+    echo "$b copied from the cache ($(cache_root)/cluster-$b-$want)"
+    continue
+  fi
+  missing+=("$b")
+done
+if [ "${#missing[@]}" = 0 ]; then
+  echo "cluster binaries up to date in $out: ${bins[*]}"
+  exit 0
+fi
+cd "$module"
+start=$(date +%s)
+echo "building ${missing[*]} from Go modules (the six take about 10 minutes from a cold cache)..."
 # Without these the Kubernetes commands report v0.0.0-master, and the kubelet
 # registers its node with that version. The version is the module's own.
 kver=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
@@ -63,16 +82,16 @@ tmp="$out/.build.tmp"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 pkgs=()
-for b in "${bins[@]}"; do pkgs+=("${pkg[$b]}"); done
+for b in "${missing[@]}"; do pkgs+=("${pkg[$b]}"); done
 CGO_ENABLED=0 go build -ldflags "$ldflags -s -w" -o "$tmp/" "${pkgs[@]}"
-for b in "${bins[@]}"; do
+for b in "${missing[@]}"; do
   # go build names a binary after its package's path, less a major version (etcd's server/v3).
   p=${pkg[$b]%/v[0-9]*}
   # Renamed into place, so a running test cluster keeps its old executable instead of failing
   # with "text file busy".
   mv -f "$tmp/${p##*/}" "$out/$b"
+  echo "$want" >"$(stamp "$b")"
+  cache_put "cluster-$b" "$want" "$out" "$b"
 done
 rm -rf "$tmp"
-echo "$want" > "$stamp"
-cache_put cluster "$want" "$out" "${bins[@]}"
-echo "cluster binaries built in $(( $(date +%s) - start ))s"
+echo "${missing[*]} built in $(( $(date +%s) - start ))s"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The demo behind `make demo` (which builds evictd, the workload and the
-# control plane first): starts the test control plane (test/cmd/cluster),
-# then test/cmd/demo, which runs a simulated 1 GiB node, starts evictd against
-# it, creates pods and a memory hog and tells what happens. Everything it
-# starts is stopped and removed at the end, also on Ctrl-C. Needs root: the
+# The demo behind `make demo` (which builds evictd, the workload, the cluster
+# and demo commands and the three control plane binaries first: make
+# demo-bins): starts the test control plane (test/cmd/cluster), then
+# test/cmd/demo, which runs a simulated 1 GiB node, starts evictd against it,
+# creates pods and a memory hog and tells what happens. Everything it starts
+# is stopped and removed at the end, also on Ctrl-C; the logs (evictd's, the
+# node's, the control plane's) stay in _output/demo, replaced by the next
+# run. Needs root: the
 # simulated node is made of real cgroups and processes, on cgroup v1 (the
 # memory and pids hierarchies) or v2 (the unified hierarchy), whichever the
 # host mounts at /sys/fs/cgroup.
@@ -33,17 +36,17 @@ else
   echo "demo: neither cgroup v2 (no $cg/cgroup.controllers) nor the cgroup v1 memory and pids hierarchies under $cg" >&2
   exit 1
 fi
-for b in evictd workload etcd kube-apiserver kube-controller-manager; do
+for b in evictd workload cluster demo etcd kube-apiserver kube-controller-manager; do
   if [ ! -x "$bin/$b" ]; then
-    echo "demo: $bin/$b is missing: run make build cluster-bins, or make demo" >&2
+    echo "demo: $bin/$b is missing: run make demo-bins, or make demo" >&2
     exit 1
   fi
 done
 
-echo "Building the demo's tools..."
-go build -o "$bin/cluster" ./test/cmd/cluster
-go build -o "$bin/demo" ./test/cmd/demo
-
+# Kept after the demo; the scratch directory (kubeconfigs, the control plane's data) is not.
+logs="$root/_output/demo"
+rm -rf "$logs"
+mkdir -p "$logs"
 work=$(mktemp -d "${TMPDIR:-/tmp}/evictd-demo.XXXXXX")
 cluster_pid=""
 cleanup() {
@@ -55,11 +58,12 @@ cleanup() {
     kill -TERM "$cluster_pid" 2>/dev/null || true
     wait "$cluster_pid" 2>/dev/null || true
   fi
-  if [ "$code" -ne 0 ] && [ "$code" -ne 130 ] && [ -s "$work/node.log" ]; then
+  if [ "$code" -ne 0 ] && [ "$code" -ne 130 ] && [ -s "$logs/node.log" ]; then
     echo "The simulated node's log ended with:" >&2
-    tail -n 20 "$work/node.log" >&2
+    tail -n 20 "$logs/node.log" >&2
   fi
   rm -rf "$work"
+  echo "The demo's logs are kept in ${logs#"$root"/}: $(cd "$logs" && ls | tr '\n' ' ')"
   exit "$code"
 }
 trap cleanup EXIT
@@ -67,13 +71,13 @@ trap 'exit 130' INT TERM
 trap 'exit 129' HUP
 
 echo "Starting a local Kubernetes control plane (about 10 s)..."
-"$bin/cluster" --env-file "$work/cluster.env" >"$work/cluster.log" 2>&1 &
+"$bin/cluster" --env-file "$work/cluster.env" >"$logs/cluster.log" 2>&1 &
 cluster_pid=$!
 for _ in $(seq 1 180); do
   [ -s "$work/cluster.env" ] && break
   if ! kill -0 "$cluster_pid" 2>/dev/null; then
     echo "demo: the control plane did not start; its log:" >&2
-    tail -n 30 "$work/cluster.log" >&2
+    tail -n 30 "$logs/cluster.log" >&2
     exit 1
   fi
   sleep 1
@@ -86,5 +90,7 @@ fi
 . "$work/cluster.env"
 
 # DEMO_SCRAPE_DIR (make dashboard-picture): keep evictd's /metrics every second there.
-"$bin/demo" --kubeconfig "$KUBECONFIG" --evictd-kubeconfig "$EVICTD_KUBECONFIG" \
-  --bin-dir "$bin" --work-dir "$work" ${DEMO_SCRAPE_DIR:+--scrape-dir "$DEMO_SCRAPE_DIR"}
+# --verify: the demo ends in an error unless its story held (the leak evicted, the protected pods
+# kept, no OOM kill, the brake on and lifted), so a run that shows something else says so.
+"$bin/demo" --kubeconfig "$KUBECONFIG" --evictd-kubeconfig "$EVICTD_KUBECONFIG" --verify \
+  --bin-dir "$bin" --work-dir "$work" --log-dir "$logs" ${DEMO_SCRAPE_DIR:+--scrape-dir "$DEMO_SCRAPE_DIR"}

@@ -3,23 +3,28 @@
 // Command demo narrates evictd at work for `make demo` (hack/demo.sh starts
 // the test control plane first and passes its kubeconfigs):
 //
-//	demo --kubeconfig ADMIN --evictd-kubeconfig EVICTD --bin-dir DIR --work-dir DIR [--verify]
+//	demo --kubeconfig ADMIN --evictd-kubeconfig EVICTD --bin-dir DIR --work-dir DIR [--log-dir DIR] [--verify]
 //
 // It runs a simulated 1 GiB node itself (package nodesim, the code
 // test/cmd/nodesim runs; only the node's owner can play a static pod),
-// starts evictd as a real process with only its ServiceAccount's
-// kubeconfig, creates a handful of pods of different QoS classes and
+// starts evictd as a real process with its ServiceAccount's identity as its
+// DaemonSet pod on the node holds it (a token bound to a pod there, which
+// the shipped admission policy asks of the node brake's writes) and the
+// shipped defaults but for its thresholds, creates a handful of pods of different QoS classes and
 // priorities (one protected by a PodDisruptionBudget, one static, one
 // node-critical) and a pod whose memory keeps growing, and tells in plain
 // words what happens: memory falling, evictd's ranking, each eviction with
-// its reason, and the final state. The node's cgroups are on cgroup v1 or
+// why its pod ranked where it did, the node brake, the final state, and the
+// brake lifted when evictd stops. The node's cgroups are on cgroup v1 or
 // v2, whichever the host runs (package nodesim picks). With --verify it
 // exits 1 unless the story happened: evictd evicted the memory hog through
 // the Eviction API and saw it gone, the pods it must never evict (the
 // PodDisruptionBudget's, the Guaranteed one under its request, the critical
-// and the static pod) still run, and the kernel's OOM killer never struck
+// and the static pod) still run, the kernel's OOM killer never struck, and
+// the brake was on the Node during the episode and gone after evictd stopped
 // (test/vmnode's TestNodeDemoV2 runs it so in a cgroup v2 guest). On SIGINT or SIGTERM, or at the end, it
-// stops evictd and removes the node's processes, cgroups and directories.
+// stops evictd and removes the node's processes, cgroups and directories;
+// evictd's log, the node's and the ranking's inputs stay in --log-dir.
 package main
 
 import (
@@ -38,17 +43,21 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/evictd/evictd/pkg/nodebrake"
 	"github.com/evictd/evictd/test/e2e/agent/evictdproc"
+	"github.com/evictd/evictd/test/e2e/framework"
 	"github.com/evictd/evictd/test/e2e/podtest"
 	"github.com/evictd/evictd/test/nodesim"
 )
@@ -63,6 +72,9 @@ const (
 	// pressureTimeout bounds the pressure phase; the hog is evicted after
 	// about 15 s.
 	pressureTimeout = 90 * time.Second
+	// liftTimeout bounds the wait for the Node to show the brake lifted
+	// after evictd's clean exit (one API write, made before it exits).
+	liftTimeout = 30 * time.Second
 	// scrapeTail is how long the dashboard's scrapes go on after the final state.
 	scrapeTail = 20 * time.Second
 )
@@ -77,7 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	kubeconfig := fs.String("kubeconfig", "", "admin kubeconfig of the test cluster (required)")
 	evictdKubeconfig := fs.String("evictd-kubeconfig", "", "kubeconfig with evictd's ServiceAccount token (required)")
 	binDir := fs.String("bin-dir", "", "directory holding evictd and workload (required)")
-	workDir := fs.String("work-dir", "", "directory for evictd's log and captured files (required)")
+	workDir := fs.String("work-dir", "", "directory for the demo's scratch files: evictd's kubeconfig (required)")
+	logDir := fs.String("log-dir", "", "directory for evictd's and the node's logs and the ranking's inputs, kept after the demo (default: --work-dir)")
 	scrapeDir := fs.String("scrape-dir", "", "keep a scrape of evictd's /metrics every second in this directory, for the dashboard's picture")
 	verify := fs.Bool("verify", false, "exit 1 unless the hog was evicted, the protected pods still run and no OOM kill happened")
 	if err := fs.Parse(args); err != nil {
@@ -103,10 +116,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
 		return 2
 	}
+	if *logDir == "" {
+		*logDir = *workDir
+	}
+	if err := os.MkdirAll(*logDir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "demo: --log-dir: %v\n", err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	d := &demo{out: stdout, client: client, evictdKubeconfig: *evictdKubeconfig, binDir: *binDir, workDir: *workDir,
-		scrapeDir: *scrapeDir, verify: *verify, evicted: map[string]string{}}
+		logDir: *logDir, scrapeDir: *scrapeDir, verify: *verify, evicted: map[string]string{}}
 	err = d.run(ctx)
 	d.cleanup()
 	switch {
@@ -125,6 +145,7 @@ type demo struct {
 	client           kubernetes.Interface
 	evictdKubeconfig string
 	binDir, workDir  string
+	logDir           string
 	scrapeDir        string
 	scrapes          *scrapeRecorder
 	verify           bool
@@ -138,6 +159,13 @@ type demo struct {
 	evicted map[string]string
 	// hogGone: evictd logged the evicted hog gone.
 	hogGone bool
+	// standIn is evictd's DaemonSet pod's stand-in on the node, whose
+	// bound token evictd runs with.
+	standIn *corev1.Pod
+	// brakeOn: the Node carried evictd's memory brake (its taint and its
+	// condition True) during the episode; brakeLifted: neither is left
+	// once evictd has stopped.
+	brakeOn, brakeLifted bool
 }
 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
@@ -189,7 +217,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.step(2, "Starting a simulated node %q with 1 GiB of memory (cgroup %s on this host).", nodeName, cgroupVersion())
 	workload := filepath.Join(d.binDir, "workload")
 	logCfg := zap.NewDevelopmentConfig()
-	logCfg.OutputPaths = []string{filepath.Join(d.workDir, "node.log")}
+	logCfg.OutputPaths = []string{filepath.Join(d.logDir, "node.log")}
 	logCfg.ErrorOutputPaths = logCfg.OutputPaths
 	nodeLog, err := logCfg.Build()
 	if err != nil {
@@ -208,20 +236,23 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 
-	d.step(4, "Starting evictd for this node, with only its ServiceAccount's rights.")
+	d.step(4, "Starting evictd for this node as its DaemonSet pod runs: its ServiceAccount's rights only, the shipped defaults.")
+	kubeconfig, err := d.nodeKubeconfig(ctx)
+	if err != nil {
+		return err
+	}
+	d.say("   Its token is bound to its pod on the node (%s/%s), as a DaemonSet pod's is:", d.standIn.Namespace, d.standIn.Name)
+	d.say("   the shipped admission policy lets evictd write its brake on this Node only.")
+	// The shipped defaults (the node brake on, a pressure transition
+	// period of 5 minutes) but for the thresholds, which fit a 1 GiB node.
 	flags := []string{
-		"--kubeconfig=" + d.evictdKubeconfig, "--node-name=" + nodeName,
+		"--kubeconfig=" + kubeconfig, "--node-name=" + nodeName,
 		"--host-root=" + node.HostRoot, "--cgroup-root=" + node.CgroupRoot, "--node-cgroup=" + node.CgroupRoot,
-		// Short, so that the demo shows the episode end (the default is 5m).
-		"--eviction-pressure-transition-period=3s",
 		"--eviction-hard=memory.available<300Mi,allocatableMemory.available<none,nodefs.available<none," +
 			"nodefs.inodesFree<none,imagefs.available<none,imagefs.inodesFree<none,pid.available<none",
 		"--eviction-minimum-reclaim=memory.available=100Mi",
-		// The brake writes the Node, which the shipped admission policy
-		// allows only to a token bound to evictd's pod on it.
-		"--node-brake=false",
 	}
-	d.evictd, err = evictdproc.Start(evictdproc.Options{Bin: filepath.Join(d.binDir, "evictd"), Args: flags, LogPath: filepath.Join(d.workDir, "evictd.log")})
+	d.evictd, err = evictdproc.Start(evictdproc.Options{Bin: filepath.Join(d.binDir, "evictd"), Args: flags, LogPath: filepath.Join(d.logDir, "evictd.log")})
 	if err != nil {
 		return err
 	}
@@ -243,10 +274,12 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 
-	d.step(6, "Starting %q: it grows by 25 MiB/s up to 500 MiB.", hog.name)
+	d.step(6, "Starting %q (priority %d, class %s): it grows by 25 MiB/s up to 500 MiB.", hog.name, priorities[hog.class], hog.class)
 	d.say("   Left alone the pods would need more than the node's 1 GiB, and the kernel's OOM killer would strike.")
 	d.say("   evictd evicts when memory.available is below 300 MiB, or when its fill rate says it will be within")
 	d.say("   the time an eviction takes (--act-early), so the memory is back before the node runs out.")
+	d.say("   The leak's priority is above batch-report's (0) and cache's (%d), which also use more than they", priorities["web"])
+	d.say("   request: those rank before it, so evictd takes them first, then the leak while memory is still short.")
 	if _, err := d.client.CoreV1().Pods(namespace).Create(ctx, hog.object(), metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -260,7 +293,77 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.showFinal(ctx); err != nil {
 		return err
 	}
-	return d.endScrapes(ctx)
+	if err := d.endScrapes(ctx); err != nil {
+		return err
+	}
+	d.step(8, "Stopping evictd (SIGTERM), as a rollout or an uninstall would.")
+	if err := d.stopEvictd(ctx); err != nil {
+		return err
+	}
+	if !d.verify {
+		return nil
+	}
+	present, err := d.podsPresent(ctx)
+	if err != nil {
+		return err
+	}
+	if err := storyHeld(d.evicted, present, d.hogGone, d.mirror, d.node.OOMKills(), d.brakeOn, d.brakeLifted); err != nil {
+		return err
+	}
+	d.say("   Verified: evictd evicted %s, the protected pods still run, no OOM kill, the brake on and then lifted.", hog.name)
+	return nil
+}
+
+// nodeKubeconfig writes a kubeconfig for evictd with the identity its
+// DaemonSet pod on the node holds: --evictd-kubeconfig's ServiceAccount (as
+// the API server names it), with a token bound to a stand-in pod on the node,
+// which the admin client creates. It returns the file's path.
+func (d *demo) nodeKubeconfig(ctx context.Context) (string, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", d.evictdKubeconfig)
+	if err != nil {
+		return "", fmt.Errorf("--evictd-kubeconfig %q: %w", d.evictdKubeconfig, err)
+	}
+	self, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	review, err := self.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("who is --evictd-kubeconfig's user: %w", err)
+	}
+	sa, err := serviceAccountOf(review.Status.UserInfo.Username)
+	if err != nil {
+		return "", fmt.Errorf("--evictd-kubeconfig: %w", err)
+	}
+	pod, token, err := framework.BindEvictdToNode(ctx, d.client, sa, nodeName)
+	if err != nil {
+		return "", err
+	}
+	d.standIn = pod
+	raw, err := clientcmd.LoadFromFile(d.evictdKubeconfig)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range raw.AuthInfos {
+		a.Token, a.TokenFile = token, ""
+	}
+	path := filepath.Join(d.workDir, "evictd-"+nodeName+".kubeconfig")
+	if err := clientcmd.WriteToFile(*raw, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// serviceAccountOf reads the namespace and name out of a ServiceAccount's
+// user name, system:serviceaccount:NAMESPACE:NAME.
+func serviceAccountOf(user string) (types.NamespacedName, error) {
+	const prefix = "system:serviceaccount:"
+	rest, ok := strings.CutPrefix(user, prefix)
+	ns, name, found := strings.Cut(rest, ":")
+	if !ok || !found || ns == "" || name == "" || strings.Contains(name, ":") {
+		return types.NamespacedName{}, fmt.Errorf("user %q is not a ServiceAccount (%sNAMESPACE:NAME)", user, prefix)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }
 
 // endScrapes keeps scraping a little after the episode, so the dashboard
@@ -282,8 +385,11 @@ func (d *demo) endScrapes(ctx context.Context) error {
 	return nil
 }
 
+// priorities are the demo's PriorityClasses and their values.
+var priorities = map[string]int32{"web": 1000, "important": 10000}
+
 func (d *demo) createWorkloads(ctx context.Context) error {
-	for name, v := range map[string]int32{"web": 1000, "important": 10000} {
+	for name, v := range priorities {
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v}
 		if _, err := d.client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
@@ -364,8 +470,8 @@ func (d *demo) waitRunning(ctx context.Context, name string) (*corev1.Pod, error
 // `evictd rank`'s table.
 func (d *demo) showRanking(ctx context.Context) error {
 	evictd := filepath.Join(d.binDir, "evictd")
-	summary := filepath.Join(d.workDir, "summary.json")
-	podsFile := filepath.Join(d.workDir, "pods.json")
+	summary := filepath.Join(d.logDir, "summary.json")
+	podsFile := filepath.Join(d.logDir, "pods.json")
 	obs, err := exec.CommandContext(ctx, evictd, "observe", "-o", "json", "--host-root", d.node.HostRoot, "--cgroup-root", d.node.CgroupRoot, "--node-cgroup", d.node.CgroupRoot).Output()
 	if err != nil {
 		return fmt.Errorf("evictd observe: %w", err)
@@ -398,14 +504,16 @@ func (d *demo) showRanking(ctx context.Context) error {
 
 // watchPressure prints memory.available as evictd sees it every second and
 // evictd's log lines as they come, until the hog has been evicted and
-// pressure has ended, or pressureTimeout.
+// gone and memory.available is back above the threshold, or
+// pressureTimeout.
 func (d *demo) watchPressure(ctx context.Context) error {
 	start := time.Now()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	var lastPrint time.Time
-	hogGone, ended := false, false
-	for !(hogGone && ended) {
+	hogGone, recovered := false, false
+	var victims []string
+	for !(hogGone && recovered) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -424,12 +532,17 @@ func (d *demo) watchPressure(ctx context.Context) error {
 			}
 			switch {
 			case l.Msg == "evicted pod":
+				name := strings.TrimPrefix(l.Pod, namespace+"/")
+				if why := rankNote(name, l.Reason, victims); why != "" {
+					d.say("             %s", why)
+				}
+				victims = append(victims, name)
 				reason, _, _ := strings.Cut(l.Reason, ";")
-				d.evicted[strings.TrimPrefix(l.Pod, namespace+"/")] = fmt.Sprintf("evicted as rank %v: %s", l.Fields["rank"], reason)
+				d.evicted[name] = fmt.Sprintf("evicted as rank %v: %s", l.Fields["rank"], reason)
 			case l.Msg == "evicted pod gone" && l.Pod == namespace+"/"+d.hogName:
 				hogGone, d.hogGone = true, true
-			case l.Msg == "pressure episode ended" && hogGone:
-				ended = true
+			case l.Msg == msgBrakeOn && l.Str("resource") == string(nodebrake.Memory):
+				d.brakeOn = true
 			}
 		}
 		if time.Since(lastPrint) >= time.Second {
@@ -443,9 +556,37 @@ func (d *demo) watchPressure(ctx context.Context) error {
 				continue // not observed yet
 			}
 			d.say(" %s  memory.available %4.0f MiB %s", elapsed(time.Since(start)), avail/mib, bar(avail))
+			recovered = avail >= threshold
 		}
 	}
 	return nil
+}
+
+// msgBrakeOn is evictd's log line when it puts the node brake on.
+const msgBrakeOn = "node brake on: new pods kept away until the episode ends"
+
+// rankNote tells, for a pod evictd evicted (its log's reason), why it went
+// before the memory leak or after the others (before, the pods evicted
+// earlier in the episode), in the kubelet's order: pods using more than
+// they request first, lower priority first among them. "" when the reason
+// says nothing the ranking table has not.
+func rankNote(name, reason string, before []string) string {
+	over := strings.Contains(reason, "exceeds request")
+	var prio int32
+	_, rest, ok := strings.Cut(reason, "priority ")
+	if ok {
+		_, _ = fmt.Sscanf(rest, "%d", &prio)
+	}
+	hogPrio := priorities[hog.class]
+	switch {
+	case name == hog.name && len(before) > 0:
+		return fmt.Sprintf("rank: it uses more than it requests, at priority %d; %s, of lower priority, went first and it grows on", hogPrio, strings.Join(before, " and "))
+	case name == hog.name:
+		return "rank: it uses more than it requests, and no pod of lower priority does"
+	case over && ok && prio < hogPrio:
+		return fmt.Sprintf("rank: before %s, though that one grows: both use more than they request, and priority %d is below its %d", hog.name, prio, hogPrio)
+	}
+	return ""
 }
 
 // bar draws memory.available against the node's memory, with the threshold
@@ -492,6 +633,11 @@ func narrate(l evictdproc.Entry) string {
 		return fmt.Sprintf("evictd: EVICTED %s (rank %v, %.0f s to shut down)\n             why: %s", l.Pod, l.Fields["rank"], g, l.Reason)
 	case "eviction blocked by PodDisruptionBudget":
 		return fmt.Sprintf("evictd: %s is protected by its PodDisruptionBudget (the API server answered 429): trying the next pod", l.Pod)
+	case msgBrakeOn:
+		return fmt.Sprintf("evictd: node brake on: taint %s and condition %s=True on the Node, so new pods go elsewhere until the episode ends",
+			l.Str("taint"), l.Str("condition"))
+	case "node brake lifted":
+		return fmt.Sprintf("evictd: node brake lifted: taint %s and condition %s gone from the Node", l.Str("taint"), l.Str("condition"))
 	case "evicted pod gone":
 		return fmt.Sprintf("evictd: %s is gone (%s after the eviction); its memory is free again", l.Pod, roundDur(l.Str("took")))
 	case "pressure episode started":
@@ -532,15 +678,24 @@ func (d *demo) newLogLines() []evictdproc.Entry {
 // skipLog moves past what evictd logged at start-up.
 func (d *demo) skipLog() { d.newLogLines() }
 
-func (d *demo) showFinal(ctx context.Context) error {
-	time.Sleep(time.Second)
+// podsPresent lists the demo's pods: true for those not being deleted.
+func (d *demo) podsPresent(ctx context.Context) (map[string]bool, error) {
 	list, err := d.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	present := map[string]bool{}
 	for _, p := range list.Items {
 		present[p.Name] = p.DeletionTimestamp == nil
+	}
+	return present, nil
+}
+
+func (d *demo) showFinal(ctx context.Context) error {
+	time.Sleep(time.Second)
+	present, err := d.podsPresent(ctx)
+	if err != nil {
+		return err
 	}
 	all := append(append([]pod{}, pods...), staticPod, hog)
 	for _, p := range all {
@@ -567,13 +722,64 @@ func (d *demo) showFinal(ctx context.Context) error {
 	if u, err := evictdproc.ReadUsage("/proc", d.evictd.Pid()); err == nil {
 		d.say("   evictd itself: %.0f MiB resident, %.2f s of CPU so far.", u.RSS/mib, u.CPU.Seconds())
 	}
-	if !d.verify {
-		return nil
-	}
-	if err := storyHeld(d.evicted, present, d.hogGone, d.mirror, d.node.OOMKills()); err != nil {
+	node, err := d.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
 		return err
 	}
-	d.say("   Verified: evictd evicted %s, the protected pods still run, no OOM kill.", hog.name)
+	if on := brakeOf(node); on != "" {
+		d.say("   The node brake is still on (%s):", on)
+		d.say("   the episode stays open until memory.available has stayed above the threshold for the pressure")
+		d.say("   transition period (--eviction-pressure-transition-period, 5 minutes, the kubelet's default), so that")
+		d.say("   the node is not refilled at once. The demo does not wait for it.")
+	}
+	return nil
+}
+
+// brakeOf describes evictd's memory brake on node (its taint, its condition
+// True), or "" when neither is there.
+func brakeOf(node *corev1.Node) string {
+	var on []string
+	for _, t := range node.Spec.Taints {
+		if t.Key == nodebrake.TaintKey(nodebrake.Memory) {
+			on = append(on, "taint "+t.Key+":"+string(t.Effect))
+		}
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == nodebrake.ConditionType(nodebrake.Memory) && c.Status == corev1.ConditionTrue {
+			on = append(on, "condition "+string(c.Type)+"=True")
+		}
+	}
+	return strings.Join(on, ", ")
+}
+
+// stopEvictd stops evictd as a DaemonSet's rollout would, tells what it
+// logged on the way out, and waits for the Node to show its brake lifted:
+// a clean exit leaves nothing of evictd's on the Node.
+func (d *demo) stopEvictd(ctx context.Context) error {
+	killed, code, err := d.evictd.Stop(15 * time.Second)
+	if err != nil || killed || code != 0 {
+		return fmt.Errorf("evictd did not stop cleanly (killed %v, exit code %d, %v):\n%s", killed, code, err, d.evictd.Tail(20))
+	}
+	for _, l := range d.newLogLines() {
+		if line := narrate(l); line != "" {
+			d.say("   %s", line)
+		}
+	}
+	var left string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, liftTimeout, true, func(ctx context.Context) (bool, error) {
+		node, err := d.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		left = brakeOf(node)
+		return left == "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("evictd exited cleanly but the Node still carries its brake after %s (%s): lift it with evictd cleanup", liftTimeout, left)
+	}
+	d.brakeLifted = true
+	d.say("   evictd exited cleanly, and the Node carries no taint or condition of evictd's: it lifts its brake on the way out.")
+	d.say("   Its log is kept in %s.", d.evictd.LogPath())
 	return nil
 }
 
@@ -584,9 +790,11 @@ var protected = []string{"web-frontend", "database", "node-agent"}
 
 // storyHeld checks the demo's outcome for --verify: evictd evicted the hog
 // (its "evicted pod" line, which follows the Eviction API's answer) and saw
-// it gone, every protected pod is still there undeleted, and the OOM killer
-// never struck. Pods ranked before the hog may have been evicted too.
-func storyHeld(evicted map[string]string, present map[string]bool, hogGone bool, mirror string, oomKills int) error {
+// it gone, every protected pod is still there undeleted, the OOM killer
+// never struck, and evictd's brake went on during the episode and was gone
+// from the Node once evictd had stopped. Pods ranked before the hog may have
+// been evicted too.
+func storyHeld(evicted map[string]string, present map[string]bool, hogGone bool, mirror string, oomKills int, brakeOn, brakeLifted bool) error {
 	var errs []error
 	if evicted[hog.name] == "" || !hogGone {
 		errs = append(errs, fmt.Errorf("the hog %s was not evicted and gone (evicted: %v, gone: %v)", hog.name, evicted, hogGone))
@@ -598,6 +806,12 @@ func storyHeld(evicted map[string]string, present map[string]bool, hogGone bool,
 	}
 	if oomKills != 0 {
 		errs = append(errs, fmt.Errorf("the kernel OOM killer struck %d times", oomKills))
+	}
+	if !brakeOn {
+		errs = append(errs, errors.New("evictd never logged its memory brake on"))
+	}
+	if !brakeLifted {
+		errs = append(errs, errors.New("the Node still carried evictd's brake after evictd stopped"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("the demo's story did not hold: %w", errors.Join(errs...))
@@ -620,8 +834,8 @@ func (d *demo) cleanup() {
 	if d.scrapes != nil {
 		_, _ = d.scrapes.Stop()
 	}
-	d.step(8, "Cleaning up: stopping evictd, the node's processes, cgroups and directories.")
-	if d.evictd != nil {
+	d.step(9, "Cleaning up: the node's processes, cgroups and directories.")
+	if d.evictd != nil && !d.evictd.Exited() {
 		if killed, code, err := d.evictd.Stop(15 * time.Second); killed || code != 0 || err != nil {
 			d.say("   evictd did not stop cleanly (killed %v, exit code %d, %v)", killed, code, err)
 		}
@@ -632,6 +846,9 @@ func (d *demo) cleanup() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = d.client.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
+		if d.standIn != nil {
+			_ = d.client.CoreV1().Pods(d.standIn.Namespace).Delete(ctx, d.standIn.Name, metav1.DeleteOptions{})
+		}
 		if err := d.node.Stop(); err != nil && !errors.Is(err, context.Canceled) {
 			d.say("   the node was not removed completely: %v", err)
 		}

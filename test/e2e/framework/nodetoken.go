@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
@@ -41,11 +43,28 @@ func (c *Cluster) EvictdNodeToken(t testing.TB, node string) (cfg *rest.Config, 
 }
 
 func (c *Cluster) evictdNodeToken(ctx context.Context, node string) (*rest.Config, string, error) {
+	_, token, err := BindEvictdToNode(ctx, c.Admin, c.EvictdServiceAccount, node)
+	if err != nil {
+		return nil, "", err
+	}
+	kubeconfig := filepath.Join(c.Dir, "evictd-"+node+".kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig, "evictd-"+node, token); err != nil {
+		return nil, "", err
+	}
+	return c.restConfig(token), kubeconfig, nil
+}
+
+// BindEvictdToNode gives evictd's ServiceAccount sa the identity its
+// DaemonSet pod on node holds: it creates (or reuses) the stand-in pod
+// evictd-<node> in sa's namespace, on node, and returns it with a token of sa
+// bound to it, so that the token carries node's name in NodeNameClaim. admin
+// makes both requests. The demo (test/cmd/demo) runs its evictd with such a
+// token, as Cluster.EvictdNodeToken's tests do.
+func BindEvictdToNode(ctx context.Context, admin kubernetes.Interface, sa types.NamespacedName, node string) (*corev1.Pod, string, error) {
 	if node == "" {
 		return nil, "", fmt.Errorf("evictd node token: empty node name")
 	}
-	sa := c.EvictdServiceAccount
-	pods := c.Admin.CoreV1().Pods(sa.Namespace)
+	pods := admin.CoreV1().Pods(sa.Namespace)
 	want := evictdNodePod(sa.Namespace, sa.Name, node)
 	pod, err := pods.Create(ctx, want, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -60,7 +79,7 @@ func (c *Cluster) evictdNodeToken(ctx context.Context, node string) (*rest.Confi
 		return nil, "", fmt.Errorf("evictd pod for node %s: %w", node, err)
 	}
 
-	tr, err := c.Admin.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+	tr, err := admin.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{
 			ExpirationSeconds: ptr.To[int64](tokenTTL),
 			BoundObjectRef:    &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID},
@@ -69,11 +88,7 @@ func (c *Cluster) evictdNodeToken(ctx context.Context, node string) (*rest.Confi
 	if err != nil {
 		return nil, "", fmt.Errorf("TokenRequest for %s bound to pod %s/%s: %w", sa, pod.Namespace, pod.Name, err)
 	}
-	kubeconfig := filepath.Join(c.Dir, "evictd-"+node+".kubeconfig")
-	if err := c.WriteKubeconfig(kubeconfig, "evictd-"+node, tr.Status.Token); err != nil {
-		return nil, "", err
-	}
-	return c.restConfig(tr.Status.Token), kubeconfig, nil
+	return pod, tr.Status.Token, nil
 }
 
 // evictdNodePod is the stand-in for evictd's DaemonSet pod on node.
