@@ -582,7 +582,7 @@ func rankNote(name, reason string, before []string) string {
 	case name == hog.name && len(before) > 0:
 		return fmt.Sprintf("rank: it uses more than it requests, at priority %d; %s, of lower priority, went first and it grows on", hogPrio, strings.Join(before, " and "))
 	case name == hog.name:
-		return "rank: it uses more than it requests, and no pod of lower priority does"
+		return fmt.Sprintf("rank: it uses more than it requests, at priority %d", hogPrio)
 	case over && ok && prio < hogPrio:
 		return fmt.Sprintf("rank: before %s, though that one grows: both use more than they request, and priority %d is below its %d", hog.name, prio, hogPrio)
 	}

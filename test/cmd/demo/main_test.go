@@ -86,7 +86,7 @@ func TestRankNote(t *testing.T) {
 		{name: "the leak after the others", pod: hog.name, reason: "usage 310Mi exceeds request 100Mi, priority 10000", before: []string{"batch-report", "cache"},
 			want: "batch-report and cache, of lower priority, went first"},
 		{name: "the leak alone", pod: hog.name, reason: "usage 310Mi exceeds request 100Mi, priority 10000",
-			want: "no pod of lower priority does"},
+			want: "rank: it uses more than it requests, at priority 10000"},
 		{name: "within its request", pod: "cache", reason: "usage 60Mi within request 64Mi, priority 1000"},
 		{name: "higher priority", pod: "other", reason: "usage 60Mi exceeds request 0, priority 20000"},
 	}
