@@ -30,6 +30,9 @@
 #   HOST_V2_TIMEOUT     seconds the guest may run in all (default 3600); each binary gets it too
 #   HOST_V2_READY_TIMEOUT  how long an e2e test waits for its control plane in the guest
 #                       (EVICTD_E2E_READY_TIMEOUT, default 15m: it takes 2-5 minutes there)
+#   HOST_V2_REPLAY_REPEATS  how many times each e2e agent's trace is replayed in the guest
+#                       (EVICTD_E2E_REPLAY_REPEATS, default 1: the host's run replays each 20
+#                       times; in the guest, TestOwnMemoryLimit's 20 took 24 minutes)
 #
 # Exit status 0 when the guest ran every binary and each passed; the JSON says which test did not.
 set -euo pipefail
@@ -146,7 +149,7 @@ mkdir -p \$r$out
 mount --bind /out \$r$out || exit 1
 echo "host-v2: root ready at uptime \$(cut -d' ' -f1 /proc/uptime)s"
 chroot \$r /usr/bin/env -i PATH=$(dirname "$(command -v "$GO")"):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  HOME=/root CI=true GOROOT=$("$GO" env GOROOT) EVICTD_E2E_READY_TIMEOUT=${HOST_V2_READY_TIMEOUT:-15m} /bin/bash $repo/hack/vm/host-v2-guest.sh $repo $out $limit
+  HOME=/root CI=true GOROOT=$("$GO" env GOROOT) EVICTD_E2E_READY_TIMEOUT=${HOST_V2_READY_TIMEOUT:-15m} EVICTD_E2E_REPLAY_REPEATS=${HOST_V2_REPLAY_REPEATS:-1} /bin/bash $repo/hack/vm/host-v2-guest.sh $repo $out $limit
 EOF
 
 # The guest's scratch disk, ext4 as a host's root or /tmp is: the tests' TMPDIR and a copy of

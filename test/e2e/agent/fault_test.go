@@ -74,7 +74,7 @@ func startEvictdWith(t *testing.T, c *framework.Cluster, node *nodesim.Node, s e
 		// not to the cluster-wide test token: the brake's tests turn it
 		// on with such a token.
 		"--node-brake=false",
-		// Its trace is replayed when it stops (replayOwnTrace).
+		// Its trace is saved before it stops and replayed after (ownTrace, replayTrace).
 		"--secure-bind-address=127.0.0.1:0",
 	}, extra...)
 	p, err := evictdproc.Start(evictdproc.Options{Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), "evictd.log"),
@@ -85,8 +85,9 @@ func startEvictdWith(t *testing.T, c *framework.Cluster, node *nodesim.Node, s e
 	t.Logf("started %s %s", bin, strings.Join(p.Args(), " "))
 	e := &evictd{t: t, p: p, usage: startUsageSampler(p.Pid(), 250*time.Millisecond)}
 	t.Cleanup(func() {
-		e.replayOwnTrace(c)
+		trace := e.ownTrace(c)
 		e.stop()
+		e.replayTrace(trace)
 		if t.Failed() {
 			t.Logf("evictd log (last 60 lines of %s):\n%s", p.LogPath(), p.Tail(60))
 		}

@@ -40,7 +40,7 @@ type replayOutput struct {
 // agent on a busy core (it shares one with a CPU burner: busyCore), saved
 // with docs/decide.md's evictd trace and replayed with its evictd replay:
 // the replay makes the agent's calls, pass for pass, with the same pods,
-// order, ranks and reasons (and the cleanup's replayOwnTrace, twenty times
+// order, ranks and reasons (and the cleanup's replayTrace, twenty times
 // over). Then with other thresholds, as the trace's own figures predict:
 // one under everything the node went down to evicts nothing; a higher one
 // evicts first in the first pass that read memory.available under it.

@@ -26,29 +26,46 @@ import (
 	"github.com/evictd/evictd/test/e2e/framework"
 )
 
-// replayRepeats is how many times each agent's trace is replayed: a replay
-// that depended on anything but the trace (the host's clock, map order)
-// would not make the same calls each time.
-const replayRepeats = 20
+// ReplayRepeatsEnv sets how many times each agent's trace is replayed
+// (default 20): a replay that depended on anything but the trace (the
+// host's clock, map order) would not make the same calls each time. Under
+// the VM's emulation (hack/vm/host-v2.sh sets 1) a replay of a large trace
+// takes a minute where the host takes a quarter of a second: the host's
+// run holds the repeats, the guest's the cgroup v2 trace replayed once.
+const ReplayRepeatsEnv = "EVICTD_E2E_REPLAY_REPEATS"
 
-// replayOwnTrace: every scenario's agent leaves a trace, and a replay of it
+// replayRepeats is ReplayRepeatsEnv's count, or 20.
+func replayRepeats() (int, error) {
+	v := os.Getenv(ReplayRepeatsEnv)
+	if v == "" {
+		return 20, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q: want a count of 1 or more", ReplayRepeatsEnv, v)
+	}
+	return n, nil
+}
+
+// ownTrace and replayTrace: every scenario's agent leaves a trace, and a replay of it
 // with the agent's own configuration makes the agent's calls, call for
 // call (play.Call.Same, with the answers the agent got), each of
 // replayRepeats times, and decides each pass with the clock readings the
 // agent decided with (issue 48), however the scenario's timing fell. The
 // trace is saved from the agent's secure port just before the test stops
 // it, as the cluster's admin (evictd trace does the same as a reader:
-// TestReplayOfAnE2ERun), and replayed in-process (agent.Replay, which
-// evictd replay runs).
-func (e *evictd) replayOwnTrace(c *framework.Cluster) {
+// TestReplayOfAnE2ERun: ownTrace), and replayed in-process once the agent
+// has stopped (agent.Replay, which evictd replay runs: replayTrace), so
+// that the replays do not share the CPU with an agent still at work.
+func (e *evictd) ownTrace(c *framework.Cluster) []byte {
 	t := e.t
 	t.Helper()
 	switch {
 	case t.Failed():
-		return // its own failure says more
+		return nil // its own failure says more
 	case e.ended || e.p.Exited():
 		t.Logf("no trace replayed: the agent is gone")
-		return
+		return nil
 	}
 	var addr string
 	for _, l := range e.logs() {
@@ -58,16 +75,32 @@ func (e *evictd) replayOwnTrace(c *framework.Cluster) {
 	}
 	if addr == "" {
 		t.Logf("no trace replayed: the agent has not started serving")
-		return
+		return nil
 	}
 	data, err := fetchTrace(addr, c.AdminConfig.BearerToken)
 	if err != nil {
 		t.Errorf("saving the agent's trace: %v", err)
+		return nil
+	}
+	return data
+}
+
+// replayTrace replays data, the agent's trace ownTrace saved, replayRepeats
+// times; nothing when there is none.
+func (e *evictd) replayTrace(data []byte) {
+	t := e.t
+	t.Helper()
+	if data == nil {
+		return
+	}
+	repeats, err := replayRepeats()
+	if err != nil {
+		t.Error(err)
 		return
 	}
 	start := time.Now()
 	var passes, calls int
-	for i := range replayRepeats {
+	for i := range repeats {
 		tr, err := trace.Read(bytes.NewReader(data)) // afresh: a replay keeps what it is given
 		if err != nil {
 			t.Errorf("the agent's trace: %v", err)
@@ -96,13 +129,13 @@ func (e *evictd) replayOwnTrace(c *framework.Cluster) {
 			return
 		}
 		if diff := replayDiff(recorded, res); diff != "" {
-			t.Errorf("replay %d of %d of the agent's trace (%d passes) does not make the agent's calls:\n%s", i+1, replayRepeats, len(tr.Passes), diff)
+			t.Errorf("replay %d of %d of the agent's trace (%d passes) does not make the agent's calls:\n%s", i+1, repeats, len(tr.Passes), diff)
 			return
 		}
 		passes, calls = len(tr.Passes), len(recorded)
 	}
 	t.Logf("replayed the agent's trace (%d passes, %d calls) %d times in %s: the agent's calls each time",
-		passes, calls, replayRepeats, time.Since(start).Round(time.Millisecond))
+		passes, calls, repeats, time.Since(start).Round(time.Millisecond))
 }
 
 // replayDiff says where a replay's calls and clock readings part from the
@@ -224,4 +257,22 @@ func slowestDecision(tr *trace.Trace) (time.Duration, uint64) {
 		}
 	}
 	return most, pass
+}
+
+// TestReplayRepeatsEnv: EVICTD_E2E_REPLAY_REPEATS sets how many times each
+// agent's trace is replayed (20 without it); a value that is no count of 1
+// or more is an error naming it.
+func TestReplayRepeatsEnv(t *testing.T) {
+	for v, want := range map[string]int{"": 20, "1": 1, "3": 3} {
+		t.Setenv(ReplayRepeatsEnv, v)
+		if got, err := replayRepeats(); err != nil || got != want {
+			t.Errorf("%s=%q: %d, %v; want %d", ReplayRepeatsEnv, v, got, err, want)
+		}
+	}
+	for _, v := range []string{"0", "-2", "twenty", "2.5"} {
+		t.Setenv(ReplayRepeatsEnv, v)
+		if _, err := replayRepeats(); err == nil || !strings.Contains(err.Error(), `"`+v+`"`) {
+			t.Errorf("%s=%q: error %v; want one naming the value", ReplayRepeatsEnv, v, err)
+		}
+	}
 }
