@@ -56,8 +56,8 @@ observe: $(BIN)/evictd
 	$(BIN)/evictd observe -o table
 
 ## cluster-bins: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet and
-## kubectl from hack/cluster; CLUSTER_BINS names fewer (make test builds the kubelet last, beside
-## the e2e suite, which never runs it).
+## kubectl from hack/cluster; CLUSTER_BINS names fewer (make test's cluster-bins stage leaves the
+## kubelet to node-ready, which builds it beside the e2e suite: the suite never runs it).
 CLUSTER_BINS ?=
 cluster-bins:
 	hack/build-cluster.sh $(BIN) $(CLUSTER_BINS)

@@ -7,10 +7,9 @@
 # creates pods and a memory hog and tells what happens. Everything it starts
 # is stopped and removed at the end, also on Ctrl-C; the logs (evictd's, the
 # node's, the control plane's) stay in _output/demo, replaced by the next
-# run. Needs root: the
-# simulated node is made of real cgroups and processes, on cgroup v1 (the
-# memory and pids hierarchies) or v2 (the unified hierarchy), whichever the
-# host mounts at /sys/fs/cgroup.
+# run. Needs root: the simulated node is made of real cgroups and processes,
+# on cgroup v1 (the memory and pids hierarchies) or v2 (the unified
+# hierarchy), whichever the host mounts at /sys/fs/cgroup.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
