@@ -577,14 +577,23 @@ join modules-tools
 # The control plane and kubectl: what the e2e suite runs. The kubelet, which only the VM node runs,
 # is built by node-ready (make node-ready builds every cluster binary), beside the e2e suite
 # rather than before it: from empty caches the kubelet's own packages are minutes of CPU.
-step cluster-bins 2400 make --no-print-directory cluster-bins \
-  CLUSTER_BINS="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl"
+# A run without node-ready (TEST_STAGES) builds the kubelet here, for unit's kubelet tests.
+cluster_bins=()
+wanted node-ready && cluster_bins=(CLUSTER_BINS="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl")
+step cluster-bins 2400 make --no-print-directory cluster-bins "${cluster_bins[@]}"
 # The real helm CLI: the node smoke installs evictd with it, the e2e suite's uninstall tests
 # (TestUninstallHelm) run it.
 step helm 1200 make --no-print-directory _output/tools/helm
 # e2e from here on, beside unit and the node's stages: its tests mostly wait, and nothing after
 # this rewrites what they run (make build in node-ready finds evictd's binaries up to date).
 needs e2e build cluster-bins helm && lane e2e 0 e2e
+join vm-prepare
+# The node suite's tests need the ballast image (node-images makes it); the node smoke installs
+# evictd with helm (up to date from the helm stage: go build finds nothing to do, so a run with
+# TEST_STAGES naming node-ready and not helm still has it).
+# node-ready before unit: it builds the kubelet, which pkg/kubeletcfg's unit tests run
+# (TestKubeletCasesRealKubelet), and which the cluster-bins stage leaves out.
+needs node-ready vm-prepare && step node-ready 1800 make --no-print-directory node-ready _output/tools/helm
 # Four packages at a time: their tests mostly wait (API outages, grace periods, stalls), so on two
 # cores the link of their binaries is what bounds it (go test -p 4: 58-61 s against 87 s at -p 2).
 # The packages are listed first: a listing that failed or came back empty would leave go test to
@@ -598,11 +607,6 @@ if wanted unit; then
     record unit FAILED 0 0 1 0
   fi
 fi
-join vm-prepare
-# The node suite's tests need the ballast image (node-images makes it); the node smoke installs
-# evictd with helm (up to date from the helm stage: go build finds nothing to do, so a run with
-# TEST_STAGES naming node-ready and not helm still has it).
-needs node-ready vm-prepare && step node-ready 1800 make --no-print-directory node-ready _output/tools/helm
 node_smoke
 node_onedisk
 node_imagefs
