@@ -568,25 +568,37 @@ const msgBrakeOn = "node brake on: new pods kept away until the episode ends"
 // rankNote tells, for a pod evictd evicted (its log's reason), why it went
 // before the memory leak or after the others (before, the pods evicted
 // earlier in the episode), in the kubelet's order: pods using more than
-// they request first, lower priority first among them. "" when the reason
-// says nothing the ranking table has not.
+// they request first, lower priority first among them. The priorities are
+// the demo's own (its pods' classes). "" when that order does not explain it.
 func rankNote(name, reason string, before []string) string {
 	over := strings.Contains(reason, "exceeds request")
-	var prio int32
-	_, rest, ok := strings.Cut(reason, "priority ")
-	if ok {
-		_, _ = fmt.Sscanf(rest, "%d", &prio)
-	}
 	hogPrio := priorities[hog.class]
-	switch {
-	case name == hog.name && len(before) > 0:
-		return fmt.Sprintf("rank: it uses more than it requests, at priority %d; %s, of lower priority, went first and it grows on", hogPrio, strings.Join(before, " and "))
-	case name == hog.name:
-		return fmt.Sprintf("rank: it uses more than it requests, at priority %d", hogPrio)
-	case over && ok && prio < hogPrio:
+	if name == hog.name {
+		var lower []string
+		for _, b := range before {
+			if prio, ok := demoPriority(b); ok && prio < hogPrio {
+				lower = append(lower, b)
+			}
+		}
+		if len(lower) == 0 {
+			return fmt.Sprintf("rank: it uses more than it requests, at priority %d", hogPrio)
+		}
+		return fmt.Sprintf("rank: it uses more than it requests, at priority %d; %s, of lower priority, went first and it grows on", hogPrio, strings.Join(lower, " and "))
+	}
+	if prio, ok := demoPriority(name); ok && over && prio < hogPrio {
 		return fmt.Sprintf("rank: before %s, though that one grows: both use more than they request, and priority %d is below its %d", hog.name, prio, hogPrio)
 	}
 	return ""
+}
+
+// demoPriority is the priority of one of the demo's pods, by its class.
+func demoPriority(name string) (int32, bool) {
+	for _, p := range append(append([]pod{}, pods...), staticPod, hog) {
+		if p.name == name {
+			return priorities[p.class], true
+		}
+	}
+	return 0, false
 }
 
 // bar draws memory.available against the node's memory, with the threshold

@@ -88,7 +88,10 @@ func TestRankNote(t *testing.T) {
 		{name: "the leak alone", pod: hog.name, reason: "usage 310Mi exceeds request 100Mi, priority 10000",
 			want: "rank: it uses more than it requests, at priority 10000"},
 		{name: "within its request", pod: "cache", reason: "usage 60Mi within request 64Mi, priority 1000"},
-		{name: "higher priority", pod: "other", reason: "usage 60Mi exceeds request 0, priority 20000"},
+		{name: "not the demo's pod", pod: "other", reason: "usage 60Mi exceeds request 0, priority 0"},
+		{name: "higher priority", pod: "database", reason: "usage 300Mi exceeds request 256Mi, priority 10000"},
+		{name: "only lower priorities named", pod: hog.name, reason: "usage 310Mi exceeds request 100Mi, priority 10000", before: []string{"database", "cache"},
+			want: "; cache, of lower priority, went first"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
