@@ -467,10 +467,12 @@ e2e_take() {
 }
 # e2e_worker DIR N: runs the queue's tests one after another until it is empty.
 e2e_worker() {
-  local dir=$1 i=$2 line pdir bin ipath test ts max rc
+  local dir=$1 i=$2 line pdir bin ipath test ts tc max rc
   while line=$(e2e_take "$dir") && [ -n "$line" ]; do
     read -r pdir bin ipath test <<<"$line"
     ts=$(date +%s)
+    cpu_children
+    tc=$cpu_ticks
     max=$(cap 3000)
     # As go test runs a test binary: in its package's directory, its output through test2json.
     (cd "$pdir" && timeout --kill-after=30 $((max + 60)) "$GO" tool test2json -t -p "$ipath" \
@@ -480,7 +482,8 @@ e2e_worker() {
     # How the run ended is part of the result (testreport --exits): a binary that exits non-zero
     # with no failure of its test in the stream still fails the stage.
     echo "$ipath $test $rc" >>"$dir/exits"
-    echo "e2e worker $i: $test ($ipath) took $(($(date +%s) - ts))s, exit status $rc"
+    cpu_children
+    echo "e2e worker $i: $test ($ipath) took $(($(date +%s) - ts))s, $(((cpu_ticks - tc) / hz))s of CPU, exit status $rc"
   done
 }
 e2e() {
