@@ -44,9 +44,9 @@ import (
 func TestNodeSmoke(t *testing.T) {
 	n := sharedNode(t)
 	// A 10 s transition period instead of the kubelet's 5 min, so that the
-	// episode ends, and the brake is lifted, soon after the eviction: every
-	// second the emulated guest runs is the host's CPU, most of the gate's
-	// from a busy machine.
+	// episode ends, and the brake is lifted, soon after the eviction: each
+	// second the emulated guest runs costs the host CPU, which the gate on a
+	// busy machine is short of.
 	ev := helmInstall(t, n, "--set", "thresholds.pressureTransitionPeriod=10s")
 	t.Run("parity", func(t *testing.T) { checkParity(t, n, ev) })
 	t.Run("eviction", func(t *testing.T) { smokeEviction(t, n, ev) })
