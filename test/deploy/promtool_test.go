@@ -255,7 +255,7 @@ func TestPromtoolRulesCatchAWrongRule(t *testing.T) {
 // expression reads that recorded series; nil when it has none. A wrong rule
 // is caught by its own alert's groups (the failure names it), and promtool
 // then evaluates those alone rather than every group of every file: 17 runs
-// of all four files took 64 s of CPU, most of the chart tests' own.
+// of all four files took 64 s of CPU, about half of the chart tests' own.
 // Numbers are kept as written (json.Number), so the groups promtool reads
 // are the file's.
 func groupsAbout(raw []byte, name string) ([]byte, error) {

@@ -3,26 +3,46 @@
 package hack
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
 
 // buildGraphs are the project's Go modules and the packages each builds in
 // make test: the main module's binaries and tests, the control plane's
-// commands (hack/cluster: hack/build-cluster.sh's), and the chart's and the dashboard
-// picture's tests.
+// commands (hack/cluster's tools.go names them: clusterCommands), and the
+// chart's and the dashboard picture's tests.
 var buildGraphs = []struct {
 	dir  string
-	pkgs []string
+	pkgs func(t *testing.T, root string) []string
 }{
-	{".", []string{"./..."}},
-	{"hack/cluster", []string{"go.etcd.io/etcd/server/v3", "k8s.io/kubernetes/cmd/kube-apiserver",
-		"k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kube-scheduler",
-		"k8s.io/kubernetes/cmd/kubectl", "k8s.io/kubernetes/cmd/kubelet"}},
-	{"test/deploy", []string{"./..."}},
-	{"hack/dashboard", []string{"./..."}},
+	{".", everyPackage},
+	{"hack/cluster", clusterCommands},
+	{"test/deploy", everyPackage},
+	{"hack/dashboard", everyPackage},
+}
+
+func everyPackage(*testing.T, string) []string { return []string{"./..."} }
+
+// clusterCommands are the commands hack/cluster/tools.go pins, the ones
+// hack/build-cluster.sh builds.
+func clusterCommands(t *testing.T, root string) []string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(root, "hack", "cluster", "tools.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*_ "([^"]+)"`).FindAllStringSubmatch(string(src), -1) {
+		cmds = append(cmds, m[1])
+	}
+	if len(cmds) == 0 {
+		t.Fatal("hack/cluster/tools.go imports no command")
+	}
+	return cmds
 }
 
 // A package two modules both build compiles once only when both take it from
@@ -43,7 +63,7 @@ func TestSharedPackagesShareVersions(t *testing.T) {
 	type clash struct{ first, second origin }
 	clashes := map[clash]int{}
 	for _, g := range buildGraphs {
-		pkgs := buildList(t, filepath.Join(root, g.dir), g.pkgs)
+		pkgs := buildList(t, filepath.Join(root, g.dir), g.pkgs(t, root))
 		if len(pkgs) == 0 {
 			t.Fatalf("%s builds no package from another module: the listing is wrong", g.dir)
 		}
@@ -59,7 +79,7 @@ func TestSharedPackagesShareVersions(t *testing.T) {
 		}
 	}
 	for c, n := range clashes {
-		t.Errorf("%s builds %s and %s builds %s: %d packages both build compile twice, and every package above them; require one version in both",
+		t.Errorf("%s builds %s and %s builds %s: packages both build (%d) compile twice, and every package above them; require one version in both",
 			c.first.dir, c.first.module, c.second.dir, c.second.module, n)
 	}
 }
